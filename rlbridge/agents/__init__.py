@@ -1,0 +1,1 @@
+"""Agents: the Agent contract and the built-in agents."""

@@ -1,0 +1,54 @@
+"""The Agent contract: RL-Glue's agent_* methods, which a process or the in-process glue calls.
+
+Subclass :class:`Agent`, implement ``agent_start`` and ``agent_step`` (and usually
+``agent_init`` and ``agent_end``), and the class runs as its own process with
+``rlbridge agent module:Class``. The glue calls ``agent_init(task_spec)`` once;
+per episode ``agent_start(observation)``, then ``agent_step(reward, observation)``
+for each non-terminal step and ``agent_end(reward)`` on the terminal one (not
+when a step limit cuts the episode off); ``agent_cleanup`` at the end; and
+``agent_message`` at any time.
+"""
+
+from __future__ import annotations
+
+from ..protocol.taskspec import TaskSpec
+from ..protocol.values import Value
+
+
+class Agent:
+    """Base class of agents. Options arrive as keyword strings from ``--opt key=value``.
+
+    Agents never use global random state: the experiment's ``seed N`` message,
+    handled here by :meth:`seed`, fixes their draws.
+    """
+
+    name: str = ""
+
+    def __init__(self, **options: str):
+        self.options = options
+        self.task_spec: TaskSpec | None = None
+
+    def agent_init(self, task_spec: TaskSpec) -> None:
+        self.task_spec = task_spec
+
+    def agent_start(self, observation: Value) -> Value:
+        raise NotImplementedError
+
+    def agent_step(self, reward: float, observation: Value) -> Value:
+        raise NotImplementedError
+
+    def agent_end(self, reward: float) -> None:
+        return None
+
+    def agent_cleanup(self) -> None:
+        return None
+
+    def agent_message(self, message: str) -> str:
+        words = message.split()
+        if len(words) == 2 and words[0] == "seed":
+            self.seed(int(words[1]))
+            return "ok"
+        return ""
+
+    def seed(self, seed: int) -> None:
+        return None

@@ -1,0 +1,1 @@
+"""Renderers (pygame canvases, block commands) and their sinks."""

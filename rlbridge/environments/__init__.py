@@ -1,0 +1,1 @@
+"""Environments: the Environment contract, the game cores and the built-in games."""

@@ -1,0 +1,117 @@
+"""Two tiny environments for tests and benchmarks: GridWalk (4x4 int observation) and Countdown."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..protocol.errors import InvalidAction
+from ..protocol.taskspec import Range, SpaceSpec, TaskSpec
+from ..protocol.values import Value
+from .base import Environment, StepResult
+
+
+class GridWalk(Environment):
+    """A walker on a 4x4 grid that must reach the far corner.
+
+    Description:
+        The walker starts at (0, 0); the goal is (size-1, size-1).
+    Action space:
+        One int in [0, 3]: up, down, left, right. Moves into a wall leave it in place.
+    Observation space:
+        ``size*size`` ints in [0, 2]: 1 marks the walker, 2 the goal, 0 empty cells.
+    Rewards:
+        -1 per step, 0 on reaching the goal.
+    Episode end:
+        On reaching the goal; ``max_steps`` limits are the experiment's business.
+    Arguments:
+        ``size`` (default 4).
+    """
+
+    name = "gridwalk"
+    _MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))
+
+    def __init__(self, size: str = "4", **options: str):
+        super().__init__(**options)
+        self.size = int(size)
+        self.row = self.col = 0
+        self._spec = TaskSpec(
+            observations=SpaceSpec(ints=(Range(0, 2, self.size * self.size),)),
+            actions=SpaceSpec(ints=(Range(0, 3),)),
+            rewards=Range(-1.0, 0.0),
+        )
+
+    def env_init(self) -> TaskSpec:
+        return self._spec
+
+    def _observation(self) -> Value:
+        cells = [0] * (self.size * self.size)
+        cells[-1] = 2
+        cells[self.row * self.size + self.col] = 1
+        return Value(ints=tuple(cells))
+
+    def env_start(self) -> Value:
+        self.row = self.col = 0
+        return self._observation()
+
+    def env_step(self, action: Value) -> StepResult:
+        move = action.ints[0] if action.ints else -1
+        if not 0 <= move <= 3:
+            raise InvalidAction(f"gridwalk action must be an int in [0, 3]; got {action.ints}")
+        d_row, d_col = self._MOVES[move]
+        self.row = min(max(self.row + d_row, 0), self.size - 1)
+        self.col = min(max(self.col + d_col, 0), self.size - 1)
+        done = self.row == self.col == self.size - 1
+        return StepResult(0.0 if done else -1.0, self._observation(), done)
+
+
+class Countdown(Environment):
+    """An episode of exactly ``length`` transitions, for testing the glue's counting rules.
+
+    Description:
+        A counter starts at ``length`` and each step lowers it by one.
+    Action space:
+        One int in [0, 1] (ignored).
+    Observation space:
+        One int, the counter; with ``array_bytes`` > 0 also a uint8 array of that
+        many bytes (for throughput benchmarks of large observations).
+    Rewards:
+        The counter before the step, so an episode's return is length*(length+1)/2.
+    Episode end:
+        When the counter reaches 0.
+    Arguments:
+        ``length`` (default 5), ``array_bytes`` (default 0).
+    """
+
+    name = "countdown"
+
+    def __init__(self, length: str = "5", array_bytes: str = "0", **options: str):
+        super().__init__(**options)
+        self.length = int(length)
+        self.counter = self.length
+        size = int(array_bytes)
+        self._payload = (np.arange(size, dtype=np.uint8),) if size else ()
+        obs_space = SpaceSpec(ints=(Range(0, self.length),))
+        if size:
+            from ..protocol.taskspec import ArraySpec
+
+            obs_space = SpaceSpec(
+                ints=(Range(0, self.length), Range(0, 255, size)),
+                arrays=(ArraySpec("|u1", (size,)),),
+            )
+        self._spec = TaskSpec(
+            observations=obs_space,
+            actions=SpaceSpec(ints=(Range(0, 1),)),
+            rewards=Range(0.0, float(self.length)),
+        )
+
+    def env_init(self) -> TaskSpec:
+        return self._spec
+
+    def env_start(self) -> Value:
+        self.counter = self.length
+        return Value(ints=(self.counter,), arrays=self._payload)
+
+    def env_step(self, action: Value) -> StepResult:
+        reward = float(self.counter)
+        self.counter -= 1
+        return StepResult(reward, Value(ints=(self.counter,), arrays=self._payload), self.counter == 0)

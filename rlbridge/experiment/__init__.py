@@ -1,0 +1,1 @@
+"""The glue: the Experiment API, transports, process runner and message log."""

@@ -1,0 +1,119 @@
+"""The rlbridge error hierarchy: every failure a peer can report, with its wire code.
+
+Each error carries an :class:`ErrorCode` so that it can travel in an ERROR reply
+and be rebuilt on the other side as the same Python class. Messages state what
+was expected and what arrived.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ErrorCode(IntEnum):
+    """Wire codes of ERROR replies (PROTOCOL.md, "Errors")."""
+
+    MALFORMED = 1  # bytes that are not a msgpack envelope
+    UNKNOWN_TYPE = 2  # a message type this peer does not know
+    BAD_FIELD = 3  # a field of the wrong type or arity
+    TOO_LARGE = 4  # a message over the receiver's size limit
+    VERSION_MISMATCH = 5  # a different protocol version
+    INVALID_ACTION = 6  # an action outside the task spec or illegal in the state
+    WRONG_STATE = 7  # a request out of order, such as env_step before env_start
+    PEER_TIMEOUT = 8  # a third peer did not answer in time (fast path)
+    PEER_ERROR = 9  # a third peer replied with an error (fast path)
+    APPLICATION = 10  # the environment or agent code raised
+    SHUTDOWN = 11  # the peer is stopping
+
+
+class RLBridgeError(Exception):
+    """Base of every rlbridge error. ``code`` is the wire code used in ERROR replies."""
+
+    code: ErrorCode = ErrorCode.APPLICATION
+
+
+class ProtocolError(RLBridgeError):
+    """A message broke PROTOCOL.md: malformed bytes, wrong field types, unknown type."""
+
+    code = ErrorCode.BAD_FIELD
+
+    def __init__(self, message: str, code: ErrorCode | None = None):
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class MalformedMessage(ProtocolError):
+    code = ErrorCode.MALFORMED
+
+
+class UnknownMessageType(ProtocolError):
+    code = ErrorCode.UNKNOWN_TYPE
+
+
+class MessageTooLarge(ProtocolError):
+    code = ErrorCode.TOO_LARGE
+
+
+class VersionMismatch(ProtocolError):
+    """The peer speaks another protocol version; the message names both."""
+
+    code = ErrorCode.VERSION_MISMATCH
+
+
+class InvalidAction(RLBridgeError):
+    """An action outside the task spec, or illegal in the current state."""
+
+    code = ErrorCode.INVALID_ACTION
+
+
+class WrongState(RLBridgeError):
+    """A request that the receiver cannot serve in its current state."""
+
+    code = ErrorCode.WRONG_STATE
+
+
+class TaskSpecError(RLBridgeError):
+    """A task-spec string that does not parse."""
+
+    code = ErrorCode.BAD_FIELD
+
+
+class PeerTimeout(RLBridgeError):
+    """A peer did not answer within its timeout; the message names peer, call and place."""
+
+    code = ErrorCode.PEER_TIMEOUT
+
+
+class PeerError(RLBridgeError):
+    """A peer answered a request with an ERROR reply; ``remote_code`` is its code."""
+
+    code = ErrorCode.PEER_ERROR
+
+    def __init__(self, message: str, remote_code: int = ErrorCode.APPLICATION):
+        super().__init__(message)
+        self.remote_code = remote_code
+
+
+class LogError(RLBridgeError):
+    """The message log could not be written or read (full disk, corrupt file)."""
+
+
+_BY_CODE: dict[int, type[RLBridgeError]] = {
+    ErrorCode.MALFORMED: MalformedMessage,
+    ErrorCode.UNKNOWN_TYPE: UnknownMessageType,
+    ErrorCode.BAD_FIELD: ProtocolError,
+    ErrorCode.TOO_LARGE: MessageTooLarge,
+    ErrorCode.VERSION_MISMATCH: VersionMismatch,
+    ErrorCode.INVALID_ACTION: InvalidAction,
+    ErrorCode.WRONG_STATE: WrongState,
+    ErrorCode.PEER_TIMEOUT: PeerTimeout,
+}
+
+
+def error_from_reply(code: int, message: str) -> RLBridgeError:
+    """Rebuild the error that a peer's ERROR reply describes, keeping its class where known."""
+    cls = _BY_CODE.get(code)
+    if cls is None:
+        return PeerError(message, code)
+    return cls(message)

@@ -1,0 +1,336 @@
+"""RL-Glue 3.0 task-spec strings: parse, build, and check values against them.
+
+A task spec such as ``VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1
+OBSERVATIONS INTS (3 0 1) ACTIONS INTS (0 4) REWARDS (-1.0 1.0) EXTRA text``
+describes the flattened ints, doubles and char count of observations and actions.
+Array shapes travel in EXTRA as ``ARRAYS {json}`` (see PROTOCOL.md, "Task spec"):
+the INTS section covers a value's ints followed by its integer arrays flattened
+in C order, and DOUBLES the same for doubles and float arrays.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+from .errors import InvalidAction, TaskSpecError
+from .values import Value
+
+NEGINF = -math.inf
+POSINF = math.inf
+UNSPEC = math.nan
+
+
+@dataclass(frozen=True)
+class Range:
+    """Bounds of ``count`` consecutive elements; NaN stands for UNSPEC."""
+
+    low: float
+    high: float
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """dtype and shape of one array inside a Value, in order of appearance."""
+
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class SpaceSpec:
+    """The OBSERVATIONS or ACTIONS part: int ranges, double ranges, char count, arrays."""
+
+    ints: tuple[Range, ...] = ()
+    doubles: tuple[Range, ...] = ()
+    charcount: int = 0
+    arrays: tuple[ArraySpec, ...] = ()
+
+    @property
+    def num_ints(self) -> int:
+        return sum(r.count for r in self.ints)
+
+    @property
+    def num_doubles(self) -> int:
+        return sum(r.count for r in self.doubles)
+
+    def int_bounds(self) -> list[tuple[float, float]]:
+        return [(r.low, r.high) for r in self.ints for _ in range(r.count)]
+
+    def double_bounds(self) -> list[tuple[float, float]]:
+        return [(r.low, r.high) for r in self.doubles for _ in range(r.count)]
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """An RL-Glue 3.0 task spec as data. ``str(spec)`` gives the wire string."""
+
+    observations: SpaceSpec
+    actions: SpaceSpec
+    rewards: Range = Range(UNSPEC, UNSPEC)
+    problem_type: str = "episodic"
+    discount: float = 1.0
+    extra: str = ""
+    version: str = "RL-Glue-3.0"
+    #: Index of the observation array that is the legal-action mask, if any:
+    #: ``mask[i]`` is true iff the action ``actions.ints[0].low + i`` is legal.
+    legal_mask: int | None = None
+    _checkers: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __str__(self) -> str:
+        return build(self)
+
+    def check_action(self, action: Value) -> None:
+        """Raise :class:`InvalidAction` unless ``action`` fits the ACTIONS part."""
+        _check(self.actions, action, "action", self._checkers)
+
+    def check_observation(self, observation: Value) -> None:
+        """Raise :class:`InvalidAction` unless ``observation`` fits the OBSERVATIONS part."""
+        _check(self.observations, observation, "observation", self._checkers)
+
+    def check_reward(self, reward: float) -> bool:
+        low, high = self.rewards.low, self.rewards.high
+        return not ((low == low and reward < low) or (high == high and reward > high))
+
+
+def _fmt(x: float, integer: bool) -> str:
+    if x != x:
+        return "UNSPEC"
+    if x == POSINF:
+        return "POSINF"
+    if x == NEGINF:
+        return "NEGINF"
+    if integer:
+        return str(int(x))
+    return repr(float(x)) if x != int(x) else f"{x:.1f}"
+
+
+def _ranges(ranges: tuple[Range, ...], integer: bool) -> str:
+    parts = []
+    for r in ranges:
+        prefix = f"{r.count} " if r.count != 1 else ""
+        parts.append(f"({prefix}{_fmt(r.low, integer)} {_fmt(r.high, integer)})")
+    return " ".join(parts)
+
+
+def _space(space: SpaceSpec) -> str:
+    parts = []
+    if space.ints:
+        parts.append("INTS " + _ranges(space.ints, True))
+    if space.doubles:
+        parts.append("DOUBLES " + _ranges(space.doubles, False))
+    if space.charcount:
+        parts.append(f"CHARCOUNT {space.charcount}")
+    return " ".join(parts)
+
+
+def build(spec: TaskSpec) -> str:
+    """The RL-Glue 3.0 string of ``spec``, with array shapes in EXTRA."""
+    discount = spec.discount
+    discount_text = str(int(discount)) if discount == int(discount) else repr(discount)
+    parts = [
+        f"VERSION {spec.version}",
+        f"PROBLEMTYPE {spec.problem_type}",
+        f"DISCOUNTFACTOR {discount_text}",
+        ("OBSERVATIONS " + _space(spec.observations)).rstrip(),
+        ("ACTIONS " + _space(spec.actions)).rstrip(),
+        f"REWARDS ({_fmt(spec.rewards.low, False)} {_fmt(spec.rewards.high, False)})",
+    ]
+    extra = spec.extra
+    arrays = {}
+    if spec.observations.arrays:
+        arrays["observations"] = [[a.dtype, list(a.shape)] for a in spec.observations.arrays]
+    if spec.actions.arrays:
+        arrays["actions"] = [[a.dtype, list(a.shape)] for a in spec.actions.arrays]
+    if spec.legal_mask is not None:
+        arrays["legal_mask"] = spec.legal_mask
+    if arrays:
+        extra = f"ARRAYS {json.dumps(arrays, separators=(',', ':'))} {extra}".rstrip()
+    parts.append(f"EXTRA {extra}".rstrip() if extra else "EXTRA")
+    return " ".join(parts)
+
+
+def _number(token: str) -> float:
+    upper = token.upper()
+    if upper == "NEGINF":
+        return NEGINF
+    if upper == "POSINF":
+        return POSINF
+    if upper == "UNSPEC":
+        return UNSPEC
+    try:
+        return float(token)
+    except ValueError:
+        raise TaskSpecError(f"expected a number, NEGINF, POSINF or UNSPEC; got {token!r}") from None
+
+
+def _tokens(text: str) -> list[str]:
+    return text.replace("(", " ( ").replace(")", " ) ").split()
+
+
+def _parse_ranges(tokens: list[str], i: int) -> tuple[tuple[Range, ...], int]:
+    ranges = []
+    while i < len(tokens) and tokens[i] == "(":
+        try:
+            close = tokens.index(")", i)
+        except ValueError:
+            raise TaskSpecError("unclosed '(' in task spec") from None
+        inside = tokens[i + 1 : close]
+        if len(inside) == 2:
+            ranges.append(Range(_number(inside[0]), _number(inside[1])))
+        elif len(inside) == 3:
+            count = int(_number(inside[0]))
+            if count < 1:
+                raise TaskSpecError(f"repeat count must be at least 1; got {inside[0]}")
+            ranges.append(Range(_number(inside[1]), _number(inside[2]), count))
+        else:
+            raise TaskSpecError(
+                f"a range is (min max) or (count min max); got ({' '.join(inside)})"
+            )
+        i = close + 1
+    return tuple(ranges), i
+
+
+def _parse_space(tokens: list[str], i: int) -> tuple[SpaceSpec, int]:
+    ints: tuple[Range, ...] = ()
+    doubles: tuple[Range, ...] = ()
+    charcount = 0
+    while i < len(tokens):
+        word = tokens[i].upper()
+        if word == "INTS":
+            ints, i = _parse_ranges(tokens, i + 1)
+        elif word == "DOUBLES":
+            doubles, i = _parse_ranges(tokens, i + 1)
+        elif word == "CHARCOUNT":
+            if i + 1 >= len(tokens):
+                raise TaskSpecError("CHARCOUNT needs a number")
+            charcount = int(_number(tokens[i + 1]))
+            i += 2
+        else:
+            break
+    return SpaceSpec(ints, doubles, charcount), i
+
+
+def parse(text: str) -> TaskSpec:
+    """Parse an RL-Glue 3.0 task-spec string; raise :class:`TaskSpecError` naming the problem."""
+    head, sep, extra = text.partition(" EXTRA")
+    extra = extra.strip() if sep else ""
+    if not sep and text.rstrip().endswith("EXTRA"):
+        head = text.rstrip()[: -len("EXTRA")]
+    tokens = _tokens(head)
+    values: dict = {}
+    i = 0
+    while i < len(tokens):
+        word = tokens[i].upper()
+        if word in ("VERSION", "PROBLEMTYPE", "DISCOUNTFACTOR"):
+            if i + 1 >= len(tokens):
+                raise TaskSpecError(f"{word} needs a value")
+            values[word] = tokens[i + 1]
+            i += 2
+        elif word in ("OBSERVATIONS", "ACTIONS"):
+            values[word], i = _parse_space(tokens, i + 1)
+        elif word == "REWARDS":
+            rewards, i = _parse_ranges(tokens, i + 1)
+            if len(rewards) != 1:
+                raise TaskSpecError("REWARDS needs exactly one (min max) range")
+            values[word] = rewards[0]
+        else:
+            raise TaskSpecError(
+                f"expected VERSION, PROBLEMTYPE, DISCOUNTFACTOR, OBSERVATIONS, ACTIONS, "
+                f"REWARDS or EXTRA; got {tokens[i]!r}"
+            )
+    if "VERSION" not in values:
+        raise TaskSpecError("a task spec starts with VERSION; none found")
+    observations = values.get("OBSERVATIONS", SpaceSpec())
+    actions = values.get("ACTIONS", SpaceSpec())
+    if extra.startswith("ARRAYS "):
+        try:
+            arrays, end = json.JSONDecoder().raw_decode(extra, len("ARRAYS "))
+        except json.JSONDecodeError as err:
+            raise TaskSpecError(f"EXTRA ARRAYS must be followed by a JSON object: {err}") from None
+        observations = _with_arrays(observations, arrays.get("observations", ()))
+        actions = _with_arrays(actions, arrays.get("actions", ()))
+        extra = extra[end:].strip()
+        legal_mask = arrays.get("legal_mask")
+    else:
+        legal_mask = None
+    return TaskSpec(
+        observations=observations,
+        actions=actions,
+        rewards=values.get("REWARDS", Range(UNSPEC, UNSPEC)),
+        problem_type=values.get("PROBLEMTYPE", "episodic"),
+        discount=_number(values.get("DISCOUNTFACTOR", "1")),
+        extra=extra,
+        version=values["VERSION"],
+        legal_mask=legal_mask,
+    )
+
+
+def _with_arrays(space: SpaceSpec, arrays) -> SpaceSpec:
+    specs = tuple(ArraySpec(str(dtype), tuple(int(n) for n in shape)) for dtype, shape in arrays)
+    return SpaceSpec(space.ints, space.doubles, space.charcount, specs)
+
+
+def _check(space: SpaceSpec, value: Value, what: str, cache: dict) -> None:
+    key = id(space)
+    checker = cache.get(key)
+    if checker is None:
+        checker = cache[key] = _Checker(space)
+    checker(value, what)
+
+
+class _Checker:
+    """Precomputed bounds so that checking a small action costs a few comparisons."""
+
+    def __init__(self, space: SpaceSpec):
+        self.space = space
+        self.int_bounds = space.int_bounds()
+        self.double_bounds = space.double_bounds()
+        self.int_arrays = [a for a in space.arrays if a.dtype[1] in "biu"]
+        self.only_ints = not space.arrays and not space.doubles and not space.charcount
+
+    def __call__(self, value: Value, what: str) -> None:
+        space = self.space
+        if self.only_ints and not value.arrays and not value.doubles:
+            ints = value.ints
+            bounds = self.int_bounds
+            if len(ints) != len(bounds):
+                raise InvalidAction(f"{what} must have {len(bounds)} ints; got {len(ints)}")
+            for index, (x, (low, high)) in enumerate(zip(ints, bounds)):
+                if x < low or x > high:
+                    raise InvalidAction(
+                        f"{what} int {index} must be in [{_fmt(low, True)}, {_fmt(high, True)}]; got {x}"
+                    )
+            return
+        shapes = [(a.dtype.str, tuple(a.shape)) for a in value.arrays]
+        expected = [(a.dtype, a.shape) for a in space.arrays]
+        if shapes != expected:
+            raise InvalidAction(f"{what} arrays must be {expected}; got {shapes}")
+        flat_ints = value.flat_ints() if value.arrays else list(value.ints)
+        if len(flat_ints) != len(self.int_bounds):
+            raise InvalidAction(
+                f"{what} must have {len(self.int_bounds)} ints (arrays included); got {len(flat_ints)}"
+            )
+        _within(flat_ints, self.int_bounds, what, "int")
+        flat_doubles = value.flat_doubles() if value.arrays else list(value.doubles)
+        if len(flat_doubles) != len(self.double_bounds):
+            raise InvalidAction(
+                f"{what} must have {len(self.double_bounds)} doubles; got {len(flat_doubles)}"
+            )
+        _within(flat_doubles, self.double_bounds, what, "double")
+        if space.charcount and len(value.chars) > space.charcount:
+            raise InvalidAction(
+                f"{what} must have at most {space.charcount} chars; got {len(value.chars)}"
+            )
+
+
+def _within(values: list, bounds: list, what: str, kind: str) -> None:
+    for index, (x, (low, high)) in enumerate(zip(values, bounds)):
+        if x < low or x > high:
+            raise InvalidAction(f"{what} {kind} {index} must be in [{low}, {high}]; got {x}")

@@ -1,0 +1,182 @@
+"""Observations and actions: RL-Glue's abstract type plus n-dimensional arrays, and their wire form.
+
+A :class:`Value` is what RL-Glue 3.0 calls an observation or an action: a list of
+ints, a list of doubles and a string of chars, extended with numeric arrays.
+On the wire a value is the msgpack array ``[ints, doubles, chars, arrays]`` and
+each array is ``[dtype, shape, data]`` where ``data`` is the raw little-endian
+bytes (msgpack bin) or, for large arrays, the index of a separate ZeroMQ frame
+that holds them. Plain msgpack decoders read all of it without extension hooks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .errors import ProtocolError
+
+#: Arrays at least this large travel as their own zero-copy ZeroMQ frame.
+ZERO_COPY_THRESHOLD_BYTES = 64 * 1024
+
+#: dtypes that may cross the wire, by their numpy little-endian code (PROTOCOL.md).
+WIRE_DTYPES = (
+    "|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f4", "<f8",
+)
+_WIRE_DTYPE_SET = frozenset(WIRE_DTYPES)
+
+
+class Value(NamedTuple):
+    """An observation or action: RL-Glue's ints, doubles and chars, plus numeric arrays.
+
+    ``ints`` and ``doubles`` are tuples of Python numbers, ``chars`` is a str and
+    ``arrays`` a tuple of numpy arrays. Build small values directly, for example
+    ``Value(ints=(3,))``, or with :meth:`of`.
+    """
+
+    ints: tuple = ()
+    doubles: tuple = ()
+    chars: str = ""
+    arrays: tuple = ()
+
+    @classmethod
+    def of(cls, data: Any) -> Value:
+        """Wrap an int, float, str, sequence of numbers or numpy array as a Value."""
+        if isinstance(data, Value):
+            return data
+        if isinstance(data, (bool, np.bool_)):
+            return cls(ints=(int(data),))
+        if isinstance(data, (int, np.integer)):
+            return cls(ints=(int(data),))
+        if isinstance(data, (float, np.floating)):
+            return cls(doubles=(float(data),))
+        if isinstance(data, str):
+            return cls(chars=data)
+        if isinstance(data, np.ndarray):
+            return cls(arrays=(data,))
+        items = list(data)
+        if all(isinstance(x, (int, np.integer)) for x in items):
+            return cls(ints=tuple(int(x) for x in items))
+        return cls(doubles=tuple(float(x) for x in items))
+
+    @property
+    def int(self) -> int:
+        """The first int, for the common single-int action."""
+        return self.ints[0]
+
+    def flat_ints(self) -> list[int]:
+        """The ints followed by every integer array flattened in C order (task-spec order)."""
+        out = list(self.ints)
+        for array in self.arrays:
+            if array.dtype.kind in "biu":
+                out.extend(array.ravel().tolist())
+        return [int(x) for x in out]
+
+    def flat_doubles(self) -> list[float]:
+        """The doubles followed by every float array flattened in C order (task-spec order)."""
+        out = list(self.doubles)
+        for array in self.arrays:
+            if array.dtype.kind == "f":
+                out.extend(array.ravel().tolist())
+        return [float(x) for x in out]
+
+    def same_as(self, other: Value) -> bool:
+        """Exact equality, arrays compared by dtype, shape and bytes."""
+        if (self.ints, self.doubles, self.chars) != (other.ints, other.doubles, other.chars):
+            return False
+        if len(self.arrays) != len(other.arrays):
+            return False
+        return all(
+            a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+            for a, b in zip(self.arrays, other.arrays)
+        )
+
+
+EMPTY = Value()
+
+
+def _wire_array(array: np.ndarray) -> np.ndarray:
+    array = np.ascontiguousarray(array)
+    if array.dtype.byteorder == ">" or (array.dtype.byteorder == "=" and np.little_endian is False):
+        array = array.astype(array.dtype.newbyteorder("<"))
+    if array.dtype.str not in _WIRE_DTYPE_SET:
+        raise ProtocolError(
+            f"array dtype {array.dtype.str!r} cannot cross the wire; expected one of {WIRE_DTYPES}"
+        )
+    return array
+
+
+def encode_value(value: Value, frames: list | None = None) -> list:
+    """Return the msgpack-ready form ``[ints, doubles, chars, arrays]`` of ``value``.
+
+    Arrays of :data:`ZERO_COPY_THRESHOLD_BYTES` or more are appended to ``frames``
+    (when given) and referenced by frame index; smaller ones travel as bin bytes.
+    """
+    arrays = value.arrays
+    if not arrays:
+        return [value.ints, value.doubles, value.chars, ()]
+    wire_arrays = []
+    for array in arrays:
+        array = _wire_array(np.asarray(array))
+        if frames is not None and array.nbytes >= ZERO_COPY_THRESHOLD_BYTES:
+            frames.append(array.data)
+            wire_arrays.append([array.dtype.str, array.shape, len(frames) - 1])
+        else:
+            wire_arrays.append([array.dtype.str, array.shape, array.tobytes()])
+    return [value.ints, value.doubles, value.chars, wire_arrays]
+
+
+def decode_value(raw: Any, frames: list | tuple = ()) -> Value:
+    """Rebuild a Value from its wire form; ``frames`` holds the zero-copy array frames."""
+    if type(raw) is not list or len(raw) != 4:
+        raise ProtocolError(
+            f"a value must be the array [ints, doubles, chars, arrays]; got {type(raw).__name__}"
+            + (f" of length {len(raw)}" if isinstance(raw, (list, tuple)) else "")
+        )
+    ints, doubles, chars, arrays = raw
+    if type(ints) is not list or type(doubles) is not list or type(chars) is not str:
+        raise ProtocolError(
+            "a value's fields must be (array of ints, array of doubles, str); got "
+            f"({type(ints).__name__}, {type(doubles).__name__}, {type(chars).__name__})"
+        )
+    for x in ints:
+        if type(x) is not int:
+            raise ProtocolError(f"value ints must all be integers; got {type(x).__name__}")
+    for x in doubles:
+        if type(x) is not float:
+            if type(x) is int:
+                continue
+            raise ProtocolError(f"value doubles must all be floats; got {type(x).__name__}")
+    if not arrays:
+        return Value(tuple(ints), tuple(doubles), chars, ())
+    if type(arrays) is not list:
+        raise ProtocolError(f"value arrays must be an array; got {type(arrays).__name__}")
+    decoded = []
+    for entry in arrays:
+        decoded.append(_decode_array(entry, frames))
+    return Value(tuple(ints), tuple(doubles), chars, tuple(decoded))
+
+
+def _decode_array(entry: Any, frames: list | tuple) -> np.ndarray:
+    if type(entry) is not list or len(entry) != 3:
+        raise ProtocolError("an array must be [dtype, shape, data]")
+    dtype, shape, data = entry
+    if dtype not in _WIRE_DTYPE_SET:
+        raise ProtocolError(f"array dtype {dtype!r} is not one of {WIRE_DTYPES}")
+    if type(shape) is not list or not all(type(n) is int and n >= 0 for n in shape):
+        raise ProtocolError(f"array shape must be a list of non-negative ints; got {shape!r}")
+    if type(data) is int:
+        if not 0 <= data < len(frames):
+            raise ProtocolError(
+                f"array refers to frame {data}; the message has {len(frames)} extra frames"
+            )
+        data = frames[data]
+    elif not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ProtocolError(f"array data must be bin bytes or a frame index; got {type(data).__name__}")
+    array_dtype = np.dtype(dtype)
+    expected = array_dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+    if len(memoryview(data)) != expected:
+        raise ProtocolError(
+            f"array {dtype}{tuple(shape)} needs {expected} bytes; got {len(memoryview(data))}"
+        )
+    return np.frombuffer(data, dtype=array_dtype).reshape(shape)

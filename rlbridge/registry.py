@@ -1,0 +1,47 @@
+"""Names of the built-in environments and agents, and loading of ``module:Class`` names."""
+
+from __future__ import annotations
+
+import importlib
+
+#: Built-in environments: short name -> "module:Class" (imported only when used).
+ENVIRONMENTS: dict[str, str] = {
+    "minesweeper": "rlbridge.environments.minesweeper:MinesweeperEnv",
+    "blackjack": "rlbridge.environments.blackjack:BlackjackEnv",
+    "tetris": "rlbridge.environments.tetris:TetrisEnv",
+    "reversi": "rlbridge.environments.reversi:ReversiEnv",
+    "2048": "rlbridge.environments.game2048:Game2048Env",
+    "gridwalk": "rlbridge.environments.toy:GridWalk",
+    "countdown": "rlbridge.environments.toy:Countdown",
+}
+
+#: Built-in agents: short name -> "module:Class".
+AGENTS: dict[str, str] = {
+    "random": "rlbridge.agents.random_agent:RandomAgent",
+    "first": "rlbridge.agents.random_agent:FirstLegalAgent",
+}
+
+
+def resolve(name: str, registry: dict[str, str]) -> type:
+    """The class for a built-in short name or a ``module:Class`` path."""
+    target = registry.get(name, name)
+    module_name, sep, class_name = target.partition(":")
+    if not sep:
+        known = ", ".join(sorted(registry))
+        raise ValueError(f"unknown name {name!r}: expected one of {known} or module:Class")
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, class_name)
+    except AttributeError:
+        raise ValueError(f"module {module_name!r} has no class {class_name!r}") from None
+
+
+def parse_options(pairs: list[str] | None) -> dict[str, str]:
+    """Turn ``["key=value", ...]`` from ``--opt`` into a dict, naming a malformed pair."""
+    options: dict[str, str] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--opt takes key=value; got {pair!r}")
+        options[key.strip()] = value.strip()
+    return options
