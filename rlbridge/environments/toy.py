@@ -70,7 +70,7 @@ class Countdown(Environment):
     Description:
         A counter starts at ``length`` and each step lowers it by one.
     Action space:
-        One int in [0, 1] (ignored).
+        One int in [0, 1]; its value does not matter.
     Observation space:
         One int, the counter; with ``array_bytes`` > 0 also a uint8 array of that
         many bytes (for throughput benchmarks of large observations).
@@ -112,6 +112,8 @@ class Countdown(Environment):
         return Value(ints=(self.counter,), arrays=self._payload)
 
     def env_step(self, action: Value) -> StepResult:
+        if action.ints not in ((0,), (1,)):
+            raise InvalidAction(f"countdown action must be one int in [0, 1]; got {action.ints}")
         reward = float(self.counter)
         self.counter -= 1
         return StepResult(reward, Value(ints=(self.counter,), arrays=self._payload), self.counter == 0)

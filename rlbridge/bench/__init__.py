@@ -1,0 +1,1 @@
+"""Benchmarks behind `make bench` and `rlbridge bench`: measured figures with same-run baselines."""

@@ -1,0 +1,38 @@
+"""The `rlbridge` command: each subcommand lives beside the code it drives and registers here."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: Modules with a ``register(subparsers)`` function, in the order --help lists them.
+COMMAND_MODULES = [
+    "rlbridge.experiment.commands",  # env, agent, experiment, run
+    "rlbridge.bench.commands",  # bench
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rlbridge",
+        description="RL-Glue over ZeroMQ: environment, agent and experiment as separate processes.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,16 @@
+"""The toy environments pass the environment checker."""
+
+from rlbridge.environments.checker import check_environment
+from rlbridge.environments.toy import Countdown, GridWalk
+
+
+def test_gridwalk_passes_checker():
+    report = check_environment(GridWalk, episodes=100)
+    assert report.episodes == 100
+    assert report.steps >= 600  # the shortest path is 6 moves
+
+
+def test_countdown_passes_checker():
+    report = check_environment(lambda: Countdown(length="7"), episodes=20)
+    assert report.steps == 20 * 7
+    assert report.returns_mean == 28.0
