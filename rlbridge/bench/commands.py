@@ -1,0 +1,50 @@
+"""`rlbridge bench [SUITE ...] [--quick]`: run benchmark suites and print their tables."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from .report import AgentResult, Figure, format_agent_results, format_figures
+
+#: Suite name -> "module:function"; the function takes ``quick: bool`` and returns a list of
+#: Figure or AgentResult rows. `make bench` runs the suites listed in DEFAULT_SUITES.
+SUITES: dict[str, str] = {
+    "core": "rlbridge.bench.core:run",
+}
+DEFAULT_SUITES = ["core"]
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="measure speed and strength against same-run baselines",
+        description="Run benchmark suites; every figure is printed with its baseline or target.",
+    )
+    parser.add_argument("suites", nargs="*", metavar="SUITE",
+                        help=f"suites to run (default: all of {', '.join(DEFAULT_SUITES)}); "
+                             f"known: {', '.join(sorted(SUITES))}")
+    parser.add_argument("--quick", action="store_true", help="shorter runs, wider intervals")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    names = args.suites or [s for s in DEFAULT_SUITES if s in SUITES]
+    unknown = [n for n in names if n not in SUITES]
+    if unknown:
+        raise SystemExit(f"unknown bench suite(s) {unknown}; expected some of {sorted(SUITES)}")
+    failed = 0
+    for name in names:
+        module_name, _, function_name = SUITES[name].partition(":")
+        rows = getattr(importlib.import_module(module_name), function_name)(quick=args.quick)
+        print(f"\n== bench {name} ==")
+        figures = [r for r in rows if isinstance(r, Figure)]
+        agents = [r for r in rows if isinstance(r, AgentResult)]
+        if figures:
+            print(format_figures(figures))
+        if agents:
+            print(format_agent_results(agents))
+        failed += sum(1 for r in rows if r.passed is False)
+        print(flush=True)
+    print(f"{failed} figure(s) missed their target" if failed else "every figure met its target")
+    return 0
