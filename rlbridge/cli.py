@@ -10,6 +10,8 @@ import sys
 COMMAND_MODULES = [
     "rlbridge.experiment.commands",  # env, agent, experiment, run
     "rlbridge.bench.commands",  # bench
+    "rlbridge.experiment.legacy_commands",  # glue, legacy-env, legacy-agent
+    "rlbridge.bridge.commands",  # view, play, blocks
 ]
 
 

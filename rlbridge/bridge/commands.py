@@ -1,0 +1,198 @@
+"""CLI of the rendering bridge: `rlbridge view`, `rlbridge play` and `rlbridge blocks ...`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+from ..registry import ENVIRONMENTS, parse_options
+
+SINKS = ("text", "viewer", "rcon", "malmo")
+
+
+def register(subparsers) -> None:
+    view = subparsers.add_parser(
+        "view", help="draw the states a running experiment publishes (pygame)",
+        description="Subscribe to an environment's --publish address and draw each state; "
+                    "frames are dropped when drawing falls behind.")
+    view.add_argument("address", metavar="ADDR", help="the PUB address, e.g. tcp://127.0.0.1:5590")
+    view.add_argument("--headless", action="store_true", help="no window (SDL dummy driver)")
+    view.add_argument("--frames", metavar="DIR", help="write every drawn frame as a PNG here")
+    view.add_argument("--max-frames", type=int, default=None, help="stop after N frames")
+    view.add_argument("--idle-timeout", type=float, default=None, metavar="S",
+                      help="stop after S seconds without a frame")
+    view.set_defaults(func=_view)
+
+    play = subparsers.add_parser(
+        "play", help="play a game yourself, as the agent (mouse/keyboard)",
+        description="Run GAME in-process and choose its actions by mouse, keyboard or typed moves.")
+    play.add_argument("game", metavar="GAME", help=f"one of {', '.join(sorted(ENVIRONMENTS))}")
+    play.add_argument("--opt", action="append", metavar="KEY=VALUE", default=[])
+    play.add_argument("--seed", type=int, default=0)
+    play.add_argument("--text", action="store_true",
+                      help="type moves on stdin (row,col or words) instead of a window")
+    play.add_argument("--frames", metavar="DIR", help="save a PNG after every move")
+    play.set_defaults(func=_play)
+
+    blocks = subparsers.add_parser(
+        "blocks", help="boards as Minecraft blocks: viewer, streaming to sinks, RCON",
+        description="Block commands (setblock/fill) for game boards, and where they go.")
+    actions = blocks.add_subparsers(dest="blocks_command", metavar="ACTION")
+    actions.required = True
+
+    viewer = actions.add_parser("viewer", help="the built-in isometric block viewer (PULL socket)")
+    viewer.add_argument("--bind", default="tcp://127.0.0.1:5591", metavar="ADDR")
+    viewer.add_argument("--headless", action="store_true")
+    viewer.add_argument("--scale", type=int, default=16, help="pixels per block edge")
+    viewer.add_argument("--max-batches", type=int, default=None)
+    viewer.add_argument("--snapshot", metavar="PNG", help="save the view here when stopping")
+    viewer.set_defaults(func=_blocks_viewer)
+
+    stream = actions.add_parser("stream", help="published states -> block commands -> a sink")
+    stream.add_argument("address", metavar="ADDR", help="the environment's --publish address")
+    stream.add_argument("--max-frames", type=int, default=None)
+    stream.add_argument("--idle-timeout", type=float, default=None, metavar="S")
+    _sink_arguments(stream)
+    stream.set_defaults(func=_blocks_stream)
+
+    demo = actions.add_parser("demo", help="play GAME with random legal moves, blocks to a sink")
+    demo.add_argument("game", metavar="GAME")
+    demo.add_argument("--opt", action="append", metavar="KEY=VALUE", default=[])
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--steps", type=int, default=200, help="environment steps (default 200)")
+    _sink_arguments(demo)
+    demo.set_defaults(func=_blocks_demo)
+
+    rcon = actions.add_parser("rcon", help="run commands on a server over RCON, print replies")
+    rcon.add_argument("commands", nargs="+", metavar="COMMAND")
+    rcon.add_argument("--rcon", default="127.0.0.1:25575", metavar="HOST:PORT")
+    rcon.add_argument("--password", default=os.environ.get("RCON_PASSWORD", ""))
+    rcon.set_defaults(func=_blocks_rcon)
+
+
+def _sink_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sink", choices=SINKS, default="text")
+    parser.add_argument("--out", default="-", metavar="FILE", help="text sink: file or - (stdout)")
+    parser.add_argument("--malmo-syntax", action="store_true",
+                        help="text sink: write Malmo's 1.12 'chat /setblock ... wool N' lines")
+    parser.add_argument("--viewer", default="tcp://127.0.0.1:5591", metavar="ADDR",
+                        help="viewer sink: the block viewer's address")
+    parser.add_argument("--rcon", default="127.0.0.1:25575", metavar="HOST:PORT")
+    parser.add_argument("--password", default=os.environ.get("RCON_PASSWORD", ""),
+                        help="RCON password (default: $RCON_PASSWORD)")
+    parser.add_argument("--rate", type=float, default=5000.0, help="RCON commands per second at most")
+    parser.add_argument("--origin", default="0,80,3", metavar="X,Y,Z",
+                        help="block of cell (0,0); x grows with the column, y falls with the row")
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise SystemExit(f"expected HOST:PORT such as 127.0.0.1:25575; got {text!r}")
+    return host, int(port)
+
+
+def make_bridge(args: argparse.Namespace):
+    from .blocks import Origin
+    from .sinks import BlockBridge, MalmoSink, RconSink, TextSink, ViewerSink
+
+    if args.sink == "text":
+        sink = TextSink(args.out, malmo_syntax=args.malmo_syntax)
+    elif args.sink == "viewer":
+        sink = ViewerSink(args.viewer)
+    elif args.sink == "rcon":
+        host, port = _host_port(args.rcon)
+        sink = RconSink(host, port, args.password, rate=args.rate)
+    else:
+        sink = MalmoSink()
+    return BlockBridge(sink, Origin.parse(args.origin))
+
+
+def _view(args: argparse.Namespace) -> int:
+    from .view import run_view
+
+    drawn = run_view(args.address, headless=args.headless, frames_dir=args.frames,
+                     max_frames=args.max_frames, idle_timeout=args.idle_timeout)
+    print(f"drew {drawn} frame(s)", file=sys.stderr)
+    return 0
+
+
+def _play(args: argparse.Namespace) -> int:
+    from .play import HumanSession, play_text, play_window
+
+    session = HumanSession(args.game, parse_options(args.opt), seed=args.seed)
+    try:
+        total = play_text(session, sys.stdin) if args.text else play_window(session, args.frames)
+    finally:
+        session.close()
+    print(f"return {total:+g}", file=sys.stderr)
+    return 0
+
+
+def _blocks_viewer(args: argparse.Namespace) -> int:
+    from .blockviewer import BlockViewer
+
+    viewer = BlockViewer(args.bind, headless=args.headless, scale=args.scale)
+    print(f"block viewer on {viewer.address}", file=sys.stderr, flush=True)
+    batches = viewer.run(max_batches=args.max_batches)
+    if args.snapshot:
+        viewer.snapshot(args.snapshot)
+    print(f"applied {viewer.world.commands} command(s) in {batches} batch(es)", file=sys.stderr)
+    return 0
+
+
+def _blocks_stream(args: argparse.Namespace) -> int:
+    from .view import StateSubscriber
+
+    bridge = make_bridge(args)
+    subscriber = StateSubscriber(args.address)
+    frames = 0
+    try:
+        import time
+
+        last = time.monotonic()
+        while args.max_frames is None or frames < args.max_frames:
+            frame = subscriber.latest(timeout_ms=100)
+            if frame is None:
+                if args.idle_timeout is not None and time.monotonic() - last > args.idle_timeout:
+                    break
+                continue
+            last = time.monotonic()
+            bridge.show(frame.snapshot)
+            frames += 1
+    finally:
+        subscriber.close()
+        bridge.close()
+    return 0
+
+
+def _blocks_demo(args: argparse.Namespace) -> int:
+    from .play import HumanSession
+
+    session = HumanSession(args.game, parse_options(args.opt), seed=args.seed)
+    bridge = make_bridge(args)
+    rng = np.random.default_rng(args.seed)
+    commands = len(bridge.show(session.snapshot()))
+    for _ in range(args.steps):
+        if session.terminal:
+            session.restart()
+        legal = session.legal()
+        session.act(int(legal[rng.integers(len(legal))]))
+        commands += len(bridge.show(session.snapshot()))
+    bridge.close()
+    session.close()
+    print(f"{args.steps} steps, {commands} block command(s)", file=sys.stderr)
+    return 0
+
+
+def _blocks_rcon(args: argparse.Namespace) -> int:
+    from .rcon import RconClient
+
+    host, port = _host_port(args.rcon)
+    with RconClient(host, port, args.password) as client:
+        for command, reply in zip(args.commands, client.run_batch(args.commands), strict=True):
+            print(f"{command} -> {reply}")
+    return 0

@@ -1,0 +1,84 @@
+"""StatePublisher: an environment offers its state after each step; some of it goes out on a PUB socket.
+
+Each message is msgpack ``[episode, step, terminal, snapshot]``. Publishing is rate-limited
+(terminal states always go out), never blocks (a full queue drops the frame), and the
+snapshot function runs only when a frame will actually be sent, so an unwatched or
+fast-stepping environment pays one clock read per step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import msgpack
+import zmq
+
+DEFAULT_MAX_RATE = 60.0
+
+
+def encode_frame(episode: int, step: int, terminal: bool, snapshot: dict) -> bytes:
+    return msgpack.packb([episode, step, bool(terminal), snapshot], use_bin_type=True)
+
+
+def decode_frame(data: bytes) -> tuple[int, int, bool, dict]:
+    """The inverse of :func:`encode_frame`; raises ValueError on anything else."""
+    try:
+        frame = msgpack.unpackb(data, raw=False)
+    except (msgpack.UnpackException, ValueError) as exc:
+        raise ValueError(f"state frame is not msgpack: {exc}") from exc
+    if not (isinstance(frame, list) and len(frame) == 4 and isinstance(frame[3], dict)):
+        raise ValueError(f"state frame must be [episode, step, terminal, snapshot]; got {frame!r:.80}")
+    episode, step, terminal, snapshot = frame
+    return int(episode), int(step), bool(terminal), snapshot
+
+
+class StatePublisher:
+    """Binds a PUB socket at ``address`` (``tcp://127.0.0.1:*`` picks a port: see ``address``)."""
+
+    def __init__(self, address: str, max_rate: float = DEFAULT_MAX_RATE, high_water_mark: int = 8,
+                 clock: Callable[[], float] = time.monotonic):
+        if max_rate <= 0:
+            raise ValueError(f"max_rate must be positive; got {max_rate}")
+        self._socket = zmq.Context.instance().socket(zmq.PUB)
+        self._socket.setsockopt(zmq.SNDHWM, high_water_mark)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.bind(address)
+        self.address: str = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.min_interval = 1.0 / max_rate
+        self._clock = clock
+        self._last_sent = -float("inf")
+        self.sent = 0
+        self.skipped = 0  # not sent: too soon after the previous frame
+        self.dropped = 0  # not sent: the socket's queue was full
+
+    def offer(self, snapshot_fn: Callable[[], dict | None], episode: int, step: int,
+              terminal: bool) -> bool:
+        """Publish ``snapshot_fn()`` unless a frame went out less than 1/max_rate s ago.
+
+        Returns True if a frame was sent. Never raises for a slow or absent viewer.
+        """
+        now = self._clock()
+        if not terminal and now - self._last_sent < self.min_interval:
+            self.skipped += 1
+            return False
+        snapshot = snapshot_fn()
+        if snapshot is None:
+            return False
+        try:
+            self._socket.send(encode_frame(episode, step, terminal, snapshot), zmq.NOBLOCK)
+        except zmq.Again:
+            self.dropped += 1
+            return False
+        self._last_sent = now
+        self.sent += 1
+        return True
+
+    def close(self) -> None:
+        self._socket.close()
+
+    def __enter__(self) -> StatePublisher:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

@@ -1,0 +1,164 @@
+"""`rlbridge view`: subscribe to a published state stream and draw it, in a window or to PNG frames.
+
+The viewer keeps only the newest frame: when drawing falls behind, older frames are
+dropped (counted in ``dropped``). Headless mode never opens a display.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import zmq
+
+from .publish import decode_frame
+
+
+@dataclass(frozen=True)
+class Frame:
+    episode: int
+    step: int
+    terminal: bool
+    snapshot: dict
+
+
+class StateSubscriber:
+    """SUB socket connected to a :class:`StatePublisher`; :meth:`latest` polls with a timeout."""
+
+    def __init__(self, address: str, high_water_mark: int = 16):
+        self._socket = zmq.Context.instance().socket(zmq.SUB)
+        self._socket.setsockopt(zmq.RCVHWM, high_water_mark)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.setsockopt(zmq.SUBSCRIBE, b"")
+        self._socket.connect(address)
+        self.received = 0
+        self.dropped = 0
+        self.malformed = 0
+
+    def latest(self, timeout_ms: int) -> Frame | None:
+        """Wait up to ``timeout_ms`` for a frame; return the newest queued one, dropping older ones."""
+        if not self._socket.poll(timeout_ms, zmq.POLLIN):
+            return None
+        newest: Frame | None = None
+        while True:
+            try:
+                data = self._socket.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return newest
+            try:
+                frame = Frame(*decode_frame(data))
+            except ValueError:
+                self.malformed += 1
+                continue
+            self.received += 1
+            if newest is not None:
+                self.dropped += 1
+            newest = frame
+
+    def close(self) -> None:
+        self._socket.close()
+
+
+class FrameWriter:
+    """Numbered PNG frames in a directory: frame_000000.png, frame_000001.png, ..."""
+
+    def __init__(self, directory: str):
+        os.makedirs(directory, exist_ok=True)
+        self.directory = directory
+        self.count = 0
+
+    def write(self, surface) -> str:
+        from .render import save_png
+
+        path = os.path.join(self.directory, f"frame_{self.count:06d}.png")
+        save_png(surface, path)
+        self.count += 1
+        return path
+
+
+class Window:
+    """A pygame window that resizes to each frame; ``closed`` once the user closes it."""
+
+    def __init__(self, title: str):
+        import pygame
+
+        pygame.display.init()
+        pygame.display.set_caption(title)
+        self._pygame = pygame
+        self._screen = None
+        self.closed = False
+
+    def show(self, surface) -> None:
+        pygame = self._pygame
+        if self._screen is None or self._screen.get_size() != surface.get_size():
+            self._screen = pygame.display.set_mode(surface.get_size())
+        self._screen.blit(surface, (0, 0))
+        pygame.display.flip()
+
+    def events(self) -> list:
+        events = self._pygame.event.get()
+        if any(e.type == self._pygame.QUIT for e in events):
+            self.closed = True
+        return events
+
+    def close(self) -> None:
+        self._pygame.display.quit()
+
+
+def run_view(address: str, headless: bool = False, frames_dir: str | None = None,
+             max_frames: int | None = None, idle_timeout: float | None = None,
+             on_frame: Callable[[Frame], None] | None = None) -> int:
+    """Draw frames from ``address`` until ``max_frames`` drawn, ``idle_timeout`` seconds pass
+    without a frame, or the window closes. Returns the number of frames drawn."""
+    from . import render
+
+    if headless:
+        render.init_headless()
+    writer = FrameWriter(frames_dir) if frames_dir else None
+    window = None if headless else Window(f"rlbridge view {address}")
+    subscriber = StateSubscriber(address)
+    drawn = 0
+    surface = None
+    last_frame_at = time.monotonic()
+    try:
+        while max_frames is None or drawn < max_frames:
+            frame = subscriber.latest(timeout_ms=100)
+            if window is not None:
+                window.events()
+                if window.closed:
+                    break
+            if frame is None:
+                if idle_timeout is not None and time.monotonic() - last_frame_at > idle_timeout:
+                    break
+                continue
+            last_frame_at = time.monotonic()
+            surface = render.render(frame.snapshot, surface)
+            if window is not None:
+                window.show(surface)
+            if writer is not None:
+                writer.write(surface)
+            if on_frame is not None:
+                on_frame(frame)
+            drawn += 1
+    finally:
+        subscriber.close()
+        if window is not None:
+            window.close()
+    return drawn
+
+
+def start_viewer_process(address: str, headless: bool = False, frames_dir: str | None = None,
+                         max_frames: int | None = None) -> subprocess.Popen:
+    """Start ``rlbridge view ADDR`` as its own process (for ``rlbridge run --render pygame``)."""
+    command = [sys.executable, "-m", "rlbridge", "view", address]
+    if headless:
+        command.append("--headless")
+    if frames_dir:
+        command += ["--frames", frames_dir]
+    if max_frames is not None:
+        command += ["--max-frames", str(max_frames)]
+    return subprocess.Popen(command)
