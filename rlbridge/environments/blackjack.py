@@ -61,7 +61,8 @@ class BlackjackCore:
     and +1.5 for a winning natural when ``natural`` is set.
     """
 
-    __slots__ = ("rng", "natural", "player", "dealer", "done", "reward", "_cards", "_next")
+    __slots__ = ("rng", "natural", "player", "dealer", "done", "reward", "dealer_score",
+                 "_cards", "_next", "_raw", "_ace")
 
     def __init__(self, rng: np.random.Generator | None = None, *, natural: bool = False,
                  player: list[int] | None = None, dealer: list[int] | None = None):
@@ -71,13 +72,12 @@ class BlackjackCore:
         self._next = 0
         self.done = False
         self.reward: float | None = None
+        self.dealer_score: int | None = None
         self.player: list[int] = []
         self.dealer: list[int] = []
         self.deal()
-        if player is not None:
-            self.player = list(player)
-        if dealer is not None:
-            self.dealer = list(dealer)
+        if player is not None or dealer is not None:
+            self.set_hands(player or self.player, dealer or self.dealer)
 
     # -- cards -----------------------------------------------------------------
     def draw(self) -> int:
@@ -94,22 +94,28 @@ class BlackjackCore:
         self._cards = []
         self._next = 0
 
+    def set_hands(self, player: list[int], dealer: list[int]) -> None:
+        """Replace both hands (the player's sum and ace flag follow); a fresh, unfinished hand."""
+        self.player = list(player)
+        self.dealer = list(dealer)
+        self._raw = sum(self.player)
+        self._ace = 1 in self.player
+        self.done = False
+        self.reward = None
+        self.dealer_score = None
+
     def deal(self) -> None:
         """A new hand: the dealer's two cards, then the player's (Gymnasium's order)."""
         draw = self.draw
-        self.dealer = [draw(), draw()]
-        self.player = [draw(), draw()]
-        self.done = False
-        self.reward = None
+        dealer = [draw(), draw()]
+        self.set_hands([draw(), draw()], dealer)
 
     def set_start(self, player_sum: int, dealer_card: int, usable_ace: bool) -> None:
         """Exploring starts: the seed's ``env.player = ...; env.dealer[0] = card``."""
         if not 1 <= dealer_card <= 10:
             raise ValueError(f"dealer card must be in [1, 10]; got {dealer_card}")
-        self.player = hand_for(player_sum, usable_ace)
         self.dealer[0] = dealer_card
-        self.done = False
-        self.reward = None
+        self.set_hands(hand_for(player_sum, usable_ace), self.dealer)
 
     # -- GameCore --------------------------------------------------------------
     def legal_actions(self) -> list[int]:
@@ -121,12 +127,20 @@ class BlackjackCore:
     def returns(self) -> float:
         return self.reward if self.reward is not None else 0.0
 
+    def player_total(self) -> int:
+        raw = self._raw
+        return raw + 10 if self._ace and raw <= 11 else raw
+
     def apply_action(self, action: int) -> float:
         if self.done:
             raise InvalidAction("the hand is over; no action is legal until a new deal")
         if action == HIT:
-            self.player.append(self.draw())
-            if hand_total(self.player)[0] > 21:
+            card = self.draw()
+            self.player.append(card)
+            self._raw += card
+            if card == 1:
+                self._ace = True
+            if self._raw > 21:
                 self.done = True
                 self.reward = -1.0
                 return -1.0
@@ -134,15 +148,23 @@ class BlackjackCore:
         if action != STICK:
             raise InvalidAction(f"blackjack action must be 0 (stick) or 1 (hit); got {action}")
         dealer = self.dealer
-        while hand_total(dealer)[0] < 17:
-            dealer.append(self.draw())
-        player_score = self.score(self.player)
-        dealer_score = self.score(dealer)
+        raw = sum(dealer)
+        ace = 1 in dealer
+        total = raw + 10 if ace and raw <= 11 else raw
+        while total < 17:
+            card = self.draw()
+            dealer.append(card)
+            raw += card
+            ace = ace or card == 1
+            total = raw + 10 if ace and raw <= 11 else raw
+        dealer_score = 0 if total > 21 else total
+        player_score = self.player_total()
         reward = float((player_score > dealer_score) - (player_score < dealer_score))
         if self.natural and reward == 1.0 and is_natural(self.player):
             reward = 1.5
         self.done = True
         self.reward = reward
+        self.dealer_score = dealer_score
         return reward
 
     @staticmethod
@@ -152,8 +174,10 @@ class BlackjackCore:
 
     def observation(self) -> tuple[int, int, int]:
         """(player sum, dealer showing card, usable ace as 0/1), as Blackjack-v1's ``_get_obs``."""
-        total, usable = hand_total(self.player)
-        return total, self.dealer[0], int(usable)
+        raw = self._raw
+        if self._ace and raw <= 11:
+            return raw + 10, self.dealer[0], 1
+        return raw, self.dealer[0], 0
 
     def clone(self) -> BlackjackCore:
         twin = copy.copy(self)
@@ -256,7 +280,7 @@ class BlackjackEnv(Environment):
             if pending[0] == "start":
                 core.set_start(*pending[1:])
             else:
-                core.player, core.dealer = list(pending[1]), list(pending[2])
+                core.set_hands(pending[1], pending[2])
         self._started = True
         return Value(ints=core.observation())
 
@@ -270,9 +294,11 @@ class BlackjackEnv(Environment):
         reward = core.apply_action(ints[0])
         if not core.done:
             return StepResult(reward, Value(ints=core.observation()), False)
-        player_score, dealer_score = core.score(core.player), core.score(core.dealer)
-        outcome = "win" if reward > 0 else ("loss" if reward < 0 else "draw")
-        info = {"player_score": player_score, "dealer_score": dealer_score, "outcome": outcome}
+        player_total = core.player_total()
+        info = {"player_score": 0 if player_total > 21 else player_total,
+                "dealer_score": core.score(core.dealer) if core.dealer_score is None
+                else core.dealer_score,
+                "outcome": "win" if reward > 0 else ("loss" if reward < 0 else "draw")}
         return StepResult(reward, Value(ints=core.observation()), True, info)
 
     def env_message(self, message: str) -> str:
