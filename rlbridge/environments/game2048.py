@@ -1,0 +1,480 @@
+"""2048 on a 4x4 board: a table-driven game core for search agents and the rlbridge environment.
+
+The board is one Python int of sixteen 5-bit cells, each the exponent of its tile
+(0 empty, 1 for a 2, 11 for a 2048, up to 17 for the largest reachable tile,
+131072). Cell ``(row, col)`` sits at bit ``5 * (4 * row + col)``. A move looks up
+each of the four lines it slides in a per-line table keyed by the masked board,
+so a move is four dict look-ups and no loop; tables fill lazily, which keeps
+import instant while every reachable tile works (4-bit cells would stop at 32768).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+
+from ..protocol.errors import InvalidAction, WrongState
+from ..protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
+from ..protocol.values import Value
+from .base import Environment, StepResult
+
+UP, DOWN, LEFT, RIGHT = 0, 1, 2, 3
+ACTION_NAMES = ("up", "down", "left", "right")
+CELL_BITS = 5
+CELL_MASK = (1 << CELL_BITS) - 1
+#: 2^17 = 131072 is the largest tile a 4x4 board can ever hold.
+MAX_EXPONENT = 17
+#: A move's reward is at most the sum of the tiles on the board, which stays below 2^18.
+MAX_REWARD = 1 << 18
+CELL_SHIFTS = tuple(CELL_BITS * i for i in range(16))
+
+
+def _line_shifts(action: int, line: int) -> tuple[int, ...]:
+    """Bit shifts of a line's four cells, starting at the edge the tiles slide towards."""
+    if action == UP:
+        cells = [4 * row + line for row in range(4)]
+    elif action == DOWN:
+        cells = [4 * row + line for row in (3, 2, 1, 0)]
+    elif action == LEFT:
+        cells = [4 * line + col for col in range(4)]
+    else:
+        cells = [4 * line + col for col in (3, 2, 1, 0)]
+    return tuple(CELL_BITS * cell for cell in cells)
+
+
+def slide_line(exponents: list[int]) -> tuple[list[int], int]:
+    """Slide one line towards index 0 with standard merging: ([new exponents], merge score).
+
+    Each tile merges at most once per move: [1, 1, 1, 1] (2 2 2 2) becomes [2, 2, 0, 0].
+    """
+    tiles = [e for e in exponents if e]
+    out: list[int] = []
+    score = 0
+    i = 0
+    while i < len(tiles):
+        if i + 1 < len(tiles) and tiles[i] == tiles[i + 1]:
+            out.append(tiles[i] + 1)
+            score += 1 << (tiles[i] + 1)
+            i += 2
+        else:
+            out.append(tiles[i])
+            i += 1
+    return out + [0] * (len(exponents) - len(out)), score
+
+
+class _LineTable(dict):
+    """Masked board -> (the line after the move, placed on the board; merge score)."""
+
+    __slots__ = ("shifts",)
+
+    def __init__(self, shifts: tuple[int, ...]):
+        super().__init__()
+        self.shifts = shifts
+
+    def __missing__(self, key: int) -> tuple[int, int]:
+        line, score = slide_line([(key >> s) & CELL_MASK for s in self.shifts])
+        result = (sum(e << s for e, s in zip(line, self.shifts, strict=True)), score)
+        self[key] = result
+        return result
+
+
+class _RowTable(dict):
+    """Masked line -> a fact about it, computed once by ``compute(exponents, shifts)``."""
+
+    __slots__ = ("shifts", "compute")
+
+    def __init__(self, shifts: tuple[int, ...], compute):
+        super().__init__()
+        self.shifts = shifts
+        self.compute = compute
+
+    def __missing__(self, key: int):
+        result = self.compute([(key >> s) & CELL_MASK for s in self.shifts], self.shifts)
+        self[key] = result
+        return result
+
+
+def _empty_cells(line: list[int], shifts: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(s for e, s in zip(line, shifts, strict=True) if not e)
+
+
+def _line_exponents(line: list[int], shifts: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(line)
+
+
+def _movable_bits(forward: int, backward: int):
+    """Bits of the two directions along a line in which sliding changes it."""
+
+    def compute(line: list[int], shifts: tuple[int, ...]) -> int:
+        bits = 0
+        if slide_line(line)[0] != line:
+            bits |= 1 << forward
+        if slide_line(line[::-1])[0] != line[::-1]:
+            bits |= 1 << backward
+        return bits
+
+    return compute
+
+
+def _line_mask(shifts: tuple[int, ...]) -> int:
+    return sum(CELL_MASK << s for s in shifts)
+
+
+def _make_move(action: int):
+    shifts = [_line_shifts(action, line) for line in range(4)]
+    t0, t1, t2, t3 = (_LineTable(s) for s in shifts)
+    m0, m1, m2, m3 = (_line_mask(s) for s in shifts)
+
+    def move(board: int) -> tuple[int, int]:
+        a0, s0 = t0[board & m0]
+        a1, s1 = t1[board & m1]
+        a2, s2 = t2[board & m2]
+        a3, s3 = t3[board & m3]
+        return a0 | a1 | a2 | a3, s0 + s1 + s2 + s3
+
+    move.__name__ = f"move_{ACTION_NAMES[action]}"
+    move.__doc__ = f"The board after sliding {ACTION_NAMES[action]}, and the merge score."
+    return move
+
+
+#: MOVES[action](board) -> (new board, merge score); the board is unchanged if nothing moves.
+MOVES = tuple(_make_move(action) for action in range(4))
+move_up, move_down, move_left, move_right = MOVES
+_ROW_SHIFTS = tuple(_line_shifts(LEFT, row) for row in range(4))
+_COL_SHIFTS = tuple(_line_shifts(UP, col) for col in range(4))
+_R0, _R1, _R2, _R3 = (_line_mask(s) for s in _ROW_SHIFTS)
+_C0, _C1, _C2, _C3 = (_line_mask(s) for s in _COL_SHIFTS)
+_E0, _E1, _E2, _E3 = (_RowTable(s, _empty_cells) for s in _ROW_SHIFTS)
+_X0, _X1, _X2, _X3 = (_RowTable(s, _line_exponents) for s in _ROW_SHIFTS)
+_H0, _H1, _H2, _H3 = (_RowTable(s, _movable_bits(LEFT, RIGHT)) for s in _ROW_SHIFTS)
+_V0, _V1, _V2, _V3 = (_RowTable(s, _movable_bits(UP, DOWN)) for s in _COL_SHIFTS)
+#: Legal-move bits (bit a set iff action a changes the board) -> the actions, in order.
+ACTIONS_OF_BITS = tuple(tuple(a for a in range(4) if bits >> a & 1) for bits in range(16))
+
+
+def empty_shifts(board: int) -> tuple[int, ...]:
+    """Bit shifts of the empty cells of ``board``."""
+    return _E0[board & _R0] + _E1[board & _R1] + _E2[board & _R2] + _E3[board & _R3]
+
+
+def legal_bits(board: int) -> int:
+    """Bit a is set iff action a changes ``board``."""
+    return (_H0[board & _R0] | _H1[board & _R1] | _H2[board & _R2] | _H3[board & _R3]
+            | _V0[board & _C0] | _V1[board & _C1] | _V2[board & _C2] | _V3[board & _C3])
+
+
+def legal_moves(board: int) -> tuple[int, ...]:
+    """The actions that change ``board``, in increasing order."""
+    return ACTIONS_OF_BITS[legal_bits(board)]
+
+
+def is_stuck(board: int) -> bool:
+    """True when no move changes the board."""
+    return not legal_bits(board)
+
+
+def exponents(board: int) -> tuple[int, ...]:
+    """The 16 cell exponents, row-major (0 empty, k for tile 2^k)."""
+    return _X0[board & _R0] + _X1[board & _R1] + _X2[board & _R2] + _X3[board & _R3]
+
+
+def tiles(board: int) -> list[int]:
+    """The 16 tile values, row-major (0 empty)."""
+    return [1 << e if e else 0 for e in exponents(board)]
+
+
+def max_exponent(board: int) -> int:
+    return max(exponents(board))
+
+
+def board_from_tiles(values) -> int:
+    """Pack 16 tile values (0 or a power of two from 2 to 2^17), row-major, into a board."""
+    values = [int(v) for v in values]
+    if len(values) != 16:
+        raise InvalidAction(f"a 2048 board has 16 cells; got {len(values)} values")
+    board = 0
+    for shift, value in zip(CELL_SHIFTS, values, strict=True):
+        exponent = value.bit_length() - 1
+        if value and (value & (value - 1) or not 1 <= exponent <= MAX_EXPONENT):
+            raise InvalidAction(f"a tile must be 0 or a power of two in [2, 2^17]; got {value}")
+        board |= (exponent if value else 0) << shift
+    return board
+
+
+class Game2048Core:
+    """The 2048 game state: board, score and random spawns; the GameCore protocol.
+
+    ``spawn="two"`` (the seed) spawns a 2 after every move that changes the board;
+    ``"standard"`` a 2 with probability 0.9 and a 4 with 0.1. ``scoring="half"`` pays
+    v/2 for a merged tile v (the seed framework's score), ``"full"`` pays v.
+    ``win_tile`` ends the game when a tile reaches it (0: play until stuck).
+    Random draws come from the core's own generator, buffered for speed; a clone
+    copies the generator and the buffer and so replays the same spawns.
+    """
+
+    __slots__ = ("board", "score", "moves", "four_probability", "half", "win_value",
+                 "rng", "_buffer", "_next")
+    _BUFFER = 512
+
+    def __init__(self, seed: int | None = None, *, spawn: str = "two", scoring: str = "full",
+                 win_tile: int = 2048, rng: np.random.Generator | None = None):
+        if spawn not in ("two", "standard"):
+            raise ValueError(f"spawn must be 'two' or 'standard'; got {spawn!r}")
+        if scoring not in ("full", "half"):
+            raise ValueError(f"scoring must be 'full' or 'half'; got {scoring!r}")
+        win_tile = int(win_tile)
+        if win_tile and (win_tile < 4 or win_tile & (win_tile - 1) or win_tile > 1 << MAX_EXPONENT):
+            raise ValueError(f"win_tile must be 0 or a power of two in [4, 2^17]; got {win_tile}")
+        self.four_probability = 0.1 if spawn == "standard" else 0.0
+        self.half = scoring == "half"
+        self.win_value = win_tile
+        self.rng = rng if rng is not None else np.random.default_rng(seed)
+        self._buffer: list[float] = []
+        self._next = 0
+        self.board = 0
+        self.score = 0
+        self.moves = 0
+        self.reset()
+
+    def seed(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self._buffer = []
+        self._next = 0
+
+    def reset(self) -> None:
+        """A new game: an empty board with two spawned tiles."""
+        self.board = 0
+        self.score = 0
+        self.moves = 0
+        self._spawn()
+        self._spawn()
+
+    def set_board(self, board: int, score: int = 0) -> None:
+        self.board = board
+        self.score = score
+
+    def _uniform(self) -> float:
+        if self._next >= len(self._buffer):
+            self._buffer = self.rng.random(self._BUFFER).tolist()
+            self._next = 0
+        value = self._buffer[self._next]
+        self._next += 1
+        return value
+
+    def _spawn(self) -> None:
+        empty = empty_shifts(self.board)
+        if not empty:
+            return
+        shift = empty[int(self._uniform() * len(empty))]
+        exponent = 1
+        if self.four_probability and self._uniform() < self.four_probability:
+            exponent = 2
+        self.board |= exponent << shift
+
+    def play(self, action: int) -> int:
+        """Slide and spawn; return the reward, or -1 (and change nothing) if nothing moves."""
+        board, reward = MOVES[action](self.board)
+        if board == self.board:
+            return -1
+        self.board = board
+        self._spawn()
+        if self.half:
+            reward >>= 1
+        self.score += reward
+        self.moves += 1
+        return reward
+
+    # -- GameCore protocol ---------------------------------------------------------
+    def legal_actions(self) -> list[int]:
+        return [] if self.is_terminal() else list(legal_moves(self.board))
+
+    def apply_action(self, action: int) -> float:
+        if not 0 <= action <= 3:
+            raise InvalidAction(f"a 2048 action is an int in [0, 3]; got {action}")
+        if self.is_terminal():
+            raise InvalidAction("the game is over; no action is legal")
+        reward = self.play(action)
+        if reward < 0:
+            raise InvalidAction(
+                f"moving {ACTION_NAMES[action]} changes nothing; legal: {legal_moves(self.board)}"
+            )
+        return float(reward)
+
+    def clone(self) -> Game2048Core:
+        twin = Game2048Core.__new__(Game2048Core)
+        for name in self.__slots__:
+            setattr(twin, name, getattr(self, name))
+        twin.rng = copy.deepcopy(self.rng)
+        twin._buffer = list(self._buffer)
+        return twin
+
+    def won(self) -> bool:
+        return bool(self.win_value) and max_exponent(self.board) >= self.win_value.bit_length() - 1
+
+    def is_terminal(self) -> bool:
+        return self.won() or is_stuck(self.board)
+
+    def returns(self) -> float:
+        return float(self.score)
+
+    def max_tile(self) -> int:
+        exponent = max_exponent(self.board)
+        return 1 << exponent if exponent else 0
+
+    def __str__(self) -> str:
+        values = tiles(self.board)
+        return "\n".join(" ".join(f"{v:>6}" for v in values[r * 4:r * 4 + 4]) for r in range(4))
+
+
+def _option_int(name: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"option {name} must be an integer; got {text!r}") from None
+
+
+def _read_only_mask(bits: int) -> np.ndarray:
+    mask = np.array([bool(bits >> a & 1) for a in range(4)], dtype=np.bool_)
+    mask.flags.writeable = False
+    return mask
+
+
+#: The 16 possible legal-action masks, shared read-only by every observation.
+_MASKS = tuple(_read_only_mask(bits) for bits in range(16))
+
+
+class Game2048Env(Environment):
+    """2048 on a 4x4 board, as in seed 004 (which spawned only 2s).
+
+    Description:
+        Slide all tiles up, down, left or right; two equal tiles that meet merge
+        into their sum, each tile at most once per move. After every move that
+        changes the board a new tile spawns on a uniformly random empty cell: a 2
+        (the seed's rule) or, with ``spawn=standard``, a 2 with probability 0.9
+        and a 4 with 0.1. A game starts with two spawned tiles.
+    Action space:
+        One int in [0, 3]: 0 up, 1 down, 2 left, 3 right. A move that changes
+        nothing is a no-op (``illegal_action = "noop"``): nothing spawns, the
+        reward is 0, the observation repeats and ``info["invalid_move"]`` is True.
+        Ints outside [0, 3] raise ``InvalidAction``.
+    Observation space:
+        16 ints in [0, 17], row-major from the top-left: the exponent of each tile
+        (0 empty, 1 for 2, 11 for 2048, 17 for 131072, the largest possible tile),
+        then a bool array of shape (4,), the legal-action mask (task spec
+        ``legal_mask`` 0): ``mask[a]`` is True iff move ``a`` changes the board.
+        ``env_message("legal_actions")`` gives the same set as text.
+    Rewards:
+        The sum of the tiles created by merges in the move (a 2+2 merge pays 4);
+        with ``scoring=half`` a merged tile v pays v/2, the seed framework's
+        score. Always in [0, 2^18].
+    Episode end:
+        When no move changes the board (success False), or when a tile reaches
+        ``win_tile`` (success True). ``info`` on every step carries
+        ``episode_length`` (env_step calls, no-ops included), ``moves`` (moves that
+        changed the board), ``success``, ``total_score``, ``max_tile`` and ``invalid_move``.
+    Arguments:
+        ``spawn`` two (default) | standard; ``scoring`` full (default) | half;
+        ``win_tile`` (default 2048; 0 plays on until stuck); ``seed`` (default 0).
+        Messages: ``seed N``, ``legal_actions``, ``get_state``, ``set_board V1 ... V16``
+        (tile values row-major; resets the score), ``render`` (the board as text).
+    Departures from the seed:
+        Tiles beyond 2048 are in range (the seed raised ``KeyError: 2048``); the
+        default reward is the standard full merge value, ``scoring=half`` gives
+        the seed's. A no-op move is flagged instead of silently repeated.
+    """
+
+    name = "2048"
+    illegal_action = "noop"
+    _MESSAGES = ("seed N", "legal_actions", "get_state", "set_board V1 ... V16", "render")
+
+    def __init__(self, spawn: str = "two", scoring: str = "full", win_tile: str = "2048",
+                 seed: str = "0", **options: str):
+        super().__init__(**options)
+        if options:
+            raise ValueError(
+                f"unknown 2048 option(s) {sorted(options)}; expected spawn, scoring, win_tile, seed"
+            )
+        self.core = Game2048Core(_option_int("seed", seed), spawn=spawn, scoring=scoring,
+                                 win_tile=_option_int("win_tile", win_tile))
+        self.episode_length = 0
+        self.done = True
+        self._spec = TaskSpec(
+            observations=SpaceSpec(
+                ints=(Range(0, MAX_EXPONENT, 16), Range(0, 1, 4)),
+                arrays=(ArraySpec("|b1", (4,)),),
+            ),
+            actions=SpaceSpec(ints=(Range(0, 3),)),
+            rewards=Range(0.0, float(MAX_REWARD)),
+            legal_mask=0,
+        )
+
+    def env_init(self) -> TaskSpec:
+        return self._spec
+
+    def seed(self, seed: int) -> None:
+        self.core.seed(seed)
+
+    def _observation(self) -> Value:
+        board = self.core.board
+        mask = _MASKS[0 if self.done else legal_bits(board)]
+        return Value(ints=exponents(board), arrays=(mask,))
+
+    def env_start(self) -> Value:
+        self.core.reset()
+        self.episode_length = 0
+        self.done = False
+        return self._observation()
+
+    def _info(self, invalid: bool) -> dict:
+        return {
+            "episode_length": self.episode_length,
+            "moves": self.core.moves,
+            "success": self.core.won(),
+            "total_score": self.core.score,
+            "max_tile": self.core.max_tile(),
+            "invalid_move": invalid,
+        }
+
+    def env_step(self, action: Value) -> StepResult:
+        if len(action.ints) != 1 or action.doubles or action.arrays or not 0 <= action.ints[0] <= 3:
+            raise InvalidAction(f"a 2048 action is one int in [0, 3]; got {action.ints}")
+        if self.done:
+            raise WrongState("the 2048 episode is over; call env_start first")
+        self.episode_length += 1
+        reward = self.core.play(int(action.ints[0]))
+        invalid = reward < 0
+        if not invalid:
+            self.done = self.core.is_terminal()
+        return StepResult(float(max(reward, 0)), self._observation(), self.done, self._info(invalid))
+
+    def legal_actions(self) -> list[int]:
+        return [] if self.done else list(legal_moves(self.core.board))
+
+    def state_snapshot(self) -> dict:
+        return {"game": "2048", "board": tiles(self.core.board), "score": self.core.score,
+                "done": self.done}
+
+    def env_message(self, message: str) -> str:
+        words = message.split()
+        command = words[0] if words else ""
+        if command == "seed" and len(words) == 2:
+            return super().env_message(message)
+        if command == "legal_actions" and len(words) == 1:
+            return " ".join(str(a) for a in self.legal_actions())
+        if command == "get_state" and len(words) == 1:
+            return json.dumps(self.state_snapshot())
+        if command == "render" and len(words) == 1:
+            return str(self.core)
+        if command == "set_board":
+            try:
+                board = board_from_tiles(words[1:])
+            except (InvalidAction, ValueError) as err:
+                return f"error: set_board takes 16 tile values: {err}"
+            self.core.set_board(board)
+            self.core.moves = 0
+            self.episode_length = 0
+            self.done = self.core.is_terminal()
+            return "ok"
+        return f"error: unknown command {message!r}; known: {', '.join(self._MESSAGES)}"

@@ -1,0 +1,185 @@
+"""2048: the checker, the sliding rules, no-op moves, spawns, scoring, win tiles and big tiles."""
+
+import json
+
+import pytest
+
+from rlbridge.environments.checker import check_environment
+from rlbridge.environments.game2048 import (
+    DOWN,
+    LEFT,
+    RIGHT,
+    UP,
+    Game2048Core,
+    Game2048Env,
+    board_from_tiles,
+    exponents,
+    legal_moves,
+    move_down,
+    move_left,
+    move_right,
+    move_up,
+    slide_line,
+    tiles,
+)
+from rlbridge.protocol.errors import InvalidAction, WrongState
+from rlbridge.protocol.values import Value
+
+STUCK = [2, 4, 2, 4, 4, 2, 4, 2, 2, 4, 2, 4, 4, 2, 4, 2]
+
+
+def step(env, action):
+    return env.env_step(Value(ints=(action,)))
+
+
+def test_passes_checker_with_1000_episodes():
+    report = check_environment(Game2048Env, episodes=1000)
+    assert report.episodes == 1000
+    assert report.illegal_checked > 0
+    assert report.steps > 50_000  # random 2048 games last about 130 moves
+
+
+@pytest.mark.parametrize(
+    ("line", "expected", "score"),
+    [
+        ([1, 1, 1, 1], [2, 2, 0, 0], 8),
+        ([1, 0, 1, 2], [2, 2, 0, 0], 4),
+        ([2, 1, 1, 0], [2, 2, 0, 0], 4),
+        ([0, 0, 0, 3], [3, 0, 0, 0], 0),
+        ([3, 3, 3, 0], [4, 3, 0, 0], 16),
+        ([1, 2, 3, 4], [1, 2, 3, 4], 0),
+        ([11, 11, 0, 0], [12, 0, 0, 0], 4096),
+    ],
+)
+def test_slide_line_merges_each_tile_once(line, expected, score):
+    assert slide_line(line) == (expected, score)
+
+
+def test_moves_in_four_directions():
+    board = board_from_tiles([2, 2, 0, 4,
+                              0, 2, 0, 4,
+                              0, 0, 0, 8,
+                              0, 0, 0, 8])
+    left, reward = move_left(board)
+    assert tiles(left) == [4, 4, 0, 0, 2, 4, 0, 0, 8, 0, 0, 0, 8, 0, 0, 0] and reward == 4
+    right, reward = move_right(board)
+    assert tiles(right) == [0, 0, 4, 4, 0, 0, 2, 4, 0, 0, 0, 8, 0, 0, 0, 8] and reward == 4
+    up, reward = move_up(board)
+    assert tiles(up) == [2, 4, 0, 8, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0] and reward == 28
+    down, reward = move_down(board)
+    assert tiles(down) == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8, 2, 4, 0, 16] and reward == 28
+    assert legal_moves(board) == (UP, DOWN, LEFT, RIGHT)
+    corner = board_from_tiles([2] + [0] * 15)
+    assert legal_moves(corner) == (DOWN, RIGHT)
+
+
+def test_no_op_move_spawns_nothing_pays_zero_and_is_flagged():
+    env = Game2048Env()
+    env.env_init()
+    env.env_start()
+    assert env.env_message("set_board 2 0 0 0 4 0 0 0 0 0 0 0 0 0 0 0") == "ok"
+    assert env.env_message("legal_actions") == "1 3"
+    before = env.core.board
+    reward, observation, terminal, info = step(env, LEFT)
+    assert (reward, terminal, info["invalid_move"], info["episode_length"]) == (0.0, False, True, 1)
+    assert env.core.board == before
+    assert observation.ints[:8] == (1, 0, 0, 0, 2, 0, 0, 0)
+    assert observation.arrays[0].tolist() == [False, True, False, True]
+    reward, observation, terminal, info = step(env, RIGHT)
+    assert info["invalid_move"] is False and info["moves"] == 1
+    assert sum(1 for e in observation.ints if e) == 3  # the two slid tiles and one spawn
+    with pytest.raises(InvalidAction):
+        step(env, 4)
+
+
+def test_seed_rule_spawns_only_twos_and_standard_spawns_some_fours():
+    for spawn, low, high in (("two", 0, 0), ("standard", 0.06, 0.14)):
+        core = Game2048Core(3, spawn=spawn)
+        fours = spawns = 0
+        for _ in range(1500):
+            core.board = 0
+            core._spawn()
+            fours += max(exponents(core.board)) == 2
+            spawns += 1
+        assert low <= fours / spawns <= high, spawn
+
+
+def test_same_seed_same_game_and_clone_replays_spawns():
+    a, b = Game2048Core(7), Game2048Core(7)
+    twin = a.clone()
+    for action in [0, 2, 1, 3] * 10:
+        rewards = {a.play(action), b.play(action), twin.play(action)}
+        assert len({a.board, b.board, twin.board}) == 1 and len(rewards) == 1
+
+
+def test_core_rejects_a_move_that_changes_nothing():
+    core = Game2048Core(0)
+    core.set_board(board_from_tiles([2] + [0] * 15))
+    with pytest.raises(InvalidAction):
+        core.apply_action(UP)
+    assert core.board == board_from_tiles([2] + [0] * 15)
+    assert core.legal_actions() == [DOWN, RIGHT]
+
+
+def test_win_tile_ends_with_success_and_zero_plays_on_past_2048():
+    env = Game2048Env(win_tile="2048")
+    env.env_init()
+    env.env_start()
+    env.env_message("set_board 1024 1024 0 0 " + "0 " * 12)
+    reward, observation, terminal, info = step(env, LEFT)
+    assert (reward, terminal, info["success"], info["max_tile"]) == (2048.0, True, True, 2048)
+    assert observation.ints[0] == 11 and not observation.arrays[0].any()
+    with pytest.raises(WrongState):
+        step(env, LEFT)
+
+    env = Game2048Env(win_tile="0")
+    spec = env.env_init()
+    env.env_start()
+    env.env_message("set_board 65536 65536 2048 2048 " + "0 " * 12)
+    reward, observation, terminal, info = step(env, LEFT)
+    assert (reward, terminal, info["success"]) == (131072.0 + 4096.0, False, False)
+    assert observation.ints[:2] == (17, 12)
+    spec.check_observation(observation)
+    assert spec.check_reward(reward)
+
+
+def test_half_scoring_pays_half_the_merged_tile():
+    env = Game2048Env(scoring="half", win_tile="0")
+    env.env_init()
+    env.env_start()
+    env.env_message("set_board 1024 1024 4 4 " + "0 " * 12)
+    reward, _, _, info = step(env, LEFT)
+    assert reward == 1024.0 + 4.0 and info["total_score"] == 1028
+
+
+def test_stuck_board_is_terminal_without_success():
+    env = Game2048Env()
+    env.env_init()
+    env.env_start()
+    env.env_message("set_board " + " ".join(str(v) for v in STUCK))
+    assert env.env_message("legal_actions") == ""
+    core = Game2048Core(0)
+    core.set_board(board_from_tiles(STUCK))
+    assert core.is_terminal() and not core.won() and core.legal_actions() == []
+    env = Game2048Env()
+    env.env_init()
+    env.env_start()
+    env.env_message("set_board 4 2 4 2 2 4 2 4 4 2 4 2 8 16 32 0")
+    reward, observation, terminal, info = step(env, RIGHT)
+    assert terminal and not info["success"] and not observation.arrays[0].any()
+
+
+def test_messages_state_and_options():
+    env = Game2048Env(seed="5")
+    env.env_init()
+    env.env_start()
+    state = json.loads(env.env_message("get_state"))
+    assert set(state) == {"game", "board", "score", "done"} and state["game"] == "2048"
+    assert len(state["board"]) == 16 and sorted(state["board"])[-2:] == [2, 2]
+    assert env.env_message("fly").startswith("error: ") and "legal_actions" in env.env_message("x")
+    assert env.env_message("set_board 3 " + "0 " * 15).startswith("error: ")
+    assert env.env_message("set_board 2 2").startswith("error: ")
+    assert len(env.env_message("render").splitlines()) == 4
+    for bad in ({"spawn": "fives"}, {"scoring": "double"}, {"win_tile": "1000"}, {"colour": "red"}):
+        with pytest.raises(ValueError):
+            Game2048Env(**bad)
