@@ -29,24 +29,38 @@ class RandomAgent(Agent):
 
     name = "random"
 
+    #: Uniform draws are taken from the generator in blocks: one numpy call per block
+    #: instead of one per action keeps the agent cheap, and the sequence stays seeded.
+    DRAW_BLOCK = 4096
+
     def __init__(self, seed: str = "0", **options: str):
         super().__init__(**options)
-        self.rng = np.random.default_rng(int(seed))
+        self.seed(int(seed))
 
     def seed(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
+        self._draws: list[float] = []
+
+    def agent_init(self, task_spec) -> None:
+        super().agent_init(task_spec)
+        self._int_bounds = [(int(low), int(high)) for low, high in task_spec.actions.int_bounds()]
+
+    def _uniform(self) -> float:
+        if not self._draws:
+            self._draws = self.rng.random(self.DRAW_BLOCK).tolist()
+            self._draws.reverse()
+        return self._draws.pop()
 
     def _act(self, observation: Value) -> Value:
         spec = self.task_spec
-        legal = legal_actions(spec, observation)
-        if legal is not None:
+        if spec.legal_mask is not None:
+            legal = legal_actions(spec, observation)
             if not legal:
                 return Value(ints=(int(spec.actions.ints[0].low),))
-            return Value(ints=(legal[int(self.rng.integers(len(legal)))],))
-        ints = tuple(
-            int(self.rng.integers(int(low), int(high) + 1))
-            for low, high in spec.actions.int_bounds()
-        )
+            return Value(ints=(legal[int(self._uniform() * len(legal))],))
+        ints = tuple(low + int(self._uniform() * (high - low + 1)) for low, high in self._int_bounds)
+        if not spec.actions.doubles:
+            return Value(ints=ints)
         doubles = tuple(
             float(self.rng.uniform(low, high)) if math.isfinite(low) and math.isfinite(high) else 0.0
             for low, high in spec.actions.double_bounds()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..protocol.errors import InvalidAction
-from ..protocol.taskspec import Range, SpaceSpec, TaskSpec
+from ..protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from ..protocol.values import Value
 from .base import Environment, StepResult
 
@@ -18,7 +18,7 @@ class GridWalk(Environment):
     Action space:
         One int in [0, 3]: up, down, left, right. Moves into a wall leave it in place.
     Observation space:
-        ``size*size`` ints in [0, 2]: 1 marks the walker, 2 the goal, 0 empty cells.
+        A ``size`` x ``size`` int8 array: 1 marks the walker, 2 the goal, 0 empty cells.
     Rewards:
         -1 per step, 0 on reaching the goal.
     Episode end:
@@ -34,8 +34,18 @@ class GridWalk(Environment):
         super().__init__(**options)
         self.size = int(size)
         self.row = self.col = 0
+        cells = self.size * self.size
+        self._observations = []
+        for position in range(cells):
+            board = np.zeros(cells, dtype=np.int8)
+            board[-1] = 2
+            board[position] = 1
+            board = board.reshape(self.size, self.size)
+            board.flags.writeable = False
+            self._observations.append(Value(arrays=(board,)))
         self._spec = TaskSpec(
-            observations=SpaceSpec(ints=(Range(0, 2, self.size * self.size),)),
+            observations=SpaceSpec(ints=(Range(0, 2, cells),),
+                                   arrays=(ArraySpec("|i1", (self.size, self.size)),)),
             actions=SpaceSpec(ints=(Range(0, 3),)),
             rewards=Range(-1.0, 0.0),
         )
@@ -44,17 +54,15 @@ class GridWalk(Environment):
         return self._spec
 
     def _observation(self) -> Value:
-        cells = [0] * (self.size * self.size)
-        cells[-1] = 2
-        cells[self.row * self.size + self.col] = 1
-        return Value(ints=tuple(cells))
+        return self._observations[self.row * self.size + self.col]
 
     def env_start(self) -> Value:
         self.row = self.col = 0
         return self._observation()
 
     def env_step(self, action: Value) -> StepResult:
-        move = action.ints[0] if action.ints else -1
+        ints = action.ints
+        move = ints[0] if len(ints) == 1 else -1
         if not 0 <= move <= 3:
             raise InvalidAction(f"gridwalk action must be an int in [0, 3]; got {action.ints}")
         d_row, d_col = self._MOVES[move]
@@ -92,8 +100,6 @@ class Countdown(Environment):
         self._payload = (np.arange(size, dtype=np.uint8),) if size else ()
         obs_space = SpaceSpec(ints=(Range(0, self.length),))
         if size:
-            from ..protocol.taskspec import ArraySpec
-
             obs_space = SpaceSpec(
                 ints=(Range(0, self.length), Range(0, 255, size)),
                 arrays=(ArraySpec("|u1", (size,)),),

@@ -6,21 +6,24 @@ import sys
 import time
 
 REDRAW_INTERVAL_S = 0.2
+PLAIN_INTERVAL_S = 5.0
 
 
 class ProgressBar:
     """``bar = ProgressBar(total, "episodes")``; ``bar.update(n, note)``; ``bar.close()``.
 
-    Draws only when stderr is a terminal or ``force`` is set, so logs and CI stay clean
-    unless asked; the final line is always printed by :meth:`close`.
+    On a terminal it redraws one line in place; elsewhere (CI, files) it prints a
+    line every few seconds. ``enabled=False`` silences it.
     """
 
-    def __init__(self, total: int, unit: str = "it", *, stream=None, force: bool = False,
+    def __init__(self, total: int, unit: str = "it", *, stream=None, enabled: bool = True,
                  width: int = 30):
         self.total = max(int(total), 0)
         self.unit = unit
         self.stream = stream or sys.stderr
-        self.live = force or self.stream.isatty()
+        self.live = enabled
+        self.tty = enabled and self.stream.isatty()
+        self.interval_s = REDRAW_INTERVAL_S if self.tty else PLAIN_INTERVAL_S
         self.width = width
         self.count = 0
         self.note = ""
@@ -32,9 +35,9 @@ class ProgressBar:
         if note:
             self.note = note
         now = time.monotonic()
-        if self.live and (now - self._drawn_at >= REDRAW_INTERVAL_S or self.count >= self.total):
+        if self.live and now - self._drawn_at >= self.interval_s:
             self._drawn_at = now
-            self.stream.write("\r" + self.line())
+            self.stream.write(("\r" if self.tty else "") + self.line() + ("" if self.tty else "\n"))
             self.stream.flush()
 
     def line(self) -> str:
@@ -48,5 +51,5 @@ class ProgressBar:
 
     def close(self) -> None:
         if self.live:
-            self.stream.write("\r" + self.line() + "\n")
+            self.stream.write(("\r" if self.tty else "") + self.line() + "\n")
             self.stream.flush()

@@ -10,6 +10,7 @@ that holds them. Plain msgpack decoders read all of it without extension hooks.
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -95,7 +96,12 @@ class Value(NamedTuple):
 EMPTY = Value()
 
 
+_DTYPES = {code: np.dtype(code) for code in WIRE_DTYPES}
+
+
 def _wire_array(array: np.ndarray) -> np.ndarray:
+    if array.flags.c_contiguous and array.dtype.str in _WIRE_DTYPE_SET:
+        return array
     array = np.ascontiguousarray(array)
     if array.dtype.byteorder == ">" or (array.dtype.byteorder == "=" and np.little_endian is False):
         array = array.astype(array.dtype.newbyteorder("<"))
@@ -117,7 +123,7 @@ def encode_value(value: Value, frames: list | None = None) -> list:
         return [value.ints, value.doubles, value.chars, ()]
     wire_arrays = []
     for array in arrays:
-        array = _wire_array(np.asarray(array))
+        array = _wire_array(array if type(array) is np.ndarray else np.asarray(array))
         if frames is not None and array.nbytes >= ZERO_COPY_THRESHOLD_BYTES:
             frames.append(array.data)
             wire_arrays.append([array.dtype.str, array.shape, len(frames) - 1])
@@ -139,14 +145,12 @@ def decode_value(raw: Any, frames: list | tuple = ()) -> Value:
             "a value's fields must be (array of ints, array of doubles, str); got "
             f"({type(ints).__name__}, {type(doubles).__name__}, {type(chars).__name__})"
         )
-    for x in ints:
-        if type(x) is not int:
-            raise ProtocolError(f"value ints must all be integers; got {type(x).__name__}")
-    for x in doubles:
-        if type(x) is not float:
-            if type(x) is int:
-                continue
-            raise ProtocolError(f"value doubles must all be floats; got {type(x).__name__}")
+    if not all(type(x) is int for x in ints):
+        bad = next(x for x in ints if type(x) is not int)
+        raise ProtocolError(f"value ints must all be integers; got {type(bad).__name__}")
+    if not all(type(x) is float or type(x) is int for x in doubles):
+        bad = next(x for x in doubles if type(x) is not float and type(x) is not int)
+        raise ProtocolError(f"value doubles must all be numbers; got {type(bad).__name__}")
     if not arrays:
         return Value(tuple(ints), tuple(doubles), chars, ())
     if type(arrays) is not list:
@@ -161,7 +165,8 @@ def _decode_array(entry: Any, frames: list | tuple) -> np.ndarray:
     if type(entry) is not list or len(entry) != 3:
         raise ProtocolError("an array must be [dtype, shape, data]")
     dtype, shape, data = entry
-    if dtype not in _WIRE_DTYPE_SET:
+    array_dtype = _DTYPES.get(dtype) if type(dtype) is str else None
+    if array_dtype is None:
         raise ProtocolError(f"array dtype {dtype!r} is not one of {WIRE_DTYPES}")
     if type(shape) is not list or not all(type(n) is int and n >= 0 for n in shape):
         raise ProtocolError(f"array shape must be a list of non-negative ints; got {shape!r}")
@@ -173,9 +178,8 @@ def _decode_array(entry: Any, frames: list | tuple) -> np.ndarray:
         data = frames[data]
     elif not isinstance(data, (bytes, bytearray, memoryview)):
         raise ProtocolError(f"array data must be bin bytes or a frame index; got {type(data).__name__}")
-    array_dtype = np.dtype(dtype)
-    expected = array_dtype.itemsize * int(np.prod(shape, dtype=np.int64))
-    if len(memoryview(data)) != expected:
+    expected = array_dtype.itemsize * math.prod(shape)
+    if len(data) != expected:
         raise ProtocolError(
             f"array {dtype}{tuple(shape)} needs {expected} bytes; got {len(memoryview(data))}"
         )

@@ -1,0 +1,201 @@
+"""`rlbridge bench core`: protocol speed against raw pyzmq ping-pong measured in the same run.
+
+Figures (issue "Core", "Speed"):
+  (a) raw pyzmq REQ/REP ping-pong, 100-byte payload, two processes: the baseline;
+  (b) rlbridge's three processes running RL_episode on gridwalk (4x4 int observation,
+      int action) over ipc and tcp, as a ratio to (a);
+  (c) the in-process mode, as microseconds per step over the environment's and agent's
+      own work;
+  (d) observations of 100 B, 20 KB and 1 MB, each against a raw zero-copy ping-pong of
+      the same size.
+All processes share one CPU, as `rlbridge run` places them by default.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import zmq
+
+from ..agents.random_agent import RandomAgent
+from ..environments.toy import GridWalk
+from ..experiment.glue import Experiment
+from ..experiment.remote import RemoteAgent, RemoteEnvironment
+from ..experiment.runner import _die_with_parent, cpu_set
+from .report import Figure
+
+_RAW_SERVER = r"""
+import sys, zmq
+ctx = zmq.Context()
+sock = ctx.socket(zmq.REP)
+sock.bind(sys.argv[1])
+reply = b"r" * int(sys.argv[2])
+while True:
+    msg = sock.recv(copy=False)
+    if len(msg) == 4 and msg.bytes == b"stop":
+        sock.send(b"")
+        break
+    sock.send(reply, copy=False)
+"""
+
+
+def _spawn(command: list[str], cpus) -> subprocess.Popen:
+    child = subprocess.Popen(command, preexec_fn=_die_with_parent, stderr=subprocess.DEVNULL)
+    if cpus:
+        os.sched_setaffinity(child.pid, cpus)
+    return child
+
+
+def raw_ping_pong(address: str, request_bytes: int, reply_bytes: int, seconds: float, cpus):
+    """Round trips per second and per-trip latencies of a bare REQ/REP pair."""
+    server = _spawn([sys.executable, "-c", _RAW_SERVER, address, str(reply_bytes)], cpus)
+    sock = zmq.Context.instance().socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVTIMEO, 10000)
+    sock.connect(address)
+    payload = np.zeros(request_bytes, dtype=np.uint8)
+    try:
+        sock.send(payload, copy=request_bytes < 65536)
+        sock.recv()  # warm up and wait for the server
+        latencies = []
+        deadline = time.perf_counter() + seconds
+        while True:
+            start = time.perf_counter()
+            sock.send(payload, copy=request_bytes < 65536)
+            sock.recv(copy=reply_bytes < 65536)
+            end = time.perf_counter()
+            latencies.append(end - start)
+            if end > deadline:
+                break
+        sock.send(b"stop")
+        sock.recv()
+    finally:
+        sock.close()
+        server.wait(timeout=10)
+    return len(latencies) / sum(latencies), latencies
+
+
+def rlbridge_three_processes(transport: str, env_name: str, env_opts: list[str], seconds: float,
+                             cpus, directory: str):
+    """Steps per second and per-step latencies (episode mean) of RL_episode over the protocol."""
+    if transport == "ipc":
+        env_addr, agent_addr = f"ipc://{directory}/e.sock", f"ipc://{directory}/a.sock"
+    else:
+        from ..experiment.runner import _free_tcp_port
+
+        env_addr = f"tcp://127.0.0.1:{_free_tcp_port()}"
+        agent_addr = f"tcp://127.0.0.1:{_free_tcp_port()}"
+    python = [sys.executable, "-m", "rlbridge"]
+    opts = [x for opt in env_opts for x in ("--opt", opt)]
+    children = [_spawn([*python, "env", env_name, "--bind", env_addr, *opts], cpus),
+                _spawn([*python, "agent", "random", "--bind", agent_addr], cpus)]
+    original_cpus = os.sched_getaffinity(0)
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    env = agent = None
+    try:
+        env = RemoteEnvironment(env_addr)
+        agent = RemoteAgent(agent_addr)
+        experiment = Experiment(env, agent, seed=1)
+        experiment.RL_init()
+        experiment.RL_episode(0)
+        steps = 0
+        per_step = []
+        deadline = time.perf_counter() + seconds
+        started = time.perf_counter()
+        while True:
+            start = time.perf_counter()
+            experiment.RL_episode(0)
+            end = time.perf_counter()
+            n = experiment.RL_num_steps()
+            steps += n
+            per_step.extend([(end - start) / n] * n)
+            if end > deadline:
+                break
+        rate = steps / (time.perf_counter() - started)
+    finally:
+        for peer in (env, agent):
+            if peer is not None:
+                peer.shutdown()
+                peer.close()
+        for child in children:
+            child.wait(timeout=10)
+        os.sched_setaffinity(0, original_cpus)
+    return rate, per_step
+
+
+def in_process(seconds: float) -> tuple[float, float]:
+    """(steps/s of Experiment.RL_episode, microseconds/step of env+agent work alone)."""
+    env, agent = GridWalk(), RandomAgent()
+    experiment = Experiment(env, agent, seed=1)
+    experiment.RL_init()
+    steps = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        experiment.RL_episode(0)
+        steps += experiment.RL_num_steps()
+    glue_rate = steps / (time.perf_counter() - started)
+    # The same work without the glue: the environment and agent calls in a bare loop.
+    count = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        observation = env.env_start()
+        action = agent.agent_start(observation)
+        while True:
+            reward, observation, terminal = env.env_step(action)[:3]
+            count += 1
+            if terminal:
+                agent.agent_end(reward)
+                break
+            action = agent.agent_step(reward, observation)
+    bare_rate = count / (time.perf_counter() - started)
+    return glue_rate, bare_rate
+
+
+def _pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) * 1e6
+
+
+def run(quick: bool = False) -> list[Figure]:
+    seconds = 1.0 if quick else 3.0
+    cpus = cpu_set("shared")
+    figures: list[Figure] = []
+    with tempfile.TemporaryDirectory(prefix="rlbridge-bench-") as directory:
+        base_rate, base_lat = raw_ping_pong(f"ipc://{directory}/raw.sock", 100, 100, seconds, cpus)
+        figures.append(Figure("core", "(a) raw pyzmq REQ/REP 100 B, ipc", base_rate, "trips/s",
+                              note=f"p50 {_pct(base_lat, 50):.1f} us, p99 {_pct(base_lat, 99):.1f} us"))
+        for transport in ("ipc", "tcp"):
+            rate, lat = rlbridge_three_processes(transport, "gridwalk", [], seconds, cpus, directory)
+            target = ">= 0.8x" if transport == "ipc" else ""
+            figures.append(Figure(
+                "core", f"(b) RL_episode 3 processes, 4x4 ints, {transport}", rate, "steps/s",
+                baseline=base_rate, target=target,
+                passed=(rate / base_rate >= 0.8) if transport == "ipc" else None,
+                note=f"p50 {_pct(lat, 50):.1f} us, p99 {_pct(lat, 99):.1f} us (episode means)"))
+        glue_rate, bare_rate = in_process(seconds)
+        overhead_us = (1 / glue_rate - 1 / bare_rate) * 1e6
+        figures.append(Figure("core", "(c) in-process RL_episode, gridwalk", glue_rate, "steps/s",
+                              baseline=bare_rate, note="bare env+agent loop as baseline"))
+        figures.append(Figure("core", "(c) in-process glue overhead", overhead_us, "us/step",
+                              target="< 10 us", passed=overhead_us < 10))
+        for size, label in ((100, "100 B"), (20_000, "20 KB"), (1_000_000, "1 MB")):
+            raw_rate, raw_lat = raw_ping_pong(f"ipc://{directory}/raw{size}.sock", size, 16,
+                                              seconds, cpus)
+            rate, lat = rlbridge_three_processes(
+                "ipc", "countdown", ["length=50", f"array_bytes={size}"], seconds, cpus, directory)
+            big = size >= 1_000_000
+            figures.append(Figure(
+                "arrays", f"(d) observation {label}: raw zero-copy ping-pong", raw_rate, "trips/s",
+                note=f"p50 {_pct(raw_lat, 50):.1f} us, p99 {_pct(raw_lat, 99):.1f} us"))
+            figures.append(Figure(
+                "arrays", f"(d) observation {label}: RL_episode", rate, "steps/s",
+                baseline=raw_rate, target=">= 0.5x" if big else "",
+                passed=(rate / raw_rate >= 0.5) if big else None,
+                note=f"p50 {_pct(lat, 50):.1f} us, p99 {_pct(lat, 99):.1f} us (episode means)"))
+    return figures
+

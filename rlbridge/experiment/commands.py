@@ -1,0 +1,164 @@
+"""The `rlbridge env`, `agent`, `experiment` and `run` subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ..protocol.errors import RLBridgeError
+from ..registry import AGENTS, ENVIRONMENTS, parse_options, resolve
+from .transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS, default_address
+
+ENV_HELP = "a built-in environment (" + ", ".join(ENVIRONMENTS) + ") or module:Class"
+AGENT_HELP = "a built-in agent (" + ", ".join(AGENTS) + ") or module:Class"
+
+
+def register(subparsers) -> None:
+    for role, names_help in (("env", ENV_HELP), ("agent", AGENT_HELP)):
+        full = "environment" if role == "env" else "agent"
+        parser = subparsers.add_parser(
+            role, help=f"serve an {full} as its own process",
+            description=f"Serve an {full} over ZeroMQ until told to stop. By default it binds "
+                        f"${'RLBRIDGE_ENV_ADDR' if role == 'env' else 'RLBRIDGE_AGENT_ADDR'} "
+                        f"or {default_address(full)}.")
+        parser.add_argument("name", metavar="NAME", help=names_help)
+        where = parser.add_mutually_exclusive_group()
+        where.add_argument("--bind", metavar="ADDR", help="bind this address (the default)")
+        where.add_argument("--connect", metavar="ADDR",
+                           help="connect to an experiment that binds ADDR instead")
+        parser.add_argument("--opt", action="append", metavar="KEY=VALUE", default=[],
+                            help="an option for the constructor; repeatable")
+        parser.add_argument("--max-message-bytes", type=int, default=None,
+                            help="reject larger messages with a TOO_LARGE error")
+        parser.add_argument("--idle-timeout-ms", type=int, default=None,
+                            help="stop after this long without a request (default: never)")
+        if role == "env":
+            parser.add_argument("--publish", metavar="ADDR",
+                                help="publish state snapshots for viewers on this PUB address")
+        parser.set_defaults(func=_serve, role=full)
+
+    parser = subparsers.add_parser(
+        "experiment", help="drive a running environment and agent",
+        description="Connect to an environment and an agent and run episodes with RL_episode.")
+    add_experiment_arguments(parser)
+    parser.add_argument("--env", dest="env_address", metavar="ADDR",
+                        default=None, help="the environment's address")
+    parser.add_argument("--agent", dest="agent_address", metavar="ADDR",
+                        default=None, help="the agent's address")
+    parser.add_argument("--bind", action="store_true",
+                        help="bind both addresses (for peers started with --connect)")
+    parser.add_argument("--shutdown-peers", action=argparse.BooleanOptionalAction, default=True,
+                        help="tell the environment and agent to stop at the end (default: yes)")
+    parser.set_defaults(func=_experiment)
+
+    parser = subparsers.add_parser(
+        "run", help="start environment, agent and experiment as three local processes",
+        description="Start the three processes on this machine, run the experiment, stop them "
+                    "all. No process outlives the command, whether it ends, fails or is "
+                    "interrupted.")
+    parser.add_argument("env_name", metavar="ENV", help=ENV_HELP)
+    parser.add_argument("agent_name", metavar="AGENT", help=AGENT_HELP)
+    parser.add_argument("--env-opt", action="append", metavar="KEY=VALUE", default=[])
+    parser.add_argument("--agent-opt", action="append", metavar="KEY=VALUE", default=[])
+    add_experiment_arguments(parser)
+    parser.add_argument("--transport", choices=("ipc", "tcp"), default="ipc",
+                        help="ipc:// sockets in a private directory (default) or tcp on 127.0.0.1")
+    parser.add_argument("--cpu", default="shared",
+                        help="CPU placement: 'shared' puts all three on one CPU (the default: "
+                             "processes that wake each other across cores cost ~3x), "
+                             "'none' leaves it to the OS, or a CPU number")
+    parser.add_argument("--render", choices=("pygame",), default=None,
+                        help="also start a viewer process on the environment's state stream")
+    parser.set_defaults(func=_run)
+
+
+def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--episodes", type=int, default=10, help="episodes to run (default 10)")
+    parser.add_argument("--max-steps", type=int, default=0,
+                        help="step limit per episode, RL_episode's argument (0: none)")
+    parser.add_argument("--seed", type=int, default=0, help="experiment seed (default 0)")
+    parser.add_argument("--timeout-ms", type=int, default=STEP_TIMEOUT_MS,
+                        help=f"how long a peer may take to answer (default {STEP_TIMEOUT_MS})")
+    parser.add_argument("--connect-timeout-ms", type=int, default=CONNECT_TIMEOUT_MS,
+                        help=f"how long to wait for peers to start (default {CONNECT_TIMEOUT_MS})")
+    parser.add_argument("--no-fast-path", action="store_true",
+                        help="run episodes step by step through the experiment (two round trips "
+                             "per step) instead of delegating them to the environment")
+    parser.add_argument("--program", metavar="MODULE:FUNCTION", default=None,
+                        help="run FUNCTION(experiment, episodes, max_steps, progress) instead of "
+                             "the default loop of RL_episode calls")
+    parser.add_argument("--log", metavar="FILE", default=None, help="record every message")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .server import PeerServer
+
+    registry = ENVIRONMENTS if args.role == "environment" else AGENTS
+    try:
+        obj = resolve(args.name, registry)(**parse_options(args.opt))
+    except (ValueError, TypeError, ImportError) as err:
+        print(f"rlbridge {args.role}: cannot create {args.name!r}: {err}", file=sys.stderr)
+        return 2
+    address = args.connect or args.bind or default_address(args.role)
+    options = {}
+    if args.max_message_bytes is not None:
+        options["max_message_bytes"] = args.max_message_bytes
+    server = PeerServer(obj, args.role, address, bind=args.connect is None,
+                        idle_timeout_ms=args.idle_timeout_ms, **options)
+    if getattr(args, "publish", None):
+        from ..bridge.publish import StatePublisher
+
+        server.publisher = StatePublisher(args.publish)
+    print(f"rlbridge {args.role}: serving {args.name} on {server.address}", file=sys.stderr,
+          flush=True)
+    return server.serve_forever()
+
+
+def _load_program(name: str):
+    module_name, sep, function_name = name.partition(":")
+    if not sep:
+        raise ValueError(f"--program takes module:function; got {name!r}")
+    return getattr(importlib.import_module(module_name), function_name)
+
+
+def default_program(experiment, episodes: int, max_steps: int, progress) -> None:
+    """The default experiment: ``episodes`` calls of ``RL_episode(max_steps)``."""
+    for _ in range(episodes):
+        experiment.RL_episode(max_steps)
+        progress.update(1, f"return {experiment.RL_return():.3f}")
+
+
+def _experiment(args: argparse.Namespace) -> int:
+    from .driver import run_experiment
+    from .remote import RemoteAgent, RemoteEnvironment
+
+    env_address = args.env_address or default_address("environment")
+    agent_address = args.agent_address or default_address("agent")
+    env = agent = None
+    try:
+        env = RemoteEnvironment(env_address, timeout_ms=args.timeout_ms,
+                                connect_timeout_ms=args.connect_timeout_ms, bind=args.bind)
+        agent = RemoteAgent(agent_address, timeout_ms=args.timeout_ms,
+                            connect_timeout_ms=args.connect_timeout_ms, bind=args.bind)
+        if args.no_fast_path:
+            env.run_episode = None
+        program = _load_program(args.program) if args.program else default_program
+        return run_experiment(env, agent, args, program)
+    except RLBridgeError as err:
+        print(f"rlbridge experiment: {err}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        for peer in (env, agent):
+            if peer is not None:
+                if args.shutdown_peers:
+                    peer.shutdown()
+                peer.close()
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .runner import run_local
+
+    return run_local(args)
+

@@ -1,0 +1,174 @@
+"""`rlbridge run`: start environment, agent and experiment as three local processes, stop them all.
+
+Guarantees: every child is started with PR_SET_PDEATHSIG so it gets SIGTERM if
+this runner dies, even by SIGKILL; when any child exits the runner decides at
+once (it blocks in ``os.wait``, it never polls) and, after the experiment ends,
+gives the peers ``PEER_EXIT_GRACE_S`` to stop before terminating them. On
+Ctrl-C every child is terminated, then killed if it lingers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+
+#: How long peers may take to exit after the experiment is done, before SIGTERM.
+PEER_EXIT_GRACE_S = 3.0
+#: How long a child may take to exit after SIGTERM, before SIGKILL.
+TERMINATE_GRACE_S = 3.0
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Run in each child before exec: get SIGTERM when the runner dies."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def _free_tcp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def plan_addresses(transport: str, directory: str) -> dict[str, str]:
+    if transport == "tcp":
+        return {role: f"tcp://127.0.0.1:{_free_tcp_port()}" for role in ("env", "agent", "view")}
+    return {role: f"ipc://{directory}/{role}.sock" for role in ("env", "agent", "view")}
+
+
+def cpu_set(choice: str) -> set[int] | None:
+    """The CPUs all three processes share: one CPU by default, so wake-ups stay on one core."""
+    if choice == "none":
+        return None
+    available = sorted(os.sched_getaffinity(0))
+    if choice == "shared":
+        return {available[-1]}
+    cpu = int(choice)
+    if cpu not in available:
+        raise SystemExit(f"--cpu {cpu}: expected one of {available}, 'shared' or 'none'")
+    return {cpu}
+
+
+def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
+    python = [sys.executable, "-m", "rlbridge"]
+    env_cmd = [*python, "env", args.env_name, "--bind", addresses["env"]]
+    for opt in args.env_opt:
+        env_cmd += ["--opt", opt]
+    if args.render:
+        env_cmd += ["--publish", addresses["view"]]
+    agent_cmd = [*python, "agent", args.agent_name, "--bind", addresses["agent"]]
+    for opt in args.agent_opt:
+        agent_cmd += ["--opt", opt]
+    experiment_cmd = [
+        *python, "experiment", "--env", addresses["env"], "--agent", addresses["agent"],
+        "--episodes", str(args.episodes), "--max-steps", str(args.max_steps),
+        "--seed", str(args.seed), "--timeout-ms", str(args.timeout_ms),
+        "--connect-timeout-ms", str(args.connect_timeout_ms),
+    ]
+    for flag in ("no_fast_path", "quiet"):
+        if getattr(args, flag):
+            experiment_cmd.append("--" + flag.replace("_", "-"))
+    if args.program:
+        experiment_cmd += ["--program", args.program]
+    if args.log:
+        experiment_cmd += ["--log", args.log]
+    commands = {"env": env_cmd, "agent": agent_cmd, "experiment": experiment_cmd}
+    if args.render:
+        commands["viewer"] = [*python, "view", addresses["view"]]
+    return commands
+
+
+def run_local(args) -> int:
+    cpus = cpu_set(args.cpu)
+    with tempfile.TemporaryDirectory(prefix="rlbridge-run-") as directory:
+        commands = build_commands(args, plan_addresses(args.transport, directory))
+        # After a peer dies, the experiment needs its step timeout to notice and report it.
+        grace_s = args.timeout_ms / 1000 + 2 * TERMINATE_GRACE_S
+        return supervise(commands, cpus, grace_s)
+
+
+def supervise(commands: dict[str, list[str]], cpus: set[int] | None,
+              experiment_grace_s: float = 10.0) -> int:
+    """Start the commands, wait for the experiment, stop the rest; return the exit code."""
+    children: dict[int, tuple[str, subprocess.Popen]] = {}
+
+    def start(name: str) -> None:
+        child = subprocess.Popen(commands[name], preexec_fn=_die_with_parent)
+        if cpus is not None:
+            try:
+                os.sched_setaffinity(child.pid, cpus)
+            except OSError:
+                pass
+        children[child.pid] = (name, child)
+
+    try:
+        for name in commands:
+            start(name)
+        return _wait(children, experiment_grace_s)
+    except KeyboardInterrupt:
+        print("rlbridge run: interrupted; stopping all processes", file=sys.stderr, flush=True)
+        _stop_all(children)
+        return 130
+    finally:
+        _stop_all(children)
+
+
+def _wait(children: dict, experiment_grace_s: float) -> int:
+    experiment_code: int | None = None
+    failure: str | None = None
+    while children:
+        pid, status = os.wait()
+        if pid not in children:
+            continue
+        name, child = children.pop(pid)
+        code = os.waitstatus_to_exitcode(status)
+        child.returncode = code
+        if name == "experiment":
+            experiment_code = code
+            _stop_all(children, grace_s=PEER_EXIT_GRACE_S)
+        elif name == "viewer" or code == 0:
+            continue  # peers exit 0 when the experiment tells them to stop
+        elif experiment_code is None:
+            failure = f"the {name} process exited with code {code} before the experiment ended"
+            print(f"rlbridge run: {failure}", file=sys.stderr, flush=True)
+            for other_name, other in list(children.values()):
+                if other_name == "experiment":
+                    _stop(other, experiment_grace_s)
+                    experiment_code = other.returncode
+            _stop_all(children, grace_s=PEER_EXIT_GRACE_S)
+    if failure is not None:
+        return experiment_code if experiment_code else 1
+    return experiment_code if experiment_code is not None else 1
+
+
+def _stop_all(children: dict, grace_s: float = 0.0) -> None:
+    """Let children exit for ``grace_s``, then SIGTERM, then SIGKILL; reap them all."""
+    for _pid, (_name, child) in list(children.items()):
+        _stop(child, grace_s)
+    children.clear()
+
+
+def _stop(child: subprocess.Popen, grace_s: float) -> None:
+    if child.returncode is not None:
+        return
+    try:
+        child.wait(timeout=grace_s) if grace_s > 0 else None
+    except subprocess.TimeoutExpired:
+        pass
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(timeout=TERMINATE_GRACE_S)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()

@@ -1,0 +1,182 @@
+"""Message types and the envelope codec of PROTOCOL.md: ``[version, type, seq, episode, body]``.
+
+Every message is one msgpack array (the envelope) in the first ZeroMQ frame,
+followed by zero or more raw frames that hold large arrays (see values.py).
+This module turns Python values into frames and back, and rejects anything
+that breaks PROTOCOL.md with a specific :class:`ProtocolError`.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any, NamedTuple
+
+import msgpack
+
+from .errors import (
+    MalformedMessage,
+    MessageTooLarge,
+    ProtocolError,
+    UnknownMessageType,
+    VersionMismatch,
+)
+from .values import Value, decode_value, encode_value
+
+#: The protocol version this implementation speaks (PROTOCOL.md, "Versions").
+PROTOCOL_VERSION = 1
+
+#: Default limit on the bytes of one message (all frames); receivers reply TOO_LARGE above it.
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+
+class MessageType(IntEnum):
+    """Wire codes of message types. A reply carries its request's type and seq."""
+
+    HELLO = 1
+    ERROR = 2
+    HEARTBEAT = 3
+    SHUTDOWN = 4
+    ENV_INIT = 10
+    ENV_START = 11
+    ENV_STEP = 12
+    ENV_CLEANUP = 13
+    ENV_MESSAGE = 14
+    AGENT_INIT = 20
+    AGENT_START = 21
+    AGENT_STEP = 22
+    AGENT_END = 23
+    AGENT_CLEANUP = 24
+    AGENT_MESSAGE = 25
+    RUN_EPISODE = 30
+
+
+#: RL-Glue call names, for error messages such as "did not answer agent_step".
+CALL_NAMES = {t: t.name.lower() for t in MessageType}
+_KNOWN_TYPES = frozenset(int(t) for t in MessageType)
+
+
+class Envelope(NamedTuple):
+    """A decoded message: header fields, the type-specific body, and any extra frames."""
+
+    version: int
+    type: int
+    seq: int
+    episode: int
+    body: Any
+    frames: tuple = ()
+
+
+class Hello(NamedTuple):
+    """The HELLO body: who is speaking, and which protocol version it speaks."""
+
+    role: str  # "experiment", "environment" or "agent"
+    version: int
+    implementation: str
+    language: str
+
+
+_packer = msgpack.Packer(use_bin_type=True, autoreset=True)
+
+
+def pack(obj: Any) -> bytes:
+    """msgpack bytes of a plain value, as every rlbridge message encodes it."""
+    return _packer.pack(obj)
+
+
+def encode(msg_type: int, seq: int, episode: int, body: Any = None, frames: list | None = None,
+           version: int = PROTOCOL_VERSION) -> list:
+    """The ZeroMQ frames of one message: the envelope, then any zero-copy array frames."""
+    head = _packer.pack([version, msg_type, seq, episode, body])
+    if frames:
+        return [head, *frames]
+    return [head]
+
+
+def decode(payload: bytes, frames: tuple = (), *, max_bytes: int = MAX_MESSAGE_BYTES,
+           expected_version: int = PROTOCOL_VERSION) -> Envelope:
+    """Check and decode the first frame of a message. Raises a specific ProtocolError."""
+    size = len(payload) + sum(len(memoryview(f)) for f in frames) if frames else len(payload)
+    if size > max_bytes:
+        raise MessageTooLarge(f"message of {size} bytes exceeds the limit of {max_bytes} bytes")
+    try:
+        raw = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    except Exception as err:  # msgpack raises several unrelated classes for bad bytes
+        raise MalformedMessage(
+            f"expected a msgpack envelope [version, type, seq, episode, body]; "
+            f"could not decode {len(payload)} bytes: {type(err).__name__}: {err}"
+        ) from None
+    if type(raw) is not list or len(raw) != 5:
+        raise MalformedMessage(
+            "expected a msgpack envelope [version, type, seq, episode, body]; got "
+            + (f"an array of {len(raw)} items" if isinstance(raw, list) else type(raw).__name__)
+        )
+    version, msg_type, seq, episode, body = raw
+    if type(version) is not int or type(msg_type) is not int or type(seq) is not int \
+            or type(episode) is not int:
+        raise ProtocolError(
+            "envelope fields version, type, seq and episode must be integers; got "
+            f"({type(version).__name__}, {type(msg_type).__name__}, "
+            f"{type(seq).__name__}, {type(episode).__name__})"
+        )
+    if version != expected_version:
+        raise VersionMismatch(
+            f"protocol version mismatch: expected {expected_version}, got {version}"
+        )
+    if msg_type not in _KNOWN_TYPES:
+        raise UnknownMessageType(
+            f"unknown message type {msg_type}; expected one of "
+            + ", ".join(f"{t.name}={int(t)}" for t in MessageType)
+        )
+    return Envelope(version, msg_type, seq, episode, body, frames)
+
+
+# -- body helpers ----------------------------------------------------------------
+
+def step_body(reward: float, observation: Value, terminal: bool, info: dict | None,
+              frames: list) -> list:
+    """ENV_STEP reply body: ``[reward, observation, terminal, info]``."""
+    return [float(reward), encode_value(observation, frames), bool(terminal), info]
+
+
+def read_step(body: Any, frames: tuple) -> tuple[float, Value, bool, dict | None]:
+    if type(body) is not list or len(body) != 4:
+        raise ProtocolError("env_step reply body must be [reward, observation, terminal, info]")
+    reward, observation, terminal, info = body
+    return (read_reward(reward), decode_value(observation, frames), read_bool(terminal, "terminal"),
+            info if isinstance(info, dict) else None)
+
+
+def read_reward(reward: Any) -> float:
+    if type(reward) is float:
+        return reward
+    if type(reward) is int:
+        return float(reward)
+    raise ProtocolError(f"reward must be a float; got {type(reward).__name__}")
+
+
+def read_bool(value: Any, name: str) -> bool:
+    if type(value) is bool:
+        return value
+    raise ProtocolError(f"{name} must be a bool; got {type(value).__name__}")
+
+
+def read_str(value: Any, name: str) -> str:
+    if type(value) is str:
+        return value
+    raise ProtocolError(f"{name} must be a str; got {type(value).__name__}")
+
+
+def read_int(value: Any, name: str) -> int:
+    if type(value) is int:
+        return value
+    raise ProtocolError(f"{name} must be an int; got {type(value).__name__}")
+
+
+def read_hello(body: Any) -> Hello:
+    if type(body) is not list or len(body) != 4:
+        raise ProtocolError("hello body must be [role, version, implementation, language]")
+    role, version, implementation, language = body
+    if role not in ("experiment", "environment", "agent"):
+        raise ProtocolError(f"hello role must be experiment, environment or agent; got {role!r}")
+    return Hello(role, read_int(version, "hello version"), read_str(implementation, "implementation"),
+                 read_str(language, "language"))

@@ -1,0 +1,91 @@
+"""Agents and environments used by the experiment tests, importable as module:Class by processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from rlbridge import Agent, Value
+
+
+class CountingAgent(Agent):
+    """Counts every call; ``agent_message("counts")`` returns them as JSON."""
+
+    def __init__(self, **options: str):
+        super().__init__(**options)
+        self.counts = {"init": 0, "start": 0, "step": 0, "end": 0, "cleanup": 0}
+        self.rewards: list[float] = []
+
+    def agent_init(self, task_spec) -> None:
+        super().agent_init(task_spec)
+        self.counts["init"] += 1
+
+    def agent_start(self, observation: Value) -> Value:
+        self.counts["start"] += 1
+        return Value(ints=(0,))
+
+    def agent_step(self, reward: float, observation: Value) -> Value:
+        self.counts["step"] += 1
+        self.rewards.append(reward)
+        return Value(ints=(0,))
+
+    def agent_end(self, reward: float) -> None:
+        self.counts["end"] += 1
+        self.rewards.append(reward)
+
+    def agent_cleanup(self) -> None:
+        self.counts["cleanup"] += 1
+
+    def agent_message(self, message: str) -> str:
+        if message == "counts":
+            return json.dumps({**self.counts, "rewards": self.rewards})
+        return super().agent_message(message)
+
+
+class SignallingAgent(Agent):
+    """Prints ``PID STEP`` on stdout at step ``signal_at`` so a test can act mid-episode."""
+
+    def __init__(self, signal_at: str = "50", **options: str):
+        super().__init__(**options)
+        self.signal_at = int(signal_at)
+        self.steps = 0
+
+    def agent_start(self, observation: Value) -> Value:
+        return Value(ints=(0,))
+
+    def agent_step(self, reward: float, observation: Value) -> Value:
+        self.steps += 1
+        if self.steps == self.signal_at:
+            print(f"{os.getpid()} {self.steps}", flush=True)
+        return Value(ints=(0,))
+
+
+class BadActionAgent(Agent):
+    """Answers with an action outside every task spec's range."""
+
+    def agent_start(self, observation: Value) -> Value:
+        return Value(ints=(99,))
+
+    def agent_step(self, reward: float, observation: Value) -> Value:
+        return Value(ints=(99,))
+
+
+def children_of(pid: int) -> list[int]:
+    """PIDs whose parent is ``pid``, read from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+if __name__ == "__main__":
+    sys.exit("helpers for tests; not a program")

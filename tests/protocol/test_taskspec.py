@@ -1,0 +1,78 @@
+"""RL-Glue 3.0 task specs: parsing, building, repeat counts, special bounds, arrays, checks."""
+
+import math
+
+import numpy as np
+import pytest
+
+from rlbridge.protocol.errors import InvalidAction, TaskSpecError
+from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec, parse
+from rlbridge.protocol.values import Value
+
+ISSUE_EXAMPLE = ("VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS "
+                 "INTS (3 0 1) ACTIONS INTS (0 4) REWARDS (-1.0 1.0) EXTRA some text")
+
+
+def test_parses_the_issue_example():
+    spec = parse(ISSUE_EXAMPLE)
+    assert spec.observations.ints == (Range(0, 1, 3),)
+    assert spec.actions.ints == (Range(0, 4),)
+    assert spec.rewards == Range(-1.0, 1.0)
+    assert spec.discount == 1.0 and spec.problem_type == "episodic"
+    assert spec.extra == "some text"
+    assert str(spec) == ISSUE_EXAMPLE
+
+
+def test_special_bounds_and_doubles_and_chars():
+    text = ("VERSION RL-Glue-3.0 PROBLEMTYPE continuing DISCOUNTFACTOR 0.9 OBSERVATIONS "
+            "INTS (NEGINF 5) (2 UNSPEC POSINF) DOUBLES (-1.2 0.5) CHARCOUNT 3 "
+            "ACTIONS DOUBLES (2 -1.0 1.0) REWARDS (UNSPEC UNSPEC) EXTRA")
+    spec = parse(text)
+    assert spec.observations.ints[0].low == -math.inf
+    assert math.isnan(spec.observations.ints[1].low) and spec.observations.ints[1].count == 2
+    assert spec.observations.num_ints == 3
+    assert spec.observations.charcount == 3
+    assert spec.actions.num_doubles == 2
+    assert spec.discount == 0.9
+    assert str(parse(str(spec))) == str(spec)
+
+
+def test_array_shapes_travel_in_extra():
+    spec = TaskSpec(
+        observations=SpaceSpec(ints=(Range(0, 9, 8), Range(0, 1, 4)),
+                               arrays=(ArraySpec("|i1", (2, 2, 2)), ArraySpec("|b1", (4,)))),
+        actions=SpaceSpec(ints=(Range(0, 3),)), legal_mask=1, extra="note")
+    text = str(spec)
+    assert 'EXTRA ARRAYS {"observations":[["|i1",[2,2,2]],["|b1",[4]]],"legal_mask":1} note' in text
+    back = parse(text)
+    assert back.observations.arrays == spec.observations.arrays
+    assert back.legal_mask == 1 and back.extra == "note"
+
+
+@pytest.mark.parametrize("text, words", [
+    ("PROBLEMTYPE episodic", "starts with VERSION"),
+    ("VERSION RL-Glue-3.0 OBSERVATIONS INTS (0 1 2 3)", "range is"),
+    ("VERSION RL-Glue-3.0 OBSERVATIONS INTS (0 x)", "expected a number"),
+    ("VERSION RL-Glue-3.0 BANANAS 3", "got 'BANANAS'"),
+    ("VERSION RL-Glue-3.0 EXTRA ARRAYS {bad", "JSON"),
+])
+def test_bad_task_specs_name_the_problem(text, words):
+    with pytest.raises(TaskSpecError, match=words):
+        parse(text)
+
+
+def test_check_action_against_bounds_and_arrays():
+    spec = parse(ISSUE_EXAMPLE)
+    spec.check_action(Value(ints=(4,)))
+    with pytest.raises(InvalidAction, match=r"in \[0, 4\]; got 5"):
+        spec.check_action(Value(ints=(5,)))
+    with pytest.raises(InvalidAction, match="1 ints; got 2"):
+        spec.check_action(Value(ints=(1, 2)))
+    array_spec = TaskSpec(observations=SpaceSpec(ints=(Range(0, 2, 4),),
+                                                 arrays=(ArraySpec("|i1", (2, 2)),)),
+                          actions=SpaceSpec(ints=(Range(0, 1),)))
+    array_spec.check_observation(Value(arrays=(np.array([[0, 1], [2, 0]], dtype=np.int8),)))
+    with pytest.raises(InvalidAction, match="must be in"):
+        array_spec.check_observation(Value(arrays=(np.array([[0, 3], [2, 0]], dtype=np.int8),)))
+    with pytest.raises(InvalidAction, match="arrays must be"):
+        array_spec.check_observation(Value(arrays=(np.zeros((2, 2), dtype=np.int32),)))
