@@ -35,7 +35,7 @@ import socket
 import threading
 import time
 
-from ..protocol.errors import PeerTimeout, WrongState
+from ..protocol.errors import WrongState
 from ..protocol.legacy import (
     DEFAULT_MAX_FRAME_BYTES,
     DEFAULT_PORT,
@@ -353,7 +353,7 @@ class GlueServer:
                     raise PeerLost(f"the glue stopped while waiting for a legacy {name}")
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    raise PeerTimeout(f"no legacy {name} connected within {self.peer_wait} s")
+                    raise WrongState(f"no legacy {name} connected within {self.peer_wait} s")
                 if not session.experiment_alive():
                     raise ConnectionClosed(f"the experiment at {session.conn.peer} disconnected "
                                            f"while waiting for a legacy {name}")
