@@ -19,6 +19,11 @@ ENVIRONMENTS: dict[str, str] = {
 AGENTS: dict[str, str] = {
     "random": "rlbridge.agents.random_agent:RandomAgent",
     "first": "rlbridge.agents.random_agent:FirstLegalAgent",
+    "blackjack-mc-eval": "rlbridge.agents.blackjack_mc:MCEvalAgent",
+    "blackjack-mc-es": "rlbridge.agents.blackjack_mc:MCExploringStartsAgent",
+    "blackjack-mc-onpolicy": "rlbridge.agents.blackjack_mc:MCOnPolicyAgent",
+    "blackjack-mc-offpolicy-eval": "rlbridge.agents.blackjack_offpolicy:OffPolicyEvalAgent",
+    "blackjack-mc-offpolicy": "rlbridge.agents.blackjack_offpolicy:OffPolicyControlAgent",
 }
 
 
