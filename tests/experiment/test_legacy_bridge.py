@@ -1,0 +1,187 @@
+"""Legacy RL-Glue 3.0 clients mixed with native rlbridge processes, in both directions, and the
+legacy abstract type <-> Value mapping on the way."""
+
+from __future__ import annotations
+
+import functools
+import struct
+
+import numpy as np
+
+from rlbridge import Agent, Value
+from rlbridge.environments.toy import Countdown
+from rlbridge.experiment.glue import Experiment
+from rlbridge.experiment.legacy_bridge import run_legacy_client, serve_to_native
+from rlbridge.experiment.legacy_glue import GlueServer
+from rlbridge.experiment.remote import RemoteAgent, RemoteEnvironment
+
+from .test_legacy_wire import (
+    AGENT_CLEANUP,
+    AGENT_END,
+    AGENT_INIT,
+    AGENT_START,
+    AGENT_STEP,
+    ENV_INIT,
+    ENV_START,
+    ENV_STEP,
+    EXPERIMENT,
+    RL_CLEANUP,
+    RL_ENV_MESSAGE,
+    RL_EPISODE,
+    RL_INIT,
+    RL_NUM_EPISODES,
+    RL_NUM_STEPS,
+    RL_RETURN,
+    RL_START,
+    RL_STEP,
+    RL_TERM,
+    FakeAgent,
+    FakeEnvironment,
+    WireClient,
+    s,
+)
+
+
+class RecordingAgent(Agent):
+    """Always action 1; keeps every observation it is given."""
+
+    def __init__(self, **options: str):
+        super().__init__(**options)
+        self.observations: list[Value] = []
+        self.ends = 0
+
+    def agent_start(self, observation: Value) -> Value:
+        self.observations.append(observation)
+        return Value(ints=(1,))
+
+    def agent_step(self, reward: float, observation: Value) -> Value:
+        self.observations.append(observation)
+        return Value(ints=(1,))
+
+    def agent_end(self, reward: float) -> None:
+        self.ends += 1
+
+
+def test_legacy_experiment_drives_native_processes(processes, ipc_dir):
+    env_address, agent_address = f"ipc://{ipc_dir}/env", f"ipc://{ipc_dir}/agent"
+    processes.start("env", "countdown", "--bind", env_address, "--opt", "length=4")
+    processes.start("agent", "random", "--bind", agent_address)
+    env = RemoteEnvironment(env_address)
+    agent = RemoteAgent(agent_address)
+    try:
+        with GlueServer("127.0.0.1", 0, env=env, agent=agent) as glue:
+            experiment = WireClient(glue.port, EXPERIMENT)
+            spec = experiment.call(RL_INIT).string()
+            assert b"ACTIONS INTS (0 1)" in spec
+            start = experiment.call(RL_START)
+            assert start.adt() == ((4,), (), b"")
+            assert start.adt()[0][0] in (0, 1)
+            step = experiment.call(RL_STEP)
+            assert (step.int(), step.double(), step.adt()) == (0, 4.0, ((3,), (), b""))
+            # Delegated to the environment process (the fast path), same counting rules.
+            assert experiment.call(RL_EPISODE, struct.pack(">I", 0)).int() == 1
+            assert experiment.call(RL_NUM_STEPS).int() == 4
+            assert experiment.call(RL_NUM_EPISODES).int() == 1
+            assert experiment.call(RL_RETURN).double() == 10.0
+            assert experiment.call(RL_EPISODE, struct.pack(">I", 3)).int() == 0
+            assert experiment.call(RL_NUM_STEPS).int() == 3
+            assert experiment.call(RL_ENV_MESSAGE, s("seed 5")).string() == b"ok"
+            experiment.call(RL_CLEANUP)
+            experiment.call(RL_TERM)
+            assert experiment.closed_by_peer()
+        assert glue.reports == []
+    finally:
+        for peer in (env, agent):
+            peer.shutdown()
+            peer.close()
+
+
+def test_legacy_agent_plays_a_native_game_under_a_native_experiment(processes, ipc_dir):
+    env_address, agent_address = f"ipc://{ipc_dir}/env", f"ipc://{ipc_dir}/agent"
+    processes.start("env", "countdown", "--bind", env_address,
+                    "--opt", "length=3", "--opt", "array_bytes=5")
+    serve = functools.partial(serve_to_native, role="agent", address=agent_address)
+    with GlueServer("127.0.0.1", 0, on_legacy_agent=serve) as glue:
+        legacy = FakeAgent(glue.port)
+        legacy.start()
+        env = RemoteEnvironment(env_address)
+        agent = RemoteAgent(agent_address)
+        try:
+            experiment = Experiment(env, agent, seed=None)
+            experiment.RL_init()
+            assert experiment.RL_episode(0) is True  # the environment calls the agent directly
+            assert (experiment.RL_num_steps(), experiment.RL_num_episodes()) == (3, 1)
+            assert experiment.RL_return() == 6.0
+            observation, action = experiment.RL_start()
+            assert action.ints == (1,)
+            outcome = experiment.RL_step()
+            assert outcome.action.ints == (1,) and outcome.reward == 3.0
+            experiment.RL_cleanup()
+            assert agent.shutdown()
+        finally:
+            env.shutdown()
+            env.close()
+            agent.close()
+        assert legacy.terminated.wait(5)
+    # The uint8 array travels flattened after the plain int, as the task spec says.
+    assert legacy.observations[0] == ((3, 0, 1, 2, 3, 4), (), b"")
+    assert legacy.calls[:2] == [AGENT_INIT, AGENT_START]
+    assert AGENT_END in legacy.calls and AGENT_CLEANUP in legacy.calls
+    assert b'ARRAYS {"observations":[["|u1",[5]]]}' in legacy.task_specs[0]
+    assert glue.reports == []
+
+
+def test_legacy_environment_under_a_native_experiment_rebuilds_arrays(ipc_dir):
+    env_address = f"ipc://{ipc_dir}/env"
+    spec = (b"VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS "
+            b"(0 100) (4 0 999) ACTIONS INTS (0 1) REWARDS (0 100) "
+            b'EXTRA ARRAYS {"observations":[["<i4",[2,2]]]}')
+    serve = functools.partial(serve_to_native, role="environment", address=env_address)
+    with GlueServer("127.0.0.1", 0, on_legacy_env=serve) as glue:
+        legacy = FakeEnvironment(glue.port, length=2, task_spec=spec, payload_ints=4)
+        legacy.start()
+        env = RemoteEnvironment(env_address)
+        agent = RecordingAgent()
+        try:
+            experiment = Experiment(env, agent)
+            experiment.RL_init()
+            assert experiment.RL_episode(0) is True
+            assert (experiment.RL_num_steps(), experiment.RL_return(), agent.ends) == (2, 3.0, 1)
+            assert env.env_message("hi") == "env got hi"
+            assert env.shutdown()
+        finally:
+            env.close()
+        assert legacy.terminated.wait(5)
+    first = agent.observations[0]
+    assert first.ints == (2,)
+    assert first.arrays[0].dtype == np.dtype("<i4")
+    assert first.arrays[0].tolist() == [[0, 1], [2, 3]]
+    assert legacy.calls[:3] == [ENV_INIT, ENV_START, ENV_STEP]
+    assert legacy.actions == [((1,), (), b"")] * 2
+    assert glue.reports == []
+
+
+def test_a_native_environment_runs_as_a_legacy_client():
+    # The reverse bridge: rlbridge's Countdown connects to an RL-Glue 3.0 server as a
+    # legacy environment; here that server is `rlbridge glue` with a legacy agent.
+    import threading
+
+    with GlueServer("127.0.0.1", 0, peer_wait=10) as glue:
+        served = []
+        thread = threading.Thread(
+            target=lambda: served.append(run_legacy_client(Countdown(length="3"), "environment",
+                                                           "127.0.0.1", glue.port)),
+            daemon=True)
+        thread.start()
+        agent = FakeAgent(glue.port)
+        agent.start()
+        experiment = WireClient(glue.port, EXPERIMENT)
+        assert experiment.call(RL_INIT).string().startswith(b"VERSION RL-Glue-3.0")
+        assert experiment.call(RL_EPISODE, struct.pack(">I", 0)).int() == 1
+        assert experiment.call(RL_RETURN).double() == 6.0
+        experiment.call(RL_CLEANUP)
+        experiment.call(RL_TERM)
+        thread.join(5)
+    assert served == [1 + 1 + 3 + 1]  # init, start, steps, cleanup
+    assert agent.calls[:3] == [AGENT_INIT, AGENT_START, AGENT_STEP]
+    assert AGENT_CLEANUP in agent.calls and agent.terminated.is_set()
