@@ -1,0 +1,103 @@
+"""Bad input to a real server process: a specific ERROR reply each time, and service goes on."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+import zmq
+
+from rlbridge.experiment.remote import RemoteEnvironment
+from rlbridge.protocol.errors import ErrorCode, VersionMismatch
+from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType, encode
+from rlbridge.protocol.values import Value, encode_value
+
+LIMIT_BYTES = 4096
+
+
+@pytest.fixture
+def env_server(processes, ipc_dir):
+    address = f"ipc://{ipc_dir}/e"
+    child = processes.start("env", "gridwalk", "--bind", address,
+                            "--max-message-bytes", str(LIMIT_BYTES))
+    env = RemoteEnvironment(address)
+    env.env_init()
+    yield address, env, child
+    env.close()
+
+
+@pytest.fixture
+def raw(env_server):
+    """A bare DEALER socket that sends arbitrary bytes and returns the decoded reply."""
+    socket = zmq.Context.instance().socket(zmq.DEALER)
+    socket.setsockopt(zmq.RCVTIMEO, 5000)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(env_server[0])
+
+    def send(*frames: bytes):
+        socket.send_multipart(list(frames))
+        return msgpack.unpackb(socket.recv())
+
+    yield send
+    socket.close()
+
+
+def still_serves(env: RemoteEnvironment) -> None:
+    assert env.env_message("legal_actions") == ""
+    observation = env.env_start()
+    assert observation.arrays[0].shape == (4, 4)
+
+
+CASES = {
+    "malformed msgpack": ([b"\xc1\xc1"], ErrorCode.MALFORMED, "could not decode"),
+    "not an envelope": ([msgpack.packb({"type": 10})], ErrorCode.MALFORMED, "envelope"),
+    "unknown type": ([encode(77, 1, 0)[0]], ErrorCode.UNKNOWN_TYPE, "unknown message type 77"),
+    "wrong field type": ([encode(MessageType.ENV_MESSAGE, 1, 0, 42)[0]], ErrorCode.BAD_FIELD,
+                         "must be a str; got int"),
+    "wrong value shape": ([encode(MessageType.ENV_STEP, 1, 0, [[1], []])[0]],
+                          ErrorCode.BAD_FIELD, r"\[ints, doubles, chars, arrays\]"),
+    "string seq": ([msgpack.packb([1, 12, "1", 0, None])], ErrorCode.BAD_FIELD, "integers"),
+    "too large": ([encode(MessageType.ENV_MESSAGE, 1, 0, "x" * (2 * LIMIT_BYTES))[0]],
+                  ErrorCode.TOO_LARGE, f"limit of {LIMIT_BYTES} bytes"),
+    "other version": ([encode(MessageType.HELLO, 1, 0, ["experiment", 2, "x", "y"], version=2)[0]],
+                      ErrorCode.VERSION_MISMATCH, f"expected {PROTOCOL_VERSION}, got 2"),
+    "action outside the task spec": (
+        [encode(MessageType.ENV_STEP, 1, 0, encode_value(Value(ints=(9,))))[0]],
+        ErrorCode.INVALID_ACTION, r"in \[0, 3\]; got 9"),
+    "action of the wrong arity": (
+        [encode(MessageType.ENV_STEP, 1, 0, encode_value(Value(ints=(1, 1))))[0]],
+        ErrorCode.INVALID_ACTION, "1 ints; got 2"),
+    "agent call to an environment": ([encode(MessageType.AGENT_END, 1, 0, 1.0)[0]],
+                                     ErrorCode.WRONG_STATE, "does not serve AGENT_END"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_gets_a_specific_error_and_the_server_goes_on(name, raw, env_server):
+    import re
+
+    frames, code, words = CASES[name]
+    reply = raw(*frames)
+    assert reply[1] == MessageType.ERROR, reply
+    assert reply[4][0] == code, reply
+    assert re.search(words, reply[4][1]), reply[4][1]
+    still_serves(env_server[1])
+
+
+def test_version_mismatch_is_reported_on_both_sides(env_server, raw):
+    address, env, child = env_server
+    raw(encode(MessageType.HELLO, 1, 0, ["experiment", 7, "future", "py"], version=7)[0])
+    env.shutdown()
+    _, stderr = child.communicate(timeout=10)
+    assert "expected 1, got 7" in stderr
+    # And a client that meets a server of another version names both versions too.
+    with pytest.raises(VersionMismatch, match="expected 1, got 7"):
+        from rlbridge.protocol.messages import decode
+
+        decode(encode(MessageType.HELLO, 1, 0, None, version=7)[0])
+
+
+def test_an_application_error_is_reported_and_serving_continues(raw, env_server):
+    reply = raw(encode(MessageType.ENV_MESSAGE, 1, 0, "seed not-a-number")[0])
+    assert reply[4][0] == ErrorCode.APPLICATION
+    assert "ValueError" in reply[4][1]
+    still_serves(env_server[1])

@@ -1,0 +1,155 @@
+"""Three real processes: end to end, start-up order, clean shutdown, dead peers, no orphans."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from .helpers import children_of
+
+SUMMARY = re.compile(r"episodes (\d+)\s+steps (\d+)\s+mean return (-?[\d.]+)\s+steps/s")
+
+
+def wait_serving(child: subprocess.Popen) -> None:
+    """Block until a server prints its 'serving' line (its socket is bound)."""
+    line = child.stderr.readline()
+    assert "serving" in line, line
+
+
+def test_run_starts_three_processes_and_prints_a_summary():
+    result = subprocess.run(
+        [sys.executable, "-m", "rlbridge", "run", "countdown", "random", "--env-opt", "length=7",
+         "--episodes", "4", "--seed", "1"],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    match = SUMMARY.search(result.stdout)
+    assert match, result.stdout
+    assert match.groups()[:3] == ("4", "28", "28.0000")
+    assert "4/4 episodes" in result.stderr  # the progress bar
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(("env", "agent", "experiment"))),
+                         ids="-".join)
+def test_start_up_order_does_not_matter(order, processes, ipc_dir):
+    env_addr, agent_addr = f"ipc://{ipc_dir}/e", f"ipc://{ipc_dir}/a"
+    commands = {
+        "env": ["env", "countdown", "--bind", env_addr, "--opt", "length=3"],
+        "agent": ["agent", "random", "--bind", agent_addr],
+        "experiment": ["experiment", "--env", env_addr, "--agent", agent_addr, "--episodes", "2",
+                       "--quiet"],
+    }
+    started = {}
+    for name in order:
+        started[name] = processes.start(*commands[name])
+        if name != "experiment":
+            wait_serving(started[name])
+    out, err = started["experiment"].communicate(timeout=60)
+    assert started["experiment"].returncode == 0, err
+    assert SUMMARY.search(out).group(2) == "6"
+    # Clean shutdown: the experiment told both servers to stop, and they did.
+    for name in ("env", "agent"):
+        assert started[name].wait(timeout=10) == 0
+
+
+def test_sigkill_of_the_agent_mid_episode_is_reported_within_the_timeout(processes, ipc_dir):
+    env_addr, agent_addr = f"ipc://{ipc_dir}/e", f"ipc://{ipc_dir}/a"
+    env = processes.start("env", "countdown", "--bind", env_addr, "--opt", "length=100000000")
+    agent = processes.start("agent", "tests.experiment.helpers:SignallingAgent", "--bind",
+                            agent_addr, "--opt", "signal_at=200")
+    experiment = processes.start("experiment", "--env", env_addr, "--agent", agent_addr,
+                                 "--episodes", "1", "--timeout-ms", "1000", "--quiet")
+    pid, step = agent.stdout.readline().split()  # the agent is mid-episode now
+    os.kill(int(pid), signal.SIGKILL)
+    _, err = experiment.communicate(timeout=20)
+    assert experiment.returncode != 0
+    assert re.search(rf"agent at {re.escape(agent_addr)} did not answer agent_step within "
+                     r"1000 ms \(episode 1, step \d+\)", err), err
+    assert env.wait(timeout=10) == 0  # the surviving peer was told to stop
+
+
+def _run_with_signalling_agent(extra: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlbridge", "run", "countdown",
+         "tests.experiment.helpers:SignallingAgent", "--env-opt", "length=100000000",
+         "--agent-opt", "signal_at=100", "--episodes", "1", "--timeout-ms", "1000", "--quiet",
+         *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def test_run_leaves_no_process_after_a_peer_crashes():
+    runner = _run_with_signalling_agent([])
+    try:
+        agent_pid = int(runner.stdout.readline().split()[0])
+        family = children_of(runner.pid)
+        assert len(family) == 3 and agent_pid in family
+        os.kill(agent_pid, signal.SIGKILL)
+        _, err = runner.communicate(timeout=30)
+        assert runner.returncode != 0
+        assert "did not answer agent_step" in err
+        assert "agent process exited with code -9" in err
+        assert not [pid for pid in family if _alive(pid)]
+    finally:
+        _kill_group(runner)
+
+
+def test_ctrl_c_stops_every_process():
+    runner = _run_with_signalling_agent([])
+    try:
+        runner.stdout.readline()
+        family = children_of(runner.pid)
+        os.killpg(runner.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
+        runner.communicate(timeout=30)
+        assert runner.returncode != 0
+        assert not [pid for pid in family if _alive(pid)]
+    finally:
+        _kill_group(runner)
+
+
+def test_children_die_with_a_killed_runner():
+    runner = _run_with_signalling_agent([])
+    try:
+        runner.stdout.readline()
+        family = children_of(runner.pid)
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait(timeout=10)
+        for pid in family:  # PR_SET_PDEATHSIG delivers SIGTERM to each child
+            _wait_gone(pid)
+    finally:
+        _kill_group(runner)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_gone(pid: int) -> None:
+    """Wait for a process that is not our child to end, via pidfd (no polling loop)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        import select
+
+        ready, _, _ = select.select([fd], [], [], 10)
+        assert ready, f"process {pid} outlived the runner"
+    finally:
+        os.close(fd)
+
+
+def _kill_group(runner: subprocess.Popen) -> None:
+    try:
+        os.killpg(runner.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    runner.wait(timeout=10)
