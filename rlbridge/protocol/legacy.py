@@ -44,6 +44,8 @@ DEFAULT_PORT = 4096
 DEFAULT_MAX_FRAME_BYTES = 256 * 1024 * 1024
 #: Above this many numbers, numpy packs and unpacks faster than struct.
 _NUMPY_THRESHOLD = 64
+#: Decoded values at least this large keep their bytes for re-sending (LegacyValue).
+_KEEP_BYTES_THRESHOLD = 4096
 _CHARS_ENCODING = "utf-8"
 _CHARS_ERRORS = "surrogateescape"
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
@@ -172,8 +174,19 @@ def _join(plain: tuple, parts: list, dtype) -> object:
     return np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
 
 
+class LegacyValue(Value):
+    """A large Value decoded from legacy bytes, which it keeps (``legacy_bytes``) so that
+    forwarding it to another legacy client costs a copy, not a re-encoding. Only values
+    without arrays are kept this way: their fields are immutable."""
+
+    legacy_bytes: bytes = b""
+
+
 def pack_value(value: Value) -> bytes:
     """The abstract-type bytes of ``value`` (arrays flattened after the plain numbers)."""
+    raw = getattr(value, "legacy_bytes", None)
+    if raw:
+        return raw
     ints, doubles = _flatten(value)
     if isinstance(ints, np.ndarray):
         if ints.size and (ints.min() < _INT32_MIN or ints.max() > _INT32_MAX):
@@ -248,11 +261,13 @@ class Reader:
         if arrays:
             return _value_with_arrays(self.data, int_start, n_ints, double_start, n_doubles,
                                       chars, arrays)
-        return Value(
-            _unpack_numbers(self.data, int_start, n_ints, ">i4", "i"),
-            _unpack_numbers(self.data, double_start, n_doubles, ">f8", "d"),
-            chars,
-        )
+        ints = _unpack_numbers(self.data, int_start, n_ints, ">i4", "i")
+        doubles = _unpack_numbers(self.data, double_start, n_doubles, ">f8", "d")
+        if self.offset - int_start < _KEEP_BYTES_THRESHOLD:
+            return Value(ints, doubles, chars)
+        value = LegacyValue(ints, doubles, chars)
+        value.legacy_bytes = bytes(self.data[int_start - 12 : self.offset])
+        return value
 
     def end(self) -> int:
         """The number of unread bytes (callers log them: RL-Glue ignores extra bytes)."""

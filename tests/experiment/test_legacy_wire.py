@@ -324,3 +324,14 @@ def test_short_payloads_name_the_missing_field():
 
     with pytest.raises(ProtocolError, match="string of 9 bytes"):
         Reader(struct.pack(">I", 9) + b"abc", "RL_env_message").string()
+
+
+def test_large_decoded_values_are_forwarded_without_re_encoding_but_edits_are_encoded():
+    from rlbridge.protocol.legacy import Reader, pack_value
+
+    data = adt(tuple(range(5000)), (0.5,), b"chars")
+    value = Reader(data).value()
+    assert value.ints == tuple(range(5000)) and value.chars == "chars"
+    assert pack_value(value) == data
+    edited = value._replace(ints=value.ints[:2])
+    assert pack_value(edited) == adt((0, 1), (0.5,), b"chars")
