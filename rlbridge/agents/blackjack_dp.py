@@ -180,3 +180,16 @@ def threshold_policy(stick_at: int = 20) -> np.ndarray:
     policy[stick_at:, :, :, 0] = 1.0
     policy[:stick_at, :, :, 1] = 1.0
     return policy
+
+
+def initial_state_distribution() -> np.ndarray:
+    """P(first observation = (sum, dealer card, usable ace)), shape (22, 11, 2), summing to 1."""
+    out = np.zeros(TABLE_SHAPE)
+    for first, p1 in CARD_PROBABILITIES:
+        for second, p2 in CARD_PROBABILITIES:
+            raw = first + second
+            ace = first == 1 or second == 1
+            player_sum, usable = (raw + 10, 1) if ace and raw + 10 <= 21 else (raw, 0)
+            for showing, p3 in CARD_PROBABILITIES:
+                out[player_sum, showing, usable] += p1 * p2 * p3
+    return out

@@ -259,12 +259,11 @@ class MCEvalAgent(BlackjackTabularAgent):
         self.behaviour_hit = list(self.target_hit)
 
     def q_variance(self) -> np.ndarray:
-        """The estimated variance of each q estimate (sample variance / visits; inf if < 2)."""
+        """The estimated variance of each q estimate: sample variance / visits, and 1 (the
+        bound for returns in [-1, 1]) for pairs visited fewer than twice."""
         c = np.asarray(self.c)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            var = np.where(c > 1, np.asarray(self.m2) / np.maximum(c - 1, 1) / np.maximum(c, 1),
-                           np.inf)
-        return var.reshape(TABLE_SHAPE)
+        var = np.where(c > 1, np.asarray(self.m2) / np.maximum(c - 1, 1) / np.maximum(c, 1), 1.0)
+        return np.minimum(var, 1.0).reshape(TABLE_SHAPE)
 
 
 class MCExploringStartsAgent(BlackjackTabularAgent):

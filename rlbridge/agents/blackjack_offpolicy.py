@@ -62,12 +62,14 @@ class OffPolicyEvalAgent(BlackjackTabularAgent):
                 break
 
     def q_variance(self) -> np.ndarray:
-        """Approximate variance of each weighted estimate: weighted variance / effective sample size."""
+        """Approximate variance of each weighted estimate: weighted variance / (effective size - 1)."""
         c, w2, m2 = np.asarray(self.c), np.asarray(self.w2), np.asarray(self.m2)
         with np.errstate(divide="ignore", invalid="ignore"):
             effective = np.where(w2 > 0, c * c / w2, 0.0)
-            var = np.where(effective > 1, m2 / c / np.maximum(effective - 1, 1e-12), np.inf)
-        return var.reshape(TABLE_SHAPE)
+            var = np.where(effective > 1, m2 / c / np.maximum(effective - 1, 1e-12), 1.0)
+        # Returns lie in [-1, 1], so no mean has a variance above 1; pairs seen
+        # too rarely to estimate one get that bound.
+        return np.minimum(var, 1.0).reshape(TABLE_SHAPE)
 
     def extra_arrays(self) -> dict[str, np.ndarray]:
         return {"w2": np.asarray(self.w2).reshape(TABLE_SHAPE),
