@@ -24,6 +24,8 @@ AGENTS: dict[str, str] = {
     "blackjack-mc-onpolicy": "rlbridge.agents.blackjack_mc:MCOnPolicyAgent",
     "blackjack-mc-offpolicy-eval": "rlbridge.agents.blackjack_offpolicy:OffPolicyEvalAgent",
     "blackjack-mc-offpolicy": "rlbridge.agents.blackjack_offpolicy:OffPolicyControlAgent",
+    "minesweeper-elimination": "rlbridge.agents.minesweeper_elimination:EliminationAgent",
+    "minesweeper-solver": "rlbridge.agents.minesweeper_solver:SolverAgent",
 }
 
 

@@ -1,0 +1,111 @@
+"""Minesweeper benchmarks: game-core speed and the agents' win rates against the issue's targets."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..agents.minesweeper_elimination import EliminationAgent
+from ..agents.minesweeper_solver import SolverAgent
+from ..environments.minesweeper import MinesweeperEnv
+from ..environments.minesweeper_core import MinesweeperCore
+from ..experiment.glue import Experiment
+from ..experiment.progress import ProgressBar
+from .report import AgentResult, Figure, wilson_interval
+
+SPEED_TARGET_STEPS_PER_S = 5_000
+
+#: (rows, cols, mines, solver target win rate with a safe first click, full-mode games)
+BOARDS = (
+    (12, 12, 15, 0.94, 3000),
+    (9, 9, 10, 0.915, 3000),
+    (16, 16, 40, 0.775, 1500),
+    (16, 30, 99, 0.38, 1000),
+)
+SOLVER_MS_TARGET = 10.0
+
+
+@dataclass
+class PlayResult:
+    games: int
+    wins: int
+    moves: int
+    seconds: float
+
+    @property
+    def ms_per_move(self) -> float:
+        return 1000.0 * self.seconds / max(self.moves, 1)
+
+
+def play(agent, rows: int, cols: int, mines: int, games: int, *, first_click: str = "safe",
+         seed: int = 0, progress: bool = False) -> PlayResult:
+    """Run ``games`` in-process episodes of ``agent``; wins come from the environment's info."""
+    env = MinesweeperEnv(rows=str(rows), cols=str(cols), mines=str(mines), first_click=first_click)
+    experiment = Experiment(env, agent, seed=seed, check_actions=False)
+    experiment.RL_init()
+    bar = ProgressBar(games, "games") if progress else None
+    wins = moves = 0
+    start = time.perf_counter()
+    for _ in range(games):
+        experiment.RL_episode(0)
+        wins += bool(experiment.last_info and experiment.last_info.get("won"))
+        moves += experiment.RL_num_steps()
+        if bar is not None:
+            bar.update(1)
+    seconds = time.perf_counter() - start
+    if bar is not None:
+        bar.close()
+    experiment.RL_cleanup()
+    return PlayResult(games, wins, moves, seconds)
+
+
+def _core_steps_per_second(rows: int, cols: int, mines: int, seconds: float) -> float:
+    """Random legal moves on fresh 12x12 games; game creation is included in the time."""
+    rng = np.random.default_rng(0)
+    steps = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while time.perf_counter() < deadline:
+        core = MinesweeperCore(rows, cols, mines, "safe", rng)
+        for _ in range(200):
+            legal = core.legal_actions()
+            if not legal:
+                break
+            core.apply_action(legal[int(rng.integers(len(legal)))])
+            steps += 1
+    return steps / (time.perf_counter() - start)
+
+
+def game_speed(quick: bool) -> list[Figure]:
+    """Game-core steps per second on 12x12/15 with random legal moves."""
+    rate = _core_steps_per_second(12, 12, 15, 1.0 if quick else 3.0)
+    return [Figure("minesweeper", "core 12x12/15 random steps", rate, "steps/s",
+                   target=f">= {SPEED_TARGET_STEPS_PER_S}", passed=rate >= SPEED_TARGET_STEPS_PER_S,
+                   note="game creation included; first_click=safe")]
+
+
+def agent_strength(quick: bool) -> list[AgentResult]:
+    """Win rates with a safe first click: the solver on every target board, the seed's
+    elimination agent on 12x12/15 and 16x16/40 for comparison."""
+    rows_out = []
+    for rows, cols, mines, target, full_games in BOARDS:
+        games = max(full_games // 15, 60) if quick else full_games
+        result = play(SolverAgent(), rows, cols, mines, games, progress=not quick)
+        low, high = wilson_interval(result.wins, result.games)
+        rate = result.wins / result.games
+        rows_out.append(AgentResult(
+            f"minesweeper {cols}x{rows}/{mines}" if cols > rows else f"minesweeper {rows}x{cols}/{mines}",
+            "minesweeper-solver", "win rate", rate, low, high, f">= {target:.1%}",
+            rate >= target and result.ms_per_move <= SOLVER_MS_TARGET, result.ms_per_move, result.games,
+        ))
+    for rows, cols, mines, _, full_games in (BOARDS[0], BOARDS[2]):
+        games = max(full_games // 15, 60) if quick else full_games // 3
+        result = play(EliminationAgent(), rows, cols, mines, games)
+        low, high = wilson_interval(result.wins, result.games)
+        rows_out.append(AgentResult(
+            f"minesweeper {rows}x{cols}/{mines}", "minesweeper-elimination", "win rate",
+            result.wins / result.games, low, high, "-", None, result.ms_per_move, result.games,
+        ))
+    return rows_out

@@ -1,0 +1,149 @@
+"""Minesweeper agents: in-process episodes, exact probabilities, safe play, save/load."""
+
+from itertools import combinations
+
+import numpy as np
+import pytest
+
+from rlbridge.agents.minesweeper_elimination import EliminationAgent
+from rlbridge.agents.minesweeper_solver import SolverAgent, mine_probabilities
+from rlbridge.environments.minesweeper import MinesweeperEnv
+from rlbridge.environments.minesweeper_core import MinesweeperCore, neighbour_table
+from rlbridge.experiment.glue import Experiment
+from rlbridge.protocol.values import Value
+
+
+@pytest.mark.parametrize("agent_class", [EliminationAgent, SolverAgent])
+@pytest.mark.parametrize("options", [{}, {"rows": "6", "cols": "11", "mines": "9", "onehot": "1"}])
+def test_agents_play_whole_episodes_in_process(agent_class, options):
+    env = MinesweeperEnv(first_click="safe", **options)
+    agent = agent_class()
+    experiment = Experiment(env, agent, seed=4)
+    experiment.RL_init()
+    wins = 0
+    for _ in range(8):
+        assert experiment.RL_episode(0)
+        wins += experiment.last_info["won"]
+    assert experiment.RL_num_episodes() == 8
+    assert agent.agent_message("stats") == f"games=8 wins={wins} moves={agent.stats['moves']}"
+    assert wins >= 3  # random play almost never wins a game; these agents usually do
+
+
+def test_agents_accept_the_task_spec_string_and_need_a_mine_count():
+    env = MinesweeperEnv(rows="5", cols="5", mines="4")
+    agent = SolverAgent()
+    agent.agent_init(str(env.env_init()))
+    assert (agent.rows, agent.cols, agent.num_mines) == (5, 5, 4)
+    spec = env.env_init()
+    bare = type(spec)(spec.observations, spec.actions, spec.rewards, legal_mask=1)
+    with pytest.raises(ValueError, match="mines"):
+        SolverAgent().agent_init(bare)
+    other = SolverAgent(mines="4")
+    other.agent_init(bare)
+    assert other.num_mines == 4
+
+
+def brute_force_probabilities(core: MinesweeperCore) -> dict[int, float]:
+    """Mine frequency per unopened cell over every layout consistent with what is shown."""
+    is_open = core.open_mask()
+    hints = core.hints()
+    adjacency = np.zeros((core.cells, core.cells))
+    for cell, around in enumerate(neighbour_table(core.rows, core.cols)):
+        adjacency[cell, list(around)] = 1
+    closed = np.flatnonzero(~is_open)
+    chosen = np.array(list(combinations(range(len(closed)), core.num_mines)))
+    layouts = np.zeros((len(chosen), core.cells))
+    layouts[np.arange(len(chosen))[:, None], closed[chosen]] = 1
+    consistent = ((layouts @ adjacency)[:, is_open] == hints[is_open]).all(axis=1)
+    frequency = layouts[consistent].mean(axis=0)
+    return {int(c): float(frequency[c]) for c in closed}
+
+
+def test_exact_probabilities_match_brute_force_enumeration():
+    rng = np.random.default_rng(0)
+    checked = 0
+    for game in range(30):
+        core = MinesweeperCore(4, 5, 5, "safe", np.random.default_rng(game))
+        core.apply_action(int(rng.integers(20)))
+        if core.is_terminal():
+            continue
+        expected = brute_force_probabilities(core)
+        got = mine_probabilities(core.hints().tolist(), core.open_mask().tolist(),
+                                 core.neighbours, core.num_mines)
+        assert got.keys() == expected.keys()
+        for cell, p in expected.items():
+            assert got[cell] == pytest.approx(p, abs=1e-9)
+        checked += 1
+    assert checked > 20
+
+
+def test_solver_guesses_the_lowest_probability_cell():
+    guesses = 0
+    for game in range(15):
+        env = MinesweeperEnv(rows="9", cols="9", mines="10", first_click="safe")
+        agent = SolverAgent()
+        agent.agent_init(env.env_init())
+        env.env_message(f"seed {game}")
+        action = agent.agent_start(env.env_start())
+        while True:
+            probabilities = agent.last_probabilities
+            if probabilities and min(probabilities.values()) > 0:
+                assert probabilities[action.int] == pytest.approx(min(probabilities.values()))
+                guesses += 1
+            result = env.env_step(action)
+            if result.terminal:
+                break
+            action = agent.agent_step(result.reward, result.observation)
+    assert guesses >= 5
+
+
+@pytest.mark.parametrize("agent_class", [EliminationAgent, SolverAgent])
+def test_agents_never_open_a_proven_mine_and_take_proven_safe_cells(agent_class):
+    moves = proven_safe_moves = 0
+    for game in range(25):
+        env = MinesweeperEnv(rows="9", cols="9", mines="10", first_click="safe")
+        agent = agent_class()
+        agent.agent_init(env.env_init())
+        env.env_message(f"seed {game}")
+        action = agent.agent_start(env.env_start())
+        while True:
+            cell = action.int
+            marks = env.core.elimination()
+            assert marks[cell] != 1, "opened a cell the elimination rule proved to be a mine"
+            if (marks == -1).any():
+                assert not env.core.mines()[cell], "guessed while a proven-safe cell existed"
+                proven_safe_moves += 1
+            moves += 1
+            result = env.env_step(action)
+            if result.terminal:
+                break
+            action = agent.agent_step(result.reward, result.observation)
+    assert moves > 200 and proven_safe_moves > 50
+
+
+def test_save_and_load_round_trip(tmp_path):
+    path = tmp_path / "solver.msgpack"
+    agent = SolverAgent(tolerance="0.02")
+    experiment = Experiment(MinesweeperEnv(rows="6", cols="6", mines="4"), agent, seed=1)
+    experiment.RL_init()
+    experiment.RL_episode(0)
+    assert agent.agent_message(f"save {path}") == "ok"
+    restored = SolverAgent(load=str(path))
+    assert restored.tolerance == 0.02 and restored.stats == agent.stats
+    assert EliminationAgent().agent_message(f"load {path}").startswith("error: ")
+    saver = EliminationAgent(save=str(tmp_path / "elim.msgpack"))
+    saver.agent_cleanup()
+    assert EliminationAgent(load=str(tmp_path / "elim.msgpack")).stats["games"] == 0
+    assert agent.agent_message("bogus").startswith("error: ")
+
+
+def test_elimination_agent_reads_the_onehot_board_like_the_plain_one():
+    boards = []
+    for onehot in ("0", "1"):
+        env = MinesweeperEnv(first_click="zero", onehot=onehot)
+        agent = EliminationAgent()
+        agent.agent_init(env.env_init())
+        env.env_message("seed 9")
+        env.env_start()
+        boards.append(agent.read_board(env.env_step(Value(ints=(50,))).observation))
+    assert boards[0] == boards[1] and sum(boards[0][1]) > 1
