@@ -26,6 +26,8 @@ AGENTS: dict[str, str] = {
     "blackjack-mc-offpolicy": "rlbridge.agents.blackjack_offpolicy:OffPolicyControlAgent",
     "minesweeper-elimination": "rlbridge.agents.minesweeper_elimination:EliminationAgent",
     "minesweeper-solver": "rlbridge.agents.minesweeper_solver:SolverAgent",
+    "2048-mcts": "rlbridge.agents.g2048_mcts:SeedMCTSAgent",
+    "2048-expectimax": "rlbridge.agents.g2048_expectimax:ExpectimaxAgent",
 }
 
 

@@ -139,6 +139,13 @@ def _make_move(action: int):
     return move
 
 
+def _moved_line(line: list[int], shifts: tuple[int, ...]) -> tuple[int, int, tuple[int, ...]]:
+    """The line after sliding (placed on the board), its merge score and its empty cells."""
+    moved, score = slide_line(line)
+    return (sum(e << s for e, s in zip(moved, shifts, strict=True)), score,
+            tuple(s for e, s in zip(moved, shifts, strict=True) if not e))
+
+
 #: MOVES[action](board) -> (new board, merge score); the board is unchanged if nothing moves.
 MOVES = tuple(_make_move(action) for action in range(4))
 move_up, move_down, move_left, move_right = MOVES
@@ -150,6 +157,12 @@ _E0, _E1, _E2, _E3 = (_RowTable(s, _empty_cells) for s in _ROW_SHIFTS)
 _X0, _X1, _X2, _X3 = (_RowTable(s, _line_exponents) for s in _ROW_SHIFTS)
 _H0, _H1, _H2, _H3 = (_RowTable(s, _movable_bits(LEFT, RIGHT)) for s in _ROW_SHIFTS)
 _V0, _V1, _V2, _V3 = (_RowTable(s, _movable_bits(UP, DOWN)) for s in _COL_SHIFTS)
+#: _PLAY_TABLES[action] = (table, mask) for the 4 lines, the table giving ``_moved_line``.
+_PLAY_TABLES = tuple(
+    tuple(part for line in range(4) for part in (
+        _RowTable(_line_shifts(action, line), _moved_line),
+        _line_mask(_line_shifts(action, line))))
+    for action in range(4))
 #: Legal-move bits (bit a set iff action a changes the board) -> the actions, in order.
 ACTIONS_OF_BITS = tuple(tuple(a for a in range(4) if bits >> a & 1) for bits in range(16))
 
@@ -275,11 +288,30 @@ class Game2048Core:
 
     def play(self, action: int) -> int:
         """Slide and spawn; return the reward, or -1 (and change nothing) if nothing moves."""
-        board, reward = MOVES[action](self.board)
-        if board == self.board:
+        # Move and spawn inlined, one look-up per line: this is the hot path of every rollout.
+        old = self.board
+        t0, m0, t1, m1, t2, m2, t3, m3 = _PLAY_TABLES[action]
+        a0, s0, e0 = t0[old & m0]
+        a1, s1, e1 = t1[old & m1]
+        a2, s2, e2 = t2[old & m2]
+        a3, s3, e3 = t3[old & m3]
+        board = a0 | a1 | a2 | a3
+        if board == old:
             return -1
+        reward = s0 + s1 + s2 + s3
+        empty = e0 + e1 + e2 + e3
+        index = self._next
+        buffer = self._buffer
+        if index >= len(buffer):
+            buffer = self._buffer = self.rng.random(self._BUFFER).tolist()
+            index = 0
+        shift = empty[int(buffer[index] * len(empty))]
+        self._next = index + 1
+        if self.four_probability and self._uniform() < self.four_probability:
+            board |= 2 << shift
+        else:
+            board |= 1 << shift
         self.board = board
-        self._spawn()
         if self.half:
             reward >>= 1
         self.score += reward

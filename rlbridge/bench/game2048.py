@@ -1,0 +1,149 @@
+"""2048 benchmarks: game-core moves per second, and the strength of the MCTS and expectimax agents.
+
+Agents play in-process through :class:`~rlbridge.experiment.glue.Experiment` with
+the seed's spawn rule (2s only). Time per move is the CPU time of the benchmark
+process per step (agent, environment and glue), so that a machine shared with
+other jobs reports what the agent costs rather than how long it waited; the
+agents' own budgets are CPU time too.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..agents.g2048_expectimax import ExpectimaxAgent
+from ..agents.g2048_mcts import SeedMCTSAgent
+from ..environments.game2048 import Game2048Core, Game2048Env, legal_moves, move_left
+from ..experiment.glue import Experiment
+from ..experiment.progress import ProgressBar
+from .report import AgentResult, Figure, wilson_interval
+
+CORE_TARGET = 200_000
+#: (tile, target rate) for the expectimax agent over 50 games at <= 20 ms per move.
+EXPECTIMAX_TARGETS = ((2048, 0.98), (4096, 0.85), (8192, 0.40))
+MOVE_BUDGET_MS = 20.0
+
+
+def core_moves_per_second(seconds: float, seed: int = 0) -> tuple[float, int]:
+    """Random legal moves on the core (slide, spawn, legality; new games when stuck)."""
+    rng = np.random.default_rng(seed)
+    core = Game2048Core(seed, win_tile=0)
+    play = core.play
+    moves = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while time.perf_counter() < deadline:
+        draws = rng.random(4096).tolist()
+        for draw in draws:
+            legal = legal_moves(core.board)
+            if not legal:
+                core.reset()
+                continue
+            play(legal[int(draw * len(legal))])
+        moves += len(draws)
+    return moves / (time.perf_counter() - start), moves
+
+
+def slides_per_second(seconds: float, seed: int = 0) -> float:
+    """Bare table slides (``move_left`` on boards from random games), without spawns."""
+    core = Game2048Core(seed, win_tile=0)
+    boards = []
+    while len(boards) < 1000:
+        legal = legal_moves(core.board)
+        if not legal:
+            core.reset()
+            continue
+        core.play(legal[len(boards) % len(legal)])
+        boards.append(core.board)
+    count = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for board in boards:
+            move_left(board)
+        count += len(boards)
+    return count / (time.perf_counter() - start)
+
+
+def env_steps_per_second(seconds: float, seed: int = 0) -> float:
+    """Random legal steps through ``Game2048Env.env_step`` (observations and info included)."""
+    from ..protocol.values import Value
+
+    env = Game2048Env(win_tile="0", seed=str(seed))
+    env.env_init()
+    rng = np.random.default_rng(seed)
+    actions = [Value(ints=(a,)) for a in range(4)]
+    observation = env.env_start()
+    steps = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for draw in rng.random(1024).tolist():
+            legal = np.flatnonzero(observation.arrays[0])
+            observation, terminal = env.env_step(actions[int(legal[int(draw * len(legal))])])[1:3]
+            if terminal:
+                observation = env.env_start()
+        steps += 1024
+    return steps / (time.perf_counter() - start)
+
+
+def game_speed(quick: bool) -> list[Figure]:
+    seconds = 1.0 if quick else 3.0
+    rate, _ = core_moves_per_second(seconds)
+    return [
+        Figure("2048", "core moves/s (random legal moves, spawns included)", rate, "moves/s",
+               target=f">= {CORE_TARGET}", passed=rate >= CORE_TARGET),
+        Figure("2048", "bare table slides/s (move_left, no spawn)",
+               slides_per_second(seconds / 2), "slides/s"),
+        Figure("2048", "env_step/s (observation, mask and info)",
+               env_steps_per_second(seconds / 2), "steps/s"),
+    ]
+
+
+def play_games(make_agent, games: int, win_tile: int, seed: int = 0,
+               label: str = "") -> tuple[list[int], float]:
+    """Play ``games`` episodes in-process; return each game's largest tile and CPU ms per step."""
+    max_tiles = []
+    steps = 0
+    bar = ProgressBar(games, f"games {label}".rstrip())
+    cpu = time.process_time()
+    for game in range(games):
+        env = Game2048Env(win_tile=str(win_tile))
+        experiment = Experiment(env, make_agent(), seed=seed + game, check_actions=False)
+        experiment.RL_init()
+        experiment.RL_episode(0)
+        steps += experiment.RL_num_steps()
+        max_tiles.append(env.core.max_tile())
+        bar.update(1, f"last max tile {max_tiles[-1]}")
+    bar.close()
+    return max_tiles, 1000.0 * (time.process_time() - cpu) / max(steps, 1)
+
+
+def _reach_rows(agent: str, max_tiles: list[int], ms: float, targets) -> list[AgentResult]:
+    rows = []
+    for tile, target in targets:
+        reached = sum(1 for t in max_tiles if t >= tile)
+        low, high = wilson_interval(reached, len(max_tiles))
+        rate = reached / len(max_tiles)
+        passed = None if target is None else (rate >= target and ms <= MOVE_BUDGET_MS)
+        rows.append(AgentResult("2048", agent, f"reach {tile}", rate, low, high,
+                                "-" if target is None else f">= {target:.0%} at <= 20 ms",
+                                passed, ms, len(max_tiles)))
+    return rows
+
+
+def agent_strength(quick: bool) -> list[AgentResult]:
+    """Quick: 3 expectimax games to 2048 and one short MCTS game; full: 50 expectimax games
+    to 8192 (the issue's targets) and 3 MCTS games to 2048 at 100 ms per move."""
+    rows = []
+    if quick:
+        tiles, ms = play_games(lambda: ExpectimaxAgent(time_ms="20"), 3, 2048, label="expectimax")
+        rows += _reach_rows("2048-expectimax", tiles, ms, EXPECTIMAX_TARGETS[:1])
+        tiles, ms = play_games(lambda: SeedMCTSAgent(time="0.02"), 1, 512, label="mcts")
+        rows += _reach_rows("2048-mcts (20 ms)", tiles, ms, ((512, None),))
+        return rows
+    tiles, ms = play_games(lambda: ExpectimaxAgent(time_ms="20"), 50, 8192, label="expectimax")
+    rows += _reach_rows("2048-expectimax", tiles, ms, EXPECTIMAX_TARGETS)
+    tiles, ms = play_games(lambda: SeedMCTSAgent(time="0.1"), 3, 2048, label="mcts")
+    rows += _reach_rows("2048-mcts (100 ms)", tiles, ms, ((1024, None), (2048, None)))
+    return rows
