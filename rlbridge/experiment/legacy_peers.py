@@ -78,12 +78,12 @@ class _LegacyPeer:
     def _where(self) -> str:
         return f"episode {self.episode}, step {self.step}" if self.episode else "before any episode"
 
-    def call(self, code: Code, payload: bytes = b"") -> Reader:
+    def call(self, code: Code, *payload) -> Reader:
         what = code.name.lower()
         if self.closed:
             raise PeerLost(f"legacy {self.role} at {self.peer_address} is disconnected; cannot {what}")
         try:
-            self.conn.send_frame(code, payload)
+            self.conn.send_frame(code, *payload)
             reply = self.conn.read_frame()
         except TimeoutError:
             self.closed = True
@@ -170,6 +170,18 @@ class LegacyEnvironment(_LegacyPeer, Environment):
         observation = reader.value(self._observation_arrays)
         return StepResult(reward, observation, terminal != 0)
 
+    # Forwarding between two legacy clients: values stay bytes (checked, not decoded).
+    def env_start_raw(self) -> memoryview:
+        self.episode += 1
+        self.step = 0
+        return self.call(Code.ENV_START).raw_value()
+
+    def env_step_raw(self, action) -> tuple[bool, float, memoryview]:
+        self.step += 1
+        reader = self.call(Code.ENV_STEP, action)
+        terminal, reward = reader.terminal_reward()
+        return terminal != 0, reward, reader.raw_value()
+
     def env_cleanup(self) -> None:
         self.call(Code.ENV_CLEANUP)
 
@@ -207,8 +219,20 @@ class LegacyAgent(_LegacyPeer, Agent):
 
     def agent_step(self, reward: float, observation: Value) -> Value:
         self.step += 1
-        payload = pack_double(reward) + pack_value(observation)
-        return self.call(Code.AGENT_STEP, payload).value(self._action_arrays)
+        return self.call(Code.AGENT_STEP, pack_double(reward),
+                         pack_value(observation)).value(self._action_arrays)
+
+    def agent_start_raw(self, observation) -> memoryview:
+        self.episode += 1
+        self.step = 0
+        return self.call(Code.AGENT_START, observation).raw_value()
+
+    def agent_step_raw(self, reward: float, observation) -> memoryview:
+        self.step += 1
+        return self.call(Code.AGENT_STEP, pack_double(reward), observation).raw_value()
+
+    def decode_action(self, data) -> Value:
+        return Reader(data, "action").value(self._action_arrays)
 
     def agent_end(self, reward: float) -> None:
         self.step += 1

@@ -29,7 +29,13 @@ import logging
 import socket
 from typing import TYPE_CHECKING
 
-from ..protocol.errors import PeerTimeout, RLBridgeError, TaskSpecError, UnknownMessageType
+from ..protocol.errors import (
+    PeerTimeout,
+    RLBridgeError,
+    TaskSpecError,
+    UnknownMessageType,
+    WrongState,
+)
 from ..protocol.legacy import (
     EMPTY_VALUE_BYTES,
     Code,
@@ -46,7 +52,7 @@ from ..protocol.legacy import (
 )
 from ..protocol.taskspec import SpaceSpec, TaskSpec, parse
 from .glue import Experiment, derive_seeds
-from .legacy_peers import PeerLost
+from .legacy_peers import LegacyAgent, LegacyEnvironment, PeerLost
 
 if TYPE_CHECKING:
     from .legacy_glue import GlueServer
@@ -89,6 +95,49 @@ class LegacyExperiment(Experiment):
             self.env.env_message(f"seed {env_seed}")
             self.agent.agent_message(f"seed {agent_seed}")
         return text
+
+
+    def RL_episode(self, max_steps: int = 0) -> bool:
+        if isinstance(self.env, LegacyEnvironment) and isinstance(self.agent, LegacyAgent):
+            if max_steps < 0:
+                raise ValueError(f"max_steps must be >= 0; got {max_steps}")
+            self._forwarding_episode(max_steps)
+            for observer in self.observers:
+                observer("episode", experiment=self)
+            return self.terminal
+        return super().RL_episode(max_steps)
+
+    def _forwarding_episode(self, max_steps: int) -> None:
+        """RL_start + RL_step's rules (see glue.py) with observations and actions forwarded
+        as bytes between two legacy clients; only actions are decoded, to be checked."""
+        if self.task_spec is None:
+            raise WrongState("RL_episode needs RL_init first")
+        env, agent = self.env, self.agent
+        self.total_reward = 0.0
+        self.num_steps = 1
+        self.terminal = False
+        self.episode += 1
+        action = agent.agent_start_raw(env.env_start_raw())
+        check = self.task_spec.check_action if self.check_actions else None
+        num_steps, total = 1, 0.0
+        try:
+            while max_steps == 0 or num_steps < max_steps:
+                if check is not None:
+                    check(agent.decode_action(action))
+                terminal, reward, observation = env.env_step_raw(action)
+                total += reward
+                if terminal:
+                    self.terminal = True
+                    self.num_episodes += 1
+                    agent.agent_end(reward)
+                    action = None
+                    break
+                num_steps += 1
+                action = agent.agent_step_raw(reward, observation)
+        finally:
+            self.num_steps = num_steps
+            self.total_reward = total
+            self.last_action = None if action is None else agent.decode_action(action)
 
 
 class Session:

@@ -44,6 +44,8 @@ DEFAULT_PORT = 4096
 DEFAULT_MAX_FRAME_BYTES = 256 * 1024 * 1024
 #: Above this many numbers, numpy packs and unpacks faster than struct.
 _NUMPY_THRESHOLD = 64
+#: Reads up to this size go through a read-ahead buffer; larger frames are sent with sendmsg.
+_READ_AHEAD_BYTES = 64 * 1024
 #: Decoded values at least this large keep their bytes for re-sending (LegacyValue).
 _KEEP_BYTES_THRESHOLD = 4096
 _CHARS_ENCODING = "utf-8"
@@ -269,6 +271,16 @@ class Reader:
         value.legacy_bytes = bytes(self.data[int_start - 12 : self.offset])
         return value
 
+    def raw_value(self) -> memoryview:
+        """The bytes of the next value, checked for length but not decoded (for forwarding)."""
+        start = self.offset
+        n_ints, n_doubles, n_chars = _ADT_HEADER.unpack_from(
+            self.data, self._need(12, "value header (nInts nDoubles nChars)")
+        )
+        self._need(4 * n_ints + 8 * n_doubles + n_chars,
+                   f"{n_ints} ints, {n_doubles} doubles and {n_chars} chars")
+        return memoryview(self.data)[start : self.offset]
+
     def end(self) -> int:
         """The number of unread bytes (callers log them: RL-Glue ignores extra bytes)."""
         return len(self.data) - self.offset
@@ -319,7 +331,7 @@ def _value_with_arrays(data, int_start, n_ints, double_start, n_doubles, chars, 
 # -- framed socket I/O ---------------------------------------------------------
 class Frame(NamedTuple):
     code: int
-    payload: bytes
+    payload: bytes | bytearray
 
 
 class ConnectionClosed(ProtocolError):
@@ -339,12 +351,20 @@ class FramedSocket:
         except OSError:
             self.peer = "?"
 
-    def _read_exact(self, count: int) -> bytes:
+    def _read_exact(self, count: int) -> bytes | bytearray:
         pending = self._pending
+        if len(pending) < count <= _READ_AHEAD_BYTES:
+            # Small reads fill a read-ahead buffer: a frame usually costs one recv.
+            while len(pending) < count:
+                chunk = self.sock.recv(_READ_AHEAD_BYTES)
+                if not chunk:
+                    raise self._closed(len(pending), count)
+                pending += chunk
         if len(pending) >= count:
             data = bytes(pending[:count])
             del pending[:count]
             return data
+        # Large payloads go straight into their own buffer, which becomes the payload.
         buffer = bytearray(count)
         view = memoryview(buffer)
         got = len(pending)
@@ -354,12 +374,13 @@ class FramedSocket:
         while got < count:
             received = recv_into(view[got:], min(count - got, 1 << 20))
             if received == 0:
-                raise ConnectionClosed(
-                    f"{self.peer} closed the connection"
-                    + (f" {got} bytes into a {count}-byte read" if got else "")
-                )
+                raise self._closed(got, count)
             got += received
-        return bytes(buffer)
+        return buffer
+
+    def _closed(self, got: int, count: int) -> ConnectionClosed:
+        return ConnectionClosed(f"{self.peer} closed the connection"
+                                + (f" {got} bytes into a {count}-byte read" if got else ""))
 
     def read_frame(self) -> Frame:
         code, length = HEADER.unpack(self._read_exact(HEADER_SIZE))
@@ -370,8 +391,22 @@ class FramedSocket:
             )
         return Frame(code, self._read_exact(length) if length else b"")
 
-    def send_frame(self, code: int, payload: bytes = b"") -> None:
-        self.sock.sendall(HEADER.pack(code, len(payload)) + payload)
+    def send_frame(self, code: int, *parts) -> None:
+        """Send one frame whose payload is the concatenation of ``parts`` (bytes-like)."""
+        size = sum(len(part) for part in parts)
+        header = HEADER.pack(code, size)
+        if size < _READ_AHEAD_BYTES:
+            self.sock.sendall(header + b"".join(parts))
+            return
+        # Large payloads: scatter-gather, so that forwarded observations are not copied.
+        buffers = [memoryview(header), *(memoryview(part).cast("B") for part in parts)]
+        while buffers:
+            sent = self.sock.sendmsg(buffers)
+            while buffers and sent >= len(buffers[0]):
+                sent -= len(buffers[0])
+                buffers.pop(0)
+            if buffers and sent:
+                buffers[0] = buffers[0][sent:]
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
