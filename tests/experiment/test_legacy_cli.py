@@ -1,0 +1,45 @@
+"""The `rlbridge glue` and `rlbridge legacy-env` commands as real processes, and $RLGLUE_PORT."""
+
+from __future__ import annotations
+
+import struct
+
+from rlbridge.experiment.legacy_commands import port_from_environment
+
+from .test_legacy_wire import (
+    EXPERIMENT,
+    RL_EPISODE,
+    RL_INIT,
+    RL_NUM_STEPS,
+    RL_RETURN,
+    RL_TERM,
+    FakeAgent,
+    WireClient,
+)
+
+
+def test_rlglue_port_is_read_as_rl_glue_reads_it():
+    assert port_from_environment({}) == 4096
+    assert port_from_environment({"RLGLUE_PORT": "5000"}) == 5000
+    assert port_from_environment({"RLGLUE_PORT": "0"}) == 4096
+    assert port_from_environment({"RLGLUE_PORT": "glue"}) == 4096
+    assert port_from_environment({"RLGLUE_PORT": "70000"}) == 4096
+
+
+def test_glue_command_with_a_native_env_as_a_legacy_client(processes):
+    glue = processes.start("glue", "--port", "0", "--once")
+    line = glue.stdout.readline()
+    assert "listening on 127.0.0.1:" in line, line + glue.stderr.read()
+    port = line.strip().rsplit(":", 1)[1]
+    env = processes.start("legacy-env", "countdown", "--port", port, "--opt", "length=4")
+    agent = FakeAgent(int(port))
+    agent.start()
+    experiment = WireClient(int(port), EXPERIMENT)
+    assert b"ACTIONS INTS (0 1)" in experiment.call(RL_INIT).string()
+    assert experiment.call(RL_EPISODE, struct.pack(">I", 0)).int() == 1
+    assert experiment.call(RL_NUM_STEPS).int() == 4
+    assert experiment.call(RL_RETURN).double() == 10.0
+    experiment.call(RL_TERM)
+    assert env.wait(timeout=20) == 0
+    assert glue.wait(timeout=20) == 0  # --once: exits after the session, no failure reported
+    assert agent.terminated.is_set()
