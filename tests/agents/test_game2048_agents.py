@@ -1,0 +1,106 @@
+"""2048 agents: the seed's MCTS and expectimax play through Experiment and choose sensible moves."""
+
+import time
+
+from rlbridge.agents.g2048_expectimax import (
+    ExpectimaxAgent,
+    ExpectimaxSearch,
+    after_states,
+    board_of,
+    heuristic,
+    line_heuristic,
+)
+from rlbridge.agents.g2048_mcts import SeedMCTSAgent
+from rlbridge.environments.game2048 import (
+    LEFT,
+    MOVES,
+    RIGHT,
+    Game2048Env,
+    board_from_tiles,
+    exponents,
+    legal_moves,
+)
+from rlbridge.experiment.glue import Experiment
+from rlbridge.protocol.values import Value
+from rlbridge.registry import AGENTS, resolve
+
+
+def play(agent, win_tile: str, episodes: int, seed: int = 1) -> list[int]:
+    env = Game2048Env(win_tile=win_tile)
+    experiment = Experiment(env, agent, seed=seed)
+    experiment.RL_init()
+    max_tiles = []
+    for _ in range(episodes):
+        assert experiment.RL_episode(0)
+        assert experiment.last_info["total_score"] == experiment.RL_return()
+        max_tiles.append(env.core.max_tile())
+    return max_tiles
+
+
+def test_agents_are_registered():
+    assert resolve("2048-mcts", AGENTS) is SeedMCTSAgent
+    assert resolve("2048-expectimax", AGENTS) is ExpectimaxAgent
+
+
+def test_expectimax_reaches_256_where_random_play_rarely_does():
+    assert play(ExpectimaxAgent(depth="2"), "256", 2) == [256, 256]
+
+
+def test_mcts_plays_episodes_through_experiment_deterministically():
+    first = play(SeedMCTSAgent(iterations="15"), "64", 2, seed=3)
+    again = play(SeedMCTSAgent(iterations="15"), "64", 2, seed=3)
+    assert first == again and all(tile >= 32 for tile in first)
+
+
+def test_mcts_takes_the_big_merge():
+    board = board_from_tiles([512, 512, 0, 0,
+                              2, 4, 8, 16,
+                              4, 8, 16, 32,
+                              0, 0, 0, 2])
+    agent = SeedMCTSAgent(iterations="200", seed="4")
+    agent.agent_init(Game2048Env().env_init())
+    action = agent.agent_start(Value(ints=exponents(board)))
+    assert action.ints[0] in (LEFT, RIGHT)
+
+
+def test_mcts_time_budget_is_kept():
+    agent = SeedMCTSAgent(time="0.03")
+    board = board_from_tiles([2, 4, 8, 16, 0, 2, 4, 8, 0, 0, 2, 4, 0, 0, 0, 2])
+    start = time.process_time()
+    agent.search.choose(board, 0.03)
+    assert time.process_time() - start < 0.15
+    assert agent.search.iterations > 0
+
+
+def test_heuristic_prefers_monotone_lines_and_empty_cells():
+    assert line_heuristic([4, 3, 2, 1]) > line_heuristic([3, 4, 1, 2])
+    assert line_heuristic([3, 2, 0, 0]) > line_heuristic([3, 2, 4, 0])
+    assert line_heuristic([1, 1, 0, 0]) > line_heuristic([1, 2, 0, 0])
+    board = board_from_tiles([2, 4, 8, 16, 0, 0, 2, 4, 0, 0, 0, 2, 0, 0, 0, 0])
+    states = after_states(board)
+    assert [a for a, _, _ in states] == list(legal_moves(board))
+    for action, after, score in states:
+        assert after == MOVES[action](board)[0]
+        assert abs(score - heuristic(after)) < 1e-6
+
+
+def test_expectimax_search_values_and_board_of():
+    board = board_from_tiles([4, 8, 16, 32,
+                              8, 16, 32, 64,
+                              16, 32, 64, 128,
+                              2, 4, 8, 0])
+    action, value = ExpectimaxSearch().best_action(board, 3)
+    assert action in legal_moves(board) and value > 0
+    stuck = board_from_tiles([2, 4, 2, 4, 4, 2, 4, 2, 2, 4, 2, 4, 4, 2, 4, 2])
+    assert ExpectimaxSearch().best_action(stuck, 2) == (-1, -1.0)
+    assert board_of(Value(ints=exponents(board))) == board
+
+
+def test_expectimax_adaptive_depth_stays_near_its_budget():
+    agent = ExpectimaxAgent(time_ms="10")
+    board = board_from_tiles([2, 4, 8, 16, 0, 2, 4, 8, 0, 0, 2, 4, 0, 0, 0, 2])
+    start = time.process_time()
+    for _ in range(5):
+        agent.choose(board)
+    assert (time.process_time() - start) / 5 < 0.05
+    assert min(agent.depths) >= 2
