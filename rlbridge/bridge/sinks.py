@@ -78,6 +78,12 @@ class ViewerSink:
         self.sent += len(lines)
         return True
 
+    def control(self, line: str) -> None:
+        """Send a viewer control line (``#snapshot PATH``, ``#quit``) after the batches before it."""
+        if not line.startswith("#"):
+            raise ValueError(f"control lines start with '#'; got {line!r}")
+        self._socket.send_string(line)
+
     def close(self) -> None:
         self._socket.close()
 

@@ -1,0 +1,117 @@
+"""StatePublisher's rate limit and laziness, and the viewer that subscribes to it (headless)."""
+
+from __future__ import annotations
+
+import threading
+
+import msgpack
+import pygame
+import pytest
+
+from rlbridge.bridge import palette as pal
+from rlbridge.bridge.publish import StatePublisher, decode_frame, encode_frame
+from rlbridge.bridge.render import cell_rect
+from rlbridge.bridge.view import StateSubscriber, run_view
+
+from .conftest import tetris_snapshot
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_rate_limit_is_lazy_and_always_sends_terminal_states():
+    clock = FakeClock()
+    calls = []
+
+    def snapshot():
+        calls.append(1)
+        return {"game": "2048", "board": [0] * 16, "score": 0, "done": False}
+
+    with StatePublisher("inproc://rate", max_rate=10, clock=clock) as publisher:
+        assert publisher.offer(snapshot, 0, 1, False)
+        clock.now += 0.05
+        assert not publisher.offer(snapshot, 0, 2, False)  # 50 ms < 100 ms: skipped...
+        assert len(calls) == 1  # ...without building a snapshot
+        assert publisher.offer(snapshot, 0, 3, True)  # terminal: always
+        clock.now += 0.2
+        assert publisher.offer(snapshot, 1, 1, False)
+        assert (publisher.sent, publisher.skipped, len(calls)) == (3, 1, 3)
+        assert not publisher.offer(lambda: None, 1, 2, True)  # no snapshot, nothing sent
+
+
+def test_frames_round_trip_and_reject_garbage():
+    snap = tetris_snapshot(["12"])
+    assert decode_frame(encode_frame(3, 7, True, snap)) == (3, 7, True, snap)
+    with pytest.raises(ValueError, match="episode, step"):
+        decode_frame(msgpack.packb([1, 2, False]))
+    with pytest.raises(ValueError):
+        decode_frame(b"\xc1")
+
+
+def test_publisher_never_blocks_without_subscribers():
+    with StatePublisher("tcp://127.0.0.1:*", max_rate=1e9) as publisher:
+        assert publisher.address.startswith("tcp://127.0.0.1:")
+        snap = tetris_snapshot(["1" * 10] * 20)
+        for step in range(2000):
+            publisher.offer(lambda: snap, 0, step, False)
+        assert publisher.sent + publisher.dropped == 2000
+
+
+def test_subscriber_keeps_only_the_newest_frame():
+    with StatePublisher("inproc://newest", max_rate=1e9) as publisher:
+        subscriber = StateSubscriber("inproc://newest")
+        # a subscription takes effect asynchronously: publish until the first frame arrives
+        step = 0
+        while subscriber.latest(timeout_ms=10) is None:
+            publisher.offer(lambda: tetris_snapshot(["1"]), 0, step, False)
+            step += 1
+        for n in range(5):
+            publisher.offer(lambda n=n: tetris_snapshot([str(n + 1)]), 1, n, n == 4)
+        frame = subscriber.latest(timeout_ms=1000)
+        assert (frame.episode, frame.step, frame.terminal) == (1, 4, True)
+        assert frame.snapshot["board"] == [5]
+        assert subscriber.dropped >= 4
+        assert subscriber.latest(timeout_ms=0) is None
+        subscriber.close()
+
+
+def test_headless_view_writes_png_frames(tmp_path):
+    publisher = StatePublisher("ipc://" + str(tmp_path / "state.sock"), max_rate=1e9)
+    snap = tetris_snapshot(["....", ".34.", "1..7"])
+    frames = tmp_path / "frames"
+    sent = []
+
+    def keep_publishing(_frame=None):
+        sent.append(1)
+
+    # The viewer runs in this thread and the environment's publisher in another, as in real use.
+    stop = threading.Event()
+
+    def publish_loop():
+        step = 0
+        while not stop.wait(0.01):  # publisher side cadence, not test synchronisation
+            publisher.offer(lambda: snap, 0, step, False)
+            step += 1
+
+    thread = threading.Thread(target=publish_loop, daemon=True)
+    thread.start()
+    try:
+        drawn = run_view(publisher.address, headless=True, frames_dir=str(frames), max_frames=3,
+                         idle_timeout=20, on_frame=keep_publishing)
+    finally:
+        stop.set()
+        thread.join()
+        publisher.close()
+    assert drawn == 3 and len(sent) == 3
+    assert not pygame.display.get_init()  # headless never touched a display
+    pngs = sorted(frames.glob("frame_*.png"))
+    assert [p.name for p in pngs] == ["frame_000000.png", "frame_000001.png", "frame_000002.png"]
+    image = pygame.image.load(str(pngs[-1]))
+    assert tuple(image.get_at(cell_rect(snap, 1, 1).centre))[:3] == pal.TETRIS_RGB[3]
+    assert tuple(image.get_at(cell_rect(snap, 2, 3).centre))[:3] == pal.TETRIS_RGB[7]
+    assert tuple(image.get_at(cell_rect(snap, 0, 0).centre))[:3] == pal.TETRIS_EMPTY

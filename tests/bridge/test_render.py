@@ -1,0 +1,139 @@
+"""Pixel tests of the pygame renderers: known snapshots, colours at known points of known cells."""
+
+from __future__ import annotations
+
+import pygame
+import pytest
+
+from rlbridge.bridge import palette as pal
+from rlbridge.bridge.render import canvas_size, cell_at, cell_rect, render, save_png
+
+from .conftest import tetris_snapshot
+
+
+def colour_at(surface, point) -> tuple[int, int, int]:
+    return tuple(surface.get_at(point))[:3]
+
+
+def colours_in(surface, rect) -> set[tuple[int, int, int]]:
+    return {colour_at(surface, (x, y)) for x in range(rect.left, rect.left + rect.width)
+            for y in range(rect.top, rect.top + rect.height)}
+
+
+def minesweeper_snapshot(lost: bool) -> dict:
+    # 3x4 board, mines at (0,3) and (2,0); hint numbers chosen to cover 1, 2 and 3.
+    hints = [0, 1, 2, 3,
+             1, 2, 0, 0,
+             4, 0, 0, 0]
+    opened = [True, True, True, False,
+              True, True, False, False,
+              False, False, False, False]
+    mines = [False] * 12
+    mines[3] = mines[8] = True
+    if lost:
+        opened[8] = True
+    return {"game": "minesweeper", "rows": 3, "cols": 4, "hints": [h if o else -1 for h, o in zip(hints, opened, strict=True)],
+            "open": opened, "mines": mines, "lost": lost, "won": False, "last": 8 if lost else 1}
+
+
+def test_minesweeper_tiles_hint_colours_and_mines_on_loss(tmp_path):
+    snap = minesweeper_snapshot(lost=False)
+    surface = render(snap)
+    assert surface.get_size() == canvas_size(snap)
+    assert colour_at(surface, cell_rect(snap, 0, 0).centre) == pal.MINE_OPENED
+    assert colour_at(surface, cell_rect(snap, 1, 2).centre) == pal.MINE_UNOPENED
+    assert colour_at(surface, cell_rect(snap, 0, 1).inset(4, 4)) == pal.MINE_OPENED
+    # the digit of each hint is drawn in seed 000's colour for that number
+    assert pal.HINT_RGB[1] in colours_in(surface, cell_rect(snap, 0, 1))
+    assert pal.HINT_RGB[2] in colours_in(surface, cell_rect(snap, 0, 2))
+    assert pal.HINT_RGB[2] not in colours_in(surface, cell_rect(snap, 0, 1))
+    # while playing, the mines stay hidden
+    assert colour_at(surface, cell_rect(snap, 0, 3).centre) == pal.MINE_UNOPENED
+
+    lost = minesweeper_snapshot(lost=True)
+    surface = render(lost)
+    assert colour_at(surface, cell_rect(lost, 2, 0).inset(3, 3)) == pal.MINE_EXPLODED
+    assert colour_at(surface, cell_rect(lost, 2, 0).centre) == pal.MINE_DOT
+    assert colour_at(surface, cell_rect(lost, 0, 3).centre) == pal.MINE_DOT  # revealed on the loss
+    assert colour_at(surface, cell_rect(lost, 0, 3).inset(3, 3)) == pal.MINE_UNOPENED
+    path = tmp_path / "mines.png"
+    save_png(surface, str(path))
+    assert colour_at(pygame.image.load(str(path)), cell_rect(lost, 2, 0).inset(3, 3)) == pal.MINE_EXPLODED
+
+
+def test_every_hint_number_has_the_seed_colour():
+    for hint in range(1, 9):
+        snap = {"game": "minesweeper", "rows": 1, "cols": 1, "hints": [hint], "open": [True],
+                "mines": [False], "lost": False, "won": False, "last": 0}
+        assert pal.HINT_RGB[hint] in colours_in(render(snap), cell_rect(snap, 0, 0))
+
+
+def test_tetris_board_and_falling_piece_colours():
+    snap = tetris_snapshot(["....", "....", ".7..", "1234", "5607"],
+                           piece={"kind": 3, "cells": [[0, 1], [0, 2], [1, 1], [1, 2]]})
+    surface = render(snap)
+    board = [[0, 3, 3, 0], [0, 3, 3, 0], [0, 7, 0, 0], [1, 2, 3, 4], [5, 6, 0, 7]]
+    for row, cells in enumerate(board):
+        for col, kind in enumerate(cells):
+            expected = pal.TETRIS_RGB[kind] if kind else pal.TETRIS_EMPTY
+            assert colour_at(surface, cell_rect(snap, row, col).centre) == expected, (row, col)
+
+
+def test_reversi_stones_hints_and_last_move():
+    board = [0] * 36
+    board[14], board[15], board[20], board[21] = 1, -1, -1, 1
+    board[9] = 1
+    snap = {"game": "reversi", "size": 6, "board": board, "legal": [8, 27], "last": 9, "done": False}
+    surface = render(snap)
+    assert colour_at(surface, cell_rect(snap, 2, 2).centre) == pal.REVERSI_AGENT
+    assert colour_at(surface, cell_rect(snap, 2, 3).centre) == pal.REVERSI_ENV
+    assert colour_at(surface, cell_rect(snap, 1, 3).centre) == pal.REVERSI_AGENT
+    assert colour_at(surface, cell_rect(snap, 1, 2).centre) == pal.REVERSI_HINT  # legal 8
+    assert colour_at(surface, cell_rect(snap, 4, 3).centre) == pal.REVERSI_HINT  # legal 27
+    assert colour_at(surface, cell_rect(snap, 0, 0).centre) == pal.REVERSI_BOARD
+    last = cell_rect(snap, 1, 3)
+    assert colour_at(surface, (last.left + 1, last.top + last.height // 2)) == pal.REVERSI_LAST
+    other = cell_rect(snap, 2, 2)
+    assert colour_at(surface, (other.left + 1, other.top + other.height // 2)) == pal.REVERSI_BOARD
+
+
+def test_2048_tiles_for_every_power_of_two_past_2048():
+    values = [0] + [2 ** k for k in range(1, 16)]  # 2 .. 32768, past 2048
+    snap = {"game": "2048", "board": values, "score": 1234, "done": False}
+    surface = render(snap)
+    seen = []
+    for index, value in enumerate(values):
+        colour = colour_at(surface, cell_rect(snap, *divmod(index, 4)).inset(3, 3))
+        assert colour == pal.tile_rgb(value), value
+        seen.append(colour)
+    assert len(set(seen)) == len(values)  # every power keeps its own colour
+    assert len({pal.tile_rgb(2 ** k) for k in range(1, 40)}) == 39
+
+
+def test_blackjack_hides_the_dealer_card_until_the_end():
+    playing = {"game": "blackjack", "player": [10, 5], "dealer": [1, 9], "done": False, "reward": None}
+    surface = render(playing)
+    assert colour_at(surface, cell_rect(playing, 0, 0).inset(6, 6)) == pal.CARD_FACE
+    assert colour_at(surface, cell_rect(playing, 0, 1).centre) == pal.CARD_BACK
+    assert colour_at(surface, cell_rect(playing, 1, 1).inset(6, 6)) == pal.CARD_FACE
+    assert pal.CARD_INK in colours_in(surface, cell_rect(playing, 1, 0))
+    assert colour_at(surface, cell_rect(playing, 1, 2).centre) == pal.CARD_TABLE
+
+    over = dict(playing, done=True, reward=-1.0, dealer=[1, 9, 1])
+    surface = render(over)
+    for col in range(3):
+        assert colour_at(surface, cell_rect(over, 0, col).inset(6, 6)) == pal.CARD_FACE
+        assert pal.CARD_INK in colours_in(surface, cell_rect(over, 0, col))
+
+
+def test_cell_at_inverts_cell_rect():
+    snap = tetris_snapshot(["....", "...."])
+    for row in range(2):
+        for col in range(4):
+            assert cell_at(snap, *cell_rect(snap, row, col).centre) == (row, col)
+    assert cell_at(snap, 0, 0) is None
+
+
+def test_unknown_game_is_refused():
+    with pytest.raises(ValueError, match="no renderer"):
+        render({"game": "chess"})
