@@ -1,0 +1,502 @@
+/* The agent side of the rlbridge protocol: envelope and value codec, the ROUTER request loop,
+ * task-spec reading, CURVE keys and the ZAP handler that refuses unknown clients. */
+#define _POSIX_C_SOURCE 200809L
+#include "rlbridge_agent.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+
+static void fail(char *error, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(error, RLB_ERROR_TEXT_BYTES, format, args);
+    va_end(args);
+}
+
+const char *rlb_type_name(int type) {
+    switch (type) {
+    case RLB_HELLO: return "HELLO";
+    case RLB_ERROR: return "ERROR";
+    case RLB_HEARTBEAT: return "HEARTBEAT";
+    case RLB_SHUTDOWN: return "SHUTDOWN";
+    case RLB_ENV_INIT: return "ENV_INIT";
+    case RLB_ENV_START: return "ENV_START";
+    case RLB_ENV_STEP: return "ENV_STEP";
+    case RLB_ENV_CLEANUP: return "ENV_CLEANUP";
+    case RLB_ENV_MESSAGE: return "ENV_MESSAGE";
+    case RLB_AGENT_INIT: return "AGENT_INIT";
+    case RLB_AGENT_START: return "AGENT_START";
+    case RLB_AGENT_STEP: return "AGENT_STEP";
+    case RLB_AGENT_END: return "AGENT_END";
+    case RLB_AGENT_CLEANUP: return "AGENT_CLEANUP";
+    case RLB_AGENT_MESSAGE: return "AGENT_MESSAGE";
+    case RLB_RUN_EPISODE: return "RUN_EPISODE";
+    default: return NULL;
+    }
+}
+
+const char *rlb_error_name(int code) {
+    static const char *names[] = {"OK", "MALFORMED", "UNKNOWN_TYPE", "BAD_FIELD", "TOO_LARGE",
+                                  "VERSION_MISMATCH", "INVALID_ACTION", "WRONG_STATE",
+                                  "PEER_TIMEOUT", "PEER_ERROR", "APPLICATION", "SHUTDOWN"};
+    return code >= 0 && code <= 11 ? names[code] : "UNKNOWN";
+}
+
+/* ---- codec ------------------------------------------------------------------------------- */
+
+static int read_i64(const msgpack_object *o, int64_t *out) {
+    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX) {
+        *out = (int64_t)o->via.u64;
+        return 1;
+    }
+    if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+        *out = o->via.i64;
+        return 1;
+    }
+    return 0;
+}
+
+static const char *kind(const msgpack_object *o) {
+    switch (o->type) {
+    case MSGPACK_OBJECT_NIL: return "nil";
+    case MSGPACK_OBJECT_BOOLEAN: return "bool";
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: return "int";
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64: return "float";
+    case MSGPACK_OBJECT_STR: return "str";
+    case MSGPACK_OBJECT_ARRAY: return "array";
+    case MSGPACK_OBJECT_MAP: return "map";
+    case MSGPACK_OBJECT_BIN: return "bin";
+    default: return "ext";
+    }
+}
+
+int rlb_decode_envelope(const msgpack_object *root, rlb_envelope *out, char *error) {
+    if (root->type != MSGPACK_OBJECT_ARRAY || root->via.array.size != 5) {
+        if (root->type == MSGPACK_OBJECT_ARRAY)
+            fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; got an "
+                 "array of %u items", root->via.array.size);
+        else
+            fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; got %s",
+                 kind(root));
+        return RLB_MALFORMED;
+    }
+    const msgpack_object *f = root->via.array.ptr;
+    int64_t version, type;
+    if (!read_i64(&f[0], &version) || !read_i64(&f[1], &type) || !read_i64(&f[2], &out->seq)
+        || !read_i64(&f[3], &out->episode)) {
+        fail(error, "envelope fields version, type, seq and episode must be integers; got "
+             "(%s, %s, %s, %s)", kind(&f[0]), kind(&f[1]), kind(&f[2]), kind(&f[3]));
+        return RLB_BAD_FIELD;
+    }
+    out->version = (int)version;
+    out->type = (int)type;
+    out->body = f[4];
+    if (version != RLB_PROTOCOL_VERSION) {
+        fail(error, "protocol version mismatch: expected %d, got %lld", RLB_PROTOCOL_VERSION,
+             (long long)version);
+        return RLB_VERSION_MISMATCH;
+    }
+    if (type < 0 || type > 255 || rlb_type_name((int)type) == NULL) {
+        fail(error, "unknown message type %lld; expected one of HELLO=1, ERROR=2, HEARTBEAT=3, "
+             "SHUTDOWN=4, ENV_INIT=10..ENV_MESSAGE=14, AGENT_INIT=20..AGENT_MESSAGE=25, "
+             "RUN_EPISODE=30", (long long)type);
+        return RLB_UNKNOWN_TYPE;
+    }
+    return RLB_OK;
+}
+
+int rlb_decode_message(const char *payload, size_t length, msgpack_unpacked *root,
+                       rlb_envelope *out, char *error) {
+    size_t offset = 0;
+    memset(out, 0, sizeof *out);
+    int status = msgpack_unpack_next(root, payload, length, &offset);
+    if (status != MSGPACK_UNPACK_SUCCESS || offset != length) {
+        fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; could not "
+             "decode %zu bytes", length);
+        return RLB_MALFORMED;
+    }
+    return rlb_decode_envelope(&root->data, out, error);
+}
+
+size_t rlb_dtype_size(const char *dtype, size_t length) {
+    static const char *codes[] = {"|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4",
+                                  "<i8", "<u8", "<f4", "<f8"};
+    static const size_t sizes[] = {1, 1, 1, 2, 2, 4, 4, 8, 8, 4, 8};
+    if (length != 3)
+        return 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (memcmp(dtype, codes[i], 3) == 0)
+            return sizes[i];
+    return 0;
+}
+
+void rlb_value_free(rlb_value *value) {
+    free(value->ints);
+    free(value->doubles);
+    free(value->arrays);
+    memset(value, 0, sizeof *value);
+}
+
+static int decode_array(const msgpack_object *entry, const void *const *frames,
+                        const size_t *frame_sizes, size_t n_frames, rlb_array *out, char *error) {
+    if (entry->type != MSGPACK_OBJECT_ARRAY || entry->via.array.size != 3) {
+        fail(error, "an array must be [dtype, shape, data]");
+        return RLB_BAD_FIELD;
+    }
+    const msgpack_object *f = entry->via.array.ptr;
+    size_t itemsize = f[0].type == MSGPACK_OBJECT_STR
+        ? rlb_dtype_size(f[0].via.str.ptr, f[0].via.str.size) : 0;
+    if (itemsize == 0) {
+        fail(error, "array dtype is not one of |b1 |i1 |u1 <i2 <u2 <i4 <u4 <i8 <u8 <f4 <f8");
+        return RLB_BAD_FIELD;
+    }
+    memcpy(out->dtype, f[0].via.str.ptr, 3);
+    out->dtype[3] = '\0';
+    if (f[1].type != MSGPACK_OBJECT_ARRAY || f[1].via.array.size > RLB_MAX_DIMS) {
+        fail(error, "array shape must be a list of at most %d non-negative ints", RLB_MAX_DIMS);
+        return RLB_BAD_FIELD;
+    }
+    out->ndim = f[1].via.array.size;
+    size_t count = 1;
+    for (size_t i = 0; i < out->ndim; i++) {
+        const msgpack_object *n = &f[1].via.array.ptr[i];
+        if (n->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+            fail(error, "array shape must be a list of non-negative ints; got %s", kind(n));
+            return RLB_BAD_FIELD;
+        }
+        out->shape[i] = n->via.u64;
+        count *= (size_t)n->via.u64;
+    }
+    size_t expected = count * itemsize;
+    if (f[2].type == MSGPACK_OBJECT_BIN) {
+        out->data = (const uint8_t *)f[2].via.bin.ptr;
+        out->nbytes = f[2].via.bin.size;
+    } else if (f[2].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        if (f[2].via.u64 >= n_frames) {
+            fail(error, "array refers to frame %llu; the message has %zu extra frames",
+                 (unsigned long long)f[2].via.u64, n_frames);
+            return RLB_BAD_FIELD;
+        }
+        out->data = frames[f[2].via.u64];
+        out->nbytes = frame_sizes[f[2].via.u64];
+    } else {
+        fail(error, "array data must be bin bytes or a frame index; got %s", kind(&f[2]));
+        return RLB_BAD_FIELD;
+    }
+    if (out->nbytes != expected) {
+        fail(error, "array %s needs %zu bytes; got %zu", out->dtype, expected, out->nbytes);
+        return RLB_BAD_FIELD;
+    }
+    return RLB_OK;
+}
+
+int rlb_decode_value(const msgpack_object *raw, const void *const *frames,
+                     const size_t *frame_sizes, size_t n_frames, rlb_value *out, char *error) {
+    memset(out, 0, sizeof *out);
+    if (raw->type != MSGPACK_OBJECT_ARRAY || raw->via.array.size != 4) {
+        fail(error, "a value must be the array [ints, doubles, chars, arrays]; got %s", kind(raw));
+        return RLB_BAD_FIELD;
+    }
+    const msgpack_object *f = raw->via.array.ptr;
+    if (f[0].type != MSGPACK_OBJECT_ARRAY || f[1].type != MSGPACK_OBJECT_ARRAY
+        || f[2].type != MSGPACK_OBJECT_STR) {
+        fail(error, "a value's fields must be (array of ints, array of doubles, str); got "
+             "(%s, %s, %s)", kind(&f[0]), kind(&f[1]), kind(&f[2]));
+        return RLB_BAD_FIELD;
+    }
+    out->n_ints = f[0].via.array.size;
+    out->n_doubles = f[1].via.array.size;
+    out->ints = calloc(out->n_ints + 1, sizeof *out->ints);
+    out->doubles = calloc(out->n_doubles + 1, sizeof *out->doubles);
+    for (size_t i = 0; i < out->n_ints; i++) {
+        if (!read_i64(&f[0].via.array.ptr[i], &out->ints[i])) {
+            fail(error, "value ints must all be integers; got %s", kind(&f[0].via.array.ptr[i]));
+            rlb_value_free(out);
+            return RLB_BAD_FIELD;
+        }
+    }
+    for (size_t i = 0; i < out->n_doubles; i++) {
+        const msgpack_object *d = &f[1].via.array.ptr[i];
+        int64_t whole;
+        if (d->type == MSGPACK_OBJECT_FLOAT64 || d->type == MSGPACK_OBJECT_FLOAT32)
+            out->doubles[i] = d->via.f64;
+        else if (read_i64(d, &whole))
+            out->doubles[i] = (double)whole;
+        else {
+            fail(error, "value doubles must all be numbers; got %s", kind(d));
+            rlb_value_free(out);
+            return RLB_BAD_FIELD;
+        }
+    }
+    out->chars = f[2].via.str.ptr;
+    out->n_chars = f[2].via.str.size;
+    if (f[3].type == MSGPACK_OBJECT_NIL)
+        return RLB_OK;
+    if (f[3].type != MSGPACK_OBJECT_ARRAY) {
+        fail(error, "value arrays must be an array; got %s", kind(&f[3]));
+        rlb_value_free(out);
+        return RLB_BAD_FIELD;
+    }
+    out->n_arrays = f[3].via.array.size;
+    out->arrays = calloc(out->n_arrays + 1, sizeof *out->arrays);
+    for (size_t i = 0; i < out->n_arrays; i++) {
+        int code = decode_array(&f[3].via.array.ptr[i], frames, frame_sizes, n_frames,
+                                &out->arrays[i], error);
+        if (code != RLB_OK) {
+            rlb_value_free(out);
+            return code;
+        }
+    }
+    return RLB_OK;
+}
+
+int rlb_read_reward(const msgpack_object *raw, double *out, char *error) {
+    int64_t whole;
+    if (raw->type == MSGPACK_OBJECT_FLOAT64 || raw->type == MSGPACK_OBJECT_FLOAT32) {
+        *out = raw->via.f64;
+        return RLB_OK;
+    }
+    if (read_i64(raw, &whole)) {
+        *out = (double)whole;
+        return RLB_OK;
+    }
+    fail(error, "reward must be a float; got %s", kind(raw));
+    return RLB_BAD_FIELD;
+}
+
+void rlb_pack_str(msgpack_packer *pk, const char *text) {
+    size_t length = strlen(text);
+    msgpack_pack_str(pk, length);
+    msgpack_pack_str_body(pk, text, length);
+}
+
+void rlb_pack_header(msgpack_packer *pk, int type, int64_t seq, int64_t episode) {
+    msgpack_pack_array(pk, 5);
+    msgpack_pack_int(pk, RLB_PROTOCOL_VERSION);
+    msgpack_pack_int(pk, type);
+    msgpack_pack_int64(pk, seq);
+    msgpack_pack_int64(pk, episode);
+}
+
+void rlb_pack_value(msgpack_packer *pk, const rlb_value *value, const rlb_array **frames,
+                    size_t *n_frames, size_t max_frames) {
+    msgpack_pack_array(pk, 4);
+    msgpack_pack_array(pk, value->n_ints);
+    for (size_t i = 0; i < value->n_ints; i++)
+        msgpack_pack_int64(pk, value->ints[i]);
+    msgpack_pack_array(pk, value->n_doubles);
+    for (size_t i = 0; i < value->n_doubles; i++)
+        msgpack_pack_double(pk, value->doubles[i]);
+    size_t n_chars = value->chars ? value->n_chars : 0;
+    msgpack_pack_str(pk, n_chars);
+    msgpack_pack_str_body(pk, value->chars ? value->chars : "", n_chars);
+    msgpack_pack_array(pk, value->n_arrays);
+    for (size_t i = 0; i < value->n_arrays; i++) {
+        const rlb_array *array = &value->arrays[i];
+        msgpack_pack_array(pk, 3);
+        msgpack_pack_str(pk, 3);
+        msgpack_pack_str_body(pk, array->dtype, 3);
+        msgpack_pack_array(pk, array->ndim);
+        for (size_t d = 0; d < array->ndim; d++)
+            msgpack_pack_uint64(pk, array->shape[d]);
+        if (frames != NULL && array->nbytes >= RLB_ZERO_COPY_THRESHOLD_BYTES
+            && *n_frames < max_frames) {
+            frames[*n_frames] = array;
+            msgpack_pack_uint64(pk, *n_frames);
+            (*n_frames)++;
+        } else {
+            msgpack_pack_bin(pk, array->nbytes);
+            msgpack_pack_bin_body(pk, array->data, array->nbytes);
+        }
+    }
+}
+
+/* ---- task specs -------------------------------------------------------------------------- */
+
+static int parse_bound(const char **cursor, int64_t *out) {
+    while (**cursor == ' ')
+        (*cursor)++;
+    if (strncmp(*cursor, "NEGINF", 6) == 0 || strncmp(*cursor, "POSINF", 6) == 0
+        || strncmp(*cursor, "UNSPEC", 6) == 0) {
+        *out = (**cursor == 'N') ? INT64_MIN : INT64_MAX;
+        *cursor += 6;
+        return 1;
+    }
+    char *end;
+    double number = strtod(*cursor, &end);
+    if (end == *cursor)
+        return 0;
+    *out = (int64_t)number;
+    *cursor = end;
+    return 1;
+}
+
+int rlb_parse_task_spec(const char *text, rlb_task_spec *out, char *error) {
+    memset(out, 0, sizeof *out);
+    out->legal_mask = -1;
+    const char *actions = strstr(text, "ACTIONS");
+    if (actions == NULL) {
+        fail(error, "task spec has no ACTIONS section: %.200s", text);
+        return RLB_BAD_FIELD;
+    }
+    const char *ints = strstr(actions, "INTS");
+    const char *stop = strstr(actions, "REWARDS");
+    const char *doubles = strstr(actions, "DOUBLES");
+    if (doubles != NULL && (stop == NULL || doubles < stop))
+        stop = doubles;
+    if (ints != NULL && (stop == NULL || ints < stop)) {
+        const char *cursor = ints + 4;
+        for (;;) {
+            while (*cursor == ' ')
+                cursor++;
+            if (*cursor != '(')
+                break;
+            cursor++;
+            int64_t numbers[3];
+            int n = 0;
+            while (n < 3 && parse_bound(&cursor, &numbers[n]))
+                n++;
+            while (*cursor == ' ')
+                cursor++;
+            if (*cursor != ')' || n < 2) {
+                fail(error, "task spec has a malformed ACTIONS INTS range near: %.40s", cursor);
+                return RLB_BAD_FIELD;
+            }
+            cursor++;
+            int64_t count = n == 3 ? numbers[0] : 1;
+            for (int64_t k = 0; k < count && out->n_action_ints < RLB_MAX_RANGES; k++) {
+                out->action_low[out->n_action_ints] = numbers[n - 2];
+                out->action_high[out->n_action_ints] = numbers[n - 1];
+                out->n_action_ints++;
+            }
+        }
+    }
+    const char *mask = strstr(text, "\"legal_mask\":");
+    if (mask != NULL)
+        out->legal_mask = atoi(mask + strlen("\"legal_mask\":"));
+    return RLB_OK;
+}
+
+int rlb_legal_actions(const rlb_task_spec *spec, const rlb_value *observation, int64_t *out,
+                      size_t capacity) {
+    if (spec->legal_mask < 0 || (size_t)spec->legal_mask >= observation->n_arrays)
+        return -1;
+    const rlb_array *mask = &observation->arrays[spec->legal_mask];
+    int64_t low = spec->n_action_ints > 0 ? spec->action_low[0] : 0;
+    size_t n = 0;
+    for (size_t i = 0; i < mask->nbytes && n < capacity; i++)
+        if (mask->data[i])
+            out[n++] = low + (int64_t)i;
+    return (int)n;
+}
+
+/* ---- randomness -------------------------------------------------------------------------- */
+
+void rlb_rng_seed(rlb_rng *rng, uint64_t seed) { rng->state = seed; }
+
+uint64_t rlb_rng_next(rlb_rng *rng) {
+    uint64_t z = (rng->state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+uint64_t rlb_rng_below(rlb_rng *rng, uint64_t n) {
+    return n == 0 ? 0 : (uint64_t)((rlb_rng_next(rng) >> 11) * 0x1.0p-53 * (double)n);
+}
+
+/* ---- command line ------------------------------------------------------------------------ */
+
+static int is_loopback_tcp(const char *address) {
+    if (strncmp(address, "tcp://", 6) != 0)
+        return 1; /* ipc:// and inproc:// never leave the machine */
+    const char *host = address + 6;
+    return strncmp(host, "127.", 4) == 0 || strncmp(host, "localhost:", 10) == 0
+        || strncmp(host, "[::1]:", 6) == 0;
+}
+
+int rlb_parse_args(int argc, char **argv, rlb_options *options, char *address_buffer,
+                   size_t address_size,
+                   int (*opt_callback)(void *state, const char *key, const char *value),
+                   void *state) {
+    memset(options, 0, sizeof *options);
+    const char *address = NULL;
+    int no_curve = 0;
+    options->curve_dir = getenv("RLBRIDGE_CURVE_DIR");
+    if (options->curve_dir != NULL && options->curve_dir[0] == '\0')
+        options->curve_dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(arg, "--no-curve") == 0) {
+            no_curve = 1;
+            continue;
+        }
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0)
+            goto usage;
+        if (next == NULL)
+            goto usage;
+        if (strcmp(arg, "--bind") == 0) {
+            address = next;
+        } else if (strcmp(arg, "--connect") == 0) {
+            address = next;
+            options->connect = 1;
+        } else if (strcmp(arg, "--curve-dir") == 0) {
+            options->curve_dir = next;
+        } else if (strcmp(arg, "--idle-timeout-ms") == 0) {
+            options->idle_timeout_ms = atol(next);
+        } else if (strcmp(arg, "--max-message-bytes") == 0) {
+            options->max_message_bytes = (size_t)atoll(next);
+        } else if (strcmp(arg, "--opt") == 0) {
+            char pair[512];
+            snprintf(pair, sizeof pair, "%s", next);
+            char *equals = strchr(pair, '=');
+            if (equals == NULL || equals == pair) {
+                fprintf(stderr, "--opt takes key=value; got '%s'\n", next);
+                return 2;
+            }
+            *equals = '\0';
+            if (opt_callback == NULL || opt_callback(state, pair, equals + 1) != 0) {
+                fprintf(stderr, "unknown option --opt %s\n", next);
+                return 2;
+            }
+        } else {
+            goto usage;
+        }
+        i++;
+    }
+    if (address == NULL)
+        address = getenv("RLBRIDGE_AGENT_ADDR");
+    if (address == NULL || address[0] == '\0') {
+        const char *tmp = getenv("TMPDIR");
+        char directory[900];
+        snprintf(directory, sizeof directory, "%s/rlbridge-%u", tmp && tmp[0] ? tmp : "/tmp",
+                 (unsigned)getuid());
+        mkdir(directory, 0700);
+        snprintf(address_buffer, address_size, "ipc://%s/agent.sock", directory);
+    } else {
+        snprintf(address_buffer, address_size, "%s", address);
+    }
+    options->address = address_buffer;
+    if (no_curve)
+        options->curve_dir = NULL;
+    else if (!options->connect && !is_loopback_tcp(address_buffer) && options->curve_dir == NULL) {
+        fprintf(stderr, "rlbridge agent: binding %s (not loopback) needs CURVE keys: run "
+                "`rlbridge keys DIR` and pass --curve-dir DIR (or set RLBRIDGE_CURVE_DIR), or "
+                "pass --no-curve to accept anyone\n", address_buffer);
+        return 2;
+    }
+    return 0;
+usage:
+    fprintf(stderr, "usage: %s [--bind ADDR | --connect ADDR] [--curve-dir DIR | --no-curve] "
+            "[--idle-timeout-ms N] [--max-message-bytes N] [--opt KEY=VALUE]...\n", argv[0]);
+    return 2;
+}

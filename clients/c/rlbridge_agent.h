@@ -1,0 +1,166 @@
+/* The agent side of the rlbridge protocol (PROTOCOL.md) in C, on libzmq and msgpack-c.
+ *
+ * An agent fills in an rlb_agent with its callbacks and calls rlb_serve(): the
+ * library binds a ZeroMQ ROUTER socket, answers HELLO, HEARTBEAT and SHUTDOWN
+ * itself, checks every envelope, decodes observations, calls the agent, and
+ * encodes its actions. Errors get the ERROR replies of PROTOCOL.md section 5 and
+ * the server goes on serving. With a CURVE key directory (made by
+ * `rlbridge keys DIR`) it encrypts the socket and refuses clients whose public
+ * key is not in DIR/authorized_clients, logging each refusal.
+ */
+#ifndef RLBRIDGE_AGENT_H
+#define RLBRIDGE_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <msgpack.h>
+
+#define RLB_PROTOCOL_VERSION 1
+#define RLB_MAX_DIMS 8
+#define RLB_ZERO_COPY_THRESHOLD_BYTES (64 * 1024)
+#define RLB_MAX_MESSAGE_BYTES (256u * 1024u * 1024u)
+#define RLB_POLL_INTERVAL_MS 100
+#define RLB_LINGER_MS 200
+#define RLB_ERROR_TEXT_BYTES 512
+
+enum rlb_message_type {
+    RLB_HELLO = 1, RLB_ERROR = 2, RLB_HEARTBEAT = 3, RLB_SHUTDOWN = 4,
+    RLB_ENV_INIT = 10, RLB_ENV_START = 11, RLB_ENV_STEP = 12, RLB_ENV_CLEANUP = 13,
+    RLB_ENV_MESSAGE = 14,
+    RLB_AGENT_INIT = 20, RLB_AGENT_START = 21, RLB_AGENT_STEP = 22, RLB_AGENT_END = 23,
+    RLB_AGENT_CLEANUP = 24, RLB_AGENT_MESSAGE = 25,
+    RLB_RUN_EPISODE = 30
+};
+
+enum rlb_error_code {
+    RLB_OK = 0, RLB_MALFORMED = 1, RLB_UNKNOWN_TYPE = 2, RLB_BAD_FIELD = 3, RLB_TOO_LARGE = 4,
+    RLB_VERSION_MISMATCH = 5, RLB_INVALID_ACTION = 6, RLB_WRONG_STATE = 7,
+    RLB_PEER_TIMEOUT = 8, RLB_PEER_ERROR = 9, RLB_APPLICATION = 10, RLB_ERR_SHUTDOWN = 11
+};
+
+/* A numeric array of an observation or action: dtype code, shape, little-endian bytes. */
+typedef struct {
+    char dtype[4];              /* "|b1", "|i1", "|u1", "<i2", ... "<f8" */
+    size_t ndim;
+    uint64_t shape[RLB_MAX_DIMS];
+    const uint8_t *data;        /* C order; points into the message or the agent's memory */
+    size_t nbytes;
+} rlb_array;
+
+/* An observation or action: RL-Glue's ints, doubles and chars, plus arrays. */
+typedef struct {
+    int64_t *ints;
+    size_t n_ints;
+    double *doubles;
+    size_t n_doubles;
+    const char *chars;          /* not NUL-terminated on decode: use n_chars */
+    size_t n_chars;
+    rlb_array *arrays;
+    size_t n_arrays;
+} rlb_value;
+
+/* Callbacks return 0, or non-zero after writing a message into `error` (becomes APPLICATION). */
+typedef struct {
+    const char *name;           /* for logs */
+    void *state;
+    int (*init)(void *state, const char *task_spec, char *error);
+    int (*start)(void *state, const rlb_value *observation, rlb_value *action, char *error);
+    int (*step)(void *state, double reward, const rlb_value *observation, rlb_value *action,
+                char *error);
+    int (*end)(void *state, double reward, char *error);
+    int (*cleanup)(void *state, char *error);
+    /* Writes a NUL-terminated reply of at most reply_size bytes. NULL: "seed N" -> "ok", else "". */
+    int (*message)(void *state, const char *text, char *reply, size_t reply_size, char *error);
+    /* Called for "seed N" when `message` is NULL. */
+    void (*seed)(void *state, uint64_t seed);
+} rlb_agent;
+
+typedef struct {
+    const char *address;        /* e.g. tcp://0.0.0.0:5556 or ipc:///tmp/x/agent.sock */
+    int connect;                /* 1: connect to an experiment that binds instead of binding */
+    const char *curve_dir;      /* NULL: no CURVE */
+    long idle_timeout_ms;       /* <= 0: never */
+    size_t max_message_bytes;   /* 0: RLB_MAX_MESSAGE_BYTES */
+} rlb_options;
+
+/* ---- serving --------------------------------------------------------------------------- */
+
+/* Parse the common command line: NAME-less options --bind/--connect ADDR, --curve-dir DIR,
+ * --no-curve, --idle-timeout-ms N, --opt KEY=VALUE (returned through opt_callback).
+ * Defaults follow PROTOCOL.md ($RLBRIDGE_AGENT_ADDR, then ipc://$TMPDIR/rlbridge-$UID/agent.sock;
+ * CURVE from $RLBRIDGE_CURVE_DIR, required when binding a non-loopback tcp address).
+ * Returns 0, or 2 after printing usage to stderr. */
+int rlb_parse_args(int argc, char **argv, rlb_options *options, char *address_buffer,
+                   size_t address_size,
+                   int (*opt_callback)(void *state, const char *key, const char *value),
+                   void *state);
+
+/* Serve until SHUTDOWN, SIGTERM/SIGINT or the idle timeout; returns a process exit code. */
+int rlb_serve(const rlb_agent *agent, const rlb_options *options);
+
+/* ---- codec (also used by the tests) ------------------------------------------------------ */
+
+typedef struct {
+    int version, type;
+    int64_t seq, episode;
+    msgpack_object body;
+} rlb_envelope;
+
+/* Check and decode an envelope. Returns RLB_OK or an error code with a message in `error`. */
+int rlb_decode_envelope(const msgpack_object *root, rlb_envelope *out, char *error);
+
+/* Unpack the first frame and check its envelope: root must be initialised with
+ * msgpack_unpacked_init and destroyed by the caller. Returns RLB_OK or an error code. */
+int rlb_decode_message(const char *payload, size_t length, msgpack_unpacked *root,
+                       rlb_envelope *out, char *error);
+
+/* Decode a value; `frames`/`frame_sizes` are the message's extra frames. The value's
+ * buffers are malloc'ed: free them with rlb_value_free. */
+int rlb_decode_value(const msgpack_object *raw, const void *const *frames,
+                     const size_t *frame_sizes, size_t n_frames, rlb_value *out, char *error);
+void rlb_value_free(rlb_value *value);
+
+/* Read a reward (float64, float32 or int). */
+int rlb_read_reward(const msgpack_object *raw, double *out, char *error);
+
+/* Pack [ints, doubles, chars, arrays]. Arrays of RLB_ZERO_COPY_THRESHOLD_BYTES or more are
+ * appended to frames[*n_frames] (when frames is not NULL) and referenced by index. */
+void rlb_pack_value(msgpack_packer *pk, const rlb_value *value, const rlb_array **frames,
+                    size_t *n_frames, size_t max_frames);
+void rlb_pack_str(msgpack_packer *pk, const char *text);
+/* Start an envelope [version, type, seq, episode, <body follows>]. */
+void rlb_pack_header(msgpack_packer *pk, int type, int64_t seq, int64_t episode);
+
+/* Names of message types and error codes (NULL / "UNKNOWN" when not in PROTOCOL.md). */
+const char *rlb_type_name(int type);
+const char *rlb_error_name(int code);
+
+/* Bytes per element of a wire dtype, or 0 if the code is not a wire dtype. */
+size_t rlb_dtype_size(const char *dtype, size_t length);
+
+/* ---- task specs ---------------------------------------------------------------------------- */
+
+#define RLB_MAX_RANGES 64
+typedef struct {
+    int n_action_ints;                      /* action int ranges, each (low high), counts expanded */
+    int64_t action_low[RLB_MAX_RANGES], action_high[RLB_MAX_RANGES];
+    int legal_mask;                         /* index of the observation's legal-mask array, or -1 */
+} rlb_task_spec;
+
+/* Read the action INTS ranges and the legal mask from an RL-Glue 3.0 task-spec string. */
+int rlb_parse_task_spec(const char *text, rlb_task_spec *out, char *error);
+
+/* The legal actions (ints) of an observation, from its legal mask; returns how many were
+ * written, or -1 when the task has no legal mask. */
+int rlb_legal_actions(const rlb_task_spec *spec, const rlb_value *observation, int64_t *out,
+                      size_t capacity);
+
+/* ---- randomness: splitmix64, so agents need no global state --------------------------------- */
+typedef struct { uint64_t state; } rlb_rng;
+void rlb_rng_seed(rlb_rng *rng, uint64_t seed);
+uint64_t rlb_rng_next(rlb_rng *rng);
+/* Uniform in [0, n). */
+uint64_t rlb_rng_below(rlb_rng *rng, uint64_t n);
+
+#endif

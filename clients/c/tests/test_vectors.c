@@ -1,0 +1,324 @@
+/* Conformance of the C codec with PROTOCOL.md's test vectors (rlbridge/protocol/vectors.json):
+ * every vector's bytes decode into its fields, and its fields encode into the same bytes.
+ * Usage: test_vectors PATH/vectors.json. Prints "N passed, N failed". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "rlbridge_agent.h"
+
+static int failures = 0, passes = 0;
+static char current[128];
+
+static void check(int ok, const char *what) {
+    if (!ok) {
+        printf("FAIL %s: %s\n", current, what);
+        failures++;
+    }
+}
+
+static double number(const msgpack_object *o) {
+    if (o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32)
+        return o->via.f64;
+    if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        return (double)o->via.i64;
+    return (double)o->via.u64;
+}
+
+static uint8_t *from_hex(const msgpack_object *hex, size_t *length) {
+    *length = hex->via.str.size / 2;
+    uint8_t *out = malloc(*length + 1);
+    for (size_t i = 0; i < *length; i++) {
+        char pair[3] = {hex->via.str.ptr[2 * i], hex->via.str.ptr[2 * i + 1], 0};
+        out[i] = (uint8_t)strtoul(pair, NULL, 16);
+    }
+    return out;
+}
+
+/* Build an rlb_value from a vector's value fields; array bytes are malloc'ed into *owned. */
+static void value_from_fields(const msgpack_object *fields, rlb_value *value, uint8_t **owned) {
+    const msgpack_object *ints = json_get(fields, "ints"), *doubles = json_get(fields, "doubles");
+    const msgpack_object *chars = json_get(fields, "chars"), *arrays = json_get(fields, "arrays");
+    memset(value, 0, sizeof *value);
+    value->n_ints = ints->via.array.size;
+    value->ints = calloc(value->n_ints + 1, sizeof *value->ints);
+    for (size_t i = 0; i < value->n_ints; i++)
+        value->ints[i] = (int64_t)number(&ints->via.array.ptr[i]);
+    value->n_doubles = doubles->via.array.size;
+    value->doubles = calloc(value->n_doubles + 1, sizeof *value->doubles);
+    for (size_t i = 0; i < value->n_doubles; i++)
+        value->doubles[i] = number(&doubles->via.array.ptr[i]);
+    value->chars = chars->via.str.ptr;
+    value->n_chars = chars->via.str.size;
+    value->n_arrays = arrays->via.array.size;
+    value->arrays = calloc(value->n_arrays + 1, sizeof *value->arrays);
+    for (size_t i = 0; i < value->n_arrays; i++) {
+        const msgpack_object *a = &arrays->via.array.ptr[i];
+        rlb_array *array = &value->arrays[i];
+        const msgpack_object *dtype = json_get(a, "dtype"), *shape = json_get(a, "shape");
+        memcpy(array->dtype, dtype->via.str.ptr, 3);
+        array->ndim = shape->via.array.size;
+        size_t count = 1;
+        for (size_t d = 0; d < array->ndim; d++) {
+            array->shape[d] = shape->via.array.ptr[d].via.u64;
+            count *= array->shape[d];
+        }
+        const msgpack_object *hex = json_get(a, "data_hex");
+        if (hex != NULL) {
+            owned[i] = from_hex(hex, &array->nbytes);
+        } else { /* "data_rule": "byte i is i mod 256" */
+            array->nbytes = count * rlb_dtype_size(array->dtype, 3);
+            owned[i] = malloc(array->nbytes);
+            for (size_t b = 0; b < array->nbytes; b++)
+                owned[i][b] = (uint8_t)(b % 256);
+        }
+        array->data = owned[i];
+    }
+}
+
+static int same_value(const rlb_value *a, const rlb_value *b) {
+    if (a->n_ints != b->n_ints || a->n_doubles != b->n_doubles || a->n_chars != b->n_chars
+        || a->n_arrays != b->n_arrays)
+        return 0;
+    if (memcmp(a->ints, b->ints, a->n_ints * sizeof *a->ints) != 0
+        || memcmp(a->doubles, b->doubles, a->n_doubles * sizeof *a->doubles) != 0
+        || memcmp(a->chars, b->chars, a->n_chars) != 0)
+        return 0;
+    for (size_t i = 0; i < a->n_arrays; i++) {
+        const rlb_array *x = &a->arrays[i], *y = &b->arrays[i];
+        if (strcmp(x->dtype, y->dtype) != 0 || x->ndim != y->ndim || x->nbytes != y->nbytes
+            || memcmp(x->shape, y->shape, x->ndim * sizeof x->shape[0]) != 0
+            || memcmp(x->data, y->data, x->nbytes) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* Encode the body of a vector from its fields, in the order PROTOCOL.md gives for its type. */
+static void pack_body(msgpack_packer *pk, int type, const msgpack_object *fields,
+                      rlb_value *value, const rlb_array **frames, size_t *n_frames) {
+    const msgpack_object *observation = json_get(fields, "observation");
+    const msgpack_object *action = json_get(fields, "action");
+    const msgpack_object *reward = json_get(fields, "reward");
+    switch (type) {
+    case RLB_HELLO:
+        msgpack_pack_array(pk, 4);
+        msgpack_pack_object(pk, *json_get(fields, "role"));
+        msgpack_pack_object(pk, *json_get(fields, "version"));
+        msgpack_pack_object(pk, *json_get(fields, "implementation"));
+        msgpack_pack_object(pk, *json_get(fields, "language"));
+        return;
+    case RLB_ERROR:
+        msgpack_pack_array(pk, 2);
+        msgpack_pack_object(pk, *json_get(fields, "code"));
+        msgpack_pack_object(pk, *json_get(fields, "message"));
+        return;
+    case RLB_HEARTBEAT:
+        msgpack_pack_array(pk, 1);
+        msgpack_pack_object(pk, *json_get(fields, "num_steps"));
+        return;
+    case RLB_RUN_EPISODE:
+        msgpack_pack_array(pk, 3);
+        msgpack_pack_object(pk, *json_get(fields, "max_steps"));
+        msgpack_pack_object(pk, *json_get(fields, "agent_address"));
+        msgpack_pack_object(pk, *json_get(fields, "step_timeout_ms"));
+        return;
+    case RLB_ENV_STEP:
+        msgpack_pack_array(pk, 4);
+        msgpack_pack_double(pk, number(reward));
+        rlb_pack_value(pk, value, frames, n_frames, 8);
+        msgpack_pack_object(pk, *json_get(fields, "terminal"));
+        msgpack_pack_object(pk, *json_get(fields, "info"));
+        return;
+    default:
+        break;
+    }
+    if (observation != NULL && reward != NULL) { /* AGENT_STEP */
+        msgpack_pack_array(pk, 2);
+        msgpack_pack_double(pk, number(reward));
+        rlb_pack_value(pk, value, frames, n_frames, 8);
+    } else if (observation != NULL || action != NULL) {
+        rlb_pack_value(pk, value, frames, n_frames, 8);
+    } else if (reward != NULL) {
+        msgpack_pack_double(pk, number(reward));
+    } else if (fields->via.map.size == 1) { /* task_spec, text or reason */
+        msgpack_pack_object(pk, fields->via.map.ptr[0].val);
+    } else {
+        msgpack_pack_nil(pk);
+    }
+}
+
+/* Decode the body and compare it with the fields. */
+static void check_decoded(const rlb_envelope *message, const msgpack_object *fields,
+                          const rlb_value *expected, const void *const *frames,
+                          const size_t *frame_sizes, size_t n_frames) {
+    char error[RLB_ERROR_TEXT_BYTES];
+    const msgpack_object *body = &message->body;
+    const msgpack_object *observation = json_get(fields, "observation");
+    const msgpack_object *action = json_get(fields, "action");
+    const msgpack_object *reward = json_get(fields, "reward");
+    const msgpack_object *value_raw = NULL;
+    if (message->type == RLB_AGENT_STEP && reward != NULL) {
+        double got;
+        check(body->type == MSGPACK_OBJECT_ARRAY && body->via.array.size == 2, "step body shape");
+        check(rlb_read_reward(&body->via.array.ptr[0], &got, error) == RLB_OK
+              && got == number(reward), "reward decodes");
+        value_raw = &body->via.array.ptr[1];
+    } else if (message->type == RLB_ENV_STEP) {
+        double got;
+        check(rlb_read_reward(&body->via.array.ptr[0], &got, error) == RLB_OK
+              && got == number(reward), "reward decodes");
+        check(body->via.array.ptr[2].type == MSGPACK_OBJECT_BOOLEAN, "terminal is a bool");
+        value_raw = &body->via.array.ptr[1];
+    } else if (observation != NULL || action != NULL) {
+        value_raw = body;
+    } else if (reward != NULL) {
+        double got;
+        check(rlb_read_reward(body, &got, error) == RLB_OK && got == number(reward),
+              "reward decodes");
+    } else if (json_get(fields, "text") || json_get(fields, "task_spec")
+               || json_get(fields, "reason")) {
+        const msgpack_object *want = &fields->via.map.ptr[0].val;
+        check(body->type == MSGPACK_OBJECT_STR && body->via.str.size == want->via.str.size
+              && memcmp(body->via.str.ptr, want->via.str.ptr, want->via.str.size) == 0,
+              "string body decodes");
+    } else if (message->type == RLB_HELLO) {
+        static const char *keys[] = {"role", "version", "implementation", "language"};
+        check(body->type == MSGPACK_OBJECT_ARRAY && body->via.array.size == 4, "hello body");
+        for (int i = 0; i < 4 && body->type == MSGPACK_OBJECT_ARRAY; i++)
+            check(msgpack_object_equal(body->via.array.ptr[i], *json_get(fields, keys[i])),
+                  "hello field decodes");
+    } else if (fields->via.map.size == 0) {
+        check(body->type == MSGPACK_OBJECT_NIL, "empty body decodes as nil");
+    }
+    if (value_raw != NULL) {
+        rlb_value got;
+        int code = rlb_decode_value(value_raw, frames, frame_sizes, n_frames, &got, error);
+        check(code == RLB_OK, error);
+        if (code == RLB_OK) {
+            check(same_value(&got, expected), "value decodes into the fields");
+            rlb_value_free(&got);
+        }
+    }
+}
+
+static void run_message(const msgpack_object *v) {
+    const msgpack_object *name = json_get(v, "name"), *fields = json_get(v, "fields");
+    snprintf(current, sizeof current, "%.*s", (int)name->via.str.size, name->via.str.ptr);
+    int before = failures;
+    size_t length;
+    uint8_t *bytes = from_hex(json_get(v, "hex"), &length);
+    int type = (int)json_get(v, "type")->via.u64;
+
+    /* the fields, as a value where the body has one */
+    const msgpack_object *value_fields = json_get(fields, "observation");
+    if (value_fields == NULL)
+        value_fields = json_get(fields, "action");
+    rlb_value value = {0};
+    uint8_t *owned[8] = {0};
+    if (value_fields != NULL)
+        value_from_fields(value_fields, &value, owned);
+
+    /* encode */
+    msgpack_sbuffer buffer;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&buffer);
+    msgpack_packer_init(&pk, &buffer, msgpack_sbuffer_write);
+    rlb_pack_header(&pk, type, (int64_t)json_get(v, "seq")->via.u64,
+                    (int64_t)json_get(v, "episode")->via.u64);
+    const rlb_array *frames[8];
+    size_t n_frames = 0;
+    pack_body(&pk, type, fields, &value, frames, &n_frames);
+    check(buffer.size == length && memcmp(buffer.data, bytes, length) == 0,
+          "fields encode into the vector's bytes");
+    const msgpack_object *want_frames = json_get(v, "frames");
+    check(n_frames == want_frames->via.array.size, "number of extra frames");
+    for (size_t i = 0; i < n_frames && i < want_frames->via.array.size; i++)
+        check(frames[i]->nbytes == json_get(&want_frames->via.array.ptr[i], "length")->via.u64,
+              "extra frame length");
+
+    /* decode */
+    msgpack_unpacked root;
+    msgpack_unpacked_init(&root);
+    rlb_envelope message;
+    char error[RLB_ERROR_TEXT_BYTES];
+    int code = rlb_decode_message((const char *)bytes, length, &root, &message, error);
+    check(code == RLB_OK, error);
+    if (code == RLB_OK) {
+        check(message.version == RLB_PROTOCOL_VERSION && message.type == type
+              && message.seq == (int64_t)json_get(v, "seq")->via.u64
+              && message.episode == (int64_t)json_get(v, "episode")->via.u64, "header decodes");
+        const void *frame_data[8];
+        size_t frame_sizes[8];
+        for (size_t i = 0; i < n_frames; i++) {
+            frame_data[i] = frames[i]->data;
+            frame_sizes[i] = frames[i]->nbytes;
+        }
+        check_decoded(&message, fields, &value, frame_data, frame_sizes, n_frames);
+    }
+    msgpack_unpacked_destroy(&root);
+    msgpack_sbuffer_destroy(&buffer);
+    for (int i = 0; i < 8; i++)
+        free(owned[i]);
+    if (value_fields != NULL)
+        rlb_value_free(&value);
+    free(bytes);
+    if (failures == before)
+        passes++;
+}
+
+static void run_invalid(const msgpack_object *v) {
+    const msgpack_object *name = json_get(v, "name");
+    snprintf(current, sizeof current, "invalid/%.*s", (int)name->via.str.size, name->via.str.ptr);
+    size_t length;
+    uint8_t *bytes = from_hex(json_get(v, "hex"), &length);
+    msgpack_unpacked root;
+    msgpack_unpacked_init(&root);
+    rlb_envelope message;
+    char error[RLB_ERROR_TEXT_BYTES] = "";
+    int code = rlb_decode_message((const char *)bytes, length, &root, &message, error);
+    int want = (int)json_get(v, "error_code")->via.u64;
+    char text[RLB_ERROR_TEXT_BYTES + 64];
+    snprintf(text, sizeof text, "expected error %s, got %s (%s)", rlb_error_name(want),
+             rlb_error_name(code), error);
+    int before = failures;
+    check(code == want, text);
+    if (failures == before)
+        passes++;
+    msgpack_unpacked_destroy(&root);
+    free(bytes);
+}
+
+int main(int argc, char **argv) {
+    const char *path = argc > 1 ? argv[1] : "../../rlbridge/protocol/vectors.json";
+    FILE *file = fopen(path, "rb");
+    if (file == NULL) {
+        perror(path);
+        return 2;
+    }
+    fseek(file, 0, SEEK_END);
+    long size = ftell(file);
+    fseek(file, 0, SEEK_SET);
+    char *text = calloc(1, (size_t)size + 1);
+    if (fread(text, 1, (size_t)size, file) != (size_t)size)
+        return 2;
+    fclose(file);
+    msgpack_zone zone;
+    msgpack_zone_init(&zone, 4096);
+    msgpack_object root;
+    if (json_parse(text, &zone, &root) != 0) {
+        fprintf(stderr, "%s: not JSON\n", path);
+        return 2;
+    }
+    const msgpack_object *messages = json_get(&root, "messages");
+    const msgpack_object *invalid = json_get(&root, "invalid");
+    for (uint32_t i = 0; i < messages->via.array.size; i++)
+        run_message(&messages->via.array.ptr[i]);
+    for (uint32_t i = 0; i < invalid->via.array.size; i++)
+        run_invalid(&invalid->via.array.ptr[i]);
+    printf("%d passed, %d failed\n", passes, failures);
+    msgpack_zone_destroy(&zone);
+    free(text);
+    return failures ? 1 : 0;
+}
