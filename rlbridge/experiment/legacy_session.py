@@ -209,6 +209,10 @@ class Session:
                                        f"{conn.peer} ends")
                     self._send_error(str(err))
                     return
+                except UnknownMessageType as err:
+                    log.warning("from %s: %s", conn.peer, err)
+                    self._send_error(str(err))
+                    continue
                 except RLBridgeError as err:
                     log.warning("%s from %s failed: %s", code_name(request.code), conn.peer, err)
                     self._send_error(f"{code_name(request.code)} failed: {err}")
