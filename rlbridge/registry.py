@@ -28,6 +28,9 @@ AGENTS: dict[str, str] = {
     "minesweeper-solver": "rlbridge.agents.minesweeper_solver:SolverAgent",
     "2048-mcts": "rlbridge.agents.g2048_mcts:SeedMCTSAgent",
     "2048-expectimax": "rlbridge.agents.g2048_expectimax:ExpectimaxAgent",
+    "tetris-placement": "rlbridge.agents.tetris_placement:PlacementAgent",
+    "tetris-qlearning": "rlbridge.agents.tetris_qlearning:QLearningAgent",
+    "tetris-apriori": "rlbridge.agents.tetris_apriori:AprioriAgent",
 }
 
 

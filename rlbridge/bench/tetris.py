@@ -1,0 +1,121 @@
+"""Tetris benchmarks: core placements per second and each agent's mean lines per game on 5x12."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import numpy as np
+
+from ..agents.random_agent import RandomAgent
+from ..agents.tetris_apriori import AprioriAgent
+from ..agents.tetris_placement import PlacementAgent
+from ..agents.tetris_qlearning import QLearningAgent
+from ..environments.tetris import TetrisEnv
+from ..environments.tetris_core import TetrisCore
+from ..experiment.glue import Experiment
+from .report import AgentResult, Figure, mean_interval
+
+PLACEMENTS_TARGET = 20_000
+#: Issue 4 targets, mean lines per game over >= 200 games.
+LINES_TARGET, PREVIEW_LINES_TARGET = 80.0, 400.0
+#: Seed 002's reported lines per game, for the table's target column.
+SEED_LINES = {"random": 0.2, "tetris-qlearning": 0.9, "tetris-apriori": 1.4}
+#: The preview agent's games are cut at this many pieces (its games may never end).
+PREVIEW_MAX_PIECES = 1000
+
+
+def _rate(step, seconds: float, repeats: int = 3) -> float:
+    """Best of ``repeats`` runs of ``step()`` for ``seconds`` each: calls per second."""
+    best = 0.0
+    for _ in range(repeats):
+        count, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            for _ in range(200):
+                step()
+            count += 200
+        best = max(best, count / (time.perf_counter() - start))
+    return best
+
+
+def game_speed(quick: bool) -> list[Figure]:
+    """Random legal placements per second on the core (legal_actions + apply_action)."""
+    seconds = 0.5 if quick else 2.0
+    figures = []
+    for mode in ("placement", "low"):
+        core = TetrisCore(12, 5, np.random.default_rng(0), actions=mode)
+        chooser = random.Random(0)
+
+        def step(core=core, chooser=chooser):
+            if core.terminal:
+                core.reset()
+            legal = core.legal_actions()
+            core.apply_action(legal[chooser.randrange(len(legal))])
+
+        rate = _rate(step, seconds)
+        if mode == "placement":
+            figures.append(Figure("tetris", "core placements/s (5x12, random legal)", rate,
+                                  "moves/s", target=f">= {PLACEMENTS_TARGET}",
+                                  passed=rate >= PLACEMENTS_TARGET))
+        else:
+            figures.append(Figure("tetris", "core low-level moves/s (5x12, random)", rate,
+                                  "moves/s", note="no target"))
+    return figures
+
+
+def play(agent, episodes: int, seed: int, max_pieces: int | None = None,
+         **options: str) -> tuple[list[int], float, int]:
+    """Lines per game, ms per move and moves, through the in-process glue."""
+    env = TetrisEnv(**options)
+    experiment = Experiment(env, agent, seed=seed)
+    experiment.RL_init()
+    lines, moves, started = [], 0, time.perf_counter()
+    for _ in range(episodes):
+        experiment.RL_episode(max_pieces or 0)
+        lines.append(env.core.lines)
+        moves += env.core.pieces
+    elapsed = time.perf_counter() - started
+    return lines, 1000 * elapsed / max(1, moves), moves
+
+
+def _row(agent: str, lines: list[int], ms: float, target: str, passed, note: str = "") -> AgentResult:
+    mean, low, high = mean_interval([float(x) for x in lines])
+    return AgentResult("tetris 5x12" + note, agent, "lines/game", mean, low, high, target,
+                       passed, ms, len(lines))
+
+
+def train_qlearning(games: int, seed: int = 0) -> QLearningAgent:
+    """The seed's Q-learning trained for ``games`` games on the shaped reward."""
+    agent = QLearningAgent(seed=str(seed))
+    play(agent, games, seed=seed, reward="shaped")
+    return agent
+
+
+def agent_strength(quick: bool) -> list[AgentResult]:
+    games = 100 if quick else 200
+    rows = []
+    for name, agent in (("random", RandomAgent()), ("tetris-apriori", AprioriAgent())):
+        lines, ms, _ = play(agent, games, seed=1)
+        rows.append(_row(name, lines, ms, f"seed {SEED_LINES[name]}", None))
+
+    q_agent = train_qlearning(1500 if quick else 20_000)
+    q_agent.agent_message("epsilon 0")
+    q_agent.agent_message("learn 0")
+    lines, ms, _ = play(q_agent, games, seed=1, reward="shaped")
+    rows.append(_row("tetris-qlearning", lines, ms, f"seed {SEED_LINES['tetris-qlearning']}",
+                     None, f" (after {q_agent.games - games} training games)"))
+
+    placement_games = 20 if quick else 200
+    lines, ms, _ = play(PlacementAgent(), placement_games, seed=1)
+    mean = float(np.mean(lines))
+    rows.append(_row("tetris-placement", lines, ms, f">= {LINES_TARGET:.0f}",
+                     mean >= LINES_TARGET if not quick else None))
+
+    preview_games = 4 if quick else 200
+    cap = 200 if quick else PREVIEW_MAX_PIECES
+    lines, ms, _ = play(PlacementAgent(), preview_games, seed=1, max_pieces=cap, preview="1")
+    mean = float(np.mean(lines))
+    rows.append(_row("tetris-placement+preview", lines, ms, f">= {PREVIEW_LINES_TARGET:.0f}",
+                     mean >= PREVIEW_LINES_TARGET if not quick else None,
+                     f" (preview, games cut at {cap} pieces)"))
+    return rows

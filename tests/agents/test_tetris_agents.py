@@ -1,0 +1,147 @@
+"""Tetris agents: placement features and choices, the seed's Q-learning and apriori rules."""
+
+import numpy as np
+import pytest
+
+from rlbridge.agents.tetris_apriori import AprioriAgent
+from rlbridge.agents.tetris_placement import (
+    BCTS_WEIGHTS,
+    FEATURES,
+    PlacementAgent,
+    Placer,
+    board_features,
+    load_weights,
+    play_game,
+    tune_weights,
+)
+from rlbridge.agents.tetris_qlearning import QLearningAgent, afterstate_keys, two_row_state
+from rlbridge.environments.tetris import TetrisEnv
+from rlbridge.environments.tetris_core import TetrisCore, column_heights
+from rlbridge.experiment.glue import Experiment
+
+I_PIECE, O_PIECE = 6, 7
+
+
+def _board(text: str, rows: int = 12) -> list[int]:
+    lines = text.split()
+    return [0] * (rows - len(lines)) + [
+        sum(1 << c for c, ch in enumerate(line) if ch == "#") for line in lines]
+
+
+def _episodes(agent, episodes: int, max_steps: int = 0, **options):
+    env = TetrisEnv(**options)
+    experiment = Experiment(env, agent, seed=4)
+    experiment.RL_init()
+    lines = []
+    for _ in range(episodes):
+        experiment.RL_episode(max_steps)
+        lines.append(env.core.lines)
+    return lines
+
+
+def test_python_and_numpy_features_agree():
+    placer = Placer(12, 5, np.asarray(BCTS_WEIGHTS))
+    rng = np.random.default_rng(0)
+    checked = 0
+    for game in range(20):
+        core = TetrisCore(12, 5, np.random.default_rng(game))
+        for _ in range(int(rng.integers(1, 7))):
+            legal = core.legal_actions()
+            if not legal:
+                break
+            core.apply_action(legal[int(rng.integers(len(legal)))])
+        after = placer.afterstates(core.board, core.heights, core.kind) if not core.terminal else []
+        if after:
+            batch = placer.features([a[1] for a in after], [a[3] for a in after], [a[4] for a in after])
+            single = [board_features(a[1], a[2], 5, a[3], a[4]) for a in after]
+            assert np.array_equal(batch, np.array(single))
+            checked += 1
+    assert checked >= 10
+
+
+def test_features_of_a_known_board():
+    board = _board("..... #.... #.#.# ##.##")
+    f = dict(zip(FEATURES, board_features(board, column_heights(board, 5), 5, 0.0, 0), strict=True))
+    assert f["holes"] == 1 and f["rows_with_holes"] == 1  # only the bottom row's middle
+    assert f["hole_depth"] == 1 and f["max_height"] == 3
+    assert f["cumulative_wells"] == 2  # one-deep wells at columns 1 and 3 of the middle row
+    assert f["row_transitions"] == 9 * 2 + 2 + 4 + 2  # empty rows count their two walls
+    assert f["bumpiness"] == 2 + 1 + 1 + 1  # heights 3 1 2 1 2
+
+
+def test_placer_takes_the_line_clear():
+    placer = Placer(12, 5, load_weights())
+    board = _board("####. ####.")
+    action = placer.best(board, column_heights(board, 5), I_PIECE)
+    assert action == 1 * 5 + 4  # vertical I into the well clears two rows
+
+
+def test_placement_agent_plays_through_the_glue_and_beats_random():
+    lines = _episodes(PlacementAgent(), 3)
+    assert np.mean(lines) > 5  # random play clears well under one line per game
+    preview = _episodes(PlacementAgent(), 1, max_steps=60, preview="1")
+    assert preview[0] >= 20
+
+
+def test_tuner_returns_a_weights_file_shape():
+    result = tune_weights(generations=1, population=3, elite=2, games=1, max_pieces=15,
+                          log=lambda message: None)
+    assert result["features"] == list(FEATURES) and len(result["weights"]) == len(FEATURES)
+    core = play_game(Placer(12, 5, np.asarray(result["weights"])), np.random.default_rng(0),
+                     max_pieces=15)
+    assert core.pieces <= 15
+
+
+def test_two_row_state_follows_the_seed():
+    assert two_row_state(_board(""), 5) == 0
+    assert two_row_state(_board("#...."), 5) == 0b00001  # bottom two rows when i < 2
+    board = _board("..#.. ##.## #####")
+    assert two_row_state(board, 5) == 0b11011 | 0b00100 << 5  # rows below the first empty
+    full = [0b11111] * 12
+    assert two_row_state(full, 5) == 0b11111 | 0b11111 << 5
+
+
+def test_afterstates_are_joined_but_not_cleared():
+    board = _board("#....")
+    (key,) = afterstate_keys(board, 5, I_PIECE, [0 * 5 + 1])
+    assert key == 0b11111  # the full row is still there
+
+
+def test_qlearning_learns_saves_and_loads(tmp_path):
+    agent = QLearningAgent(alpha="1", gamma="1", n="1", epsilon="0.5")
+    _episodes(agent, 30, reward="shaped")
+    assert agent.games == 30 and len(agent.q) > 5
+    path = tmp_path / "q.npz"
+    assert agent.agent_message(f"save {path}") == "ok"
+    other = QLearningAgent(load=str(path))
+    assert other.q == agent.q and other.games == 30
+    assert agent.agent_message("bogus").startswith("error: ")
+
+
+def test_qlearning_n_step_return():
+    agent = QLearningAgent(alpha="1", gamma="0.5", n="2")
+    agent.q = {1: {10: 0.0}, 2: {20: 0.0}, 3: {30: 8.0}}
+    agent._states.extend([1, 2, 3])
+    agent._actions.extend([10, 20, 30])
+    agent._rewards.extend([1.0, 2.0])
+    agent._update(bootstrap=True)
+    assert agent.q[1][10] == 1.0 + 0.5 * 2.0 + 0.25 * 8.0
+    agent.agent_end(4.0)
+    assert agent.q[2][20] == 2.0 + 0.5 * 4.0 and agent.q[3][30] == 4.0
+
+
+def test_apriori_rules():
+    agent = AprioriAgent()
+    agent.cols = 5
+    legal = list(range(20))
+    deep = _board("###.# ###.#")
+    assert agent.choose(deep, I_PIECE, legal) == 1 * 5 + 3  # vertical I into the deep slot
+    flat = _board("##... #####")
+    assert agent.choose(flat, O_PIECE, legal) == 2  # O over the first two empty top cells
+    assert np.mean(_episodes(AprioriAgent(), 20)) >= 0
+
+
+@pytest.mark.parametrize("agent_class", [QLearningAgent, AprioriAgent, PlacementAgent])
+def test_agents_refuse_low_level_actions(agent_class):
+    with pytest.raises(ValueError, match="placement"):
+        agent_class().agent_init(TetrisEnv(actions="low").env_init())
