@@ -138,12 +138,12 @@ def pack_string(text: str | None) -> bytes:
     return _UINT.pack(len(data)) + data
 
 
-def _pack_numbers(numbers, big_endian_code: str, fmt: str) -> bytes:
+def _pack_doubles(numbers) -> bytes:
     if isinstance(numbers, np.ndarray):
-        return numbers.astype(big_endian_code, copy=False).tobytes()
+        return numbers.astype(">f8", copy=False).tobytes()
     if len(numbers) > _NUMPY_THRESHOLD:
-        return np.asarray(numbers).astype(big_endian_code).tobytes()
-    return struct.pack(f">{len(numbers)}{fmt}", *numbers)
+        return np.asarray(numbers, dtype=np.float64).astype(">f8").tobytes()
+    return struct.pack(f">{len(numbers)}d", *numbers)
 
 
 def _flatten(value: Value) -> tuple[object, object]:
@@ -189,7 +189,12 @@ def pack_value(value: Value) -> bytes:
     raw = getattr(value, "legacy_bytes", None)
     if raw:
         return raw
-    ints, doubles = _flatten(value)
+    try:
+        ints, doubles = _flatten(value)
+        if not isinstance(ints, np.ndarray) and len(ints) > _NUMPY_THRESHOLD:
+            ints = np.asarray(ints, dtype=np.int64)
+    except (OverflowError, TypeError, ValueError):
+        raise ProtocolError("int values must be integers that fit a legacy int32") from None
     if isinstance(ints, np.ndarray):
         if ints.size and (ints.min() < _INT32_MIN or ints.max() > _INT32_MAX):
             raise ProtocolError(
@@ -198,14 +203,14 @@ def pack_value(value: Value) -> bytes:
         int_bytes = ints.astype(">i4").tobytes()
     else:
         try:
-            int_bytes = _pack_numbers(ints, ">i4", "i")
+            int_bytes = struct.pack(f">{len(ints)}i", *ints)
         except (struct.error, OverflowError):
             raise ProtocolError(f"int values must fit a legacy int32; got {list(ints)[:8]}") from None
     chars = text_bytes(value.chars) if value.chars else b""
     return b"".join((
         _ADT_HEADER.pack(len(ints), len(doubles), len(chars)),
         int_bytes,
-        _pack_numbers(doubles, ">f8", "d"),
+        _pack_doubles(doubles),
         chars,
     ))
 

@@ -314,6 +314,12 @@ def test_values_that_do_not_fit_int32_are_refused_with_a_clear_error():
         pack_value(Value(ints=(2**31,)))
     with pytest.raises(ProtocolError, match="int32"):
         pack_value(Value(arrays=(np.array([2**40], dtype=np.int64),)))
+    with pytest.raises(ProtocolError, match="int32"):
+        pack_value(Value(ints=(0,) * 100 + (2**31,)))  # the numpy path does not wrap
+    with pytest.raises(ProtocolError, match="int32"):
+        pack_value(Value(ints=(2**70,), arrays=(np.zeros(2, dtype=np.uint8),)))
+    with pytest.raises(ProtocolError, match="int32"):
+        pack_value(Value(arrays=(np.array([2**64 - 1], dtype=np.uint64),)))
     with pytest.raises(ProtocolError, match="needs 40 bytes"):
         Reader(struct.pack(">III", 10, 0, 0), "obs").value()
 
