@@ -11,6 +11,8 @@ evaluation agents by their estimate of the expected return per hand of
 
 from __future__ import annotations
 
+import argparse
+import sys
 import time
 
 import numpy as np
@@ -26,7 +28,7 @@ from ..agents.blackjack_offpolicy import OffPolicyControlAgent, OffPolicyEvalAge
 from ..environments.blackjack import BlackjackCore, BlackjackEnv
 from ..experiment.glue import Experiment
 from ..experiment.progress import ProgressBar
-from .report import AgentResult, Figure
+from .report import AgentResult, Figure, format_agent_results, format_figures
 
 FULL_EPISODES = 500_000  # the seed's episode_num
 QUICK_EPISODES = 30_000
@@ -119,31 +121,61 @@ def game_speed(quick: bool) -> list[Figure]:
     ]
 
 
-def agent_strength(quick: bool, *, seed: int = 1, progress: bool = True) -> list[AgentResult]:
-    """One row per agent. Quick mode trains 30k episodes and leaves the 500k targets unjudged."""
+def agent_strength(quick: bool, *, seeds: tuple[int, ...] = (1,), agents: tuple[str, ...] = (),
+                   progress: bool = True) -> list[AgentResult]:
+    """One row per agent (and per seed when several). Quick mode trains 30k episodes and
+    leaves the 500k targets unjudged. ``agents`` limits the run to those names."""
     episodes = QUICK_EPISODES if quick else FULL_EPISODES
     label = f"{episodes // 1000}k ep" + (" (quick; targets are for 500k)" if quick else "")
     rows = []
-    for name, agent_class, exploring, target in CONTROL_AGENTS:
-        agent = agent_class()
-        seconds, moves = train(agent, episodes, exploring=exploring, seed=seed, progress=progress)
-        value = agent.exact_return()
-        rows.append(AgentResult(
-            "blackjack", name, f"exact return of greedy policy, {label}", value, value, value,
-            f">= {target} @500k", None if quick else value >= target,
-            1000 * seconds / max(moves, 1), episodes))
-    for name, agent_class in EVAL_AGENTS:
-        agent = agent_class()
-        seconds, moves = train(agent, episodes, exploring=False, seed=seed, progress=progress)
-        estimate, error = estimated_deal_value(agent)
-        low, high = estimate - 1.96 * error, estimate + 1.96 * error
-        rows.append(AgentResult(
-            "blackjack", name, f"est. return/hand of stick-20, {label}", estimate, low, high,
-            f"CI holds exact {STICK20_RETURN}", low <= STICK20_RETURN <= high,
-            1000 * seconds / max(moves, 1), episodes))
+    for seed in seeds:
+        tag = f" seed {seed}" if len(seeds) > 1 else ""
+        for name, agent_class, exploring, target in CONTROL_AGENTS:
+            if agents and name not in agents:
+                continue
+            agent = agent_class()
+            seconds, moves = train(agent, episodes, exploring=exploring, seed=seed,
+                                   progress=progress)
+            value = agent.exact_return()
+            rows.append(AgentResult(
+                "blackjack", name + tag, f"exact return of greedy policy, {label}", value, value,
+                value, f">= {target} @500k", None if quick else value >= target,
+                1000 * seconds / max(moves, 1), episodes))
+        for name, agent_class in EVAL_AGENTS:
+            if agents and name not in agents:
+                continue
+            agent = agent_class()
+            seconds, moves = train(agent, episodes, exploring=False, seed=seed, progress=progress)
+            estimate, error = estimated_deal_value(agent)
+            low, high = estimate - 1.96 * error, estimate + 1.96 * error
+            rows.append(AgentResult(
+                "blackjack", name + tag, f"est. return/hand of stick-20, {label}", estimate, low,
+                high, f"CI holds exact {STICK20_RETURN}", low <= STICK20_RETURN <= high,
+                1000 * seconds / max(moves, 1), episodes))
     return rows
 
 
 def run(quick: bool) -> list:
     """Both suites, for ``rlbridge bench`` if wired as one suite."""
     return [*game_speed(quick), *agent_strength(quick)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rlbridge.bench.blackjack [--quick] [--seeds 1 2 3] [--agents NAME ..]``."""
+    parser = argparse.ArgumentParser(prog="python -m rlbridge.bench.blackjack",
+                                     description="Blackjack agents, optionally over several seeds.")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    parser.add_argument("--agents", nargs="+", default=[],
+                        choices=[row[0] for row in CONTROL_AGENTS + EVAL_AGENTS])
+    parser.add_argument("--speed", action="store_true", help="also the game_speed figures")
+    args = parser.parse_args(argv)
+    if args.speed:
+        print(format_figures(game_speed(args.quick)), flush=True)
+    rows = agent_strength(args.quick, seeds=tuple(args.seeds), agents=tuple(args.agents))
+    print(format_agent_results(rows), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,5 +1,8 @@
 """Blackjack: the exact DP evaluator, the five Monte Carlo agents in-process, save/load and plots."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from matplotlib import image as mpimg
@@ -191,3 +194,20 @@ def test_agent_plot_message_writes_two_pngs(tmp_path):
     paths = reply.split()
     assert len(paths) == 2 and all(p.endswith(".png") for p in paths)
     assert mpimg.imread(paths[1]).shape[:2] == blackjack_plots.image_size()[::-1]
+
+
+# -- over the protocol -------------------------------------------------------------------
+def test_exploring_starts_over_the_protocol(tmp_path):
+    saved = tmp_path / "es.npz"
+    command = [sys.executable, "-m", "rlbridge", "run", "blackjack", "blackjack-mc-es",
+               "--program", "rlbridge.agents.blackjack_mc:exploring_starts_program",
+               "--episodes", "400", "--seed", "3", "--quiet", "--agent-opt", f"save={saved}"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "episodes 400" in done.stdout
+    with np.load(saved, allow_pickle=False) as data:
+        assert int(data["episodes"]) == 400
+        visits = data["c"].sum(axis=-1)
+    # Uniform starts over 200 states: 400 episodes reach most of them, an ordinary deal
+    # would almost never start at soft 12-21 that often.
+    assert (visits[12:22, 1:11, 1] > 0).sum() >= 60
