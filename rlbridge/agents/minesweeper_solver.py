@@ -99,6 +99,13 @@ def mine_probabilities(hints: list[int], is_open: list[bool], neighbours, mines:
                        known_mines: set[int] | frozenset = frozenset()) -> dict[int, float]:
     """The exact probability that each unopened cell holds a mine, given the observation,
     the total ``mines``, and cells already known to be mines. Unopened cells only."""
+    return solve_board(hints, is_open, neighbours, mines, known_mines)[0]
+
+
+def solve_board(hints: list[int], is_open: list[bool], neighbours, mines: int,
+                known_mines: set[int] | frozenset = frozenset()) -> tuple[dict[int, float], int]:
+    """Mine probabilities (as :func:`mine_probabilities`) and the number of mine layouts
+    consistent with the observation (0 if none is)."""
     cells = len(hints)
     unknown = [c for c in range(cells) if not is_open[c] and c not in known_mines]
     constraints: list[tuple[tuple[int, ...], int]] = []
@@ -168,7 +175,7 @@ def mine_probabilities(hints: list[int], is_open: list[bool], neighbours, mines:
     if total == 0:  # inconsistent input (e.g. a wrong mine count): fall back to flat odds
         for c in unknown:
             probabilities[c] = left / max(len(unknown), 1)
-        return probabilities
+        return probabilities, 0
     for index, component in enumerate(components):
         others = [1]
         for j, other in enumerate(components):
@@ -187,7 +194,7 @@ def mine_probabilities(hints: list[int], is_open: list[bool], neighbours, mines:
         for c in unknown:
             if c not in touching:
                 probabilities[c] = p_outside
-    return probabilities
+    return probabilities, total
 
 
 def _signature(cell: int, touching: dict[int, list[int]]) -> list[int]:
@@ -195,26 +202,33 @@ def _signature(cell: int, touching: dict[int, list[int]]) -> list[int]:
 
 
 class SolverAgent(MinesweeperAgentBase):
-    """Opens a cell known to be safe when there is one; otherwise the cell with the lowest
-    exact mine probability, ties broken towards cells likely to show a 0 (corners first).
+    """Opens a cell known to be safe when there is one; otherwise guesses by exact mine
+    probabilities with a one-step lookahead.
 
     Cheap elimination runs first; the full probability computation only when it finds
     no safe cell. Cells proven safe or mined are remembered for the rest of the game.
-    Options: ``tolerance`` (0.0: how far above the lowest probability a cell may be and
-    still win the tie-break), plus those of :class:`MinesweeperAgentBase`.
+    A guess considers the ``lookahead`` safest cells (probability within ``spread``,
+    relative, of the lowest; cells likely to show a 0, such as corners, first among
+    equals). For each, every hint it could show is solved exactly to get the chance
+    ``progress`` that it is safe *and* proves some other cell safe; the guess maximises
+    ``(1 - p) * (1 - p_low) + progress * p_low``, i.e. a guess without progress is
+    charged the risk of another guess. ``lookahead=0`` picks the lowest probability.
+    Options: ``lookahead`` (6), ``spread`` (0.3), plus those of :class:`MinesweeperAgentBase`.
     """
 
     name = "minesweeper-solver"
 
-    def __init__(self, tolerance: str = "0.0", **options: str):
-        self.tolerance = float(tolerance)
+    def __init__(self, lookahead: str = "6", spread: str = "0.3", **options: str):
+        self.lookahead = int(lookahead)
+        self.spread = float(spread)
         super().__init__(**options)
 
     def settings(self) -> dict:
-        return {"tolerance": self.tolerance}
+        return {"lookahead": self.lookahead, "spread": self.spread}
 
     def apply_settings(self, settings: dict) -> None:
-        self.tolerance = float(settings.get("tolerance", self.tolerance))
+        self.lookahead = int(settings.get("lookahead", self.lookahead))
+        self.spread = float(settings.get("spread", self.spread))
 
     def new_game(self) -> None:
         self.safe: set[int] = set()
@@ -231,7 +245,7 @@ class SolverAgent(MinesweeperAgentBase):
                 (self.safe if mark == -1 else self.known_mines).add(cell)
         if self.safe:
             return min(self.safe)
-        probabilities = mine_probabilities(hints, is_open, self.neighbours, self.num_mines, self.known_mines)
+        probabilities, total = solve_board(hints, is_open, self.neighbours, self.num_mines, self.known_mines)
         self.last_probabilities = probabilities
         for cell, p in probabilities.items():
             if p <= 1e-12:
@@ -240,21 +254,46 @@ class SolverAgent(MinesweeperAgentBase):
                 self.known_mines.add(cell)
         if self.safe:
             return min(self.safe)
-        return self._guess(probabilities, is_open)
+        return self._guess(probabilities, total, hints, is_open)
 
-    def _guess(self, probabilities: dict[int, float], is_open: list[bool]) -> int:
-        lowest = min(p for c, p in probabilities.items() if c not in self.known_mines)
-        limit = lowest + self.tolerance + 1e-12
-        best, best_score = -1, -1.0
-        for cell, p in probabilities.items():
-            if p > limit or cell in self.known_mines:
-                continue
-            # Chance that the cell is safe and shows a 0 (neighbours taken as independent).
-            zero = 1.0 - p
-            for n in self.neighbours[cell]:
-                if not is_open[n]:
-                    zero *= 1.0 - probabilities.get(n, 0.0)
-            score = (1.0 - p) + zero * 1e-3 if self.tolerance == 0 else (1.0 - p) * (1.0 + zero)
-            if score > best_score:
-                best, best_score = cell, score
+    def _zero_chance(self, cell: int, p: float, probabilities: dict[int, float], is_open: list[bool]) -> float:
+        """Chance that the cell is safe and shows a 0 (neighbours taken as independent)."""
+        zero = 1.0 - p
+        for n in self.neighbours[cell]:
+            if not is_open[n]:
+                zero *= 1.0 - probabilities.get(n, 0.0)
+        return zero
+
+    def _guess(self, probabilities: dict[int, float], total: int, hints: list[int], is_open: list[bool]) -> int:
+        live = {c: p for c, p in probabilities.items() if c not in self.known_mines}
+        lowest = min(live.values())
+        window = lowest * (1.0 + self.spread) + 1e-12
+        ranked = sorted(
+            (c for c, p in live.items() if p <= window),
+            key=lambda c: (live[c] > lowest + 1e-12, -self._zero_chance(c, live[c], probabilities, is_open), c),
+        )
+        candidates = ranked[: max(self.lookahead, 1)]
+        if len(candidates) == 1 or total == 0:
+            return candidates[0]
+        best, best_value = candidates[0], -1.0
+        for cell in candidates:
+            value = (1.0 - live[cell]) * (1.0 - lowest) + self._progress(cell, total, hints, is_open) * lowest
+            if value > best_value + 1e-12:
+                best, best_value = cell, value
         return best
+
+    def _progress(self, cell: int, total: int, hints: list[int], is_open: list[bool]) -> float:
+        """P(cell is safe and, whatever hint it shows, some other cell is then proven safe)."""
+        known = sum(1 for n in self.neighbours[cell] if n in self.known_mines)
+        closed = sum(1 for n in self.neighbours[cell] if not is_open[n] and n not in self.known_mines)
+        opened = list(is_open)
+        opened[cell] = True
+        shown = list(hints)
+        progress = 0
+        for value in range(known, known + closed + 1):
+            shown[cell] = value
+            after, ways = solve_board(shown, opened, self.neighbours, self.num_mines, self.known_mines)
+            if ways and any(q <= 1e-12 for q in after.values()):
+                progress += ways
+        return progress / total
+
