@@ -81,6 +81,16 @@ def test_draw_is_zero_and_natural_pays_1_5_only_with_option():
     assert three_card_21.apply_action(0) == 1.0
 
 
+def test_natural_option_passes_checker_and_pays_1_5_in_play():
+    report = check_environment(lambda: BlackjackEnv(natural="1"), episodes=300, seed=5)
+    assert report.episodes == 300
+    env = BlackjackEnv(natural="1")
+    env.env_init()
+    env.env_message("deal 10,1 9,8")
+    assert env.env_start().ints == (21, 9, 1)
+    assert env.env_step(STICK)[0] == 1.5
+
+
 def test_natural_option_widens_reward_range():
     assert BlackjackEnv().env_init().rewards.high == 1.0
     assert BlackjackEnv(natural="1").env_init().rewards.high == 1.5
