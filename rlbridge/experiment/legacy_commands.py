@@ -61,6 +61,9 @@ def register(subparsers) -> None:
                         help="forward actions outside the task spec (RL-Glue never checked)")
     parser.add_argument("--once", action="store_true",
                         help="exit after the first experiment session")
+    parser.add_argument("--shutdown-peers", action=argparse.BooleanOptionalAction, default=True,
+                        help="tell native --env/--agent processes to stop when the glue exits, "
+                             "as rl_glue sends kRLTerm (default: yes)")
     parser.add_argument("--verbose", action="store_true", help="log every connection")
     parser.set_defaults(func=_glue)
 
@@ -129,6 +132,8 @@ def _glue(args: argparse.Namespace) -> int:
     finally:
         for peer in (env, agent):
             if getattr(peer, "is_remote", False):
+                if args.shutdown_peers:
+                    peer.shutdown()
                 peer.close()
     return 1 if server.reports else 0
 

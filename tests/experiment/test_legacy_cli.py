@@ -43,3 +43,21 @@ def test_glue_command_with_a_native_env_as_a_legacy_client(processes):
     assert env.wait(timeout=20) == 0
     assert glue.wait(timeout=20) == 0  # --once: exits after the session, no failure reported
     assert agent.terminated.is_set()
+
+
+def test_glue_command_drives_native_processes_and_stops_them(processes, ipc_dir):
+    env_address, agent_address = f"ipc://{ipc_dir}/env", f"ipc://{ipc_dir}/agent"
+    env = processes.start("env", "countdown", "--bind", env_address, "--opt", "length=3")
+    agent = processes.start("agent", "random", "--bind", agent_address)
+    glue = processes.start("glue", "--port", "0", "--once", "--env", env_address,
+                           "--agent", agent_address)
+    line = glue.stdout.readline()
+    assert "listening on 127.0.0.1:" in line, line + glue.stderr.read()
+    experiment = WireClient(int(line.strip().rsplit(":", 1)[1]), EXPERIMENT)
+    experiment.call(RL_INIT)
+    assert experiment.call(RL_EPISODE, struct.pack(">I", 0)).int() == 1
+    assert experiment.call(RL_RETURN).double() == 6.0
+    experiment.call(RL_TERM)
+    # The glue exits after the session and tells the native processes to stop.
+    assert glue.wait(timeout=20) == 0
+    assert env.wait(timeout=20) == 0 and agent.wait(timeout=20) == 0
