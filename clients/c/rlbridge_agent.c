@@ -37,6 +37,7 @@ const char *rlb_type_name(int type) {
     case RLB_AGENT_CLEANUP: return "AGENT_CLEANUP";
     case RLB_AGENT_MESSAGE: return "AGENT_MESSAGE";
     case RLB_RUN_EPISODE: return "RUN_EPISODE";
+    case RLB_DELEGATE: return "DELEGATE";
     default: return NULL;
     }
 }
@@ -107,7 +108,7 @@ int rlb_decode_envelope(const msgpack_object *root, rlb_envelope *out, char *err
     if (type < 0 || type > 255 || rlb_type_name((int)type) == NULL) {
         fail(error, "unknown message type %lld; expected one of HELLO=1, ERROR=2, HEARTBEAT=3, "
              "SHUTDOWN=4, ENV_INIT=10..ENV_MESSAGE=14, AGENT_INIT=20..AGENT_MESSAGE=25, "
-             "RUN_EPISODE=30", (long long)type);
+             "RUN_EPISODE=30, DELEGATE=31", (long long)type);
         return RLB_UNKNOWN_TYPE;
     }
     return RLB_OK;

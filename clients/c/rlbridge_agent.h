@@ -30,7 +30,7 @@ enum rlb_message_type {
     RLB_ENV_MESSAGE = 14,
     RLB_AGENT_INIT = 20, RLB_AGENT_START = 21, RLB_AGENT_STEP = 22, RLB_AGENT_END = 23,
     RLB_AGENT_CLEANUP = 24, RLB_AGENT_MESSAGE = 25,
-    RLB_RUN_EPISODE = 30
+    RLB_RUN_EPISODE = 30, RLB_DELEGATE = 31
 };
 
 enum rlb_error_code {

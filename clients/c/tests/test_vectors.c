@@ -95,111 +95,84 @@ static int same_value(const rlb_value *a, const rlb_value *b) {
     return 1;
 }
 
-/* Encode the body of a vector from its fields, in the order PROTOCOL.md gives for its type. */
-static void pack_body(msgpack_packer *pk, int type, const msgpack_object *fields,
-                      rlb_value *value, const rlb_array **frames, size_t *n_frames) {
-    const msgpack_object *observation = json_get(fields, "observation");
-    const msgpack_object *action = json_get(fields, "action");
-    const msgpack_object *reward = json_get(fields, "reward");
-    switch (type) {
-    case RLB_HELLO:
-        msgpack_pack_array(pk, 4);
-        msgpack_pack_object(pk, *json_get(fields, "role"));
-        msgpack_pack_object(pk, *json_get(fields, "version"));
-        msgpack_pack_object(pk, *json_get(fields, "implementation"));
-        msgpack_pack_object(pk, *json_get(fields, "language"));
-        return;
-    case RLB_ERROR:
-        msgpack_pack_array(pk, 2);
-        msgpack_pack_object(pk, *json_get(fields, "code"));
-        msgpack_pack_object(pk, *json_get(fields, "message"));
-        return;
-    case RLB_HEARTBEAT:
-        msgpack_pack_array(pk, 1);
-        msgpack_pack_object(pk, *json_get(fields, "num_steps"));
-        return;
-    case RLB_RUN_EPISODE:
-        msgpack_pack_array(pk, 3);
-        msgpack_pack_object(pk, *json_get(fields, "max_steps"));
-        msgpack_pack_object(pk, *json_get(fields, "agent_address"));
-        msgpack_pack_object(pk, *json_get(fields, "step_timeout_ms"));
-        return;
-    case RLB_ENV_STEP:
-        msgpack_pack_array(pk, 4);
-        msgpack_pack_double(pk, number(reward));
-        rlb_pack_value(pk, value, frames, n_frames, 8);
-        msgpack_pack_object(pk, *json_get(fields, "terminal"));
-        msgpack_pack_object(pk, *json_get(fields, "info"));
-        return;
-    default:
-        break;
-    }
-    if (observation != NULL && reward != NULL) { /* AGENT_STEP */
-        msgpack_pack_array(pk, 2);
-        msgpack_pack_double(pk, number(reward));
-        rlb_pack_value(pk, value, frames, n_frames, 8);
-    } else if (observation != NULL || action != NULL) {
-        rlb_pack_value(pk, value, frames, n_frames, 8);
-    } else if (reward != NULL) {
-        msgpack_pack_double(pk, number(reward));
-    } else if (fields->via.map.size == 1) { /* task_spec, text or reason */
-        msgpack_pack_object(pk, fields->via.map.ptr[0].val);
-    } else {
-        msgpack_pack_nil(pk);
-    }
+/* PROTOCOL.md's bodies: one field travels bare, several as an array in the fields' order. */
+static const char *BARE_FIELDS[] = {"task_spec", "text", "reason", "reward", "observation",
+                                    "action", NULL};
+static const char *VALUE_FIELDS[] = {"observation", "action", "last_action", NULL};
+static const char *FLOAT_FIELDS[] = {"reward", "total_reward", NULL};
+
+static int named(const msgpack_object *key, const char **names) {
+    for (int i = 0; names[i] != NULL; i++)
+        if (key->via.str.size == strlen(names[i])
+            && memcmp(key->via.str.ptr, names[i], key->via.str.size) == 0)
+            return 1;
+    return 0;
 }
 
-/* Decode the body and compare it with the fields. */
-static void check_decoded(const rlb_envelope *message, const msgpack_object *fields,
-                          const rlb_value *expected, const void *const *frames,
-                          const size_t *frame_sizes, size_t n_frames) {
-    char error[RLB_ERROR_TEXT_BYTES];
-    const msgpack_object *body = &message->body;
-    const msgpack_object *observation = json_get(fields, "observation");
-    const msgpack_object *action = json_get(fields, "action");
-    const msgpack_object *reward = json_get(fields, "reward");
-    const msgpack_object *value_raw = NULL;
-    if (message->type == RLB_AGENT_STEP && reward != NULL) {
-        double got;
-        check(body->type == MSGPACK_OBJECT_ARRAY && body->via.array.size == 2, "step body shape");
-        check(rlb_read_reward(&body->via.array.ptr[0], &got, error) == RLB_OK
-              && got == number(reward), "reward decodes");
-        value_raw = &body->via.array.ptr[1];
-    } else if (message->type == RLB_ENV_STEP) {
-        double got;
-        check(rlb_read_reward(&body->via.array.ptr[0], &got, error) == RLB_OK
-              && got == number(reward), "reward decodes");
-        check(body->via.array.ptr[2].type == MSGPACK_OBJECT_BOOLEAN, "terminal is a bool");
-        value_raw = &body->via.array.ptr[1];
-    } else if (observation != NULL || action != NULL) {
-        value_raw = body;
-    } else if (reward != NULL) {
-        double got;
-        check(rlb_read_reward(body, &got, error) == RLB_OK && got == number(reward),
-              "reward decodes");
-    } else if (json_get(fields, "text") || json_get(fields, "task_spec")
-               || json_get(fields, "reason")) {
-        const msgpack_object *want = &fields->via.map.ptr[0].val;
-        check(body->type == MSGPACK_OBJECT_STR && body->via.str.size == want->via.str.size
-              && memcmp(body->via.str.ptr, want->via.str.ptr, want->via.str.size) == 0,
-              "string body decodes");
-    } else if (message->type == RLB_HELLO) {
-        static const char *keys[] = {"role", "version", "implementation", "language"};
-        check(body->type == MSGPACK_OBJECT_ARRAY && body->via.array.size == 4, "hello body");
-        for (int i = 0; i < 4 && body->type == MSGPACK_OBJECT_ARRAY; i++)
-            check(msgpack_object_equal(body->via.array.ptr[i], *json_get(fields, keys[i])),
-                  "hello field decodes");
-    } else if (fields->via.map.size == 0) {
-        check(body->type == MSGPACK_OBJECT_NIL, "empty body decodes as nil");
+static int bare_body(const msgpack_object *fields) {
+    return fields->via.map.size == 1 && named(&fields->via.map.ptr[0].key, BARE_FIELDS);
+}
+
+/* Encode one field: values as [ints, doubles, chars, arrays], floats as float64. */
+static void pack_field(msgpack_packer *pk, const msgpack_object_kv *field, rlb_value *value,
+                       const rlb_array **frames, size_t *n_frames) {
+    if (named(&field->key, VALUE_FIELDS) && field->val.type != MSGPACK_OBJECT_NIL)
+        rlb_pack_value(pk, value, frames, n_frames, 8);
+    else if (named(&field->key, FLOAT_FIELDS))
+        msgpack_pack_double(pk, number(&field->val));
+    else
+        msgpack_pack_object(pk, field->val);
+}
+
+static void pack_body(msgpack_packer *pk, const msgpack_object *fields, rlb_value *value,
+                      const rlb_array **frames, size_t *n_frames) {
+    if (fields->via.map.size == 0) {
+        msgpack_pack_nil(pk);
+        return;
     }
-    if (value_raw != NULL) {
+    if (!bare_body(fields))
+        msgpack_pack_array(pk, fields->via.map.size);
+    for (uint32_t i = 0; i < fields->via.map.size; i++)
+        pack_field(pk, &fields->via.map.ptr[i], value, frames, n_frames);
+}
+
+/* Decode one field and compare it with the vector. */
+static void check_field(const msgpack_object *raw, const msgpack_object_kv *field,
+                        const rlb_value *expected, const void *const *frames,
+                        const size_t *frame_sizes, size_t n_frames) {
+    char error[RLB_ERROR_TEXT_BYTES];
+    if (named(&field->key, VALUE_FIELDS) && field->val.type != MSGPACK_OBJECT_NIL) {
         rlb_value got;
-        int code = rlb_decode_value(value_raw, frames, frame_sizes, n_frames, &got, error);
+        int code = rlb_decode_value(raw, frames, frame_sizes, n_frames, &got, error);
         check(code == RLB_OK, error);
         if (code == RLB_OK) {
             check(same_value(&got, expected), "value decodes into the fields");
             rlb_value_free(&got);
         }
+    } else if (named(&field->key, FLOAT_FIELDS)) {
+        double got;
+        check(rlb_read_reward(raw, &got, error) == RLB_OK && got == number(&field->val),
+              "float field decodes");
+    } else {
+        check(msgpack_object_equal(*raw, field->val), "field decodes");
+    }
+}
+
+static void check_decoded(const rlb_envelope *message, const msgpack_object *fields,
+                          const rlb_value *expected, const void *const *frames,
+                          const size_t *frame_sizes, size_t n_frames) {
+    const msgpack_object *body = &message->body;
+    if (fields->via.map.size == 0) {
+        check(body->type == MSGPACK_OBJECT_NIL, "empty body decodes as nil");
+    } else if (bare_body(fields)) {
+        check_field(body, &fields->via.map.ptr[0], expected, frames, frame_sizes, n_frames);
+    } else if (body->type != MSGPACK_OBJECT_ARRAY
+               || body->via.array.size != fields->via.map.size) {
+        check(0, "body is an array with one item per field");
+    } else {
+        for (uint32_t i = 0; i < fields->via.map.size; i++)
+            check_field(&body->via.array.ptr[i], &fields->via.map.ptr[i], expected, frames,
+                        frame_sizes, n_frames);
     }
 }
 
@@ -212,9 +185,12 @@ static void run_message(const msgpack_object *v) {
     int type = (int)json_get(v, "type")->via.u64;
 
     /* the fields, as a value where the body has one */
-    const msgpack_object *value_fields = json_get(fields, "observation");
-    if (value_fields == NULL)
-        value_fields = json_get(fields, "action");
+    const msgpack_object *value_fields = NULL;
+    for (int i = 0; VALUE_FIELDS[i] != NULL && value_fields == NULL; i++) {
+        value_fields = json_get(fields, VALUE_FIELDS[i]);
+        if (value_fields != NULL && value_fields->type != MSGPACK_OBJECT_MAP)
+            value_fields = NULL;
+    }
     rlb_value value = {0};
     uint8_t *owned[8] = {0};
     if (value_fields != NULL)
@@ -229,7 +205,7 @@ static void run_message(const msgpack_object *v) {
                     (int64_t)json_get(v, "episode")->via.u64);
     const rlb_array *frames[8];
     size_t n_frames = 0;
-    pack_body(&pk, type, fields, &value, frames, &n_frames);
+    pack_body(&pk, fields, &value, frames, &n_frames);
     check(buffer.size == length && memcmp(buffer.data, bytes, length) == 0,
           "fields encode into the vector's bytes");
     const msgpack_object *want_frames = json_get(v, "frames");

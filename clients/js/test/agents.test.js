@@ -1,0 +1,115 @@
+"use strict";
+// The JS agents in process: task-spec reading, legal masks, seeding and Q-learning progress.
+const test = require("node:test");
+const assert = require("node:assert/strict");
+const fs = require("node:fs");
+const os = require("node:os");
+const path = require("node:path");
+const { parseTaskSpec, legalActions } = require("../lib/taskspec");
+const { AgentServer, parseArgs, z85Encode } = require("../lib/server");
+const { MessageType: T, ErrorCode, encodeMessage, encodeValue } = require("../lib/protocol");
+const { decode } = require("@msgpack/msgpack");
+const { RandomAgent } = require("../agents/random");
+const { FirstAgent } = require("../agents/first");
+const { QLearningAgent } = require("../agents/qlearning");
+
+const MINESWEEPER = "VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS " +
+  "(288 0 8) (144 0 1) ACTIONS INTS (0 143) REWARDS (-10.0 11.5) EXTRA ARRAYS " +
+  '{"observations":[["|i1",[12,12,2]],["|b1",[144]]],"legal_mask":1} minesweeper rows=12';
+const REVERSI = "VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS " +
+  '(144 0 1) (37 0 1) ACTIONS INTS (-1 35) REWARDS (-1.0 1.0) EXTRA ARRAYS {"observations":[["|b1",[37]]],"legal_mask":0}';
+const BLACKJACK = "VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS " +
+  "(4 31) (1 10) (0 1) ACTIONS INTS (0 1) REWARDS (-1.0 1.0) EXTRA";
+
+test("task specs give action ranges and the legal mask", () => {
+  assert.deepEqual(parseTaskSpec(MINESWEEPER).actionInts, [[0, 143]]);
+  assert.equal(parseTaskSpec(MINESWEEPER).legalMask, 1);
+  assert.equal(parseTaskSpec(BLACKJACK).legalMask, null);
+  assert.equal(parseTaskSpec(BLACKJACK).observationInts.length, 3);
+  const spec = parseTaskSpec(REVERSI);
+  const mask = new Uint8Array(37);
+  mask[3] = 1; mask[20] = 1;
+  assert.deepEqual(legalActions(spec, { ints: [], arrays: [{ dtype: "|b1", shape: [37], data: mask }] }), [2, 19]);
+});
+
+test("first and random agents respect the legal mask; seeding repeats random", () => {
+  const spec = parseTaskSpec(REVERSI);
+  const mask = new Uint8Array(37);
+  mask[5] = 1; mask[9] = 1; mask[30] = 1;
+  const observation = { ints: [], doubles: [], chars: "", arrays: [{ dtype: "|b1", shape: [37], data: mask }] };
+  const first = new FirstAgent();
+  first.agentInit(spec);
+  assert.deepEqual(first.agentStart(observation).ints, [4]);
+  const draws = (seed) => {
+    const agent = new RandomAgent();
+    agent.agentInit(spec);
+    assert.equal(agent.agentMessage(`seed ${seed}`), "ok");
+    return Array.from({ length: 20 }, () => agent.agentStep(0, observation).ints[0]);
+  };
+  assert.deepEqual(draws(7), draws(7));
+  assert.ok(draws(7).every((a) => [4, 8, 29].includes(a)));
+  assert.equal(new Set(draws(7)).size, 3);
+});
+
+test("the server answers hello, refuses out-of-order steps and keeps serving", () => {
+  const server = new AgentServer(new FirstAgent(), { maxMessageBytes: 1 << 20 });
+  const reply = (type, body) => decode(server.handle(encodeMessage(type, 5, 1, body))[0]);
+  assert.deepEqual(reply(T.HELLO, ["experiment", 1, "test", "js"]), [1, T.HELLO, 5, 1, ["agent", 1, "rlbridge-js", "javascript"]]);
+  const early = reply(T.AGENT_START, encodeValue({ ints: [3] }));
+  assert.equal(early[1], T.ERROR);
+  assert.equal(early[4][0], ErrorCode.WRONG_STATE);
+  assert.equal(reply(T.ENV_STEP, null)[4][0], ErrorCode.WRONG_STATE);
+  assert.equal(decode(server.handle([Buffer.from("c1", "hex")])[0])[4][0], ErrorCode.MALFORMED);
+  assert.deepEqual(reply(T.AGENT_INIT, BLACKJACK), [1, T.AGENT_INIT, 5, 1, null]);
+  assert.deepEqual(reply(T.AGENT_START, encodeValue({ ints: [13, 2, 0] }))[4], [[0], [], "", []]);
+  assert.deepEqual(reply(T.AGENT_MESSAGE, "anything")[4], "");
+  assert.deepEqual(reply(T.AGENT_MESSAGE, "seed 12")[4], "ok");
+  assert.deepEqual(reply(T.HEARTBEAT, [3]), [1, T.HEARTBEAT, 5, 1, [3]]);
+});
+
+test("binding a non-loopback tcp address needs CURVE keys unless --no-curve", () => {
+  const saved = process.env.RLBRIDGE_CURVE_DIR;
+  delete process.env.RLBRIDGE_CURVE_DIR;
+  try {
+    assert.throws(() => parseArgs(["--bind", "tcp://0.0.0.0:5556"]), /needs CURVE keys/);
+    assert.equal(parseArgs(["--bind", "tcp://0.0.0.0:5556", "--no-curve"]).curveDir, null);
+    assert.equal(parseArgs(["--bind", "tcp://127.0.0.1:5556"]).curveDir, null);
+    assert.equal(parseArgs(["--bind", "tcp://*:5556", "--curve-dir", "/k"]).curveDir, "/k");
+    assert.equal(parseArgs(["--connect", "tcp://experiment:5556"]).connect, true);
+  } finally {
+    if (saved !== undefined) process.env.RLBRIDGE_CURVE_DIR = saved;
+  }
+  // The Z85 example of ZeroMQ's RFC 32.
+  assert.equal(z85Encode(Uint8Array.from([0x86, 0x4f, 0xd2, 0x6f, 0xb5, 0x59, 0xf7, 0x5b])), "HelloWorld");
+});
+
+/** A 4-cell corridor: start at 0, action 1 moves right, 0 left; -1 a step until cell 3. */
+function corridorEpisode(agent, maxSteps = 100) {
+  let cell = 0;
+  const obs = () => ({ ints: [cell], doubles: [], chars: "", arrays: [] });
+  let action = agent.agentStart(obs()).ints[0];
+  let total = 0;
+  for (let step = 1; step < maxSteps; step++) {
+    cell = Math.max(0, Math.min(3, cell + (action === 1 ? 1 : -1)));
+    total -= 1;
+    if (cell === 3) { agent.agentEnd(-1); return total; }
+    action = agent.agentStep(-1, obs()).ints[0];
+  }
+  return total;
+}
+
+test("Q-learning learns the corridor, and saves and loads its table", () => {
+  const spec = parseTaskSpec("VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 " +
+    "OBSERVATIONS INTS (0 3) ACTIONS INTS (0 1) REWARDS (-1.0 0.0) EXTRA");
+  const agent = new QLearningAgent({ alpha: "0.5", epsilon: "0.1", seed: "3" });
+  agent.agentInit(spec);
+  for (let i = 0; i < 200; i++) corridorEpisode(agent);
+  agent.agentMessage("greedy");
+  assert.equal(corridorEpisode(agent), -3);
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "qtable-")), "q.msgpack");
+  assert.equal(agent.agentMessage(`save ${file}`), "ok");
+  const loaded = new QLearningAgent({ load: file, epsilon: "0" });
+  loaded.agentInit(spec);
+  assert.equal(loaded.agentMessage("states"), agent.agentMessage("states"));
+  assert.equal(corridorEpisode(loaded), -3);
+});
