@@ -26,19 +26,13 @@ from .test_legacy_wire import (
     ENV_STEP,
     EXPERIMENT,
     RL_CLEANUP,
-    RL_ENV_MESSAGE,
     RL_EPISODE,
     RL_INIT,
-    RL_NUM_EPISODES,
-    RL_NUM_STEPS,
     RL_RETURN,
-    RL_START,
-    RL_STEP,
     RL_TERM,
     FakeAgent,
     FakeEnvironment,
     WireClient,
-    s,
 )
 
 
@@ -60,40 +54,6 @@ class RecordingAgent(Agent):
 
     def agent_end(self, reward: float) -> None:
         self.ends += 1
-
-
-def test_legacy_experiment_drives_native_processes(processes, ipc_dir):
-    env_address, agent_address = f"ipc://{ipc_dir}/env", f"ipc://{ipc_dir}/agent"
-    processes.start("env", "countdown", "--bind", env_address, "--opt", "length=4")
-    processes.start("agent", "random", "--bind", agent_address)
-    env = RemoteEnvironment(env_address)
-    agent = RemoteAgent(agent_address)
-    try:
-        with GlueServer("127.0.0.1", 0, env=env, agent=agent) as glue:
-            experiment = WireClient(glue.port, EXPERIMENT)
-            spec = experiment.call(RL_INIT).string()
-            assert b"ACTIONS INTS (0 1)" in spec
-            start = experiment.call(RL_START)
-            assert start.adt() == ((4,), (), b"")
-            assert start.adt()[0][0] in (0, 1)
-            step = experiment.call(RL_STEP)
-            assert (step.int(), step.double(), step.adt()) == (0, 4.0, ((3,), (), b""))
-            # Delegated to the environment process (the fast path), same counting rules.
-            assert experiment.call(RL_EPISODE, struct.pack(">I", 0)).int() == 1
-            assert experiment.call(RL_NUM_STEPS).int() == 4
-            assert experiment.call(RL_NUM_EPISODES).int() == 1
-            assert experiment.call(RL_RETURN).double() == 10.0
-            assert experiment.call(RL_EPISODE, struct.pack(">I", 3)).int() == 0
-            assert experiment.call(RL_NUM_STEPS).int() == 3
-            assert experiment.call(RL_ENV_MESSAGE, s("seed 5")).string() == b"ok"
-            experiment.call(RL_CLEANUP)
-            experiment.call(RL_TERM)
-            assert experiment.closed_by_peer()
-        assert glue.reports == []
-    finally:
-        for peer in (env, agent):
-            peer.shutdown()
-            peer.close()
 
 
 def test_legacy_agent_plays_a_native_game_under_a_native_experiment(processes, ipc_dir):

@@ -8,13 +8,19 @@ from rlbridge.experiment.legacy_commands import port_from_environment
 
 from .test_legacy_wire import (
     EXPERIMENT,
+    RL_CLEANUP,
+    RL_ENV_MESSAGE,
     RL_EPISODE,
     RL_INIT,
+    RL_NUM_EPISODES,
     RL_NUM_STEPS,
     RL_RETURN,
+    RL_START,
+    RL_STEP,
     RL_TERM,
     FakeAgent,
     WireClient,
+    s,
 )
 
 
@@ -54,9 +60,20 @@ def test_glue_command_drives_native_processes_and_stops_them(processes, ipc_dir)
     line = glue.stdout.readline()
     assert "listening on 127.0.0.1:" in line, line + glue.stderr.read()
     experiment = WireClient(int(line.strip().rsplit(":", 1)[1]), EXPERIMENT)
-    experiment.call(RL_INIT)
+    assert b"ACTIONS INTS (0 1)" in experiment.call(RL_INIT).string()
+    start = experiment.call(RL_START)  # step by step through the remote proxies
+    assert start.adt() == ((3,), (), b"") and start.adt()[0][0] in (0, 1)
+    step = experiment.call(RL_STEP)
+    assert (step.int(), step.double(), step.adt()) == (0, 3.0, ((2,), (), b""))
+    # RL_episode uses the native fast path; the counting rules are the same.
     assert experiment.call(RL_EPISODE, struct.pack(">I", 0)).int() == 1
     assert experiment.call(RL_RETURN).double() == 6.0
+    assert experiment.call(RL_NUM_STEPS).int() == 3
+    assert experiment.call(RL_NUM_EPISODES).int() == 1
+    assert experiment.call(RL_EPISODE, struct.pack(">I", 2)).int() == 0
+    assert experiment.call(RL_NUM_STEPS).int() == 2
+    assert experiment.call(RL_ENV_MESSAGE, s("seed 5")).string() == b"ok"
+    experiment.call(RL_CLEANUP)
     experiment.call(RL_TERM)
     # The glue exits after the session and tells the native processes to stop.
     assert glue.wait(timeout=20) == 0
