@@ -190,3 +190,13 @@ def test_no_peer_within_the_wait_is_an_error():
     with GlueServer("127.0.0.1", 0, peer_wait=0.2) as glue:
         experiment = WireClient(glue.port, EXPERIMENT)
         assert "no legacy environment connected within 0.2 s" in expect_error(experiment, RL_INIT)
+
+
+def test_a_handshake_and_requests_in_one_segment_are_all_served(glue):
+    client = WireClient(glue.port, None)
+    client.send_raw(struct.pack(">iI", EXPERIMENT, 0) + struct.pack(">iI", RL_NUM_STEPS, 0)
+                    + struct.pack(">iI", RL_NUM_STEPS, 0))
+    for _ in range(2):
+        code, payload = client.recv()
+        assert (code, payload) == (RL_NUM_STEPS, struct.pack(">i", 0))
+    client.call(RL_TERM)
