@@ -338,6 +338,9 @@ class GlueServer:
         if native is not None:
             return native
         name = role.name.lower()
+        if self.handlers[role] is not None:
+            raise WrongState(f"this glue serves legacy {name}s to native experiments; it has "
+                             f"no {name} for legacy experiments (give one with --{'env' if role is Role.ENVIRONMENT else 'agent'})")
         deadline = None if self.peer_wait is None else time.monotonic() + self.peer_wait
         announced = False
         with self._cond:
