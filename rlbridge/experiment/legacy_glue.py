@@ -339,8 +339,9 @@ class GlueServer:
             return native
         name = role.name.lower()
         if self.handlers[role] is not None:
+            flag = "--env" if role is Role.ENVIRONMENT else "--agent"
             raise WrongState(f"this glue serves legacy {name}s to native experiments; it has "
-                             f"no {name} for legacy experiments (give one with --{'env' if role is Role.ENVIRONMENT else 'agent'})")
+                             f"no {name} for legacy experiments (give one with {flag})")
         deadline = None if self.peer_wait is None else time.monotonic() + self.peer_wait
         announced = False
         with self._cond:
