@@ -131,6 +131,11 @@ class GlueServer:
         with self._cond:
             return self._cond.wait_for(lambda: self.sessions_done >= count, timeout)
 
+    def wait_for_client(self, role: Role, timeout: float | None = None) -> bool:
+        """Block until a legacy client of ``role`` is connected; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._slots[role] is not None, timeout)
+
     def close(self) -> None:
         with self._cond:
             self._stopping = True
@@ -343,29 +348,38 @@ class GlueServer:
             raise WrongState(f"this glue serves legacy {name}s to native experiments; it has "
                              f"no {name} for legacy experiments (give one with {flag})")
         deadline = None if self.peer_wait is None else time.monotonic() + self.peer_wait
-        announced = False
         with self._cond:
-            while True:
-                peer = self._slots[role]
-                if peer is not None and peer.is_alive():
-                    return peer
-                if peer is not None:
-                    log.info("legacy %s at %s has gone", name, peer.peer_address)
-                    peer.conn.close()
-                    self._slots[role] = None
-                if self._stopping or session.aborted:
-                    raise PeerLost(f"the glue stopped while waiting for a legacy {name}")
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise WrongState(f"no legacy {name} connected within {self.peer_wait} s")
-                if not session.experiment_alive():
-                    raise ConnectionClosed(f"the experiment at {session.conn.peer} disconnected "
-                                           f"while waiting for a legacy {name}")
-                if not announced:
-                    log.info("waiting for a legacy %s to connect on port %d", name, self.port)
-                    announced = True
-                # Bounded so that a vanished experiment is noticed while waiting.
-                self._cond.wait(0.25 if remaining is None else min(remaining, 0.25))
+            session.waiting = True
+            try:
+                return self._wait_for(role, session, deadline)
+            finally:
+                session.waiting = False
+
+    def _wait_for(self, role: Role, session: Session, deadline: float | None):
+        """The body of :meth:`acquire`; called with the lock held."""
+        name = role.name.lower()
+        announced = False
+        while True:
+            peer = self._slots[role]
+            if peer is not None and peer.is_alive():
+                return peer
+            if peer is not None:
+                log.info("legacy %s at %s has gone", name, peer.peer_address)
+                peer.conn.close()
+                self._slots[role] = None
+            if self._stopping or session.aborted:
+                raise PeerLost(f"the glue stopped while waiting for a legacy {name}")
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise WrongState(f"no legacy {name} connected within {self.peer_wait} s")
+            if not session.experiment_alive():
+                raise ConnectionClosed(f"the experiment at {session.conn.peer} disconnected "
+                                       f"while waiting for a legacy {name}")
+            if not announced:
+                log.info("waiting for a legacy %s to connect on port %d", name, self.port)
+                announced = True
+            # Bounded so that a vanished experiment is noticed while waiting.
+            self._cond.wait(0.25 if remaining is None else min(remaining, 0.25))
 
 
 def describe(peer) -> str:

@@ -150,6 +150,7 @@ class Session:
         self.experiment: LegacyExperiment | None = None
         self.finished = False
         self.aborted = False
+        self.waiting = False  # inside GlueServer.acquire
 
     # -- peers ----------------------------------------------------------------------
     def _peer(self, role: Role):
@@ -170,8 +171,11 @@ class Session:
         return not peer_closed(self.conn.sock)
 
     def abort(self) -> None:
-        """Stop serving (the glue is closing): unblock the read and end the session."""
+        """Stop serving (the glue is closing): unblock the read and end the session. A session
+        waiting for a peer wakes by itself and sends its experiment an ERROR first."""
         self.aborted = True
+        if self.waiting:
+            return
         with contextlib.suppress(OSError):
             self.conn.sock.shutdown(socket.SHUT_RDWR)
 

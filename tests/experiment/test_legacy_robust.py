@@ -10,6 +10,7 @@ import pytest
 
 from rlbridge.environments.toy import Countdown
 from rlbridge.experiment.legacy_glue import GlueServer
+from rlbridge.protocol.legacy import Role
 
 from .test_legacy_wire import (
     AGENT,
@@ -200,3 +201,16 @@ def test_a_handshake_and_requests_in_one_segment_are_all_served(glue):
         code, payload = client.recv()
         assert (code, payload) == (RL_NUM_STEPS, struct.pack(">i", 0))
     client.call(RL_TERM)
+
+
+def test_closing_the_glue_ends_the_session_and_stops_the_clients():
+    glue = GlueServer("127.0.0.1", 0, peer_wait=None).start()
+    experiment = WireClient(glue.port, EXPERIMENT)
+    assert experiment.call(RL_NUM_STEPS).int() == 0  # the session is running
+    agent = WireClient(glue.port, AGENT)
+    assert glue.wait_for_client(Role.AGENT, timeout=5)
+    glue.close()
+    assert glue.wait(0)
+    assert experiment.closed_by_peer()
+    assert agent.recv() == (RL_TERM, b"")  # told to stop
+    assert agent.closed_by_peer()
