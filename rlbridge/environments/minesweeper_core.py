@@ -177,13 +177,13 @@ class MinesweeperCore:
             self.total += REWARD_LOSS
             return REWARD_LOSS
         reward = REWARD_KNOWN_SAFE if self._elim[action] == _SAFE else REWARD_UNKNOWN_SAFE
-        opened = self._flood(action)
+        opened, touched = self._flood(action)
         self.unopened -= len(opened)
         if self.unopened == self.num_mines:
             self.won = True
             reward += REWARD_WIN
         else:
-            self._update_elimination(opened)
+            self._update_elimination(opened, touched)
         self.total += reward
         return reward
 
@@ -196,13 +196,18 @@ class MinesweeperCore:
                 "open; expected an unopened cell")
 
     # -- rules -------------------------------------------------------------------
-    def _flood(self, start: int) -> list[int]:
-        """Open ``start``; if its hint is 0, open its whole mine-free region (explicit stack)."""
+    def _flood(self, start: int) -> tuple[list[int], list[int]]:
+        """Open ``start``; if its hint is 0, open its whole mine-free region (explicit stack).
+
+        Returns the opened cells and the already-open hint cells next to opened zeros
+        (their neighbourhoods changed; the elimination update re-checks them).
+        """
         is_open, hint, neighbours = self._open, self._hint, self.neighbours
         is_open[start] = 1
         if hint[start]:
-            return [start]
+            return [start], []
         opened = [start]
+        touched = []
         stack = [start]
         while stack:
             cell = stack.pop()
@@ -212,9 +217,11 @@ class MinesweeperCore:
                     opened.append(n)
                     if not hint[n]:
                         stack.append(n)
-        return opened
+                elif hint[n]:
+                    touched.append(n)
+        return opened, touched
 
-    def _update_elimination(self, opened: list[int]) -> None:
+    def _update_elimination(self, opened: list[int], touched: list[int]) -> None:
         """The seed's ``update_elimination`` run to its fixed point, incrementally.
 
         The two local rules are sound and monotone, so re-checking only the hint cells
@@ -222,13 +229,15 @@ class MinesweeperCore:
         repeated full passes (tests compare the two).
         """
         is_open, hint, elim, neighbours = self._open, self._hint, self._elim, self.neighbours
-        pending = set()
+        # Hint cells whose unopened neighbourhood changed: the opened hint cells, open hint
+        # cells next to them, and ``touched`` (open hint cells next to opened zeros).
+        pending = set(touched)
         for cell in opened:
             if hint[cell]:
                 pending.add(cell)
-            for n in neighbours[cell]:
-                if is_open[n] and hint[n]:
-                    pending.add(n)
+                for n in neighbours[cell]:
+                    if is_open[n] and hint[n]:
+                        pending.add(n)
         while pending:
             cell = pending.pop()
             known_mines = 0
