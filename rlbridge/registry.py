@@ -31,6 +31,8 @@ AGENTS: dict[str, str] = {
     "tetris-placement": "rlbridge.agents.tetris_placement:PlacementAgent",
     "tetris-qlearning": "rlbridge.agents.tetris_qlearning:QLearningAgent",
     "tetris-apriori": "rlbridge.agents.tetris_apriori:AprioriAgent",
+    "reversi-search": "rlbridge.agents.reversi_search:ReversiSearchAgent",
+    "reversi-dqn": "rlbridge.agents.reversi_dqn:ReversiDQNAgent",
 }
 
 

@@ -1,0 +1,139 @@
+"""Reversi agents: search plays legal moves and solves endgames exactly; DQN learns, saves, loads."""
+
+import numpy as np
+import pytest
+
+from rlbridge.agents.reversi_dqn import ReversiDQNAgent
+from rlbridge.agents.reversi_search import AlphaBeta, ReversiSearchAgent, core_from_observation
+from rlbridge.environments.reversi import ReversiEnv
+from rlbridge.environments.reversi_core import AGENT, PASS, ReversiCore
+from rlbridge.experiment.glue import Experiment
+from rlbridge.protocol.values import Value
+
+
+def run_games(env, agent, games, seed=1):
+    experiment = Experiment(env, agent, seed=seed)
+    experiment.RL_init()
+    returns = []
+    for _ in range(games):
+        assert experiment.RL_episode(0)
+        returns.append(experiment.RL_return())
+    experiment.RL_cleanup()
+    return returns
+
+
+def exact_value(core: ReversiCore) -> float:
+    """The agent's final reward under perfect play by both sides (brute force)."""
+    if core.is_terminal():
+        return core.returns()
+    values = []
+    for action in core.legal_actions():
+        child = core.clone()
+        child.apply_action(action)
+        values.append(exact_value(child))
+    return max(values) if core.to_move == AGENT else min(values)
+
+
+def random_position(size, empties, rng):
+    core = ReversiCore(size=size)
+    while not core.is_terminal():
+        late = size * size - sum(core.counts()) <= empties
+        if late and core.to_move == AGENT and core.legal_actions() != [PASS]:
+            return core
+        legal = core.legal_actions()
+        core.apply_action(legal[int(rng.integers(len(legal)))])
+    return None
+
+
+def test_search_agent_plays_whole_games_in_process():
+    returns = run_games(ReversiEnv(size="6"), ReversiSearchAgent(time="0.05", depth="2"), 3)
+    assert len(returns) == 3 and all(r in (1.0, -1.0, -0.5) for r in returns)
+
+
+def test_endgame_solver_picks_a_move_with_the_best_exact_outcome():
+    rng = np.random.default_rng(7)
+    engine = AlphaBeta(depth=1, time_limit=None, endgame=6)
+    checked = 0
+    while checked < 6:
+        core = random_position(6, 6, rng)
+        if core is None:
+            continue
+        best = exact_value(core)
+        move = engine.best_move(core, AGENT)
+        child = core.clone()
+        child.apply_action(move)
+        assert exact_value(child) == best
+        checked += 1
+
+
+def test_alphabeta_prefers_a_corner_over_an_x_square():
+    board = np.zeros((6, 6), dtype=int)
+    board[0, 1], board[0, 2] = -1, 1  # the agent can take corner (0,0)
+    board[2, 2], board[3, 3] = -1, 1  # or the X-square (1,1)
+    core = ReversiCore.from_board(board)
+    assert {0, 7} <= set(core.legal_actions())
+    assert AlphaBeta(depth=2, time_limit=None, endgame=0).best_move(core, AGENT) == 0
+
+
+def test_core_from_observation_matches_the_environment():
+    env = ReversiEnv(size="8")
+    spec = env.env_init()
+    env.env_start()
+    obs = env.env_step(Value(ints=(20,))).observation
+    core = core_from_observation(spec, obs)
+    assert core.board() == env.state_snapshot()["board"]
+    assert core.legal_actions() == env.state_snapshot()["legal"]
+
+
+def small_dqn(**options):
+    settings = dict(hidden="16,16", memory="400", batch="16", warmup="32", train_every="1",
+                    target_every="10", epsilon_steps="200")
+    settings.update(options)
+    return ReversiDQNAgent(**settings)
+
+
+def test_dqn_trains_and_only_plays_legal_moves():
+    agent = small_dqn()
+    returns = run_games(ReversiEnv(size="4"), agent, 15)
+    assert len(agent.returns) == 15 and agent.returns == returns
+    assert agent.net.updates > 0 and agent.memory.size > 32
+    assert agent.memory.done[: agent.memory.size].sum() == 15  # one terminal per game
+
+
+def test_dqn_passes_when_forced():
+    env = ReversiEnv(size="4")
+    agent = small_dqn(mode="test")
+    agent.agent_init(env.env_init())
+    core = ReversiCore.from_board([[-1, 1, 0, 0], [0] * 4, [0] * 4, [0] * 4])
+    mask = np.zeros(17, dtype=bool)
+    mask[0] = True
+    assert agent.agent_start(Value(ints=core.layers(), arrays=(mask,))).ints == (PASS,)
+
+
+def test_dqn_save_load_round_trip_and_curve(tmp_path):
+    agent = small_dqn(seed="3")
+    run_games(ReversiEnv(size="4"), agent, 8)
+    path = tmp_path / "w.npz"
+    assert agent.agent_message(f"save {path}") == "ok"
+    loaded = small_dqn(mode="test", hidden="8", load=str(path))  # the file's shape wins
+    loaded.agent_init(ReversiEnv(size="4").env_init())
+    probe = np.random.default_rng(0).random((5, agent.net.sizes[0]), dtype=np.float32)
+    assert np.array_equal(agent.net.predict(probe), loaded.net.predict(probe))
+    assert loaded.returns == pytest.approx(agent.returns)
+    with np.load(path, allow_pickle=False) as data:
+        assert "meta" in data
+    curve = tmp_path / "curve.png"
+    assert agent.agent_message(f"plot {curve}") == "ok"
+    assert curve.read_bytes()[:4] == b"\x89PNG"
+    wrong = small_dqn()
+    wrong.agent_init(ReversiEnv(size="6").env_init())
+    assert wrong.agent_message(f"load {path}").startswith("error: ")
+
+
+def test_dqn_test_mode_does_not_learn():
+    agent = small_dqn(mode="test")
+    run_games(ReversiEnv(size="4"), agent, 5)
+    assert agent.net.updates == 0 and agent.memory.size == 0
+    assert agent.agent_message("mode train") == "ok" and agent.mode == "train"
+    with pytest.raises(ValueError):
+        small_dqn(mode="play")
