@@ -105,10 +105,11 @@ class RateLimiter:
             now = self.clock()
             self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
             self._last = now
-            if self._tokens >= count or (count > self.burst and self._tokens >= self.burst):
+            needed = min(count, self.burst)
+            if self._tokens >= needed - 1e-6:  # tolerance: float sums must not spin on 1e-17 s sleeps
                 self._tokens -= count
                 return
-            self.sleep((min(count, self.burst) - self._tokens) / self.rate)
+            self.sleep((needed - self._tokens) / self.rate)
 
 
 #: Reply prefixes that mean a server rejected a command (vanilla and flying-squid wordings).

@@ -1,0 +1,110 @@
+"""A real Minecraft-protocol server (flying-squid via servers/flying-squid/start.sh) fed over RCON.
+
+A Tetris-like game's snapshots go through the RCON sink; the blocks read back from the
+server (the RCON plugin's ``getblock``) must equal the board after every snapshot.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import pytest
+
+from rlbridge.bridge.blocks import Origin, snapshot_grid
+from rlbridge.bridge.palette import AIR, UnknownBlock
+from rlbridge.bridge.rcon import RconAuthError, RconClient
+from rlbridge.bridge.sinks import BlockBridge, RconSink
+
+from .conftest import tetris_snapshot
+
+ORIGIN = Origin(0, 80, 3)
+
+
+def tetris_game() -> list[dict]:
+    """Pieces fall, land and fill the bottom row, which clears: a 6-wide, 8-high Tetris."""
+    empty = ["......"] * 8
+    frames = []
+
+    def with_rows(bottom: list[str]) -> list[str]:
+        return empty[: 8 - len(bottom)] + bottom
+
+    o_piece = 4
+    for row in range(0, 7):  # an O piece falls down columns 0-1
+        cells = [[row, 0], [row, 1], [row + 1, 0], [row + 1, 1]]
+        frames.append(tetris_snapshot(empty, piece={"kind": o_piece, "cells": cells}))
+    settled = with_rows(["44....", "44...."])
+    for row in range(0, 7):  # an I piece (flat) falls into columns 2-5
+        frames.append(tetris_snapshot(settled, piece={"kind": 1, "cells": [[row, c] for c in range(2, 6)]}))
+    frames.append(tetris_snapshot(with_rows(["44....", "441111"]), piece=None))
+    frames.append(tetris_snapshot(with_rows(["44...."]), piece=None, lines=1))  # the line clears
+    frames.append(tetris_snapshot(with_rows(["44.7..", "44777."]), piece={"kind": 2, "cells": [[0, 4], [0, 5], [1, 4], [1, 3]]}))
+    frames.append(tetris_snapshot(empty, piece=None, lines=1))  # a new game: everything clears
+    return frames
+
+
+def read_board(client: RconClient, rows: int, cols: int) -> dict:
+    cells = [(r, c) for r in range(rows) for c in range(cols)]
+    replies = client.run_batch(["getblock {} {} {}".format(*ORIGIN.position(r, c)) for r, c in cells])
+    return {cell: reply for cell, reply in zip(cells, replies, strict=True) if reply != AIR}
+
+
+def test_tetris_game_through_rcon_matches_the_server_blocks(flying_squid):
+    host, port, password, _ = flying_squid
+    sink = RconSink(host, port, password, batch=32)
+    bridge = BlockBridge(sink, ORIGIN)
+    reader = RconClient(host, port, password)
+    reader.connect()
+    try:
+        sent = 0
+        for snapshot in tetris_game():
+            sent += len(bridge.show(snapshot))
+            rows, cols, grid = snapshot_grid(snapshot)
+            assert read_board(reader, rows, cols) == grid, snapshot
+        assert sink.errors == 0, sink.last_errors
+        assert sent == sink.sent and sent < 16 * 8 * 6  # only changes went out
+        with pytest.raises(UnknownBlock):
+            sink.send(["setblock 0 80 3 minecraft:not_a_block"])
+        assert reader.command("getblock 0 80 3") == AIR
+    finally:
+        reader.close()
+        bridge.close()
+
+
+def test_server_rejects_a_wrong_password_and_unknown_blocks(flying_squid):
+    host, port, password, _ = flying_squid
+    with pytest.raises(RconAuthError):
+        RconClient(host, port, password + "x").connect()
+    with RconClient(host, port, password) as client:
+        assert client.command("setblock 5 5 5 minecraft:no_such_block").startswith("Unknown block type")
+        assert client.command("fill 0 0 0 200 200 200 minecraft:air").startswith("Too many blocks")
+
+
+def _varint(value: int) -> bytes:
+    out = b""
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        out += bytes([byte | (0x80 if value else 0)])
+        if not value:
+            return out
+
+
+def test_server_speaks_minecraft_on_localhost_only(flying_squid):
+    """A server-list ping (handshake + status request) on the game port answers with JSON."""
+    _, _, _, mc_port = flying_squid
+    with socket.create_connection(("127.0.0.1", mc_port), timeout=10) as conn:
+        host = b"127.0.0.1"
+        handshake = _varint(0) + _varint(769) + _varint(len(host)) + host + struct.pack(">H", mc_port) + _varint(1)
+        conn.sendall(_varint(len(handshake)) + handshake + _varint(1) + _varint(0))
+        data = b""
+        while b"}" not in data or data.count(b"{") > data.count(b"}"):
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    assert b'"version"' in data and b"rlbridge test server" in data
+    with open("/proc/net/tcp") as table:  # listening sockets on the game port bind 127.0.0.1
+        listening = [line.split() for line in table.readlines()[1:] if line.split()[3] == "0A"]
+    ours = [fields[1] for fields in listening if int(fields[1].split(":")[1], 16) == mc_port]
+    assert ours == [f"0100007F:{mc_port:04X}"]
