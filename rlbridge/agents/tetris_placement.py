@@ -102,6 +102,7 @@ class Placer:
 
     def __init__(self, rows: int, cols: int, weights: np.ndarray, beam: int = 0):
         self.rows, self.cols, self.beam = rows, cols, beam
+        self._tables: dict[int, tuple] = {}
         self.weights = np.asarray(weights, dtype=float)
         self.full = (1 << cols) - 1
         self.bits = ((np.arange(1 << cols)[:, None] >> np.arange(cols)) & 1).astype(bool)
@@ -197,28 +198,82 @@ class Placer:
         return self.values([a[1] for a in first], [a[3] for a in first], [a[4] for a in first],
                            [a[2] for a in first])
 
+    def _next_table(self, kind: int):
+        """Arrays over the distinct placements of ``kind`` for the vectorised second ply."""
+        table = self._tables.get(kind)
+        if table is None:
+            cols, rows = self.cols, self.rows
+            places = [(o, col) for _, o in self.shapes[kind] for col in range(cols - o.width + 1)]
+            n = len(places)
+            masks = np.zeros((n, 4), dtype=np.int64)
+            cells = np.zeros((n, 4), dtype=np.int64)
+            over = np.zeros((n, 4), dtype=np.int64)  # column under each bbox column
+            bottom = np.full((n, 4), -rows, dtype=np.int64)  # padding never binds
+            spawn = np.zeros(n, dtype=np.int64)
+            half = np.zeros(n)
+            for p, (o, col) in enumerate(places):
+                for i, m in enumerate(o.masks):
+                    masks[p, i] = m << col
+                    cells[p, i] = m.bit_count()
+                    spawn[p] |= m << (i * cols + col)
+                for j, b in enumerate(o.bottom):
+                    over[p, j], bottom[p, j] = col + j, b
+                half[p] = o.height / 2
+            table = self._tables[kind] = (masks, cells, over, bottom, spawn, half)
+        return table
+
+    def _packed_top(self, rows: np.ndarray) -> np.ndarray:
+        c = self.cols
+        return rows[..., 0] | rows[..., 1] << c | rows[..., 2] << 2 * c | rows[..., 3] << 3 * c
+
     def _best_pair(self, first, next_kind: int) -> int:
-        """Two-piece search: each afterstate's value is its best next-piece afterstate's."""
-        next_spawn = self.spawn_masks[next_kind - 1]
-        owners, boards, landing, eroded = [], [], [], []
-        keep = range(len(first))
+        """Two-piece search: each afterstate is worth its best next-piece afterstate.
+
+        The second ply runs in numpy over all (first, second) pairs at once.
+        """
+        keep = np.arange(len(first))
         if self.beam and len(first) > self.beam:
             keep = np.argsort(self._first_values(first))[::-1][: self.beam]
-        for index in keep:
-            _, board, heights, land1, erode1, _ = first[index]
-            if self.top_rows(board) & next_spawn:
-                continue  # the next piece could not spawn: game over
-            for _, board2, _, land2, erode2, _ in self.afterstates(board, heights, next_kind):
-                owners.append(index)
-                boards.append(board2)
-                landing.append(land2 + land1)
-                eroded.append(erode2 + erode1)
-        if not boards:
-            return first[0][0]
-        values = self.values(boards, landing, eroded)
-        best = np.full(len(first), -np.inf)
-        np.maximum.at(best, np.asarray(owners), values)
-        return first[int(np.argmax(best))][0]
+        rows_count, full = self.rows, self.full
+        boards = np.array([first[i][1] for i in keep], dtype=np.int64)  # (N, R)
+        masks, cells, over, bottom, spawn, half = self._next_table(next_kind)
+        heights = np.cumsum(self.bits[boards], axis=1).astype(bool).sum(axis=1)  # (N, C)
+        landing = (rows_count - 1 - heights[:, over] - bottom).min(axis=2)  # (N, P)
+        top = self._packed_top(boards)
+        spawns = (top & self.spawn_masks[next_kind - 1]) == 0  # the next piece can appear
+        valid = spawns[:, None] & ((top[:, None] & spawn[None, :]) == 0) & (landing >= 0)
+        land = np.maximum(landing, 0)
+        n, p = land.shape
+        after = np.repeat(boards[:, None, :], p, axis=1)  # (N, P, R)
+        ni, pi = np.arange(n)[:, None], np.arange(p)[None, :]
+        for i in range(4):
+            after[ni, pi, np.minimum(land + i, rows_count - 1)] |= masks[None, :, i]
+        is_full = after == full
+        cleared = is_full.sum(axis=2)
+        in_cleared = np.zeros((n, p), dtype=np.int64)
+        for i in range(4):
+            in_cleared += np.take_along_axis(
+                is_full, np.minimum(land + i, rows_count - 1)[..., None], axis=2)[..., 0] * cells[None, :, i]
+        order = np.argsort(~is_full, axis=2, kind="stable")  # full rows first, others in order
+        after = np.take_along_axis(after, order, axis=2)
+        after[np.arange(rows_count)[None, None, :] < cleared[..., None]] = 0
+        flat = valid.ravel()
+        if not flat.any():
+            return first[int(keep[0])][0]
+        land1 = np.array([first[i][3] for i in keep])[:, None]
+        erode1 = np.array([first[i][4] for i in keep])[:, None]
+        second_landing = rows_count - land - half[None, :]
+        values = np.full(n * p, -np.inf)
+        chosen = after.reshape(n * p, rows_count)[flat]
+        values[flat] = (self.features(chosen, (second_landing + land1).ravel()[flat],
+                                      (in_cleared * cleared + erode1).ravel()[flat]) @ self.weights
+                        + BLOCKED_SPAWN_PENALTY * self._blocked_array(chosen))
+        best = values.reshape(n, p).max(axis=1)
+        return first[int(keep[int(np.argmax(best))])][0]
+
+    def _blocked_array(self, boards: np.ndarray) -> np.ndarray:
+        top = self._packed_top(boards)
+        return sum(((top & m) != 0).astype(np.int64) for m in self.spawn_masks)
 
 
 def play_game(placer: Placer, rng: np.random.Generator, preview: bool = False,
