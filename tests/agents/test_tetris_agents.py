@@ -145,3 +145,33 @@ def test_apriori_rules():
 def test_agents_refuse_low_level_actions(agent_class):
     with pytest.raises(ValueError, match="placement"):
         agent_class().agent_init(TetrisEnv(actions="low").env_init())
+
+
+def _pair_search_by_loops(placer: Placer, board, heights, kind: int, next_kind: int) -> int:
+    """The two-piece search written plainly: every pair of placements, scored one by one."""
+    first = placer.afterstates(board, heights, kind)
+    best_value, best_action = -np.inf, first[0][0]
+    for action, board1, heights1, land1, erode1, _ in first:
+        if placer.top_rows(board1) & placer.spawn_masks[next_kind - 1]:
+            continue
+        for _, board2, _, land2, erode2, _ in placer.afterstates(board1, heights1, next_kind):
+            value = placer.values([board2], [land1 + land2], [erode1 + erode2])[0]
+            if value > best_value:
+                best_value, best_action = value, action
+    return best_action
+
+
+def test_vectorised_pair_search_matches_the_loops():
+    placer = Placer(12, 5, load_weights())
+    rng = np.random.default_rng(1)
+    compared = 0
+    for game in range(12):
+        core = TetrisCore(12, 5, np.random.default_rng(game))
+        for _ in range(int(rng.integers(0, 6))):
+            core.apply_action(placer.best(core.board, core.heights, core.kind))
+        if core.terminal:
+            continue
+        expected = _pair_search_by_loops(placer, core.board, core.heights, core.kind, core.next_kind)
+        assert placer.best(core.board, core.heights, core.kind, core.next_kind) == expected
+        compared += 1
+    assert compared >= 8
