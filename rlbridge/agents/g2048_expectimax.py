@@ -144,6 +144,43 @@ def after_states(board: int) -> list[tuple[int, int, float]]:
     return out
 
 
+def best_after_state_score(board: int) -> float:
+    """The best heuristic over the boards one move away (0 if no move changes the board):
+    ``max(score for _, _, score in after_states(board))`` without building the list."""
+    l0, r0, hl0, hr0 = LR0[board & R0]
+    l1, r1, hl1, hr1 = LR1[board & R1]
+    l2, r2, hl2, hr2 = LR2[board & R2]
+    l3, r3, hl3, hr3 = LR3[board & R3]
+    u0, d0, hu0, hd0 = UD0[board & C0]
+    u1, d1, hu1, hd1 = UD1[board & C1]
+    u2, d2, hu2, hd2 = UD2[board & C2]
+    u3, d3, hu3, hd3 = UD3[board & C3]
+    best = 0.0
+    after = u0 | u1 | u2 | u3
+    if after != board:
+        best = (hu0 + hu1 + hu2 + hu3 + HR0[after & R0] + HR1[after & R1]
+                + HR2[after & R2] + HR3[after & R3])
+    after = d0 | d1 | d2 | d3
+    if after != board:
+        score = (hd0 + hd1 + hd2 + hd3 + HR0[after & R0] + HR1[after & R1]
+                 + HR2[after & R2] + HR3[after & R3])
+        if score > best:
+            best = score
+    after = l0 | l1 | l2 | l3
+    if after != board:
+        score = (hl0 + hl1 + hl2 + hl3 + HC0[after & C0] + HC1[after & C1]
+                 + HC2[after & C2] + HC3[after & C3])
+        if score > best:
+            best = score
+    after = r0 | r1 | r2 | r3
+    if after != board:
+        score = (hr0 + hr1 + hr2 + hr3 + HC0[after & C0] + HC1[after & C1]
+                 + HC2[after & C2] + HC3[after & C3])
+        if score > best:
+            best = score
+    return best
+
+
 class ExpectimaxSearch:
     """Depth-limited expectimax; ``depth`` counts the agent's moves (1 = greedy on the heuristic).
 
@@ -174,12 +211,10 @@ class ExpectimaxSearch:
         if cached is not None:
             return cached
         self.nodes += 1
-        best = 0.0
         if depth <= 1:
-            for _, _, score in after_states(board):
-                if score > best:
-                    best = score
+            best = best_after_state_score(board)
         else:
+            best = 0.0
             for _, after, _ in after_states(board):
                 value = self._chance(after, depth - 1, probability)
                 if value > best:
@@ -249,16 +284,25 @@ class ExpectimaxAgent(Agent):
         search.cache = {}
         if self.depth:
             return search.best_action(board, self.depth)[0]
-        start = time.process_time()
+        clock = time.process_time
+        start = clock()
         depth = 2
         action = search.best_action(board, depth)[0]
+        last = clock() - start
+        # Until two iterations are timed, guess that each ply multiplies the work by
+        # about 3 moves times (empty cells + 1) spawns.
         growth = 3.0 * (len(empty_shifts(board)) + 1)
         while depth < self.max_depth and action >= 0:
-            elapsed = time.process_time() - start
-            if elapsed * (1.0 + growth) > self.budget:
+            elapsed = clock() - start
+            if elapsed + last * growth > self.budget:
                 break
             depth += 1
+            before = clock()
             action = search.best_action(board, depth)[0]
+            took = clock() - before
+            if last > 1e-4:
+                growth = max(2.0, took / last)
+            last = took
         self.depths.append(depth)
         return action
 

@@ -13,10 +13,11 @@ legal moves; back up the score gained. Q is in the seed framework's score units
 from __future__ import annotations
 
 import math
-import random
 import time
 
-from ..environments.game2048 import MOVES, empty_shifts, legal_moves
+import numpy as np
+
+from ..environments.game2048 import MOVES, empty_shifts, legal_moves, random_playout
 from ..protocol.errors import InvalidAction
 from ..protocol.values import Value
 from .base import Agent
@@ -37,23 +38,37 @@ class Node:
 
 
 class SeedMCTS:
-    """The search itself, on packed boards; ``rng`` is a private ``random.Random``."""
+    """The search itself, on packed boards, with its own generator's draws buffered."""
+
+    _BUFFER = 1 << 14
 
     def __init__(self, c: float = 100.0, rollout_depth: int = 10,
                  four_probability: float = 0.0, seed: int = 0):
         self.c = c
         self.rollout_depth = rollout_depth
         self.four_probability = four_probability
-        self.rng = random.Random(seed)
         self.iterations = 0
+        self.seed(seed)
+
+    def seed(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self._draws: list[float] = []
+        self._at = 0
+
+    def _take(self, count: int) -> list[float]:
+        if self._at + count > len(self._draws):
+            self._draws = self.rng.random(max(self._BUFFER, count)).tolist()
+            self._at = 0
+        self._at += count
+        return self._draws[self._at - count:self._at]
 
     def _spawn(self, board: int) -> int:
         cells = empty_shifts(board)
         if not cells:
             return board
-        rng = self.rng
-        tile = 2 if self.four_probability and rng.random() < self.four_probability else 1
-        return board | tile << cells[int(rng.random() * len(cells))]
+        cell, four = self._take(2)
+        tile = 2 if four < self.four_probability else 1
+        return board | tile << cells[int(cell * len(cells))]
 
     def _select(self, node: Node, legal: tuple[int, ...]) -> int:
         log_n = math.log(node.n) if node.n else 0.0
@@ -68,16 +83,9 @@ class SeedMCTS:
         return best_action
 
     def _rollout(self, board: int) -> int:
-        gained = 0
-        rng = self.rng
-        for _ in range(self.rollout_depth):
-            legal = legal_moves(board)
-            if not legal:
-                break
-            board, reward = MOVES[legal[int(rng.random() * len(legal))]](board)
-            board = self._spawn(board)
-            gained += reward
-        return gained
+        """The score of ``rollout_depth`` uniformly random legal moves (fewer if stuck)."""
+        draws = self._take(3 * self.rollout_depth)
+        return random_playout(board, draws, self.rollout_depth, self.four_probability)[1]
 
     def iterate(self, root: Node, board: int) -> None:
         """One select-expand, rollout and backup pass from ``root`` at ``board``."""
@@ -154,7 +162,7 @@ class SeedMCTSAgent(Agent):
                                0.1 if spawn == "standard" else 0.0, int(seed))
 
     def seed(self, seed: int) -> None:
-        self.search.rng = random.Random(seed)
+        self.search.seed(seed)
 
     def _act(self, observation: Value) -> Value:
         action = self.search.choose(board_of(observation), self.seconds, self.iterations)

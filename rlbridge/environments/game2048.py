@@ -64,36 +64,54 @@ def slide_line(exponents: list[int]) -> tuple[list[int], int]:
     return out + [0] * (len(exponents) - len(out)), score
 
 
-class _LineTable(dict):
-    """Masked board -> (the line after the move, placed on the board; merge score)."""
+class LineTable(dict):
+    """Masked board -> a fact about one line of it, filled on first use.
 
-    __slots__ = ("shifts",)
+    ``compute(exponents along the line, their shifts)`` works on the line moved to
+    bit 0 (the line's lowest shift subtracted), and its result is shared by every
+    table with the same line shape (rows with rows, columns with columns) through
+    a canonical cache; ``place(result, base)`` moves it back to this line. Misses
+    in a new game thus cost a shift and two dict operations, not a recomputation.
+    """
 
-    def __init__(self, shifts: tuple[int, ...]):
+    __slots__ = ("base", "canonical", "compute", "place", "shifts")
+    _CANONICAL: dict = {}
+
+    def __init__(self, shifts: tuple[int, ...], compute, place):
         super().__init__()
-        self.shifts = shifts
-
-    def __missing__(self, key: int) -> tuple[int, int]:
-        line, score = slide_line([(key >> s) & CELL_MASK for s in self.shifts])
-        result = (sum(e << s for e, s in zip(line, self.shifts, strict=True)), score)
-        self[key] = result
-        return result
-
-
-class _RowTable(dict):
-    """Masked line -> a fact about it, computed once by ``compute(exponents, shifts)``."""
-
-    __slots__ = ("shifts", "compute")
-
-    def __init__(self, shifts: tuple[int, ...], compute):
-        super().__init__()
-        self.shifts = shifts
+        self.base = min(shifts)
+        self.shifts = tuple(s - self.base for s in shifts)
         self.compute = compute
+        self.place = place
+        self.canonical = LineTable._CANONICAL.setdefault((compute, self.shifts), {})
 
     def __missing__(self, key: int):
-        result = self.compute([(key >> s) & CELL_MASK for s in self.shifts], self.shifts)
+        line = key >> self.base
+        result = self.canonical.get(line)
+        if result is None:
+            result = self.compute([(line >> s) & CELL_MASK for s in self.shifts], self.shifts)
+            self.canonical[line] = result
+        result = self.place(result, self.base)
         self[key] = result
         return result
+
+
+def keep(result, base: int):
+    """``place`` for results that do not depend on where the line is (exponents, scores)."""
+    return result
+
+
+def _place_shifts(result: tuple[int, ...], base: int) -> tuple[int, ...]:
+    return tuple(s + base for s in result)
+
+
+def _place_slid(result: tuple[int, int], base: int) -> tuple[int, int]:
+    return result[0] << base, result[1]
+
+
+def _slid(line: list[int], shifts: tuple[int, ...]) -> tuple[int, int]:
+    moved, score = slide_line(line)
+    return sum(e << s for e, s in zip(moved, shifts, strict=True)), score
 
 
 def _empty_cells(line: list[int], shifts: tuple[int, ...]) -> tuple[int, ...]:
@@ -107,7 +125,7 @@ def _line_exponents(line: list[int], shifts: tuple[int, ...]) -> tuple[int, ...]
 def _movable_bits(forward: int, backward: int):
     """Bits of the two directions along a line in which sliding changes it."""
 
-    def compute(line: list[int], shifts: tuple[int, ...]) -> int:
+    def movable(line: list[int], shifts: tuple[int, ...]) -> int:
         bits = 0
         if slide_line(line)[0] != line:
             bits |= 1 << forward
@@ -115,7 +133,7 @@ def _movable_bits(forward: int, backward: int):
             bits |= 1 << backward
         return bits
 
-    return compute
+    return movable
 
 
 def _line_mask(shifts: tuple[int, ...]) -> int:
@@ -124,7 +142,7 @@ def _line_mask(shifts: tuple[int, ...]) -> int:
 
 def _make_move(action: int):
     shifts = [_line_shifts(action, line) for line in range(4)]
-    t0, t1, t2, t3 = (_LineTable(s) for s in shifts)
+    t0, t1, t2, t3 = (LineTable(s, _slid, _place_slid) for s in shifts)
     m0, m1, m2, m3 = (_line_mask(s) for s in shifts)
 
     def move(board: int) -> tuple[int, int]:
@@ -146,6 +164,10 @@ def _moved_line(line: list[int], shifts: tuple[int, ...]) -> tuple[int, int, tup
             tuple(s for e, s in zip(moved, shifts, strict=True) if not e))
 
 
+def _place_moved(result: tuple[int, int, tuple[int, ...]], base: int):
+    return result[0] << base, result[1], tuple(s + base for s in result[2])
+
+
 #: MOVES[action](board) -> (new board, merge score); the board is unchanged if nothing moves.
 MOVES = tuple(_make_move(action) for action in range(4))
 move_up, move_down, move_left, move_right = MOVES
@@ -153,14 +175,15 @@ _ROW_SHIFTS = tuple(_line_shifts(LEFT, row) for row in range(4))
 _COL_SHIFTS = tuple(_line_shifts(UP, col) for col in range(4))
 _R0, _R1, _R2, _R3 = (_line_mask(s) for s in _ROW_SHIFTS)
 _C0, _C1, _C2, _C3 = (_line_mask(s) for s in _COL_SHIFTS)
-_E0, _E1, _E2, _E3 = (_RowTable(s, _empty_cells) for s in _ROW_SHIFTS)
-_X0, _X1, _X2, _X3 = (_RowTable(s, _line_exponents) for s in _ROW_SHIFTS)
-_H0, _H1, _H2, _H3 = (_RowTable(s, _movable_bits(LEFT, RIGHT)) for s in _ROW_SHIFTS)
-_V0, _V1, _V2, _V3 = (_RowTable(s, _movable_bits(UP, DOWN)) for s in _COL_SHIFTS)
+_E0, _E1, _E2, _E3 = (LineTable(s, _empty_cells, _place_shifts) for s in _ROW_SHIFTS)
+_X0, _X1, _X2, _X3 = (LineTable(s, _line_exponents, keep) for s in _ROW_SHIFTS)
+_ROW_MOVABLE, _COL_MOVABLE = _movable_bits(LEFT, RIGHT), _movable_bits(UP, DOWN)
+_H0, _H1, _H2, _H3 = (LineTable(s, _ROW_MOVABLE, keep) for s in _ROW_SHIFTS)
+_V0, _V1, _V2, _V3 = (LineTable(s, _COL_MOVABLE, keep) for s in _COL_SHIFTS)
 #: _PLAY_TABLES[action] = (table, mask) for the 4 lines, the table giving ``_moved_line``.
 _PLAY_TABLES = tuple(
     tuple(part for line in range(4) for part in (
-        _RowTable(_line_shifts(action, line), _moved_line),
+        LineTable(_line_shifts(action, line), _moved_line, _place_moved),
         _line_mask(_line_shifts(action, line))))
     for action in range(4))
 #: Legal-move bits (bit a set iff action a changes the board) -> the actions, in order.
@@ -186,6 +209,51 @@ def legal_moves(board: int) -> tuple[int, ...]:
 def is_stuck(board: int) -> bool:
     """True when no move changes the board."""
     return not legal_bits(board)
+
+
+def random_playout(board: int, draws: list[float], max_moves: int,
+                   four_probability: float = 0.0) -> tuple[int, int, int]:
+    """Play up to ``max_moves`` uniformly random legal moves from ``board`` (the rollouts of
+    tree search): returns (final board, merge score, moves played). Each move uses two of
+    ``draws`` (uniform floats in [0, 1)), three with fours possible; pass at least that many.
+
+    A draw u picks action int(4u); if that move changes nothing, the fraction 4u - int(4u)
+    picks among the legal moves, which makes every legal move equally likely.
+    """
+    tables = _PLAY_TABLES
+    actions_of = ACTIONS_OF_BITS
+    score = moves = index = 0
+    while moves < max_moves:
+        u = draws[index] * 4.0
+        action = int(u)
+        t0, m0, t1, m1, t2, m2, t3, m3 = tables[action]
+        a0, s0, e0 = t0[board & m0]
+        a1, s1, e1 = t1[board & m1]
+        a2, s2, e2 = t2[board & m2]
+        a3, s3, e3 = t3[board & m3]
+        after = a0 | a1 | a2 | a3
+        if after == board:
+            legal = actions_of[legal_bits(board)]
+            if not legal:
+                break
+            t0, m0, t1, m1, t2, m2, t3, m3 = tables[legal[int((u - action) * len(legal))]]
+            a0, s0, e0 = t0[board & m0]
+            a1, s1, e1 = t1[board & m1]
+            a2, s2, e2 = t2[board & m2]
+            a3, s3, e3 = t3[board & m3]
+            after = a0 | a1 | a2 | a3
+        empty = e0 + e1 + e2 + e3
+        shift = empty[int(draws[index + 1] * len(empty))]
+        index += 2
+        tile = 1
+        if four_probability:
+            index += 1
+            if draws[index - 1] < four_probability:
+                tile = 2
+        board = after | tile << shift
+        score += s0 + s1 + s2 + s3
+        moves += 1
+    return board, score, moves
 
 
 def exponents(board: int) -> tuple[int, ...]:
