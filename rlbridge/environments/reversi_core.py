@@ -41,12 +41,7 @@ class Geometry:
                 not_first_col |= 1 << i
             if i % n != n - 1:
                 not_last_col |= 1 << i
-        # (shift, mask applied before shifting): positive shifts go left (towards higher cells).
-        self.shifts = (
-            (1, not_last_col), (-1, not_first_col), (n, self.full), (-n, self.full),
-            (n + 1, not_last_col), (n - 1, not_first_col),
-            (-(n - 1), not_last_col), (-(n + 1), not_first_col),
-        )
+        self.inner_cols = not_first_col & not_last_col
         self.rays = tuple(self._rays_of(i) for i in range(self.cells))
         corners = (0, n - 1, n * (n - 1), n * n - 1)
         self.corner_cells = corners
@@ -77,22 +72,22 @@ class Geometry:
 
     def moves(self, own: int, opp: int) -> int:
         """Bitboard of the cells where the owner of ``own`` may play."""
-        empty = self.full & ~(own | opp)
+        # Opponent stones on the first or last column cannot be inside a run that goes
+        # sideways, so masking them out once also stops shifts from wrapping around rows.
+        inner = opp & self.inner_cols
         legal = 0
         steps = self.size - 3
-        for shift, mask in self.shifts:
-            if shift > 0:
-                run = ((own & mask) << shift) & opp
-                for _ in range(steps):
-                    run |= ((run & mask) << shift) & opp
-                legal |= ((run & mask) << shift) & empty
-            else:
-                back = -shift
-                run = ((own & mask) >> back) & opp
-                for _ in range(steps):
-                    run |= ((run & mask) >> back) & opp
-                legal |= ((run & mask) >> back) & empty
-        return legal
+        for shift, run_of in ((1, inner), (self.size, opp), (self.size + 1, inner),
+                              (self.size - 1, inner)):
+            run = (own << shift) & run_of
+            for _ in range(steps):
+                run |= (run << shift) & run_of
+            legal |= run << shift
+            run = (own >> shift) & run_of
+            for _ in range(steps):
+                run |= (run >> shift) & run_of
+            legal |= run >> shift
+        return legal & self.full & ~(own | opp)
 
     def flips(self, cell: int, own: int, opp: int) -> int:
         """Bitboard of the stones that a stone of ``own`` placed on ``cell`` turns over."""

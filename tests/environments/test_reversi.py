@@ -216,3 +216,16 @@ def test_checker_1000_episodes():
     assert report.episodes == 1000
     assert report.steps > 10_000
     assert -1.0 <= report.returns_mean < 0.0  # a random agent loses to the seed heuristic
+
+
+@pytest.mark.parametrize("size", [4, 6, 8, 10])
+def test_bitboard_moves_match_a_ray_by_ray_check(size):
+    geometry = ReversiCore(size=size).geometry
+    rng = np.random.default_rng(size)
+    for _ in range(300):
+        cells = rng.integers(0, 3, size * size)
+        own = sum(1 << i for i in np.flatnonzero(cells == 1).tolist())
+        opp = sum(1 << i for i in np.flatnonzero(cells == 2).tolist())
+        brute = sum(1 << i for i in range(size * size)
+                    if not (own | opp) >> i & 1 and geometry.flips(i, own, opp))
+        assert geometry.moves(own, opp) == brute
