@@ -11,6 +11,7 @@ from .report import AgentResult, Figure, format_agent_results, format_figures
 #: Figure or AgentResult rows. `make bench` runs the suites listed in DEFAULT_SUITES.
 SUITES: dict[str, str] = {
     "core": "rlbridge.bench.core:run",
+    "bridge": "rlbridge.bench.bridge:run",
     "legacy": "rlbridge.bench.legacy:run",
 }
 DEFAULT_SUITES = ["core"]

@@ -159,11 +159,13 @@ def play_window(session: HumanSession, frames_dir: str | None = None) -> float:
     window.show(surface)
     clock = pygame.time.Clock()
     try:
-        while not window.closed:
+        quitting = False
+        while not window.closed and not quitting:
             changed = False
             for event in window.events():
                 if event.type == pygame.KEYDOWN and event.key in (pygame.K_ESCAPE, pygame.K_q):
-                    return session.total
+                    quitting = True  # after drawing the moves that came before it
+                    break
                 if event.type == pygame.KEYDOWN and event.key == pygame.K_r and session.terminal:
                     session.restart()
                     changed = True
