@@ -9,9 +9,12 @@ PNG of the current view and ``#quit`` stops the viewer.
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 
 import zmq
+
+os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 
 from .blocks import apply_commands
 from .palette import BACKGROUND, block_rgb

@@ -157,7 +157,10 @@ def draw_tetris(surface, snap: dict) -> None:
                 cells[(row, col)] = piece["kind"]
     for (row, col), kind in cells.items():
         colour = pal.TETRIS_RGB[kind] if kind else pal.TETRIS_EMPTY
-        pygame.draw.rect(surface, colour, _to_pygame_rect(cell_rect(snap, row, col)))
+        rect = _to_pygame_rect(cell_rect(snap, row, col))
+        pygame.draw.rect(surface, colour, rect)
+        if kind:  # a light bevel keeps dark pieces (7 is gray wool) visible on the dark well
+            pygame.draw.rect(surface, tuple(min(255, c + 70) for c in colour), rect.inflate(-2, -2), 2)
     _grid_lines(surface, snap)
 
 

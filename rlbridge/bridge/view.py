@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import zmq
 
+os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+
 from .publish import decode_frame
 
 
