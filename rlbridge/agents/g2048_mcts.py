@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from ..environments.game2048 import MOVES, empty_shifts, legal_moves, random_playout
+from ..environments.game2048_core import MOVES, empty_shifts, legal_moves, random_playout
 from ..protocol.errors import InvalidAction
 from ..protocol.values import Value
 from .base import Agent

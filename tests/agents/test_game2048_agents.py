@@ -11,11 +11,11 @@ from rlbridge.agents.g2048_expectimax import (
     line_heuristic,
 )
 from rlbridge.agents.g2048_mcts import SeedMCTSAgent
-from rlbridge.environments.game2048 import (
+from rlbridge.environments.game2048 import Game2048Env
+from rlbridge.environments.game2048_core import (
     LEFT,
     MOVES,
     RIGHT,
-    Game2048Env,
     board_from_tiles,
     exponents,
     legal_moves,

@@ -5,13 +5,13 @@ import json
 import pytest
 
 from rlbridge.environments.checker import check_environment
-from rlbridge.environments.game2048 import (
+from rlbridge.environments.game2048 import Game2048Env
+from rlbridge.environments.game2048_core import (
     DOWN,
     LEFT,
     RIGHT,
     UP,
     Game2048Core,
-    Game2048Env,
     board_from_tiles,
     exponents,
     legal_moves,
