@@ -102,6 +102,7 @@ class GlueServer:
         self._listener: socket.socket | None = None
         self._wake_r, self._wake_w = socket.socketpair()
         self._accept_thread: threading.Thread | None = None
+        self._handler_threads: list[threading.Thread] = []
         self._stopped = threading.Event()
         self._stopping = False
 
@@ -149,6 +150,8 @@ class GlueServer:
             self._session_thread.join(timeout=5)
         if self._accept_thread is not None:
             self._accept_thread.join(timeout=5)
+        for thread in self._handler_threads:  # they poll glue.stopping
+            thread.join(timeout=5)
         with self._cond:
             peers = [p for p in self._slots.values() if p is not None]
             self._slots = {Role.ENVIRONMENT: None, Role.AGENT: None}
@@ -292,8 +295,10 @@ class GlueServer:
             return
         log.info("legacy %s connected from %s; serving it to native experiments",
                  name, framed.peer)
-        threading.Thread(target=self._run_handler, args=(handler, role, peer),
-                         name=f"glue-serve-{name}", daemon=True).start()
+        thread = threading.Thread(target=self._run_handler, args=(handler, role, peer),
+                                  name=f"glue-serve-{name}", daemon=True)
+        self._handler_threads.append(thread)
+        thread.start()
 
     def _run_handler(self, handler, role: Role, peer) -> None:
         try:

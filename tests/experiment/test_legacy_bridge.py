@@ -145,3 +145,27 @@ def test_a_native_environment_runs_as_a_legacy_client():
     assert served == [1 + 1 + 3 + 1]  # init, start, steps, cleanup
     assert agent.calls[:3] == [AGENT_INIT, AGENT_START, AGENT_STEP]
     assert AGENT_CLEANUP in agent.calls and agent.terminated.is_set()
+
+
+def test_a_legacy_agent_lost_under_a_native_experiment_is_reported_to_it(ipc_dir):
+    import pytest
+
+    from rlbridge.protocol.errors import RLBridgeError
+
+    agent_address = f"ipc://{ipc_dir}/agent"
+    serve = functools.partial(serve_to_native, role="agent", address=agent_address)
+    with GlueServer("127.0.0.1", 0, on_legacy_agent=serve) as glue:
+        legacy = FakeAgent(glue.port)
+        legacy.die_after_steps = 1
+        legacy.start()
+        agent = RemoteAgent(agent_address)
+        try:
+            experiment = Experiment(Countdown(length="5"), agent)
+            experiment.RL_init()
+            with pytest.raises(RLBridgeError, match=r"disconnected during agent_step \(episode 1, "
+                                                    r"step 2\)"):
+                experiment.RL_episode(0)
+        finally:
+            agent.close()
+        glue.close()
+    assert any("was lost while serving" in report for report in glue.reports)
