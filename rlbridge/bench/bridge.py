@@ -70,6 +70,70 @@ def _publisher_costs(quick: bool) -> list[Figure]:
     ]
 
 
+class _PublishingEnv:
+    """An environment wrapper that offers its state after env_start/env_step, as the env server does."""
+
+    def __init__(self, env, publisher: StatePublisher):
+        self.env, self.publisher = env, publisher
+        self.episode, self.step = 0, 0
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def env_start(self):
+        observation = self.env.env_start()
+        self.episode, self.step = self.episode + 1, 0
+        self.publisher.offer(self.env.state_snapshot, self.episode, 0, False)
+        return observation
+
+    def env_step(self, action):
+        result = self.env.env_step(action)
+        self.step += 1
+        self.publisher.offer(self.env.state_snapshot, self.episode, self.step, bool(result.terminal))
+        return result
+
+
+def _episode_cpu_seconds(env, episodes: int) -> float:
+    from ..agents.random_agent import RandomAgent
+    from ..experiment.glue import Experiment
+
+    experiment = Experiment(env, RandomAgent(), seed=1)
+    experiment.RL_init()
+    started = time.process_time()
+    for _ in range(episodes):
+        experiment.RL_episode(0)
+    return time.process_time() - started
+
+
+def _viewer_slowdown(quick: bool) -> list[Figure]:
+    """In-process tetris RL_episode CPU time with a publisher and a headless viewer process
+    attached, against the same episodes with neither (this process's CPU time only)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from ..environments.tetris import TetrisEnv
+
+    episodes, rounds = (30, 3) if quick else (100, 5)
+    with tempfile.TemporaryDirectory(prefix="rlbridge-bench-view-") as directory:
+        publisher = StatePublisher(f"ipc://{directory}/state")
+        viewer = subprocess.Popen([sys.executable, "-m", "rlbridge", "view", publisher.address,
+                                   "--headless"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            plain, watched = [], []
+            for _ in range(rounds):  # alternate, so load changes hit both sides alike
+                plain.append(_episode_cpu_seconds(TetrisEnv(), episodes))
+                watched.append(_episode_cpu_seconds(_PublishingEnv(TetrisEnv(), publisher), episodes))
+        finally:
+            viewer.terminate()
+            viewer.wait()
+            publisher.close()
+    base, with_view = float(np.median(plain)), float(np.median(watched))
+    return [Figure(GROUP, "in-process tetris RL_episode, viewer attached", with_view, "CPU s",
+                   baseline=base, target="<= 1.10x", passed=with_view <= 1.10 * base,
+                   note=f"{episodes} episodes x {rounds}; {publisher.sent} frames sent")]
+
+
 def run(quick: bool) -> list[Figure]:
     from ..bridge.squid import FlyingSquid, ServerUnavailable
 
@@ -97,4 +161,4 @@ def run(quick: bool) -> list[Figure]:
     except ServerUnavailable as exc:
         figures.append(Figure(GROUP, "RCON -> flying-squid, pipelined bulk", float("nan"), "commands/s",
                               target=">= 500", passed=False, note=f"server unavailable: {exc}"[:120]))
-    return figures + _publisher_costs(quick)
+    return figures + _publisher_costs(quick) + _viewer_slowdown(quick)
