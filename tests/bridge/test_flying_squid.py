@@ -108,3 +108,31 @@ def test_server_speaks_minecraft_on_localhost_only(flying_squid):
         listening = [line.split() for line in table.readlines()[1:] if line.split()[3] == "0A"]
     ours = [fields[1] for fields in listening if int(fields[1].split(":")[1], 16) == mc_port]
     assert ours == [f"0100007F:{mc_port:04X}"]
+
+
+def test_real_tetris_environment_through_rcon(flying_squid):
+    """The project's TetrisEnv, random legal placements: the server's blocks follow every step."""
+    import numpy as np
+
+    from rlbridge.bridge.play import HumanSession
+
+    host, port, password, _ = flying_squid
+    session = HumanSession("tetris", {"actions": "placement"}, seed=7)
+    origin = Origin(20, 90, 3)  # away from the other test's board
+    bridge = BlockBridge(RconSink(host, port, password), origin)
+    rng = np.random.default_rng(7)
+    with RconClient(host, port, password) as reader:
+        for _ in range(25):
+            snapshot = session.snapshot()
+            bridge.show(snapshot)
+            rows, cols, grid = snapshot_grid(snapshot)
+            cells = [(r, c) for r in range(rows) for c in range(cols)]
+            replies = reader.run_batch(["getblock {} {} {}".format(*origin.position(r, c)) for r, c in cells])
+            assert {cell: b for cell, b in zip(cells, replies, strict=True) if b != AIR} == grid
+            if session.terminal:
+                session.restart()
+            else:
+                legal = session.legal()
+                session.act(int(legal[rng.integers(len(legal))]))
+    assert bridge.sink.errors == 0, bridge.sink.last_errors
+    bridge.close()
