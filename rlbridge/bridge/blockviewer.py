@@ -3,7 +3,8 @@
 Run it as its own process (``rlbridge blocks viewer --bind ADDR``): it binds a PULL socket,
 applies each received batch of command lines (newline-separated) to a block world and
 redraws. Two control lines are understood besides commands: ``#snapshot PATH`` saves a
-PNG of the current view and ``#quit`` stops the viewer.
+PNG of the current view and ``#quit`` stops the viewer. In a window, the s key saves
+``blocks_NNNN.png`` in the working directory.
 """
 
 from __future__ import annotations
@@ -126,6 +127,7 @@ class BlockViewer:
         self.errors = 0
         self.last_error = ""
         self._window = None
+        self.saved = 0
 
     def handle(self, text: str) -> bool:
         """Apply one received batch; False once ``#quit`` arrived."""
@@ -177,8 +179,11 @@ class BlockViewer:
             batches += 1
             if not keep_going or self._pump_window(redraw=True):
                 break
-        self._socket.close()
+        self.close()
         return batches
+
+    def close(self) -> None:
+        self._socket.close()
 
     def _pump_window(self, redraw: bool = False) -> bool:
         """Redraw the window if there is one; True when the user closed it."""
@@ -190,8 +195,12 @@ class BlockViewer:
             pygame.display.init()
             pygame.display.set_caption(f"rlbridge blocks {self.address}")
             redraw = True
-        if any(e.type == pygame.QUIT for e in pygame.event.get()):
-            return True
+        for event in pygame.event.get():
+            if event.type == pygame.QUIT:
+                return True
+            if event.type == pygame.KEYDOWN and event.key == pygame.K_s:
+                self.saved += 1
+                self.snapshot(f"blocks_{self.saved:04d}.png")  # in the working directory
         if redraw:
             surface, _ = draw_world(self.world, self.scale)
             if self._window is None or self._window.get_size() != surface.get_size():

@@ -52,6 +52,7 @@ def test_viewer_ignores_bad_lines_and_snapshots(tmp_path):
     assert viewer.world.blocks == {(0, 0, 0): "minecraft:red_wool"} and viewer.errors == 1
     assert (tmp_path / "a.png").exists()
     assert not viewer.handle("#quit")
+    viewer.close()
 
 
 def test_viewer_process_after_a_known_command_stream(tmp_path):
@@ -73,3 +74,19 @@ def test_viewer_process_after_a_known_command_stream(tmp_path):
             process.wait()
     assert process.returncode == 0, stderr
     check_pixels(pygame.image.load(str(snapshot_path)))
+
+
+def test_window_mode_saves_on_s_key(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    viewer = BlockViewer("inproc://viewer-window", headless=False)  # SDL's dummy driver here
+    viewer.handle("\n".join(BlockStream().update(tetris_snapshot(BOARD))))
+    try:
+        assert not viewer._pump_window(redraw=True)
+        pygame.event.post(pygame.event.Event(pygame.KEYDOWN, key=pygame.K_s))
+        assert not viewer._pump_window()
+        check_pixels(pygame.image.load(str(tmp_path / "blocks_0001.png")))
+        pygame.event.post(pygame.event.Event(pygame.QUIT))
+        assert viewer._pump_window()
+    finally:
+        pygame.display.quit()
+        viewer.close()
