@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -151,8 +152,6 @@ def _blocks_stream(args: argparse.Namespace) -> int:
     subscriber = StateSubscriber(args.address)
     frames = 0
     try:
-        import time
-
         last = time.monotonic()
         while args.max_frames is None or frames < args.max_frames:
             frame = subscriber.latest(timeout_ms=100)
