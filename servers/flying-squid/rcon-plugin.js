@@ -31,6 +31,16 @@ function blockCommands (serv) {
   const registry = serv.registry
   const world = () => serv.overworld
 
+  // Like serv.setBlock but without scheduling neighbour updates (nothing a board of wool needs,
+  // and 5x the cost), and awaited: connected players still see the change.
+  async function place (position, state) {
+    const target = world()
+    for (const player of serv.players) {
+      if (player.world === target) player.sendBlock(position, state)
+    }
+    await target.setBlockStateId(position, state)
+  }
+
   function stateOf (name) {
     const block = registry.blocksByName[stripNamespace(name)]
     if (!block) return undefined
@@ -49,7 +59,7 @@ function blockCommands (serv) {
     if (!xyz) return `Expected integer coordinates, got ${args.slice(0, 3).join(' ')}`
     const state = stateOf(args[3])
     if (state === undefined) return `Unknown block type '${args[3]}'`
-    await serv.setBlock(world(), new Vec3(...xyz), state)
+    await place(new Vec3(...xyz), state)
     return `Changed the block at ${xyz.join(', ')}`
   }
 
@@ -67,7 +77,7 @@ function blockCommands (serv) {
     const writes = []
     for (let x = lo[0]; x <= hi[0]; x++) {
       for (let y = lo[1]; y <= hi[1]; y++) {
-        for (let z = lo[2]; z <= hi[2]; z++) writes.push(serv.setBlock(world(), new Vec3(x, y, z), state))
+        for (let z = lo[2]; z <= hi[2]; z++) writes.push(place(new Vec3(x, y, z), state))
       }
     }
     await Promise.all(writes)
