@@ -8,6 +8,7 @@ import sys
 
 from ..protocol.errors import RLBridgeError
 from ..registry import AGENTS, ENVIRONMENTS, parse_options, resolve
+from .security import CurveError, add_curve_arguments, curve_for
 from .transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS, default_address
 
 ENV_HELP = "a built-in environment (" + ", ".join(ENVIRONMENTS) + ") or module:Class"
@@ -36,6 +37,7 @@ def register(subparsers) -> None:
         if role == "env":
             parser.add_argument("--publish", metavar="ADDR",
                                 help="publish state snapshots for viewers on this PUB address")
+        add_curve_arguments(parser)
         parser.set_defaults(func=_serve, role=full)
 
     parser = subparsers.add_parser(
@@ -48,8 +50,17 @@ def register(subparsers) -> None:
                         default=None, help="the agent's address")
     parser.add_argument("--bind", action="store_true",
                         help="bind both addresses (for peers started with --connect)")
+    parser.add_argument("--env-name", default="", metavar="NAME",
+                        help="the environment's name, recorded in the log for replay")
+    parser.add_argument("--env-opt", action="append", default=[], metavar="KEY=VALUE",
+                        help="the environment's options, recorded in the log for replay")
+    parser.add_argument("--agent-name", default="", metavar="NAME",
+                        help="the agent's name, recorded in the log")
+    parser.add_argument("--agent-opt", action="append", default=[], metavar="KEY=VALUE",
+                        help="the agent's options, recorded in the log")
     parser.add_argument("--shutdown-peers", action=argparse.BooleanOptionalAction, default=True,
                         help="tell the environment and agent to stop at the end (default: yes)")
+    add_curve_arguments(parser)
     parser.set_defaults(func=_experiment)
 
     parser = subparsers.add_parser(
@@ -70,6 +81,7 @@ def register(subparsers) -> None:
                              "'none' leaves it to the OS, or a CPU number")
     parser.add_argument("--render", choices=("pygame",), default=None,
                         help="also start a viewer process on the environment's state stream")
+    add_curve_arguments(parser)
     parser.set_defaults(func=_run)
 
 
@@ -89,6 +101,8 @@ def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run FUNCTION(experiment, episodes, max_steps, progress) instead of "
                              "the default loop of RL_episode calls")
     parser.add_argument("--log", metavar="FILE", default=None, help="record every message")
+    parser.add_argument("--log-flush", choices=("episode", "step"), default="episode",
+                        help="flush the log at every episode end (default) or every step")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -105,13 +119,24 @@ def _serve(args: argparse.Namespace) -> int:
     options = {}
     if args.max_message_bytes is not None:
         options["max_message_bytes"] = args.max_message_bytes
+    try:
+        curve = curve_for(args, address, bind=args.connect is None)
+    except CurveError as err:
+        print(f"rlbridge {args.role}: {err}", file=sys.stderr)
+        return 2
     server = PeerServer(obj, args.role, address, bind=args.connect is None,
-                        idle_timeout_ms=args.idle_timeout_ms, **options)
+                        idle_timeout_ms=args.idle_timeout_ms, curve=curve, **options)
+    if curve is not None and args.role == "environment":
+        from .episode import EpisodeRunner
+
+        server.episode_runner = EpisodeRunner(server)
+        server.episode_runner.server_curve = curve  # it calls the agent as a CURVE client
     if getattr(args, "publish", None):
         from ..bridge.publish import StatePublisher
 
         server.publisher = StatePublisher(args.publish)
-    print(f"rlbridge {args.role}: serving {args.name} on {server.address}", file=sys.stderr,
+    print(f"rlbridge {args.role}: serving {args.name} on {server.address}"
+          + (" with CURVE" if curve is not None else ""), file=sys.stderr,
           flush=True)
     return server.serve_forever()
 
@@ -138,10 +163,14 @@ def _experiment(args: argparse.Namespace) -> int:
     agent_address = args.agent_address or default_address("agent")
     env = agent = None
     try:
+        curve = curve_for(args, env_address, bind=args.bind)
+        curve = curve_for(args, agent_address, bind=args.bind) or curve
         env = RemoteEnvironment(env_address, timeout_ms=args.timeout_ms,
-                                connect_timeout_ms=args.connect_timeout_ms, bind=args.bind)
+                                connect_timeout_ms=args.connect_timeout_ms, bind=args.bind,
+                                curve=curve)
         agent = RemoteAgent(agent_address, timeout_ms=args.timeout_ms,
-                            connect_timeout_ms=args.connect_timeout_ms, bind=args.bind)
+                            connect_timeout_ms=args.connect_timeout_ms, bind=args.bind,
+                            curve=curve)
         if args.no_fast_path:
             env.run_episode = None
         program = _load_program(args.program) if args.program else default_program

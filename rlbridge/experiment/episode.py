@@ -1,6 +1,7 @@
 """The environment's side of a delegated episode (RUN_EPISODE): one round trip per step.
 
-The experiment sends ``RUN_EPISODE [max_steps, agent_address, step_timeout_ms]``;
+The experiment first sends ``DELEGATE [agent_address, step_timeout_ms, log]`` (once
+per session), then ``RUN_EPISODE [max_steps]`` for each episode;
 the environment process then plays the whole episode with the agent directly,
 keeping RL-Glue 3.0.4's counting rules, and replies
 ``[terminal, num_steps, total_reward, last_action]``. While it runs, it sends the
@@ -14,7 +15,14 @@ import time
 
 import zmq
 
-from ..protocol.errors import InvalidAction, PeerError, PeerTimeout, ProtocolError, RLBridgeError
+from ..protocol.errors import (
+    InvalidAction,
+    PeerError,
+    PeerTimeout,
+    ProtocolError,
+    RLBridgeError,
+    WrongState,
+)
 from ..protocol.messages import MessageType, encode, read_int, read_str
 from ..protocol.values import decode_value, encode_value
 from .transport import HEARTBEAT_INTERVAL_MS, STEP_TIMEOUT_MS, RequestClient
@@ -28,7 +36,6 @@ class EpisodeRunner:
     def __init__(self, server):
         self.server = server
         self.client: RequestClient | None = None
-        self.recorder = None  # the message log's hook on the fast path, if any
 
     def _agent(self, address: str, timeout_ms: int) -> RequestClient:
         client = self.client
@@ -41,21 +48,59 @@ class EpisodeRunner:
         elif client.timeout_ms != timeout_ms:
             client.timeout_ms = timeout_ms
             client.socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
-        client.recorder = self.recorder
         return client
 
     server_curve = None
 
+    def configure(self, body) -> None:
+        """DELEGATE: where the agent is, how long it may take, and the log to append to."""
+        if type(body) is not list or len(body) != 3:
+            raise ProtocolError("delegate body must be [agent_address, step_timeout_ms, log]")
+        address = read_str(body[0], "agent_address")
+        timeout_ms = read_int(body[1], "step_timeout_ms")
+        if timeout_ms <= 0:
+            raise ProtocolError(f"step_timeout_ms must be positive; got {timeout_ms}")
+        self.log = self._log(body[2]) if body[2] is not None else None
+        self.agent = self._agent(address, timeout_ms)
+        self.agent.recorder = None if self.log is None else self.log.record
+        self.agent_address = address
+
+    agent = None
+    log = None
+    agent_address = ""
+
     def run(self, message, spec, identity: bytes, frames: list):
         body = message.body
-        if type(body) is not list or len(body) != 3:
-            raise ProtocolError("run_episode body must be [max_steps, agent_address, step_timeout_ms]")
+        if type(body) is not list or len(body) != 1:
+            raise ProtocolError("run_episode body must be [max_steps]")
         max_steps = read_int(body[0], "max_steps")
-        address = read_str(body[1], "agent_address")
-        timeout_ms = read_int(body[2], "step_timeout_ms")
         if max_steps < 0:
             raise ProtocolError(f"max_steps must be >= 0; got {max_steps}")
-        agent = self._agent(address, timeout_ms)
+        if self.agent is None:
+            raise WrongState("run_episode needs a DELEGATE message first (the agent's address)")
+        try:
+            return self._play(message, spec, identity, frames, self.agent, max_steps,
+                              self.agent_address)
+        finally:
+            if self.log is not None:
+                self.log.flush()  # before the reply, so the experiment appends after us
+
+    def _log(self, log_spec):
+        from .log import LogWriter
+
+        if type(log_spec) is not list or len(log_spec) != 2:
+            raise ProtocolError("run_episode log must be [path, flush_every]")
+        path, flush_every = read_str(log_spec[0], "log path"), read_str(log_spec[1], "flush_every")
+        writer = self.log_writer
+        if writer is None or writer.path != path:
+            if writer is not None:
+                writer.close()
+            writer = self.log_writer = LogWriter(path, "environment", flush_every=flush_every)
+        return writer
+
+    log_writer = None
+
+    def _play(self, message, spec, identity, frames, agent, max_steps, address):
         agent.episode = message.episode
         agent.step = 1
         server = self.server
@@ -116,6 +161,9 @@ class EpisodeRunner:
             raise PeerError(str(err), int(err.code)) from None
 
     def close(self) -> None:
+        if self.log_writer is not None:
+            self.log_writer.close()
+            self.log_writer = None
         if self.client is not None:
             self.client.close()
             self.client = None

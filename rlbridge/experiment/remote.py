@@ -62,6 +62,10 @@ class RemoteEnvironment(_Remote):
 
     role = "environment"
     peer_role = "environment"
+    #: ``[path, flush_every]`` when the experiment logs: the environment appends its
+    #: fast-path messages to the same file (PROTOCOL.md, "The message log").
+    log_spec: list | None = None
+    _delegation: list | None = None
 
     def env_init(self) -> str:
         return read_str(self.client.request(T.ENV_INIT).body, "task spec")
@@ -93,9 +97,19 @@ class RemoteEnvironment(_Remote):
         def on_heartbeat(message):
             client.step = message.body[0] if isinstance(message.body, list) else client.step
 
+        delegation = [agent.address, step_timeout, self.log_spec]
+        if delegation != self._delegation:
+            # Session set-up carries addresses and paths; the log leaves it out so that
+            # the same seed gives the same log anywhere (PROTOCOL.md, "The message log").
+            recorder, client.recorder = client.recorder, None
+            try:
+                client.request(T.DELEGATE, delegation)
+            finally:
+                client.recorder = recorder
+            self._delegation = delegation
         client.on_heartbeat = on_heartbeat
         try:
-            reply = client.request(T.RUN_EPISODE, [max_steps, agent.address, step_timeout],
+            reply = client.request(T.RUN_EPISODE, [max_steps],
                                    timeout_ms=step_timeout + 2 * HEARTBEAT_INTERVAL_MS)
         finally:
             client.on_heartbeat = None

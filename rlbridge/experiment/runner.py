@@ -81,8 +81,18 @@ def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
     if args.program:
         experiment_cmd += ["--program", args.program]
     if args.log:
-        experiment_cmd += ["--log", args.log]
+        experiment_cmd += ["--log", args.log, "--log-flush", args.log_flush,
+                           "--env-name", args.env_name, "--agent-name", args.agent_name]
+        for opt in args.env_opt:
+            experiment_cmd += ["--env-opt", opt]
+        for opt in args.agent_opt:
+            experiment_cmd += ["--agent-opt", opt]
     commands = {"env": env_cmd, "agent": agent_cmd, "experiment": experiment_cmd}
+    for command in commands.values():  # CURVE keys, when given, go to all three
+        if getattr(args, "curve_dir", None):
+            command += ["--curve-dir", args.curve_dir]
+        elif getattr(args, "no_curve", False):
+            command.append("--no-curve")
     if args.render:
         commands["viewer"] = [*python, "view", addresses["view"]]
     return commands

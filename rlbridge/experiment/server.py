@@ -144,7 +144,8 @@ class PeerServer:
         if self.role == "environment":
             return {**common, T.ENV_INIT: self._env_init, T.ENV_START: self._env_start,
                     T.ENV_STEP: self._env_step, T.ENV_CLEANUP: self._env_cleanup,
-                    T.ENV_MESSAGE: self._env_message, T.RUN_EPISODE: self._run_episode}
+                    T.ENV_MESSAGE: self._env_message, T.RUN_EPISODE: self._run_episode,
+                    T.DELEGATE: self._delegate}
         return {**common, T.AGENT_INIT: self._agent_init, T.AGENT_START: self._agent_start,
                 T.AGENT_STEP: self._agent_step, T.AGENT_END: self._agent_end,
                 T.AGENT_CLEANUP: self._agent_cleanup, T.AGENT_MESSAGE: self._agent_message}
@@ -195,13 +196,20 @@ class PeerServer:
     def _env_message(self, message, frames, identity):
         return self.obj.env_message(read_str(message.body, "env_message text"))
 
-    def _run_episode(self, message, frames, identity):
-        spec = self._need_spec("run_episode")
+    def _runner(self):
         if self.episode_runner is None:
             from .episode import EpisodeRunner
 
             self.episode_runner = EpisodeRunner(self)
-        return self.episode_runner.run(message, spec, identity, frames)
+        return self.episode_runner
+
+    def _delegate(self, message, frames, identity):
+        self._runner().configure(message.body)
+        return None
+
+    def _run_episode(self, message, frames, identity):
+        spec = self._need_spec("run_episode")
+        return self._runner().run(message, spec, identity, frames)
 
     def _need_spec(self, call: str) -> TaskSpec:
         if self.task_spec is None:

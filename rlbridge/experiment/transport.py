@@ -116,12 +116,13 @@ class RequestClient:
         seq = self.seq
         out = encode(msg_type, seq, self.episode, body, frames)
         socket = self.socket
+        if self.recorder is not None:  # before sending, so the log keeps wire order
+            self.recorder("sent", self.peer_role, msg_type, seq, self.episode, self.step, out[0],
+                          tuple(out[1:]))
         if frames:
             socket.send_multipart(out, copy=False)
         else:
             socket.send(out[0])
-        if self.recorder is not None:
-            self.recorder("sent", self.peer_role, msg_type, seq, self.episode, self.step, out[0])
         if timeout_ms is not None and timeout_ms != self.timeout_ms:
             socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
         try:
@@ -147,7 +148,7 @@ class RequestClient:
                 socket.setsockopt(zmq.RCVTIMEO, self.timeout_ms)
         if self.recorder is not None:
             self.recorder("received", self.peer_role, reply.type, seq, self.episode, self.step,
-                          payload)
+                          payload, reply.frames)
         if reply.type == MessageType.ERROR:
             raise _remote_error(reply.body, self.peer_role, self.address)
         if reply.type != msg_type:

@@ -48,6 +48,7 @@ class MessageType(IntEnum):
     AGENT_CLEANUP = 24
     AGENT_MESSAGE = 25
     RUN_EPISODE = 30
+    DELEGATE = 31
 
 
 #: RL-Glue call names, for error messages such as "did not answer agent_step".

@@ -1,0 +1,35 @@
+# The two commands: `make run` and `make test`. Both set everything up first.
+VENV    := .venv
+PYTHON  := $(VENV)/bin/python
+RLB     := $(VENV)/bin/rlbridge
+STAMP   := $(VENV)/.installed
+SYSTEM_PYTHON ?= python3
+
+# The main job: three processes, a real game and a real agent, with a progress bar.
+RUN_ARGS ?= gridwalk random --episodes 200 --seed 0
+
+.PHONY: setup test run bench lint clean
+
+$(STAMP): pyproject.toml
+	$(SYSTEM_PYTHON) -m venv $(VENV)
+	$(PYTHON) -m pip install --quiet --upgrade pip
+	$(PYTHON) -m pip install --quiet -e '.[dev,plots]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+test: setup
+	$(PYTHON) -m ruff check rlbridge tests
+	$(PYTHON) -m pytest
+
+run: setup
+	$(RLB) run $(RUN_ARGS)
+
+bench: setup
+	$(RLB) bench
+
+lint: setup
+	$(PYTHON) -m ruff check rlbridge tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,190 @@
+"""The message log: determinism, crash safety, full disks, corrupt files, and the commands."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rlbridge.experiment.log import LogReader, LogWriter
+from rlbridge.protocol.errors import LogError
+
+
+def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "-m", "rlbridge", *args], capture_output=True,
+                            text=True, timeout=120)
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def without_timestamps(path: str) -> list:
+    reader = LogReader(path)
+    header = {k: v for k, v in reader.header.items() if k != "start_time_ns"}
+    return [header] + [record._replace(timestamp_ns=0) for record in reader.records()]
+
+
+@pytest.mark.parametrize("path_flag", [[], ["--no-fast-path"]], ids=["fast", "step_by_step"])
+def test_same_seed_and_agent_give_an_identical_log(tmp_path, path_flag):
+    logs = []
+    for name in ("a", "b"):
+        log = str(tmp_path / f"{name}.log")
+        run("run", "gridwalk", "random", "--episodes", "5", "--seed", "7", "--log", log,
+            "--quiet", *path_flag)
+        logs.append(without_timestamps(log))
+    assert logs[0] == logs[1]
+    assert len(logs[0]) > 100
+    log_c = str(tmp_path / "c.log")
+    run("run", "gridwalk", "random", "--episodes", "5", "--seed", "8", "--log", log_c, "--quiet",
+        *path_flag)
+    assert without_timestamps(log_c) != logs[0]
+
+
+def test_show_verify_agent_and_export(tmp_path):
+    log = str(tmp_path / "run.log")
+    run("run", "countdown", "random", "--env-opt", "length=4", "--episodes", "3", "--seed", "1",
+        "--max-steps", "0", "--log", log, "--quiet")
+    shown = run("log", "show", log).stdout
+    assert "episodes   3 (3 terminal)" in shown and "steps      12" in shown
+    assert "mean 10.0000" in shown
+    assert "agent (rlbridge-python, python)" in shown
+    verified = run("replay", log, "--verify").stdout
+    assert "verified: 15 environment calls match" in verified
+    assert "0 of 12 actions differ" in run("replay", log, "--agent", "random").stdout
+    out = str(tmp_path / "data.npz")
+    run("log", "export", log, "--npz", out)
+    data = np.load(out)
+    assert data["rewards"].tolist() == [4, 3, 2, 1] * 3
+    assert data["episode_starts"].tolist() == [True, False, False, False] * 3
+    assert data["terminals"].tolist() == [False, False, False, True] * 3
+    assert data["observations"][:4, 0].tolist() == [4, 3, 2, 1]
+
+
+def _forge(source: str, target: str, header_changes: dict, change_record) -> None:
+    reader = LogReader(source)
+    header = {k: v for k, v in reader.header.items() if k not in ("format", "protocol_version")}
+    writer = LogWriter(target, "experiment", truncate=True)
+    writer.header({**header, **header_changes})
+    for index, record in enumerate(reader.records()):
+        record = change_record(index, record)
+        writer.record(record.direction, record.peer, record.type, record.seq, record.episode,
+                      record.step, record.payload, record.frames)
+    writer.close()
+
+
+def test_verify_reports_the_first_divergence(tmp_path):
+    from rlbridge.protocol.messages import decode, encode
+
+    log = str(tmp_path / "run.log")
+    run("run", "countdown", "random", "--env-opt", "length=4", "--episodes", "2", "--log", log,
+        "--quiet", "--no-fast-path")
+    step_replies = []
+
+    def change_second_reward(index, record):
+        if record.type == 12 and record.direction == 1:  # an ENV_STEP reply
+            step_replies.append(index)
+            if len(step_replies) == 2:
+                message = decode(record.payload)
+                body = [99.0, *message.body[1:]]
+                payload = encode(message.type, message.seq, message.episode, body)[0]
+                return record._replace(payload=payload)
+        return record
+
+    forged = str(tmp_path / "forged.log")
+    _forge(log, forged, {}, change_second_reward)
+    result = run("replay", forged, "--verify", check=False)
+    assert result.returncode == 1
+    assert result.stdout.strip() == ("first divergence: episode 1, step 2, reward: "
+                                     "expected 99.0, actual 3.0")
+    other = str(tmp_path / "other.log")
+    _forge(log, other, {"env_options": {"length": "5"}}, lambda index, record: record)
+    result = run("replay", other, "--verify", check=False)
+    assert "first divergence: episode 0, step 0, task spec" in result.stdout
+    result = run("replay", log, "--agent", "first", check=False)
+    assert "actions differ" in result.stdout
+
+
+def test_truncated_log_reads_up_to_the_last_whole_record(tmp_path, capsys):
+    log = str(tmp_path / "run.log")
+    run("run", "gridwalk", "random", "--episodes", "2", "--log", log, "--quiet")
+    whole = len(list(LogReader(log).records()))
+    size = os.path.getsize(log)
+    with open(log, "r+b") as handle:
+        handle.truncate(size - 3)
+    reader = LogReader(log)
+    assert len(list(reader.records())) == whole - 1
+    assert "is truncated; skipped it" in capsys.readouterr().err
+    shown = run("log", "show", log)
+    assert "truncated" in shown.stdout
+
+
+def test_corrupt_log_gives_a_clear_error_not_a_traceback(tmp_path):
+    log = str(tmp_path / "run.log")
+    run("run", "gridwalk", "random", "--episodes", "1", "--log", log, "--quiet")
+    data = bytearray(open(log, "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    open(log, "wb").write(bytes(data))
+    result = run("log", "show", log, check=False)
+    assert result.returncode == 1
+    assert "corrupt" in result.stderr and "Traceback" not in result.stderr
+    not_a_log = str(tmp_path / "other.bin")
+    open(not_a_log, "wb").write(b"hello world")
+    result = run("replay", not_a_log, "--verify", check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("victim", ["env", "agent", "experiment"])
+def test_sigkill_of_any_process_keeps_every_flushed_record(victim, processes, ipc_dir, tmp_path):
+    rng = np.random.default_rng(abs(hash(victim)) % 1000)
+    kill_at = int(rng.integers(60, 400))
+    env_addr, agent_addr = f"ipc://{ipc_dir}/e", f"ipc://{ipc_dir}/a"
+    log = str(tmp_path / "run.log")
+    children = {
+        "env": processes.start("env", "countdown", "--bind", env_addr, "--opt", "length=50"),
+        "agent": processes.start("agent", "tests.experiment.helpers:SignallingAgent", "--bind",
+                                 agent_addr, "--opt", f"signal_at={kill_at}"),
+        "experiment": processes.start("experiment", "--env", env_addr, "--agent", agent_addr,
+                                      "--episodes", "100", "--timeout-ms", "1000", "--quiet",
+                                      "--log", log, "--env-name", "countdown",
+                                      "--env-opt", "length=50"),
+    }
+    children["agent"].stdout.readline()  # the agent has reached step kill_at
+    children[victim].send_signal(signal.SIGKILL)
+    children["experiment"].wait(timeout=30)
+    reader = LogReader(log, warn=None)
+    records = list(reader.records())
+    ends = [r for r in records if r.type == 23 and r.direction == 1]  # AGENT_END replies
+    assert len(ends) >= kill_at // 50 - 1  # every episode flushed before the kill is there
+    # What was written still verifies against the environment.
+    result = run("replay", log, "--verify", check=False)
+    assert "first divergence" not in result.stdout, result.stdout
+
+
+def test_a_full_disk_gives_a_clear_error_and_a_readable_log(tmp_path):
+    mount = tmp_path / "small"
+    mount.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(mount)],
+                             capture_output=True, text=True)
+    assert mounted.returncode == 0, f"this test needs a small tmpfs: {mounted.stderr}"
+    try:
+        log = str(mount / "run.log")
+        result = run("run", "gridwalk", "random", "--episodes", "400", "--log", log, "--quiet",
+                     check=False)
+        assert result.returncode != 0
+        assert "disk is full" in result.stderr and "Traceback" not in result.stderr
+        records = list(LogReader(log, warn=None).records())
+        assert len(records) > 100
+        assert "first divergence" not in run("replay", log, "--verify", check=False).stdout
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_writer_refuses_unknown_flush_modes(tmp_path):
+    with pytest.raises(ValueError, match="'episode' or 'step'"):
+        LogWriter(str(tmp_path / "x"), "experiment", flush_every="sometimes")
+    with pytest.raises(LogError, match="cannot open log"):
+        LogWriter(str(tmp_path / "missing" / "x"), "experiment")
