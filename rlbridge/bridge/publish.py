@@ -2,8 +2,9 @@
 
 Each message is msgpack ``[episode, step, terminal, snapshot]``. Publishing is rate-limited
 (terminal states always go out), never blocks (a full queue drops the frame), and the
-snapshot function runs only when a frame will actually be sent, so an unwatched or
-fast-stepping environment pays one clock read per step.
+snapshot function runs only when a frame will actually be sent: a fast-stepping
+environment pays one clock read per step. The socket is an XPUB that counts its
+subscribers, so with no viewer connected no snapshot is taken or encoded at all.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import msgpack
 import zmq
 
 DEFAULT_MAX_RATE = 60.0
+#: Seconds between reads of the subscription messages: a new viewer waits at most this long.
+SUBSCRIBER_CHECK_INTERVAL = 0.1
 
 
 def encode_frame(episode: int, step: int, terminal: bool, snapshot: dict) -> bytes:
@@ -34,13 +37,15 @@ def decode_frame(data: bytes) -> tuple[int, int, bool, dict]:
 
 
 class StatePublisher:
-    """Binds a PUB socket at ``address`` (``tcp://127.0.0.1:*`` picks a port: see ``address``)."""
+    """Binds an XPUB socket at ``address`` (``tcp://127.0.0.1:*`` picks a port: see ``address``);
+    viewers connect SUB sockets to it."""
 
     def __init__(self, address: str, max_rate: float = DEFAULT_MAX_RATE, high_water_mark: int = 8,
                  clock: Callable[[], float] = time.monotonic):
         if max_rate <= 0:
             raise ValueError(f"max_rate must be positive; got {max_rate}")
-        self._socket = zmq.Context.instance().socket(zmq.PUB)
+        self._socket = zmq.Context.instance().socket(zmq.XPUB)
+        self._socket.setsockopt(zmq.XPUB_VERBOSER, 1)  # every (un)subscription, to count viewers
         self._socket.setsockopt(zmq.SNDHWM, high_water_mark)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.bind(address)
@@ -51,6 +56,25 @@ class StatePublisher:
         self.sent = 0
         self.skipped = 0  # not sent: too soon after the previous frame
         self.dropped = 0  # not sent: the socket's queue was full
+        self.unwatched = 0  # not sent: no subscriber
+        self._subscribers = 0
+        self._counted_at = -float("inf")
+
+    def subscribers(self, timeout_ms: int = 0) -> int:
+        """Connected subscribers, after reading pending (un)subscriptions; waits up to
+        ``timeout_ms`` for one when there are none (polling, for tests and tools)."""
+        while True:
+            try:
+                message = self._socket.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                if self._subscribers or timeout_ms <= 0 or not self._socket.poll(timeout_ms):
+                    return self._subscribers
+                timeout_ms = 0  # one wait only; then read what arrived
+                continue
+            if message[:1] == b"\x01":
+                self._subscribers += 1
+            elif message[:1] == b"\x00":
+                self._subscribers = max(0, self._subscribers - 1)
 
     def offer(self, snapshot_fn: Callable[[], dict | None], episode: int, step: int,
               terminal: bool) -> bool:
@@ -61,6 +85,12 @@ class StatePublisher:
         now = self._clock()
         if not terminal and now - self._last_sent < self.min_interval:
             self.skipped += 1
+            return False
+        if now - self._counted_at >= SUBSCRIBER_CHECK_INTERVAL:  # reading the socket costs more
+            self._counted_at = now                                 # than a step may: 10 times/s
+            self.subscribers()
+        if not self._subscribers:
+            self.unwatched += 1
             return False
         snapshot = snapshot_fn()
         if snapshot is None:

@@ -33,6 +33,8 @@ def test_rate_limit_is_lazy_and_always_sends_terminal_states():
         return {"game": "2048", "board": [0] * 16, "score": 0, "done": False}
 
     with StatePublisher("inproc://rate", max_rate=10, clock=clock) as publisher:
+        viewer = StateSubscriber("inproc://rate")
+        assert publisher.subscribers(timeout_ms=5000) == 1
         assert publisher.offer(snapshot, 0, 1, False)
         clock.now += 0.05
         assert not publisher.offer(snapshot, 0, 2, False)  # 50 ms < 100 ms: skipped...
@@ -42,6 +44,7 @@ def test_rate_limit_is_lazy_and_always_sends_terminal_states():
         assert publisher.offer(snapshot, 1, 1, False)
         assert (publisher.sent, publisher.skipped, len(calls)) == (3, 1, 3)
         assert not publisher.offer(lambda: None, 1, 2, True)  # no snapshot, nothing sent
+        viewer.close()
 
 
 def test_frames_round_trip_and_reject_garbage():
@@ -53,13 +56,25 @@ def test_frames_round_trip_and_reject_garbage():
         decode_frame(b"\xc1")
 
 
-def test_publisher_never_blocks_without_subscribers():
+def test_no_snapshot_without_subscribers_and_no_blocking_with_a_stalled_one():
+    calls = []
+    snap = tetris_snapshot(["1" * 10] * 20)
+
+    def snapshot():
+        calls.append(1)
+        return snap
+
     with StatePublisher("tcp://127.0.0.1:*", max_rate=1e9) as publisher:
         assert publisher.address.startswith("tcp://127.0.0.1:")
-        snap = tetris_snapshot(["1" * 10] * 20)
+        for step in range(100):
+            assert not publisher.offer(snapshot, 0, step, step % 10 == 9)
+        assert calls == [] and publisher.unwatched == 100
+        stalled = StateSubscriber(publisher.address, high_water_mark=1)  # never reads
+        assert publisher.subscribers(timeout_ms=5000) == 1
         for step in range(2000):
-            publisher.offer(lambda: snap, 0, step, False)
-        assert publisher.sent + publisher.dropped == 2000
+            publisher.offer(snapshot, 0, step, False)
+        assert publisher.sent + publisher.dropped == 2000 and publisher.sent > 0
+        stalled.close()
 
 
 def test_subscriber_keeps_only_the_newest_frame():
