@@ -11,10 +11,12 @@ from .report import AgentResult, Figure, format_agent_results, format_figures
 #: Figure or AgentResult rows. `make bench` runs the suites listed in DEFAULT_SUITES.
 SUITES: dict[str, str] = {
     "core": "rlbridge.bench.core:run",
+    "games": "rlbridge.bench.suites:games",
+    "agents": "rlbridge.bench.suites:agents",
     "bridge": "rlbridge.bench.bridge:run",
     "legacy": "rlbridge.bench.legacy:run",
 }
-DEFAULT_SUITES = ["core"]
+DEFAULT_SUITES = ["core", "games", "bridge", "legacy", "agents"]
 
 
 def register(subparsers) -> None:

@@ -81,7 +81,7 @@ def raw_ping_pong(address: str, request_bytes: int, reply_bytes: int, seconds: f
 
 
 def rlbridge_three_processes(transport: str, env_name: str, env_opts: list[str], seconds: float,
-                             cpus, directory: str):
+                             cpus, directory: str, log_path: str | None = None):
     """Steps per second and per-step latencies (episode mean) of RL_episode over the protocol."""
     if transport == "ipc":
         env_addr, agent_addr = f"ipc://{directory}/e.sock", f"ipc://{directory}/a.sock"
@@ -102,6 +102,13 @@ def rlbridge_three_processes(transport: str, env_name: str, env_opts: list[str],
         env = RemoteEnvironment(env_addr)
         agent = RemoteAgent(agent_addr)
         experiment = Experiment(env, agent, seed=1)
+        writer = None
+        if log_path is not None:
+            from types import SimpleNamespace
+
+            from ..experiment.log import attach_log
+
+            writer = attach_log(experiment, log_path, SimpleNamespace(env_name=env_name))
         experiment.RL_init()
         experiment.RL_episode(0)
         steps = 0
@@ -118,6 +125,8 @@ def rlbridge_three_processes(transport: str, env_name: str, env_opts: list[str],
             if end > deadline:
                 break
         rate = steps / (time.perf_counter() - started)
+        if writer is not None:
+            writer.close()
     finally:
         for peer in (env, agent):
             if peer is not None:
@@ -177,6 +186,13 @@ def run(quick: bool = False) -> list[Figure]:
                 baseline=base_rate, target=target,
                 passed=(rate / base_rate >= 0.8) if transport == "ipc" else None,
                 note=f"p50 {_pct(lat, 50):.1f} us, p99 {_pct(lat, 99):.1f} us (episode means)"))
+        logged_rate, _ = rlbridge_three_processes("ipc", "gridwalk", [], seconds, cpus, directory,
+                                                  log_path=f"{directory}/bench.log")
+        plain_rate = figures[1].value
+        figures.append(Figure(
+            "log", "RL_episode with --log (flush every episode)", logged_rate, "steps/s",
+            baseline=plain_rate, target=">= 0.85x", passed=logged_rate / plain_rate >= 0.85,
+            note="baseline: the same run without a log"))
         glue_rate, bare_rate = in_process(seconds)
         overhead_us = (1 / glue_rate - 1 / bare_rate) * 1e6
         figures.append(Figure("core", "(c) in-process RL_episode, gridwalk", glue_rate, "steps/s",

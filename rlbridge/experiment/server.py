@@ -39,7 +39,7 @@ class PeerServer:
 
     def __init__(self, obj, role: str, address: str, *, bind: bool = True,
                  max_message_bytes: int = MAX_MESSAGE_BYTES, idle_timeout_ms: int | None = None,
-                 curve=None, log=sys.stderr):
+                 curve=None, log=sys.stderr, handle_signals: bool = True):
         if role not in ("environment", "agent"):
             raise ValueError(f"role must be environment or agent; got {role!r}")
         self.obj = obj
@@ -48,6 +48,7 @@ class PeerServer:
         self.max_message_bytes = max_message_bytes
         self.idle_timeout_ms = idle_timeout_ms
         self.log = log
+        self.handle_signals = handle_signals  # only the main thread may install handlers
         self.socket = context().socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, LINGER_MS)
         self.socket.setsockopt(zmq.RCVTIMEO, POLL_INTERVAL_MS)
@@ -68,7 +69,10 @@ class PeerServer:
     # -- the loop ----------------------------------------------------------------
     def serve_forever(self) -> int:
         """Serve until stopped; returns a process exit code."""
-        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        previous = {}
+        if self.handle_signals:
+            previous = {sig: signal.signal(sig, self._on_signal)
+                        for sig in (signal.SIGTERM, signal.SIGINT)}
         socket = self.socket
         idle_since = time.monotonic()
         try:
