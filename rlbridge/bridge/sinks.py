@@ -193,7 +193,12 @@ class BlockBridge:
 
     def show(self, snapshot: dict) -> list[str]:
         lines = self.stream.update(snapshot)
-        if not self.sink.send(lines):
+        try:
+            delivered = self.sink.send(lines)
+        except BaseException:
+            self.stream.forget()  # the world may hold part of the batch: redraw next time
+            raise
+        if not delivered:
             self.stream.forget()
         return lines
 

@@ -60,8 +60,9 @@ class FlyingSquid:
         ensure_installed(server_dir)
         password = secrets.token_hex(8)
         rcon_port, game_port = free_port(), free_port()
-        log_path = Path(tempfile.mkstemp(prefix="flying-squid-", suffix=".log")[1])
-        log = open(log_path, "w")  # noqa: SIM115 - closed by stop()
+        descriptor, name = tempfile.mkstemp(prefix="flying-squid-", suffix=".log")
+        log_path = Path(name)
+        log = os.fdopen(descriptor, "w")  # closed by stop()
         process = subprocess.Popen(
             ["bash", str(server_dir / "start.sh"), "--port", str(game_port), "--rcon-port", str(rcon_port)],
             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "RCON_PASSWORD": password},

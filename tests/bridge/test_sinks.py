@@ -53,3 +53,26 @@ def test_viewer_sink_drops_without_a_viewer_and_bridge_redraws_after():
     assert lines[0].startswith("fill")  # after a drop the next update starts from scratch
     assert bridge.show(tetris_snapshot(["1"]))[:1] in ([], ["fill 0 80 3 0 80 3 minecraft:air"])
     bridge.close()
+
+
+def test_bridge_redraws_after_a_sink_error():
+    class Failing:
+        def __init__(self) -> None:
+            self.fail = False
+
+        def send(self, lines):
+            if self.fail:
+                raise ConnectionError("server went away")
+            return True
+
+        def close(self) -> None:
+            return None
+
+    sink = Failing()
+    bridge = BlockBridge(sink)
+    bridge.show(tetris_snapshot(["1."]))
+    sink.fail = True
+    with pytest.raises(ConnectionError):
+        bridge.show(tetris_snapshot(["12"]))
+    sink.fail = False
+    assert bridge.show(tetris_snapshot(["12"]))[0].startswith("fill")  # full redraw
