@@ -9,6 +9,7 @@ from rlbridge.environments.game2048 import Game2048Env
 from rlbridge.environments.game2048_core import (
     DOWN,
     LEFT,
+    MOVES,
     RIGHT,
     UP,
     Game2048Core,
@@ -19,6 +20,7 @@ from rlbridge.environments.game2048_core import (
     move_left,
     move_right,
     move_up,
+    random_playout,
     slide_line,
     tiles,
 )
@@ -183,3 +185,22 @@ def test_messages_state_and_options():
     for bad in ({"spawn": "fives"}, {"scoring": "double"}, {"win_tile": "1000"}, {"colour": "red"}):
         with pytest.raises(ValueError):
             Game2048Env(**bad)
+
+
+def test_random_playout_matches_play_with_the_same_draws():
+    import numpy as np
+
+    draws = np.random.default_rng(11).random(400).tolist()
+    core = Game2048Core(11)
+    start = core.board
+    board, score, moves = random_playout(start, draws, 150)
+    core._buffer, core._next = draws[1::2], 0  # play() spends one draw per spawn of a 2
+    for step in range(moves):
+        u = draws[2 * step] * 4
+        action = int(u)
+        if MOVES[action](core.board)[0] == core.board:
+            legal = legal_moves(core.board)
+            action = legal[int((u - action) * len(legal))]
+        assert core.play(action) >= 0
+    assert (board, score) == (core.board, core.score) and moves > 50
+    assert random_playout(board_from_tiles(STUCK), draws, 10) == (board_from_tiles(STUCK), 0, 0)
