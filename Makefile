@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 SYSTEM_PYTHON ?= python3
 
 # The main job: three processes, a real game and a real agent, with a progress bar.
-RUN_ARGS ?= gridwalk random --episodes 200 --seed 0
+RUN_ARGS ?= minesweeper minesweeper-solver --env-opt first_click=safe --episodes 200 --seed 0
 
 .PHONY: setup test run bench lint clean
 

@@ -1,0 +1,1 @@
+"""Small examples from the README, runnable with `rlbridge run examples.guess:GuessEnv ...`."""

@@ -1,0 +1,53 @@
+"""Golden logs, one per game: they still verify byte for byte, and a fresh run reproduces them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlbridge.experiment.log import LogReader
+from rlbridge.experiment.replay import verify
+
+GOLDEN = Path(__file__).with_name("golden")
+#: game -> the `rlbridge run` arguments that made its golden log (python -m tests.experiment.test_golden_logs).
+RUNS = {
+    "minesweeper": ["minesweeper", "random", "--env-opt", "rows=6", "--env-opt", "cols=5",
+                    "--env-opt", "mines=4"],
+    "blackjack": ["blackjack", "random"],
+    "tetris": ["tetris", "random"],
+    "reversi": ["reversi", "random", "--env-opt", "size=4"],
+    "2048": ["2048", "random", "--env-opt", "win_tile=32"],
+}
+COMMON = ["--episodes", "2", "--seed", "11", "--quiet"]
+
+
+def make(game: str, path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "rlbridge", "run", *RUNS[game], *COMMON,
+                    "--log", str(path)], check=True, capture_output=True, timeout=120)
+
+
+def records_without_timestamps(path: Path) -> list:
+    return [r._replace(timestamp_ns=0) for r in LogReader(str(path)).records()]
+
+
+@pytest.mark.parametrize("game", list(RUNS))
+def test_golden_log_still_verifies(game):
+    checked, divergence = verify(LogReader(str(GOLDEN / f"{game}.rlog")))
+    assert divergence is None, str(divergence)
+    assert checked > 2
+
+
+@pytest.mark.parametrize("game", list(RUNS))
+def test_a_fresh_run_reproduces_the_golden_log(game, tmp_path):
+    fresh = tmp_path / f"{game}.rlog"
+    make(game, fresh)
+    assert records_without_timestamps(fresh) == records_without_timestamps(GOLDEN / f"{game}.rlog")
+
+
+if __name__ == "__main__":
+    for name in sys.argv[1:] or RUNS:
+        make(name, GOLDEN / f"{name}.rlog")
+        print(f"wrote {GOLDEN / f'{name}.rlog'}")
