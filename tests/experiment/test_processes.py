@@ -153,3 +153,15 @@ def _kill_group(runner: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     runner.wait(timeout=10)
+
+
+def test_servers_can_connect_to_an_experiment_that_binds(processes, ipc_dir):
+    env_addr, agent_addr = f"ipc://{ipc_dir}/e", f"ipc://{ipc_dir}/a"
+    experiment = processes.start("experiment", "--bind", "--env", env_addr, "--agent", agent_addr,
+                                 "--episodes", "3", "--quiet")
+    env = processes.start("env", "countdown", "--connect", env_addr, "--opt", "length=3")
+    agent = processes.start("agent", "random", "--connect", agent_addr)
+    out, err = experiment.communicate(timeout=60)
+    assert experiment.returncode == 0, err
+    assert SUMMARY.search(out).groups()[:3] == ("3", "9", "6.0000")
+    assert env.wait(timeout=10) == 0 and agent.wait(timeout=10) == 0
