@@ -136,3 +136,51 @@ def test_real_tetris_environment_through_rcon(flying_squid):
                 session.act(int(legal[rng.integers(len(legal))]))
     assert bridge.sink.errors == 0, bridge.sink.last_errors
     bridge.close()
+
+
+def test_a_connected_minecraft_client_sees_the_blocks(flying_squid):
+    """An offline-mode client (minecraft-protocol, servers/flying-squid/watch-client.js) in the
+    world receives the block changes the RCON sink makes."""
+    import json
+    import queue
+    import subprocess
+    import threading
+    import time
+
+    from rlbridge.bridge.squid import SERVER_DIR
+
+    host, port, password, game_port = flying_squid
+    client = subprocess.Popen(["node", str(SERVER_DIR / "watch-client.js"), host, str(game_port)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=SERVER_DIR)
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line.strip()) for line in client.stdout], daemon=True)
+    reader.start()
+
+    def next_line(deadline: float) -> str:
+        try:
+            return lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            pytest.fail("the Minecraft client said nothing in time")
+
+    try:
+        deadline = time.monotonic() + 30
+        assert next_line(deadline) == "spawned"
+        bridge = BlockBridge(RconSink(host, port, password), Origin(40, 70, 3))
+        bridge.show(tetris_snapshot(["5.", ".6"]))
+        seen = {}
+        deadline = time.monotonic() + 20
+        while AIR in (seen.get((40, 70, 3), AIR), seen.get((41, 69, 3), AIR)):  # the fill comes first
+            change = json.loads(next_line(deadline))
+            assert "error" not in change, change
+            seen[(change["x"], change["y"], change["z"])] = change["block"]
+        assert seen[(40, 70, 3)] == "minecraft:lime_wool" and seen[(41, 69, 3)] == "minecraft:pink_wool"
+        bridge.close()
+    finally:
+        client.stdin.close()
+        try:
+            client.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            client.kill()
+            client.wait()
+        reader.join(timeout=10)
+        client.stdout.close()
