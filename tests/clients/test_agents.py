@@ -1,0 +1,212 @@
+"""The C and JavaScript agents as the agent process of a Python environment and experiment.
+
+A deterministic policy gives identical results and identical message logs (timestamps aside)
+whichever language serves it: the experiment cannot tell them apart.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import zmq
+
+from rlbridge.cli import main
+from rlbridge.experiment.log import LogReader
+from rlbridge.experiment.security import CurveKeys, create_keys
+from rlbridge.experiment.transport import RequestClient
+from rlbridge.protocol.errors import PeerTimeout
+from rlbridge.protocol.messages import MessageType
+
+from .helpers import C_DIR, JS_DIR, SUMMARY, agent_command, build_c, check_js, need, start, stop
+
+LANGUAGES = ("python", "c", "javascript")
+COUNTDOWN_SPEC = ("VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS (0 5) "
+                  "ACTIONS INTS (0 1) REWARDS (0.0 5.0) EXTRA")
+#: game -> (episodes, max_steps): gridwalk's first action walks into the wall, so it is cut off.
+GAMES = {"gridwalk": (3, 20), "blackjack": (40, 0), "2048": (2, 60)}
+
+
+@pytest.fixture(scope="module")
+def sockets():
+    directory = tempfile.mkdtemp(prefix="rlbc-")
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+class Servers:
+    """Environment and agent servers started on first use, all stopped at the end."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self.children: dict[str, subprocess.Popen] = {}
+
+    def env(self, game: str) -> str:
+        address = f"ipc://{self.directory}/env-{game}"
+        if game not in self.children:
+            self.children[game] = start([sys.executable, "-m", "rlbridge", "env", game, "--bind",
+                                         address])
+        return address
+
+    def agent(self, language: str, name: str) -> str:
+        key = f"agent-{language}-{name.replace(':', '-')}"
+        address = f"ipc://{self.directory}/{key}"
+        if key not in self.children:
+            self.children[key] = start(agent_command(language, name, address))
+        return address
+
+
+@pytest.fixture(scope="module")
+def servers(sockets):
+    build_c()
+    check_js()
+    started = Servers(sockets)
+    yield started
+    stop(list(started.children.values()))
+
+
+def experiment(capsys, env: str, agent: str, *extra: str) -> tuple[str, str, str]:
+    """Run `rlbridge experiment` in this process; returns (episodes, steps, mean return)."""
+    capsys.readouterr()
+    code = main(["experiment", "--env", env, "--agent", agent, "--quiet", "--no-shutdown-peers",
+                 "--connect-timeout-ms", "20000", *extra])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    match = SUMMARY.search(out)
+    assert match, out
+    return match.groups()
+
+
+def log_contents(path: str) -> tuple[dict, list]:
+    reader = LogReader(path)
+    header = {k: v for k, v in reader.header.items() if k not in ("start_time_ns", "peers")}
+    records = [record._replace(timestamp_ns=0) for record in reader.records()]
+    return header, records
+
+
+def hello_languages(path: str) -> list[tuple[str, str]]:
+    return [(peer[2], peer[3]) for peer in LogReader(path).header["peers"]]
+
+
+@pytest.mark.parametrize("game", list(GAMES))
+def test_a_deterministic_policy_gives_identical_results_and_logs_in_every_language(
+        game, servers, capsys, tmp_path):
+    episodes, max_steps = GAMES[game]
+    results = {}
+    logs = {}
+    for language in LANGUAGES:
+        log = str(tmp_path / f"{language}.log")
+        results[language] = experiment(
+            capsys, servers.env(game), servers.agent(language, "first"), "--episodes",
+            str(episodes), "--max-steps", str(max_steps), "--seed", "7", "--log", log)
+        logs[language] = log_contents(log)
+        assert hello_languages(log)[1][1] == language  # the agent's HELLO names its language
+    assert results["python"][0] == str(episodes)
+    assert results["c"] == results["python"]
+    assert results["javascript"] == results["python"]
+    header, records = logs["python"]
+    assert len(records) > 4 * episodes
+    for language in ("c", "javascript"):
+        assert logs[language][0] == header
+        # Every message, byte for byte, in the same order: only timestamps differ.
+        assert logs[language][1] == records, language
+
+
+def test_the_experiment_works_the_same_step_by_step(servers, capsys):
+    """Without the fast path every agent call goes through the experiment (two round trips)."""
+    results = {language: experiment(capsys, servers.env("gridwalk"),
+                                    servers.agent(language, "first"), "--episodes", "2",
+                                    "--max-steps", "10", "--no-fast-path")
+               for language in LANGUAGES}
+    assert results["c"] == results["javascript"] == results["python"] == ("2", "20", "-9.0000")
+
+
+def test_the_c_basic_strategy_plays_exactly_the_python_optimal_policy(servers, capsys, tmp_path):
+    twin = servers.agent("python", "tests.clients.helpers:OptimalBlackjackAgent")
+    basic = servers.agent("c", "blackjack")
+    runs = []
+    for agent in (twin, basic):
+        log = str(tmp_path / f"{len(runs)}.log")
+        runs.append((experiment(capsys, servers.env("blackjack"), agent, "--episodes", "100",
+                                "--seed", "11", "--log", log), log_contents(log)[1]))
+    assert runs[0] == runs[1]
+    assert runs[0][0][0] == "100"
+
+
+@pytest.mark.parametrize("language", ["c", "javascript"])
+@pytest.mark.parametrize("game, max_steps", [("2048", 80), ("gridwalk", 60)])
+def test_random_agents_play_legal_actions(language, game, max_steps, servers, capsys):
+    episodes, steps, _ = experiment(capsys, servers.env(game), servers.agent(language, "random"),
+                                    "--episodes", "2", "--max-steps", str(max_steps), "--seed", "3")
+    assert episodes == "2" or max_steps > 0
+    assert int(steps) > 0
+
+
+def test_javascript_q_learning_learns_gridwalk_and_saves_its_table(servers, sockets, capsys,
+                                                                   tmp_path):
+    table = tmp_path / "q.msgpack"
+    address = f"ipc://{sockets}/qlearning"
+    child = start(agent_command("javascript", "qlearning", address, "--opt", "alpha=0.5",
+                                "--opt", f"save={table}"))
+    try:
+        capsys.readouterr()
+        code = main(["experiment", "--env", servers.env("gridwalk"), "--agent", address,
+                     "--episodes", "150", "--max-steps", "100", "--seed", "5", "--quiet",
+                     "--program", "tests.clients.helpers:train_then_greedy"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+    finally:
+        stop([child])
+    assert "greedy return -5.0" in out  # the shortest path: 6 moves on the 4x4 grid
+    assert table.read_bytes()[:1] in (b"\x82", b"\xde")  # a msgpack map, never code
+
+
+def test_c_vectors_encode_and_decode_byte_exactly():
+    need("make")
+    result = subprocess.run(["make", "-s", "-C", str(C_DIR), "test"], capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert " passed, 0 failed" in result.stdout
+
+
+def test_javascript_vectors_and_agents_pass_their_own_tests():
+    node = check_js()
+    result = subprocess.run([node, "--test", "test/"], cwd=JS_DIR, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "# fail 0" in result.stdout
+
+
+@pytest.mark.parametrize("language", ["c", "javascript"])
+def test_agents_speak_curve_and_refuse_a_wrong_key(language, servers, sockets, tmp_path):
+    create_keys(tmp_path / "keys")
+    create_keys(tmp_path / "other")
+    good, other = CurveKeys.load(tmp_path / "keys"), CurveKeys.load(tmp_path / "other")
+    address = f"ipc://{sockets}/curve-agent-{language}"
+    agent = start(agent_command(language, "first", address, "--curve-dir", str(good.directory)))
+    # Knows the server's public key but presents a client key that is not authorized.
+    intruder_keys = CurveKeys(other.directory, good.server_public,
+                              client_public=other.client_public, client_secret=other.client_secret)
+    trusted = RequestClient(address, "agent", "experiment", timeout_ms=5000, curve=good)
+    intruder = RequestClient(address, "agent", "experiment", timeout_ms=1000, curve=intruder_keys)
+    # A refused handshake may drop the connection before the request is queued: then sending
+    # is what times out.
+    intruder.socket.setsockopt(zmq.SNDTIMEO, 1000)
+    try:
+        assert trusted.hello(timeout_ms=20000).language == language
+        trusted.request(MessageType.AGENT_INIT, COUNTDOWN_SPEC)
+        assert trusted.request(MessageType.AGENT_START, [[5], [], "", []]).body[0] == [0]
+        with pytest.raises((PeerTimeout, zmq.Again)):
+            intruder.request(MessageType.AGENT_START, [[5], [], "", []])
+        trusted.request(MessageType.SHUTDOWN, "done")
+        _, err = agent.communicate(timeout=20)
+    finally:
+        trusted.close()
+        intruder.close()
+        stop([agent])
+    assert agent.returncode == 0
+    assert "with CURVE" in err
+    assert f"its public key {other.client_public.decode()} is not in authorized_clients" in err
