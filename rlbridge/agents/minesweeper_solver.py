@@ -13,6 +13,7 @@ from __future__ import annotations
 from math import comb
 
 from .minesweeper_elimination import MinesweeperAgentBase, elimination_marks
+from .minesweeper_endgame import EndgameSearch, enumerate_layouts
 
 
 def _convolve(a: list[int], b: list[int]) -> list[int]:
@@ -203,37 +204,49 @@ def _signature(cell: int, touching: dict[int, list[int]]) -> list[int]:
 
 class SolverAgent(MinesweeperAgentBase):
     """Opens a cell known to be safe when there is one; otherwise guesses by exact mine
-    probabilities with a one-step lookahead.
+    probabilities with a one-step lookahead, or by exhaustive search in the endgame.
 
     Cheap elimination runs first; the full probability computation only when it finds
     no safe cell. Cells proven safe or mined are remembered for the rest of the game.
-    A guess considers the ``lookahead`` safest cells (probability within ``spread``,
-    relative, of the lowest; cells likely to show a 0, such as corners, first among
-    equals). For each, every hint it could show is solved exactly to get the chance
-    ``progress`` that it is safe *and* proves some other cell safe; the guess maximises
-    ``(1 - p) * (1 - p_low) + progress * p_low``, i.e. a guess without progress is
-    charged the risk of another guess. ``lookahead=0`` picks the lowest probability.
-    Options: ``lookahead`` (6), ``spread`` (0.3), plus those of :class:`MinesweeperAgentBase`.
+    When at most ``endgame`` mine layouts remain, every guess's win probability is
+    computed exactly over all of them (:mod:`.minesweeper_endgame`). Otherwise a guess
+    considers the ``lookahead`` safest cells (probability within ``spread``, relative, of
+    the lowest; cells likely to show a 0, such as corners, first among equals). For
+    each, every hint it could show is solved exactly to get the chance ``progress``
+    that it is safe *and* proves some other cell safe; with ``rule=progress`` the
+    guess maximises ``(1 - p) * (1 - p_low) + progress * p_low`` (a guess without
+    progress is charged the risk of another guess); with ``rule=survival`` the chance
+    of surviving it and the safest next move. ``lookahead=0`` picks the lowest
+    probability. Options: ``lookahead`` (6), ``spread`` (0.3), ``endgame`` (40),
+    ``rule`` (progress), plus those of :class:`MinesweeperAgentBase`.
     """
 
     name = "minesweeper-solver"
 
-    def __init__(self, lookahead: str = "6", spread: str = "0.3", **options: str):
+    def __init__(self, lookahead: str = "6", spread: str = "0.3", endgame: str = "40", **options: str):
         self.lookahead = int(lookahead)
         self.spread = float(spread)
+        self.endgame = int(endgame)
+        self.rule = options.pop("rule", "progress")
+        if self.rule not in ("progress", "survival"):
+            raise ValueError(f"option rule must be progress or survival; got {self.rule!r}")
         super().__init__(**options)
 
     def settings(self) -> dict:
-        return {"lookahead": self.lookahead, "spread": self.spread}
+        return {"lookahead": self.lookahead, "spread": self.spread, "endgame": self.endgame,
+                "rule": self.rule}
 
     def apply_settings(self, settings: dict) -> None:
         self.lookahead = int(settings.get("lookahead", self.lookahead))
         self.spread = float(settings.get("spread", self.spread))
+        self.endgame = int(settings.get("endgame", self.endgame))
+        self.rule = str(settings.get("rule", self.rule))
 
     def new_game(self) -> None:
         self.safe: set[int] = set()
         self.known_mines: set[int] = set()
         self.last_probabilities: dict[int, float] = {}
+        self.last_total = 0
 
     def choose(self, hints: list[int], is_open: list[bool]) -> int:
         self.last_probabilities = {}
@@ -246,7 +259,7 @@ class SolverAgent(MinesweeperAgentBase):
         if self.safe:
             return min(self.safe)
         probabilities, total = solve_board(hints, is_open, self.neighbours, self.num_mines, self.known_mines)
-        self.last_probabilities = probabilities
+        self.last_probabilities, self.last_total = probabilities, total
         for cell, p in probabilities.items():
             if p <= 1e-12:
                 self.safe.add(cell)
@@ -267,6 +280,12 @@ class SolverAgent(MinesweeperAgentBase):
     def _guess(self, probabilities: dict[int, float], total: int, hints: list[int], is_open: list[bool]) -> int:
         live = {c: p for c, p in probabilities.items() if c not in self.known_mines}
         lowest = min(live.values())
+        if 0 < total <= self.endgame:
+            layouts = enumerate_layouts(hints, is_open, self.neighbours, self.num_mines,
+                                        self.known_mines, self.endgame)
+            values = EndgameSearch(layouts, sorted(live), self.neighbours).guess_values() if layouts else None
+            if values:
+                return max(values, key=lambda c: (round(values[c], 12), -live[c], -c))
         window = lowest * (1.0 + self.spread) + 1e-12
         ranked = sorted(
             (c for c, p in live.items() if p <= window),
@@ -277,23 +296,33 @@ class SolverAgent(MinesweeperAgentBase):
             return candidates[0]
         best, best_value = candidates[0], -1.0
         for cell in candidates:
-            value = (1.0 - live[cell]) * (1.0 - lowest) + self._progress(cell, total, hints, is_open) * lowest
+            progress, survival = self._progress(cell, total, hints, is_open)
+            if self.rule == "survival":
+                value = survival
+            else:
+                value = (1.0 - live[cell]) * (1.0 - lowest) + progress * lowest
             if value > best_value + 1e-12:
                 best, best_value = cell, value
         return best
 
-    def _progress(self, cell: int, total: int, hints: list[int], is_open: list[bool]) -> float:
-        """P(cell is safe and, whatever hint it shows, some other cell is then proven safe)."""
+    def _progress(self, cell: int, total: int, hints: list[int], is_open: list[bool]) -> tuple[float, float]:
+        """P(cell is safe and the hint it shows proves some other cell safe), and P(cell is
+        safe and so is the safest cell after its hint)."""
         known = sum(1 for n in self.neighbours[cell] if n in self.known_mines)
         closed = sum(1 for n in self.neighbours[cell] if not is_open[n] and n not in self.known_mines)
         opened = list(is_open)
         opened[cell] = True
         shown = list(hints)
         progress = 0
+        survival = 0.0
         for value in range(known, known + closed + 1):
             shown[cell] = value
             after, ways = solve_board(shown, opened, self.neighbours, self.num_mines, self.known_mines)
-            if ways and any(q <= 1e-12 for q in after.values()):
+            if not ways:
+                continue
+            risk = min(after.values(), default=0.0)
+            if risk <= 1e-12:
                 progress += ways
-        return progress / total
+            survival += ways * (1.0 - risk)
+        return progress / total, survival / total
 
