@@ -9,6 +9,7 @@ import pygame
 import pytest
 
 from rlbridge.bridge.blocks import BlockStream, apply_commands, snapshot_grid
+from rlbridge.bridge.palette import REVERSI_AGENT
 from rlbridge.bridge.play import (
     HumanSession,
     action_for_event,
@@ -64,19 +65,21 @@ def test_text_play_refuses_illegal_moves_and_ends():
 
 
 def test_window_play_with_clicks(tmp_path):
-    session = HumanSession("minesweeper", {"rows": "5", "cols": "5", "mines": "3"}, seed=2)
+    session = HumanSession("reversi", {"size": "6"}, seed=2)
     snapshot = session.snapshot()
+    move = snapshot["legal"][0]
     pygame.display.init()
     pygame.event.clear()
-    pygame.event.post(click(snapshot, 0, 0))
+    pygame.event.post(click(snapshot, 0, 0))  # not a legal move: ignored
+    pygame.event.post(click(snapshot, *divmod(move, 6)))
     pygame.event.post(key(pygame.K_q))
     play_window(session, frames_dir=str(tmp_path))
     after = session.snapshot()
-    assert after["open"][0] and session.steps == 1
+    assert after["board"][move] == 1 and session.steps == 1
     image = pygame.image.load(str(tmp_path / "frame_000000.png"))
-    expected = render(after)
-    point = cell_rect(after, 0, 0).inset(3, 3)
-    assert image.get_at(point) == expected.get_at(point)
+    point = cell_rect(after, *divmod(move, 6)).centre
+    assert image.get_at(point) == render(after).get_at(point)
+    assert tuple(image.get_at(point))[:3] == REVERSI_AGENT  # the agent's black stone
     assert not pygame.display.get_init()
 
 
