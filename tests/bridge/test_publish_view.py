@@ -95,34 +95,35 @@ def test_subscriber_keeps_only_the_newest_frame():
         subscriber.close()
 
 
-def test_headless_view_writes_png_frames(tmp_path):
-    publisher = StatePublisher("ipc://" + str(tmp_path / "state.sock"), max_rate=1e9)
-    snap = tetris_snapshot(["....", ".34.", "1..7"])
-    frames = tmp_path / "frames"
-    sent = []
-
-    def keep_publishing(_frame=None):
-        sent.append(1)
-
-    # The viewer runs in this thread and the environment's publisher in another, as in real use.
+def _publish_while(publisher, snap, run):
+    """Run ``run()`` while another thread publishes ``snap``, as an environment would."""
     stop = threading.Event()
 
     def publish_loop():
         step = 0
-        while not stop.wait(0.01):  # publisher side cadence, not test synchronisation
+        while not stop.wait(0.01):  # the environment's step cadence, not test synchronisation
             publisher.offer(lambda: snap, 0, step, False)
             step += 1
 
     thread = threading.Thread(target=publish_loop, daemon=True)
     thread.start()
     try:
-        drawn = run_view(publisher.address, headless=True, frames_dir=str(frames), max_frames=3,
-                         idle_timeout=20, on_frame=keep_publishing)
+        return run()
     finally:
         stop.set()
         thread.join()
         publisher.close()
-    assert drawn == 3 and len(sent) == 3
+
+
+def test_headless_view_writes_png_frames(tmp_path):
+    publisher = StatePublisher("ipc://" + str(tmp_path / "state.sock"), max_rate=1e9)
+    snap = tetris_snapshot(["....", ".34.", "1..7"])
+    frames = tmp_path / "frames"
+    seen = []
+    drawn = _publish_while(publisher, snap, lambda: run_view(
+        publisher.address, headless=True, frames_dir=str(frames), max_frames=3, idle_timeout=20,
+        on_frame=seen.append))
+    assert drawn == 3 and len(seen) == 3 and seen[0].snapshot == snap
     assert not pygame.display.get_init()  # headless never touched a display
     pngs = sorted(frames.glob("frame_*.png"))
     assert [p.name for p in pngs] == ["frame_000000.png", "frame_000001.png", "frame_000002.png"]
@@ -130,3 +131,19 @@ def test_headless_view_writes_png_frames(tmp_path):
     assert tuple(image.get_at(cell_rect(snap, 1, 1).centre))[:3] == pal.TETRIS_RGB[3]
     assert tuple(image.get_at(cell_rect(snap, 2, 3).centre))[:3] == pal.TETRIS_RGB[7]
     assert tuple(image.get_at(cell_rect(snap, 0, 0).centre))[:3] == pal.TETRIS_EMPTY
+
+
+def test_window_view_shows_frames(tmp_path):
+    """Window mode, on SDL's dummy video driver here: the window's pixels are the frame's."""
+    publisher = StatePublisher("ipc://" + str(tmp_path / "window.sock"), max_rate=1e9)
+    snap = {"game": "2048", "board": [2, 0, 0, 4096] + [0] * 12, "score": 4, "done": False}
+    shown = {}
+
+    def grab(_frame):
+        screen = pygame.display.get_surface()
+        shown["pixel"] = tuple(screen.get_at(cell_rect(snap, 0, 3).inset(3, 3)))[:3]
+
+    drawn = _publish_while(publisher, snap, lambda: run_view(
+        publisher.address, headless=False, max_frames=1, idle_timeout=20, on_frame=grab))
+    assert drawn == 1 and shown["pixel"] == pal.tile_rgb(4096)
+    assert not pygame.display.get_init()  # the window closed
