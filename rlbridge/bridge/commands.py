@@ -85,6 +85,8 @@ def _sink_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--password", default=os.environ.get("RCON_PASSWORD", ""),
                         help="RCON password (default: $RCON_PASSWORD)")
     parser.add_argument("--rate", type=float, default=5000.0, help="RCON commands per second at most")
+    parser.add_argument("--rcon-pipeline", action="store_true",
+                        help="send each RCON batch in one write (our flying-squid; not vanilla)")
     parser.add_argument("--origin", default="0,80,3", metavar="X,Y,Z",
                         help="block of cell (0,0); x grows with the column, y falls with the row")
 
@@ -106,7 +108,7 @@ def make_bridge(args: argparse.Namespace):
         sink = ViewerSink(args.viewer)
     elif args.sink == "rcon":
         host, port = _host_port(args.rcon)
-        sink = RconSink(host, port, args.password, rate=args.rate)
+        sink = RconSink(host, port, args.password, rate=args.rate, pipeline=args.rcon_pipeline)
     else:
         sink = MalmoSink()
     return BlockBridge(sink, Origin.parse(args.origin))

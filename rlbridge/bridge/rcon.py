@@ -1,10 +1,13 @@
-"""A Source RCON client for Minecraft Java servers: auth, pipelined commands, split replies, reconnect.
+"""A Source RCON client for Minecraft Java servers: auth, split replies, batches, reconnect.
 
 Minecraft's RCON is Valve's Source RCON: little-endian ``length, id, type, body\\0\\0`` packets.
-A reply longer than 4096 bytes arrives as several RESPONSE_VALUE packets with the same id;
-since there is no end marker, after each command we send a packet of an unknown type (a
-"sentinel") and collect packets until the sentinel's reply arrives: the server answers
-requests in order, so everything before it belongs to the command.
+A reply longer than 4096 bytes arrives as several RESPONSE_VALUE packets with the same id and
+no end marker. Vanilla reads one packet per socket read and drops the connection when a
+read holds two (MC-87863), so by default the client sends one packet at a time: a
+command, and only when its first reply packet is a full 4096 bytes, a packet of an unknown
+type (a "sentinel") whose "Unknown request" reply marks the end. With ``pipeline=True``
+(servers that parse a byte stream, such as our flying-squid plugin) a whole batch goes out
+in one write, each command followed by a sentinel, and the replies are read afterwards.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ SERVERDATA_AUTH_RESPONSE = 2
 SERVERDATA_RESPONSE_VALUE = 0
 SENTINEL_TYPE = 200  # any type the server does not know: it answers "Unknown request c8"
 MAX_COMMAND_BYTES = 1446  # vanilla drops packets over 1460 bytes (14 bytes of framing)
+MAX_REPLY_BODY = 4096  # vanilla's reply packets carry at most this many body bytes
 
 
 class RconError(Exception):
@@ -35,7 +39,11 @@ class RconAuthError(RconError):
 class Packet:
     request_id: int
     kind: int
-    body: str
+    payload: bytes  # split replies may cut a UTF-8 character: join payloads, then decode
+
+    @property
+    def body(self) -> str:
+        return self.payload.decode("utf-8", errors="replace")
 
 
 def encode_packet(request_id: int, kind: int, body: str) -> bytes:
@@ -44,13 +52,16 @@ def encode_packet(request_id: int, kind: int, body: str) -> bytes:
 
 
 class RconClient:
-    """One RCON connection. ``command`` runs one command; ``run_batch`` pipelines many.
+    """One RCON connection. ``command`` runs one command; ``run_batch`` runs many.
 
-    Reconnects (and re-authenticates) once when the connection dropped, before failing.
+    Reconnects (and re-authenticates) once when the connection dropped, before failing;
+    a retried batch runs again from its start (setblock and fill are idempotent).
     """
 
-    def __init__(self, host: str, port: int, password: str, timeout: float = 10.0):
+    def __init__(self, host: str, port: int, password: str, timeout: float = 10.0,
+                 pipeline: bool = False):
         self.host, self.port, self.password, self.timeout = host, port, password, timeout
+        self.pipeline = pipeline
         self._sock: socket.socket | None = None
         self._buffer = b""
         self._next_id = 1
@@ -100,7 +111,7 @@ class RconClient:
         return self.run_batch([text])[0]
 
     def run_batch(self, commands: Iterable[str]) -> list[str]:
-        """Send every command in one write, then read every reply; reconnects once on failure."""
+        """Every command's whole reply, in order; reconnects once on failure."""
         commands = list(commands)
         for text in commands:
             if len(text.encode("utf-8")) > MAX_COMMAND_BYTES:
@@ -119,6 +130,8 @@ class RconClient:
     def _exchange(self, commands: list[str]) -> list[str]:
         if self._sock is None:
             self.connect()
+        if not self.pipeline:
+            return [self._one_at_a_time(text) for text in commands]
         ids: list[tuple[int, int]] = []
         out = bytearray()
         for text in commands:
@@ -127,20 +140,37 @@ class RconClient:
             out += encode_packet(sentinel_id, SENTINEL_TYPE, "")
             ids.append((command_id, sentinel_id))
         self._send(bytes(out))
-        replies = []
-        for command_id, sentinel_id in ids:
-            parts: list[str] = []
-            while True:
-                packet = self._read_packet()
-                if packet.request_id == sentinel_id:
-                    break
-                if packet.request_id == -1:
-                    raise RconAuthError("the server says this connection is not authenticated")
-                if packet.request_id != command_id:
-                    raise RconError(f"reply id {packet.request_id}, expected {command_id}")
-                parts.append(packet.body)
-            replies.append("".join(parts))
-        return replies
+        return [self._collect(command_id, sentinel_id, []) for command_id, sentinel_id in ids]
+
+    def _one_at_a_time(self, text: str) -> str:
+        command_id = self._new_id()
+        self._send(encode_packet(command_id, SERVERDATA_EXECCOMMAND, text))
+        first = self._reply_packet(command_id)
+        if len(first.payload) < MAX_REPLY_BODY:
+            return first.body
+        # Possibly split: the server has read the command (it answered), so the sentinel
+        # arrives in a read of its own.
+        sentinel_id = self._new_id()
+        self._send(encode_packet(sentinel_id, SENTINEL_TYPE, ""))
+        return self._collect(command_id, sentinel_id, [first.payload])
+
+    def _collect(self, command_id: int, sentinel_id: int, parts: list[bytes]) -> str:
+        while True:
+            packet = self._read_packet()
+            if packet.request_id == sentinel_id:
+                return b"".join(parts).decode("utf-8", errors="replace")
+            parts.append(self._check_reply(packet, command_id).payload)
+
+    def _reply_packet(self, command_id: int) -> Packet:
+        return self._check_reply(self._read_packet(), command_id)
+
+    @staticmethod
+    def _check_reply(packet: Packet, command_id: int) -> Packet:
+        if packet.request_id == -1:
+            raise RconAuthError("the server says this connection is not authenticated")
+        if packet.request_id != command_id:
+            raise RconError(f"reply id {packet.request_id}, expected {command_id}")
+        return packet
 
     # -- wire -------------------------------------------------------------------------------
     def _new_id(self) -> int:
@@ -171,16 +201,17 @@ class RconClient:
             raise RconError(f"RCON packet length {length}, expected 10..{1 << 20}")
         data = self._read_exact(length)
         request_id, kind = struct.unpack("<ii", data[:8])
-        return Packet(request_id, kind, data[8:-2].decode("utf-8", errors="replace"))
+        return Packet(request_id, kind, data[8:-2])
 
 
-def wait_for_rcon(host: str, port: int, password: str, timeout: float = 30.0) -> RconClient:
+def wait_for_rcon(host: str, port: int, password: str, timeout: float = 30.0,
+                  pipeline: bool = False) -> RconClient:
     """Poll until the RCON port accepts and authenticates (a readiness check), then return it."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
     delay = 0.05
     while time.monotonic() < deadline:
-        client = RconClient(host, port, password, timeout=5.0)
+        client = RconClient(host, port, password, timeout=5.0, pipeline=pipeline)
         try:
             client.connect()
             return client

@@ -120,13 +120,15 @@ ERROR_REPLIES = ("Unknown", "Incorrect argument", "Expected", "Usage:", "Error",
 class RconSink:
     """Commands over RCON to a Minecraft Java server (vanilla, Paper, or our flying-squid).
 
-    Commands go ``batch`` at a time in one TCP write (pipelined), at most ``rate`` per second.
-    Replies that report an error are counted in ``errors`` and kept in ``last_errors``.
+    Commands go in batches of ``batch``, at most ``rate`` per second. ``pipeline=True``
+    sends each batch in one TCP write (for servers that parse a byte stream, such as our
+    flying-squid plugin; vanilla drops such connections), otherwise one command per round
+    trip. Replies that report an error are counted in ``errors`` and kept in ``last_errors``.
     """
 
     def __init__(self, host: str, port: int, password: str, batch: int = 64,
-                 rate: float = 5000.0, client: RconClient | None = None):
-        self.client = client or RconClient(host, port, password)
+                 rate: float = 5000.0, client: RconClient | None = None, pipeline: bool = False):
+        self.client = client or RconClient(host, port, password, pipeline=pipeline)
         self.batch = max(1, batch)
         self.limiter = RateLimiter(rate, burst=max(rate / 10, self.batch))
         self.sent = 0

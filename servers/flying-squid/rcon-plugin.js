@@ -14,7 +14,7 @@ const MAX_REQUEST = 1460 // vanilla closes connections that send more than this 
 const FILL_LIMIT = 32768 // vanilla's limit on the volume of one /fill
 
 function encodePacket (id, type, body) {
-  const payload = Buffer.from(body, 'utf8')
+  const payload = Buffer.isBuffer(body) ? body : Buffer.from(body, 'utf8')
   const packet = Buffer.alloc(14 + payload.length)
   packet.writeInt32LE(10 + payload.length, 0)
   packet.writeInt32LE(id, 4)
@@ -93,7 +93,14 @@ function blockCommands (serv) {
     return `minecraft:${block ? block.name : 'unknown_state_' + state}`
   }
 
-  return { setblock, fill, getblock }
+  // Not vanilla: a reply of N bytes (N <= 100000), to exercise replies split over packets.
+  async function longreply (args) {
+    const size = Math.min(100000, Math.max(1, Number(args[0]) | 0))
+    // 'x' first, so that two-byte 'é's straddle the 4096-byte packet boundaries
+    return 'x' + 'é'.repeat((size - 1) >> 1) + ((size - 1) & 1 ? 'y' : '')
+  }
+
+  return { setblock, fill, getblock, longreply }
 }
 
 module.exports.server = function (serv, serverSettings) {
@@ -120,11 +127,12 @@ module.exports.server = function (serv, serverSettings) {
   }
 
   function reply (socket, id, body) {
+    const bytes = Buffer.from(body, 'utf8') // split by bytes, as vanilla does
     let offset = 0
     do {
-      socket.write(encodePacket(id, RESPONSE_VALUE, body.slice(offset, offset + MAX_REPLY_BODY)))
+      socket.write(encodePacket(id, RESPONSE_VALUE, bytes.subarray(offset, offset + MAX_REPLY_BODY)))
       offset += MAX_REPLY_BODY
-    } while (offset < body.length)
+    } while (offset < bytes.length)
   }
 
   const server = net.createServer(socket => {

@@ -80,6 +80,18 @@ def test_server_rejects_a_wrong_password_and_unknown_blocks(flying_squid):
         assert client.command("fill 0 0 0 200 200 200 minecraft:air").startswith("Too many blocks")
 
 
+@pytest.mark.parametrize("pipeline", [False, True])
+def test_replies_split_over_packets_are_joined(flying_squid, pipeline):
+    """The plugin's ``longreply N`` answers N bytes ('x' then two-byte 'é's that straddle the
+    4096-byte packet boundaries): the client joins the packets before decoding."""
+    host, port, password, _ = flying_squid
+    with RconClient(host, port, password, pipeline=pipeline) as client:
+        replies = client.run_batch(["longreply 10001", "getblock 0 0 0", "longreply 4096", "longreply 5"])
+    assert replies[0] == "x" + "é" * 5000 and len(replies[0].encode()) == 10001
+    assert replies[1].startswith("minecraft:")
+    assert replies[2] == "x" + "é" * 2047 + "y" and replies[3] == "xéé"
+
+
 def _varint(value: int) -> bytes:
     out = b""
     while True:
@@ -119,7 +131,7 @@ def test_real_tetris_environment_through_rcon(flying_squid):
     host, port, password, _ = flying_squid
     session = HumanSession("tetris", {"actions": "placement"}, seed=7)
     origin = Origin(20, 90, 3)  # away from the other test's board
-    bridge = BlockBridge(RconSink(host, port, password), origin)
+    bridge = BlockBridge(RconSink(host, port, password, pipeline=True), origin)
     rng = np.random.default_rng(7)
     with RconClient(host, port, password) as reader:
         for _ in range(25):

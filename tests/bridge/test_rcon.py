@@ -15,11 +15,14 @@ from rlbridge.bridge.sinks import RateLimiter, RconSink
 class FakeRconServer:
     """Vanilla-like RCON: 4096-byte reply packets, 'Unknown request' for other types.
 
-    ``echo N`` replies N bytes; ``drop`` closes the connection without replying.
+    ``echo N`` replies N bytes; ``drop`` closes the connection without replying. ``strict``
+    closes the connection when one read holds more than one packet, as vanilla does (MC-87863).
     """
 
-    def __init__(self, password: str = "pw"):
+    def __init__(self, password: str = "pw", strict: bool = False):
         self.password = password
+        self.strict = strict
+        self.strict_closes = 0
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.commands: list[str] = []
@@ -47,6 +50,9 @@ class FakeRconServer:
                         return
                     buffer += chunk
                 length = struct.unpack("<i", buffer[:4])[0]
+                if self.strict and len(buffer) != 4 + length:
+                    self.strict_closes += 1
+                    return
                 request_id, kind = struct.unpack("<ii", buffer[4:12])
                 body = buffer[12:4 + length - 2].decode()
                 buffer = buffer[4 + length:]
@@ -76,8 +82,27 @@ def server():
     fake.close()
 
 
+@pytest.fixture
+def strict_server():
+    fake = FakeRconServer(strict=True)
+    yield fake
+    fake.close()
+
+
+def test_one_packet_at_a_time_suits_a_strict_vanilla_server(strict_server):
+    with RconClient("127.0.0.1", strict_server.port, "pw") as client:
+        assert client.run_batch(["a", "echo 9000", "echo 4096", "b"]) == ["ok a", "x" * 9000, "x" * 4096, "ok b"]
+        assert client.reconnects == 0 and strict_server.strict_closes == 0
+    client = RconClient("127.0.0.1", strict_server.port, "pw", pipeline=True)
+    client.connect()
+    with pytest.raises(RconError):  # pipelined packets share reads: vanilla hangs up
+        client.run_batch(["a", "b", "c"])
+    client.close()
+    assert strict_server.strict_closes >= 1
+
+
 def test_auth_commands_and_split_replies(server):
-    with RconClient("127.0.0.1", server.port, "pw") as client:
+    with RconClient("127.0.0.1", server.port, "pw", pipeline=True) as client:
         assert client.command("say hi") == "ok say hi"
         assert client.command("echo 10000") == "x" * 10000  # three packets: 4096 + 4096 + 1808
         assert client.command("echo 4096") == "x" * 4096
@@ -85,8 +110,9 @@ def test_auth_commands_and_split_replies(server):
         assert client._sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
 
 
-def test_pipelined_batch_keeps_order(server):
-    with RconClient("127.0.0.1", server.port, "pw") as client:
+@pytest.mark.parametrize("pipeline", [False, True])
+def test_batch_keeps_order(server, pipeline):
+    with RconClient("127.0.0.1", server.port, "pw", pipeline=pipeline) as client:
         commands = [f"setblock {i} 80 3 minecraft:red_wool" for i in range(300)] + ["echo 5000"]
         replies = client.run_batch(commands)
         assert replies[:300] == [f"ok {c}" for c in commands[:300]]
