@@ -43,12 +43,14 @@ SMALL_BATCH = 24
 WEIGHTS_PATH = Path(__file__).with_name("tetris_weights.json")
 
 
-def load_weights(path: str | Path = WEIGHTS_PATH) -> np.ndarray:
+def load_weights(path: str | Path = WEIGHTS_PATH, preview: bool = False) -> np.ndarray:
+    """The ``weights`` of a weights file, or its ``preview_weights`` (if any) for the search."""
     data = json.loads(Path(path).read_text())
     names = tuple(data["features"])
     if names != FEATURES:
         raise ValueError(f"{path}: features must be {FEATURES}; got {names}")
-    return np.asarray(data["weights"], dtype=float)
+    key = "preview_weights" if preview and "preview_weights" in data else "weights"
+    return np.asarray(data[key], dtype=float)
 
 
 def board_features(board: list[int], heights: list[int], cols: int, landing: float,
@@ -100,8 +102,10 @@ def board_features(board: list[int], heights: list[int], cols: int, landing: flo
 class Placer:
     """Generates and scores placements on a rows x cols board."""
 
-    def __init__(self, rows: int, cols: int, weights: np.ndarray, beam: int = 0):
+    def __init__(self, rows: int, cols: int, weights: np.ndarray, beam: int = 0,
+                 blocked_penalty: float = BLOCKED_SPAWN_PENALTY):
         self.rows, self.cols, self.beam = rows, cols, beam
+        self.blocked_penalty = blocked_penalty
         self._tables: dict[int, tuple] = {}
         self.weights = np.asarray(weights, dtype=float)
         self.full = (1 << cols) - 1
@@ -182,7 +186,7 @@ class Placer:
             feats = self.features(boards, landing, eroded)
         values = feats @ self.weights
         blocked = [self.blocked_kinds(board) for board in boards]
-        return values + BLOCKED_SPAWN_PENALTY * np.asarray(blocked)
+        return values + self.blocked_penalty * np.asarray(blocked)
 
     def best(self, board: list[int], heights: list[int], kind: int,
              next_kind: int | None = None) -> int | None:
@@ -267,7 +271,7 @@ class Placer:
         chosen = after.reshape(n * p, rows_count)[flat]
         values[flat] = (self.features(chosen, (second_landing + land1).ravel()[flat],
                                       (in_cleared * cleared + erode1).ravel()[flat]) @ self.weights
-                        + BLOCKED_SPAWN_PENALTY * self._blocked_array(chosen))
+                        + self.blocked_penalty * self._blocked_array(chosen))
         best = values.reshape(n, p).max(axis=1)
         return first[int(keep[int(np.argmax(best))])][0]
 
@@ -333,14 +337,15 @@ class PlacementAgent(Agent):
     """Greedy feature-based placement; a two-piece search when the observation has a preview.
 
     Options: ``weights`` (a JSON file like tetris_weights.json; default the packaged
-    CEM-tuned one), ``search`` 1|0 (use the preview when there is one; default 1).
+    CEM-tuned one; its ``preview_weights``, if present, serve the two-piece search),
+    ``search`` 1|0 (use the preview when there is one; default 1).
     """
 
     name = "tetris-placement"
 
     def __init__(self, weights: str = "", search: str = "1", **options: str):
         super().__init__(**options)
-        self.weights = load_weights(weights) if weights else load_weights()
+        self.weights_path = weights or WEIGHTS_PATH
         self.search = search not in ("0", "false", "no")
         self.placer: Placer | None = None
         self.preview = False
@@ -351,8 +356,8 @@ class PlacementAgent(Agent):
         if extra.get("actions", "placement") != "placement":
             raise ValueError("the placement agent needs actions=placement")
         rows, cols = task_spec.observations.arrays[0].shape
-        self.placer = Placer(rows, cols, self.weights)
         self.preview = extra.get("preview") == "1" and self.search
+        self.placer = Placer(rows, cols, load_weights(self.weights_path, self.preview))
 
     def _act(self, observation: Value) -> Value:
         placer = self.placer

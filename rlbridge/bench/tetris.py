@@ -88,10 +88,12 @@ def _row(agent: str, lines: list[int], ms: float, target: str, passed, note: str
                        passed, ms, len(lines))
 
 
-def train_qlearning(games: int, seed: int = 0) -> QLearningAgent:
-    """The seed's Q-learning trained for ``games`` games on the shaped reward."""
+def train_qlearning(games: int, reward: str, seed: int = 0) -> QLearningAgent:
+    """The seed's Q-learning (its defaults) trained for ``games`` games on ``reward``."""
     agent = QLearningAgent(seed=str(seed))
-    play(agent, games, seed=seed, reward="shaped")
+    play(agent, games, seed=seed, reward=reward)
+    agent.agent_message("epsilon 0")
+    agent.agent_message("learn 0")
     return agent
 
 
@@ -102,12 +104,13 @@ def agent_strength(quick: bool) -> list[AgentResult]:
         lines, ms, _ = play(agent, games, seed=1)
         rows.append(_row(name, lines, ms, f"seed {SEED_LINES[name]}", None))
 
-    q_agent = train_qlearning(1500 if quick else 20_000)
-    q_agent.agent_message("epsilon 0")
-    q_agent.agent_message("learn 0")
-    lines, ms, _ = play(q_agent, games, seed=1, reward="shaped")
-    rows.append(_row("tetris-qlearning", lines, ms, f"seed {SEED_LINES['tetris-qlearning']}",
-                     None, f" (after {q_agent.games - games} training games)"))
+    training = 1000 if quick else 10_000
+    # reward=lines is the environment's default; reward=score is what the seed's act() paid.
+    for reward in ("lines",) if quick else ("lines", "score"):
+        q_agent = train_qlearning(training, reward)
+        lines, ms, _ = play(q_agent, games, seed=1, reward=reward)
+        rows.append(_row("tetris-qlearning", lines, ms, f"seed {SEED_LINES['tetris-qlearning']}",
+                         None, f" (reward={reward}, greedy after {training} training games)"))
 
     placement_games = 20 if quick else 200
     lines, ms, _ = play(PlacementAgent(), placement_games, seed=1)
