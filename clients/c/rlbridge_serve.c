@@ -20,6 +20,7 @@
 #define MAX_AUTHORIZED 64
 #define Z85_KEY_CHARS 40
 #define MESSAGE_REPLY_BYTES 65536
+#define REPEAT_LOG_MS 10000
 
 static volatile sig_atomic_t stopping = 0;
 
@@ -174,6 +175,37 @@ static void answer_zap(server *s, void *zap) {
     zmq_send(zap, text, strlen(text), ZMQ_SNDMORE);
     zmq_send(zap, allowed ? z85 : "", allowed ? Z85_KEY_CHARS : 0, ZMQ_SNDMORE);
     zmq_send(zap, "", 0, 0);
+}
+
+/* Log a monitor event: a peer whose CURVE handshake failed before ZAP was asked. */
+static void report_handshake_failure(server *s, void *monitor) {
+    unsigned char event[6];
+    char endpoint[256];
+    if (zmq_recv(monitor, event, sizeof event, 0) < 0)
+        return;
+    int n = zmq_recv(monitor, endpoint, sizeof endpoint - 1, 0);
+    endpoint[n > 0 ? (n < (int)sizeof endpoint ? n : (int)sizeof endpoint - 1) : 0] = '\0';
+    uint16_t kind;
+    uint32_t value;
+    memcpy(&kind, event, sizeof kind);
+    memcpy(&value, event + 2, sizeof value);
+    const char *reason = kind == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+        ? "the connection broke during the handshake (as with a peer without CURVE)"
+        : value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC
+        ? "its messages do not decrypt with our key (it has the wrong server key)"
+        : value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH ? "it does not speak CURVE"
+        : "ZeroMQ protocol error";
+    /* A peer that keeps reconnecting is logged once per REPEAT_LOG_MS. */
+    static char last[512];
+    static long long last_ms = -REPEAT_LOG_MS;
+    char text[512];
+    snprintf(text, sizeof text, "%s %s", endpoint, reason);
+    if (strcmp(text, last) == 0 && now_ms() - last_ms < REPEAT_LOG_MS)
+        return;
+    snprintf(last, sizeof last, "%s", text);
+    last_ms = now_ms();
+    warn(s, "refused a peer on %s: the CURVE handshake failed: %s (%#x)", endpoint, reason,
+         value);
 }
 
 /* ---- replies ----------------------------------------------------------------------------- */
@@ -447,6 +479,16 @@ int rlb_serve(const rlb_agent *agent, const rlb_options *options) {
             return 2;
         }
     }
+    void *monitor = NULL;
+    if (zap != NULL) {
+        /* Peers that fail before the ZAP handler is asked: wrong server key, or no CURVE. */
+        zmq_socket_monitor(s.socket, "inproc://rlbridge-agent-monitor",
+                           ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                           | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL);
+        monitor = zmq_socket(context, ZMQ_PAIR);
+        zmq_setsockopt(monitor, ZMQ_LINGER, &linger, sizeof linger);
+        zmq_connect(monitor, "inproc://rlbridge-agent-monitor");
+    }
     int rc = options->connect ? zmq_connect(s.socket, options->address)
                               : zmq_bind(s.socket, options->address);
     if (rc != 0) {
@@ -468,8 +510,9 @@ int rlb_serve(const rlb_agent *agent, const rlb_options *options) {
     long long idle_since = now_ms();
     int exit_code = 0;
     while (!s.stop && !stopping) {
-        zmq_pollitem_t items[2] = {{s.socket, 0, ZMQ_POLLIN, 0}, {zap, 0, ZMQ_POLLIN, 0}};
-        int ready = zmq_poll(items, zap ? 2 : 1, RLB_POLL_INTERVAL_MS);
+        zmq_pollitem_t items[3] = {{s.socket, 0, ZMQ_POLLIN, 0}, {zap, 0, ZMQ_POLLIN, 0},
+                                   {monitor, 0, ZMQ_POLLIN, 0}};
+        int ready = zmq_poll(items, zap ? 3 : 1, RLB_POLL_INTERVAL_MS);
         if (ready < 0) {
             if (errno == EINTR)
                 continue;
@@ -479,6 +522,8 @@ int rlb_serve(const rlb_agent *agent, const rlb_options *options) {
         }
         if (zap && (items[1].revents & ZMQ_POLLIN))
             answer_zap(&s, zap);
+        if (monitor && (items[2].revents & ZMQ_POLLIN))
+            report_handshake_failure(&s, monitor);
         if (!(items[0].revents & ZMQ_POLLIN)) {
             if (options->idle_timeout_ms > 0 && now_ms() - idle_since > options->idle_timeout_ms) {
                 warn(&s, "no request for %ld ms; stopping", options->idle_timeout_ms);
@@ -514,6 +559,10 @@ int rlb_serve(const rlb_agent *agent, const rlb_options *options) {
             zmq_msg_close(&parts[i]);
         zmq_msg_close(&identity);
         idle_since = now_ms();
+    }
+    if (monitor) {
+        zmq_socket_monitor(s.socket, NULL, 0);
+        zmq_close(monitor);
     }
     zmq_close(s.socket);
     if (zap)

@@ -286,11 +286,27 @@ def register(subparsers) -> None:
                     "server.key_secret and authorized_clients/, clients need server.key and "
                     "client.key_secret).")
     parser.add_argument("directory", metavar="DIR")
-    parser.add_argument("--force", action="store_true", help="replace existing keys")
+    existing = parser.add_mutually_exclusive_group()
+    existing.add_argument("--force", action="store_true", help="replace existing keys")
+    existing.add_argument("--keep", action="store_true",
+                          help="if DIR already holds keys, keep them and succeed")
     parser.set_defaults(func=_keys)
+
+    parser = subparsers.add_parser(
+        "ping", help="check that a server answers (through CURVE when keys are given)",
+        description="Send HELLO to an environment or agent server and print who answered; exit "
+                    "0 if it answered in time, 1 otherwise. Used as docker-compose healthcheck.")
+    parser.add_argument("address", metavar="ADDR")
+    parser.add_argument("--timeout-ms", type=int, default=2000,
+                        help="how long to wait for the answer (default 2000)")
+    add_curve_arguments(parser)
+    parser.set_defaults(func=_ping)
 
 
 def _keys(args: argparse.Namespace) -> int:
+    if args.keep and (Path(args.directory) / "server.key_secret").exists():
+        print(f"rlbridge keys: keeping the keys in {args.directory}", file=sys.stderr)
+        return 0
     try:
         written = create_keys(args.directory, force=args.force)
     except CurveError as err:
@@ -298,4 +314,25 @@ def _keys(args: argparse.Namespace) -> int:
         return 1
     for path in written:
         print(path)
+    return 0
+
+
+def _ping(args: argparse.Namespace) -> int:
+    from .transport import RequestClient
+
+    client = None
+    try:
+        client = RequestClient(args.address, "server", "experiment", timeout_ms=args.timeout_ms,
+                               curve=curve_for(args, args.address, bind=False))
+        # Without a connection a DEALER blocks on send; a ping must answer in bounded time.
+        client.socket.setsockopt(zmq.SNDTIMEO, args.timeout_ms)
+        hello = client.hello(timeout_ms=args.timeout_ms)
+    except (RLBridgeError, zmq.ZMQError) as err:
+        print(f"rlbridge ping: {args.address}: {err or 'could not send'}", file=sys.stderr)
+        return 1
+    finally:
+        if client is not None:
+            client.close()
+    print(f"{hello.role} at {args.address}: {hello.implementation} ({hello.language}), "
+          f"protocol {hello.version}")
     return 0

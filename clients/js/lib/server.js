@@ -255,6 +255,22 @@ async function serve(agent, options, name = "agent") {
     socket.curvePublicKey = curve.publicKey;
     socket.curveSecretKey = curve.secretKey;
     socket.zapDomain = "rlbridge";
+    // Peers that fail before the ZAP handler is asked: wrong server key, or no CURVE at all.
+    const reasons = {
+      ERR_ZMTP_CRYPTOGRAPHIC: "its messages do not decrypt with our key (it has the wrong server key)",
+      ERR_ZMTP_MECHANISM_MISMATCH: "it does not speak CURVE",
+    };
+    const lastLogged = new Map(); // a peer that keeps reconnecting is logged every 10 s at most
+    const report = (event) => {
+      const code = event.error && event.error.code;
+      const text = `refused a peer on ${event.address}: the CURVE handshake failed: ` +
+        `${reasons[code] || code || "no detail"}`;
+      if (Date.now() - (lastLogged.get(text) ?? -Infinity) < 10000) return;
+      lastLogged.set(text, Date.now());
+      log(text);
+    };
+    socket.events.on("handshake:error:protocol", report);
+    socket.events.on("handshake:error:other", report);
   }
   if (options.connect) socket.connect(options.address);
   else await socket.bind(options.address);
