@@ -59,7 +59,7 @@ def _publisher_costs(quick: bool) -> list[Figure]:
 
     snapshot = {"game": "tetris", "rows": 20, "cols": 10, "board": [1] * 200, "piece": None}
     calls = 20_000 if quick else 200_000
-    with StatePublisher("tcp://127.0.0.1:*", max_rate=1e12) as publisher:
+    with StatePublisher("tcp://127.0.0.1:*") as publisher:
         unwatched_ns = _offer_ns(publisher, snapshot, calls)
     with StatePublisher("tcp://127.0.0.1:*", max_rate=60) as publisher:
         viewer = StateSubscriber(publisher.address)
@@ -74,7 +74,6 @@ def _publisher_costs(quick: bool) -> list[Figure]:
         viewer.close()
     return [
         Figure(GROUP, "publisher offer, rate-limited away", skipped_ns, "ns/step",
-               target="<= 5000", passed=skipped_ns <= 5000,
                note="what a step pays between published frames"),
         Figure(GROUP, "publisher offer, no subscriber", unwatched_ns, "ns/step",
                note="no snapshot taken when nobody watches"),

@@ -19,8 +19,10 @@ from .conftest import tetris_snapshot
 class FakeClock:
     def __init__(self) -> None:
         self.now = 100.0
+        self.reads = 0
 
     def __call__(self) -> float:
+        self.reads += 1
         return self.now
 
 
@@ -44,6 +46,24 @@ def test_rate_limit_is_lazy_and_always_sends_terminal_states():
         assert publisher.offer(snapshot, 1, 1, False)
         assert (publisher.sent, publisher.skipped, len(calls)) == (3, 1, 3)
         assert not publisher.offer(lambda: None, 1, 2, True)  # no snapshot, nothing sent
+        viewer.close()
+
+
+def test_steady_steps_publish_at_the_rate_with_few_clock_reads():
+    clock = FakeClock()
+    with StatePublisher("inproc://pace", max_rate=10, clock=clock) as publisher:
+        viewer = StateSubscriber("inproc://pace")
+        assert publisher.subscribers(timeout_ms=5000) == 1
+        sent_at = []
+        for step in range(10_000):  # 1 ms steps for 10 s: about 100 frames
+            if publisher.offer(lambda: {"game": "2048"}, 0, step, False):
+                sent_at.append(clock.now)
+            clock.now += 0.001
+        gaps = [b - a for a, b in zip(sent_at, sent_at[1:], strict=False)]
+        assert 90 <= publisher.sent <= 101
+        assert min(gaps) >= 0.1 - 1e-9 and max(gaps) <= 0.13  # on time, never early
+        assert clock.reads < 1_000  # most steps skipped the clock
+        assert publisher.offer(lambda: {"game": "2048"}, 0, 10_000, True)  # terminal: at once
         viewer.close()
 
 
