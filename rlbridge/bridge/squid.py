@@ -65,7 +65,7 @@ class FlyingSquid:
         log = os.fdopen(descriptor, "w")  # closed by stop()
         process = subprocess.Popen(
             ["bash", str(server_dir / "start.sh"), "--port", str(game_port), "--rcon-port", str(rcon_port)],
-            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "RCON_PASSWORD": password},
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "RCON_PASSWORD": password, "EXIT_WITH_PARENT": "1"},
             start_new_session=True)
         server = cls(process, rcon_port, game_port, password, log_path, _log=log)
         try:

@@ -1,6 +1,6 @@
 // Starts flying-squid for rlbridge: offline, on 127.0.0.1 only, superflat, no world saved, with
 // the RCON plugin. Environment: MC_PORT (25565), RCON_PORT (25575), RCON_PASSWORD (required),
-// MC_VERSION (1.21.4).
+// MC_VERSION (1.21.4), EXIT_WITH_PARENT (0).
 'use strict'
 
 const path = require('path')
@@ -41,3 +41,10 @@ const serv = mcServer.createMCServer({
 
 serv.on('error', err => console.error('server error:', err && err.message))
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => process.exit(0))
+
+// With EXIT_WITH_PARENT=1 (set by rlbridge's test and bench helper) the server stops when the
+// process that started it dies without stopping it (a killed test run leaves no server behind).
+if (process.env.EXIT_WITH_PARENT === '1') {
+  const parent = process.ppid
+  setInterval(() => { if (process.ppid !== parent) process.exit(0) }, 500).unref()
+}
