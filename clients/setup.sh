@@ -12,6 +12,9 @@ for package in "${packages[@]}"; do
         missing+=("$package")
     fi
 done
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    missing+=(nodejs npm)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
     sudo=""
     if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
@@ -21,15 +24,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
 fi
 
-if ! command -v npm >/dev/null; then
-    echo "clients/setup.sh: node and npm are needed for clients/js (apt-get install nodejs npm)" >&2
-    exit 1
-fi
 js="$here/js"
-# npm ci wipes node_modules; skip it when the installed tree already matches the lockfile.
-if [ ! -f "$js/node_modules/.package-lock.json" ] \
-        || ! cmp -s <(sed -n '/"packages"/,$p' "$js/package-lock.json" | grep -v '"": {' ) \
-                    <(sed -n '/"packages"/,$p' "$js/node_modules/.package-lock.json" | grep -v '"": {') ; then
+# npm ci wipes node_modules; skip it when node_modules was installed from this very lockfile.
+stamp="$js/node_modules/.rlbridge-lock.sha256"
+lock_hash="$(sha256sum "$js/package-lock.json" | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$lock_hash" ]; then
     (cd "$js" && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$lock_hash" > "$stamp"
 fi
 make -s -C "$here/c"
