@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 
+import msgpack
 import pytest
 import zmq
 
@@ -18,7 +19,7 @@ from rlbridge.cli import main
 from rlbridge.experiment.log import LogReader
 from rlbridge.experiment.security import CurveKeys, create_keys
 from rlbridge.experiment.transport import RequestClient
-from rlbridge.protocol.errors import PeerTimeout
+from rlbridge.protocol.errors import ErrorCode, PeerTimeout
 from rlbridge.protocol.messages import MessageType
 
 from .helpers import C_DIR, JS_DIR, SUMMARY, agent_command, build_c, check_js, need, start, stop
@@ -210,3 +211,52 @@ def test_agents_speak_curve_and_refuse_a_wrong_key(language, servers, sockets, t
     assert agent.returncode == 0
     assert "with CURVE" in err
     assert f"its public key {other.client_public.decode()} is not in authorized_clients" in err
+
+
+@pytest.mark.parametrize("language", ["c", "javascript"])
+def test_bad_input_gets_the_protocol_error_and_the_agent_keeps_serving(language, servers, sockets):
+    address = f"ipc://{sockets}/bad-input-{language}"
+    agent = start(agent_command(language, "first", address, "--max-message-bytes", "4096"))
+    dealer = zmq.Context.instance().socket(zmq.DEALER)
+    dealer.linger = 0
+    dealer.rcvtimeo = 20000
+    dealer.connect(address)
+
+    def ask(*frames: bytes):
+        dealer.send_multipart(list(frames))
+        return msgpack.unpackb(dealer.recv(), raw=False)
+
+    def request(msg_type, body, seq=1, version=1):
+        return ask(msgpack.packb([version, msg_type, seq, 1, body], use_bin_type=True))
+
+    try:
+        assert request(MessageType.HELLO, ["experiment", 1, "test", "python"])[4][:2] == ["agent", 1]
+        cases = [
+            (ask(b"\xc1"), ErrorCode.MALFORMED),
+            (ask(b"\xa3abc"), ErrorCode.MALFORMED),
+            (ask(msgpack.packb([1, 1, 1, 0, None]) + b"\x00"), ErrorCode.MALFORMED),
+            (ask(msgpack.packb([1, 20, "1", 0, None])), ErrorCode.BAD_FIELD),
+            (request(99, None), ErrorCode.UNKNOWN_TYPE),
+            (request(MessageType.HELLO, None, version=2), ErrorCode.VERSION_MISMATCH),
+            (request(MessageType.HELLO, ["experiment", 2, "test", "python"]),
+             ErrorCode.VERSION_MISMATCH),
+            (request(MessageType.ENV_STEP, [[0], [], "", []]), ErrorCode.WRONG_STATE),
+            (request(MessageType.AGENT_START, [[1], [], "", []]), ErrorCode.WRONG_STATE),
+            (request(MessageType.AGENT_INIT, 5), ErrorCode.BAD_FIELD),
+            (ask(msgpack.packb([1, 25, 3, 1, "x" * 5000])), ErrorCode.TOO_LARGE),
+        ]
+        for reply, code in cases:
+            assert reply[1] == MessageType.ERROR and reply[4][0] == code, (reply, code)
+            assert isinstance(reply[4][1], str) and reply[4][1]
+        assert request(MessageType.AGENT_INIT, COUNTDOWN_SPEC, seq=7) == [1, 20, 7, 1, None]
+        bad_arrays = [[], [], "", [["<i9", [1], b"\x00"]]]
+        assert request(MessageType.AGENT_START, bad_arrays)[4][0] == ErrorCode.BAD_FIELD
+        short = [[], [], "", [["<i4", [2], b"\x00"]]]
+        assert request(MessageType.AGENT_START, short)[4][0] == ErrorCode.BAD_FIELD
+        assert request(MessageType.AGENT_STEP, [1, [[4], [], "", []]], seq=8) == \
+            [1, 22, 8, 1, [[0], [], "", []]]  # an int reward is accepted
+        assert request(MessageType.SHUTDOWN, "done", seq=9) == [1, 4, 9, 1, None]
+        assert agent.wait(timeout=20) == 0
+    finally:
+        dealer.close()
+        stop([agent])
