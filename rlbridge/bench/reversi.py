@@ -77,7 +77,7 @@ def _row(agent_name: str, size: int, wins: int, games: int, ms: float, target: f
 
 def agent_strength(quick: bool) -> list[AgentResult]:
     rows = []
-    for size, games, target in ((6, 12 if quick else 300, 0.97), (8, 3 if quick else 100, 0.99)):
+    for size, games, target in ((6, 12 if quick else 300, 0.97), (8, 3 if quick else 300, 0.99)):
         agent = ReversiSearchAgent(**SEARCH_OPTIONS)
         wins, played, ms = play(agent, size, games, seed=size, label=f"search {size}x{size}")
         ok = ms <= 1000
