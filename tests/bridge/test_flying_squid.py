@@ -53,7 +53,7 @@ def test_tetris_game_through_rcon_matches_the_server_blocks(flying_squid):
     host, port, password, _ = flying_squid
     sink = RconSink(host, port, password, batch=32)
     bridge = BlockBridge(sink, ORIGIN)
-    reader = RconClient(host, port, password)
+    reader = RconClient(host, port, password, pipeline=True)  # a quick reader; the sink is vanilla-safe
     reader.connect()
     try:
         sent = 0
@@ -133,7 +133,7 @@ def test_real_tetris_environment_through_rcon(flying_squid):
     origin = Origin(20, 90, 3)  # away from the other test's board
     bridge = BlockBridge(RconSink(host, port, password, pipeline=True), origin)
     rng = np.random.default_rng(7)
-    with RconClient(host, port, password) as reader:
+    with RconClient(host, port, password, pipeline=True) as reader:
         for _ in range(25):
             snapshot = session.snapshot()
             bridge.show(snapshot)
