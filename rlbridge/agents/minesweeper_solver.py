@@ -291,7 +291,12 @@ class SolverAgent(MinesweeperAgentBase):
             (c for c, p in live.items() if p <= window),
             key=lambda c: (live[c] > lowest + 1e-12, -self._zero_chance(c, live[c], probabilities, is_open), c),
         )
-        candidates = ranked[: max(self.lookahead, 1)]
+        # Half the places go to the safest cells, the rest to the best of the window, so
+        # that many equally safe cells (off the frontier) do not crowd out the others.
+        size = max(self.lookahead, 1)
+        tied = [c for c in ranked if live[c] <= lowest + 1e-12]
+        candidates = tied[: max(size // 2, 1)]
+        candidates += sorted((c for c in ranked if c not in candidates), key=lambda c: live[c])[: size - len(candidates)]
         if len(candidates) == 1 or total == 0:
             return candidates[0]
         best, best_value = candidates[0], -1.0
