@@ -106,7 +106,7 @@ def _table(rows: list[tuple]) -> str:
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for index, row in enumerate(rows):
-        lines.append("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
+        lines.append("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
         if index == 0:
             lines.append("  ".join("-" * width for width in widths))
     return "\n".join(lines)

@@ -101,7 +101,7 @@ def _same_trace(a, b) -> bool:
         return False
     return all(
         ra == rb and ta == tb and oa.same_as(ob)
-        for (ra, oa, ta), (rb, ob, tb) in zip(a[1:], b[1:])
+        for (ra, oa, ta), (rb, ob, tb) in zip(a[1:], b[1:], strict=True)
     )
 
 

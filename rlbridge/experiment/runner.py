@@ -9,6 +9,7 @@ Ctrl-C every child is terminated, then killed if it lingers.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -115,10 +116,8 @@ def supervise(commands: dict[str, list[str]], cpus: set[int] | None,
     def start(name: str) -> None:
         child = subprocess.Popen(commands[name], preexec_fn=_die_with_parent)
         if cpus is not None:
-            try:
+            with contextlib.suppress(OSError):  # the child may already have exited
                 os.sched_setaffinity(child.pid, cpus)
-            except OSError:
-                pass
         children[child.pid] = (name, child)
 
     try:
@@ -171,10 +170,9 @@ def _stop_all(children: dict, grace_s: float = 0.0) -> None:
 def _stop(child: subprocess.Popen, grace_s: float) -> None:
     if child.returncode is not None:
         return
-    try:
-        child.wait(timeout=grace_s) if grace_s > 0 else None
-    except subprocess.TimeoutExpired:
-        pass
+    if grace_s > 0:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=grace_s)
     if child.poll() is None:
         child.terminate()
         try:

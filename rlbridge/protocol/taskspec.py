@@ -302,7 +302,7 @@ class _Checker:
             bounds = self.int_bounds
             if len(ints) != len(bounds):
                 raise InvalidAction(f"{what} must have {len(bounds)} ints; got {len(ints)}")
-            for index, (x, (low, high)) in enumerate(zip(ints, bounds)):
+            for index, (x, (low, high)) in enumerate(zip(ints, bounds, strict=True)):
                 if x < low or x > high:
                     raise InvalidAction(
                         f"{what} int {index} must be in [{_fmt(low, True)}, {_fmt(high, True)}]; got {x}"
@@ -331,6 +331,6 @@ class _Checker:
 
 
 def _within(values: list, bounds: list, what: str, kind: str) -> None:
-    for index, (x, (low, high)) in enumerate(zip(values, bounds)):
+    for index, (x, (low, high)) in enumerate(zip(values, bounds, strict=True)):
         if x < low or x > high:
             raise InvalidAction(f"{what} {kind} {index} must be in [{low}, {high}]; got {x}")

@@ -89,7 +89,7 @@ class Value(NamedTuple):
             return False
         return all(
             a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
-            for a, b in zip(self.arrays, other.arrays)
+            for a, b in zip(self.arrays, other.arrays, strict=True)
         )
 
 

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -125,14 +126,14 @@ def test_truncated_log_reads_up_to_the_last_whole_record(tmp_path, capsys):
 def test_corrupt_log_gives_a_clear_error_not_a_traceback(tmp_path):
     log = str(tmp_path / "run.log")
     run("run", "gridwalk", "random", "--episodes", "1", "--log", log, "--quiet")
-    data = bytearray(open(log, "rb").read())
+    data = bytearray(Path(log).read_bytes())
     data[len(data) // 2] ^= 0xFF
-    open(log, "wb").write(bytes(data))
+    Path(log).write_bytes(bytes(data))
     result = run("log", "show", log, check=False)
     assert result.returncode == 1
     assert "corrupt" in result.stderr and "Traceback" not in result.stderr
     not_a_log = str(tmp_path / "other.bin")
-    open(not_a_log, "wb").write(b"hello world")
+    Path(not_a_log).write_bytes(b"hello world")
     result = run("replay", not_a_log, "--verify", check=False)
     assert result.returncode == 1 and "Traceback" not in result.stderr
 

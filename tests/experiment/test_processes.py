@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
@@ -148,10 +149,8 @@ def _wait_gone(pid: int) -> None:
 
 
 def _kill_group(runner: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(runner.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     runner.wait(timeout=10)
 
 
