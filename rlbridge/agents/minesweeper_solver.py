@@ -157,7 +157,7 @@ def solve_board(hints: list[int], is_open: list[bool], neighbours, mines: int,
     components = []
     for group in groups.values():
         local = {b: i for i, b in enumerate(group)}
-        wanted = {c for b in group for c in _signature(boxes[b][0], touching)}
+        wanted = {c for b in group for c in touching[boxes[b][0]]}
         local_constraints = [([local[b] for b in constraint_boxes[c]], constraints[c][1]) for c in sorted(wanted)]
         components.append(_Component([boxes[b] for b in group], local_constraints))
     frontier = sum(len(b) for b in boxes)
@@ -196,10 +196,6 @@ def solve_board(hints: list[int], is_open: list[bool], neighbours, mines: int,
             if c not in touching:
                 probabilities[c] = p_outside
     return probabilities, total
-
-
-def _signature(cell: int, touching: dict[int, list[int]]) -> list[int]:
-    return touching[cell]
 
 
 class SolverAgent(MinesweeperAgentBase):
