@@ -65,6 +65,14 @@ def servers(sockets):
     build_c()
     check_js()
     started = Servers(sockets)
+    # Start every server now: their start-ups overlap instead of adding up test by test.
+    for game in GAMES:
+        started.env(game)
+    for language in LANGUAGES:
+        started.agent(language, "first")
+    for language, name in (("c", "random"), ("javascript", "random"), ("c", "blackjack"),
+                           ("python", "tests.clients.helpers:OptimalBlackjackAgent")):
+        started.agent(language, name)
     yield started
     stop(list(started.children.values()))
 
