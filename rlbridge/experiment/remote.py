@@ -95,7 +95,10 @@ class RemoteEnvironment(_Remote):
         step_timeout = agent.timeout_ms
 
         def on_heartbeat(message):
-            client.step = message.body[0] if isinstance(message.body, list) else client.step
+            # Heartbeats arrive at timing-dependent moments: they update the step named in
+            # timeout reports, never what the log records.
+            if isinstance(message.body, list) and message.body and type(message.body[0]) is int:
+                client.progress_step = message.body[0]
 
         delegation = [agent.address, step_timeout, self.log_spec]
         if delegation != self._delegation:
@@ -108,11 +111,13 @@ class RemoteEnvironment(_Remote):
                 client.recorder = recorder
             self._delegation = delegation
         client.on_heartbeat = on_heartbeat
+        client.progress_step = 0
         try:
             reply = client.request(T.RUN_EPISODE, [max_steps],
                                    timeout_ms=step_timeout + 2 * HEARTBEAT_INTERVAL_MS)
         finally:
             client.on_heartbeat = None
+            client.progress_step = 0
         terminal, num_steps, total, last = reply.body
         last_action = None if last is None else decode_value(last, reply.frames)
         summary = EpisodeSummary(read_bool(terminal, "terminal"), read_int(num_steps, "num_steps"),

@@ -159,11 +159,13 @@ class RequestClient:
         return reply
 
     on_heartbeat = None
+    progress_step = 0  # the step a delegated episode last reported in a heartbeat
 
     def timeout_text(self, msg_type: int, timeout_ms: int | None = None) -> str:
         waited = self.timeout_ms if timeout_ms is None else timeout_ms
         return (f"{self.peer_role} at {self.address} did not answer {describe(msg_type)} "
-                f"within {waited} ms (episode {self.episode}, step {self.step})")
+                f"within {waited} ms (episode {self.episode}, "
+                f"step {max(self.step, self.progress_step)})")
 
     def close(self) -> None:
         self.socket.close(linger=LINGER_MS)
