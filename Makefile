@@ -8,7 +8,7 @@ SYSTEM_PYTHON ?= python3
 # The main job: three processes, a real game and a real agent, with a progress bar.
 RUN_ARGS ?= minesweeper minesweeper-solver --env-opt first_click=safe --episodes 200 --seed 0
 
-.PHONY: setup test run bench lint clean
+.PHONY: setup setup-python setup-clients setup-servers test run bench lint clean
 
 $(STAMP): pyproject.toml
 	$(SYSTEM_PYTHON) -m venv $(VENV)
@@ -16,13 +16,23 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet -e '.[dev,plots]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup-python: $(STAMP)
+
+# The C and JavaScript agents: Debian's libzmq/msgpack-c dev packages, npm packages, gcc build.
+setup-clients:
+	bash clients/setup.sh
+
+# The Minecraft-protocol server (flying-squid, pinned by its lockfile) for the RCON tests.
+setup-servers:
+	bash servers/flying-squid/setup.sh
+
+setup: setup-python setup-clients setup-servers
 
 test: setup
 	$(PYTHON) -m ruff check rlbridge tests
 	$(PYTHON) -m pytest
 
-run: setup
+run: setup-python
 	$(RLB) run $(RUN_ARGS)
 
 bench: setup
