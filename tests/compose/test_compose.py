@@ -122,6 +122,13 @@ def free_ports(count: int) -> list[int]:
             probe.close()
 
 
+def serving_line(child: subprocess.Popen) -> str:
+    """Block until a server prints that it serves (its socket is bound); returns the line."""
+    line = child.stderr.readline()
+    assert "serving" in line, line + child.stderr.read()
+    return line
+
+
 class LocalCompose:
     """Runs compose services as local processes."""
 
@@ -186,9 +193,6 @@ def keys_volume(compose, tmp_path_factory) -> Path:
     finally:
         stop(local.children)
     assert (directory / "keys" / "server.key_secret").exists()
-    again = local.start(services(compose)["keys"])  # --keep: a second `up` keeps the keys
-    assert again.wait(timeout=60) == 0
-    stop([again])
     return directory / "keys"
 
 
@@ -207,11 +211,16 @@ def test_the_composition_runs_locally_with_each_agent(compose, keys_volume, tmp_
             runs[profile] = run = {"local": local, "agent_service": agent}
             run["env"] = local.start(found["env"])
             run["agent"] = local.start(agent)
+        for profile, run in runs.items():
+            local, agent = run["local"], run["agent_service"]
+            run["serving"] = [serving_line(run["env"]), serving_line(run["agent"])]
             # Compose starts the experiment once env is healthy; the agent's check runs too.
+            # (The three env services are the same; one of them proves its check.)
+            checked = (found["env"], agent) if profile == "python" else (agent,)
             run["health"] = [(service, subprocess.Popen(
                 local.command(service["healthcheck"]["test"][1:]), cwd=ROOT,
                 env=local.environment(service), stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL)) for service in (found["env"], agent)]
+                stderr=subprocess.DEVNULL)) for service in checked]
         for profile, run in runs.items():
             for service, check in run["health"]:
                 if check.wait(timeout=60) != 0:  # a first try may come before the server is up
@@ -224,7 +233,8 @@ def test_the_composition_runs_locally_with_each_agent(compose, keys_volume, tmp_
             assert run["local"].healthy(found["experiment"], attempts=1), profile
             # The experiment stops both servers; every tcp bind was encrypted (CURVE).
             assert run["env"].wait(timeout=20) == 0 and run["agent"].wait(timeout=20) == 0
-            env_err, agent_err = run["env"].stderr.read(), run["agent"].stderr.read()
+            env_err = run["serving"][0] + run["env"].stderr.read()
+            agent_err = run["serving"][1] + run["agent"].stderr.read()
             assert "with CURVE" in env_err and "with CURVE" in agent_err, env_err + agent_err
             assert "refused" not in env_err + agent_err, profile
             runs[profile]["summary"] = re.search(r"episodes .*mean return \S+", out).group()

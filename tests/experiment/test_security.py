@@ -44,6 +44,8 @@ def test_keys_command_writes_both_pairs_authorizes_the_client_and_keeps_secrets_
     assert loaded.authorized == {loaded.client_public}
     assert main(["keys", str(directory)]) == 1  # never overwrite keys silently
     assert "already holds keys" in capsys.readouterr().err
+    assert main(["keys", str(directory), "--keep"]) == 0  # what compose's keys service runs
+    assert CurveKeys.load(directory).server_public == loaded.server_public
     assert main(["keys", str(directory), "--force"]) == 0
     assert CurveKeys.load(directory).server_public != loaded.server_public
 
