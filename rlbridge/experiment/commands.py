@@ -37,6 +37,9 @@ def register(subparsers) -> None:
         if role == "env":
             parser.add_argument("--publish", metavar="ADDR",
                                 help="publish state snapshots for viewers on this PUB address")
+            parser.add_argument("--wait-viewer-ms", type=int, default=0, metavar="MS",
+                                help="with --publish: before serving, wait up to MS for a "
+                                     "viewer to subscribe, so short runs are seen from the start")
         add_curve_arguments(parser)
         parser.set_defaults(func=_serve, role=full)
 
@@ -81,6 +84,8 @@ def register(subparsers) -> None:
                              "'none' leaves it to the OS, or a CPU number")
     parser.add_argument("--render", choices=("pygame",), default=None,
                         help="also start a viewer process on the environment's state stream")
+    parser.add_argument("--render-frames", metavar="DIR", default=None,
+                        help="with --render: draw headless and write PNG frames to DIR")
     add_curve_arguments(parser)
     parser.set_defaults(func=_run)
 
@@ -135,6 +140,9 @@ def _serve(args: argparse.Namespace) -> int:
         from ..bridge.publish import StatePublisher
 
         server.publisher = StatePublisher(args.publish)
+        if args.wait_viewer_ms and not server.publisher.subscribers(timeout_ms=args.wait_viewer_ms):
+            print(f"rlbridge environment: no viewer subscribed within {args.wait_viewer_ms} ms; "
+                  "serving anyway", file=sys.stderr, flush=True)
     print(f"rlbridge {args.role}: serving {args.name} on {server.address}"
           + (" with CURVE" if curve is not None else ""), file=sys.stderr,
           flush=True)

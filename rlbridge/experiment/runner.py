@@ -66,7 +66,7 @@ def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
     for opt in args.env_opt:
         env_cmd += ["--opt", opt]
     if args.render:
-        env_cmd += ["--publish", addresses["view"]]
+        env_cmd += ["--publish", addresses["view"], "--wait-viewer-ms", "15000"]
     agent_cmd = [*python, "agent", args.agent_name, "--bind", addresses["agent"]]
     for opt in args.agent_opt:
         agent_cmd += ["--opt", opt]
@@ -96,6 +96,8 @@ def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
             command.append("--no-curve")
     if args.render:
         commands["viewer"] = [*python, "view", addresses["view"]]
+        if args.render_frames:
+            commands["viewer"] += ["--headless", "--frames", args.render_frames]
     return commands
 
 

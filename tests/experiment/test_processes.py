@@ -164,3 +164,15 @@ def test_servers_can_connect_to_an_experiment_that_binds(processes, ipc_dir):
     assert experiment.returncode == 0, err
     assert SUMMARY.search(out).groups()[:3] == ("3", "9", "6.0000")
     assert env.wait(timeout=10) == 0 and agent.wait(timeout=10) == 0
+
+
+def test_run_with_a_viewer_draws_frames(tmp_path):
+    frames = tmp_path / "frames"
+    result = subprocess.run(
+        [sys.executable, "-m", "rlbridge", "run", "tetris", "random", "--episodes", "3",
+         "--render", "pygame", "--render-frames", str(frames), "--quiet"],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert SUMMARY.search(result.stdout)
+    drawn = sorted(frames.glob("frame_*.png"))
+    assert drawn, result.stderr  # at least the terminal states, which are always published
