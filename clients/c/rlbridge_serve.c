@@ -407,7 +407,7 @@ static int dispatch(server *s, const rlb_envelope *message, const extra_frames *
         return RLB_WRONG_STATE;
     }
     if (code == RLB_APPLICATION)
-        snprintf(error, RLB_ERROR_TEXT_BYTES, "agent raised %s", application);
+        snprintf(error, RLB_ERROR_TEXT_BYTES, "agent raised %.480s", application);
     return code;
 }
 

@@ -81,9 +81,9 @@ static int same_value(const rlb_value *a, const rlb_value *b) {
     if (a->n_ints != b->n_ints || a->n_doubles != b->n_doubles || a->n_chars != b->n_chars
         || a->n_arrays != b->n_arrays)
         return 0;
-    if (memcmp(a->ints, b->ints, a->n_ints * sizeof *a->ints) != 0
-        || memcmp(a->doubles, b->doubles, a->n_doubles * sizeof *a->doubles) != 0
-        || memcmp(a->chars, b->chars, a->n_chars) != 0)
+    if ((a->n_ints && memcmp(a->ints, b->ints, a->n_ints * sizeof *a->ints) != 0)
+        || (a->n_doubles && memcmp(a->doubles, b->doubles, a->n_doubles * sizeof *a->doubles))
+        || (a->n_chars && memcmp(a->chars, b->chars, a->n_chars) != 0))
         return 0;
     for (size_t i = 0; i < a->n_arrays; i++) {
         const rlb_array *x = &a->arrays[i], *y = &b->arrays[i];
