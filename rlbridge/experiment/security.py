@@ -217,6 +217,8 @@ class _Guard:
     @staticmethod
     def _report(monitor: zmq.Socket, keys: CurveKeys) -> None:
         event = parse_monitor_message(monitor.recv_multipart())
+        if not event["event"] & _HANDSHAKE_FAILURES:
+            return  # e.g. MONITOR_STOPPED when the server closes
         endpoint = event["endpoint"].decode(errors="replace") if isinstance(
             event["endpoint"], bytes) else event["endpoint"]
         reason = _PROTOCOL_ERRORS.get(event["value"], f"ZeroMQ protocol error {event['value']:#x}")
