@@ -221,7 +221,11 @@ class _Guard:
             return  # e.g. MONITOR_STOPPED when the server closes
         endpoint = event["endpoint"].decode(errors="replace") if isinstance(
             event["endpoint"], bytes) else event["endpoint"]
-        reason = _PROTOCOL_ERRORS.get(event["value"], f"ZeroMQ protocol error {event['value']:#x}")
+        if event["event"] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:  # value is an errno
+            reason = "the connection broke during the handshake (as with a peer without CURVE)"
+        else:
+            reason = _PROTOCOL_ERRORS.get(event["value"],
+                                          f"ZeroMQ protocol error {event['value']:#x}")
         keys.refuse(f"a peer on {endpoint}: the CURVE handshake failed: {reason}")
 
     def stop(self) -> None:
