@@ -226,7 +226,7 @@ def test_agents_speak_curve_and_refuse_a_wrong_key(language, servers, sockets, t
 @pytest.mark.parametrize("language", ["c", "javascript"])
 def test_bad_input_gets_the_protocol_error_and_the_agent_keeps_serving(language, servers, sockets):
     address = f"ipc://{sockets}/bad-input-{language}"
-    agent = start(agent_command(language, "first", address, "--max-message-bytes", "4096"))
+    agent = start(agent_command(language, "first", address, "--max-message-bytes", "100000"))
     dealer = zmq.Context.instance().socket(zmq.DEALER)
     dealer.linger = 0
     dealer.rcvtimeo = 20000
@@ -253,7 +253,7 @@ def test_bad_input_gets_the_protocol_error_and_the_agent_keeps_serving(language,
             (request(MessageType.ENV_STEP, [[0], [], "", []]), ErrorCode.WRONG_STATE),
             (request(MessageType.AGENT_START, [[1], [], "", []]), ErrorCode.WRONG_STATE),
             (request(MessageType.AGENT_INIT, 5), ErrorCode.BAD_FIELD),
-            (ask(msgpack.packb([1, 25, 3, 1, "x" * 5000])), ErrorCode.TOO_LARGE),
+            (ask(msgpack.packb([1, 25, 3, 1, "x" * 100001])), ErrorCode.TOO_LARGE),
         ]
         for reply, code in cases:
             assert reply[1] == MessageType.ERROR and reply[4][0] == code, (reply, code)
@@ -265,6 +265,11 @@ def test_bad_input_gets_the_protocol_error_and_the_agent_keeps_serving(language,
         assert request(MessageType.AGENT_START, short)[4][0] == ErrorCode.BAD_FIELD
         assert request(MessageType.AGENT_STEP, [1, [[4], [], "", []]], seq=8) == \
             [1, 22, 8, 1, [[0], [], "", []]]  # an int reward is accepted
+        # A 70 000-byte array in its own frame (PROTOCOL.md section 3), then a bad frame index.
+        big = [[5], [], "", [["|u1", [70000], 0]]]
+        assert ask(msgpack.packb([1, 22, 10, 1, [0.0, big]]), bytes(70000)) == \
+            [1, 22, 10, 1, [[0], [], "", []]]
+        assert ask(msgpack.packb([1, 22, 11, 1, [0.0, big]]))[4][0] == ErrorCode.BAD_FIELD
         assert request(MessageType.SHUTDOWN, "done", seq=9) == [1, 4, 9, 1, None]
         assert agent.wait(timeout=20) == 0
     finally:
