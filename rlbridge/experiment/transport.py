@@ -86,6 +86,8 @@ class RequestClient:
         if curve is not None:
             curve.apply_client(self.socket)
         self.socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
+        # A DEALER with no usable connection (a refused CURVE handshake) blocks in send.
+        self.socket.setsockopt(zmq.SNDTIMEO, timeout_ms)
         if bind:
             self.socket.bind(address)
         else:
@@ -119,10 +121,15 @@ class RequestClient:
         if self.recorder is not None:  # before sending, so the log keeps wire order
             self.recorder("sent", self.peer_role, msg_type, seq, self.episode, self.step, out[0],
                           tuple(out[1:]))
-        if frames:
-            socket.send_multipart(out, copy=False)
-        else:
-            socket.send(out[0])
+        try:
+            if frames:
+                socket.send_multipart(out, copy=False)
+            else:
+                socket.send(out[0])
+        except zmq.Again:
+            raise PeerTimeout(f"{self.peer_role} at {self.address} could not be reached to send "
+                              f"{describe(msg_type)} within {self.timeout_ms} ms (episode "
+                              f"{self.episode}, step {self.step})") from None
         if timeout_ms is not None and timeout_ms != self.timeout_ms:
             socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
         try:
