@@ -385,6 +385,10 @@ def _mean_lines(weights, games: int, preview: bool, max_pieces=None, seed: int =
 
 
 if __name__ == "__main__":  # pragma: no cover - manual tuning entry point
-    result = tune_weights()
-    WEIGHTS_PATH.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps(result))
+    tuned = tune_weights()
+    previous = json.loads(WEIGHTS_PATH.read_text())
+    tuned["preview_weights"] = previous.get("preview_weights", tuned["weights"])
+    print(json.dumps(tuned))
+    print(f"check before replacing {WEIGHTS_PATH}: mean lines over 200 games, "
+          f"tuned {_mean_lines(tuned['weights'], 200, False):.1f}, "
+          f"current {_mean_lines(previous['weights'], 200, False):.1f}")
