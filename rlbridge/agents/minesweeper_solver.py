@@ -96,6 +96,9 @@ class _Component:
         return order
 
 
+_CACHE_LIMIT = 4096  # components kept by a solve cache before it starts afresh
+
+
 def mine_probabilities(hints: list[int], is_open: list[bool], neighbours, mines: int,
                        known_mines: set[int] | frozenset = frozenset()) -> dict[int, float]:
     """The exact probability that each unopened cell holds a mine, given the observation,
@@ -104,9 +107,12 @@ def mine_probabilities(hints: list[int], is_open: list[bool], neighbours, mines:
 
 
 def solve_board(hints: list[int], is_open: list[bool], neighbours, mines: int,
-                known_mines: set[int] | frozenset = frozenset()) -> tuple[dict[int, float], int]:
+                known_mines: set[int] | frozenset = frozenset(),
+                cache: dict | None = None) -> tuple[dict[int, float], int]:
     """Mine probabilities (as :func:`mine_probabilities`) and the number of mine layouts
-    consistent with the observation (0 if none is)."""
+    consistent with the observation (0 if none is). ``cache`` (a dict kept by the caller)
+    reuses the enumeration of components seen before: a lookahead changes one or two
+    components of the board and leaves the rest as they were."""
     cells = len(hints)
     unknown = [c for c in range(cells) if not is_open[c] and c not in known_mines]
     constraints: list[tuple[tuple[int, ...], int]] = []
@@ -159,7 +165,18 @@ def solve_board(hints: list[int], is_open: list[bool], neighbours, mines: int,
         local = {b: i for i, b in enumerate(group)}
         wanted = {c for b in group for c in touching[boxes[b][0]]}
         local_constraints = [([local[b] for b in constraint_boxes[c]], constraints[c][1]) for c in sorted(wanted)]
-        components.append(_Component([boxes[b] for b in group], local_constraints))
+        component_boxes = [boxes[b] for b in group]
+        if cache is None:
+            components.append(_Component(component_boxes, local_constraints))
+            continue
+        key = (tuple(map(tuple, component_boxes)),
+               tuple((tuple(members), need) for members, need in local_constraints))
+        component = cache.get(key)
+        if component is None:
+            if len(cache) >= _CACHE_LIMIT:
+                cache.clear()
+            component = cache[key] = _Component(component_boxes, local_constraints)
+        components.append(component)
     frontier = sum(len(b) for b in boxes)
     outside = len(unknown) - frontier
     left = mines - len(known_mines)
@@ -243,6 +260,7 @@ class SolverAgent(MinesweeperAgentBase):
         self.known_mines: set[int] = set()
         self.last_probabilities: dict[int, float] = {}
         self.last_total = 0
+        self.cache: dict = {}
 
     def choose(self, hints: list[int], is_open: list[bool]) -> int:
         self.last_probabilities = {}
@@ -254,7 +272,8 @@ class SolverAgent(MinesweeperAgentBase):
                 (self.safe if mark == -1 else self.known_mines).add(cell)
         if self.safe:
             return min(self.safe)
-        probabilities, total = solve_board(hints, is_open, self.neighbours, self.num_mines, self.known_mines)
+        probabilities, total = solve_board(hints, is_open, self.neighbours, self.num_mines,
+                                           self.known_mines, self.cache)
         self.last_probabilities, self.last_total = probabilities, total
         for cell, p in probabilities.items():
             if p <= 1e-12:
@@ -318,7 +337,8 @@ class SolverAgent(MinesweeperAgentBase):
         survival = 0.0
         for value in range(known, known + closed + 1):
             shown[cell] = value
-            after, ways = solve_board(shown, opened, self.neighbours, self.num_mines, self.known_mines)
+            after, ways = solve_board(shown, opened, self.neighbours, self.num_mines,
+                                      self.known_mines, self.cache)
             if not ways:
                 continue
             risk = min(after.values(), default=0.0)

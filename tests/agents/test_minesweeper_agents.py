@@ -62,6 +62,7 @@ def brute_force_probabilities(core: MinesweeperCore) -> dict[int, float]:
 
 def test_exact_probabilities_match_brute_force_enumeration():
     rng = np.random.default_rng(0)
+    cache: dict = {}  # shared across positions, as the solver's lookahead shares it
     checked = 0
     for game in range(15):
         core = MinesweeperCore(4, 5, 5, "safe", np.random.default_rng(game))
@@ -71,6 +72,9 @@ def test_exact_probabilities_match_brute_force_enumeration():
         expected = brute_force_probabilities(core)
         got = mine_probabilities(core.hints().tolist(), core.open_mask().tolist(),
                                  core.neighbours, core.num_mines)
+        cached = solve_board(core.hints().tolist(), core.open_mask().tolist(),
+                             core.neighbours, core.num_mines, cache=cache)[0]
+        assert cached == got
         assert got.keys() == expected.keys()
         for cell, p in expected.items():
             assert got[cell] == pytest.approx(p, abs=1e-9)
