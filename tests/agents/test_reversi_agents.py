@@ -137,3 +137,12 @@ def test_dqn_test_mode_does_not_learn():
     assert agent.agent_message("mode train") == "ok" and agent.mode == "train"
     with pytest.raises(ValueError):
         small_dqn(mode="play")
+
+
+def test_committed_dqn_weights_load_and_play():
+    from rlbridge.bench.reversi import DQN_WEIGHTS
+
+    agent = ReversiDQNAgent(mode="test", load=str(DQN_WEIGHTS))
+    returns = run_games(ReversiEnv(size="6"), agent, 5)
+    assert agent.net.sizes[0] == 9 * 4 * 36 and agent.net.sizes[-1] == 36
+    assert len(returns) == 5 and agent.net.updates == 0
