@@ -9,7 +9,7 @@ GAMES = {
     "blackjack": {},
     "tetris": {},
     "reversi": {},
-    "2048": {"win_tile": "256"},  # shorter random episodes; the rules are the same
+    "2048": {"win_tile": "128"},  # shorter random episodes; the rules are the same
 }
 
 
