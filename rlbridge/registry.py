@@ -59,3 +59,13 @@ def parse_options(pairs: list[str] | None) -> dict[str, str]:
             raise ValueError(f"--opt takes key=value; got {pair!r}")
         options[key.strip()] = value.strip()
     return options
+
+
+def parse_flag(text: str, name: str) -> bool:
+    """An on/off option from ``--opt``: 1/true/yes/on or 0/false/no/off (empty is off)."""
+    lowered = str(text).strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"option {name} must be 0 or 1; got {text!r}")

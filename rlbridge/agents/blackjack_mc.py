@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..protocol.values import Value
+from ..registry import parse_flag
 from . import blackjack_dp
 from .base import Agent
 
@@ -26,15 +27,6 @@ TABLE_SHAPE = (22, 11, 2, 2)
 STATES = 22 * 11 * 2
 ACTIONS = (Value(ints=(0,)), Value(ints=(1,)))
 UNIFORM_BATCH = 8192
-
-
-def _bool(text: str, name: str) -> bool:
-    lowered = str(text).strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"option {name} must be 0 or 1; got {text!r}")
 
 
 def target_policy(stick_at: str = "20", policy_file: str = "") -> list[float]:
@@ -64,7 +56,7 @@ class BlackjackTabularAgent(Agent):
     def __init__(self, seed: str = "0", train: str = "1", save: str = "", load: str = "",
                  **options: str):
         super().__init__(**options)
-        self.train = _bool(train, "train")
+        self.train = parse_flag(train, "train")
         self.save_path = save
         self.q = [0.0] * (STATES * 2)
         self.c = [0.0] * (STATES * 2)

@@ -12,9 +12,8 @@ import os
 import msgpack
 import numpy as np
 
-from ..environments.minesweeper import parse_extra
 from ..environments.minesweeper_core import neighbour_table
-from ..protocol.taskspec import TaskSpec, parse
+from ..protocol.taskspec import TaskSpec, game_options, parse
 from ..protocol.values import Value
 from .base import Agent
 
@@ -104,7 +103,7 @@ class MinesweeperAgentBase(Agent):
         shape = spec.observations.arrays[0].shape
         self.rows, self.cols = int(shape[0]), int(shape[1])
         self.channels = int(shape[2])
-        extra = parse_extra(spec.extra)
+        extra = game_options(spec.extra, "minesweeper")
         mines = extra.get("mines")
         self.num_mines = int(mines) if mines else self.mines_option
         if self.num_mines is None:

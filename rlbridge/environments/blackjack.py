@@ -10,6 +10,7 @@ import numpy as np
 from ..protocol.errors import InvalidAction, WrongState
 from ..protocol.taskspec import Range, SpaceSpec, TaskSpec
 from ..protocol.values import Value
+from ..registry import parse_flag
 from .base import Environment, StepResult
 
 STICK, HIT = 0, 1
@@ -187,15 +188,6 @@ class BlackjackCore:
         return twin  # the card batch list is never mutated, only replaced, so it is shared
 
 
-def _flag(text: str, name: str) -> bool:
-    lowered = str(text).strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"option {name} must be 0 or 1; got {text!r}")
-
-
 def _cards(text: str, what: str) -> list[int]:
     try:
         cards = [int(word) for word in text.split(",")]
@@ -252,7 +244,7 @@ class BlackjackEnv(Environment):
 
     def __init__(self, natural: str = "0", seed: str = "0", **options: str):
         super().__init__(**options)
-        self.natural = _flag(natural, "natural")
+        self.natural = parse_flag(natural, "natural")
         self.core = BlackjackCore(np.random.default_rng(int(seed)), natural=self.natural)
         self.core.done = True  # no hand until env_start
         self._pending: tuple | None = None

@@ -9,6 +9,7 @@ import numpy as np
 from ..protocol.errors import InvalidAction, WrongState
 from ..protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from ..protocol.values import Value
+from ..registry import parse_flag
 from .base import Environment, StepResult
 from .minesweeper_core import (
     REWARD_HIGH,
@@ -22,23 +23,6 @@ from .minesweeper_core import (
 LEGAL_MASK_INDEX = 1
 #: Hint channels of the one-hot observation (hints 0..8), followed by the open mask.
 ONEHOT_HINT_CHANNELS = 9
-
-
-def _flag(text: str, name: str) -> bool:
-    lowered = str(text).strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"option {name} must be 0 or 1; got {text!r}")
-
-
-def parse_extra(extra: str) -> dict[str, str]:
-    """The ``key=value`` words of this environment's task-spec EXTRA (agents read ``mines``)."""
-    words = extra.split()
-    if not words or words[0] != "minesweeper":
-        return {}
-    return dict(word.partition("=")[::2] for word in words[1:] if "=" in word)
 
 
 class MinesweeperEnv(Environment):
@@ -90,7 +74,7 @@ class MinesweeperEnv(Environment):
         except ValueError:
             raise ValueError(f"option first_click must be none, safe or zero; got {first_click!r}") from None
         check_board(self.rows, self.cols, self.num_mines, self.first_click)
-        self.onehot = _flag(onehot, "onehot")
+        self.onehot = parse_flag(onehot, "onehot")
         self.cells = self.rows * self.cols
         self.rng = np.random.default_rng()
         self.core: MinesweeperCore | None = None

@@ -156,6 +156,15 @@ def build(spec: TaskSpec) -> str:
     return " ".join(parts)
 
 
+def game_options(extra: str, game: str) -> dict[str, str]:
+    """The ``key=value`` words of an EXTRA that starts with ``game`` (games describe their
+    options there so that agents can read them); empty for another game's spec."""
+    words = extra.split()
+    if not words or words[0] != game:
+        return {}
+    return dict(word.partition("=")[::2] for word in words[1:] if "=" in word)
+
+
 def _number(token: str) -> float:
     upper = token.upper()
     if upper == "NEGINF":

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from rlbridge.environments.checker import check_environment
-from rlbridge.environments.minesweeper import MinesweeperEnv, parse_extra
+from rlbridge.environments.minesweeper import MinesweeperEnv
 from rlbridge.environments.minesweeper_core import MinesweeperCore, hint_matrix, neighbour_table
 from rlbridge.protocol.errors import InvalidAction, WrongState
-from rlbridge.protocol.taskspec import parse
+from rlbridge.protocol.taskspec import game_options, parse
 from rlbridge.protocol.values import Value
 
 SEED_MINES = [[1, 0, 0, 1, 0], [0, 1, 0, 0, 1], [1, 0, 1, 0, 0], [0, 0, 0, 0, 0], [0, 1, 0, 0, 1]]
@@ -206,7 +206,7 @@ def test_task_spec_names_the_legal_mask_and_the_board():
     spec = parse(str(MinesweeperEnv(rows="9", cols="16", mines="20").env_init()))
     assert spec.legal_mask == 1
     assert spec.actions.ints[0].high == 143
-    assert parse_extra(spec.extra) == {"rows": "9", "cols": "16", "mines": "20",
+    assert game_options(spec.extra, "minesweeper") == {"rows": "9", "cols": "16", "mines": "20",
                                        "first_click": "none", "onehot": "0"}
 
 
