@@ -181,29 +181,52 @@ def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) * 1e6
 
 
+def _alternate(measurements: dict, rounds: int) -> dict:
+    """Run each measurement ``rounds`` times, interleaved, so that a passing burst of other
+    load lands on every side; return each one's median rate and pooled latencies."""
+    rates: dict = {name: [] for name in measurements}
+    latencies: dict = {name: [] for name in measurements}
+    for _ in range(rounds):
+        for name, measure in measurements.items():
+            rate, lat = measure()
+            rates[name].append(rate)
+            latencies[name].extend(lat)
+    return {name: (float(np.median(rates[name])), latencies[name]) for name in measurements}
+
+
+def _lat_note(latencies: list[float], what: str = "") -> str:
+    return f"p50 {_pct(latencies, 50):.1f} us, p99 {_pct(latencies, 99):.1f} us{what}"
+
+
 def run(quick: bool = False) -> list[Figure]:
-    seconds = 1.0 if quick else 3.0
+    seconds = 0.7 if quick else 2.0
+    rounds = 2 if quick else 3
     cpus = cpu_set("shared")
     figures: list[Figure] = []
-    with tempfile.TemporaryDirectory(prefix="rlbridge-bench-") as directory:
-        base_rate, base_lat = raw_ping_pong(f"ipc://{directory}/raw.sock", 100, 100, seconds, cpus)
+    episode_means = " (episode means)"
+    with tempfile.TemporaryDirectory(prefix="rlbridge-bench-") as d:
+        small = _alternate({
+            "raw": lambda: raw_ping_pong(f"ipc://{d}/raw.sock", 100, 100, seconds, cpus),
+            "ipc": lambda: rlbridge_three_processes("ipc", "gridwalk", [], seconds, cpus, d),
+            "tcp": lambda: rlbridge_three_processes("tcp", "gridwalk", [], seconds, cpus, d),
+            "log": lambda: rlbridge_three_processes("ipc", "gridwalk", [], seconds, cpus, d,
+                                                    log_path=f"{d}/bench.log"),
+        }, rounds)
+        base_rate, base_lat = small["raw"]
         figures.append(Figure("core", "(a) raw pyzmq REQ/REP 100 B, ipc", base_rate, "trips/s",
-                              note=f"p50 {_pct(base_lat, 50):.1f} us, p99 {_pct(base_lat, 99):.1f} us"))
+                              note=_lat_note(base_lat)))
         for transport in ("ipc", "tcp"):
-            rate, lat = rlbridge_three_processes(transport, "gridwalk", [], seconds, cpus, directory)
-            target = ">= 0.8x" if transport == "ipc" else ""
+            rate, lat = small[transport]
             figures.append(Figure(
                 "core", f"(b) RL_episode 3 processes, 4x4 ints, {transport}", rate, "steps/s",
-                baseline=base_rate, target=target,
+                baseline=base_rate, target=">= 0.8x" if transport == "ipc" else "",
                 passed=(rate / base_rate >= 0.8) if transport == "ipc" else None,
-                note=f"p50 {_pct(lat, 50):.1f} us, p99 {_pct(lat, 99):.1f} us (episode means)"))
-        logged_rate, _ = rlbridge_three_processes("ipc", "gridwalk", [], seconds, cpus, directory,
-                                                  log_path=f"{directory}/bench.log")
-        plain_rate = figures[1].value
+                note=_lat_note(lat, episode_means)))
+        plain_rate, logged_rate = small["ipc"][0], small["log"][0]
         figures.append(Figure(
             "log", "RL_episode with --log (flush every episode)", logged_rate, "steps/s",
             baseline=plain_rate, target=">= 0.85x", passed=logged_rate / plain_rate >= 0.85,
-            note="baseline: the same run without a log"))
+            note="baseline: (b) over ipc without a log"))
         glue_s, bare_s = in_process(seconds)
         overhead_us = (glue_s - bare_s) * 1e6
         figures.append(Figure("core", "(c) in-process RL_episode, gridwalk", 1 / glue_s,
@@ -212,18 +235,19 @@ def run(quick: bool = False) -> list[Figure]:
         figures.append(Figure("core", "(c) in-process glue overhead", overhead_us, "us/step",
                               target="< 10 us", passed=overhead_us < 10))
         for size, label in ((100, "100 B"), (20_000, "20 KB"), (1_000_000, "1 MB")):
-            raw_rate, raw_lat = raw_ping_pong(f"ipc://{directory}/raw{size}.sock", size, 16,
-                                              seconds, cpus)
-            rate, lat = rlbridge_three_processes(
-                "ipc", "countdown", ["length=50", f"array_bytes={size}"], seconds, cpus, directory)
+            pair = _alternate({
+                "raw": lambda size=size: raw_ping_pong(f"ipc://{d}/raw{size}.sock", size, 16,
+                                                       seconds, cpus),
+                "rlb": lambda size=size: rlbridge_three_processes(
+                    "ipc", "countdown", ["length=50", f"array_bytes={size}"], seconds, cpus, d),
+            }, rounds)
+            (raw_rate, raw_lat), (rate, lat) = pair["raw"], pair["rlb"]
             big = size >= 1_000_000
-            figures.append(Figure(
-                "arrays", f"(d) observation {label}: raw zero-copy ping-pong", raw_rate, "trips/s",
-                note=f"p50 {_pct(raw_lat, 50):.1f} us, p99 {_pct(raw_lat, 99):.1f} us"))
+            figures.append(Figure("arrays", f"(d) observation {label}: raw zero-copy ping-pong",
+                                  raw_rate, "trips/s", note=_lat_note(raw_lat)))
             figures.append(Figure(
                 "arrays", f"(d) observation {label}: RL_episode", rate, "steps/s",
                 baseline=raw_rate, target=">= 0.5x" if big else "",
                 passed=(rate / raw_rate >= 0.5) if big else None,
-                note=f"p50 {_pct(lat, 50):.1f} us, p99 {_pct(lat, 99):.1f} us (episode means)"))
+                note=_lat_note(lat, episode_means)))
     return figures
-
