@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..environments.tetris import parse_extra
 from ..environments.tetris_core import ORIENTATIONS, ROTATIONS, column_heights, landing_row
-from ..protocol.taskspec import TaskSpec
+from ..protocol.taskspec import TaskSpec, game_options
 from ..protocol.values import Value
 from .base import Agent
 from .tetris_qlearning import board_of, two_row_state
@@ -57,7 +56,7 @@ class AprioriAgent(Agent):
 
     def agent_init(self, task_spec: TaskSpec) -> None:
         super().agent_init(task_spec)
-        if parse_extra(task_spec.extra).get("actions", "placement") != "placement":
+        if game_options(task_spec.extra, "tetris").get("actions", "placement") != "placement":
             raise ValueError("the apriori agent needs actions=placement")
         self.cols = task_spec.observations.arrays[0].shape[1]
 

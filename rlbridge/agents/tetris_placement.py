@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..environments.tetris import parse_extra
 from ..environments.tetris_core import (
     KINDS,
     ORIENTATIONS,
@@ -26,7 +25,7 @@ from ..environments.tetris_core import (
     place,
     spawn_column,
 )
-from ..protocol.taskspec import TaskSpec
+from ..protocol.taskspec import TaskSpec, game_options
 from ..protocol.values import Value
 from .base import Agent
 
@@ -352,7 +351,7 @@ class PlacementAgent(Agent):
 
     def agent_init(self, task_spec: TaskSpec) -> None:
         super().agent_init(task_spec)
-        extra = parse_extra(task_spec.extra)
+        extra = game_options(task_spec.extra, "tetris")
         if extra.get("actions", "placement") != "placement":
             raise ValueError("the placement agent needs actions=placement")
         rows, cols = task_spec.observations.arrays[0].shape

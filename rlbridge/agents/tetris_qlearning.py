@@ -16,9 +16,8 @@ from collections import deque
 
 import numpy as np
 
-from ..environments.tetris import parse_extra
 from ..environments.tetris_core import ORIENTATIONS, column_heights, landing_row
-from ..protocol.taskspec import TaskSpec
+from ..protocol.taskspec import TaskSpec, game_options
 from ..protocol.values import Value
 from .base import Agent
 
@@ -94,7 +93,7 @@ class QLearningAgent(Agent):
 
     def agent_init(self, task_spec: TaskSpec) -> None:
         super().agent_init(task_spec)
-        if parse_extra(task_spec.extra).get("actions", "placement") != "placement":
+        if game_options(task_spec.extra, "tetris").get("actions", "placement") != "placement":
             raise ValueError("the Q-learning agent needs actions=placement")
         self.cols = task_spec.observations.arrays[0].shape[1]
 

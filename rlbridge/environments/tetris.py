@@ -9,6 +9,7 @@ import numpy as np
 from ..protocol.errors import InvalidAction, WrongState
 from ..protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from ..protocol.values import Value
+from ..registry import parse_flag
 from .base import Environment, StepResult
 from .tetris_core import (
     ACTION_MODES,
@@ -24,23 +25,6 @@ from .tetris_core import (
 LEGAL_MASK_INDEX = 1
 #: Positions in ``observation.ints``.
 KIND, ROTATION, COLUMN, ROW, NEXT = range(5)
-
-
-def _flag(text: str, name: str) -> bool:
-    lowered = str(text).strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"option {name} must be 0 or 1; got {text!r}")
-
-
-def parse_extra(extra: str) -> dict[str, str]:
-    """The ``key=value`` words of this environment's task-spec EXTRA (agents read them)."""
-    words = extra.split()
-    if not words or words[0] != "tetris":
-        return {}
-    return dict(word.partition("=")[::2] for word in words[1:] if "=" in word)
 
 
 class TetrisEnv(Environment):
@@ -105,7 +89,7 @@ class TetrisEnv(Environment):
         if reward not in REWARD_MODES:
             raise ValueError(f"option reward must be one of {REWARD_MODES}; got {reward!r}")
         self.actions, self.reward = actions, reward
-        self.preview = _flag(preview, "preview")
+        self.preview = parse_flag(preview, "preview")
         self.rng = np.random.default_rng()
         self.core: TetrisCore | None = None
         TetrisCore(self.rows, self.cols, np.random.default_rng(0), reward, actions, self.gravity)
