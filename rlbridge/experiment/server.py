@@ -31,6 +31,9 @@ from ..protocol.taskspec import TaskSpec, parse
 from ..protocol.values import decode_value, encode_value
 from .transport import IMPLEMENTATION, LANGUAGE, LINGER_MS, POLL_INTERVAL_MS, context
 
+#: pyzmq's ``socket.rcvmore`` attribute goes through a slow __getattr__; this is the
+#: same option read directly, on the per-message path.
+RCVMORE = zmq.RCVMORE
 T = MessageType
 
 
@@ -85,8 +88,8 @@ class PeerServer:
                         self._warn(f"no request for {self.idle_timeout_ms} ms; stopping")
                         return 1
                     continue
-                parts = [socket.recv()] if socket.rcvmore else [b""]
-                while socket.rcvmore:
+                parts = [socket.recv()] if socket.getsockopt(RCVMORE) else [b""]
+                while socket.getsockopt(RCVMORE):
                     parts.append(socket.recv(copy=False).buffer)
                 self.handle(identity, parts)
                 idle_since = time.monotonic()

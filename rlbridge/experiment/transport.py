@@ -33,6 +33,9 @@ from ..protocol.messages import (
     read_hello,
 )
 
+#: pyzmq's ``socket.rcvmore`` attribute goes through a slow __getattr__; this is the
+#: same option read directly, on the per-message path.
+RCVMORE = zmq.RCVMORE
 #: How long a request waits for its reply by default.
 STEP_TIMEOUT_MS = 5000
 #: How long a client waits for a peer that has not started yet (start-up order is free).
@@ -139,7 +142,7 @@ class RequestClient:
                 except zmq.Again:
                     raise PeerTimeout(self.timeout_text(msg_type, timeout_ms)) from None
                 extra = []
-                while socket.rcvmore:
+                while socket.getsockopt(RCVMORE):
                     extra.append(socket.recv(copy=False).buffer)
                 try:
                     reply = decode(payload, tuple(extra), max_bytes=self.max_message_bytes)
