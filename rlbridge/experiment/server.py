@@ -29,11 +29,8 @@ from ..protocol.messages import (
 )
 from ..protocol.taskspec import TaskSpec, parse
 from ..protocol.values import decode_value, encode_value
-from .transport import IMPLEMENTATION, LANGUAGE, LINGER_MS, POLL_INTERVAL_MS, context
+from .transport import IMPLEMENTATION, LANGUAGE, LINGER_MS, POLL_INTERVAL_MS, RCVMORE, context
 
-#: pyzmq's ``socket.rcvmore`` attribute goes through a slow __getattr__; this is the
-#: same option read directly, on the per-message path.
-RCVMORE = zmq.RCVMORE
 T = MessageType
 
 
