@@ -29,7 +29,15 @@ from ..protocol.messages import (
 )
 from ..protocol.taskspec import TaskSpec, parse
 from ..protocol.values import decode_value, encode_value
-from .transport import IMPLEMENTATION, LANGUAGE, LINGER_MS, POLL_INTERVAL_MS, RCVMORE, context
+from .transport import (
+    IMPLEMENTATION,
+    LANGUAGE,
+    LINGER_MS,
+    POLL_INTERVAL_MS,
+    RCVMORE,
+    SNDMORE,
+    context,
+)
 
 T = MessageType
 
@@ -122,10 +130,12 @@ class PeerServer:
         self.requests_served += 1
 
     def send(self, identity: bytes, frames: list) -> None:
-        if len(frames) == 1:
-            self.socket.send_multipart([identity, frames[0]])
-        else:
-            self.socket.send_multipart([identity, *frames], copy=False)
+        socket = self.socket
+        socket.send(identity, SNDMORE)
+        last = len(frames) - 1
+        for index, frame in enumerate(frames):
+            # Array frames go zero-copy; the small envelope is cheaper copied.
+            socket.send(frame, 0 if index == last else SNDMORE, copy=index == 0)
 
     def _reply_error(self, identity, seq, episode, code, text) -> None:
         self._warn(f"error {ErrorCode(code).name}: {text}")

@@ -35,7 +35,9 @@ from ..protocol.messages import (
 
 #: pyzmq's ``socket.rcvmore`` attribute goes through a slow __getattr__; this is the
 #: same option read directly, on the per-message path.
-RCVMORE = zmq.RCVMORE
+RCVMORE = int(zmq.RCVMORE)
+#: Plain ints: pyzmq's enum operators cost microseconds per message.
+SNDMORE = int(zmq.SNDMORE)
 #: How long a request waits for its reply by default.
 STEP_TIMEOUT_MS = 5000
 #: How long a client waits for a peer that has not started yet (start-up order is free).
