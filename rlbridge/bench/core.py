@@ -81,7 +81,8 @@ def raw_ping_pong(address: str, request_bytes: int, reply_bytes: int, seconds: f
 
 
 def rlbridge_three_processes(transport: str, env_name: str, env_opts: list[str], seconds: float,
-                             cpus, directory: str, log_path: str | None = None):
+                             cpus, directory: str, log_path: str | None = None,
+                             viewer: bool = False):
     """Steps per second and per-step latencies (episode mean) of RL_episode over the protocol."""
     if transport == "ipc":
         env_addr, agent_addr = f"ipc://{directory}/e.sock", f"ipc://{directory}/a.sock"
@@ -92,8 +93,14 @@ def rlbridge_three_processes(transport: str, env_name: str, env_opts: list[str],
         agent_addr = f"tcp://127.0.0.1:{_free_tcp_port()}"
     python = [sys.executable, "-m", "rlbridge"]
     opts = [x for opt in env_opts for x in ("--opt", opt)]
+    if viewer:  # a headless viewer subscribed before the first step (--wait-viewer-ms)
+        view_addr = f"ipc://{directory}/view.sock"
+        opts += ["--publish", view_addr, "--wait-viewer-ms", "30000"]
     children = [_spawn([*python, "env", env_name, "--bind", env_addr, *opts], cpus),
                 _spawn([*python, "agent", "random", "--bind", agent_addr], cpus)]
+    if viewer:
+        children.append(_spawn([*python, "view", view_addr, "--headless", "--idle-timeout",
+                                "3"], cpus))
     original_cpus = os.sched_getaffinity(0)
     if cpus:
         os.sched_setaffinity(0, cpus)
@@ -211,6 +218,9 @@ def run(quick: bool = False) -> list[Figure]:
             "tcp": lambda: rlbridge_three_processes("tcp", "gridwalk", [], seconds, cpus, d),
             "log": lambda: rlbridge_three_processes("ipc", "gridwalk", [], seconds, cpus, d,
                                                     log_path=f"{d}/bench.log"),
+        "tetris": lambda: rlbridge_three_processes("ipc", "tetris", [], seconds, cpus, d),
+        "viewer": lambda: rlbridge_three_processes("ipc", "tetris", [], seconds, cpus, d,
+                                                   viewer=True),
         }, rounds)
         base_rate, base_lat = small["raw"]
         figures.append(Figure("core", "(a) raw pyzmq REQ/REP 100 B, ipc", base_rate, "trips/s",
@@ -227,6 +237,11 @@ def run(quick: bool = False) -> list[Figure]:
             "log", "RL_episode with --log (flush every episode)", logged_rate, "steps/s",
             baseline=plain_rate, target=">= 0.85x", passed=logged_rate / plain_rate >= 0.85,
             note="baseline: (b) over ipc without a log"))
+        figures.append(Figure(
+            "bridge", "RL_episode on tetris with a pygame viewer attached", small["viewer"][0],
+            "steps/s", baseline=small["tetris"][0], target=">= 0.9x",
+            passed=small["viewer"][0] / small["tetris"][0] >= 0.9,
+            note="baseline: the same run with no viewer; the viewer draws headless"))
         glue_s, bare_s = in_process(seconds)
         overhead_us = (glue_s - bare_s) * 1e6
         figures.append(Figure("core", "(c) in-process RL_episode, gridwalk", 1 / glue_s,
