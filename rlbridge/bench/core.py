@@ -26,7 +26,7 @@ from ..agents.random_agent import RandomAgent
 from ..environments.toy import GridWalk
 from ..experiment.glue import Experiment
 from ..experiment.remote import RemoteAgent, RemoteEnvironment
-from ..experiment.runner import _die_with_parent, cpu_set
+from ..experiment.runner import _die_with_parent, cpu_set, watcher_cpus
 from .report import Figure
 
 _RAW_SERVER = r"""
@@ -100,7 +100,7 @@ def rlbridge_three_processes(transport: str, env_name: str, env_opts: list[str],
                 _spawn([*python, "agent", "random", "--bind", agent_addr], cpus)]
     if viewer:
         children.append(_spawn([*python, "view", view_addr, "--headless", "--idle-timeout",
-                                "3"], cpus))
+                                "3"], watcher_cpus(cpus)))
     original_cpus = os.sched_getaffinity(0)
     if cpus:
         os.sched_setaffinity(0, cpus)

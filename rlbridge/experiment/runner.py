@@ -60,6 +60,14 @@ def cpu_set(choice: str) -> set[int] | None:
     return {cpu}
 
 
+def watcher_cpus(loop_cpus: set[int] | None) -> set[int] | None:
+    """A viewer watches the loop without waking it: keep it off the loop's CPU when we can."""
+    if loop_cpus is None:
+        return None
+    others = set(os.sched_getaffinity(0)) - loop_cpus
+    return others or loop_cpus
+
+
 def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
     python = [sys.executable, "-m", "rlbridge"]
     env_cmd = [*python, "env", args.env_name, "--bind", addresses["env"]]
@@ -117,9 +125,10 @@ def supervise(commands: dict[str, list[str]], cpus: set[int] | None,
 
     def start(name: str) -> None:
         child = subprocess.Popen(commands[name], preexec_fn=_die_with_parent)
-        if cpus is not None:
+        placement = watcher_cpus(cpus) if name == "viewer" else cpus
+        if placement is not None:
             with contextlib.suppress(OSError):  # the child may already have exited
-                os.sched_setaffinity(child.pid, cpus)
+                os.sched_setaffinity(child.pid, placement)
         children[child.pid] = (name, child)
 
     try:
