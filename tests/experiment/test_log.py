@@ -189,3 +189,21 @@ def test_writer_refuses_unknown_flush_modes(tmp_path):
         LogWriter(str(tmp_path / "x"), "experiment", flush_every="sometimes")
     with pytest.raises(LogError, match="cannot open log"):
         LogWriter(str(tmp_path / "missing" / "x"), "experiment")
+
+
+def test_replay_renders_a_golden_log_to_pygame_frames_and_blocks(tmp_path):
+    golden = str(Path(__file__).with_name("golden") / "tetris.rlog")
+    frames = tmp_path / "frames"
+    run("replay", golden, "--render", "pygame", "--headless", "--frames", str(frames),
+        "--speed", "0")
+    episodes = {r.episode for r in LogReader(golden).records() if r.episode}
+    steps = len([r for r in LogReader(golden).records()
+                 if r.writer == "environment" and r.direction == 0 and r.type in (21, 22, 23)])
+    assert len(list(frames.glob("frame_*.png"))) == steps  # one frame per replayed state
+    assert len(episodes) == 2
+    blocks = tmp_path / "blocks.txt"
+    run("replay", golden, "--render", "blocks", "--blocks-out", str(blocks), "--speed", "0",
+        "--episode", "1")
+    lines = blocks.read_text().splitlines()
+    assert lines and all(line.startswith(("setblock ", "fill ")) for line in lines)
+    assert any("minecraft:" in line and "_wool" in line for line in lines)
