@@ -14,6 +14,8 @@ import json
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .errors import InvalidAction, TaskSpecError
 from .values import Value
 
@@ -301,8 +303,25 @@ class _Checker:
         self.space = space
         self.int_bounds = space.int_bounds()
         self.double_bounds = space.double_bounds()
-        self.int_arrays = [a for a in space.arrays if a.dtype[1] in "biu"]
         self.only_ints = not space.arrays and not space.doubles and not space.charcount
+        # Vectorised bounds for values with arrays: UNSPEC (NaN) bounds check nothing.
+        self.int_low, self.int_high = _bound_arrays(self.int_bounds)
+        self.double_low, self.double_high = _bound_arrays(self.double_bounds)
+
+    @staticmethod
+    def _within(plain, arrays, kinds: str, low, high, what: str, kind: str) -> None:
+        parts = [np.asarray(plain, dtype=np.float64)]
+        # The caller has checked the arrays' dtypes and shapes against the spec.
+        parts += [a.ravel() for a in arrays if a.dtype.kind in kinds]
+        flat = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        if flat.size != low.size:
+            raise InvalidAction(f"{what} must have {low.size} {kind}s (arrays included); "
+                                f"got {flat.size}")
+        bad = np.flatnonzero((flat < low) | (flat > high))
+        if bad.size:
+            index = int(bad[0])
+            raise InvalidAction(f"{what} {kind} {index} must be in [{low[index]}, "
+                                f"{high[index]}]; got {flat[index]}")
 
     def __call__(self, value: Value, what: str) -> None:
         space = self.space
@@ -321,25 +340,17 @@ class _Checker:
         expected = [(a.dtype, a.shape) for a in space.arrays]
         if shapes != expected:
             raise InvalidAction(f"{what} arrays must be {expected}; got {shapes}")
-        flat_ints = value.flat_ints() if value.arrays else list(value.ints)
-        if len(flat_ints) != len(self.int_bounds):
-            raise InvalidAction(
-                f"{what} must have {len(self.int_bounds)} ints (arrays included); got {len(flat_ints)}"
-            )
-        _within(flat_ints, self.int_bounds, what, "int")
-        flat_doubles = value.flat_doubles() if value.arrays else list(value.doubles)
-        if len(flat_doubles) != len(self.double_bounds):
-            raise InvalidAction(
-                f"{what} must have {len(self.double_bounds)} doubles; got {len(flat_doubles)}"
-            )
-        _within(flat_doubles, self.double_bounds, what, "double")
+        arrays = value.arrays
+        self._within(value.ints, arrays, "biu", self.int_low, self.int_high, what, "int")
+        self._within(value.doubles, arrays, "f", self.double_low, self.double_high, what,
+                     "double")
         if space.charcount and len(value.chars) > space.charcount:
             raise InvalidAction(
                 f"{what} must have at most {space.charcount} chars; got {len(value.chars)}"
             )
 
 
-def _within(values: list, bounds: list, what: str, kind: str) -> None:
-    for index, (x, (low, high)) in enumerate(zip(values, bounds, strict=True)):
-        if x < low or x > high:
-            raise InvalidAction(f"{what} {kind} {index} must be in [{low}, {high}]; got {x}")
+def _bound_arrays(bounds: list) -> tuple[np.ndarray, np.ndarray]:
+    low = np.array([b[0] for b in bounds], dtype=np.float64)
+    high = np.array([b[1] for b in bounds], dtype=np.float64)
+    return np.nan_to_num(low, nan=-np.inf), np.nan_to_num(high, nan=np.inf)
