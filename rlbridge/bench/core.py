@@ -26,7 +26,7 @@ from ..agents.random_agent import RandomAgent
 from ..environments.toy import GridWalk
 from ..experiment.glue import Experiment
 from ..experiment.remote import RemoteAgent, RemoteEnvironment
-from ..experiment.runner import _die_with_parent, cpu_set, watcher_cpus
+from ..experiment.runner import _die_with_parent, cpu_set, stop_child, watcher_cpus
 from .report import Figure
 
 _RAW_SERVER = r"""
@@ -140,7 +140,7 @@ def rlbridge_three_processes(transport: str, env_name: str, env_opts: list[str],
                 peer.shutdown()
                 peer.close()
         for child in children:
-            child.wait(timeout=10)
+            stop_child(child, grace_s=10.0)
         os.sched_setaffinity(0, original_cpus)
     return rate, per_step
 

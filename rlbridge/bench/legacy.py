@@ -27,7 +27,7 @@ import numpy as np
 from ..agents.random_agent import FirstLegalAgent
 from ..environments.toy import Countdown
 from ..experiment.glue import Experiment
-from ..experiment.runner import _die_with_parent, cpu_set
+from ..experiment.runner import _die_with_parent, cpu_set, stop_child
 from ..protocol.legacy import (
     Code,
     FramedSocket,
@@ -156,11 +156,7 @@ def through_glue(length: int, payload_ints: int, seconds: float, cpus) -> tuple[
         if conn is not None:
             conn.close()
         for child in children:
-            try:
-                child.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+            stop_child(child, grace_s=10.0)
         if glue.stdout is not None:
             glue.stdout.close()
         os.sched_setaffinity(0, original_cpus)

@@ -16,6 +16,7 @@ import tempfile
 from ..agents.random_agent import RandomAgent
 from ..experiment.glue import Experiment
 from ..experiment.remote import RemoteAgent, RemoteEnvironment
+from ..experiment.runner import stop_child
 from ..registry import ENVIRONMENTS, resolve
 from .checker import CheckFailed
 
@@ -57,11 +58,7 @@ def check_over_protocol(name: str, options: dict[str, str] | None = None, *, epi
                 peer.shutdown()
                 peer.close()
         for child in children:
-            try:
-                child.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+            stop_child(child, grace_s=10.0)
         shutil.rmtree(directory, ignore_errors=True)
     for episode, (mine, theirs) in enumerate(zip(local, remote, strict=True)):
         if mine != theirs:

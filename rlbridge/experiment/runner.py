@@ -163,7 +163,7 @@ def _wait(children: dict, experiment_grace_s: float) -> int:
             print(f"rlbridge run: {failure}", file=sys.stderr, flush=True)
             for other_name, other in list(children.values()):
                 if other_name == "experiment":
-                    _stop(other, experiment_grace_s)
+                    stop_child(other, experiment_grace_s)
                     experiment_code = other.returncode
             _stop_all(children, grace_s=PEER_EXIT_GRACE_S)
     if failure is not None:
@@ -174,11 +174,12 @@ def _wait(children: dict, experiment_grace_s: float) -> int:
 def _stop_all(children: dict, grace_s: float = 0.0) -> None:
     """Let children exit for ``grace_s``, then SIGTERM, then SIGKILL; reap them all."""
     for _pid, (_name, child) in list(children.items()):
-        _stop(child, grace_s)
+        stop_child(child, grace_s)
     children.clear()
 
 
-def _stop(child: subprocess.Popen, grace_s: float) -> None:
+def stop_child(child: subprocess.Popen, grace_s: float) -> None:
+    """Give ``child`` ``grace_s`` to exit, then SIGTERM, then SIGKILL; always reap it."""
     if child.returncode is not None:
         return
     if grace_s > 0:
