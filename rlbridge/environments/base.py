@@ -9,6 +9,7 @@ until a terminal step (or a step limit); ``env_cleanup`` at the end; and
 
 from __future__ import annotations
 
+import json
 from typing import NamedTuple
 
 from ..protocol.taskspec import TaskSpec
@@ -37,8 +38,12 @@ class Environment:
       * ``env_step(action)`` applies a :class:`Value` action and returns a :class:`StepResult`.
         An action the task spec or the rules forbid raises ``InvalidAction`` and
         leaves the state unchanged.
-      * ``env_message(text)`` answers a string with a string; the base class knows
-        ``seed N`` (calls :meth:`seed`) and returns ``""`` otherwise.
+      * ``env_message(text)`` answers a string with a string. The base class serves the
+        commands every environment has: ``seed N`` (calls :meth:`seed`), ``legal_actions``
+        (:meth:`legal_actions` as space-separated ints; empty means "any action the task
+        spec allows") and ``get_state`` (:meth:`state_snapshot` as JSON). Anything else goes
+        to :meth:`game_message`; unknown commands get a reply starting ``"error: "`` that
+        lists the known ones (``MESSAGES`` holds a game's own, as usage strings).
       * ``env_cleanup()`` releases resources.
 
     Environments never use global random state: :meth:`seed` gets the experiment's seed.
@@ -46,6 +51,8 @@ class Environment:
 
     #: Name used in logs and registries; defaults to the class name.
     name: str = ""
+    #: Usage of this environment's own ``env_message`` commands, listed in error replies.
+    MESSAGES: tuple[str, ...] = ()
 
     def __init__(self, **options: str):
         self.options = options
@@ -64,10 +71,28 @@ class Environment:
 
     def env_message(self, message: str) -> str:
         words = message.split()
-        if len(words) == 2 and words[0] == "seed":
-            self.seed(int(words[1]))
+        command, args = (words[0], words[1:]) if words else ("", [])
+        if command == "seed" and len(args) == 1:
+            self.seed(int(args[0]))
             return "ok"
-        return ""
+        if command == "legal_actions" and not args:
+            legal = self.legal_actions()
+            return "" if legal is None else " ".join(map(str, legal))
+        if command == "get_state" and not args:
+            return json.dumps(self.state_snapshot())
+        reply = self.game_message(command, args)
+        if reply is not None:
+            return reply
+        known = ", ".join(("seed N", "legal_actions", "get_state", *self.MESSAGES))
+        return f"error: unknown command {message!r}; known: {known}"
+
+    def game_message(self, command: str, args: list[str]) -> str | None:
+        """A game's own ``env_message`` commands; None for a command it does not know."""
+        return None
+
+    def legal_actions(self) -> list[int] | None:
+        """The legal action ints now, or None when every action in the task spec is legal."""
+        return None
 
     def seed(self, seed: int) -> None:
         """Fix every later random draw. The default ignores it (deterministic environments)."""

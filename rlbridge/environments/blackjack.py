@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 
 import numpy as np
 
@@ -293,22 +292,18 @@ class BlackjackEnv(Environment):
                 "outcome": "win" if reward > 0 else ("loss" if reward < 0 else "draw")}
         return StepResult(reward, Value(ints=core.observation()), True, info)
 
-    def env_message(self, message: str) -> str:
-        words = message.split()
-        command = words[0] if words else ""
+    MESSAGES = ("start PLAYER_SUM DEALER_CARD USABLE_ACE", "start clear", "deal P1,P2,.. D1,D2,..")
+
+    def legal_actions(self) -> list[int]:
+        return [STICK, HIT]
+
+    def game_message(self, command: str, args: list[str]) -> str | None:
         try:
-            if command == "seed" and len(words) == 2:
-                self.seed(int(words[1]))
-                return "ok"
-            if command == "legal_actions" and len(words) == 1:
-                return "0 1"
-            if command == "get_state" and len(words) == 1:
-                return json.dumps(self.state_snapshot())
-            if command == "start" and words[1:] == ["clear"]:
+            if command == "start" and args == ["clear"]:
                 self._pending = None
                 return "ok"
-            if command == "start" and len(words) == 4:
-                player_sum, dealer_card, usable = (int(w) for w in words[1:])
+            if command == "start" and len(args) == 3:
+                player_sum, dealer_card, usable = (int(w) for w in args)
                 if usable not in (0, 1):
                     raise ValueError(f"USABLE_ACE must be 0 or 1; got {usable}")
                 hand_for(player_sum, bool(usable))  # validates the sum
@@ -316,18 +311,16 @@ class BlackjackEnv(Environment):
                     raise ValueError(f"DEALER_CARD must be in [1, 10]; got {dealer_card}")
                 self._pending = ("start", player_sum, dealer_card, bool(usable))
                 return "ok"
-            if command == "deal" and len(words) == 3:
-                player = _cards(words[1], "player cards")
-                dealer = _cards(words[2], "dealer cards")
+            if command == "deal" and len(args) == 2:
+                player = _cards(args[0], "player cards")
+                dealer = _cards(args[1], "dealer cards")
                 if hand_total(player)[0] > 21:
                     raise ValueError(f"player cards {player} are already bust")
                 self._pending = ("deal", player, dealer)
                 return "ok"
         except ValueError as err:
             return f"error: {err}"
-        return ("error: unknown command " + repr(message) + "; known: seed N, legal_actions, "
-                "get_state, start PLAYER_SUM DEALER_CARD USABLE_ACE, start clear, "
-                "deal P1,P2,.. D1,D2,..")
+        return None
 
     def state_snapshot(self) -> dict:
         """The shared schema; ``dealer[1:]`` is hidden from the player until ``done``."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from ..protocol.errors import InvalidAction, WrongState
@@ -81,7 +79,7 @@ class Game2048Env(Environment):
 
     name = "2048"
     illegal_action = "noop"
-    _MESSAGES = ("seed N", "legal_actions", "get_state", "set_board V1 ... V16", "render")
+    MESSAGES = ("set_board V1 ... V16", "render")
 
     def __init__(self, spawn: str = "two", scoring: str = "full", win_tile: str = "2048",
                  seed: str = "0", **options: str):
@@ -152,20 +150,12 @@ class Game2048Env(Environment):
         return {"game": "2048", "board": tiles(self.core.board), "score": self.core.score,
                 "done": self.done}
 
-    def env_message(self, message: str) -> str:
-        words = message.split()
-        command = words[0] if words else ""
-        if command == "seed" and len(words) == 2:
-            return super().env_message(message)
-        if command == "legal_actions" and len(words) == 1:
-            return " ".join(str(a) for a in self.legal_actions())
-        if command == "get_state" and len(words) == 1:
-            return json.dumps(self.state_snapshot())
-        if command == "render" and len(words) == 1:
+    def game_message(self, command: str, args: list[str]) -> str | None:
+        if command == "render" and not args:
             return str(self.core)
         if command == "set_board":
             try:
-                board = board_from_tiles(words[1:])
+                board = board_from_tiles(args)
             except (InvalidAction, ValueError) as err:
                 return f"error: set_board takes 16 tile values: {err}"
             self.core.set_board(board)
@@ -173,4 +163,4 @@ class Game2048Env(Environment):
             self.episode_length = 0
             self._observe(False)
             return "ok"
-        return f"error: unknown command {message!r}; known: {', '.join(self._MESSAGES)}"
+        return None

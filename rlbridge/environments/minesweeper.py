@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from ..protocol.errors import InvalidAction, WrongState
@@ -116,21 +114,17 @@ class MinesweeperEnv(Environment):
         info = {"won": core.won, "lost": core.lost} if core.is_terminal() else None
         return StepResult(reward, self._observation(), core.is_terminal(), info)
 
-    def env_message(self, message: str) -> str:
-        words = message.split()
-        command = words[0] if words else ""
-        if command == "seed" and len(words) == 2:
-            return super().env_message(message)
-        if command == "legal_actions":
-            return " ".join(map(str, self.core.legal_actions())) if self.core else ""
-        if command == "get_state":
-            return json.dumps(self.state_snapshot())
-        if command == "elimination":
+    MESSAGES = ("elimination",)
+
+    def legal_actions(self) -> list[int]:
+        return self.core.legal_actions() if self.core else []
+
+    def game_message(self, command: str, args: list[str]) -> str | None:
+        if command == "elimination" and not args:
             if self.core is None:
                 return "error: elimination needs env_start first"
             return " ".join(map(str, self.core.elimination().tolist()))
-        return ("error: unknown command " + repr(message)
-                + "; expected one of: seed N, legal_actions, get_state, elimination")
+        return None
 
     def state_snapshot(self) -> dict | None:
         return self.core.snapshot() if self.core is not None else None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 import numpy as np
@@ -154,28 +153,22 @@ class ReversiEnv(Environment):
         return {"game": "reversi", "size": self.size, "board": core.board(), "legal": legal,
                 "last": core.last, "done": core.is_terminal()}
 
-    def env_message(self, message: str) -> str:
-        words = message.split()
-        command = words[0] if words else ""
-        if command == "seed" and len(words) == 2:
-            self.seed(int(words[1]))
-            return "ok"
-        if command == "legal_actions" and len(words) == 1:
-            legal = self.core.legal_actions() if self.core.to_move == AGENT else []
-            return " ".join(str(a) for a in legal)
-        if command == "get_state" and len(words) == 1:
-            return json.dumps(self.state_snapshot())
-        if command == "render" and len(words) == 1:
+    MESSAGES = ("render", "score", "opponent NAME [DEPTH]")
+
+    def legal_actions(self) -> list[int]:
+        return self.core.legal_actions() if self.core.to_move == AGENT else []
+
+    def game_message(self, command: str, args: list[str]) -> str | None:
+        if command == "render" and not args:
             return self.core.render()
-        if command == "score" and len(words) == 1:
+        if command == "score" and not args:
             agent, env = self.core.counts()
             return f"{agent} {env}"
-        if command == "opponent" and len(words) in (2, 3):
+        if command == "opponent" and len(args) in (1, 2):
             try:
-                self.opponent = self._opponent(words[1], int(words[2]) if len(words) == 3 else 3)
+                self.opponent = self._opponent(args[0], int(args[1]) if len(args) == 2 else 3)
             except ValueError as err:
                 return f"error: {err}"
-            self.opponent_name = words[1]
+            self.opponent_name = args[0]
             return "ok"
-        return (f"error: unknown command {message!r}; known: seed N, legal_actions, get_state, "
-                "render, score, opponent NAME [DEPTH]")
+        return None

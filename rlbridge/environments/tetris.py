@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from ..protocol.errors import InvalidAction, WrongState
@@ -141,19 +139,15 @@ class TetrisEnv(Environment):
         info = {"pieces": core.pieces, "lines": core.lines, "level": core.level}
         return StepResult(reward, self._observation(), core.is_terminal(), info)
 
-    def env_message(self, message: str) -> str:
-        words = message.split()
-        command = words[0] if words else ""
-        if command == "seed" and len(words) == 2:
-            return super().env_message(message)
-        if command == "legal_actions":
-            return " ".join(map(str, self.core.legal_actions())) if self.core else ""
-        if command == "get_state":
-            return json.dumps(self.state_snapshot())
-        if command == "render":
+    MESSAGES = ("render",)
+
+    def legal_actions(self) -> list[int]:
+        return self.core.legal_actions() if self.core else []
+
+    def game_message(self, command: str, args: list[str]) -> str | None:
+        if command == "render" and not args:
             return self.core.render() if self.core else "error: render needs env_start first"
-        return ("error: unknown command " + repr(message)
-                + "; expected one of: seed N, legal_actions, get_state, render")
+        return None
 
     def state_snapshot(self) -> dict | None:
         core = self.core

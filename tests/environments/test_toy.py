@@ -14,3 +14,13 @@ def test_countdown_passes_checker():
     report = check_environment(lambda: Countdown(length="7"), episodes=20)
     assert report.steps == 20 * 7
     assert report.returns_mean == 28.0
+
+
+def test_base_env_message_serves_the_common_commands():
+    env = GridWalk()
+    assert env.env_message("seed 3") == "ok"
+    assert env.env_message("legal_actions") == ""  # every action in the task spec is legal
+    assert env.env_message("get_state") == "null"  # no snapshot to show
+    reply = env.env_message("fly away")
+    assert reply.startswith("error: unknown command 'fly away'")
+    assert "known: seed N, legal_actions, get_state" in reply
