@@ -123,4 +123,7 @@ def test_a_peer_with_the_wrong_key_gets_no_observation_and_is_logged(processes, 
     assert any("not in" in line and "authorized_clients" in line
                and other.client_public.decode() in line for line in refusals), err
     assert any("wrong server key" in line for line in refusals), err
-    assert any("does not speak CURVE" in line for line in refusals), err
+    # ZeroMQ reports a peer without CURVE either as a mechanism mismatch or, when the
+    # connection drops first, as a handshake with no detail; both refusals are logged.
+    assert any("does not speak CURVE" in line or "without CURVE" in line
+               for line in refusals), err
