@@ -16,6 +16,11 @@ SUITES: dict[str, str] = {
     "bridge": "rlbridge.bench.bridge:run",
     "legacy": "rlbridge.bench.legacy:run",
 }
+#: One game's rows alone, e.g. `rlbridge bench tetris-agents` or `rlbridge bench 2048-games`.
+for _module, _game in (("minesweeper", "minesweeper"), ("blackjack", "blackjack"),
+                       ("tetris", "tetris"), ("reversi", "reversi"), ("game2048", "2048")):
+    SUITES[f"{_game}-games"] = f"rlbridge.bench.{_module}:game_speed"
+    SUITES[f"{_game}-agents"] = f"rlbridge.bench.{_module}:agent_strength"
 DEFAULT_SUITES = ["core", "games", "bridge", "legacy", "agents"]
 
 
