@@ -44,6 +44,8 @@ class RandomAgent(Agent):
     def agent_init(self, task_spec) -> None:
         super().agent_init(task_spec)
         self._int_bounds = [(int(low), int(high)) for low, high in task_spec.actions.int_bounds()]
+        only_one_int = len(self._int_bounds) == 1 and not task_spec.actions.doubles
+        self._one_int = self._int_bounds[0] if only_one_int else None
 
     def _uniform(self) -> float:
         if not self._draws:
@@ -58,6 +60,9 @@ class RandomAgent(Agent):
             if not legal:
                 return Value(ints=(int(spec.actions.ints[0].low),))
             return Value(ints=(legal[int(self._uniform() * len(legal))],))
+        if self._one_int is not None:  # the common case, without the generic loop below
+            low, high = self._one_int
+            return Value((low + int(self._uniform() * (high - low + 1)),))
         ints = tuple(low + int(self._uniform() * (high - low + 1)) for low, high in self._int_bounds)
         if not spec.actions.doubles:
             return Value(ints=ints)

@@ -28,6 +28,7 @@ from ..protocol.values import decode_value, encode_value
 from .transport import HEARTBEAT_INTERVAL_MS, STEP_TIMEOUT_MS, RequestClient
 
 T = MessageType
+AGENT_START, AGENT_STEP, AGENT_END = int(T.AGENT_START), int(T.AGENT_STEP), int(T.AGENT_END)
 
 
 class EpisodeRunner:
@@ -101,22 +102,23 @@ class EpisodeRunner:
     log_writer = None
 
     def _play(self, message, spec, identity, frames, agent, max_steps, address):
-        agent.episode = message.episode
+        agent.episode = episode = message.episode
         agent.step = 1
         server = self.server
         env = server.obj
         publisher = server.publisher
-        check_action = spec.check_action
+        check_action = spec.action_checker()
         env_step = env.env_step
         request = agent.request
         heartbeat_s = HEARTBEAT_INTERVAL_MS / 1000.0
-        next_beat = time.monotonic() + heartbeat_s
+        monotonic = time.monotonic
+        next_beat = monotonic() + heartbeat_s
 
         observation = env.env_start()
         if publisher is not None:
-            publisher.offer(env.state_snapshot, message.episode, 0, False)
+            publisher.offer(env.state_snapshot, episode, 0, False)
         out: list = []
-        reply = self._call(request, T.AGENT_START, encode_value(observation, out), out)
+        reply = self._call(request, AGENT_START, encode_value(observation, out), out)
         action = decode_value(reply.body, reply.frames)
         num_steps = 1
         total = 0.0
@@ -126,28 +128,33 @@ class EpisodeRunner:
                 check_action(action)
             except InvalidAction as err:
                 raise InvalidAction(
-                    f"agent at {address} sent an invalid action (episode {message.episode}, "
+                    f"agent at {address} sent an invalid action (episode {episode}, "
                     f"step {num_steps}): {err}"
                 ) from None
             result = env_step(action)
             reward = result[0]
             total += reward
             if publisher is not None:
-                publisher.offer(env.state_snapshot, message.episode, num_steps, bool(result[2]))
+                publisher.offer(env.state_snapshot, episode, num_steps, bool(result[2]))
             if result[2]:
                 terminal = True
-                self._call(request, T.AGENT_END, float(reward))
+                self._call(request, AGENT_END, float(reward))
                 break
             num_steps += 1
             agent.step = num_steps
             out = []
-            reply = self._call(request, T.AGENT_STEP,
-                               [float(reward), encode_value(result[1], out)], out)
+            body = [float(reward), encode_value(result[1], out)]
+            try:  # inline rather than _call: this is the per-step path
+                reply = request(AGENT_STEP, body, out)
+            except PeerTimeout:
+                raise
+            except RLBridgeError as err:
+                raise PeerError(str(err), int(err.code)) from None
             action = decode_value(reply.body, reply.frames)
-            now = time.monotonic()
+            now = monotonic()
             if now >= next_beat:
                 next_beat = now + heartbeat_s
-                server.send(identity, encode(T.HEARTBEAT, 0, message.episode, [num_steps]))
+                server.send(identity, encode(T.HEARTBEAT, 0, episode, [num_steps]))
         last = None if terminal else encode_value(action, frames)
         return [terminal, num_steps, total, last]
 

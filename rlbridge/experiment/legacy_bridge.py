@@ -41,6 +41,7 @@ def serve_to_native(peer, glue, *, role: str, address: str, bind: bool = True) -
     experiment sends SHUTDOWN, or the glue stops. Meant as a GlueServer ``on_legacy_*``
     handler: ``functools.partial(serve_to_native, role="agent", address=ADDR)``."""
     from .server import PeerServer
+    from .transport import recv_message
 
     server = PeerServer(peer, role, address, bind=bind)
     log.info("serving the legacy %s at %s on %s", role, peer.peer_address, server.address)
@@ -56,10 +57,7 @@ def serve_to_native(peer, glue, *, role: str, address: str, bind: bool = True) -
                     glue.report(f"legacy {role} at {peer.peer_address} disconnected")
                     return
                 continue
-            parts = [sock.recv()] if sock.rcvmore else [b""]
-            while sock.rcvmore:
-                parts.append(sock.recv(copy=False).buffer)
-            server.handle(identity, parts)
+            server.handle(identity, *recv_message(sock))
         if peer.closed:
             glue.report(f"legacy {role} at {peer.peer_address} was lost while serving "
                         f"native experiments on {server.address}")

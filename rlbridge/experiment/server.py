@@ -9,6 +9,7 @@ APPLICATION errors and do not stop the server either.
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 import time
@@ -34,9 +35,10 @@ from .transport import (
     LANGUAGE,
     LINGER_MS,
     POLL_INTERVAL_MS,
-    RCVMORE,
     SNDMORE,
     context,
+    recv_message,
+    send_frame,
 )
 
 T = MessageType
@@ -83,6 +85,8 @@ class PeerServer:
                         for sig in (signal.SIGTERM, signal.SIGINT)}
         socket = self.socket
         idle_since = time.monotonic()
+        # Start-up objects (modules, tables) never die: keep the collector from walking them.
+        gc.freeze()
         try:
             while not self.stopping:
                 try:
@@ -93,10 +97,9 @@ class PeerServer:
                         self._warn(f"no request for {self.idle_timeout_ms} ms; stopping")
                         return 1
                     continue
-                parts = [socket.recv()] if socket.getsockopt(RCVMORE) else [b""]
-                while socket.getsockopt(RCVMORE):
-                    parts.append(socket.recv(copy=False).buffer)
-                self.handle(identity, parts)
+                # A ROUTER always delivers the sender's identity and then its message.
+                payload, frames = recv_message(socket)
+                self.handle(identity, payload, frames)
                 idle_since = time.monotonic()
         finally:
             for sig, handler in previous.items():
@@ -107,8 +110,7 @@ class PeerServer:
     def _on_signal(self, signum, frame) -> None:
         self.stopping = True
 
-    def handle(self, identity: bytes, parts: list) -> None:
-        payload, frames = parts[0], tuple(parts[1:])
+    def handle(self, identity: bytes, payload: bytes, frames: tuple = ()) -> None:
         seq = episode = 0
         try:
             message = decode(payload, frames, max_bytes=self.max_message_bytes)
@@ -131,11 +133,14 @@ class PeerServer:
 
     def send(self, identity: bytes, frames: list) -> None:
         socket = self.socket
-        socket.send(identity, SNDMORE)
+        send_frame(socket, identity, SNDMORE)
+        if len(frames) == 1:
+            send_frame(socket, frames[0])
+            return
         last = len(frames) - 1
         for index, frame in enumerate(frames):
             # Array frames go zero-copy; the small envelope is cheaper copied.
-            socket.send(frame, 0 if index == last else SNDMORE, copy=index == 0)
+            send_frame(socket, frame, 0 if index == last else SNDMORE, index == 0)
 
     def _reply_error(self, identity, seq, episode, code, text) -> None:
         self._warn(f"error {ErrorCode(code).name}: {text}")

@@ -33,11 +33,12 @@ from ..protocol.messages import (
     read_hello,
 )
 
-#: pyzmq's ``socket.rcvmore`` attribute goes through a slow __getattr__; this is the
-#: same option read directly, on the per-message path.
-RCVMORE = int(zmq.RCVMORE)
 #: Plain ints: pyzmq's enum operators cost microseconds per message.
 SNDMORE = int(zmq.SNDMORE)
+#: pyzmq's ``Socket.send`` is a Python wrapper (routing ids, groups) around the Cython
+#: method; per-message paths call the Cython methods directly.
+send_frame = zmq.backend.Socket.send
+_recv_frame = zmq.backend.Socket.recv
 #: How long a request waits for its reply by default.
 STEP_TIMEOUT_MS = 5000
 #: How long a client waits for a peer that has not started yet (start-up order is free).
@@ -48,6 +49,9 @@ POLL_INTERVAL_MS = 100
 HEARTBEAT_INTERVAL_MS = 1000
 #: How long a closing socket may keep unsent messages.
 LINGER_MS = 200
+
+HEARTBEAT = int(MessageType.HEARTBEAT)
+ERROR = int(MessageType.ERROR)
 
 IMPLEMENTATION = "rlbridge-python"
 LANGUAGE = "python"
@@ -65,6 +69,25 @@ def default_address(role: str) -> str:
 
 def context() -> zmq.Context:
     return zmq.Context.instance()
+
+
+def recv_message(socket) -> tuple[bytes, tuple]:
+    """The first frame of the next message, and its extra frames as memoryviews.
+
+    A non-copying receive learns whether more frames follow as part of the call;
+    ``getsockopt(RCVMORE)`` would build an enum and cost several microseconds.
+    Raises ``zmq.Again`` when the socket's receive timeout passes.
+    """
+    frame = _recv_frame(socket, 0, False)
+    if not frame.more:
+        return frame.bytes, ()
+    extra = []
+    more = True
+    while more:
+        part = _recv_frame(socket, 0, False)
+        extra.append(part.buffer)
+        more = part.more
+    return frame.bytes, tuple(extra)
 
 
 def describe(msg_type: int) -> str:
@@ -119,51 +142,49 @@ class RequestClient:
     def request(self, msg_type: int, body=None, frames: list | None = None, *,
                 timeout_ms: int | None = None):
         """Send a request and return the reply Envelope; raise the peer's error or PeerTimeout."""
-        self.seq += 1
-        seq = self.seq
+        self.seq = seq = self.seq + 1
         out = encode(msg_type, seq, self.episode, body, frames)
         socket = self.socket
-        if self.recorder is not None:  # before sending, so the log keeps wire order
-            self.recorder("sent", self.peer_role, msg_type, seq, self.episode, self.step, out[0],
-                          tuple(out[1:]))
+        recorder = self.recorder
+        if recorder is not None:  # before sending, so the log keeps wire order
+            recorder("sent", self.peer_role, msg_type, seq, self.episode, self.step, out[0],
+                     tuple(out[1:]))
         try:
             if frames:
                 socket.send_multipart(out, copy=False)
             else:
-                socket.send(out[0])
+                send_frame(socket, out[0])
         except zmq.Again:
             raise PeerTimeout(f"{self.peer_role} at {self.address} could not be reached to send "
                               f"{describe(msg_type)} within {self.timeout_ms} ms (episode "
                               f"{self.episode}, step {self.step})") from None
-        if timeout_ms is not None and timeout_ms != self.timeout_ms:
+        other_timeout = timeout_ms is not None and timeout_ms != self.timeout_ms
+        if other_timeout:
             socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
         try:
             while True:
                 try:
-                    payload = socket.recv()
+                    payload, extra = recv_message(socket)
                 except zmq.Again:
                     raise PeerTimeout(self.timeout_text(msg_type, timeout_ms)) from None
-                extra = []
-                while socket.getsockopt(RCVMORE):
-                    extra.append(socket.recv(copy=False).buffer)
                 try:
-                    reply = decode(payload, tuple(extra), max_bytes=self.max_message_bytes)
+                    reply = decode(payload, extra, max_bytes=self.max_message_bytes)
                 except VersionMismatch as err:
                     raise VersionMismatch(f"{self.peer_role} at {self.address}: {err}") from None
-                if reply.seq != seq or reply.type == MessageType.HEARTBEAT:
-                    if reply.type == MessageType.HEARTBEAT and self.on_heartbeat is not None:
-                        self.on_heartbeat(reply)
-                    continue  # a stale reply or a heartbeat: keep waiting for ours
-                break
+                if reply.seq == seq and reply.type != HEARTBEAT:
+                    break
+                if reply.type == HEARTBEAT and self.on_heartbeat is not None:
+                    self.on_heartbeat(reply)
+                # otherwise a stale reply or a heartbeat: keep waiting for ours
         finally:
-            if timeout_ms is not None and timeout_ms != self.timeout_ms:
+            if other_timeout:
                 socket.setsockopt(zmq.RCVTIMEO, self.timeout_ms)
-        if self.recorder is not None:
-            self.recorder("received", self.peer_role, reply.type, seq, self.episode, self.step,
-                          payload, reply.frames)
-        if reply.type == MessageType.ERROR:
-            raise _remote_error(reply.body, self.peer_role, self.address)
+        if recorder is not None:
+            recorder("received", self.peer_role, reply.type, seq, self.episode, self.step,
+                     payload, reply.frames)
         if reply.type != msg_type:
+            if reply.type == ERROR:
+                raise _remote_error(reply.body, self.peer_role, self.address)
             raise ProtocolError(
                 f"{self.peer_role} at {self.address} answered {describe(msg_type)} "
                 f"with {describe(reply.type)}"

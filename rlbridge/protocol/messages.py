@@ -77,6 +77,9 @@ class Hello(NamedTuple):
 
 
 _packer = msgpack.Packer(use_bin_type=True, autoreset=True)
+_unpackb = msgpack.unpackb
+#: Builds a NamedTuple from a complete field tuple without its Python-level ``__new__``.
+_new_tuple = tuple.__new__
 
 
 def pack(obj: Any) -> bytes:
@@ -100,7 +103,7 @@ def decode(payload: bytes, frames: tuple = (), *, max_bytes: int = MAX_MESSAGE_B
     if size > max_bytes:
         raise MessageTooLarge(f"message of {size} bytes exceeds the limit of {max_bytes} bytes")
     try:
-        raw = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+        raw = _unpackb(payload, strict_map_key=False)
     except Exception as err:  # msgpack raises several unrelated classes for bad bytes
         raise MalformedMessage(
             f"expected a msgpack envelope [version, type, seq, episode, body]; "
@@ -128,7 +131,7 @@ def decode(payload: bytes, frames: tuple = (), *, max_bytes: int = MAX_MESSAGE_B
             f"unknown message type {msg_type}; expected one of "
             + ", ".join(f"{t.name}={int(t)}" for t in MessageType)
         )
-    return Envelope(version, msg_type, seq, episode, body, frames)
+    return _new_tuple(Envelope, (version, msg_type, seq, episode, body, frames))
 
 
 # -- body helpers ----------------------------------------------------------------

@@ -92,6 +92,10 @@ class TaskSpec:
         """Raise :class:`InvalidAction` unless ``action`` fits the ACTIONS part."""
         _check(self.actions, action, "action", self._checkers)
 
+    def action_checker(self):
+        """``check_action`` as one precomputed callable, for per-step loops."""
+        return _checker(self.actions, self._checkers).check_action
+
     def check_observation(self, observation: Value) -> None:
         """Raise :class:`InvalidAction` unless ``observation`` fits the OBSERVATIONS part."""
         _check(self.observations, observation, "observation", self._checkers)
@@ -289,11 +293,15 @@ def _with_arrays(space: SpaceSpec, arrays) -> SpaceSpec:
 
 
 def _check(space: SpaceSpec, value: Value, what: str, cache: dict) -> None:
+    _checker(space, cache)(value, what)
+
+
+def _checker(space: SpaceSpec, cache: dict) -> _Checker:
     key = id(space)
     checker = cache.get(key)
     if checker is None:
         checker = cache[key] = _Checker(space)
-    checker(value, what)
+    return checker
 
 
 class _Checker:
@@ -304,6 +312,9 @@ class _Checker:
         self.int_bounds = space.int_bounds()
         self.double_bounds = space.double_bounds()
         self.only_ints = not space.arrays and not space.doubles and not space.charcount
+        # The commonest action, one int, is checked with two comparisons (NaN fails both).
+        self.single_int = self.int_bounds[0] if self.only_ints and len(self.int_bounds) == 1 \
+            else None
         # Vectorised bounds for values with arrays: UNSPEC (NaN) bounds check nothing.
         self.int_low, self.int_high = _bound_arrays(self.int_bounds)
         self.double_low, self.double_high = _bound_arrays(self.double_bounds)
@@ -323,9 +334,17 @@ class _Checker:
             raise InvalidAction(f"{what} {kind} {index} must be in [{low[index]}, "
                                 f"{high[index]}]; got {flat[index]}")
 
+    def check_action(self, value: Value) -> None:
+        """``__call__(value, "action")``, with the single-int case first."""
+        single = self.single_int
+        if single is not None and len(value.ints) == 1 and not value.doubles \
+                and not value.chars and not value.arrays and single[0] <= value.ints[0] <= single[1]:
+            return
+        self(value, "action")
+
     def __call__(self, value: Value, what: str) -> None:
         space = self.space
-        if self.only_ints and not value.arrays and not value.doubles:
+        if self.only_ints and not value.arrays and not value.doubles and not value.chars:
             ints = value.ints
             bounds = self.int_bounds
             if len(ints) != len(bounds):

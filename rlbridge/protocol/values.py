@@ -10,7 +10,6 @@ that holds them. Plain msgpack decoders read all of it without extension hooks.
 
 from __future__ import annotations
 
-import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -97,11 +96,19 @@ EMPTY = Value()
 
 
 _DTYPES = {code: np.dtype(code) for code in WIRE_DTYPES}
+#: dtype -> wire code; a big-endian dtype is not equal to its little-endian code, so it
+#: misses here and is converted.
+_WIRE_CODES = {dtype: code for code, dtype in _DTYPES.items()}
+_ndarray = np.ndarray
+#: Builds a NamedTuple from a complete field tuple without its Python-level ``__new__``.
+_new_tuple = tuple.__new__
 
 
-def _wire_array(array: np.ndarray) -> np.ndarray:
-    if array.flags.c_contiguous and array.dtype.str in _WIRE_DTYPE_SET:
-        return array
+def _wire_array(array: np.ndarray) -> tuple[np.ndarray, str]:
+    """The array as it crosses the wire (C order, little-endian) and its dtype code."""
+    code = _WIRE_CODES.get(array.dtype)  # ``dtype.str`` builds a new str on every call
+    if code is not None and array.flags.c_contiguous:
+        return array, code
     array = np.ascontiguousarray(array)
     if array.dtype.byteorder == ">" or (array.dtype.byteorder == "=" and np.little_endian is False):
         array = array.astype(array.dtype.newbyteorder("<"))
@@ -109,7 +116,7 @@ def _wire_array(array: np.ndarray) -> np.ndarray:
         raise ProtocolError(
             f"array dtype {array.dtype.str!r} cannot cross the wire; expected one of {WIRE_DTYPES}"
         )
-    return array
+    return array, array.dtype.str
 
 
 def encode_value(value: Value, frames: list | None = None) -> list:
@@ -123,12 +130,12 @@ def encode_value(value: Value, frames: list | None = None) -> list:
         return [value.ints, value.doubles, value.chars, ()]
     wire_arrays = []
     for array in arrays:
-        array = _wire_array(array if type(array) is np.ndarray else np.asarray(array))
+        array, code = _wire_array(array if type(array) is np.ndarray else np.asarray(array))
         if frames is not None and array.nbytes >= ZERO_COPY_THRESHOLD_BYTES:
             frames.append(array.data)
-            wire_arrays.append([array.dtype.str, array.shape, len(frames) - 1])
+            wire_arrays.append([code, array.shape, len(frames) - 1])
         else:
-            wire_arrays.append([array.dtype.str, array.shape, array.tobytes()])
+            wire_arrays.append([code, array.shape, array.tobytes()])
     return [value.ints, value.doubles, value.chars, wire_arrays]
 
 
@@ -145,20 +152,18 @@ def decode_value(raw: Any, frames: list | tuple = ()) -> Value:
             "a value's fields must be (array of ints, array of doubles, str); got "
             f"({type(ints).__name__}, {type(doubles).__name__}, {type(chars).__name__})"
         )
-    if not all(type(x) is int for x in ints):
-        bad = next(x for x in ints if type(x) is not int)
-        raise ProtocolError(f"value ints must all be integers; got {type(bad).__name__}")
-    if not all(type(x) is float or type(x) is int for x in doubles):
-        bad = next(x for x in doubles if type(x) is not float and type(x) is not int)
-        raise ProtocolError(f"value doubles must all be numbers; got {type(bad).__name__}")
+    for x in ints:
+        if type(x) is not int:
+            raise ProtocolError(f"value ints must all be integers; got {type(x).__name__}")
+    for x in doubles:
+        if type(x) is not float and type(x) is not int:
+            raise ProtocolError(f"value doubles must all be numbers; got {type(x).__name__}")
     if not arrays:
-        return Value(tuple(ints), tuple(doubles), chars, ())
+        return _new_tuple(Value, (tuple(ints), tuple(doubles), chars, ()))
     if type(arrays) is not list:
         raise ProtocolError(f"value arrays must be an array; got {type(arrays).__name__}")
-    decoded = []
-    for entry in arrays:
-        decoded.append(_decode_array(entry, frames))
-    return Value(tuple(ints), tuple(doubles), chars, tuple(decoded))
+    decoded = tuple([_decode_array(entry, frames) for entry in arrays])
+    return _new_tuple(Value, (tuple(ints), tuple(doubles), chars, decoded))
 
 
 def _decode_array(entry: Any, frames: list | tuple) -> np.ndarray:
@@ -168,8 +173,13 @@ def _decode_array(entry: Any, frames: list | tuple) -> np.ndarray:
     array_dtype = _DTYPES.get(dtype) if type(dtype) is str else None
     if array_dtype is None:
         raise ProtocolError(f"array dtype {dtype!r} is not one of {WIRE_DTYPES}")
-    if type(shape) is not list or not all(type(n) is int and n >= 0 for n in shape):
+    if type(shape) is not list:
         raise ProtocolError(f"array shape must be a list of non-negative ints; got {shape!r}")
+    expected = array_dtype.itemsize
+    for n in shape:
+        if type(n) is not int or n < 0:
+            raise ProtocolError(f"array shape must be a list of non-negative ints; got {shape!r}")
+        expected *= n
     if type(data) is int:
         if not 0 <= data < len(frames):
             raise ProtocolError(
@@ -178,9 +188,9 @@ def _decode_array(entry: Any, frames: list | tuple) -> np.ndarray:
         data = frames[data]
     elif not isinstance(data, (bytes, bytearray, memoryview)):
         raise ProtocolError(f"array data must be bin bytes or a frame index; got {type(data).__name__}")
-    expected = array_dtype.itemsize * math.prod(shape)
     if len(data) != expected:
         raise ProtocolError(
             f"array {dtype}{tuple(shape)} needs {expected} bytes; got {len(memoryview(data))}"
         )
-    return np.frombuffer(data, dtype=array_dtype).reshape(shape)
+    # One constructor call instead of frombuffer().reshape(); read-only like the buffer.
+    return _ndarray(shape, array_dtype, data)
