@@ -2,6 +2,8 @@
 
 Figures (issue "Core", "Speed"):
   (a) raw pyzmq REQ/REP ping-pong, 100-byte payload, two processes: the baseline;
+  (a2) the floor for Python peers: a DEALER/ROUTER ping-pong that msgpack-decodes and
+      encodes an AGENT_STEP-shaped message on each side and does nothing else;
   (b) rlbridge's three processes running RL_episode on gridwalk (4x4 int observation,
       int action) over ipc and tcp, as a ratio to (a);
   (c) the in-process mode, as microseconds per step over the environment's and agent's
@@ -19,6 +21,7 @@ import sys
 import tempfile
 import time
 
+import msgpack
 import numpy as np
 import zmq
 
@@ -26,7 +29,7 @@ from ..agents.random_agent import RandomAgent
 from ..environments.toy import GridWalk
 from ..experiment.glue import Experiment
 from ..experiment.remote import RemoteAgent, RemoteEnvironment
-from ..experiment.runner import _die_with_parent, cpu_set, stop_child, watcher_cpus
+from ..experiment.runner import cpu_set, start_child, stop_child, watcher_cpus
 from .report import Figure
 
 _RAW_SERVER = r"""
@@ -44,11 +47,26 @@ while True:
 """
 
 
+#: The least a pair of Python peers can do per step: a ROUTER that msgpack-decodes each
+#: request and encodes a reply, with no checks and no environment or agent behind it.
+_FLOOR_SERVER = r"""
+import sys, zmq, msgpack
+sock = zmq.Context().socket(zmq.ROUTER)
+sock.bind(sys.argv[1])
+pack, unpack = msgpack.Packer(use_bin_type=True).pack, msgpack.unpackb
+while True:
+    identity = sock.recv()
+    frame = sock.recv(copy=False)
+    request = unpack(frame.bytes)
+    sock.send(identity, zmq.SNDMORE)
+    sock.send(pack([1, request[1], request[2], request[3], [[1], [], "", []]]))
+    if request[1] == 4:
+        break
+"""
+
+
 def _spawn(command: list[str], cpus) -> subprocess.Popen:
-    child = subprocess.Popen(command, preexec_fn=_die_with_parent, stderr=subprocess.DEVNULL)
-    if cpus:
-        os.sched_setaffinity(child.pid, cpus)
-    return child
+    return start_child(command, cpus, stderr=subprocess.DEVNULL)
 
 
 def raw_ping_pong(address: str, request_bytes: int, reply_bytes: int, seconds: float, cpus):
@@ -73,6 +91,40 @@ def raw_ping_pong(address: str, request_bytes: int, reply_bytes: int, seconds: f
             if end > deadline:
                 break
         sock.send(b"stop")
+        sock.recv()
+    finally:
+        sock.close()
+        server.wait(timeout=10)
+    return len(latencies) / sum(latencies), latencies
+
+
+def python_floor(address: str, seconds: float, cpus):
+    """Round trips per second of the least per-step work two Python peers can do: the
+    client msgpack-encodes an AGENT_STEP-shaped request with a 4x4 int8 array, the server
+    decodes it and encodes a reply, over DEALER/ROUTER, with no checks."""
+    server = _spawn([sys.executable, "-c", _FLOOR_SERVER, address], cpus)
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVTIMEO, 10000)
+    sock.connect(address)
+    pack, unpack = msgpack.Packer(use_bin_type=True).pack, msgpack.unpackb
+    board = bytes(16)
+    try:
+        sock.send(pack([1, 22, 0, 0, [-1.0, [[], [], "", [["|i1", [4, 4], board]]]]]))
+        sock.recv()
+        latencies = []
+        deadline = time.perf_counter() + seconds
+        seq = 0
+        while True:
+            start = time.perf_counter()
+            seq += 1
+            sock.send(pack([1, 22, seq, 0, [-1.0, [[], [], "", [["|i1", [4, 4], board]]]]]))
+            unpack(sock.recv())
+            end = time.perf_counter()
+            latencies.append(end - start)
+            if end > deadline:
+                break
+        sock.send(pack([1, 4, 0, 0, None]))
         sock.recv()
     finally:
         sock.close()
@@ -214,6 +266,7 @@ def run(quick: bool = False) -> list[Figure]:
     with tempfile.TemporaryDirectory(prefix="rlbridge-bench-") as d:
         small = _alternate({
             "raw": lambda: raw_ping_pong(f"ipc://{d}/raw.sock", 100, 100, seconds, cpus),
+            "floor": lambda: python_floor(f"ipc://{d}/floor.sock", seconds, cpus),
             "ipc": lambda: rlbridge_three_processes("ipc", "gridwalk", [], seconds, cpus, d),
             "tcp": lambda: rlbridge_three_processes("tcp", "gridwalk", [], seconds, cpus, d),
             "log": lambda: rlbridge_three_processes("ipc", "gridwalk", [], seconds, cpus, d,
@@ -225,13 +278,18 @@ def run(quick: bool = False) -> list[Figure]:
         base_rate, base_lat = small["raw"]
         figures.append(Figure("core", "(a) raw pyzmq REQ/REP 100 B, ipc", base_rate, "trips/s",
                               note=_lat_note(base_lat)))
+        floor_rate, floor_lat = small["floor"]
+        figures.append(Figure(
+            "core", "(a2) floor: bare Python msgpack DEALER/ROUTER, ipc", floor_rate, "trips/s",
+            baseline=base_rate, note=_lat_note(floor_lat, "; decode+encode per side, no checks, "
+                                               "no env or agent: the most (b) could reach")))
         for transport in ("ipc", "tcp"):
             rate, lat = small[transport]
             figures.append(Figure(
                 "core", f"(b) RL_episode 3 processes, 4x4 ints, {transport}", rate, "steps/s",
                 baseline=base_rate, target=">= 0.8x" if transport == "ipc" else "",
                 passed=(rate / base_rate >= 0.8) if transport == "ipc" else None,
-                note=_lat_note(lat, episode_means)))
+                note=_lat_note(lat, f"{episode_means}; {rate / floor_rate:.2f}x of (a2)")))
         plain_rate, logged_rate = small["ipc"][0], small["log"][0]
         figures.append(Figure(
             "log", "RL_episode with --log (flush every episode)", logged_rate, "steps/s",

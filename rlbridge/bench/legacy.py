@@ -27,7 +27,7 @@ import numpy as np
 from ..agents.random_agent import FirstLegalAgent
 from ..environments.toy import Countdown
 from ..experiment.glue import Experiment
-from ..experiment.runner import _die_with_parent, cpu_set, stop_child
+from ..experiment.runner import cpu_set, start_child, stop_child
 from ..protocol.legacy import (
     Code,
     FramedSocket,
@@ -106,11 +106,7 @@ def raw_agent(port: int) -> None:
 
 # -- measurements ------------------------------------------------------------------------------
 def _spawn(args: list[str], cpus, **popen) -> subprocess.Popen:
-    child = subprocess.Popen([sys.executable, "-m", *args], preexec_fn=_die_with_parent,
-                             stderr=subprocess.DEVNULL, **popen)
-    if cpus:
-        os.sched_setaffinity(child.pid, cpus)
-    return child
+    return start_child([sys.executable, "-m", *args], cpus, stderr=subprocess.DEVNULL, **popen)
 
 
 def through_glue(length: int, payload_ints: int, seconds: float, cpus) -> tuple[float, list]:

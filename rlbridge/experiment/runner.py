@@ -35,6 +35,26 @@ def _die_with_parent() -> None:
         pass
 
 
+#: Thread pools that numpy's BLAS and OpenMP start per process. On one shared CPU their
+#: workers only compete with the loop (OpenBLAS workers spin while waiting).
+_POOL_SIZE_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def start_child(command: list[str], cpus: set[int] | None, **popen) -> subprocess.Popen:
+    """Start ``command`` so that it dies with us and runs on ``cpus`` from its first
+    instruction, so that every thread it starts inherits the placement. On a single
+    CPU, numeric thread pools default to one thread unless the caller's environment
+    sets them."""
+    def before_exec() -> None:
+        _die_with_parent()
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
+    if cpus is not None and len(cpus) == 1 and "env" not in popen:
+        popen["env"] = {**{name: "1" for name in _POOL_SIZE_VARIABLES}, **os.environ}
+    return subprocess.Popen(command, preexec_fn=before_exec, **popen)
+
+
 def _free_tcp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
@@ -124,11 +144,8 @@ def supervise(commands: dict[str, list[str]], cpus: set[int] | None,
     children: dict[int, tuple[str, subprocess.Popen]] = {}
 
     def start(name: str) -> None:
-        child = subprocess.Popen(commands[name], preexec_fn=_die_with_parent)
         placement = watcher_cpus(cpus) if name == "viewer" else cpus
-        if placement is not None:
-            with contextlib.suppress(OSError):  # the child may already have exited
-                os.sched_setaffinity(child.pid, placement)
+        child = start_child(commands[name], placement)
         children[child.pid] = (name, child)
 
     try:
