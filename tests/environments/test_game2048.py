@@ -204,3 +204,40 @@ def test_random_playout_matches_play_with_the_same_draws():
         assert core.play(action) >= 0
     assert (board, score) == (core.board, core.score) and moves > 50
     assert random_playout(board_from_tiles(STUCK), draws, 10) == (board_from_tiles(STUCK), 0, 0)
+
+
+def test_random_playout_with_fours_matches_standard_play_with_the_same_draws():
+    import numpy as np
+
+    draws = np.random.default_rng(5).random(600).tolist()
+    core = Game2048Core(5, spawn="standard", win_tile=0)
+    start = core.board
+    board, score, moves = random_playout(start, draws, 150, 0.1)
+    # play() spends a draw on the cell, then one on 2-or-4: the playout's 2nd and 3rd per move
+    core._buffer = [d for k in range(moves) for d in (draws[3 * k + 1], draws[3 * k + 2])]
+    core._next = 0
+    for step in range(moves):
+        u = draws[3 * step] * 4
+        action = int(u)
+        if MOVES[action](core.board)[0] == core.board:
+            legal = legal_moves(core.board)
+            action = legal[int((u - action) * len(legal))]
+        assert core.play(action) >= 0
+    assert (board, score) == (core.board, core.score) and moves > 50
+    assert sum(d < 0.1 for d in draws[2:3 * moves:3]) > 3  # the draws did spawn some 4s
+
+
+def test_random_playout_scores_merges_of_big_tiles():
+    board = board_from_tiles([65536, 65536, 0, 0, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+    # u = 0.6 -> action int(2.4) = left; the spawn lands on the first empty cell
+    after, score, moves = random_playout(board, [0.6, 0.0], 1)
+    assert moves == 1 and score == 131072 + 4
+    assert tiles(after)[:6] == [131072, 2, 0, 0, 4, 0]
+
+
+def test_empty_mask_and_built_value():
+    from rlbridge.environments.game2048_playout import built_value, empty_mask
+
+    board = board_from_tiles([2, 0, 0, 4, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2048])
+    assert empty_mask(board) == sum(1 << i for i in (1, 2, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14))
+    assert built_value(board) == 4 + 2 * 8 + 10 * 2048  # a 2 took no merges; 2^k took (k-1) 2^k
