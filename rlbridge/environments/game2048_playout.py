@@ -1,6 +1,6 @@
 """Random 2048 playouts (the rollouts of tree search) on a board carrying its empty-cell mask.
 
-Inside the loop the board travels as one int, ``state = board << 16 | empty``: bit
+Inside the loop the board travels as one int, ``state = board | empty << 80``: bit
 ``4 * row + col`` of ``empty`` is set iff that cell is empty. Each line of a move
 is looked up in a table keyed by the masked state whose value is the slid line
 placed on the board *and* the empty bits of its cells, so the sum of a move's
@@ -30,9 +30,9 @@ from .game2048_board import (
     slide_line,
 )
 
-#: The empty mask takes the low 16 bits of a playout state; the board sits above it.
-FLAG_BITS = 16
-FLAGS = (1 << FLAG_BITS) - 1
+#: The board takes the low 80 bits of a playout state, its empty mask the 16 above.
+FLAG_SHIFT = 16 * CELL_BITS
+BOARD_MASK = (1 << FLAG_SHIFT) - 1
 
 
 def _cell(shift: int) -> int:
@@ -48,7 +48,7 @@ def _moved_state(line: list[int], shifts: tuple[int, ...]) -> tuple[int, int]:
 
 
 def _place_state(result: tuple[int, int], base: int) -> int:
-    return result[0] << base | result[1] << _cell(base - FLAG_BITS)
+    return result[0] << base | result[1] << (FLAG_SHIFT + _cell(base))
 
 
 def _empty_bits(line: list[int], shifts: tuple[int, ...]) -> int:
@@ -68,14 +68,13 @@ def _state_tables(action: int) -> tuple:
     """(table, mask) for each line of ``action``: the masked state -> the line's part of the
     next state (slid tiles and empty bits)."""
     return tuple(part for line in range(4) for part in (
-        LineTable(tuple(s + FLAG_BITS for s in _line_shifts(action, line)),
-                  _moved_state, _place_state),
-        _line_mask(_line_shifts(action, line)) << FLAG_BITS))
+        LineTable(_line_shifts(action, line), _moved_state, _place_state),
+        _line_mask(_line_shifts(action, line))))
 
 
 class SpawnTable(dict):
     """Empty mask -> for each empty cell in ``order``, the number that adds a tile there
-    (``tile << (shift + 16)``) and clears its empty bit; filled on first use."""
+    (``tile << shift``) and clears its empty bit; filled on first use."""
 
     __slots__ = ("order", "tile")
 
@@ -85,7 +84,7 @@ class SpawnTable(dict):
         self.tile = tile
 
     def __missing__(self, mask: int) -> tuple[int, ...]:
-        result = tuple((self.tile << (s + FLAG_BITS)) - (1 << _cell(s))
+        result = tuple((self.tile << s) - (1 << (FLAG_SHIFT + _cell(s)))
                        for s in self.order if mask >> _cell(s) & 1)
         self[mask] = result
         return result
@@ -134,7 +133,7 @@ def random_playout(board: int, draws: list[float], max_moves: int,
     actions_of = ACTIONS_OF_BITS
     step = 3 if four_probability else 2
     end = step * max_moves
-    state = board << FLAG_BITS | empty_mask(board)
+    state = board | empty_mask(board) << FLAG_SHIFT
     index = fours = 0
     while index < end:
         u = draws[index] * 4.0
@@ -142,19 +141,20 @@ def random_playout(board: int, draws: list[float], max_moves: int,
         t0, m0, t1, m1, t2, m2, t3, m3 = tables[action]
         after = t0[state & m0] + t1[state & m1] + t2[state & m2] + t3[state & m3]
         if after == state:
-            legal = actions_of[legal_bits(state >> FLAG_BITS)]
+            legal = actions_of[legal_bits(state)]  # its tables mask the empty bits out
             if not legal:
                 break
             action = legal[floor((u - action) * len(legal))]
             t0, m0, t1, m1, t2, m2, t3, m3 = tables[action]
             after = t0[state & m0] + t1[state & m1] + t2[state & m2] + t3[state & m3]
-        cells = spawn_two[action][after & FLAGS]
+        empty = after >> FLAG_SHIFT
+        cells = spawn_two[action][empty]
         cell = floor(draws[index + 1] * len(cells))
         if four_probability and draws[index + 2] < four_probability:
-            state = after + spawn_four[action][after & FLAGS][cell]
+            state = after + spawn_four[action][empty][cell]
             fours += 1
         else:
             state = after + cells[cell]
         index += step
-    final = state >> FLAG_BITS
+    final = state & BOARD_MASK
     return final, built_value(final) - built_value(board) - 4 * fours, index // step
