@@ -2,9 +2,10 @@
 
 Inside the loop the board travels as one int, ``state = board | empty << 80``: bit
 ``4 * row + col`` of ``empty`` is set iff that cell is empty. Each line of a move
-is looked up in a table keyed by the masked state whose value is the slid line
-placed on the board *and* the empty bits of its cells, so the sum of a move's
-four look-ups is the next state, mask included, with no tuple to unpack. A
+is looked up in a table keyed by the masked state (one table per row or column,
+both directions) whose value is the slid line placed on the board *and* the
+empty bits of its cells, so the sum of a move's four look-ups is the next
+state, mask included. A
 spawn is one addition: the tile's bits minus the cell's empty bit, from a table
 keyed by the empty mask that lists the empty cells in the order ``play`` uses
 (the move's lines in order, each from the wall the tiles slide towards), so a
@@ -21,7 +22,9 @@ from math import floor
 from .game2048_board import (
     ACTIONS_OF_BITS,
     CELL_BITS,
+    DOWN,
     LEFT,
+    UP,
     LineTable,
     _line_mask,
     _line_shifts,
@@ -64,12 +67,28 @@ def _built_value(line: list[int], shifts: tuple[int, ...]) -> int:
     return sum((e - 1) << e for e in line if e > 1)
 
 
+def _both_ways(line: list[int], shifts: tuple[int, ...]) -> tuple:
+    """``_moved_state`` of the line slid towards its start and towards its end."""
+    return _moved_state(line, shifts), _moved_state(line[::-1], shifts[::-1])
+
+
+def _place_both(result: tuple, base: int) -> tuple[int, int]:
+    return _place_state(result[0], base), _place_state(result[1], base)
+
+
+#: Row or column -> (its part of the next state after left or up, after right or down):
+#: one table per line serves both directions, which halves the tables' memory.
+_ROWS = tuple(LineTable(_line_shifts(LEFT, row), _both_ways, _place_both) for row in range(4))
+_COLUMNS = tuple(LineTable(_line_shifts(UP, col), _both_ways, _place_both) for col in range(4))
+
+
 def _state_tables(action: int) -> tuple:
-    """(table, mask) for each line of ``action``: the masked state -> the line's part of the
-    next state (slid tiles and empty bits)."""
-    return tuple(part for line in range(4) for part in (
-        LineTable(_line_shifts(action, line), _moved_state, _place_state),
-        _line_mask(_line_shifts(action, line))))
+    """(table, mask) for each line of ``action`` and the index of its direction in the
+    tables' pairs: ``table[state & mask][index]`` is the line's part of the next state."""
+    forward = UP if action in (UP, DOWN) else LEFT
+    tables = _COLUMNS if forward == UP else _ROWS
+    return (*(part for line in range(4) for part in (
+        tables[line], _line_mask(_line_shifts(forward, line)))), int(action != forward))
 
 
 class SpawnTable(dict):
@@ -138,15 +157,16 @@ def random_playout(board: int, draws: list[float], max_moves: int,
     while index < end:
         u = draws[index] * 4.0
         action = floor(u)
-        t0, m0, t1, m1, t2, m2, t3, m3 = tables[action]
-        after = t0[state & m0] + t1[state & m1] + t2[state & m2] + t3[state & m3]
+        t0, m0, t1, m1, t2, m2, t3, m3, d = tables[action]
+        after = t0[state & m0][d] + t1[state & m1][d] + t2[state & m2][d] + t3[state & m3][d]
         if after == state:
             legal = actions_of[legal_bits(state)]  # its tables mask the empty bits out
             if not legal:
                 break
             action = legal[floor((u - action) * len(legal))]
-            t0, m0, t1, m1, t2, m2, t3, m3 = tables[action]
-            after = t0[state & m0] + t1[state & m1] + t2[state & m2] + t3[state & m3]
+            t0, m0, t1, m1, t2, m2, t3, m3, d = tables[action]
+            after = (t0[state & m0][d] + t1[state & m1][d] + t2[state & m2][d]
+                     + t3[state & m3][d])
         empty = after >> FLAG_SHIFT
         cells = spawn_two[action][empty]
         cell = floor(draws[index + 1] * len(cells))
