@@ -3,11 +3,12 @@
 Speeds are per CPU second of this process (``time.process_time``): on a machine
 shared with other jobs wall-clock rates measure the queue, not the code.
 
-Agents play in-process through :class:`~rlbridge.experiment.glue.Experiment` with
-the seed's spawn rule (2s only). Time per move is the CPU time of the benchmark
-process per step (agent, environment and glue), so that a machine shared with
-other jobs reports what the agent costs rather than how long it waited; the
-agents' own budgets are CPU time too.
+Agents play through :class:`~rlbridge.experiment.glue.Experiment` (agent and
+environment in one process) with the seed's spawn rule (2s only), one game per
+task in ``WORKERS`` forked processes. Time per move is the CPU time of the process
+that played the game per step (agent, environment and glue), summed over the
+games, so that a machine shared with other jobs reports what the agent costs
+rather than how long it waited; the agents' own budgets are CPU time too.
 """
 
 from __future__ import annotations

@@ -104,3 +104,13 @@ def test_expectimax_adaptive_depth_stays_near_its_budget():
         agent.choose(board)
     assert (time.process_time() - start) / 5 < 0.05
     assert min(agent.depths) >= 2
+
+
+def test_bench_games_are_the_same_in_worker_processes():
+    from rlbridge.bench.game2048 import play_games
+
+    options = {"depth": "1"}  # greedy on the heuristic: deterministic and fast
+    alone, ms_alone = play_games(ExpectimaxAgent, options, 3, 0, seed=7, workers=1)
+    forked, ms_forked = play_games(ExpectimaxAgent, options, 3, 0, seed=7, workers=2)
+    assert alone == forked and min(alone) >= 64
+    assert ms_alone > 0 and ms_forked > 0
