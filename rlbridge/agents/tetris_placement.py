@@ -1,17 +1,18 @@
-"""Tetris placement agent: BCTS/Dellacherie board features, CEM-tuned weights, two-piece search.
+"""Tetris placement agent: BCTS/Dellacherie board features, weighted sum, one- or two-piece search.
 
 Every legal placement of the current piece (one per distinct shape and column)
 is simulated on the core's bitmask board; the afterstates are scored in one
-numpy batch by a weighted sum of features. With the preview option the agent
-also places the next piece on every afterstate and keeps the first placement
-of the best pair. ``tune_weights`` is the cross-entropy method (Szita and
-Lőrincz 2006, with decreasing noise) that produced ``tetris_weights.json``.
+numpy batch by a weighted sum of features. Without a preview the agent (by
+default) values each placement by the mean, over the seven kinds the next piece
+may be, of that piece's best placement on the afterstate (one-ply expectimax,
+``tetris_expect.py``); with the preview it places the shown next piece instead
+and keeps the first placement of the best pair. ``tetris_cem.py`` tunes the
+weights (``tetris_weights.json``) by the cross-entropy method.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ from ..environments.tetris_core import (
 from ..protocol.taskspec import TaskSpec, game_options
 from ..protocol.values import Value
 from .base import Agent
+from .tetris_expect import SecondPly, expected_values
 
 FEATURES = (
     "landing_height", "eroded_cells", "row_transitions", "col_transitions", "holes",
@@ -39,6 +41,7 @@ BCTS_WEIGHTS = (-12.63, 6.60, -9.22, -19.77, -13.08, -10.49, -1.61, -24.04, 0.0,
 BLOCKED_SPAWN_PENALTY = -1e6
 #: Up to this many boards, pure-Python features beat numpy's per-call overhead.
 SMALL_BATCH = 24
+ALL_KINDS = tuple(range(1, KINDS + 1))
 WEIGHTS_PATH = Path(__file__).with_name("tetris_weights.json")
 
 
@@ -102,10 +105,10 @@ class Placer:
     """Generates and scores placements on a rows x cols board."""
 
     def __init__(self, rows: int, cols: int, weights: np.ndarray, beam: int = 0,
-                 blocked_penalty: float = BLOCKED_SPAWN_PENALTY):
-        self.rows, self.cols, self.beam = rows, cols, beam
+                 blocked_penalty: float = BLOCKED_SPAWN_PENALTY, expect: bool = False):
+        self.rows, self.cols, self.beam, self.expect = rows, cols, beam, expect
         self.blocked_penalty = blocked_penalty
-        self._tables: dict[int, tuple] = {}
+        self._tables: dict[tuple[int, ...], SecondPly] = {}
         self.weights = np.asarray(weights, dtype=float)
         self.full = (1 << cols) - 1
         self.bits = ((np.arange(1 << cols)[:, None] >> np.arange(cols)) & 1).astype(bool)
@@ -189,94 +192,40 @@ class Placer:
 
     def best(self, board: list[int], heights: list[int], kind: int,
              next_kind: int | None = None) -> int | None:
-        """The chosen placement action, or None if no placement is legal."""
+        """The chosen placement action, or None if no placement is legal.
+
+        With ``next_kind`` (the preview) a two-piece search; without it, if
+        ``expect``, the expectation over the unknown next piece; else greedy.
+        """
         first = self.afterstates(board, heights, kind)
         if not first:
             return None
-        if next_kind is None:
+        if next_kind is None and not self.expect:
             return first[int(np.argmax(self._first_values(first)))][0]
-        return self._best_pair(first, next_kind)
+        keep = np.arange(len(first))
+        if self.beam and len(first) > self.beam:
+            keep = np.argsort(self._first_values(first))[::-1][: self.beam]
+        boards = np.array([first[i][1] for i in keep], dtype=np.int64)  # (N, R)
+        land1 = [first[i][3] for i in keep]
+        erode1 = [first[i][4] for i in keep]
+        if next_kind is None:
+            values = expected_values(self._ply(ALL_KINDS), boards, land1, erode1)
+        else:
+            values = self._ply((next_kind,)).best_values(boards, land1, erode1)[:, 0]
+            if not np.isfinite(values).any():
+                return first[int(keep[0])][0]
+        return first[int(keep[int(np.argmax(values))])][0]
 
     def _first_values(self, first) -> np.ndarray:
         return self.values([a[1] for a in first], [a[3] for a in first], [a[4] for a in first],
                            [a[2] for a in first])
 
-    def _next_table(self, kind: int):
-        """Arrays over the distinct placements of ``kind`` for the vectorised second ply."""
-        table = self._tables.get(kind)
-        if table is None:
-            cols, rows = self.cols, self.rows
-            places = [(o, col) for _, o in self.shapes[kind] for col in range(cols - o.width + 1)]
-            n = len(places)
-            masks = np.zeros((n, 4), dtype=np.int64)
-            cells = np.zeros((n, 4), dtype=np.int64)
-            over = np.zeros((n, 4), dtype=np.int64)  # column under each bbox column
-            bottom = np.full((n, 4), -rows, dtype=np.int64)  # padding never binds
-            spawn = np.zeros(n, dtype=np.int64)
-            half = np.zeros(n)
-            for p, (o, col) in enumerate(places):
-                for i, m in enumerate(o.masks):
-                    masks[p, i] = m << col
-                    cells[p, i] = m.bit_count()
-                    spawn[p] |= m << (i * cols + col)
-                for j, b in enumerate(o.bottom):
-                    over[p, j], bottom[p, j] = col + j, b
-                half[p] = o.height / 2
-            table = self._tables[kind] = (masks, cells, over, bottom, spawn, half)
-        return table
-
-    def _packed_top(self, rows: np.ndarray) -> np.ndarray:
-        c = self.cols
-        return rows[..., 0] | rows[..., 1] << c | rows[..., 2] << 2 * c | rows[..., 3] << 3 * c
-
-    def _best_pair(self, first, next_kind: int) -> int:
-        """Two-piece search: each afterstate is worth its best next-piece afterstate.
-
-        The second ply runs in numpy over all (first, second) pairs at once.
-        """
-        keep = np.arange(len(first))
-        if self.beam and len(first) > self.beam:
-            keep = np.argsort(self._first_values(first))[::-1][: self.beam]
-        rows_count, full = self.rows, self.full
-        boards = np.array([first[i][1] for i in keep], dtype=np.int64)  # (N, R)
-        masks, cells, over, bottom, spawn, half = self._next_table(next_kind)
-        heights = np.cumsum(self.bits[boards], axis=1).astype(bool).sum(axis=1)  # (N, C)
-        landing = (rows_count - 1 - heights[:, over] - bottom).min(axis=2)  # (N, P)
-        top = self._packed_top(boards)
-        spawns = (top & self.spawn_masks[next_kind - 1]) == 0  # the next piece can appear
-        valid = spawns[:, None] & ((top[:, None] & spawn[None, :]) == 0) & (landing >= 0)
-        land = np.maximum(landing, 0)
-        n, p = land.shape
-        after = np.repeat(boards[:, None, :], p, axis=1)  # (N, P, R)
-        ni, pi = np.arange(n)[:, None], np.arange(p)[None, :]
-        for i in range(4):
-            after[ni, pi, np.minimum(land + i, rows_count - 1)] |= masks[None, :, i]
-        is_full = after == full
-        cleared = is_full.sum(axis=2)
-        in_cleared = np.zeros((n, p), dtype=np.int64)
-        for i in range(4):
-            in_cleared += np.take_along_axis(
-                is_full, np.minimum(land + i, rows_count - 1)[..., None], axis=2)[..., 0] * cells[None, :, i]
-        order = np.argsort(~is_full, axis=2, kind="stable")  # full rows first, others in order
-        after = np.take_along_axis(after, order, axis=2)
-        after[np.arange(rows_count)[None, None, :] < cleared[..., None]] = 0
-        flat = valid.ravel()
-        if not flat.any():
-            return first[int(keep[0])][0]
-        land1 = np.array([first[i][3] for i in keep])[:, None]
-        erode1 = np.array([first[i][4] for i in keep])[:, None]
-        second_landing = rows_count - land - half[None, :]
-        values = np.full(n * p, -np.inf)
-        chosen = after.reshape(n * p, rows_count)[flat]
-        values[flat] = (self.features(chosen, (second_landing + land1).ravel()[flat],
-                                      (in_cleared * cleared + erode1).ravel()[flat]) @ self.weights
-                        + self.blocked_penalty * self._blocked_array(chosen))
-        best = values.reshape(n, p).max(axis=1)
-        return first[int(keep[int(np.argmax(best))])][0]
-
-    def _blocked_array(self, boards: np.ndarray) -> np.ndarray:
-        top = self._packed_top(boards)
-        return sum(((top & m) != 0).astype(np.int64) for m in self.spawn_masks)
+    def _ply(self, kinds: tuple[int, ...]) -> SecondPly:
+        """The vectorised second ply over ``kinds`` (cached)."""
+        ply = self._tables.get(kinds)
+        if ply is None:
+            ply = self._tables[kinds] = SecondPly(self, kinds)
+        return ply
 
 
 def play_game(placer: Placer, rng: np.random.Generator, preview: bool = False,
@@ -290,62 +239,24 @@ def play_game(placer: Placer, rng: np.random.Generator, preview: bool = False,
     return core
 
 
-def tune_weights(generations: int = 12, population: int = 40, elite: int = 8, games: int = 4,
-                 max_pieces: int = 1500, rows: int = 12, cols: int = 5, seed: int = 0,
-                 noise: float = 4.0, start=None, spread: float = 10.0, log=print) -> dict:
-    """Cross-entropy method over FEATURES weights, scored by mean lines per game.
-
-    Games are capped at ``max_pieces`` so that a generation has a bounded cost;
-    candidates share the same piece sequences within a generation (common random
-    numbers). ``start`` is the initial mean (default BCTS_WEIGHTS) and ``spread`` the
-    initial standard deviation. Returns a dict ready for ``tetris_weights.json``.
-    """
-    rng = np.random.default_rng(seed)
-    mean = np.asarray(BCTS_WEIGHTS if start is None else start, dtype=float)
-    std = np.full(len(FEATURES), spread)
-    best_w, best_score = mean.copy(), -1.0
-    for generation in range(generations):
-        started = time.perf_counter()
-        samples = mean + std * rng.standard_normal((population, len(FEATURES)))
-        seeds = rng.integers(1 << 31, size=games)
-        scores = np.array([
-            np.mean([play_game(Placer(rows, cols, w), np.random.default_rng(s),
-                               max_pieces=max_pieces).lines for s in seeds])
-            for w in samples
-        ])
-        top = np.argsort(scores)[::-1][:elite]
-        mean = samples[top].mean(axis=0)
-        extra = noise * max(0.0, 1.0 - generation / max(1, generations - 1))
-        std = np.sqrt(samples[top].var(axis=0) + extra)
-        if scores[top[0]] > best_score:
-            best_score, best_w = float(scores[top[0]]), samples[top[0]].copy()
-        log(f"generation {generation}: elite mean {scores[top].mean():.1f} lines, best "
-            f"{scores[top[0]]:.1f}, {time.perf_counter() - started:.0f}s")
-    return {
-        "features": list(FEATURES),
-        "weights": [round(float(w), 4) for w in mean],
-        "tuning": {"method": "cross-entropy", "generations": generations,
-                   "population": population, "elite": elite, "games": games,
-                   "max_pieces": max_pieces, "rows": rows, "cols": cols, "seed": seed,
-                   "best_sample_lines": best_score,
-                   "best_sample_weights": [round(float(w), 4) for w in best_w]},
-    }
-
-
 class PlacementAgent(Agent):
-    """Greedy feature-based placement; a two-piece search when the observation has a preview.
+    """Feature-based placement: the expectation over the unknown next piece without a
+    preview, a two-piece search when the observation shows the next piece.
 
     Options: ``weights`` (a JSON file like tetris_weights.json; default the packaged
-    CEM-tuned one; its ``preview_weights``, if present, serve the two-piece search),
-    ``search`` 1|0 (use the preview when there is one; default 1).
+    one; its ``preview_weights``, if present, serve the two-piece search),
+    ``search`` 1|0 (use the preview when there is one; default 1), ``expect`` 1|0
+    (without a preview, average over the next piece; 0 is the one-piece greedy;
+    default 1).
     """
 
     name = "tetris-placement"
 
-    def __init__(self, weights: str = "", search: str = "1", **options: str):
+    def __init__(self, weights: str = "", search: str = "1", expect: str = "1", **options: str):
         super().__init__(**options)
         self.weights_path = weights or WEIGHTS_PATH
         self.search = search not in ("0", "false", "no")
+        self.expect = expect not in ("0", "false", "no")
         self.placer: Placer | None = None
         self.preview = False
 
@@ -356,7 +267,8 @@ class PlacementAgent(Agent):
             raise ValueError("the placement agent needs actions=placement")
         rows, cols = task_spec.observations.arrays[0].shape
         self.preview = extra.get("preview") == "1" and self.search
-        self.placer = Placer(rows, cols, load_weights(self.weights_path, self.preview))
+        self.placer = Placer(rows, cols, load_weights(self.weights_path, self.preview),
+                             expect=self.expect and not self.preview)
 
     def _act(self, observation: Value) -> Value:
         placer = self.placer
@@ -376,18 +288,3 @@ class PlacementAgent(Agent):
     def agent_step(self, reward: float, observation: Value) -> Value:
         return self._act(observation)
 
-
-def _mean_lines(weights, games: int, preview: bool, max_pieces=None, seed: int = 1) -> float:
-    placer = Placer(12, 5, weights)
-    return float(np.mean([play_game(placer, np.random.default_rng(seed + g), preview,
-                                    max_pieces).lines for g in range(games)]))
-
-
-if __name__ == "__main__":  # pragma: no cover - manual tuning entry point
-    tuned = tune_weights()
-    previous = json.loads(WEIGHTS_PATH.read_text())
-    tuned["preview_weights"] = previous.get("preview_weights", tuned["weights"])
-    print(json.dumps(tuned))
-    print(f"check before replacing {WEIGHTS_PATH}: mean lines over 200 games, "
-          f"tuned {_mean_lines(tuned['weights'], 200, False):.1f}, "
-          f"current {_mean_lines(previous['weights'], 200, False):.1f}")

@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 from rlbridge.agents.tetris_apriori import AprioriAgent
+from rlbridge.agents.tetris_cem import tune_weights
+from rlbridge.agents.tetris_expect import PIECE_PROBABILITIES, game_over_value
 from rlbridge.agents.tetris_placement import (
     BCTS_WEIGHTS,
     FEATURES,
@@ -12,7 +14,6 @@ from rlbridge.agents.tetris_placement import (
     board_features,
     load_weights,
     play_game,
-    tune_weights,
 )
 from rlbridge.agents.tetris_qlearning import QLearningAgent, afterstate_keys, two_row_state
 from rlbridge.environments.tetris import TetrisEnv
@@ -77,7 +78,7 @@ def test_placer_takes_the_line_clear():
 
 
 def test_placement_agent_plays_through_the_glue_and_beats_random():
-    lines = _episodes(PlacementAgent(), 3)
+    lines = _episodes(PlacementAgent(), 2, max_steps=120)
     assert np.mean(lines) > 5  # random play clears well under one line per game
     preview = _episodes(PlacementAgent(), 1, max_steps=60, preview="1")
     assert preview[0] >= 20
@@ -85,8 +86,9 @@ def test_placement_agent_plays_through_the_glue_and_beats_random():
 
 def test_tuner_returns_a_weights_file_shape():
     result = tune_weights(generations=1, population=3, elite=2, games=1, max_pieces=15,
-                          log=lambda message: None)
+                          expect=True, log=lambda message: None)
     assert result["features"] == list(FEATURES) and len(result["weights"]) == len(FEATURES)
+    assert result["tuning"]["agent"] == "expectation"
     core = play_game(Placer(12, 5, np.asarray(result["weights"])), np.random.default_rng(0),
                      max_pieces=15)
     assert core.pieces <= 15
@@ -175,3 +177,71 @@ def test_vectorised_pair_search_matches_the_loops():
         assert placer.best(core.board, core.heights, core.kind, core.next_kind) == expected
         compared += 1
     assert compared >= 8
+
+
+def _expectation_by_loops(placer: Placer, board, heights, kind: int) -> int:
+    """The no-preview search written plainly: each placement is worth the mean over the
+    seven kinds of that kind's best pair value (a kind that cannot go on ends the game)."""
+    best_value, best_action = -np.inf, None
+    for action, board1, heights1, land1, erode1, _ in placer.afterstates(board, heights, kind):
+        expected = 0.0
+        for next_kind in range(1, 8):
+            value = -np.inf
+            second = placer.afterstates(board1, heights1, next_kind)
+            if second and not placer.top_rows(board1) & placer.spawn_masks[next_kind - 1]:
+                value = placer.values([a[1] for a in second], [land1 + a[3] for a in second],
+                                      [erode1 + a[4] for a in second]).max()
+            expected += (value if value > -np.inf else game_over_value(placer)) / 7
+        if expected > best_value:
+            best_value, best_action = expected, action
+    return best_action
+
+
+def test_vectorised_expectation_matches_the_loops():
+    assert np.allclose(PIECE_PROBABILITIES, 1 / 7)  # TetrisCore draws kinds uniformly
+    placer = Placer(12, 5, load_weights(), expect=True)
+    greedy = Placer(12, 5, load_weights())
+    rng = np.random.default_rng(2)
+    compared = 0
+    for game in range(10):
+        core = TetrisCore(12, 5, np.random.default_rng(game))
+        for _ in range(int(rng.integers(5, 40))):
+            if core.terminal:
+                break
+            core.apply_action(greedy.best(core.board, core.heights, core.kind))
+        if core.terminal:
+            continue
+        chosen = placer.best(core.board, core.heights, core.kind)
+        assert chosen == _expectation_by_loops(placer, core.board, core.heights, core.kind)
+        compared += 1
+    assert compared >= 8
+    # Along one game the lookahead picks other placements than the greedy, same weights.
+    core, differ = TetrisCore(12, 5, np.random.default_rng(0)), 0
+    while core.pieces < 60 and not core.terminal:
+        chosen = placer.best(core.board, core.heights, core.kind)
+        differ += chosen != greedy.best(core.board, core.heights, core.kind)
+        core.apply_action(chosen)
+    assert core.pieces == 60 and differ >= 3
+
+
+def test_expectation_agent_is_deterministic_and_blind_to_the_next_piece():
+    agent = PlacementAgent()
+    agent.agent_init(TetrisEnv().env_init())
+    assert agent.placer.expect and not agent.preview
+    a, b = (play_game(agent.placer, np.random.default_rng(9), max_pieces=40) for _ in range(2))
+    assert a.board == b.board and a.lines == b.lines and a.pieces == 40
+    # The same board and piece with a different hidden next piece: the same choice.
+    core = TetrisCore(12, 5, np.random.default_rng(3))
+    for _ in range(6):
+        core.apply_action(agent.placer.best(core.board, core.heights, core.kind))
+    other = core.clone()
+    other.next_kind = core.next_kind % 7 + 1
+    observations = [_observation(core), _observation(other)]
+    assert observations[0].ints == observations[1].ints  # preview=0 hides next_kind
+    assert agent.agent_start(observations[0]).ints == agent.agent_start(observations[1]).ints
+
+
+def _observation(core: TetrisCore):
+    env = TetrisEnv()
+    env.core = core
+    return env._observation()
