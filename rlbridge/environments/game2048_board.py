@@ -77,14 +77,19 @@ class LineTable(dict):
         self.place = place
         self.canonical = LineTable._CANONICAL.setdefault((compute, self.shifts), {})
 
-    def __missing__(self, key: int):
+    def value(self, key: int):
+        """The table's value for ``key``, computed (or taken from the canonical cache) but
+        not stored: for plain dicts that a hot loop fills itself, since look-ups in an
+        exact dict are faster than in this subclass."""
         line = key >> self.base
         result = self.canonical.get(line)
         if result is None:
             result = self.compute([(line >> s) & CELL_MASK for s in self.shifts], self.shifts)
             self.canonical[line] = result
-        result = self.place(result, self.base)
-        self[key] = result
+        return self.place(result, self.base)
+
+    def __missing__(self, key: int):
+        result = self[key] = self.value(key)
         return result
 
 
@@ -170,13 +175,20 @@ _C0, _C1, _C2, _C3 = (_line_mask(s) for s in _COL_SHIFTS)
 _E0, _E1, _E2, _E3 = (LineTable(s, _empty_cells, _place_shifts) for s in _ROW_SHIFTS)
 _X0, _X1, _X2, _X3 = (LineTable(s, _line_exponents, keep) for s in _ROW_SHIFTS)
 _ROW_MOVABLE, _COL_MOVABLE = _movable_bits(LEFT, RIGHT), _movable_bits(UP, DOWN)
-_H0, _H1, _H2, _H3 = (LineTable(s, _ROW_MOVABLE, keep) for s in _ROW_SHIFTS)
-_V0, _V1, _V2, _V3 = (LineTable(s, _COL_MOVABLE, keep) for s in _COL_SHIFTS)
-#: PLAY_TABLES[action] = (table, mask) for the 4 lines, the table giving ``_moved_line``.
+#: Exact dicts (faster to look up than a LineTable) that hot paths fill from LineTables
+#: with ``fill_lines`` when a look-up raises KeyError: (table, mask) per line, and makers.
+_H0, _H1, _H2, _H3, _V0, _V1, _V2, _V3 = _LEGAL_TABLES = tuple({} for _ in range(8))
+_LEGAL_PARTS = tuple(part for table, mask in zip(
+    _LEGAL_TABLES, (_R0, _R1, _R2, _R3, _C0, _C1, _C2, _C3), strict=True) for part in (table, mask))
+_LEGAL_MAKERS = (*(LineTable(s, _ROW_MOVABLE, keep) for s in _ROW_SHIFTS),
+                 *(LineTable(s, _COL_MOVABLE, keep) for s in _COL_SHIFTS))
+#: PLAY_TABLES[action] = (table, mask) for the 4 lines, the table giving ``_moved_line``
+#: (exact dicts filled from PLAY_MAKERS[action] by ``fill_lines``).
 PLAY_TABLES = tuple(
-    tuple(part for line in range(4) for part in (
-        LineTable(_line_shifts(action, line), _moved_line, _place_moved),
-        _line_mask(_line_shifts(action, line))))
+    tuple(part for line in range(4) for part in ({}, _line_mask(_line_shifts(action, line))))
+    for action in range(4))
+PLAY_MAKERS = tuple(
+    tuple(LineTable(_line_shifts(action, line), _moved_line, _place_moved) for line in range(4))
     for action in range(4))
 #: Legal-move bits (bit a set iff action a changes the board) -> the actions, in order.
 ACTIONS_OF_BITS = tuple(tuple(a for a in range(4) if bits >> a & 1) for bits in range(16))
@@ -187,10 +199,24 @@ def empty_shifts(board: int) -> tuple[int, ...]:
     return _E0[board & _R0] + _E1[board & _R1] + _E2[board & _R2] + _E3[board & _R3]
 
 
+def fill_lines(parts: tuple, makers: tuple, board: int) -> None:
+    """Store ``board``'s missing entries in exact dicts: ``parts`` is (table, mask) for each
+    line, and ``makers[line].value(key)`` computes the entry."""
+    for line, maker in enumerate(makers):
+        table, mask = parts[2 * line], parts[2 * line + 1]
+        key = board & mask
+        if key not in table:
+            table[key] = maker.value(key)
+
+
 def legal_bits(board: int) -> int:
     """Bit a is set iff action a changes ``board``."""
-    return (_H0[board & _R0] | _H1[board & _R1] | _H2[board & _R2] | _H3[board & _R3]
-            | _V0[board & _C0] | _V1[board & _C1] | _V2[board & _C2] | _V3[board & _C3])
+    try:
+        return (_H0[board & _R0] | _H1[board & _R1] | _H2[board & _R2] | _H3[board & _R3]
+                | _V0[board & _C0] | _V1[board & _C1] | _V2[board & _C2] | _V3[board & _C3])
+    except KeyError:
+        fill_lines(_LEGAL_PARTS, _LEGAL_MAKERS, board)
+        return legal_bits(board)
 
 
 def legal_moves(board: int) -> tuple[int, ...]:

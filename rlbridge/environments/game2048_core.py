@@ -24,6 +24,7 @@ from .game2048_board import (
     MAX_EXPONENT,
     MAX_REWARD,
     MOVES,
+    PLAY_MAKERS,
     PLAY_TABLES,
     RIGHT,
     UP,
@@ -31,6 +32,7 @@ from .game2048_board import (
     board_from_tiles,
     empty_shifts,
     exponents,
+    fill_lines,
     is_stuck,
     keep,
     legal_bits,
@@ -128,11 +130,16 @@ class Game2048Core:
         """Slide and spawn; return the reward, or -1 (and change nothing) if nothing moves."""
         # Move and spawn inlined, one look-up per line: this is the hot path of every rollout.
         old = self.board
-        t0, m0, t1, m1, t2, m2, t3, m3 = PLAY_TABLES[action]
-        a0, s0, e0 = t0[old & m0]
-        a1, s1, e1 = t1[old & m1]
-        a2, s2, e2 = t2[old & m2]
-        a3, s3, e3 = t3[old & m3]
+        parts = PLAY_TABLES[action]
+        t0, m0, t1, m1, t2, m2, t3, m3 = parts
+        try:
+            a0, s0, e0 = t0[old & m0]
+            a1, s1, e1 = t1[old & m1]
+            a2, s2, e2 = t2[old & m2]
+            a3, s3, e3 = t3[old & m3]
+        except KeyError:
+            fill_lines(parts, PLAY_MAKERS[action], old)
+            return self.play(action)
         board = a0 | a1 | a2 | a3
         if board == old:
             return -1

@@ -28,6 +28,7 @@ from .game2048_board import (
     LineTable,
     _line_mask,
     _line_shifts,
+    fill_lines,
     keep,
     legal_bits,
     slide_line,
@@ -84,37 +85,45 @@ _COLUMNS = tuple(LineTable(_line_shifts(UP, col), _both_ways, _place_both) for c
 
 def _state_tables(action: int) -> tuple:
     """(table, mask) for each line of ``action`` and the index of its direction in the
-    tables' pairs: ``table[state & mask][index]`` is the line's part of the next state."""
+    tables' pairs: ``table[state & mask][index]`` is the line's part of the next state.
+    The tables are exact dicts (their look-ups are faster than a LineTable's), which
+    ``_fill`` fills from the LineTables on a KeyError."""
     forward = UP if action in (UP, DOWN) else LEFT
-    tables = _COLUMNS if forward == UP else _ROWS
+    tables = _COLUMN_CACHE if forward == UP else _ROW_CACHE
     return (*(part for line in range(4) for part in (
         tables[line], _line_mask(_line_shifts(forward, line)))), int(action != forward))
 
 
-class SpawnTable(dict):
-    """Empty mask -> for each empty cell in ``order``, the number that adds a tile there
-    (``tile << shift``) and clears its empty bit; filled on first use."""
-
-    __slots__ = ("order", "tile")
-
-    def __init__(self, order: tuple[int, ...], tile: int):
-        super().__init__()
-        self.order = order
-        self.tile = tile
-
-    def __missing__(self, mask: int) -> tuple[int, ...]:
-        result = tuple((self.tile << s) - (1 << (FLAG_SHIFT + _cell(s)))
-                       for s in self.order if mask >> _cell(s) & 1)
-        self[mask] = result
-        return result
+def _fill(action: int, state: int) -> int:
+    """Fill the missing entries of ``action``'s tables for ``state``; return the next state."""
+    parts = _STATE_TABLES[action]
+    fill_lines(parts, _COLUMNS if action in (UP, DOWN) else _ROWS, state)
+    return sum(parts[2 * line][state & parts[2 * line + 1]][parts[8]] for line in range(4))
 
 
+def _spawns(mask: int, order: tuple[int, ...], tile: int) -> tuple[int, ...]:
+    """For each empty cell of ``mask`` in ``order``, the number that adds a tile there
+    (``tile << shift``) and clears its empty bit."""
+    return tuple((tile << s) - (1 << (FLAG_SHIFT + _cell(s)))
+                 for s in order if mask >> _cell(s) & 1)
+
+
+def _fill_spawns(action: int, mask: int) -> tuple[int, ...]:
+    """Fill ``action``'s spawn tables (2s and 4s) for ``mask``; return the 2s."""
+    _SPAWN_FOUR[action][mask] = _spawns(mask, _SPAWN_ORDER[action], 2)
+    result = _SPAWN_TWO[action][mask] = _spawns(mask, _SPAWN_ORDER[action], 1)
+    return result
+
+
+_ROW_CACHE: tuple[dict, ...] = tuple({} for _ in range(4))
+_COLUMN_CACHE: tuple[dict, ...] = tuple({} for _ in range(4))
 _STATE_TABLES = tuple(_state_tables(action) for action in range(4))
 #: The cells in the order a move lists its empty cells: its lines in order, each from the wall.
 _SPAWN_ORDER = tuple(tuple(s for line in range(4) for s in _line_shifts(action, line))
                      for action in range(4))
-_SPAWN_TWO = tuple(SpawnTable(order, 1) for order in _SPAWN_ORDER)
-_SPAWN_FOUR = tuple(SpawnTable(order, 2) for order in _SPAWN_ORDER)
+#: Per action: empty mask -> ``_spawns`` of a 2 (of a 4) on each empty cell; filled on use.
+_SPAWN_TWO: tuple[dict, ...] = tuple({} for _ in range(4))
+_SPAWN_FOUR: tuple[dict, ...] = tuple({} for _ in range(4))
 _ROW_SHIFTS = tuple(_line_shifts(LEFT, row) for row in range(4))
 _ROW_MASKS = tuple(_line_mask(shifts) for shifts in _ROW_SHIFTS)
 _EMPTY_BITS = tuple(LineTable(shifts, _empty_bits, _place_empty_bits) for shifts in _ROW_SHIFTS)
@@ -158,17 +167,26 @@ def random_playout(board: int, draws: list[float], max_moves: int,
         u = draws[index] * 4.0
         action = floor(u)
         t0, m0, t1, m1, t2, m2, t3, m3, d = tables[action]
-        after = t0[state & m0][d] + t1[state & m1][d] + t2[state & m2][d] + t3[state & m3][d]
+        try:
+            after = t0[state & m0][d] + t1[state & m1][d] + t2[state & m2][d] + t3[state & m3][d]
+        except KeyError:
+            after = _fill(action, state)
         if after == state:
             legal = actions_of[legal_bits(state)]  # its tables mask the empty bits out
             if not legal:
                 break
             action = legal[floor((u - action) * len(legal))]
             t0, m0, t1, m1, t2, m2, t3, m3, d = tables[action]
-            after = (t0[state & m0][d] + t1[state & m1][d] + t2[state & m2][d]
-                     + t3[state & m3][d])
+            try:
+                after = (t0[state & m0][d] + t1[state & m1][d] + t2[state & m2][d]
+                         + t3[state & m3][d])
+            except KeyError:
+                after = _fill(action, state)
         empty = after >> FLAG_SHIFT
-        cells = spawn_two[action][empty]
+        try:
+            cells = spawn_two[action][empty]
+        except KeyError:
+            cells = _fill_spawns(action, empty)
         cell = floor(draws[index + 1] * len(cells))
         if four_probability and draws[index + 2] < four_probability:
             state = after + spawn_four[action][empty][cell]
