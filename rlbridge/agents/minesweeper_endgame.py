@@ -4,11 +4,18 @@ With the consistent layouts listed explicitly, the win probability of every gues
 computed by recursion: a guess is safe in some layouts and shows a hint that splits
 them; cells safe in every remaining layout are opened for free. Flood openings are
 ignored (they only add information), so the value is a lower bound for every choice.
+
+The search has a work budget (layouts examined while splitting by hint, see
+:data:`ENDGAME_WORK`); when it runs out the solver falls back to its ordinary guess, so a
+move's cost stays bounded and the same position always gets the same move.
 """
 
 from __future__ import annotations
 
 from math import comb
+
+#: Layouts examined (summed over every split) before an endgame search gives up.
+ENDGAME_WORK = 8_000
 
 
 def enumerate_layouts(hints: list[int], is_open: list[bool], neighbours, mines: int,
@@ -91,12 +98,12 @@ class EndgameSearch:
     """Win probabilities of guesses over an explicit list of layouts, memoised by subset."""
 
     def __init__(self, layouts: list[frozenset[int]], candidates: list[int], neighbours,
-                 node_budget: int = 20_000):
+                 work: int = ENDGAME_WORK):
         self.layouts = layouts
         self.candidates = candidates
         self.neighbours = neighbours
         self.memo: dict[frozenset[int], float] = {}
-        self.budget = node_budget
+        self.budget = work
 
     def guess_values(self) -> dict[int, float] | None:
         """Each candidate's win probability with optimal play afterwards, or None if the
@@ -108,6 +115,9 @@ class EndgameSearch:
             return None
 
     def _split(self, cell: int, subset: frozenset[int]) -> list[frozenset[int]]:
+        self.budget -= len(subset)
+        if self.budget < 0:
+            raise _OutOfBudget
         groups: dict[int, list[int]] = {}
         around = self.neighbours[cell]
         for index in subset:
@@ -128,9 +138,6 @@ class EndgameSearch:
         cached = self.memo.get(subset)
         if cached is not None:
             return cached
-        self.budget -= 1
-        if self.budget < 0:
-            raise _OutOfBudget
         layouts = [self.layouts[i] for i in subset]
         union = frozenset().union(*layouts)
         common = frozenset.intersection(*layouts)
