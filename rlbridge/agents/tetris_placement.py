@@ -41,6 +41,7 @@ BCTS_WEIGHTS = (-12.63, 6.60, -9.22, -19.77, -13.08, -10.49, -1.61, -24.04, 0.0,
 BLOCKED_SPAWN_PENALTY = -1e6
 #: Up to this many boards, pure-Python features beat numpy's per-call overhead.
 SMALL_BATCH = 24
+#: The kinds the hidden next piece may be (the expectation averages over them).
 ALL_KINDS = tuple(range(1, KINDS + 1))
 WEIGHTS_PATH = Path(__file__).with_name("tetris_weights.json")
 
