@@ -101,3 +101,15 @@ def test_play_times_every_agent_move():
     assert len(result.move_ms) == result.moves > 4
     assert all(ms >= 0 for ms in result.move_ms)
     assert result.move_percentile(100) == max(result.move_ms) >= result.move_percentile(50)
+
+
+def test_the_first_move_is_computed_once_per_board_and_is_a_corner():
+    agent = SolverAgent()
+    agent.agent_init(MinesweeperEnv(rows="7", cols="9", mines="12", first_click="safe").env_init())
+    agent.new_game()
+    assert agent.choose([0] * 63, [False] * 63) == 0 == agent.opening
+    agent.opening = 5  # a remembered opening is replayed without recomputing it
+    agent.new_game()
+    assert agent.choose([0] * 63, [False] * 63) == 5
+    with pytest.raises(ValueError, match="auto, progress, survival"):
+        SolverAgent(rule="bogus")
