@@ -1,13 +1,31 @@
-"""rlbridge: RL-Glue's environment, agent and experiment as separate processes over ZeroMQ."""
+"""rlbridge: RL-Glue's environment, agent and experiment as separate processes over ZeroMQ.
 
-from .agents.base import Agent
-from .environments.base import Environment, StepResult
-from .protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
-from .protocol.values import Value
+The public names below load on first use, so that ``rlbridge.cli`` can size numpy's
+thread pools before numpy is imported.
+"""
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Agent", "ArraySpec", "Environment", "Range", "SpaceSpec", "StepResult", "TaskSpec", "Value",
-    "__version__",
-]
+_EXPORTS = {
+    "Agent": ".agents.base",
+    "Environment": ".environments.base",
+    "StepResult": ".environments.base",
+    "ArraySpec": ".protocol.taskspec",
+    "Range": ".protocol.taskspec",
+    "SpaceSpec": ".protocol.taskspec",
+    "TaskSpec": ".protocol.taskspec",
+    "Value": ".protocol.values",
+}
+
+__all__ = [*sorted(_EXPORTS), "__version__"]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlbridge' has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 #: Modules with a ``register(subparsers)`` function, in the order --help lists them.
@@ -15,6 +16,11 @@ COMMAND_MODULES = [
     "rlbridge.bridge.commands",  # view, play, blocks
     "rlbridge.experiment.security",  # keys
 ]
+
+
+#: numpy's BLAS and OpenMP thread pools. rlbridge processes share a CPU by design, and
+#: idle OpenBLAS workers spin: one thread each unless the user's environment says otherwise.
+THREAD_POOL_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if "numpy" not in sys.modules:  # too late once numpy has started its pools
+        for name in THREAD_POOL_VARIABLES:
+            os.environ.setdefault(name, "1")
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
