@@ -27,6 +27,13 @@ HEADER, MESSAGE = 0, 1
 SENT, RECEIVED = 0, 1
 
 _packer = msgpack.Packer(use_bin_type=True, autoreset=True)
+_pack = _packer.pack
+_crc32 = zlib.crc32
+_time_ns = time.time_ns
+_DIRECTIONS = {"sent": SENT, "received": RECEIVED, SENT: SENT, RECEIVED: RECEIVED}
+#: Records after which the default writer flushes: an episode handed over or ended.
+_FLUSH_AFTER = frozenset({(SENT, int(MessageType.RUN_EPISODE)),
+                          (RECEIVED, int(MessageType.AGENT_END))})
 
 
 class Record(NamedTuple):
@@ -80,15 +87,13 @@ class LogWriter:
 
     def record(self, direction: int | str, peer: str, msg_type: int, seq: int, episode: int,
                step: int, payload: bytes, frames: tuple = ()) -> None:
-        if direction == "sent":
-            direction = SENT
-        elif direction == "received":
-            direction = RECEIVED
-        entry = encode_entry([MESSAGE, self.writer, direction, peer, msg_type, seq, episode, step,
-                              time.time_ns(), bytes(payload), [bytes(f) for f in frames]])
-        self._append(entry)
-        if self.flush_every_step or (direction == SENT and msg_type == MessageType.RUN_EPISODE) \
-                or (direction == RECEIVED and msg_type == MessageType.AGENT_END):
+        direction = _DIRECTIONS[direction]
+        body = _pack([MESSAGE, self.writer, direction, peer, msg_type, seq, episode, step,
+                      _time_ns(), payload if type(payload) is bytes else bytes(payload),
+                      [bytes(f) for f in frames] if frames else []])
+        self.buffer += _pack([_crc32(body), body])
+        self.pending += 1
+        if self.flush_every_step or (direction, msg_type) in _FLUSH_AFTER:
             self.flush()
 
     def _append(self, entry: bytes) -> None:
