@@ -205,7 +205,7 @@ def _reach_rows(agent: str, max_tiles: list[int], ms: float, targets) -> list[Ag
 
 def agent_strength(quick: bool) -> list[AgentResult]:
     """Quick (about 40 CPU seconds, no targets checked): 3 expectimax games to 1024 and one
-    MCTS game to 256. Full (about 90 CPU minutes, 45 wall minutes on 2 idle cores): 50
+    MCTS game to 256. Full (about 70 CPU minutes, 40 wall minutes on 2 idle cores): 50
     expectimax games, each stopped once it reaches 8192 (the highest target tile, so
     playing on could not change any reach rate), checked against the issue's targets,
     and 3 MCTS games to 2048 at 100 ms per move (the seed used 1 s)."""
