@@ -187,6 +187,18 @@ def test_messages_state_and_options():
             Game2048Env(**bad)
 
 
+def _play_playout_moves(core, move_draws: list, moves: int) -> None:
+    """Make through ``play()`` the moves a playout chose with ``move_draws``: the action
+    ``int(4u)``, or when that changes nothing a legal one picked by the fraction left."""
+    for u in move_draws[:moves]:
+        u *= 4
+        action = int(u)
+        if MOVES[action](core.board)[0] == core.board:
+            legal = legal_moves(core.board)
+            action = legal[int((u - action) * len(legal))]
+        assert core.play(action) >= 0
+
+
 def test_random_playout_matches_play_with_the_same_draws():
     import numpy as np
 
@@ -195,13 +207,7 @@ def test_random_playout_matches_play_with_the_same_draws():
     start = core.board
     board, score, moves = random_playout(start, draws, 150)
     core._buffer, core._next = draws[1::2], 0  # play() spends one draw per spawn of a 2
-    for step in range(moves):
-        u = draws[2 * step] * 4
-        action = int(u)
-        if MOVES[action](core.board)[0] == core.board:
-            legal = legal_moves(core.board)
-            action = legal[int((u - action) * len(legal))]
-        assert core.play(action) >= 0
+    _play_playout_moves(core, draws[::2], moves)
     assert (board, score) == (core.board, core.score) and moves > 50
     assert random_playout(board_from_tiles(STUCK), draws, 10) == (board_from_tiles(STUCK), 0, 0)
 
@@ -216,13 +222,7 @@ def test_random_playout_with_fours_matches_standard_play_with_the_same_draws():
     # play() spends a draw on the cell, then one on 2-or-4: the playout's 2nd and 3rd per move
     core._buffer = [d for k in range(moves) for d in (draws[3 * k + 1], draws[3 * k + 2])]
     core._next = 0
-    for step in range(moves):
-        u = draws[3 * step] * 4
-        action = int(u)
-        if MOVES[action](core.board)[0] == core.board:
-            legal = legal_moves(core.board)
-            action = legal[int((u - action) * len(legal))]
-        assert core.play(action) >= 0
+    _play_playout_moves(core, draws[::3], moves)
     assert (board, score) == (core.board, core.score) and moves > 50
     assert sum(d < 0.1 for d in draws[2:3 * moves:3]) > 3  # the draws did spawn some 4s
 
