@@ -35,23 +35,14 @@ def _die_with_parent() -> None:
         pass
 
 
-#: Thread pools that numpy's BLAS and OpenMP start per process. On one shared CPU their
-#: workers only compete with the loop (OpenBLAS workers spin while waiting).
-_POOL_SIZE_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
-
 def start_child(command: list[str], cpus: set[int] | None, **popen) -> subprocess.Popen:
     """Start ``command`` so that it dies with us and runs on ``cpus`` from its first
-    instruction, so that every thread it starts inherits the placement. On a single
-    CPU, numeric thread pools default to one thread unless the caller's environment
-    sets them."""
+    instruction, so that every thread it starts inherits the placement."""
     def before_exec() -> None:
         _die_with_parent()
         if cpus:
             os.sched_setaffinity(0, cpus)
 
-    if cpus is not None and len(cpus) == 1 and "env" not in popen:
-        popen["env"] = {**{name: "1" for name in _POOL_SIZE_VARIABLES}, **os.environ}
     return subprocess.Popen(command, preexec_fn=before_exec, **popen)
 
 

@@ -20,7 +20,7 @@ from .errors import (
     UnknownMessageType,
     VersionMismatch,
 )
-from .values import Value, decode_value, encode_value
+from .values import Value, _new_tuple, decode_value, encode_value
 
 #: The protocol version this implementation speaks (PROTOCOL.md, "Versions").
 PROTOCOL_VERSION = 1
@@ -78,8 +78,6 @@ class Hello(NamedTuple):
 
 _packer = msgpack.Packer(use_bin_type=True, autoreset=True)
 _unpackb = msgpack.unpackb
-#: Builds a NamedTuple from a complete field tuple without its Python-level ``__new__``.
-_new_tuple = tuple.__new__
 
 
 def pack(obj: Any) -> bytes:
