@@ -31,22 +31,8 @@ static int act(void *state, const rlb_value *observation, rlb_value *action, cha
     return 0;
 }
 
-static int start(void *state, const rlb_value *observation, rlb_value *action, char *error) {
-    return act(state, observation, action, error);
-}
-
-static int step(void *state, double reward, const rlb_value *observation, rlb_value *action,
-                char *error) {
-    (void)reward;
-    return act(state, observation, action, error);
-}
-
 int main(int argc, char **argv) {
     static first_agent state;
-    rlb_agent agent = {.name = "first (C)", .state = &state, .init = init, .start = start,
-                       .step = step};
-    rlb_options options;
-    char address[1024];
-    int code = rlb_parse_args(argc, argv, &options, address, sizeof address, NULL, NULL);
-    return code ? code : rlb_serve(&agent, &options);
+    rlb_agent agent = {.name = "first (C)", .state = &state, .init = init, .act = act};
+    return rlb_main(argc, argv, &agent, NULL);
 }

@@ -40,16 +40,6 @@ static int act(void *state, const rlb_value *observation, rlb_value *action, cha
     return 0;
 }
 
-static int start(void *state, const rlb_value *observation, rlb_value *action, char *error) {
-    return act(state, observation, action, error);
-}
-
-static int step(void *state, double reward, const rlb_value *observation, rlb_value *action,
-                char *error) {
-    (void)reward;
-    return act(state, observation, action, error);
-}
-
 static void seed(void *state, uint64_t value) {
     rlb_rng_seed(&((random_agent *)state)->rng, value);
 }
@@ -63,10 +53,7 @@ static int option(void *state, const char *key, const char *value) {
 
 int main(int argc, char **argv) {
     static random_agent state;
-    rlb_agent agent = {.name = "random (C)", .state = &state, .init = init, .start = start,
-                       .step = step, .seed = seed};
-    rlb_options options;
-    char address[1024];
-    int code = rlb_parse_args(argc, argv, &options, address, sizeof address, option, &state);
-    return code ? code : rlb_serve(&agent, &options);
+    rlb_agent agent = {.name = "random (C)", .state = &state, .init = init, .act = act,
+                       .seed = seed};
+    return rlb_main(argc, argv, &agent, option);
 }

@@ -68,6 +68,9 @@ typedef struct {
     int (*start)(void *state, const rlb_value *observation, rlb_value *action, char *error);
     int (*step)(void *state, double reward, const rlb_value *observation, rlb_value *action,
                 char *error);
+    /* For a policy that needs only the observation: serves agent_start and agent_step when
+     * `start` and `step` are NULL. */
+    int (*act)(void *state, const rlb_value *observation, rlb_value *action, char *error);
     int (*end)(void *state, double reward, char *error);
     int (*cleanup)(void *state, char *error);
     /* Writes a NUL-terminated reply of at most reply_size bytes. NULL: "seed N" -> "ok", else "". */
@@ -98,6 +101,11 @@ int rlb_parse_args(int argc, char **argv, rlb_options *options, char *address_bu
 
 /* Serve until SHUTDOWN, SIGTERM/SIGINT or the idle timeout; returns a process exit code. */
 int rlb_serve(const rlb_agent *agent, const rlb_options *options);
+
+/* A whole agent program's main(): rlb_parse_args (options go to opt_callback with
+ * agent->state; NULL: no --opt accepted), then rlb_serve. */
+int rlb_main(int argc, char **argv, const rlb_agent *agent,
+             int (*opt_callback)(void *state, const char *key, const char *value));
 
 /* ---- codec (also used by the tests) ------------------------------------------------------ */
 

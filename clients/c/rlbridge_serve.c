@@ -349,7 +349,8 @@ static int dispatch(server *s, const rlb_envelope *message, const extra_frames *
                                     &observation, error);
             if (code != RLB_OK)
                 return code;
-            if (agent->start(agent->state, &observation, action, application) != 0)
+            if ((agent->start ? agent->start(agent->state, &observation, action, application)
+                              : agent->act(agent->state, &observation, action, application)) != 0)
                 code = RLB_APPLICATION;
         } else {
             if (body->type != MSGPACK_OBJECT_ARRAY || body->via.array.size != 2) {
@@ -362,7 +363,8 @@ static int dispatch(server *s, const rlb_envelope *message, const extra_frames *
                                     frames->count, &observation, error);
             if (code != RLB_OK)
                 return code;
-            if (agent->step(agent->state, reward, &observation, action, application) != 0)
+            if ((agent->step ? agent->step(agent->state, reward, &observation, action, application)
+                             : agent->act(agent->state, &observation, action, application)) != 0)
                 code = RLB_APPLICATION;
         }
         rlb_value_free(&observation);
@@ -456,7 +458,20 @@ static void handle(server *s, zmq_msg_t *identity, zmq_msg_t *parts, size_t n_pa
     msgpack_unpacked_destroy(&root);
 }
 
+int rlb_main(int argc, char **argv, const rlb_agent *agent,
+             int (*opt_callback)(void *state, const char *key, const char *value)) {
+    rlb_options options;
+    char address[1024];
+    int code = rlb_parse_args(argc, argv, &options, address, sizeof address, opt_callback,
+                              agent->state);
+    return code ? code : rlb_serve(agent, &options);
+}
+
 int rlb_serve(const rlb_agent *agent, const rlb_options *options) {
+    if ((agent->start == NULL || agent->step == NULL) && agent->act == NULL) {
+        fprintf(stderr, "rlbridge agent %s: give start and step, or act\n", agent->name);
+        return 2;
+    }
     static server s;
     memset(&s, 0, sizeof s);
     s.agent = agent;
