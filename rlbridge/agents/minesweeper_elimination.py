@@ -18,6 +18,20 @@ from ..protocol.values import Value
 from .base import Agent
 
 
+def _around(cell: int, is_open: list[bool], neighbours, marks: dict) -> tuple[int, list[int]]:
+    """The closed neighbours of ``cell``: how many are marked mines, and those not marked."""
+    known_mines = 0
+    unknown = []
+    for n in neighbours[cell]:
+        if not is_open[n]:
+            mark = marks.get(n, 0)
+            if mark == 1:
+                known_mines += 1
+            elif mark == 0:
+                unknown.append(n)
+    return known_mines, unknown
+
+
 def elimination_marks(hints: list[int], is_open: list[bool], neighbours, marks: dict | None = None) -> dict[int, int]:
     """The seed's ``update_elimination`` to its fixed point, from the observation only.
 
@@ -30,15 +44,7 @@ def elimination_marks(hints: list[int], is_open: list[bool], neighbours, marks: 
     while pending:
         cell = pending.pop()
         queued.discard(cell)
-        known_mines = 0
-        unknown = []
-        for n in neighbours[cell]:
-            if not is_open[n]:
-                mark = marks.get(n, 0)
-                if mark == 1:
-                    known_mines += 1
-                elif mark == 0:
-                    unknown.append(n)
+        known_mines, unknown = _around(cell, is_open, neighbours, marks)
         if not unknown:
             continue
         need = hints[cell] - known_mines
@@ -187,15 +193,7 @@ class EliminationAgent(MinesweeperAgentBase):
         for cell in range(len(hints)):
             if not is_open[cell] or hints[cell] == 0:
                 continue
-            known_mines = 0
-            unknown = []
-            for n in neighbours[cell]:
-                if not is_open[n]:
-                    mark = marks.get(n, 0)
-                    if mark == 1:
-                        known_mines += 1
-                    elif mark == 0:
-                        unknown.append(n)
+            known_mines, unknown = _around(cell, is_open, neighbours, marks)
             if unknown:
                 p = (hints[cell] - known_mines) / len(unknown)
                 for n in unknown:
