@@ -29,7 +29,7 @@ from ..agents.random_agent import RandomAgent
 from ..environments.toy import GridWalk
 from ..experiment.glue import Experiment
 from ..experiment.remote import RemoteAgent, RemoteEnvironment
-from ..experiment.runner import cpu_set, start_child, stop_child, watcher_cpus
+from ..experiment.runner import cpu_set, start_child, stop_peers, watcher_cpus
 from .report import Figure
 
 _RAW_SERVER = r"""
@@ -187,12 +187,7 @@ def rlbridge_three_processes(transport: str, env_name: str, env_opts: list[str],
         if writer is not None:
             writer.close()
     finally:
-        for peer in (env, agent):
-            if peer is not None:
-                peer.shutdown()
-                peer.close()
-        for child in children:
-            stop_child(child, grace_s=10.0)
+        stop_peers((env, agent), children)
         os.sched_setaffinity(0, original_cpus)
     return rate, per_step
 

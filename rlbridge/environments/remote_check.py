@@ -16,7 +16,7 @@ import tempfile
 from ..agents.random_agent import RandomAgent
 from ..experiment.glue import Experiment
 from ..experiment.remote import RemoteAgent, RemoteEnvironment
-from ..experiment.runner import stop_child
+from ..experiment.runner import start_child, stop_peers
 from ..registry import ENVIRONMENTS, resolve
 from .checker import CheckFailed
 
@@ -42,10 +42,10 @@ def check_over_protocol(name: str, options: dict[str, str] | None = None, *, epi
     opts = [x for key, value in options.items() for x in ("--opt", f"{key}={value}")]
     python = [sys.executable, "-m", "rlbridge"]
     children = [
-        subprocess.Popen([*python, "env", name, "--bind", env_addr, *opts],
-                         stderr=subprocess.DEVNULL),
-        subprocess.Popen([*python, "agent", "random", "--bind", agent_addr],
-                         stderr=subprocess.DEVNULL),
+        start_child([*python, "env", name, "--bind", env_addr, *opts], None,
+                    stderr=subprocess.DEVNULL),
+        start_child([*python, "agent", "random", "--bind", agent_addr], None,
+                    stderr=subprocess.DEVNULL),
     ]
     env = agent = None
     try:
@@ -53,12 +53,7 @@ def check_over_protocol(name: str, options: dict[str, str] | None = None, *, epi
         agent = RemoteAgent(agent_addr, timeout_ms=timeout_ms)
         remote = _episodes(Experiment(env, agent, seed=seed), episodes)
     finally:
-        for peer in (env, agent):
-            if peer is not None:
-                peer.shutdown()
-                peer.close()
-        for child in children:
-            stop_child(child, grace_s=10.0)
+        stop_peers((env, agent), children)
         shutil.rmtree(directory, ignore_errors=True)
     for episode, (mine, theirs) in enumerate(zip(local, remote, strict=True)):
         if mine != theirs:

@@ -186,6 +186,17 @@ def _stop_all(children: dict, grace_s: float = 0.0) -> None:
     children.clear()
 
 
+def stop_peers(peers, children: list[subprocess.Popen], grace_s: float = 10.0) -> None:
+    """Ask each connected peer (a RemoteEnvironment or RemoteAgent, or None) to shut down and
+    close it, then stop the child processes that served them."""
+    for peer in peers:
+        if peer is not None:
+            peer.shutdown()
+            peer.close()
+    for child in children:
+        stop_child(child, grace_s=grace_s)
+
+
 def stop_child(child: subprocess.Popen, grace_s: float) -> None:
     """Give ``child`` ``grace_s`` to exit, then SIGTERM, then SIGKILL; always reap it."""
     if child.returncode is not None:
