@@ -1,7 +1,8 @@
 """The Agent contract: RL-Glue's agent_* methods, which a process or the in-process glue calls.
 
 Subclass :class:`Agent`, implement ``agent_start`` and ``agent_step`` (and usually
-``agent_init`` and ``agent_end``), and the class runs as its own process with
+``agent_init`` and ``agent_end``), or just ``act`` for a policy that looks only at
+the observation, and the class runs as its own process with
 ``rlbridge agent module:Class``. The glue calls ``agent_init(task_spec)`` once;
 per episode ``agent_start(observation)``, then ``agent_step(reward, observation)``
 for each non-terminal step and ``agent_end(reward)`` on the terminal one (not
@@ -31,11 +32,16 @@ class Agent:
     def agent_init(self, task_spec: TaskSpec) -> None:
         self.task_spec = task_spec
 
+    def act(self, observation: Value) -> Value:
+        """The action for ``observation``, for agents whose start and step are the same."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither act nor "
+                                  "agent_start/agent_step")
+
     def agent_start(self, observation: Value) -> Value:
-        raise NotImplementedError
+        return self.act(observation)
 
     def agent_step(self, reward: float, observation: Value) -> Value:
-        raise NotImplementedError
+        return self.act(observation)
 
     def agent_end(self, reward: float) -> None:
         return None

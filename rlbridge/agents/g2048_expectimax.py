@@ -307,14 +307,8 @@ class ExpectimaxAgent(Agent):
         self.depths.append(depth)
         return action
 
-    def _act(self, observation: Value) -> Value:
+    def act(self, observation: Value) -> Value:
         action = self.choose(board_of(observation))
         if action < 0:
             raise InvalidAction("no 2048 move changes this board; the episode should have ended")
         return Value(ints=(action,))
-
-    def agent_start(self, observation: Value) -> Value:
-        return self._act(observation)
-
-    def agent_step(self, reward: float, observation: Value) -> Value:
-        return self._act(observation)

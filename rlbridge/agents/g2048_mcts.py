@@ -164,14 +164,8 @@ class SeedMCTSAgent(Agent):
     def seed(self, seed: int) -> None:
         self.search.seed(seed)
 
-    def _act(self, observation: Value) -> Value:
+    def act(self, observation: Value) -> Value:
         action = self.search.choose(board_of(observation), self.seconds, self.iterations)
         if action < 0:
             raise InvalidAction("no 2048 move changes this board; the episode should have ended")
         return Value(ints=(action,))
-
-    def agent_start(self, observation: Value) -> Value:
-        return self._act(observation)
-
-    def agent_step(self, reward: float, observation: Value) -> Value:
-        return self._act(observation)

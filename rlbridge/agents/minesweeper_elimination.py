@@ -138,12 +138,9 @@ class MinesweeperAgentBase(Agent):
     def agent_start(self, observation: Value) -> Value:
         self.new_game()
         self.stats["games"] += 1
-        return self._act(observation)
+        return self.act(observation)
 
-    def agent_step(self, reward: float, observation: Value) -> Value:
-        return self._act(observation)
-
-    def _act(self, observation: Value) -> Value:
+    def act(self, observation: Value) -> Value:
         self.stats["moves"] += 1
         return Value(ints=(self.choose(*self.read_board(observation)),))
 

@@ -53,7 +53,7 @@ class RandomAgent(Agent):
             self._draws.reverse()
         return self._draws.pop()
 
-    def _act(self, observation: Value) -> Value:
+    def act(self, observation: Value) -> Value:
         spec = self.task_spec
         if spec.legal_mask is not None:
             legal = legal_actions(spec, observation)
@@ -72,12 +72,6 @@ class RandomAgent(Agent):
         )
         return Value(ints=ints, doubles=doubles)
 
-    def agent_start(self, observation: Value) -> Value:
-        return self._act(observation)
-
-    def agent_step(self, reward: float, observation: Value) -> Value:
-        return self._act(observation)
-
 
 class FirstLegalAgent(Agent):
     """Always the lowest legal action (or the lowest in the task spec): a deterministic policy
@@ -85,14 +79,8 @@ class FirstLegalAgent(Agent):
 
     name = "first"
 
-    def _act(self, observation: Value) -> Value:
+    def act(self, observation: Value) -> Value:
         legal = legal_actions(self.task_spec, observation)
         if legal:
             return Value(ints=(legal[0],))
         return Value(ints=tuple(int(low) for low, _ in self.task_spec.actions.int_bounds()))
-
-    def agent_start(self, observation: Value) -> Value:
-        return self._act(observation)
-
-    def agent_step(self, reward: float, observation: Value) -> Value:
-        return self._act(observation)

@@ -254,19 +254,13 @@ class ReversiSearchAgent(Agent):
     def seed(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
 
-    def _act(self, observation: Value) -> Value:
+    def act(self, observation: Value) -> Value:
         started = time.perf_counter()
         core = core_from_observation(self.task_spec, observation)
         move = self.engine.best_move(core, AGENT, self.rng)
         self.moves += 1
         self.thinking += time.perf_counter() - started
         return Value(ints=(move,))
-
-    def agent_start(self, observation: Value) -> Value:
-        return self._act(observation)
-
-    def agent_step(self, reward: float, observation: Value) -> Value:
-        return self._act(observation)
 
     def agent_message(self, message: str) -> str:
         if message.strip() == "stats":

@@ -94,14 +94,8 @@ class AprioriAgent(Agent):
                         if leaves_no_gap(board, cols, kind, action):
                             yield action
 
-    def _act(self, observation: Value) -> Value:
+    def act(self, observation: Value) -> Value:
         legal = np.flatnonzero(observation.arrays[1]).tolist()
         if not legal:
             return Value(ints=(0,))
         return Value(ints=(self.choose(board_of(observation), int(observation.ints[0]), legal),))
-
-    def agent_start(self, observation: Value) -> Value:
-        return self._act(observation)
-
-    def agent_step(self, reward: float, observation: Value) -> Value:
-        return self._act(observation)

@@ -271,7 +271,7 @@ class PlacementAgent(Agent):
         self.placer = Placer(rows, cols, load_weights(self.weights_path, self.preview),
                              expect=self.expect and not self.preview)
 
-    def _act(self, observation: Value) -> Value:
+    def act(self, observation: Value) -> Value:
         placer = self.placer
         grid = observation.arrays[0] != 0
         board = (grid.astype(np.int64) << np.arange(placer.cols)).sum(axis=1).tolist()
@@ -282,10 +282,4 @@ class PlacementAgent(Agent):
             legal = np.flatnonzero(observation.arrays[1])
             action = int(legal[0]) if len(legal) else 0
         return Value(ints=(int(action),))
-
-    def agent_start(self, observation: Value) -> Value:
-        return self._act(observation)
-
-    def agent_step(self, reward: float, observation: Value) -> Value:
-        return self._act(observation)
 

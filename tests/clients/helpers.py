@@ -89,15 +89,9 @@ class OptimalBlackjackAgent(Agent):
 
         self.hit = optimal()[0]
 
-    def _act(self, observation: Value) -> Value:
+    def act(self, observation: Value) -> Value:
         player, dealer, ace = observation.ints
         return Value(ints=(int(self.hit[min(player, 21), dealer, ace]),))
-
-    def agent_start(self, observation: Value) -> Value:
-        return self._act(observation)
-
-    def agent_step(self, reward: float, observation: Value) -> Value:
-        return self._act(observation)
 
 
 def train_then_greedy(experiment, episodes: int, max_steps: int, progress) -> None:
