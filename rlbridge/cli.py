@@ -10,11 +10,11 @@ import sys
 #: Modules with a ``register(subparsers)`` function, in the order --help lists them.
 COMMAND_MODULES = [
     "rlbridge.experiment.commands",  # env, agent, experiment, run
-    "rlbridge.experiment.log_commands",  # log, replay
+    "rlbridge.experiment.log.commands",  # log, replay
     "rlbridge.bench.commands",  # bench
-    "rlbridge.experiment.legacy_commands",  # glue, legacy-env, legacy-agent
+    "rlbridge.experiment.rlglue3.commands",  # glue, legacy-env, legacy-agent
     "rlbridge.bridge.commands",  # view, play, blocks
-    "rlbridge.experiment.security",  # keys
+    "rlbridge.experiment.net.curve",  # keys
 ]
 
 

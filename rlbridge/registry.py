@@ -6,11 +6,11 @@ import importlib
 
 #: Built-in environments: short name -> "module:Class" (imported only when used).
 ENVIRONMENTS: dict[str, str] = {
-    "minesweeper": "rlbridge.environments.minesweeper:MinesweeperEnv",
-    "blackjack": "rlbridge.environments.blackjack:BlackjackEnv",
-    "tetris": "rlbridge.environments.tetris:TetrisEnv",
-    "reversi": "rlbridge.environments.reversi:ReversiEnv",
-    "2048": "rlbridge.environments.game2048:Game2048Env",
+    "minesweeper": "rlbridge.environments.minesweeper.env:MinesweeperEnv",
+    "blackjack": "rlbridge.environments.blackjack.env:BlackjackEnv",
+    "tetris": "rlbridge.environments.tetris.env:TetrisEnv",
+    "reversi": "rlbridge.environments.reversi.env:ReversiEnv",
+    "2048": "rlbridge.environments.game2048.env:Game2048Env",
     "gridwalk": "rlbridge.environments.toy:GridWalk",
     "countdown": "rlbridge.environments.toy:Countdown",
 }
@@ -19,20 +19,20 @@ ENVIRONMENTS: dict[str, str] = {
 AGENTS: dict[str, str] = {
     "random": "rlbridge.agents.random_agent:RandomAgent",
     "first": "rlbridge.agents.random_agent:FirstLegalAgent",
-    "blackjack-mc-eval": "rlbridge.agents.blackjack_mc:MCEvalAgent",
-    "blackjack-mc-es": "rlbridge.agents.blackjack_mc:MCExploringStartsAgent",
-    "blackjack-mc-onpolicy": "rlbridge.agents.blackjack_mc:MCOnPolicyAgent",
-    "blackjack-mc-offpolicy-eval": "rlbridge.agents.blackjack_offpolicy:OffPolicyEvalAgent",
-    "blackjack-mc-offpolicy": "rlbridge.agents.blackjack_offpolicy:OffPolicyControlAgent",
-    "minesweeper-elimination": "rlbridge.agents.minesweeper_elimination:EliminationAgent",
-    "minesweeper-solver": "rlbridge.agents.minesweeper_solver:SolverAgent",
-    "2048-mcts": "rlbridge.agents.g2048_mcts:SeedMCTSAgent",
-    "2048-expectimax": "rlbridge.agents.g2048_expectimax:ExpectimaxAgent",
-    "tetris-placement": "rlbridge.agents.tetris_placement:PlacementAgent",
-    "tetris-qlearning": "rlbridge.agents.tetris_qlearning:QLearningAgent",
-    "tetris-apriori": "rlbridge.agents.tetris_apriori:AprioriAgent",
-    "reversi-search": "rlbridge.agents.reversi_search:ReversiSearchAgent",
-    "reversi-dqn": "rlbridge.agents.reversi_dqn:ReversiDQNAgent",
+    "blackjack-mc-eval": "rlbridge.agents.blackjack.mc:MCEvalAgent",
+    "blackjack-mc-es": "rlbridge.agents.blackjack.mc:MCExploringStartsAgent",
+    "blackjack-mc-onpolicy": "rlbridge.agents.blackjack.mc:MCOnPolicyAgent",
+    "blackjack-mc-offpolicy-eval": "rlbridge.agents.blackjack.offpolicy:OffPolicyEvalAgent",
+    "blackjack-mc-offpolicy": "rlbridge.agents.blackjack.offpolicy:OffPolicyControlAgent",
+    "minesweeper-elimination": "rlbridge.agents.minesweeper.elimination:EliminationAgent",
+    "minesweeper-solver": "rlbridge.agents.minesweeper.solver:SolverAgent",
+    "2048-mcts": "rlbridge.agents.game2048.mcts:SeedMCTSAgent",
+    "2048-expectimax": "rlbridge.agents.game2048.expectimax:ExpectimaxAgent",
+    "tetris-placement": "rlbridge.agents.tetris.placement:PlacementAgent",
+    "tetris-qlearning": "rlbridge.agents.tetris.qlearning:QLearningAgent",
+    "tetris-apriori": "rlbridge.agents.tetris.apriori:AprioriAgent",
+    "reversi-search": "rlbridge.agents.reversi.search:ReversiSearchAgent",
+    "reversi-dqn": "rlbridge.agents.reversi.dqn:ReversiDQNAgent",
 }
 
 

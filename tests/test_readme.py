@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from rlbridge.experiment.glue import Experiment
+from rlbridge.experiment.api import Experiment
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -12,8 +12,8 @@ when a step limit cuts the episode off); ``agent_cleanup`` at the end; and
 
 from __future__ import annotations
 
-from ..protocol.taskspec import TaskSpec
-from ..protocol.values import Value
+from rlbridge.protocol.taskspec import TaskSpec
+from rlbridge.protocol.values import Value
 
 
 class Agent:

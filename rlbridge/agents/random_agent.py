@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from ..protocol.taskspec import TaskSpec
-from ..protocol.values import Value
-from .base import Agent
+from rlbridge.agents.base import Agent
+from rlbridge.protocol.taskspec import TaskSpec
+from rlbridge.protocol.values import Value
 
 
 def legal_actions(task_spec: TaskSpec, observation: Value) -> list[int] | None:

@@ -1,10 +1,10 @@
 """Blackjack benchmarks: core speed, the exact evaluator's reference numbers, and the five MC agents.
 
-Every agent trains in-process through :class:`~rlbridge.experiment.glue.Experiment`
+Every agent trains in-process through :class:`~rlbridge.experiment.api.Experiment`
 (the same calls as over the protocol, no sockets); exploring starts run through
-:func:`~rlbridge.agents.blackjack_mc.exploring_starts_program`. Control agents
+:func:`~rlbridge.agents.blackjack.mc.exploring_starts_program`. Control agents
 are scored by the exact expected return of their greedy policy
-(:mod:`rlbridge.agents.blackjack_dp`), so the number has no evaluation noise;
+(:mod:`rlbridge.agents.blackjack.dp`), so the number has no evaluation noise;
 evaluation agents by their estimate of the expected return per hand of
 "stick at 20", with an approximate 95% interval from the per-pair variances.
 """
@@ -17,18 +17,18 @@ import time
 
 import numpy as np
 
-from ..agents import blackjack_dp
-from ..agents.blackjack_mc import (
+from rlbridge.agents.blackjack import dp as blackjack_dp
+from rlbridge.agents.blackjack.mc import (
     MCEvalAgent,
     MCExploringStartsAgent,
     MCOnPolicyAgent,
     exploring_starts_program,
 )
-from ..agents.blackjack_offpolicy import OffPolicyControlAgent, OffPolicyEvalAgent
-from ..environments.blackjack import BlackjackCore, BlackjackEnv
-from ..experiment.glue import Experiment
-from ..experiment.progress import ProgressBar
-from .report import AgentResult, Figure, format_agent_results, format_figures
+from rlbridge.agents.blackjack.offpolicy import OffPolicyControlAgent, OffPolicyEvalAgent
+from rlbridge.bench.report import AgentResult, Figure, format_agent_results, format_figures
+from rlbridge.environments.blackjack.env import BlackjackCore, BlackjackEnv
+from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.progress import ProgressBar
 
 FULL_EPISODES = 500_000  # the seed's episode_num
 QUICK_EPISODES = 30_000

@@ -14,10 +14,10 @@ import time
 
 import numpy as np
 
-from ..bridge.blocks import BlockStream, Origin
-from ..bridge.publish import StatePublisher
-from ..bridge.sinks import RconSink, TextSink
-from .report import Figure
+from rlbridge.bench.report import Figure
+from rlbridge.bridge.blocks import BlockStream, Origin
+from rlbridge.bridge.publish import StatePublisher
+from rlbridge.bridge.sinks import RconSink, TextSink
 
 GROUP = "bridge"
 
@@ -55,7 +55,7 @@ def _offer_ns(publisher: StatePublisher, snapshot: dict, calls: int) -> float:
 
 
 def _publisher_costs(quick: bool) -> list[Figure]:
-    from ..bridge.view import StateSubscriber
+    from rlbridge.bridge.view import StateSubscriber
 
     snapshot = {"game": "tetris", "rows": 20, "cols": 10, "board": [1] * 200, "piece": None}
     calls = 20_000 if quick else 200_000
@@ -106,8 +106,8 @@ class _PublishingEnv:
 
 
 def _episode_cpu_seconds(env, episodes: int) -> float:
-    from ..agents.random_agent import RandomAgent
-    from ..experiment.glue import Experiment
+    from rlbridge.agents.random_agent import RandomAgent
+    from rlbridge.experiment.api import Experiment
 
     experiment = Experiment(env, RandomAgent(), seed=1)
     experiment.RL_init()
@@ -126,8 +126,8 @@ def _viewer_slowdown(quick: bool) -> list[Figure]:
     import sys
     import tempfile
 
-    from ..environments.game2048 import Game2048Env
-    from ..environments.tetris import TetrisEnv
+    from rlbridge.environments.game2048.env import Game2048Env
+    from rlbridge.environments.tetris.env import TetrisEnv
 
     games = [("tetris", TetrisEnv, 100 if quick else 300), ("2048", Game2048Env, 10 if quick else 30)]
     rounds = 5 if quick else 9
@@ -159,7 +159,7 @@ def _viewer_slowdown(quick: bool) -> list[Figure]:
 
 
 def run(quick: bool) -> list[Figure]:
-    from ..bridge.squid import FlyingSquid, ServerUnavailable
+    from rlbridge.bridge.squid import FlyingSquid, ServerUnavailable
 
     batches = tetris_stream(200 if quick else 1500)
     commands = sum(len(b) for b in batches)

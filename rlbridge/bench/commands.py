@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from .report import AgentResult, Figure, format_agent_results, format_figures
+from rlbridge.bench.report import AgentResult, Figure, format_agent_results, format_figures
 
 #: Suite name -> "module:function"; the function takes ``quick: bool`` and returns a list of
 #: Figure or AgentResult rows. `make bench` runs the suites listed in DEFAULT_SUITES.

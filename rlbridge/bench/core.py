@@ -25,12 +25,12 @@ import msgpack
 import numpy as np
 import zmq
 
-from ..agents.random_agent import RandomAgent
-from ..environments.toy import GridWalk
-from ..experiment.glue import Experiment
-from ..experiment.remote import RemoteAgent, RemoteEnvironment
-from ..experiment.runner import cpu_set, start_child, stop_peers, watcher_cpus
-from .report import Figure
+from rlbridge.agents.random_agent import RandomAgent
+from rlbridge.bench.report import Figure
+from rlbridge.environments.toy import GridWalk
+from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
+from rlbridge.experiment.runner import cpu_set, start_child, stop_peers, watcher_cpus
 
 _RAW_SERVER = r"""
 import sys, zmq
@@ -139,7 +139,7 @@ def rlbridge_three_processes(transport: str, env_name: str, env_opts: list[str],
     if transport == "ipc":
         env_addr, agent_addr = f"ipc://{directory}/e.sock", f"ipc://{directory}/a.sock"
     else:
-        from ..experiment.runner import _free_tcp_port
+        from rlbridge.experiment.runner import _free_tcp_port
 
         env_addr = f"tcp://127.0.0.1:{_free_tcp_port()}"
         agent_addr = f"tcp://127.0.0.1:{_free_tcp_port()}"
@@ -165,7 +165,7 @@ def rlbridge_three_processes(transport: str, env_name: str, env_opts: list[str],
         if log_path is not None:
             from types import SimpleNamespace
 
-            from ..experiment.log import attach_log
+            from rlbridge.experiment.log.writer import attach_log
 
             writer = attach_log(experiment, log_path, SimpleNamespace(env_name=env_name))
         experiment.RL_init()

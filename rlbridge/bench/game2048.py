@@ -3,7 +3,7 @@
 Speeds are per CPU second of this process (``time.process_time``): on a machine
 shared with other jobs wall-clock rates measure the queue, not the code.
 
-Agents play through :class:`~rlbridge.experiment.glue.Experiment` (agent and
+Agents play through :class:`~rlbridge.experiment.api.Experiment` (agent and
 environment in one process) with the seed's spawn rule (2s only), one game per
 task in ``WORKERS`` forked processes. Time per move is the CPU time of the process
 that played the game per step (agent, environment and glue), summed over the
@@ -18,18 +18,18 @@ import time
 
 import numpy as np
 
-from ..agents.g2048_expectimax import ExpectimaxAgent
-from ..agents.g2048_mcts import SeedMCTSAgent
-from ..environments.game2048 import Game2048Env
-from ..environments.game2048_core import (
+from rlbridge.agents.game2048.expectimax import ExpectimaxAgent
+from rlbridge.agents.game2048.mcts import SeedMCTSAgent
+from rlbridge.bench.report import AgentResult, Figure, wilson_interval
+from rlbridge.environments.game2048.core import (
     Game2048Core,
     legal_moves,
     move_left,
     random_playout,
 )
-from ..experiment.glue import Experiment
-from ..experiment.progress import ProgressBar
-from .report import AgentResult, Figure, wilson_interval
+from rlbridge.environments.game2048.env import Game2048Env
+from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.progress import ProgressBar
 
 CORE_TARGET = 200_000
 PLAYOUT_MOVES = 300  # moves per batch of draws; most random games are shorter
@@ -102,7 +102,7 @@ def slides_per_second(seconds: float, seed: int = 0) -> float:
 
 def env_steps_per_second(seconds: float, seed: int = 0) -> float:
     """Random legal steps through ``Game2048Env.env_step`` (observations and info included)."""
-    from ..protocol.values import Value
+    from rlbridge.protocol.values import Value
 
     env = Game2048Env(win_tile="0", seed=str(seed))
     env.env_init()

@@ -24,11 +24,12 @@ import time
 
 import numpy as np
 
-from ..agents.random_agent import FirstLegalAgent
-from ..environments.toy import Countdown
-from ..experiment.glue import Experiment
-from ..experiment.runner import cpu_set, start_child, stop_child
-from ..protocol.legacy import (
+from rlbridge.agents.random_agent import FirstLegalAgent
+from rlbridge.bench.report import Figure
+from rlbridge.environments.toy import Countdown
+from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.runner import cpu_set, start_child, stop_child
+from rlbridge.protocol.rlglue3 import (
     Code,
     FramedSocket,
     Reader,
@@ -40,7 +41,6 @@ from ..protocol.legacy import (
     pack_string,
     pack_uint,
 )
-from .report import Figure
 
 _SMALL_LENGTH = 100  # steps per episode, small observations
 _LARGE_LENGTH = 20  # steps per episode, 600 KB observations
@@ -185,7 +185,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def run(quick: bool = False) -> list[Figure]:
-    from .core import rlbridge_three_processes
+    from rlbridge.bench.core import rlbridge_three_processes
 
     seconds = 1.0 if quick else 3.0
     cpus = cpu_set("shared")

@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..agents.minesweeper_elimination import EliminationAgent
-from ..agents.minesweeper_solver import SolverAgent
-from ..environments.minesweeper import MinesweeperEnv
-from ..environments.minesweeper_core import MinesweeperCore
-from ..experiment.glue import Experiment
-from ..experiment.progress import ProgressBar
-from ..protocol.values import Value
-from .report import AgentResult, Figure, wilson_interval
+from rlbridge.agents.minesweeper.elimination import EliminationAgent
+from rlbridge.agents.minesweeper.solver import SolverAgent
+from rlbridge.bench.report import AgentResult, Figure, wilson_interval
+from rlbridge.environments.minesweeper.core import MinesweeperCore
+from rlbridge.environments.minesweeper.env import MinesweeperEnv
+from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.progress import ProgressBar
+from rlbridge.protocol.values import Value
 
 SPEED_TARGET_STEPS_PER_S = 5_000
 

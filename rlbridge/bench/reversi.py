@@ -7,17 +7,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ..agents.reversi_dqn import ReversiDQNAgent
-from ..agents.reversi_search import ReversiSearchAgent
-from ..environments.reversi import ReversiEnv
-from ..environments.reversi_core import ReversiCore
-from ..experiment.glue import Experiment
-from ..experiment.progress import ProgressBar
-from .report import AgentResult, Figure, wilson_interval
+from rlbridge.agents.reversi.dqn import ReversiDQNAgent
+from rlbridge.agents.reversi.search import ReversiSearchAgent
+from rlbridge.bench.report import AgentResult, Figure, wilson_interval
+from rlbridge.environments.reversi.core import ReversiCore
+from rlbridge.environments.reversi.env import ReversiEnv
+from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.progress import ProgressBar
 
 SPEED_TARGET_8X8 = 20_000
-#: The committed DQN weights (6x6), trained by `python -m rlbridge.agents.reversi_dqn`.
-DQN_WEIGHTS = Path(__file__).resolve().parent.parent / "agents" / "weights" / "reversi_dqn_6x6.npz"
+#: The committed DQN weights (6x6), trained by `python -m rlbridge.agents.reversi.dqn`.
+DQN_WEIGHTS = Path(__file__).resolve().parent.parent / "agents" / "reversi" / "weights" / "reversi_dqn_6x6.npz"
 SEARCH_OPTIONS = {"time": "1.0", "depth": "4", "endgame": "10"}
 
 

@@ -7,14 +7,14 @@ import time
 
 import numpy as np
 
-from ..agents.random_agent import RandomAgent
-from ..agents.tetris_apriori import AprioriAgent
-from ..agents.tetris_placement import PlacementAgent
-from ..agents.tetris_qlearning import QLearningAgent
-from ..environments.tetris import TetrisEnv
-from ..environments.tetris_core import TetrisCore
-from ..experiment.glue import Experiment
-from .report import AgentResult, Figure, mean_interval
+from rlbridge.agents.random_agent import RandomAgent
+from rlbridge.agents.tetris.apriori import AprioriAgent
+from rlbridge.agents.tetris.placement import PlacementAgent
+from rlbridge.agents.tetris.qlearning import QLearningAgent
+from rlbridge.bench.report import AgentResult, Figure, mean_interval
+from rlbridge.environments.tetris.core import TetrisCore
+from rlbridge.environments.tetris.env import TetrisEnv
+from rlbridge.experiment.api import Experiment
 
 PLACEMENTS_TARGET = 20_000
 #: Issue 4 targets, mean lines per game over >= 200 games.

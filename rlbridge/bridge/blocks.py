@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .palette import AIR, PALETTE, WOOL_COLOURS, check_block, legacy_block, wool
+from rlbridge.bridge.palette import AIR, PALETTE, WOOL_COLOURS, check_block, legacy_block, wool
 
 Grid = dict[tuple[int, int], str]  # (row, col) -> block name; absent = air
 

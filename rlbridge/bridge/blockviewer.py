@@ -17,8 +17,8 @@ import zmq
 
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 
-from .blocks import apply_commands
-from .palette import BACKGROUND, block_rgb
+from rlbridge.bridge.blocks import apply_commands
+from rlbridge.bridge.palette import BACKGROUND, block_rgb
 
 Position = tuple[int, int, int]
 #: Brightness of each visible face: the top, the east (+x) side and the south (+z) front.
@@ -113,7 +113,7 @@ class BlockViewer:
     """Receives command batches on a PULL socket and keeps a :class:`BlockWorld` drawn."""
 
     def __init__(self, address: str, headless: bool = True, scale: int = 16):
-        from .render import init_headless
+        from rlbridge.bridge.render import init_headless
 
         if headless:
             init_headless()

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from ..registry import ENVIRONMENTS, parse_options
+from rlbridge.registry import ENVIRONMENTS, parse_options
 
 SINKS = ("text", "viewer", "rcon", "malmo")
 
@@ -99,8 +99,8 @@ def _host_port(text: str) -> tuple[str, int]:
 
 
 def make_bridge(args: argparse.Namespace):
-    from .blocks import Origin
-    from .sinks import BlockBridge, MalmoSink, RconSink, TextSink, ViewerSink
+    from rlbridge.bridge.blocks import Origin
+    from rlbridge.bridge.sinks import BlockBridge, MalmoSink, RconSink, TextSink, ViewerSink
 
     if args.sink == "text":
         sink = TextSink(args.out, malmo_syntax=args.malmo_syntax)
@@ -115,7 +115,7 @@ def make_bridge(args: argparse.Namespace):
 
 
 def _view(args: argparse.Namespace) -> int:
-    from .view import run_view
+    from rlbridge.bridge.view import run_view
 
     drawn = run_view(args.address, headless=args.headless, frames_dir=args.frames,
                      max_frames=args.max_frames, idle_timeout=args.idle_timeout)
@@ -124,7 +124,7 @@ def _view(args: argparse.Namespace) -> int:
 
 
 def _play(args: argparse.Namespace) -> int:
-    from .play import HumanSession, play_text, play_window
+    from rlbridge.bridge.play import HumanSession, play_text, play_window
 
     session = HumanSession(args.game, parse_options(args.opt), seed=args.seed)
     try:
@@ -136,7 +136,7 @@ def _play(args: argparse.Namespace) -> int:
 
 
 def _blocks_viewer(args: argparse.Namespace) -> int:
-    from .blockviewer import BlockViewer
+    from rlbridge.bridge.blockviewer import BlockViewer
 
     viewer = BlockViewer(args.bind, headless=args.headless, scale=args.scale)
     print(f"block viewer on {viewer.address}", file=sys.stderr, flush=True)
@@ -148,7 +148,7 @@ def _blocks_viewer(args: argparse.Namespace) -> int:
 
 
 def _blocks_stream(args: argparse.Namespace) -> int:
-    from .view import StateSubscriber
+    from rlbridge.bridge.view import StateSubscriber
 
     bridge = make_bridge(args)
     subscriber = StateSubscriber(args.address)
@@ -171,7 +171,7 @@ def _blocks_stream(args: argparse.Namespace) -> int:
 
 
 def _blocks_demo(args: argparse.Namespace) -> int:
-    from .play import HumanSession
+    from rlbridge.bridge.play import HumanSession
 
     session = HumanSession(args.game, parse_options(args.opt), seed=args.seed)
     bridge = make_bridge(args)
@@ -190,7 +190,7 @@ def _blocks_demo(args: argparse.Namespace) -> int:
 
 
 def _blocks_rcon(args: argparse.Namespace) -> int:
-    from .rcon import RconClient
+    from rlbridge.bridge.rcon import RconClient
 
     host, port = _host_port(args.rcon)
     with RconClient(host, port, args.password) as client:

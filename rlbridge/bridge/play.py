@@ -11,10 +11,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable
 
-from ..environments.base import Environment, StepResult
-from ..protocol.taskspec import TaskSpec, parse
-from ..protocol.values import Value
-from ..registry import ENVIRONMENTS, resolve
+from rlbridge.environments.base import Environment, StepResult
+from rlbridge.protocol.taskspec import TaskSpec, parse
+from rlbridge.protocol.values import Value
+from rlbridge.registry import ENVIRONMENTS, resolve
 
 HELP = {
     "minesweeper": "click a cell to open it",
@@ -82,7 +82,7 @@ def action_for_event(snapshot: dict, event) -> int | None:
     """The action a pygame mouse or key event asks for in this state, or None."""
     import pygame
 
-    from .render import cell_at
+    from rlbridge.bridge.render import cell_at
 
     game = snapshot["game"]
     if event.type == pygame.MOUSEBUTTONDOWN and event.button == 1:
@@ -127,7 +127,7 @@ def action_for_text(snapshot: dict, text: str) -> int | None:
 
 def play_text(session: HumanSession, lines: Iterable[str], out: Callable[[str], None] = print) -> float:
     """Typed play on ``lines`` (stdin by default); returns the episode's return."""
-    from .textboard import describe
+    from rlbridge.bridge.textboard import describe
 
     out(HELP.get(session.game, "") + "; moves: row,col or a word, q quits")
     out(describe(session.snapshot()))
@@ -150,8 +150,8 @@ def play_window(session: HumanSession, frames_dir: str | None = None) -> float:
     """Mouse/keyboard play in a pygame window; returns the last episode's return."""
     import pygame
 
-    from .render import render
-    from .view import FrameWriter, Window
+    from rlbridge.bridge.render import render
+    from rlbridge.bridge.view import FrameWriter, Window
 
     window = Window(f"rlbridge play {session.game}: {HELP.get(session.game, '')}")
     writer = FrameWriter(frames_dir) if frames_dir else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from . import palette as pal
+from rlbridge.bridge import palette as pal
 
 CELL = 36
 MARGIN = 10

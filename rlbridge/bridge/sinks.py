@@ -15,9 +15,9 @@ from typing import IO, Protocol
 
 import zmq
 
-from .blocks import BlockStream, Origin, check_commands, to_malmo_chat
-from .palette import PALETTE
-from .rcon import RconClient
+from rlbridge.bridge.blocks import BlockStream, Origin, check_commands, to_malmo_chat
+from rlbridge.bridge.palette import PALETTE
+from rlbridge.bridge.rcon import RconClient
 
 
 class BlockSink(Protocol):

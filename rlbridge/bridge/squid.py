@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .rcon import RconAuthError, RconError, wait_for_rcon
+from rlbridge.bridge.rcon import RconAuthError, RconError, wait_for_rcon
 
 SERVER_DIR = Path(__file__).resolve().parents[2] / "servers" / "flying-squid"
 

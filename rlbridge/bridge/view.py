@@ -17,7 +17,7 @@ import zmq
 
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 
-from .publish import decode_frame
+from rlbridge.bridge.publish import decode_frame
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class FrameWriter:
         self.count = 0
 
     def write(self, surface) -> str:
-        from .render import save_png
+        from rlbridge.bridge.render import save_png
 
         path = os.path.join(self.directory, f"frame_{self.count:06d}.png")
         save_png(surface, path)
@@ -116,7 +116,7 @@ def run_view(address: str, headless: bool = False, frames_dir: str | None = None
              on_frame: Callable[[Frame], None] | None = None) -> int:
     """Draw frames from ``address`` until ``max_frames`` drawn, ``idle_timeout`` seconds pass
     without a frame, or the window closes. Returns the number of frames drawn."""
-    from . import render
+    from rlbridge.bridge import render
 
     if headless:
         render.init_headless()

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
-from ..protocol.taskspec import TaskSpec
-from ..protocol.values import Value
+from rlbridge.protocol.taskspec import TaskSpec
+from rlbridge.protocol.values import Value
 
 
 class StepResult(NamedTuple):

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..protocol.errors import InvalidAction
-from ..protocol.taskspec import TaskSpec, parse
-from ..protocol.values import Value
-from .base import Environment
+from rlbridge.environments.base import Environment
+from rlbridge.protocol.errors import InvalidAction
+from rlbridge.protocol.taskspec import TaskSpec, parse
+from rlbridge.protocol.values import Value
 
 
 class CheckFailed(AssertionError):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..protocol.errors import InvalidAction
-from ..protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
-from ..protocol.values import Value
-from .base import Environment, StepResult
+from rlbridge.environments.base import Environment, StepResult
+from rlbridge.protocol.errors import InvalidAction
+from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
+from rlbridge.protocol.values import Value
 
 
 class GridWalk(Environment):

@@ -6,10 +6,10 @@ import argparse
 import importlib
 import sys
 
-from ..protocol.errors import RLBridgeError
-from ..registry import AGENTS, ENVIRONMENTS, parse_options, resolve
-from .security import CurveError, add_curve_arguments, curve_for
-from .transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS, default_address
+from rlbridge.experiment.net.curve import CurveError, add_curve_arguments, curve_for
+from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS, default_address
+from rlbridge.protocol.errors import RLBridgeError
+from rlbridge.registry import AGENTS, ENVIRONMENTS, parse_options, resolve
 
 ENV_HELP = "a built-in environment (" + ", ".join(ENVIRONMENTS) + ") or module:Class"
 AGENT_HELP = "a built-in agent (" + ", ".join(AGENTS) + ") or module:Class"
@@ -112,7 +112,7 @@ def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .server import PeerServer
+    from rlbridge.experiment.net.server import PeerServer
 
     registry = ENVIRONMENTS if args.role == "environment" else AGENTS
     try:
@@ -132,12 +132,12 @@ def _serve(args: argparse.Namespace) -> int:
     server = PeerServer(obj, args.role, address, bind=args.connect is None,
                         idle_timeout_ms=args.idle_timeout_ms, curve=curve, **options)
     if curve is not None and args.role == "environment":
-        from .episode import EpisodeRunner
+        from rlbridge.experiment.net.episode import EpisodeRunner
 
         server.episode_runner = EpisodeRunner(server)
         server.episode_runner.server_curve = curve  # it calls the agent as a CURVE client
     if getattr(args, "publish", None):
-        from ..bridge.publish import StatePublisher
+        from rlbridge.bridge.publish import StatePublisher
 
         server.publisher = StatePublisher(args.publish)
         if args.wait_viewer_ms and not server.publisher.subscribers(timeout_ms=args.wait_viewer_ms):
@@ -164,8 +164,8 @@ def default_program(experiment, episodes: int, max_steps: int, progress) -> None
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from .driver import run_experiment
-    from .remote import RemoteAgent, RemoteEnvironment
+    from rlbridge.experiment.driver import run_experiment
+    from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 
     env_address = args.env_address or default_address("environment")
     agent_address = args.agent_address or default_address("agent")
@@ -195,7 +195,7 @@ def _experiment(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .runner import run_local
+    from rlbridge.experiment.runner import run_local
 
     return run_local(args)
 

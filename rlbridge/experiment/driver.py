@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from .glue import Experiment
-from .progress import ProgressBar
+from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.progress import ProgressBar
 
 
 class Summary(NamedTuple):
@@ -30,7 +30,7 @@ def run_experiment(env, agent, args, program) -> int:
     experiment = Experiment(env, agent, seed=args.seed)
     log = None
     if args.log:
-        from .log import attach_log
+        from rlbridge.experiment.log.writer import attach_log
 
         log = attach_log(experiment, args.log, args)
     returns: list[float] = []

@@ -1,6 +1,6 @@
 """The wire protocol: values, task specs, messages, codec and errors (see PROTOCOL.md)."""
 
-from .errors import (
+from rlbridge.protocol.errors import (
     ErrorCode,
     InvalidAction,
     MalformedMessage,
@@ -14,8 +14,8 @@ from .errors import (
     VersionMismatch,
     WrongState,
 )
-from .taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
-from .values import Value
+from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
+from rlbridge.protocol.values import Value
 
 __all__ = [
     "ArraySpec", "ErrorCode", "InvalidAction", "MalformedMessage", "MessageTooLarge",

@@ -13,14 +13,14 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-from .errors import (
+from rlbridge.protocol.errors import (
     MalformedMessage,
     MessageTooLarge,
     ProtocolError,
     UnknownMessageType,
     VersionMismatch,
 )
-from .values import Value, _new_tuple, decode_value, encode_value
+from rlbridge.protocol.values import Value, _new_tuple, decode_value, encode_value
 
 #: The protocol version this implementation speaks (PROTOCOL.md, "Versions").
 PROTOCOL_VERSION = 1

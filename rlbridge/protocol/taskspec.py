@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import InvalidAction, TaskSpecError
-from .values import Value
+from rlbridge.protocol.errors import InvalidAction, TaskSpecError
+from rlbridge.protocol.values import Value
 
 NEGINF = -math.inf
 POSINF = math.inf

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .errors import ProtocolError
+from rlbridge.protocol.errors import ProtocolError
 
 #: Arrays at least this large travel as their own zero-copy ZeroMQ frame.
 ZERO_COPY_THRESHOLD_BYTES = 64 * 1024

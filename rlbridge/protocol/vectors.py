@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ErrorCode
-from .messages import PROTOCOL_VERSION, MessageType, encode
-from .values import ZERO_COPY_THRESHOLD_BYTES, Value, encode_value
+from rlbridge.protocol.errors import ErrorCode
+from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType, encode
+from rlbridge.protocol.values import ZERO_COPY_THRESHOLD_BYTES, Value, encode_value
 
 VECTORS_PATH = Path(__file__).with_name("vectors.json")
 

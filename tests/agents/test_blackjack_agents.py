@@ -7,16 +7,17 @@ import numpy as np
 import pytest
 from matplotlib import image as mpimg
 
-from rlbridge.agents import blackjack_dp, blackjack_plots
-from rlbridge.agents.blackjack_mc import (
+from rlbridge.agents.blackjack import dp as blackjack_dp
+from rlbridge.agents.blackjack import plots as blackjack_plots
+from rlbridge.agents.blackjack.mc import (
     MCEvalAgent,
     MCExploringStartsAgent,
     MCOnPolicyAgent,
     exploring_starts_program,
 )
-from rlbridge.agents.blackjack_offpolicy import OffPolicyControlAgent, OffPolicyEvalAgent
-from rlbridge.environments.blackjack import BlackjackCore, BlackjackEnv
-from rlbridge.experiment.glue import Experiment
+from rlbridge.agents.blackjack.offpolicy import OffPolicyControlAgent, OffPolicyEvalAgent
+from rlbridge.environments.blackjack.env import BlackjackCore, BlackjackEnv
+from rlbridge.experiment.api import Experiment
 from rlbridge.protocol.values import Value
 from rlbridge.registry import AGENTS, resolve
 
@@ -200,7 +201,7 @@ def test_agent_plot_message_writes_two_pngs(tmp_path):
 def test_exploring_starts_over_the_protocol(tmp_path):
     saved = tmp_path / "es.npz"
     command = [sys.executable, "-m", "rlbridge", "run", "blackjack", "blackjack-mc-es",
-               "--program", "rlbridge.agents.blackjack_mc:exploring_starts_program",
+               "--program", "rlbridge.agents.blackjack.mc:exploring_starts_program",
                "--episodes", "400", "--seed", "3", "--quiet", "--agent-opt", f"save={saved}"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -2,7 +2,7 @@
 
 import time
 
-from rlbridge.agents.g2048_expectimax import (
+from rlbridge.agents.game2048.expectimax import (
     ExpectimaxAgent,
     ExpectimaxSearch,
     after_states,
@@ -10,9 +10,8 @@ from rlbridge.agents.g2048_expectimax import (
     heuristic,
     line_heuristic,
 )
-from rlbridge.agents.g2048_mcts import SeedMCTSAgent
-from rlbridge.environments.game2048 import Game2048Env
-from rlbridge.environments.game2048_core import (
+from rlbridge.agents.game2048.mcts import SeedMCTSAgent
+from rlbridge.environments.game2048.core import (
     LEFT,
     MOVES,
     RIGHT,
@@ -20,7 +19,8 @@ from rlbridge.environments.game2048_core import (
     exponents,
     legal_moves,
 )
-from rlbridge.experiment.glue import Experiment
+from rlbridge.environments.game2048.env import Game2048Env
+from rlbridge.experiment.api import Experiment
 from rlbridge.protocol.values import Value
 from rlbridge.registry import AGENTS, resolve
 

@@ -3,17 +3,17 @@
 import numpy as np
 import pytest
 
-from rlbridge.agents.minesweeper_endgame import EndgameSearch
-from rlbridge.agents.minesweeper_probability import (
+from rlbridge.agents.minesweeper.endgame import EndgameSearch
+from rlbridge.agents.minesweeper.probability import (
     board_constraints,
     reveal,
     solve_board,
     solve_constraints,
 )
-from rlbridge.agents.minesweeper_solver import SolverAgent
+from rlbridge.agents.minesweeper.solver import SolverAgent
 from rlbridge.bench.minesweeper import play
-from rlbridge.environments.minesweeper import MinesweeperEnv
-from rlbridge.environments.minesweeper_core import MinesweeperCore, neighbour_table
+from rlbridge.environments.minesweeper.core import MinesweeperCore, neighbour_table
+from rlbridge.environments.minesweeper.env import MinesweeperEnv
 from rlbridge.protocol.values import Value
 
 

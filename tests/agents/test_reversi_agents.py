@@ -3,11 +3,12 @@
 import numpy as np
 import pytest
 
-from rlbridge.agents.reversi_dqn import ReversiDQNAgent
-from rlbridge.agents.reversi_search import AlphaBeta, ReversiSearchAgent, core_from_observation
-from rlbridge.environments.reversi import ReversiEnv
-from rlbridge.environments.reversi_core import AGENT, PASS, ReversiCore
-from rlbridge.experiment.glue import Experiment
+from rlbridge.agents.reversi.dqn import ReversiDQNAgent
+from rlbridge.agents.reversi.search import ReversiSearchAgent, core_from_observation
+from rlbridge.environments.reversi.core import AGENT, PASS, ReversiCore
+from rlbridge.environments.reversi.env import ReversiEnv
+from rlbridge.environments.reversi.search import AlphaBeta
+from rlbridge.experiment.api import Experiment
 from rlbridge.protocol.values import Value
 
 

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from rlbridge.agents.tetris_apriori import AprioriAgent
-from rlbridge.agents.tetris_cem import tune_weights
-from rlbridge.agents.tetris_expect import PIECE_PROBABILITIES, game_over_value
-from rlbridge.agents.tetris_placement import (
+from rlbridge.agents.tetris.apriori import AprioriAgent
+from rlbridge.agents.tetris.cem import tune_weights
+from rlbridge.agents.tetris.expect import PIECE_PROBABILITIES, game_over_value
+from rlbridge.agents.tetris.placement import (
     BCTS_WEIGHTS,
     FEATURES,
     PlacementAgent,
@@ -15,10 +15,10 @@ from rlbridge.agents.tetris_placement import (
     load_weights,
     play_game,
 )
-from rlbridge.agents.tetris_qlearning import QLearningAgent, afterstate_keys, two_row_state
-from rlbridge.environments.tetris import TetrisEnv
-from rlbridge.environments.tetris_core import TetrisCore, column_heights
-from rlbridge.experiment.glue import Experiment
+from rlbridge.agents.tetris.qlearning import QLearningAgent, afterstate_keys, two_row_state
+from rlbridge.environments.tetris.core import TetrisCore, column_heights
+from rlbridge.environments.tetris.env import TetrisEnv
+from rlbridge.experiment.api import Experiment
 
 I_PIECE, O_PIECE = 6, 7
 

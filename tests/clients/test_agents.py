@@ -16,9 +16,9 @@ import pytest
 import zmq
 
 from rlbridge.cli import main
-from rlbridge.experiment.log import LogReader
-from rlbridge.experiment.security import CurveKeys, create_keys
-from rlbridge.experiment.transport import RequestClient
+from rlbridge.experiment.log.writer import LogReader
+from rlbridge.experiment.net.curve import CurveKeys, create_keys
+from rlbridge.experiment.net.transport import RequestClient
 from rlbridge.protocol.errors import ErrorCode, PeerTimeout
 from rlbridge.protocol.messages import MessageType
 

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from rlbridge.environments.blackjack import (
+from rlbridge.environments.blackjack.env import (
     BlackjackCore,
     BlackjackEnv,
     hand_for,

@@ -5,8 +5,7 @@ import json
 import pytest
 
 from rlbridge.environments.checker import check_environment
-from rlbridge.environments.game2048 import Game2048Env
-from rlbridge.environments.game2048_core import (
+from rlbridge.environments.game2048.core import (
     DOWN,
     LEFT,
     MOVES,
@@ -24,6 +23,7 @@ from rlbridge.environments.game2048_core import (
     slide_line,
     tiles,
 )
+from rlbridge.environments.game2048.env import Game2048Env
 from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.values import Value
 
@@ -236,7 +236,7 @@ def test_random_playout_scores_merges_of_big_tiles():
 
 
 def test_empty_mask_and_built_value():
-    from rlbridge.environments.game2048_playout import built_value, empty_mask
+    from rlbridge.environments.game2048.playout import built_value, empty_mask
 
     board = board_from_tiles([2, 0, 0, 4, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2048])
     assert empty_mask(board) == sum(1 << i for i in (1, 2, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14))

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from rlbridge.environments.checker import check_environment
-from rlbridge.environments.minesweeper import MinesweeperEnv
-from rlbridge.environments.minesweeper_core import MinesweeperCore, hint_matrix, neighbour_table
+from rlbridge.environments.minesweeper.core import MinesweeperCore, hint_matrix, neighbour_table
+from rlbridge.environments.minesweeper.env import MinesweeperEnv
 from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.taskspec import game_options, parse
 from rlbridge.protocol.values import Value

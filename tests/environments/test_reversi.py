@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 from rlbridge.environments.checker import check_environment
-from rlbridge.environments.reversi import ReversiEnv
-from rlbridge.environments.reversi_core import (
+from rlbridge.environments.reversi.core import (
     ENV,
     PASS,
     ReversiCore,
     cells_of,
     seed_policy,
 )
+from rlbridge.environments.reversi.env import ReversiEnv
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.taskspec import parse
 from rlbridge.protocol.values import Value

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from rlbridge.environments.checker import check_environment
-from rlbridge.environments.tetris import TetrisEnv
-from rlbridge.environments.tetris_core import (
+from rlbridge.environments.tetris.core import (
     HARD_DROP,
     LEFT,
     ORIENTATIONS,
@@ -19,6 +18,7 @@ from rlbridge.environments.tetris_core import (
     distinct_rotations,
     seed_score,
 )
+from rlbridge.environments.tetris.env import TetrisEnv
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.values import Value
 

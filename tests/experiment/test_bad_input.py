@@ -6,7 +6,7 @@ import msgpack
 import pytest
 import zmq
 
-from rlbridge.experiment.remote import RemoteEnvironment
+from rlbridge.experiment.net.remote import RemoteEnvironment
 from rlbridge.protocol.errors import ErrorCode, VersionMismatch
 from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType, encode
 from rlbridge.protocol.values import Value, encode_value

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from rlbridge.environments.toy import Countdown
-from rlbridge.experiment.glue import Experiment
-from rlbridge.experiment.remote import RemoteAgent, RemoteEnvironment
+from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.protocol.errors import WrongState
 
 from .helpers import CountingAgent

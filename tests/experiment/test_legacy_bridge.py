@@ -10,10 +10,10 @@ import numpy as np
 
 from rlbridge import Agent, Value
 from rlbridge.environments.toy import Countdown
-from rlbridge.experiment.glue import Experiment
-from rlbridge.experiment.legacy_bridge import run_legacy_client, serve_to_native
-from rlbridge.experiment.legacy_glue import GlueServer
-from rlbridge.experiment.remote import RemoteAgent, RemoteEnvironment
+from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
+from rlbridge.experiment.rlglue3.adapters import run_legacy_client, serve_to_native
+from rlbridge.experiment.rlglue3.glue import GlueServer
 
 from .test_legacy_wire import (
     AGENT_CLEANUP,

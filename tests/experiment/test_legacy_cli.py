@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from rlbridge.experiment.legacy_commands import port_from_environment
+from rlbridge.experiment.rlglue3.commands import port_from_environment
 
 from .test_legacy_wire import (
     EXPERIMENT,

@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from rlbridge.experiment.legacy_glue import GlueServer
+from rlbridge.experiment.rlglue3.glue import GlueServer
 
 from .test_legacy_wire import (
     AGENT_CLEANUP,

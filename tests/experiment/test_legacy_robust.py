@@ -9,8 +9,8 @@ import struct
 import pytest
 
 from rlbridge.environments.toy import Countdown
-from rlbridge.experiment.legacy_glue import GlueServer
-from rlbridge.protocol.legacy import Role
+from rlbridge.experiment.rlglue3.glue import GlueServer
+from rlbridge.protocol.rlglue3 import Role
 
 from .test_legacy_wire import (
     AGENT,

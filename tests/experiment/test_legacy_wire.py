@@ -1,7 +1,7 @@
 """An independent RL-Glue 3.0 client for the glue tests, written from the protocol facts alone
 (issue 8), plus byte-level checks of rlbridge's codec against hand-built frames.
 
-The client below never imports rlbridge.protocol.legacy: frames, strings and
+The client below never imports rlbridge.protocol.rlglue3: frames, strings and
 abstract-type values are packed here with struct, big-endian, no padding.
 """
 
@@ -254,7 +254,7 @@ class FakeAgent(threading.Thread):
 
 # -- the codec against hand-built bytes ------------------------------------------------------
 def test_codec_frames_strings_and_values_match_hand_built_bytes():
-    from rlbridge.protocol import legacy
+    from rlbridge.protocol import rlglue3 as legacy
     from rlbridge.protocol.values import Value
 
     assert legacy.frame(legacy.Role.AGENT) == bytes.fromhex("00000002 00000000")
@@ -270,7 +270,7 @@ def test_codec_frames_strings_and_values_match_hand_built_bytes():
 
 
 def test_codec_codes_are_rl_glue_3_codes():
-    from rlbridge.protocol.legacy import Code
+    from rlbridge.protocol.rlglue3 import Code
 
     expected = {"AGENT_INIT": 4, "AGENT_START": 5, "AGENT_STEP": 6, "AGENT_END": 7,
                 "AGENT_CLEANUP": 8, "AGENT_MESSAGE": 10, "ENV_INIT": 11, "ENV_START": 12,
@@ -282,7 +282,7 @@ def test_codec_codes_are_rl_glue_3_codes():
 
 
 def test_arrays_flatten_after_plain_numbers_and_come_back_with_the_task_spec():
-    from rlbridge.protocol.legacy import Reader, pack_value
+    from rlbridge.protocol.rlglue3 import Reader, pack_value
     from rlbridge.protocol.taskspec import ArraySpec
     from rlbridge.protocol.values import Value
 
@@ -298,7 +298,7 @@ def test_arrays_flatten_after_plain_numbers_and_come_back_with_the_task_spec():
 
 
 def test_non_utf8_bytes_and_nul_survive_a_round_trip():
-    from rlbridge.protocol.legacy import Reader, pack_string
+    from rlbridge.protocol.rlglue3 import Reader, pack_string
 
     raw = b"\xff\x00\xfe legacy \x00"
     text = Reader(s(raw)).string()
@@ -307,7 +307,7 @@ def test_non_utf8_bytes_and_nul_survive_a_round_trip():
 
 def test_values_that_do_not_fit_int32_are_refused_with_a_clear_error():
     from rlbridge.protocol.errors import ProtocolError
-    from rlbridge.protocol.legacy import Reader, pack_value
+    from rlbridge.protocol.rlglue3 import Reader, pack_value
     from rlbridge.protocol.values import Value
 
     with pytest.raises(ProtocolError, match="int32"):
@@ -326,14 +326,14 @@ def test_values_that_do_not_fit_int32_are_refused_with_a_clear_error():
 
 def test_short_payloads_name_the_missing_field():
     from rlbridge.protocol.errors import ProtocolError
-    from rlbridge.protocol.legacy import Reader
+    from rlbridge.protocol.rlglue3 import Reader
 
     with pytest.raises(ProtocolError, match="string of 9 bytes"):
         Reader(struct.pack(">I", 9) + b"abc", "RL_env_message").string()
 
 
 def test_large_decoded_values_are_forwarded_without_re_encoding_but_edits_are_encoded():
-    from rlbridge.protocol.legacy import Reader, pack_value
+    from rlbridge.protocol.rlglue3 import Reader, pack_value
 
     data = adt(tuple(range(5000)), (0.5,), b"chars")
     value = Reader(data).value()

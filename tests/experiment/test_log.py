@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlbridge.experiment.log import LogReader, LogWriter
+from rlbridge.experiment.log.writer import LogReader, LogWriter
 from rlbridge.protocol.errors import LogError
 
 

@@ -1,0 +1,385 @@
+"""Reversi DQN agent as in seed 003: a numpy MLP over the last n_frames observations,
+replay memory, a target network, train and test modes, npz weights and a learning curve."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import deque
+
+import numpy as np
+
+from rlbridge.agents.base import Agent
+from rlbridge.protocol.taskspec import TaskSpec
+from rlbridge.protocol.values import Value
+
+PASS = -1
+
+
+class MLP:
+    """Fully connected ReLU network trained with Adam on a Huber loss of chosen outputs."""
+
+    def __init__(self, sizes: list[int], rng: np.random.Generator, lr: float = 5e-4):
+        self.sizes = list(sizes)
+        self.lr = lr
+        self.weights = [
+            (rng.standard_normal((a, b)) * math.sqrt(2.0 / a)).astype(np.float32)
+            for a, b in zip(sizes[:-1], sizes[1:], strict=True)
+        ]
+        self.biases = [np.zeros(b, dtype=np.float32) for b in sizes[1:]]
+        self._moments = [np.zeros_like(p) for p in self.params() for _ in (0, 1)]
+        self.updates = 0
+
+    def params(self) -> list[np.ndarray]:
+        return [*self.weights, *self.biases]
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
+            x = x @ w + b
+            if i < len(self.weights) - 1:
+                np.maximum(x, 0, out=x)
+        return x
+
+    def train_step(self, x: np.ndarray, actions: np.ndarray, targets: np.ndarray) -> float:
+        activations = [x]
+        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
+            x = x @ w + b
+            if i < len(self.weights) - 1:
+                x = np.maximum(x, 0)
+            activations.append(x)
+        rows = np.arange(len(actions))
+        error = x[rows, actions] - targets
+        grad_out = np.zeros_like(x)
+        grad_out[rows, actions] = np.clip(error, -1.0, 1.0) / len(actions)
+        grads_w, grads_b = [], []
+        grad = grad_out
+        for i in range(len(self.weights) - 1, -1, -1):
+            grads_w.append(activations[i].T @ grad)
+            grads_b.append(grad.sum(axis=0))
+            if i:
+                grad = (grad @ self.weights[i].T) * (activations[i] > 0)
+        grads = [*grads_w[::-1], *grads_b[::-1]]
+        self._adam(grads)
+        return float(np.mean(np.minimum(np.abs(error), 1.0) * np.abs(error)))
+
+    def _adam(self, grads: list[np.ndarray], beta1: float = 0.9, beta2: float = 0.999) -> None:
+        self.updates += 1
+        t = self.updates
+        scale = self.lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+        for k, (param, grad) in enumerate(zip(self.params(), grads, strict=True)):
+            m, v = self._moments[2 * k], self._moments[2 * k + 1]
+            m *= beta1
+            m += (1 - beta1) * grad
+            v *= beta2
+            v += (1 - beta2) * grad * grad
+            param -= scale * m / (np.sqrt(v) + 1e-8)
+
+    def copy_from(self, other: MLP) -> None:
+        for mine, theirs in zip(self.params(), other.params(), strict=True):
+            mine[...] = theirs
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out = {f"w{i}": w for i, w in enumerate(self.weights)}
+        out.update({f"b{i}": b for i, b in enumerate(self.biases)})
+        return out
+
+    def load_arrays(self, data) -> None:
+        for i in range(len(self.weights)):
+            if data[f"w{i}"].shape != self.weights[i].shape:
+                raise ValueError(f"layer {i} weights have shape {data[f'w{i}'].shape}; "
+                                 f"expected {self.weights[i].shape}")
+            self.weights[i][...] = data[f"w{i}"]
+            self.biases[i][...] = data[f"b{i}"]
+
+
+class ReplayMemory:
+    """A ring buffer of transitions; states are 0/1 so they are stored as uint8."""
+
+    def __init__(self, capacity: int, state_size: int, actions: int):
+        self.states = np.zeros((capacity, state_size), dtype=np.uint8)
+        self.next_states = np.zeros((capacity, state_size), dtype=np.uint8)
+        self.next_legal = np.zeros((capacity, actions), dtype=bool)
+        self.actions = np.zeros(capacity, dtype=np.int64)
+        self.rewards = np.zeros(capacity, dtype=np.float32)
+        self.done = np.zeros(capacity, dtype=bool)
+        self.capacity, self.size, self.cursor = capacity, 0, 0
+
+    def add(self, state, action, reward, next_state, next_legal, done) -> None:
+        i = self.cursor
+        self.states[i] = state
+        self.actions[i] = action
+        self.rewards[i] = reward
+        self.next_states[i] = next_state
+        self.next_legal[i] = next_legal
+        self.done[i] = done
+        self.cursor = (i + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
+
+    def sample(self, batch: int, rng: np.random.Generator):
+        idx = rng.integers(self.size, size=batch)
+        return (self.states[idx].astype(np.float32), self.actions[idx], self.rewards[idx],
+                self.next_states[idx].astype(np.float32), self.next_legal[idx], self.done[idx])
+
+
+def _hidden_sizes(text: str) -> list[int]:
+    """``"64x8"`` (eight layers of 64) or ``"128,64"``."""
+    if "x" in text:
+        width, count = text.split("x")
+        return [int(width)] * int(count)
+    return [int(part) for part in text.split(",") if part]
+
+
+class ReversiDQNAgent(Agent):
+    """Deep Q-learning for the ``reversi`` environment, in numpy (seed 003's agent).
+
+    The input is the last ``n_frames`` observations (the four layers) stacked, newest
+    first, zero-padded at the episode start; one output per board cell; the action is
+    the argmax over legal cells (a forced pass is played without asking the network).
+    Double DQN targets with a target network, Huber loss, Adam, epsilon-greedy.
+
+    Options: ``mode`` train|test (default train), ``n_frames`` (9), ``hidden`` widths
+    (``64x8`` = eight layers of 64, as the seed's eight; or ``128,64``), ``memory``
+    (20000), ``batch`` (128), ``gamma`` (0.99), ``lr`` (0.0005), ``epsilon_start`` (1.0),
+    ``epsilon_end`` (0.05), ``epsilon_steps`` (agent moves to anneal over, 100000),
+    ``epsilon_test`` (0.0), ``train_every`` (4 moves), ``target_every`` (500 updates),
+    ``warmup`` (2000 transitions), ``save``/``load`` npz paths, ``curve`` PNG path, ``seed``.
+    ``agent_message``: ``save PATH``, ``load PATH``, ``mode train|test``, ``plot PATH``, ``stats``.
+    """
+
+    name = "reversi-dqn"
+
+    def __init__(self, mode: str = "train", n_frames: str = "9", hidden: str = "64x8",
+                 memory: str = "20000", batch: str = "128", gamma: str = "0.99",
+                 lr: str = "0.0005", epsilon_start: str = "1.0", epsilon_end: str = "0.05",
+                 epsilon_steps: str = "100000", epsilon_test: str = "0.0",
+                 train_every: str = "4", target_every: str = "500", warmup: str = "2000",
+                 save: str = "", load: str = "", curve: str = "", seed: str = "0",
+                 **options: str):
+        super().__init__(**options)
+        self.set_mode(mode)
+        self.n_frames, self.hidden = int(n_frames), _hidden_sizes(hidden)
+        self.capacity, self.batch = int(memory), int(batch)
+        self.gamma, self.lr = float(gamma), float(lr)
+        self.epsilon_start, self.epsilon_end = float(epsilon_start), float(epsilon_end)
+        self.epsilon_steps, self.epsilon_test = int(epsilon_steps), float(epsilon_test)
+        self.train_every, self.target_every = int(train_every), int(target_every)
+        self.warmup = int(warmup)
+        self.save_path, self.load_path, self.curve_path = save, load, curve
+        self.rng = np.random.default_rng(int(seed))
+        self.net: MLP | None = None
+        self.returns: list[float] = []
+        self.moves = 0
+        self.losses: deque[float] = deque(maxlen=200)
+
+    def set_mode(self, mode: str) -> None:
+        if mode not in ("train", "test"):
+            raise ValueError(f"reversi-dqn mode must be train or test; got {mode!r}")
+        self.mode = mode
+
+    def seed(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    # -- setup -------------------------------------------------------------------------
+    def agent_init(self, task_spec: TaskSpec) -> None:
+        super().agent_init(task_spec)
+        if task_spec.legal_mask is None:
+            raise ValueError("reversi-dqn needs the reversi task spec (a legal-action mask)")
+        self.cells = task_spec.observations.arrays[task_spec.legal_mask].shape[0] - 1
+        self.frame_size = 4 * self.cells
+        sizes = [self.frame_size * self.n_frames, *self.hidden, self.cells]
+        if self.net is None or self.net.sizes != sizes:
+            self.net = MLP(sizes, self.rng, self.lr)
+            self.target = MLP(sizes, self.rng, self.lr)
+            self.target.copy_from(self.net)
+            self.memory = ReplayMemory(self.capacity, sizes[0], self.cells)
+        if self.load_path:
+            path, self.load_path = self.load_path, ""
+            self.load(path)
+
+    # -- acting ------------------------------------------------------------------------
+    def _push(self, observation: Value) -> tuple[np.ndarray, np.ndarray]:
+        frame = np.asarray(observation.ints, dtype=np.uint8)
+        self.frames.appendleft(frame)
+        state = np.concatenate(self.frames)
+        return state, np.asarray(observation.arrays[self.task_spec.legal_mask])[1:]
+
+    def epsilon(self) -> float:
+        if self.mode == "test":
+            return self.epsilon_test
+        fraction = min(self.moves / max(self.epsilon_steps, 1), 1.0)
+        return self.epsilon_start + fraction * (self.epsilon_end - self.epsilon_start)
+
+    def _choose(self, state: np.ndarray, legal: np.ndarray) -> int:
+        cells = np.flatnonzero(legal)
+        if len(cells) == 0:
+            return PASS
+        if self.rng.random() < self.epsilon():
+            return int(cells[self.rng.integers(len(cells))])
+        q = self.net.predict(state[None, :].astype(np.float32))[0]
+        return int(cells[np.argmax(q[cells])])
+
+    def agent_start(self, observation: Value) -> Value:
+        zero = np.zeros(self.frame_size, dtype=np.uint8)
+        self.frames = deque([zero] * self.n_frames, maxlen=self.n_frames)
+        self.pending = None
+        self.episode_return = 0.0
+        return self._act(observation, 0.0)
+
+    def agent_step(self, reward: float, observation: Value) -> Value:
+        return self._act(observation, reward)
+
+    def _act(self, observation: Value, reward: float) -> Value:
+        state, legal = self._push(observation)
+        self.episode_return += reward
+        action = self._choose(state, legal)
+        if action == PASS:  # forced: the pending transition continues through the pass
+            return Value(ints=(PASS,))
+        if self.mode == "train":
+            if self.pending is not None:
+                self.memory.add(self.pending[0], self.pending[1], reward, state, legal, False)
+            self._learn()
+        self.pending = (state, action)
+        self.moves += 1
+        return Value(ints=(action,))
+
+    def agent_end(self, reward: float) -> None:
+        self.episode_return += reward
+        self.returns.append(self.episode_return)
+        if self.mode == "train" and self.pending is not None:
+            empty = np.zeros(self.pending[0].shape, dtype=np.uint8)
+            self.memory.add(self.pending[0], self.pending[1], reward, empty,
+                            np.zeros(self.cells, dtype=bool), True)
+        self.pending = None
+
+    # -- learning ----------------------------------------------------------------------
+    def _learn(self) -> None:
+        if self.memory.size < max(self.warmup, self.batch) or self.moves % self.train_every:
+            return
+        states, actions, rewards, next_states, next_legal, done = self.memory.sample(
+            self.batch, self.rng)
+        online = np.where(next_legal, self.net.predict(next_states), -np.inf)
+        best = np.argmax(online, axis=1)
+        following = self.target.predict(next_states)[np.arange(self.batch), best]
+        following = np.where(done | ~next_legal.any(axis=1), 0.0, following)
+        targets = (rewards + self.gamma * following).astype(np.float32)
+        self.losses.append(self.net.train_step(states, actions, targets))
+        if self.net.updates % self.target_every == 0:
+            self.target.copy_from(self.net)
+
+    # -- persistence and reporting -----------------------------------------------------
+    def save(self, path: str) -> None:
+        meta = {"n_frames": self.n_frames, "hidden": self.hidden, "cells": self.cells,
+                "moves": self.moves, "episodes": len(self.returns)}
+        arrays = self.net.arrays()
+        np.savez_compressed(path, meta=np.array(json.dumps(meta)),
+                            returns=np.asarray(self.returns, dtype=np.float32), **arrays)
+
+    def load(self, path: str) -> None:
+        if self.task_spec is None:  # before agent_init the board size is unknown
+            self.load_path = path
+            return
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            if meta["cells"] != self.cells:
+                raise ValueError(f"{path} was trained on {meta['cells']} cells; "
+                                 f"this board has {self.cells}")
+            if meta["n_frames"] != self.n_frames or meta["hidden"] != self.hidden:
+                self.n_frames, self.hidden = meta["n_frames"], meta["hidden"]
+                self.net = None
+                self.agent_init(self.task_spec)
+            self.net.load_arrays(data)
+            self.target.copy_from(self.net)
+            self.returns = data["returns"].tolist()
+        self.moves = max(self.moves, meta["moves"])
+
+    def plot(self, path: str, window: int = 500) -> None:
+        """Learning curve: win rate over a moving window of training episodes."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        wins = (np.asarray(self.returns) > 0).astype(float)
+        window = max(1, min(window, len(wins)))
+        rate = np.convolve(wins, np.ones(window) / window, mode="valid")
+        figure, axis = plt.subplots(figsize=(7, 4))
+        axis.plot(np.arange(window, len(wins) + 1), rate)
+        axis.set_xlabel("episode")
+        axis.set_ylabel(f"win rate (moving window of {window})")
+        axis.set_title("reversi-dqn against the seed opponent")
+        axis.set_ylim(0, 1)
+        axis.grid(alpha=0.3)
+        figure.tight_layout()
+        figure.savefig(path, dpi=90)
+        plt.close(figure)
+
+    def agent_cleanup(self) -> None:
+        if self.save_path and self.net is not None:
+            self.save(self.save_path)
+        if self.curve_path and self.returns:
+            self.plot(self.curve_path)
+
+    def agent_message(self, message: str) -> str:
+        words = message.split()
+        try:
+            if len(words) == 2 and words[0] in ("save", "load", "plot", "mode"):
+                {"save": self.save, "load": self.load, "plot": self.plot,
+                 "mode": self.set_mode}[words[0]](words[1])
+                return "ok"
+        except (OSError, ValueError, KeyError) as err:
+            return f"error: {err}"
+        if message.strip() == "stats":
+            recent = self.returns[-500:]
+            wins = sum(r > 0 for r in recent) / len(recent) if recent else 0.0
+            loss = float(np.mean(self.losses)) if self.losses else 0.0
+            return (f"episodes {len(self.returns)} moves {self.moves} epsilon {self.epsilon():.3f} "
+                    f"recent_win_rate {wins:.3f} loss {loss:.4f}")
+        return super().agent_message(message)
+
+
+def train(size: int = 6, episodes: int = 20000, opponent: str = "seed", seed: int = 0,
+          report_every: int = 1000, **agent_options: str) -> ReversiDQNAgent:
+    """Train in-process against the reversi environment, with a progress bar."""
+    import time
+
+    from rlbridge.environments.reversi.env import ReversiEnv
+    from rlbridge.experiment.api import Experiment
+    from rlbridge.experiment.progress import ProgressBar
+
+    agent = ReversiDQNAgent(mode="train", **agent_options)
+    experiment = Experiment(ReversiEnv(size=str(size), opponent=opponent), agent, seed=seed)
+    experiment.RL_init()
+    bar = ProgressBar(episodes, "episodes")
+    started = time.monotonic()
+    for episode in range(1, episodes + 1):
+        experiment.RL_episode(0)
+        bar.update(1, agent.agent_message("stats").split(" loss")[0])
+        if episode % report_every == 0:
+            print(f"[{time.monotonic() - started:7.0f}s] {agent.agent_message('stats')}",
+                  flush=True)
+            if agent.save_path:  # checkpoint, so that a cut-short run still leaves weights
+                agent.save(agent.save_path)
+    bar.close()
+    experiment.RL_cleanup()
+    return agent
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rlbridge.agents.reversi.dqn --episodes N --opt key=value ...``"""
+    import argparse
+
+    from rlbridge.registry import parse_options
+
+    parser = argparse.ArgumentParser(description="Train the reversi DQN against the seed opponent.")
+    parser.add_argument("--size", type=int, default=6)
+    parser.add_argument("--episodes", type=int, default=20000)
+    parser.add_argument("--opponent", default="seed")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--opt", action="append", help="agent option key=value (save=, curve=...)")
+    args = parser.parse_args(argv)
+    train(args.size, args.episodes, args.opponent, args.seed, **parse_options(args.opt))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,64 @@
+"""Reversi search agent: iterative-deepening alpha-beta with a positional table, mobility and
+an exact win/loss/draw endgame solver, bounded by a time limit per move."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from rlbridge.agents.base import Agent
+from rlbridge.environments.reversi.core import AGENT, ReversiCore
+from rlbridge.environments.reversi.search import AlphaBeta
+from rlbridge.protocol.taskspec import TaskSpec
+from rlbridge.protocol.values import Value
+
+
+def core_from_observation(task_spec: TaskSpec, observation: Value) -> ReversiCore:
+    """The position the agent sees: layers 0 and 1 of the observation, agent to move."""
+    cells = task_spec.observations.arrays[task_spec.legal_mask].shape[0] - 1
+    size = math.isqrt(cells)
+    ints = observation.ints
+    agent = int("".join(map(str, reversed(ints[:cells]))), 2)
+    env = int("".join(map(str, reversed(ints[cells:2 * cells]))), 2)
+    return ReversiCore(size=size, agent=agent, env=env, to_move=AGENT)
+
+
+class ReversiSearchAgent(Agent):
+    """Alpha-beta Reversi player for the ``reversi`` environment.
+
+    Options: ``time`` seconds per move (default 0.5), ``depth`` cap in plies (default 0 =
+    none), ``endgame`` empty cells from which it solves exactly (default 10),
+    ``mobility`` weight (default 8), ``seed`` (default 0; breaks ties between equal moves).
+    Nothing is learned, so ``save``/``load`` do not apply.
+    """
+
+    name = "reversi-search"
+
+    def __init__(self, time: str = "0.5", depth: str = "0", endgame: str = "10",
+                 mobility: str = "8", seed: str = "0", **options: str):
+        super().__init__(**options)
+        limit = float(time)
+        self.engine = AlphaBeta(depth=int(depth) or None, time_limit=limit if limit > 0 else None,
+                                endgame=int(endgame), mobility_weight=int(mobility))
+        self.rng = np.random.default_rng(int(seed))
+        self.moves = 0
+        self.thinking = 0.0
+
+    def seed(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def act(self, observation: Value) -> Value:
+        started = time.perf_counter()
+        core = core_from_observation(self.task_spec, observation)
+        move = self.engine.best_move(core, AGENT, self.rng)
+        self.moves += 1
+        self.thinking += time.perf_counter() - started
+        return Value(ints=(move,))
+
+    def agent_message(self, message: str) -> str:
+        if message.strip() == "stats":
+            per_move = 1000 * self.thinking / self.moves if self.moves else 0.0
+            return f"moves {self.moves} ms_per_move {per_move:.1f} depth {self.engine.last_depth}"
+        return super().agent_message(message)

@@ -1,0 +1,176 @@
+"""The Tetris environment (seed 002): TetrisCore served over the RL-Glue protocol."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlbridge.environments.base import Environment, StepResult
+from rlbridge.environments.tetris.core import (
+    ACTION_MODES,
+    KINDS,
+    LOW_ACTIONS,
+    REWARD_MODES,
+    ROTATIONS,
+    TetrisCore,
+    score_bounds,
+)
+from rlbridge.protocol.errors import InvalidAction, WrongState
+from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
+from rlbridge.protocol.values import Value
+from rlbridge.registry import parse_flag
+
+#: Index of the legal-action mask in ``observation.arrays`` (TaskSpec.legal_mask).
+LEGAL_MASK_INDEX = 1
+#: Positions in ``observation.ints``.
+KIND, ROTATION, COLUMN, ROW, NEXT = range(5)
+
+
+class TetrisEnv(Environment):
+    """Tetris after seed 002 (the Malmo "Maltris" Q-learning report), 5 x 12 by default.
+
+    Description:
+        The seven tetrominoes of the seed's ``tetris_game`` (kinds and colours 1-7:
+        T, S, Z, J, L, I, O) fall into a ``cols`` x ``rows`` well. Full rows clear.
+        Pieces are drawn uniformly from the seven kinds by the environment's
+        generator (the seed's ``rand(len(tetris_shapes))``).
+    Action space:
+        ``actions=placement`` (default): one int ``rotation * cols + column`` in
+        [0, 4*cols - 1]: turn the piece clockwise ``rotation`` times, put its
+        bounding box's left edge at ``column`` and drop it straight down from the
+        top row (the seed's ``pred_insta_drop2``). Legal when the turned piece is
+        inside the walls and clear of blocks at the top row; all four rotations are
+        offered even when two give the same shape (O, I, S, Z).
+        ``actions=low``: one int in [0, 4]: 0 left, 1 right, 2 rotate clockwise
+        (no wall kicks, as in the seed), 3 soft drop (one row; locks the piece when
+        it cannot fall), 4 hard drop. Blocked moves change nothing; after ``gravity``
+        moves in a row without a drop the piece falls one row by itself.
+    Observation space:
+        ``ints``: piece kind (1-7), its rotation (0-3), bbox column and bbox row (the
+        falling piece; in placement mode always the spawn position), then, with
+        ``preview=1``, the next piece's kind (1-7).
+        ``arrays[0]``: int8 ``(rows, cols)`` board of locked blocks, 0 empty or the
+        colour 1-7 of the piece that left it, row 0 on top.
+        ``arrays[1]``: bool legal-action mask (``legal_mask`` is 1), all false once
+        the game is over. EXTRA reads ``tetris rows=R cols=C actions=A preview=P reward=W``.
+    Rewards:
+        ``reward=lines`` (default): lines cleared by the step (0-4).
+        ``reward=shaped``: the seed's ``score(board)`` with ``rewards_map =
+        {'inc_height': -20, 'clear_line': 30, 'holes': -20, 'top_height': -100}`` of
+        the board with the piece joined (before full rows clear, as the seed scores
+        ``pred_insta_drop2``) minus the score of the board before the piece.
+        ``reward=score``: the seed's own act() reward, that absolute score.
+        Low-level moves that do not lock a piece earn 0.
+    Episode end:
+        When a new piece collides at its spawn position (the seed's ``check_collision``).
+        ``info`` carries ``pieces`` (dropped), ``lines`` (cleared) and ``level``.
+    Arguments:
+        ``rows`` (12), ``cols`` (5), ``actions`` placement|low, ``preview`` 0|1 (0),
+        ``reward`` lines|shaped|score, ``gravity`` (2, low-level mode only).
+    Departures from the seed:
+        Full rows clear before the next piece spawns (the seed spawned first, so a
+        line-clearing piece could end the game). The placement column is the turned
+        piece's left edge both when predicting and when acting (the seed's
+        prediction used ``action[0] - piece_x + 1``, off by one for the flat I).
+        Pieces spawn at row 0 with the seed's ``int(cols/2 - width/2)``.
+        ``level`` keeps the seed's meaning: it starts at 1 and rises with every new
+        piece.
+    """
+
+    name = "tetris"
+
+    def __init__(self, rows: str = "12", cols: str = "5", actions: str = "placement",
+                 preview: str = "0", reward: str = "lines", gravity: str = "2", **options: str):
+        super().__init__(**options)
+        self.rows, self.cols, self.gravity = int(rows), int(cols), int(gravity)
+        if actions not in ACTION_MODES:
+            raise ValueError(f"option actions must be one of {ACTION_MODES}; got {actions!r}")
+        if reward not in REWARD_MODES:
+            raise ValueError(f"option reward must be one of {REWARD_MODES}; got {reward!r}")
+        self.actions, self.reward = actions, reward
+        self.preview = parse_flag(preview, "preview")
+        self.rng = np.random.default_rng()
+        self.core: TetrisCore | None = None
+        TetrisCore(self.rows, self.cols, np.random.default_rng(0), reward, actions, self.gravity)
+        num_actions = ROTATIONS * self.cols if actions == "placement" else len(LOW_ACTIONS)
+        ints = [Range(1, KINDS), Range(0, ROTATIONS - 1), Range(0, self.cols - 1),
+                Range(0, self.rows - 1)]
+        if self.preview:
+            ints.append(Range(1, KINDS))
+        ints += [Range(0, KINDS, self.rows * self.cols), Range(0, 1, num_actions)]
+        if reward == "lines":
+            rewards = Range(0.0, 4.0)
+        else:
+            low, high = score_bounds(self.rows, self.cols)
+            rewards = Range(low - high, high - low) if reward == "shaped" else Range(low, high)
+        self._spec = TaskSpec(
+            observations=SpaceSpec(
+                ints=tuple(ints),
+                arrays=(ArraySpec("|i1", (self.rows, self.cols)), ArraySpec("|b1", (num_actions,))),
+            ),
+            actions=SpaceSpec(ints=(Range(0, num_actions - 1),)),
+            rewards=rewards,
+            extra=(f"tetris rows={self.rows} cols={self.cols} actions={actions} "
+                   f"preview={int(self.preview)} reward={reward}"),
+            legal_mask=LEGAL_MASK_INDEX,
+        )
+        self._num_actions = num_actions
+
+    # -- RL-Glue -------------------------------------------------------------------
+    def env_init(self) -> TaskSpec:
+        return self._spec
+
+    def seed(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def env_start(self) -> Value:
+        self.core = TetrisCore(self.rows, self.cols, self.rng, self.reward, self.actions,
+                               self.gravity)
+        return self._observation()
+
+    def env_step(self, action: Value) -> StepResult:
+        core = self.core
+        if core is None:
+            raise WrongState("env_step needs env_start first")
+        if core.is_terminal():
+            raise WrongState("the episode has ended; call env_start for a new one")
+        if len(action.ints) != 1 or action.doubles or action.arrays or action.chars:
+            raise InvalidAction(f"a tetris action is one int; got {action!r}")
+        reward = core.apply_action(int(action.ints[0]))
+        info = {"pieces": core.pieces, "lines": core.lines, "level": core.level}
+        return StepResult(reward, self._observation(), core.is_terminal(), info)
+
+    MESSAGES = ("render",)
+
+    def legal_actions(self) -> list[int]:
+        return self.core.legal_actions() if self.core else []
+
+    def game_message(self, command: str, args: list[str]) -> str | None:
+        if command == "render" and not args:
+            return self.core.render() if self.core else "error: render needs env_start first"
+        return None
+
+    def state_snapshot(self) -> dict | None:
+        core = self.core
+        if core is None:
+            return None
+        return {
+            "game": "tetris",
+            "rows": core.rows,
+            "cols": core.cols,
+            "board": core.colour_grid().ravel().tolist(),
+            "piece": None if core.terminal else {
+                "kind": core.kind, "cells": [[r, c] for r, c in core.piece_cells()]},
+            "next": core.next_kind if self.preview else None,
+            "lines": core.lines,
+            "pieces": core.pieces,
+        }
+
+    # -- observation -----------------------------------------------------------------
+    def _observation(self) -> Value:
+        core = self.core
+        ints = (core.kind, core.rot, core.x, core.y)
+        if self.preview:
+            ints += (core.next_kind,)
+        mask = np.zeros(self._num_actions, dtype=np.bool_)
+        mask[core.legal_actions()] = True
+        return Value(ints=ints, arrays=(core.colour_grid().copy(), mask))

@@ -1,0 +1,1 @@
+"""The message log: the writer, the reader, replay and verification, and their commands."""

@@ -1,0 +1,183 @@
+"""The `rlbridge log show|export` and `rlbridge replay` subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from rlbridge.protocol.errors import RLBridgeError
+from rlbridge.registry import parse_options
+
+
+def register(subparsers) -> None:
+    log = subparsers.add_parser("log", help="inspect or export a message log",
+                                description="Inspect or export a log written with --log.")
+    log_commands = log.add_subparsers(dest="log_command", metavar="COMMAND")
+    log_commands.required = True
+    show = log_commands.add_parser("show", help="episodes, steps, returns, duration, peers")
+    show.add_argument("file")
+    show.set_defaults(func=_show)
+    export = log_commands.add_parser("export", help="write transitions as arrays for offline RL")
+    export.add_argument("file")
+    export.add_argument("--npz", required=True, metavar="OUT",
+                        help="observations, actions, rewards, terminals, episode_starts")
+    export.set_defaults(func=_export)
+
+    replay = subparsers.add_parser(
+        "replay", help="play a logged run back, verify it, or compare an agent with it",
+        description="Re-run the logged environment from the logged seed and actions: to "
+                    "renderers (--render), checking every observation, reward and terminal byte "
+                    "for byte (--verify), or feeding the logged observations to an agent (--agent).")
+    replay.add_argument("file")
+    replay.add_argument("--episode", type=int, default=None, help="only this episode (1-based)")
+    replay.add_argument("--speed", type=float, default=10.0,
+                        help="steps per second when rendering (default 10; 0: as fast as possible)")
+    replay.add_argument("--render", choices=("pygame", "blocks", "rcon"), default=None)
+    replay.add_argument("--headless", action="store_true", help="pygame: no window")
+    replay.add_argument("--frames", metavar="DIR", help="pygame: write PNG frames to DIR")
+    replay.add_argument("--blocks-out", default="-", metavar="FILE",
+                        help="blocks: write setblock command lines here (default stdout)")
+    replay.add_argument("--rcon", default="127.0.0.1:25575", metavar="HOST:PORT")
+    replay.add_argument("--rcon-password", default="", metavar="PASSWORD")
+    replay.add_argument("--verify", action="store_true",
+                        help="report the first divergence (episode, step, field, expected, actual)")
+    replay.add_argument("--agent", metavar="NAME", help="compare NAME's actions with the log")
+    replay.add_argument("--agent-opt", action="append", default=[], metavar="KEY=VALUE")
+    replay.set_defaults(func=_replay)
+
+
+def _reader(path: str):
+    from rlbridge.experiment.log.writer import LogReader
+
+    return LogReader(path)
+
+
+def _show(args: argparse.Namespace) -> int:
+    from rlbridge.experiment.log.replay import summary
+
+    try:
+        reader = _reader(args.file)
+        facts = summary(reader)
+    except RLBridgeError as err:
+        print(f"rlbridge log: {err}", file=sys.stderr)
+        return 1
+    header = reader.header
+    returns = facts["returns"]
+    mean = sum(returns) / len(returns) if returns else 0.0
+    print(f"log        {args.file}")
+    print(f"env        {header.get('env') or '?'} {header.get('env_options') or ''}".rstrip())
+    print(f"agent      {header.get('agent') or '?'} {header.get('agent_options') or ''}".rstrip())
+    print(f"seed       {header.get('seed')}")
+    print(f"episodes   {facts['episodes']} ({facts['terminal_episodes']} terminal)")
+    print(f"steps      {facts['steps']}")
+    print(f"returns    mean {mean:.4f}, min {min(returns, default=0):.4f}, "
+          f"max {max(returns, default=0):.4f}")
+    print(f"duration   {facts['duration_s']:.3f} s")
+    print(f"messages   {facts['messages']} ({', '.join(facts['writers'])})")
+    print(f"peers      {', '.join(facts['peers']) or '-'}")
+    if facts["truncated"]:
+        print("note       the last record was truncated and skipped")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from rlbridge.experiment.log.replay import export_npz
+
+    try:
+        rows = export_npz(_reader(args.file), args.npz)
+    except RLBridgeError as err:
+        print(f"rlbridge log: {err}", file=sys.stderr)
+        return 1
+    print(f"wrote {rows} transitions to {args.npz}")
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from rlbridge.experiment.log import replay
+
+    try:
+        reader = _reader(args.file)
+        if args.agent:
+            compared, differences = replay.compare_agent(reader, args.agent,
+                                                         parse_options(args.agent_opt))
+            for line in differences[:20]:
+                print(line)
+            print(f"{args.agent}: {len(differences)} of {compared} actions differ from the log")
+            return 1 if differences else 0
+        painter = _painter(args) if args.render else None
+        checked, divergence = replay.verify(reader, on_snapshot=painter)
+        if painter is not None:
+            painter.close()
+    except RLBridgeError as err:
+        print(f"rlbridge replay: {err}", file=sys.stderr)
+        return 1
+    if divergence is not None:
+        print(divergence)
+        return 1
+    if args.verify:
+        print(f"verified: {checked} environment calls match the log byte for byte")
+    return 0
+
+
+class _Painter:
+    """Sends each replayed state to a renderer, paced at ``speed`` steps per second."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.episode = args.episode
+        self.interval_s = 1.0 / args.speed if args.speed > 0 else 0.0
+        self.next_at = time.monotonic()
+        self.kind = args.render
+        if self.kind == "pygame":
+            from rlbridge.bridge import render as canvas
+
+            if args.headless:
+                canvas.init_headless()
+            self.canvas = canvas
+            self.window = None
+            if not args.headless:
+                from rlbridge.bridge.view import Window
+
+                self.window = Window("rlbridge replay")
+            from rlbridge.bridge.view import FrameWriter
+
+            self.frames = FrameWriter(args.frames) if args.frames else None
+            self.surface = None
+        else:
+            from rlbridge.bridge.sinks import BlockBridge, RconSink, TextSink
+
+            if self.kind == "blocks":
+                sink = TextSink(args.blocks_out)
+            else:
+                host, _, port = args.rcon.rpartition(":")
+                sink = RconSink(host, int(port), args.rcon_password)
+            self.bridge = BlockBridge(sink)
+
+    def __call__(self, snapshot, call) -> None:
+        if snapshot is None or (self.episode is not None and call.episode != self.episode):
+            return
+        if self.interval_s:
+            delay = self.next_at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)  # pacing for a human watcher, not synchronisation
+            self.next_at = max(self.next_at, time.monotonic()) + self.interval_s
+        if self.kind == "pygame":
+            self.surface = self.canvas.render(snapshot, self.surface)
+            if self.window is not None:
+                self.window.events()
+                self.window.show(self.surface)
+            if self.frames is not None:
+                self.frames.write(self.surface)
+        else:
+            self.bridge.show(snapshot)
+
+    def close(self) -> None:
+        if self.kind == "pygame":
+            if self.window is not None:
+                self.window.close()
+        else:
+            self.bridge.close()
+
+
+def _painter(args: argparse.Namespace) -> _Painter:
+    return _Painter(args)

@@ -1,0 +1,259 @@
+"""Reading a message log back: episodes, summaries, verification by re-running, agent comparison, export.
+
+Transitions are read from the messages the agent saw (AGENT_START, AGENT_STEP,
+AGENT_END and its replies), which every log has whichever path ran. Verification
+rebuilds the environment's calls (ENV_* requests, or the steps of a delegated
+RUN_EPISODE) and re-runs them on a fresh environment from the logged seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rlbridge.experiment.api import derive_seeds
+from rlbridge.experiment.log.writer import RECEIVED, SENT, LogReader, Record
+from rlbridge.protocol.errors import LogError
+from rlbridge.protocol.messages import MessageType, decode, pack
+from rlbridge.protocol.taskspec import parse
+from rlbridge.protocol.values import Value, decode_value, encode_value
+from rlbridge.registry import AGENTS, ENVIRONMENTS, resolve
+
+T = MessageType
+
+
+@dataclass
+class Episode:
+    """What the agent saw in one episode: observations[i] led to actions[i] and rewards[i]."""
+
+    number: int
+    observations: list = field(default_factory=list)
+    actions: list = field(default_factory=list)
+    rewards: list = field(default_factory=list)
+    terminal: bool = False
+
+    @property
+    def total(self) -> float:
+        return float(sum(self.rewards))
+
+
+@dataclass
+class EnvCall:
+    """One environment call to re-run, with what the log says it returned."""
+
+    kind: str  # "message", "start" or "step"
+    episode: int
+    step: int
+    argument: object = None  # message text or action Value
+    reward: float | None = None
+    observation: Value | None = None  # None where the log does not hold it
+    terminal: bool | None = None
+
+
+def _body(record: Record):
+    try:
+        return decode(record.payload, record.frames).body
+    except Exception as err:
+        raise LogError(f"logged {T(record.type).name} (episode {record.episode}, step "
+                       f"{record.step}) does not decode: {err}") from None
+
+
+def _value(raw, record: Record) -> Value:
+    return decode_value(raw, record.frames)
+
+
+def read_episodes(reader: LogReader) -> list[Episode]:
+    episodes: list[Episode] = []
+    current: Episode | None = None
+    for record in reader.records():
+        if record.peer != "agent":
+            continue
+        kind = (record.direction, record.type)
+        if kind == (SENT, T.AGENT_START):
+            current = Episode(record.episode)
+            episodes.append(current)
+            current.observations.append(_value(_body(record), record))
+        elif current is None:
+            continue
+        elif kind == (SENT, T.AGENT_STEP):
+            reward, observation = _body(record)
+            current.rewards.append(float(reward))
+            current.observations.append(_value(observation, record))
+        elif kind == (SENT, T.AGENT_END):
+            current.rewards.append(float(_body(record)))
+            current.terminal = True
+        elif record.direction == RECEIVED and record.type in (T.AGENT_START, T.AGENT_STEP):
+            current.actions.append(_value(_body(record), record))
+    return episodes
+
+
+def env_calls(reader: LogReader) -> list[EnvCall]:
+    """The environment's calls in order, from either path."""
+    calls: list[EnvCall] = []
+    pending_action: Value | None = None
+    step = 0
+    for record in reader.records():
+        kind = (record.writer, record.peer, record.direction, record.type)
+        if kind == ("experiment", "environment", SENT, T.ENV_MESSAGE):
+            calls.append(EnvCall("message", record.episode, 0, _body(record)))
+        elif kind == ("experiment", "environment", RECEIVED, T.ENV_START):
+            step = 0
+            calls.append(EnvCall("start", record.episode, 0, None, None,
+                                 _value(_body(record), record), False))
+        elif kind == ("experiment", "environment", SENT, T.ENV_STEP):
+            pending_action = _value(_body(record), record)
+        elif kind == ("experiment", "environment", RECEIVED, T.ENV_STEP):
+            reward, observation, terminal, _info = _body(record)
+            step += 1
+            calls.append(EnvCall("step", record.episode, step, pending_action, float(reward),
+                                 _value(observation, record), terminal))
+        elif record.writer == "environment" and record.peer == "agent":
+            if (record.direction, record.type) == (SENT, T.AGENT_START):
+                step = 0
+                calls.append(EnvCall("start", record.episode, 0, None, None,
+                                     _value(_body(record), record), False))
+            elif record.direction == RECEIVED and record.type in (T.AGENT_START, T.AGENT_STEP):
+                pending_action = _value(_body(record), record)
+            elif (record.direction, record.type) == (SENT, T.AGENT_STEP):
+                reward, observation = _body(record)
+                step += 1
+                calls.append(EnvCall("step", record.episode, step, pending_action, float(reward),
+                                     _value(observation, record), False))
+            elif (record.direction, record.type) == (SENT, T.AGENT_END):
+                step += 1
+                calls.append(EnvCall("step", record.episode, step, pending_action,
+                                     float(_body(record)), None, True))
+    return calls
+
+
+def make_environment(header: dict):
+    name = header.get("env")
+    if not name:
+        raise LogError("the log does not name its environment (run the experiment with "
+                       "--env-name, or use `rlbridge run ... --log`)")
+    return resolve(name, ENVIRONMENTS)(**header.get("env_options", {}))
+
+
+def _wire(value: Value) -> bytes:
+    return pack(encode_value(value))
+
+
+def _show(value: Value | None, limit: int = 60) -> str:
+    if value is None:
+        return "None"
+    text = _wire(value).hex()
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text) // 2} bytes)"
+
+
+@dataclass
+class Divergence:
+    episode: int
+    step: int
+    field: str
+    expected: str
+    actual: str
+
+    def __str__(self) -> str:
+        return (f"first divergence: episode {self.episode}, step {self.step}, {self.field}: "
+                f"expected {self.expected}, actual {self.actual}")
+
+
+def verify(reader: LogReader, on_snapshot=None) -> tuple[int, Divergence | None]:
+    """Re-run the environment; return (calls checked, first divergence or None).
+
+    ``on_snapshot(snapshot, call)`` is called after each call (used by replay to renderers).
+    """
+    env = make_environment(reader.header)
+    spec_text = env.env_init()
+    if str(spec_text) != reader.header.get("task_spec", str(spec_text)):
+        return 0, Divergence(0, 0, "task spec", reader.header.get("task_spec"), str(spec_text))
+    checked = 0
+    for call in env_calls(reader):
+        if call.kind == "message":
+            env.env_message(call.argument)
+            continue
+        if call.kind == "start":
+            observation = env.env_start()
+            reward, terminal = None, False
+        else:
+            reward, observation, terminal = env.env_step(call.argument)[:3]
+        checked += 1
+        if call.reward is not None and float(reward) != call.reward:
+            return checked, Divergence(call.episode, call.step, "reward", repr(call.reward),
+                                       repr(float(reward)))
+        if call.terminal is not None and bool(terminal) != call.terminal:
+            return checked, Divergence(call.episode, call.step, "terminal", repr(call.terminal),
+                                       repr(bool(terminal)))
+        if call.observation is not None and _wire(observation) != _wire(call.observation):
+            return checked, Divergence(call.episode, call.step, "observation",
+                                       _show(call.observation), _show(observation))
+        if on_snapshot is not None:
+            on_snapshot(env.state_snapshot(), call)
+    return checked, None
+
+
+def compare_agent(reader: LogReader, agent_name: str, options: dict) -> tuple[int, list[str]]:
+    """Feed the logged observations to an agent; return (actions compared, differences)."""
+    agent = resolve(agent_name, AGENTS)(**options)
+    agent.agent_init(parse(reader.header["task_spec"]))
+    seed = reader.header.get("seed")
+    if seed is not None:
+        agent.agent_message(f"seed {derive_seeds(seed)[1]}")
+    compared, differences = 0, []
+    for episode in read_episodes(reader):
+        for index, logged in enumerate(episode.actions):
+            observation = episode.observations[index]
+            if index == 0:
+                action = agent.agent_start(observation)
+            else:
+                action = agent.agent_step(episode.rewards[index - 1], observation)
+            compared += 1
+            if _wire(action) != _wire(logged):
+                differences.append(f"episode {episode.number}, step {index + 1}: logged action "
+                                   f"{logged.ints or logged.doubles}, agent chose "
+                                   f"{action.ints or action.doubles}")
+        if episode.terminal:
+            agent.agent_end(episode.rewards[-1])
+    return compared, differences
+
+
+def summary(reader: LogReader) -> dict:
+    records = list(reader.records())
+    episodes = read_episodes(reader)
+    times = [r.timestamp_ns for r in records]
+    peers = sorted({(r.writer, r.peer) for r in records})
+    hellos = [f"{role} ({implementation}, {language})"
+              for role, _version, implementation, language in reader.header.get("peers", [])]
+    return {
+        "episodes": len(episodes),
+        "terminal_episodes": sum(e.terminal for e in episodes),
+        "steps": sum(len(e.actions) for e in episodes),
+        "returns": [e.total for e in episodes],
+        "duration_s": (max(times) - min(times)) / 1e9 if times else 0.0,
+        "messages": len(records),
+        "writers": [f"{w} -> {p}" for w, p in peers],
+        "peers": sorted(set(hellos)),
+        "truncated": reader.truncated_at is not None,
+    }
+
+
+def export_npz(reader: LogReader, path: str) -> int:
+    """Write observations, actions, rewards, terminals and episode starts; return row count."""
+    observations, actions, rewards, terminals, starts = [], [], [], [], []
+    for episode in read_episodes(reader):
+        rows = min(len(episode.actions), len(episode.rewards))
+        for index in range(rows):
+            observation = episode.observations[index]
+            action = episode.actions[index]
+            observations.append(observation.flat_ints() + observation.flat_doubles())
+            actions.append(action.flat_ints() + action.flat_doubles())
+            rewards.append(episode.rewards[index])
+            terminals.append(episode.terminal and index == rows - 1)
+            starts.append(index == 0)
+    np.savez(path, observations=np.asarray(observations, dtype=np.float64),
+             actions=np.asarray(actions, dtype=np.float64),
+             rewards=np.asarray(rewards, dtype=np.float64),
+             terminals=np.asarray(terminals, dtype=bool),
+             episode_starts=np.asarray(starts, dtype=bool))
+    return len(rewards)

@@ -1,0 +1,344 @@
+"""CURVE security for tcp: `rlbridge keys DIR`, loading keys, the on-by-default rule, and refusals.
+
+A key directory made by ``rlbridge keys DIR`` holds ZeroMQ certificates:
+
+* ``server.key`` / ``server.key_secret``: the key pair of the servers (environment and
+  agent). Clients need only ``server.key``.
+* ``client.key`` / ``client.key_secret``: the key pair that clients (the experiment, and the
+  environment when it calls the agent during delegated episodes) present.
+* ``authorized_clients/*.key``: the client public keys that servers accept. Add a
+  ``.key`` file there to admit another client.
+
+Servers call :meth:`CurveKeys.apply_server` on their socket: the socket then encrypts, and a
+ZAP handler (one per ZeroMQ context) refuses clients whose public key is not authorized.
+Every refusal is logged, including clients that fail the handshake outright (wrong server
+key, or no CURVE at all), which ZeroMQ reports through a socket monitor.
+
+CURVE is on by default whenever a process binds a non-loopback tcp address: without keys
+(``--curve-dir DIR`` or ``$RLBRIDGE_CURVE_DIR``) such a process refuses to start, unless
+told ``--no-curve``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+import zmq
+import zmq.auth
+import zmq.utils.z85
+from zmq.utils.monitor import parse_monitor_message
+
+from rlbridge.protocol.errors import RLBridgeError
+
+CURVE_DIR_VARIABLE = "RLBRIDGE_CURVE_DIR"
+AUTHORIZED_DIR = "authorized_clients"
+ZAP_ENDPOINT = "inproc://zeromq.zap.01"
+ZAP_DOMAIN = b"rlbridge"
+_GUARD_POLL_MS = 100
+#: A peer that keeps retrying is logged again only after this long.
+REPEAT_LOG_S = 10.0
+# Refusals by the ZAP handler are logged there; these are peers that fail before it is asked.
+_HANDSHAKE_FAILURES = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+_PROTOCOL_ERRORS = {
+    0x11000001: "its messages do not decrypt with our key (it has the wrong server key)",
+    0x11000002: "it does not speak CURVE",
+}
+
+
+class CurveError(RLBridgeError):
+    """Keys are missing or unreadable, or a non-loopback bind has no keys."""
+
+
+def is_loopback(address: str) -> bool:
+    """True for ipc://, inproc:// and tcp on 127.0.0.0/8, localhost or [::1]."""
+    if not address.startswith("tcp://"):
+        return True
+    host = address[len("tcp://"):].rsplit(":", 1)[0]
+    return host.startswith("127.") or host in ("localhost", "[::1]", "::1")
+
+
+def create_keys(directory: str | os.PathLike, force: bool = False) -> list[Path]:
+    """Write server and client key pairs and authorize the client; returns the files written."""
+    root = Path(directory)
+    if (root / "server.key_secret").exists() and not force:
+        raise CurveError(f"{root} already holds keys; pass --force to replace them")
+    (root / AUTHORIZED_DIR).mkdir(parents=True, exist_ok=True)
+    os.chmod(root, 0o700)
+    written: list[Path] = []
+    for name in ("server", "client"):
+        public_file, secret_file = zmq.auth.create_certificates(root, name)
+        os.chmod(secret_file, 0o600)
+        written += [Path(public_file), Path(secret_file)]
+    authorized = root / AUTHORIZED_DIR / "client.key"
+    shutil.copyfile(root / "client.key", authorized)
+    written.append(authorized)
+    return written
+
+
+def _load(path: Path, what: str) -> tuple[bytes, bytes | None]:
+    try:
+        return zmq.auth.load_certificate(path)
+    except (OSError, ValueError) as err:
+        raise CurveError(f"cannot read the CURVE {what} from {path}: {err}; make keys with "
+                         f"`rlbridge keys {path.parent}`") from None
+
+
+@dataclass
+class CurveKeys:
+    """The keys of one directory, applied to server or client sockets."""
+
+    directory: Path
+    server_public: bytes
+    server_secret: bytes | None = None
+    client_public: bytes | None = None
+    client_secret: bytes | None = None
+    authorized: frozenset = frozenset()
+    log: TextIO | None = field(default=sys.stderr, repr=False)
+    _last_logged: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike, log: TextIO | None = sys.stderr) -> CurveKeys:
+        """Read what the directory has; a server needs server.key_secret, a client client.key_secret."""
+        root = Path(directory)
+        if not root.is_dir():
+            raise CurveError(f"CURVE key directory {root} does not exist; make it with "
+                             f"`rlbridge keys {root}`")
+        server_file = root / "server.key_secret"
+        if not server_file.exists():
+            server_file = root / "server.key"
+        server_public, server_secret = _load(server_file, "server key")
+        client_public = client_secret = None
+        if (root / "client.key_secret").exists():
+            client_public, client_secret = _load(root / "client.key_secret", "client key")
+        authorized = frozenset(_load(path, "authorized client key")[0]
+                               for path in sorted((root / AUTHORIZED_DIR).glob("*.key")))
+        return cls(root, server_public, server_secret, client_public, client_secret, authorized,
+                   log)
+
+    def apply_server(self, socket: zmq.Socket) -> None:
+        """Make ``socket`` a CURVE server that admits only authorized client keys."""
+        if self.server_secret is None:
+            raise CurveError(f"{self.directory} has no server.key_secret; a server needs it")
+        socket.curve_server = True
+        socket.curve_publickey = self.server_public
+        socket.curve_secretkey = self.server_secret
+        socket.zap_domain = ZAP_DOMAIN
+        _guard_for(socket.context).watch(socket, self)
+
+    def apply_client(self, socket: zmq.Socket) -> None:
+        """Make ``socket`` a CURVE client that trusts only this directory's server key."""
+        if self.client_secret is None:
+            raise CurveError(f"{self.directory} has no client.key_secret; a client needs it")
+        socket.curve_serverkey = self.server_public
+        socket.curve_publickey = self.client_public
+        socket.curve_secretkey = self.client_secret
+
+    def refuse(self, text: str) -> None:
+        """Log a refusal; a peer that keeps reconnecting is logged once per REPEAT_LOG_S."""
+        now = time.monotonic()
+        if self.log is None or now - self._last_logged.get(text, -REPEAT_LOG_S) < REPEAT_LOG_S:
+            return
+        self._last_logged[text] = now
+        print(f"rlbridge security: refused {text}", file=self.log, flush=True)
+
+
+class _Guard:
+    """One thread per context: answers ZAP requests and reports failed handshakes."""
+
+    def __init__(self, context: zmq.Context):
+        self.context = context
+        self.zap = context.socket(zmq.REP)
+        self.zap.linger = 0
+        self.zap.bind(ZAP_ENDPOINT)
+        self.keys: list[CurveKeys] = []
+        self.monitors: dict[zmq.Socket, tuple[zmq.Socket, CurveKeys]] = {}
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="rlbridge-zap", daemon=True)
+        self.thread.start()
+
+    def watch(self, socket: zmq.Socket, keys: CurveKeys) -> None:
+        monitor = socket.get_monitor_socket(_HANDSHAKE_FAILURES)
+        with self.lock:
+            self.keys.append(keys)
+            self.monitors[monitor] = (socket, keys)
+
+    def _allowed(self, public_key: bytes) -> tuple[bool, CurveKeys | None]:
+        with self.lock:
+            keys = list(self.keys)
+        return any(public_key in k.authorized for k in keys), (keys[-1] if keys else None)
+
+    def _answer(self) -> None:
+        frames = self.zap.recv_multipart()
+        version, request_id, _domain, address, _identity, mechanism = frames[:6]
+        credentials = frames[6:]
+        public_key = zmq.utils.z85.encode(credentials[0]) if credentials and \
+            len(credentials[0]) == 32 else b""
+        allowed, keys = self._allowed(public_key)
+        if not allowed and keys is not None:
+            keys.refuse(f"a {mechanism.decode()} client from {address.decode() or 'unknown'}: "
+                        f"its public key {public_key.decode() or '(none)'} is not in "
+                        f"{keys.directory / AUTHORIZED_DIR}")
+        status = (b"200", b"OK") if allowed else (b"400", b"client key not authorized")
+        self.zap.send_multipart([version, request_id, *status, public_key if allowed else b"",
+                                 b""])
+
+    def _run(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.zap, zmq.POLLIN)
+        known: set = set()
+        try:
+            while not self.stopping.is_set():
+                with self.lock:
+                    monitors = dict(self.monitors)
+                for monitor in monitors.keys() - known:
+                    poller.register(monitor, zmq.POLLIN)
+                    known.add(monitor)
+                for monitor, _mask in poller.poll(_GUARD_POLL_MS):
+                    if monitor is self.zap:
+                        self._answer()
+                    elif monitor in monitors:
+                        self._report(monitor, monitors[monitor][1])
+        except zmq.ZMQError:
+            pass  # the context is being terminated
+        finally:
+            for monitor in known:
+                monitor.close(linger=0)
+            self.zap.close(linger=0)
+
+    @staticmethod
+    def _report(monitor: zmq.Socket, keys: CurveKeys) -> None:
+        event = parse_monitor_message(monitor.recv_multipart())
+        if not event["event"] & _HANDSHAKE_FAILURES:
+            return  # e.g. MONITOR_STOPPED when the server closes
+        endpoint = event["endpoint"].decode(errors="replace") if isinstance(
+            event["endpoint"], bytes) else event["endpoint"]
+        if event["event"] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:  # value is an errno
+            reason = "the connection broke during the handshake (as with a peer without CURVE)"
+        else:
+            reason = _PROTOCOL_ERRORS.get(event["value"],
+                                          f"ZeroMQ protocol error {event['value']:#x}")
+        keys.refuse(f"a peer on {endpoint}: the CURVE handshake failed: {reason}")
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=1.0)
+
+
+_guards: dict[int, _Guard] = {}
+_guards_lock = threading.Lock()
+
+
+def _guard_for(context: zmq.Context) -> _Guard:
+    with _guards_lock:
+        guard = _guards.get(id(context))
+        if guard is None or not guard.thread.is_alive():
+            guard = _guards[id(context)] = _Guard(context)
+        return guard
+
+
+def stop_guards() -> None:
+    """Stop the ZAP threads (before terminating a context)."""
+    with _guards_lock:
+        guards = list(_guards.values())
+        _guards.clear()
+    for guard in guards:
+        guard.stop()
+
+
+# -- command-line glue ---------------------------------------------------------------------
+
+def add_curve_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--curve-dir", metavar="DIR", default=None,
+                       help=f"CURVE keys made by `rlbridge keys DIR` (default ${CURVE_DIR_VARIABLE}); "
+                            "required when binding a non-loopback tcp address")
+    group.add_argument("--no-curve", action="store_true",
+                       help="no CURVE even on a non-loopback tcp address: anyone may connect")
+
+
+def curve_directory(args: argparse.Namespace) -> str | None:
+    if getattr(args, "no_curve", False):
+        return None
+    return getattr(args, "curve_dir", None) or os.environ.get(CURVE_DIR_VARIABLE) or None
+
+
+def curve_for(args: argparse.Namespace, address: str, bind: bool) -> CurveKeys | None:
+    """The keys for a process that binds or connects ``address``; enforces the default rule."""
+    directory = curve_directory(args)
+    if directory is None:
+        if bind and not is_loopback(address) and not getattr(args, "no_curve", False):
+            raise CurveError(
+                f"binding {address} (not loopback) needs CURVE keys: run `rlbridge keys DIR` and "
+                f"pass --curve-dir DIR (or set {CURVE_DIR_VARIABLE}), or pass --no-curve to "
+                "accept anyone")
+        return None
+    return CurveKeys.load(directory)
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "keys", help="make CURVE key pairs for tcp between machines",
+        description="Write server and client CURVE key pairs into DIR and authorize the client. "
+                    "Give the directory to every process with --curve-dir DIR (servers need "
+                    "server.key_secret and authorized_clients/, clients need server.key and "
+                    "client.key_secret).")
+    parser.add_argument("directory", metavar="DIR")
+    existing = parser.add_mutually_exclusive_group()
+    existing.add_argument("--force", action="store_true", help="replace existing keys")
+    existing.add_argument("--keep", action="store_true",
+                          help="if DIR already holds keys, keep them and succeed")
+    parser.set_defaults(func=_keys)
+
+    parser = subparsers.add_parser(
+        "ping", help="check that a server answers (through CURVE when keys are given)",
+        description="Send HELLO to an environment or agent server and print who answered; exit "
+                    "0 if it answered in time, 1 otherwise. Used as docker-compose healthcheck.")
+    parser.add_argument("address", metavar="ADDR")
+    parser.add_argument("--timeout-ms", type=int, default=2000,
+                        help="how long to wait for the answer (default 2000)")
+    add_curve_arguments(parser)
+    parser.set_defaults(func=_ping)
+
+
+def _keys(args: argparse.Namespace) -> int:
+    if args.keep and (Path(args.directory) / "server.key_secret").exists():
+        print(f"rlbridge keys: keeping the keys in {args.directory}", file=sys.stderr)
+        return 0
+    try:
+        written = create_keys(args.directory, force=args.force)
+    except CurveError as err:
+        print(f"rlbridge keys: {err}", file=sys.stderr)
+        return 1
+    for path in written:
+        print(path)
+    return 0
+
+
+def _ping(args: argparse.Namespace) -> int:
+    from rlbridge.experiment.net.transport import RequestClient
+
+    client = None
+    try:
+        client = RequestClient(args.address, "server", "experiment", timeout_ms=args.timeout_ms,
+                               curve=curve_for(args, args.address, bind=False))
+        # Without a connection a DEALER blocks on send; a ping must answer in bounded time.
+        client.socket.setsockopt(zmq.SNDTIMEO, args.timeout_ms)
+        hello = client.hello(timeout_ms=args.timeout_ms)
+    except (RLBridgeError, zmq.ZMQError) as err:
+        print(f"rlbridge ping: {args.address}: {err or 'could not send'}", file=sys.stderr)
+        return 1
+    finally:
+        if client is not None:
+            client.close()
+    print(f"{hello.role} at {args.address}: {hello.implementation} ({hello.language}), "
+          f"protocol {hello.version}")
+    return 0

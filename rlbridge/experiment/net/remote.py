@@ -1,0 +1,160 @@
+"""Proxies that make a remote environment or agent look like a local object to the Experiment.
+
+``RemoteEnvironment(address)`` has the ``env_*`` methods and ``run_episode``;
+``RemoteAgent(address)`` has the ``agent_*`` methods. Each call is one request and
+one reply over a :class:`~rlbridge.experiment.net.transport.RequestClient`; errors
+come back as the same exception classes the peer raised.
+"""
+
+from __future__ import annotations
+
+from rlbridge.experiment.api import EpisodeSummary
+from rlbridge.experiment.net.transport import (
+    CONNECT_TIMEOUT_MS,
+    HEARTBEAT_INTERVAL_MS,
+    STEP_TIMEOUT_MS,
+    RequestClient,
+)
+from rlbridge.protocol.messages import MessageType, read_bool, read_int, read_step, read_str
+from rlbridge.protocol.values import Value, decode_value, encode_value
+
+T = MessageType
+
+
+class _Remote:
+    is_remote = True
+    role = ""
+    peer_role = ""
+
+    def __init__(self, address: str, *, timeout_ms: int = STEP_TIMEOUT_MS,
+                 connect_timeout_ms: int = CONNECT_TIMEOUT_MS, bind: bool = False, curve=None,
+                 hello: bool = True):
+        self.client = RequestClient(address, self.peer_role, "experiment", timeout_ms=timeout_ms,
+                                    bind=bind, curve=curve)
+        # When the experiment binds, the peer connected to us and is not reachable by others.
+        self.address = None if bind else address
+        self.timeout_ms = timeout_ms
+        self.hello = self.client.hello(timeout_ms=connect_timeout_ms) if hello else None
+
+    @property
+    def episode(self) -> int:
+        return self.client.episode
+
+    @episode.setter
+    def episode(self, value: int) -> None:
+        self.client.episode = value
+        self.client.step = 0
+
+    def shutdown(self, reason: str = "experiment finished", timeout_ms: int = 1000) -> bool:
+        """Ask the peer process to stop; False if it did not answer."""
+        try:
+            self.client.request(T.SHUTDOWN, reason, timeout_ms=timeout_ms)
+            return True
+        except Exception:
+            return False
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class RemoteEnvironment(_Remote):
+    """An environment served by another process."""
+
+    role = "environment"
+    peer_role = "environment"
+    #: ``[path, flush_every]`` when the experiment logs: the environment appends its
+    #: fast-path messages to the same file (PROTOCOL.md, "The message log").
+    log_spec: list | None = None
+    _delegation: list | None = None
+
+    def env_init(self) -> str:
+        return read_str(self.client.request(T.ENV_INIT).body, "task spec")
+
+    def env_start(self) -> Value:
+        self.client.step = 1
+        reply = self.client.request(T.ENV_START)
+        return decode_value(reply.body, reply.frames)
+
+    def env_step(self, action: Value):
+        frames: list = []
+        reply = self.client.request(T.ENV_STEP, encode_value(action, frames), frames)
+        self.client.step += 1
+        return read_step(reply.body, reply.frames)
+
+    def env_cleanup(self) -> None:
+        self.client.request(T.ENV_CLEANUP)
+
+    def env_message(self, message: str) -> str:
+        return read_str(self.client.request(T.ENV_MESSAGE, message).body, "env_message reply")
+
+    def run_episode(self, max_steps: int, agent, episode: int) -> EpisodeSummary:
+        """Delegate a whole episode to the environment process (PROTOCOL.md, "Fast path")."""
+        client = self.client
+        client.episode = episode
+        client.step = 0
+        step_timeout = agent.timeout_ms
+
+        def on_heartbeat(message):
+            # Heartbeats arrive at timing-dependent moments: they update the step named in
+            # timeout reports, never what the log records.
+            if isinstance(message.body, list) and message.body and type(message.body[0]) is int:
+                client.progress_step = message.body[0]
+
+        delegation = [agent.address, step_timeout, self.log_spec]
+        if delegation != self._delegation:
+            # Session set-up carries addresses and paths; the log leaves it out so that
+            # the same seed gives the same log anywhere (PROTOCOL.md, "The message log").
+            recorder, client.recorder = client.recorder, None
+            try:
+                client.request(T.DELEGATE, delegation)
+            finally:
+                client.recorder = recorder
+            self._delegation = delegation
+        client.on_heartbeat = on_heartbeat
+        client.progress_step = 0
+        try:
+            reply = client.request(T.RUN_EPISODE, [max_steps],
+                                   timeout_ms=step_timeout + 2 * HEARTBEAT_INTERVAL_MS)
+        finally:
+            client.on_heartbeat = None
+            client.progress_step = 0
+        terminal, num_steps, total, last = reply.body
+        last_action = None if last is None else decode_value(last, reply.frames)
+        summary = EpisodeSummary(read_bool(terminal, "terminal"), read_int(num_steps, "num_steps"),
+                                 float(total), last_action)
+        client.step = summary.num_steps
+        agent.episode = episode
+        agent.client.step = summary.num_steps
+        return summary
+
+
+class RemoteAgent(_Remote):
+    """An agent served by another process."""
+
+    role = "agent"
+    peer_role = "agent"
+
+    def agent_init(self, task_spec) -> None:
+        self.client.request(T.AGENT_INIT, str(task_spec))
+
+    def agent_start(self, observation: Value) -> Value:
+        self.client.step = 1
+        frames: list = []
+        reply = self.client.request(T.AGENT_START, encode_value(observation, frames), frames)
+        return decode_value(reply.body, reply.frames)
+
+    def agent_step(self, reward: float, observation: Value) -> Value:
+        self.client.step += 1
+        frames: list = []
+        reply = self.client.request(T.AGENT_STEP, [float(reward), encode_value(observation, frames)],
+                                    frames)
+        return decode_value(reply.body, reply.frames)
+
+    def agent_end(self, reward: float) -> None:
+        self.client.request(T.AGENT_END, float(reward))
+
+    def agent_cleanup(self) -> None:
+        self.client.request(T.AGENT_CLEANUP)
+
+    def agent_message(self, message: str) -> str:
+        return read_str(self.client.request(T.AGENT_MESSAGE, message).body, "agent_message reply")

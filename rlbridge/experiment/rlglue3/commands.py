@@ -1,0 +1,155 @@
+"""The `rlbridge glue`, `legacy-env` and `legacy-agent` subcommands: RL-Glue 3.0 compatibility."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import os
+import sys
+
+from rlbridge.protocol.errors import RLBridgeError
+from rlbridge.protocol.rlglue3 import DEFAULT_PORT
+from rlbridge.registry import AGENTS, ENVIRONMENTS, parse_options, resolve
+
+
+def port_from_environment(environ=os.environ) -> int:
+    """``$RLGLUE_PORT`` as RL-Glue reads it: 4096 when unset, 0 or not a number."""
+    try:
+        port = int(environ.get("RLGLUE_PORT", ""))
+    except ValueError:
+        return DEFAULT_PORT
+    return port if 0 < port < 65536 else DEFAULT_PORT
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "glue", help="an RL-Glue 3.0 server for unmodified RL-Glue programs",
+        description="Listen for RL-Glue 3.0 clients (C, C++, Java, Python, Matlab, Lisp codecs) "
+                    "and mix them with native rlbridge processes. With no --env/--agent the "
+                    "glue waits for legacy clients of those roles. See docs/legacy.md.")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1; 0.0.0.0 for every "
+                             "interface, as the original rl_glue)")
+    parser.add_argument("--port", type=int, default=None,
+                        help="TCP port (default $RLGLUE_PORT or 4096; 0 picks a free port)")
+    parser.add_argument("--env", metavar="ADDR|NAME", default=None,
+                        help="drive this native environment for legacy experiments: a ZeroMQ "
+                             "address of an `rlbridge env` process, or a built-in name / "
+                             "module:Class run inside the glue")
+    parser.add_argument("--env-opt", action="append", metavar="KEY=VALUE", default=[])
+    parser.add_argument("--agent", metavar="ADDR|NAME", default=None,
+                        help="drive this native agent for legacy experiments (as --env)")
+    parser.add_argument("--agent-opt", action="append", metavar="KEY=VALUE", default=[])
+    parser.add_argument("--serve-env", metavar="ADDR", default=None,
+                        help="serve each legacy environment on this ZeroMQ address for native "
+                             "experiments (`rlbridge experiment --env ADDR`)")
+    parser.add_argument("--serve-agent", metavar="ADDR", default=None,
+                        help="serve each legacy agent on this ZeroMQ address for native "
+                             "experiments")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="send `seed N` messages at RL_init (default: none, as RL-Glue)")
+    parser.add_argument("--timeout-ms", type=int, default=30000,
+                        help="how long a legacy agent or environment may take to answer "
+                             "(default 30000; 0 waits forever)")
+    parser.add_argument("--handshake-timeout-ms", type=int, default=5000,
+                        help="close connections that send no handshake within this time")
+    parser.add_argument("--peer-wait-ms", type=int, default=0,
+                        help="how long an experiment waits for a legacy agent or environment "
+                             "to connect (default 0: forever, as RL-Glue)")
+    parser.add_argument("--no-check-actions", action="store_true",
+                        help="forward actions outside the task spec (RL-Glue never checked)")
+    parser.add_argument("--once", action="store_true",
+                        help="exit after the first experiment session")
+    parser.add_argument("--shutdown-peers", action=argparse.BooleanOptionalAction, default=True,
+                        help="tell native --env/--agent processes to stop when the glue exits, "
+                             "as rl_glue sends kRLTerm (default: yes)")
+    parser.add_argument("--verbose", action="store_true", help="log every connection")
+    parser.set_defaults(func=_glue)
+
+    for role, registry in (("env", ENVIRONMENTS), ("agent", AGENTS)):
+        full = "environment" if role == "env" else "agent"
+        parser = subparsers.add_parser(
+            f"legacy-{role}", help=f"connect a native {full} to an RL-Glue 3.0 server",
+            description=f"Run a native {full} as an RL-Glue 3.0 client of the original rl_glue "
+                        f"or of `rlbridge glue`, until the glue sends kRLTerm.")
+        parser.add_argument("name", metavar="NAME",
+                            help=f"a built-in {full} ({', '.join(registry)}) or module:Class")
+        parser.add_argument("--host", default=os.environ.get("RLGLUE_HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=None,
+                            help="the glue's port (default $RLGLUE_PORT or 4096)")
+        parser.add_argument("--opt", action="append", metavar="KEY=VALUE", default=[])
+        parser.set_defaults(func=_legacy_client, role=full, registry=registry)
+
+
+def _make(spec: str, options: list[str], registry: dict, role: str, timeout_ms: int):
+    if "://" in spec:
+        from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
+
+        proxy = RemoteEnvironment if role == "environment" else RemoteAgent
+        return proxy(spec, timeout_ms=timeout_ms or 3_600_000)
+    return resolve(spec, registry)(**parse_options(options))
+
+
+def _glue(args: argparse.Namespace) -> int:
+    from rlbridge.experiment.rlglue3.adapters import serve_to_native
+    from rlbridge.experiment.rlglue3.glue import GlueServer
+
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="rlbridge glue: %(message)s", stream=sys.stderr)
+    port = port_from_environment() if args.port is None else args.port
+    timeout = args.timeout_ms / 1000 if args.timeout_ms > 0 else None
+    try:
+        env = _make(args.env, args.env_opt, ENVIRONMENTS, "environment", args.timeout_ms) \
+            if args.env else None
+        agent = _make(args.agent, args.agent_opt, AGENTS, "agent", args.timeout_ms) \
+            if args.agent else None
+    except (ValueError, TypeError, ImportError, RLBridgeError) as err:
+        print(f"rlbridge glue: {err}", file=sys.stderr)
+        return 2
+    server = GlueServer(
+        args.host, port, env=env, agent=agent,
+        on_legacy_env=functools.partial(serve_to_native, role="environment",
+                                        address=args.serve_env) if args.serve_env else None,
+        on_legacy_agent=functools.partial(serve_to_native, role="agent",
+                                          address=args.serve_agent) if args.serve_agent else None,
+        handshake_timeout=args.handshake_timeout_ms / 1000, peer_timeout=timeout,
+        peer_wait=args.peer_wait_ms / 1000 if args.peer_wait_ms > 0 else None,
+        check_actions=not args.no_check_actions, seed=args.seed, once=args.once,
+    )
+    try:
+        server.start()
+    except OSError as err:
+        print(f"rlbridge glue: cannot listen on {args.host}:{port}: {err}", file=sys.stderr)
+        return 2
+    print(f"rlbridge glue: listening on {args.host}:{server.port}", flush=True)
+    try:
+        while not server.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        server.close()
+        return 130
+    finally:
+        for peer in (env, agent):
+            if getattr(peer, "is_remote", False):
+                if args.shutdown_peers:
+                    peer.shutdown()
+                peer.close()
+    return 1 if server.reports else 0
+
+
+def _legacy_client(args: argparse.Namespace) -> int:
+    from rlbridge.experiment.rlglue3.adapters import run_legacy_client
+
+    try:
+        obj = resolve(args.name, args.registry)(**parse_options(args.opt))
+    except (ValueError, TypeError, ImportError) as err:
+        print(f"rlbridge legacy-{args.role}: cannot create {args.name!r}: {err}", file=sys.stderr)
+        return 2
+    port = port_from_environment() if args.port is None else args.port
+    try:
+        run_legacy_client(obj, args.role, args.host, port)
+    except (OSError, RLBridgeError) as err:
+        print(f"rlbridge legacy-{args.role}: {err}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,297 @@
+"""One legacy experiment's session in `rlbridge glue`: RL_* request frames (codes 20-35) in,
+replies out, served by an :class:`~rlbridge.experiment.api.Experiment`.
+
+Payloads, as in RL-Glue 3.0.4's ``RL_server_experiment.c``:
+
+=================  =========================  ==========================================
+code               request                    reply
+=================  =========================  ==========================================
+RL_init 20         -                          string task spec
+RL_start 21        -                          observation, action
+RL_step 22         -                          int32 terminal, double reward, obs, action
+RL_cleanup 23      -                          -
+RL_return 24       -                          double
+RL_num_steps 25    -                          int32
+RL_num_episodes 26 -                          int32
+RL_episode 27      uint32 max steps           int32 terminal
+RL_agent_msg 33    string                     string
+RL_env_msg 34      string                     string
+kRLTerm 35         -                          - (then the session ends)
+=================  =========================  ==========================================
+
+On a terminal RL_step the action field holds the action that ended the episode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+from typing import TYPE_CHECKING
+
+from rlbridge.experiment.api import Experiment, derive_seeds
+from rlbridge.experiment.rlglue3.peers import LegacyAgent, LegacyEnvironment, PeerLost
+from rlbridge.protocol.errors import (
+    PeerTimeout,
+    RLBridgeError,
+    TaskSpecError,
+    UnknownMessageType,
+    WrongState,
+)
+from rlbridge.protocol.rlglue3 import (
+    EMPTY_VALUE_BYTES,
+    Code,
+    ConnectionClosed,
+    FramedSocket,
+    Reader,
+    Role,
+    code_name,
+    pack_double,
+    pack_int,
+    pack_string,
+    pack_value,
+    peer_closed,
+)
+from rlbridge.protocol.taskspec import SpaceSpec, TaskSpec, parse
+
+if TYPE_CHECKING:
+    from rlbridge.experiment.rlglue3.glue import GlueServer
+
+log = logging.getLogger("rlbridge.glue")
+
+#: Errors after which a peer's connection (or state) cannot be trusted: the session ends.
+FATAL = (PeerLost, PeerTimeout)
+
+
+class LegacyExperiment(Experiment):
+    """Experiment whose RL_init accepts task specs that are not RL-Glue 3.0.
+
+    Original RL-Glue never parses the task spec, so legacy programs may use any
+    string; the agent then gets it unchanged and actions go unchecked.
+    Legacy and remote agents get the environment's exact string.
+    """
+
+    def RL_init(self) -> str:
+        spec = self.env.env_init()
+        text = spec if isinstance(spec, str) else str(spec)
+        if not hasattr(self, "_check_requested"):
+            self._check_requested = self.check_actions
+        parsed = True
+        try:
+            self.task_spec = spec if isinstance(spec, TaskSpec) else parse(spec)
+        except TaskSpecError as err:
+            log.warning("the task spec is not RL-Glue 3.0 (%s); actions go unchecked", err)
+            self.task_spec = TaskSpec(SpaceSpec(), SpaceSpec())
+            parsed = False
+        self.check_actions = self._check_requested and parsed
+        wants_text = getattr(self.agent, "is_remote", False) or hasattr(self.agent, "peer_address")
+        self.agent.agent_init(text if wants_text or not parsed else self.task_spec)
+        self.num_steps = self.num_episodes = 0
+        self.total_reward = 0.0
+        self.terminal = True
+        self.last_action = None
+        if self.seed is not None:
+            env_seed, agent_seed = derive_seeds(self.seed)
+            self.env.env_message(f"seed {env_seed}")
+            self.agent.agent_message(f"seed {agent_seed}")
+        return text
+
+
+    def RL_episode(self, max_steps: int = 0) -> bool:
+        if isinstance(self.env, LegacyEnvironment) and isinstance(self.agent, LegacyAgent):
+            if max_steps < 0:
+                raise ValueError(f"max_steps must be >= 0; got {max_steps}")
+            self._forwarding_episode(max_steps)
+            for observer in self.observers:
+                observer("episode", experiment=self)
+            return self.terminal
+        return super().RL_episode(max_steps)
+
+    def _forwarding_episode(self, max_steps: int) -> None:
+        """RL_start + RL_step's rules (see glue.py) with observations and actions forwarded
+        as bytes between two legacy clients; only actions are decoded, to be checked."""
+        if self.task_spec is None:
+            raise WrongState("RL_episode needs RL_init first")
+        env, agent = self.env, self.agent
+        self.total_reward = 0.0
+        self.num_steps = 1
+        self.terminal = False
+        self.episode += 1
+        action = agent.agent_start_raw(env.env_start_raw())
+        check = self.task_spec.check_action if self.check_actions else None
+        num_steps, total = 1, 0.0
+        try:
+            while max_steps == 0 or num_steps < max_steps:
+                if check is not None:
+                    check(agent.decode_action(action))
+                terminal, reward, observation = env.env_step_raw(action)
+                total += reward
+                if terminal:
+                    self.terminal = True
+                    self.num_episodes += 1
+                    agent.agent_end(reward)
+                    action = None
+                    break
+                num_steps += 1
+                action = agent.agent_step_raw(reward, observation)
+        finally:
+            self.num_steps = num_steps
+            self.total_reward = total
+            self.last_action = None if action is None else agent.decode_action(action)
+
+
+class Session:
+    """Serves one legacy experiment connection until kRLTerm, its disconnect or a fatal error."""
+
+    def __init__(self, server: GlueServer, conn: FramedSocket):
+        self.server = server
+        self.conn = conn
+        self.bound: dict[Role, object] = {}
+        self.experiment: LegacyExperiment | None = None
+        self.finished = False
+        self.aborted = False
+        self.waiting = False  # inside GlueServer.acquire
+
+    # -- peers ----------------------------------------------------------------------
+    def _peer(self, role: Role):
+        peer = self.bound.get(role)
+        if peer is None:
+            peer = self.bound[role] = self.server.acquire(role, self)
+        return peer
+
+    def _experiment(self) -> LegacyExperiment:
+        if self.experiment is None:
+            env = self._peer(Role.ENVIRONMENT)
+            agent = self._peer(Role.AGENT)
+            self.experiment = LegacyExperiment(env, agent, seed=self.server.seed,
+                                               check_actions=self.server.check_actions)
+        return self.experiment
+
+    def experiment_alive(self) -> bool:
+        return not peer_closed(self.conn.sock)
+
+    def abort(self) -> None:
+        """Stop serving (the glue is closing): unblock the read and end the session. A session
+        waiting for a peer wakes by itself and sends its experiment an ERROR first."""
+        self.aborted = True
+        if self.waiting:
+            return
+        with contextlib.suppress(OSError):
+            self.conn.sock.shutdown(socket.SHUT_RDWR)
+
+    def _where(self) -> str:
+        exp = self.experiment
+        if exp is None or exp.episode == 0:
+            return "before any episode"
+        state = "mid-episode" if not exp.terminal else "between episodes"
+        return f"{state}: episode {exp.episode}, step {exp.num_steps}"
+
+    # -- the request loop ----------------------------------------------------------------
+    def run(self) -> None:
+        conn = self.conn
+        try:
+            while True:
+                try:
+                    request = conn.read_frame()
+                except ConnectionClosed:
+                    if not self.aborted:
+                        self._report_disconnect()
+                    return
+                except RLBridgeError as err:  # an oversized frame: the stream is lost
+                    self.server.report(f"legacy experiment at {conn.peer}: {err}; closed")
+                    self._send_error(str(err))
+                    return
+                if request.code == Code.RL_TERM:
+                    conn.send_frame(Code.RL_TERM)
+                    log.info("legacy experiment at %s ended the session (kRLTerm)", conn.peer)
+                    return
+                try:
+                    reply = self.handle(request.code, Reader(request.payload,
+                                                             code_name(request.code)))
+                except FATAL as err:
+                    self.server.report(f"{err}; the session with the experiment at "
+                                       f"{conn.peer} ends")
+                    self._send_error(str(err))
+                    return
+                except UnknownMessageType as err:
+                    log.warning("from %s: %s", conn.peer, err)
+                    self._send_error(str(err))
+                    continue
+                except RLBridgeError as err:
+                    log.warning("%s from %s failed: %s", code_name(request.code), conn.peer, err)
+                    self._send_error(f"{code_name(request.code)} failed: {err}")
+                    continue
+                except Exception as err:  # environment or agent code raised: report, go on
+                    log.exception("%s from %s raised", code_name(request.code), conn.peer)
+                    self._send_error(f"{code_name(request.code)} failed: "
+                                     f"{type(err).__name__}: {err}")
+                    continue
+                conn.send_frame(request.code, reply)
+        except OSError as err:
+            if not self.aborted:
+                self.server.report(f"legacy experiment at {conn.peer}: connection failed: {err}")
+        finally:
+            conn.close()
+
+    def _report_disconnect(self) -> None:
+        exp = self.experiment
+        if exp is not None and not exp.terminal:
+            self.server.report(
+                f"legacy experiment at {self.conn.peer} disconnected {self._where()}; "
+                "the agent and environment are told to stop"
+            )
+        else:
+            log.info("legacy experiment at %s disconnected", self.conn.peer)
+
+    def _send_error(self, message: str) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.send_frame(Code.ERROR, pack_string(message))
+
+    def handle(self, code: int, reader: Reader) -> bytes:
+        """The reply payload for one request; raises for anything that gets an ERROR frame."""
+        if code == Code.RL_INIT:
+            reply = pack_string(self._experiment().RL_init())
+        elif code == Code.RL_START:
+            observation, action = self._experiment().RL_start()
+            reply = pack_value(observation) + pack_value(action)
+        elif code == Code.RL_STEP:
+            exp = self._experiment()
+            applied = exp.last_action
+            outcome = exp.RL_step()
+            action = applied if outcome.terminal else outcome.action
+            reply = b"".join((
+                pack_int(1 if outcome.terminal else 0),
+                pack_double(outcome.reward),
+                pack_value(outcome.observation),
+                pack_value(action) if action is not None else EMPTY_VALUE_BYTES,
+            ))
+        elif code == Code.RL_CLEANUP:
+            self._experiment().RL_cleanup()
+            reply = b""
+        elif code == Code.RL_RETURN:
+            reply = pack_double(self.experiment.RL_return() if self.experiment else 0.0)
+        elif code == Code.RL_NUM_STEPS:
+            reply = pack_int(self.experiment.RL_num_steps() if self.experiment else 0)
+        elif code == Code.RL_NUM_EPISODES:
+            reply = pack_int(self.experiment.RL_num_episodes() if self.experiment else 0)
+        elif code == Code.RL_EPISODE:
+            max_steps = reader.uint()
+            reply = pack_int(1 if self._experiment().RL_episode(max_steps) else 0)
+        elif code == Code.RL_AGENT_MESSAGE:
+            message = reader.string()
+            reply = pack_string(self._peer(Role.AGENT).agent_message(message))
+        elif code == Code.RL_ENV_MESSAGE:
+            message = reader.string()
+            reply = pack_string(self._peer(Role.ENVIRONMENT).env_message(message))
+        else:
+            raise UnknownMessageType(
+                f"{code_name(code)} is not an experiment request; expected RL_init 20, "
+                "RL_start 21, RL_step 22, RL_cleanup 23, RL_return 24, RL_num_steps 25, "
+                "RL_num_episodes 26, RL_episode 27, RL_agent_message 33, RL_env_message 34 "
+                "or kRLTerm 35"
+            )
+        extra = reader.end()
+        if extra:
+            log.warning("%s from %s carried %d unread bytes; ignored", code_name(code),
+                        self.conn.peer, extra)
+        return reply
