@@ -10,7 +10,6 @@ from rlbridge.environments.reversi.core import (
     ENV,
     PASS,
     ReversiCore,
-    cells_of,
     seed_policy,
 )
 from rlbridge.environments.reversi.env import ReversiEnv
@@ -196,14 +195,6 @@ def test_same_seed_same_game():
                 return trace, result.reward
 
     assert play(5) == play(5)
-
-
-def test_core_clone_is_independent():
-    core = ReversiCore(size=8)
-    twin = core.clone()
-    core.apply_action(core.legal_actions()[0])
-    assert twin.counts() == (2, 2) and core.counts() != (2, 2)
-    assert cells_of(twin.mover_moves) == twin.legal_actions()
 
 
 @pytest.mark.parametrize("opponent", ["random", "greedy"])
