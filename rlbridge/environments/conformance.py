@@ -9,9 +9,10 @@
 * ``returns()`` equals the sum of the rewards ``apply_action`` returned since the start.
 
 Once per game, at a random step, it takes a clone and checks that the clone equals its
-original, that advancing the clone to the end leaves the original untouched, and that the
-original, given the clone's actions, replays the same states and rewards (the clone copied
-the chance generator) without touching the clone.
+original and shares no random generator with it, that advancing the clone to the end
+leaves the original untouched, and that the original, given the clone's actions, replays
+the same states and rewards (the clone copied the chance generator) without touching
+the clone.
 
 The fingerprint is the core's attributes, compared by value all the way down (random
 generators by their bit-generator state, arrays by their bytes), so a core needs no
@@ -138,6 +139,29 @@ class StateFingerprint:
         )))
 
 
+def _generators(value: Any, where: str, seen: set[int]) -> dict[int, str]:
+    """The random generators reachable from ``value``, by id, each with its attribute path."""
+    if isinstance(value, _PLAIN) or id(value) in seen:
+        return {}
+    seen.add(id(value))
+    if isinstance(value, np.random.Generator | np.random.BitGenerator):
+        return {id(value): where}
+    if isinstance(value, np.ndarray | bytearray | np.generic):
+        return {}
+    if isinstance(value, list | tuple | set | frozenset):
+        if set(map(type, value)) <= _PLAIN_TYPES:
+            return {}
+        items = {f"{where}[{i}]": item for i, item in enumerate(value)}
+    elif isinstance(value, dict):
+        items = {f"{where}[{key!r}]": item for key, item in value.items()}
+    else:
+        items = {f"{where}.{name}": item for name, item in _attributes(value).items()}
+    found: dict[int, str] = {}
+    for path, item in items.items():
+        found.update(_generators(item, path, seen))
+    return found
+
+
 def _differences(before: Fingerprint, after: Fingerprint) -> str:
     names = sorted(set(before) | set(after))
     changed = [name for name in names if before.get(name) != after.get(name)]
@@ -240,6 +264,13 @@ class _Checker:
         if self.fingerprint(twin) != start:
             self.fail(Rule.CLONE_EQUAL, step,
                       f"the clone differs in {_differences(start, self.fingerprint(twin))}")
+        # Cores buffer their draws, so a generator shared with the clone may not show in a
+        # short game; sharing it is a bug whatever the buffer, so look for it directly.
+        theirs = _generators(twin, "clone", set())
+        shared = [where for key, where in _generators(core, "core", set()).items() if key in theirs]
+        if shared:
+            self.fail(Rule.CLONE_INDEPENDENT, step, f"the clone shares the random generator "
+                      f"{', '.join(shared)} with its original; expected a copy")
         trace: list[tuple[int, float, Fingerprint]] = []
         twin_total, twin_step = total, step
         while legal := self.legal_actions(twin, twin_total, twin_step):

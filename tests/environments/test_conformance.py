@@ -236,5 +236,9 @@ def test_failures_state_the_values():
         check_core(Unsorted, range(4))
     with pytest.raises(CoreCheckFailed, match=r"changed history: \('list',\) -> \('list', -1\)"):
         check_core(CountsIllegalMoves, range(4))
-    with pytest.raises(CoreCheckFailed, match=r"advancing the clone changed the original: rng: "):
+    with pytest.raises(CoreCheckFailed, match=r"the clone shares the random generator core\.rng "
+                                              r"with its original; expected a copy"):
         check_core(SharedGenerator, range(4))
+    with pytest.raises(CoreCheckFailed, match=r"advancing the clone changed the original: history: "
+                                              r"\('list',\) -> \('list', [0-3], "):
+        check_core(SharedHistory, range(4))
