@@ -123,7 +123,9 @@ class StateFingerprint:
         path = path | {id(value)}
         freeze = self._freeze
         if isinstance(value, np.random.Generator):
-            return ("Generator", repr(value.bit_generator.state))  # plain dicts: a stable repr
+            value = value.bit_generator
+        if isinstance(value, np.random.BitGenerator):
+            return ("generator", repr(value.state))  # nested plain dicts: a stable repr
         if isinstance(value, np.ndarray):
             return ("ndarray", value.dtype.str, value.shape, value.tobytes())
         if isinstance(value, bytearray):
