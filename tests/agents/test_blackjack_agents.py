@@ -16,7 +16,8 @@ from rlbridge.agents.blackjack.mc import (
     exploring_starts_program,
 )
 from rlbridge.agents.blackjack.offpolicy import OffPolicyControlAgent, OffPolicyEvalAgent
-from rlbridge.environments.blackjack.env import BlackjackCore, BlackjackEnv
+from rlbridge.environments.blackjack.core import BlackjackCore
+from rlbridge.environments.blackjack.env import BlackjackEnv
 from rlbridge.experiment.api import Experiment
 from rlbridge.protocol.values import Value
 from rlbridge.registry import AGENTS, resolve
