@@ -17,7 +17,6 @@ from rlbridge.environments.blackjack.core import (
 from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.taskspec import Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
-from rlbridge.registry import parse_flag
 
 
 def _cards(text: str, what: str) -> list[int]:
@@ -54,10 +53,12 @@ class BlackjackEnv(Environment):
         first two cards) pays +1.5.
     Episode end:
         On sticking or on a bust. Stepping a finished hand raises ``WrongState``.
-    Arguments:
-        ``natural`` (0 or 1, default 0), ``seed`` (default 0; the experiment's
-        ``seed N`` message overrides it).
-        Messages: ``seed N``, ``legal_actions``, ``get_state``;
+    Options:
+        natural: a winning natural pays +1.5 (default off).
+        seed: the card generator's seed (default 0; the experiment's ``seed N``
+            message overrides it).
+    Messages:
+        ``seed N``, ``legal_actions``, ``get_state``;
         ``start PLAYER_SUM DEALER_CARD USABLE_ACE`` (exploring starts: the next
         hand starts there); ``deal P1,P2,.. D1,D2,..`` (the next hand's exact
         cards); ``start clear`` cancels either. Both apply to one hand only.
@@ -74,10 +75,10 @@ class BlackjackEnv(Environment):
     name = "blackjack"
     illegal_action = "error"
 
-    def __init__(self, natural: str = "0", seed: str = "0", **options: str):
-        super().__init__(**options)
-        self.natural = parse_flag(natural, "natural")
-        self.core = BlackjackCore(np.random.default_rng(int(seed)), natural=self.natural)
+    def __init__(self, natural: bool = False, seed: int = 0):
+        super().__init__()
+        self.natural = natural
+        self.core = BlackjackCore(np.random.default_rng(seed), natural=self.natural)
         self.core.done = True  # no hand until env_start
         self._pending: tuple | None = None
         self._spec = TaskSpec(
