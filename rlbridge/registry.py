@@ -39,16 +39,24 @@ AGENTS: dict[str, str] = {
 }
 
 
-def resolve(name: str, registry: dict[str, str]) -> type:
-    """The class for a built-in short name or a ``module:Class`` path (imported now)."""
-    target = registry.get(name, name)
-    module_name, sep, class_name = target.partition(":")
-    if not sep:
+def target(name: str, registry: dict[str, str]) -> str:
+    """The ``module:Class`` path for a built-in short name or such a path, importing nothing.
+
+    An unknown name raises OptionError with the known names and the closest one.
+    """
+    path = registry.get(name, name)
+    if ":" not in path:
         close = difflib.get_close_matches(name, list(registry), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         known = ", ".join(registry)
         kind = "environment" if registry is ENVIRONMENTS else "agent" if registry is AGENTS else "name"
         raise OptionError(f"unknown {kind} {name!r}{hint}; expected one of {known} or module:Class")
+    return path
+
+
+def resolve(name: str, registry: dict[str, str]) -> type:
+    """The class for a built-in short name or a ``module:Class`` path (imported now)."""
+    module_name, _, class_name = target(name, registry).partition(":")
     module = importlib.import_module(module_name)
     try:
         return getattr(module, class_name)

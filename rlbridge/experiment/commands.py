@@ -10,7 +10,7 @@ from rlbridge.experiment.net.curve import CurveError, add_curve_arguments, curve
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS, default_address
 from rlbridge.options import build, typed_options
 from rlbridge.protocol.errors import RLBridgeError
-from rlbridge.registry import AGENTS, ENVIRONMENTS
+from rlbridge.registry import AGENTS, ENVIRONMENTS, target
 
 ENV_HELP = "a built-in environment (" + ", ".join(ENVIRONMENTS) + ") or module:Class"
 AGENT_HELP = "a built-in agent (" + ", ".join(AGENTS) + ") or module:Class"
@@ -211,6 +211,8 @@ def _run(args: argparse.Namespace) -> int:
     from rlbridge.experiment.runner import run_local
 
     # Before any process starts: a typo fails here in a second, not after connect timeouts.
+    target(args.env_name, ENVIRONMENTS)  # both names before either module is imported
+    target(args.agent_name, AGENTS)
     typed_options(args.env_name, ENVIRONMENTS, args.env_opt)
     typed_options(args.agent_name, AGENTS, args.agent_opt)
     return run_local(args)
