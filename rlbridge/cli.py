@@ -15,6 +15,7 @@ COMMAND_MODULES = [
     "rlbridge.experiment.rlglue3.commands",  # glue, legacy-env, legacy-agent
     "rlbridge.bridge.commands",  # view, play, blocks
     "rlbridge.experiment.net.curve",  # keys
+    "rlbridge.describe",  # describe
 ]
 
 
@@ -41,8 +42,13 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.setdefault(name, "1")
     parser = build_parser()
     args = parser.parse_args(argv)
+    from rlbridge.protocol.errors import OptionError  # imports numpy: after the pools are sized
+
     try:
         return int(args.func(args) or 0)
+    except OptionError as err:  # a mistyped name or option: one line, as argparse's own errors
+        print(f"rlbridge {args.command}: {err}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
+
+from rlbridge.protocol.errors import OptionError
 
 #: Built-in environments: short name -> "module:Class" (imported only when used).
 ENVIRONMENTS: dict[str, str] = {
@@ -36,36 +39,40 @@ AGENTS: dict[str, str] = {
 }
 
 
+def target(name: str, registry: dict[str, str]) -> str:
+    """The ``module:Class`` path for a built-in short name or such a path, importing nothing.
+
+    An unknown name raises OptionError with the known names and the closest one.
+    """
+    path = registry.get(name, name)
+    if ":" not in path:
+        close = difflib.get_close_matches(name, list(registry), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        known = ", ".join(registry)
+        kind = "environment" if registry is ENVIRONMENTS else "agent" if registry is AGENTS else "name"
+        raise OptionError(f"unknown {kind} {name!r}{hint}; expected one of {known} or module:Class")
+    return path
+
+
 def resolve(name: str, registry: dict[str, str]) -> type:
-    """The class for a built-in short name or a ``module:Class`` path."""
-    target = registry.get(name, name)
-    module_name, sep, class_name = target.partition(":")
-    if not sep:
-        known = ", ".join(sorted(registry))
-        raise ValueError(f"unknown name {name!r}: expected one of {known} or module:Class")
+    """The class for a built-in short name or a ``module:Class`` path (imported now)."""
+    module_name, _, class_name = target(name, registry).partition(":")
     module = importlib.import_module(module_name)
     try:
         return getattr(module, class_name)
     except AttributeError:
-        raise ValueError(f"module {module_name!r} has no class {class_name!r}") from None
+        raise OptionError(f"module {module_name!r} has no class {class_name!r}") from None
 
 
 def parse_options(pairs: list[str] | None) -> dict[str, str]:
-    """Turn ``["key=value", ...]`` from ``--opt`` into a dict, naming a malformed pair."""
+    """Turn ``["key=value", ...]`` from ``--opt`` into a dict of strings, naming a malformed pair.
+
+    The strings are what logs record; :func:`rlbridge.options.convert_options` types them.
+    """
     options: dict[str, str] = {}
     for pair in pairs or ():
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise ValueError(f"--opt takes key=value; got {pair!r}")
+            raise OptionError(f"--opt takes key=value; got {pair!r}")
         options[key.strip()] = value.strip()
     return options
-
-
-def parse_flag(text: str, name: str) -> bool:
-    """An on/off option from ``--opt``: 1/true/yes/on or 0/false/no/off (empty is off)."""
-    lowered = str(text).strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"option {name} must be 0 or 1; got {text!r}")

@@ -17,7 +17,9 @@ from rlbridge.protocol.values import Value
 
 
 class Agent:
-    """Base class of agents. Options arrive as keyword strings from ``--opt key=value``.
+    """Base class of agents. Options are typed keyword arguments of the constructor,
+    documented in an ``Options:`` section of the subclass's docstring (see
+    :class:`rlbridge.environments.base.Environment`).
 
     Agents never use global random state: the experiment's ``seed N`` message,
     handled here by :meth:`seed`, fixes their draws.
@@ -25,8 +27,7 @@ class Agent:
 
     name: str = ""
 
-    def __init__(self, **options: str):
-        self.options = options
+    def __init__(self) -> None:
         self.task_spec: TaskSpec | None = None
 
     def agent_init(self, task_spec: TaskSpec) -> None:

@@ -24,7 +24,8 @@ class RandomAgent(Agent):
     """Uniform random actions: among the legal ones when the observation carries a legal
     mask (task spec ``legal_mask``), otherwise within each finite task-spec bound.
 
-    Options: ``seed`` (default 0; the experiment's ``seed N`` message overrides it).
+    Options:
+        seed: the generator seed (default 0; the experiment's ``seed N`` message overrides it).
     """
 
     name = "random"
@@ -33,9 +34,9 @@ class RandomAgent(Agent):
     #: instead of one per action keeps the agent cheap, and the sequence stays seeded.
     DRAW_BLOCK = 4096
 
-    def __init__(self, seed: str = "0", **options: str):
-        super().__init__(**options)
-        self.seed(int(seed))
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        self.seed(seed)
 
     def seed(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)

@@ -26,7 +26,8 @@ from rlbridge.agents.blackjack.mc import (
 )
 from rlbridge.agents.blackjack.offpolicy import OffPolicyControlAgent, OffPolicyEvalAgent
 from rlbridge.bench.report import AgentResult, Figure, format_agent_results, format_figures
-from rlbridge.environments.blackjack.env import BlackjackCore, BlackjackEnv
+from rlbridge.environments.blackjack.core import BlackjackCore
+from rlbridge.environments.blackjack.env import BlackjackEnv
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.progress import ProgressBar
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing
 import time
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,7 @@ def env_steps_per_second(seconds: float, seed: int = 0) -> float:
     """Random legal steps through ``Game2048Env.env_step`` (observations and info included)."""
     from rlbridge.protocol.values import Value
 
-    env = Game2048Env(win_tile="0", seed=str(seed))
+    env = Game2048Env(win_tile=0, seed=seed)
     env.env_init()
     rng = np.random.default_rng(seed)
     actions = [Value(ints=(a,)) for a in range(4)]
@@ -151,14 +152,14 @@ def _play_one(job: tuple) -> tuple[int, int, int, float]:
     """One game: (game index, largest tile, steps, CPU seconds of this process during it)."""
     game, agent_class, options, win_tile, seed = job
     cpu = time.process_time()
-    env = Game2048Env(win_tile=str(win_tile))
+    env = Game2048Env(win_tile=win_tile)
     experiment = Experiment(env, agent_class(**options), seed=seed, check_actions=False)
     experiment.RL_init()
     experiment.RL_episode(0)
     return game, env.core.max_tile(), experiment.RL_num_steps(), time.process_time() - cpu
 
 
-def play_games(agent_class, options: dict[str, str], games: int, win_tile: int, seed: int = 0,
+def play_games(agent_class, options: dict[str, Any], games: int, win_tile: int, seed: int = 0,
                label: str = "", workers: int = WORKERS) -> tuple[list[int], float]:
     """Play ``games`` episodes, game ``g`` with seed ``seed + g``, in ``workers`` processes
     (forked; 1 plays in this process); return each game's largest tile, in game order, and
@@ -211,14 +212,14 @@ def agent_strength(quick: bool) -> list[AgentResult]:
     and 3 MCTS games to 2048 at 100 ms per move (the seed used 1 s)."""
     rows = []
     if quick:
-        tiles, ms = play_games(ExpectimaxAgent, {"time_ms": "20"}, 3, 1024, label="expectimax")
+        tiles, ms = play_games(ExpectimaxAgent, {"time_ms": 20.0}, 3, 1024, label="expectimax")
         rows += _reach_rows("2048-expectimax", tiles, ms, ((1024, None),))
-        tiles, ms = play_games(SeedMCTSAgent, {"time": "0.02"}, 1, 256, label="mcts")
+        tiles, ms = play_games(SeedMCTSAgent, {"time": 0.02}, 1, 256, label="mcts")
         rows += _reach_rows("2048-mcts (20 ms)", tiles, ms, ((256, None),))
         return rows
     top_tile = max(tile for tile, _ in EXPECTIMAX_TARGETS)
-    tiles, ms = play_games(ExpectimaxAgent, {"time_ms": "20"}, 50, top_tile, label="expectimax")
+    tiles, ms = play_games(ExpectimaxAgent, {"time_ms": 20.0}, 50, top_tile, label="expectimax")
     rows += _reach_rows("2048-expectimax", tiles, ms, EXPECTIMAX_TARGETS)
-    tiles, ms = play_games(SeedMCTSAgent, {"time": "0.1"}, 3, 2048, label="mcts")
+    tiles, ms = play_games(SeedMCTSAgent, {"time": 0.1}, 3, 2048, label="mcts")
     rows += _reach_rows("2048-mcts (100 ms)", tiles, ms, ((1024, None), (2048, None)))
     return rows

@@ -169,7 +169,7 @@ def _call(conn: FramedSocket, code: Code, payload: bytes = b"") -> bytes:
 
 
 def in_process(length: int, array_bytes: int, seconds: float) -> float:
-    experiment = Experiment(Countdown(length=str(length), array_bytes=str(array_bytes)),
+    experiment = Experiment(Countdown(length=length, array_bytes=array_bytes),
                             FirstLegalAgent())
     experiment.RL_init()
     steps = 0

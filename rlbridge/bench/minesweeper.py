@@ -61,7 +61,7 @@ def play(agent, rows: int, cols: int, mines: int, games: int, *, first_click: st
     """Run ``games`` in-process episodes of ``agent``; wins come from the environment's info.
     ``seconds`` covers the whole run (environment included); ``move_ms`` holds the CPU time
     of each of the agent's own moves (``agent_start``/``agent_step`` calls)."""
-    env = MinesweeperEnv(rows=str(rows), cols=str(cols), mines=str(mines), first_click=first_click)
+    env = MinesweeperEnv(rows=rows, cols=cols, mines=mines, first_click=first_click)
     move_ms: list[float] = []
     agent.agent_start = _timed(agent.agent_start, move_ms)
     agent.agent_step = _timed(agent.agent_step, move_ms)

@@ -18,7 +18,7 @@ from rlbridge.experiment.progress import ProgressBar
 SPEED_TARGET_8X8 = 20_000
 #: The committed DQN weights (6x6), trained by `python -m rlbridge.agents.reversi.dqn`.
 DQN_WEIGHTS = Path(__file__).resolve().parent.parent / "agents" / "reversi" / "weights" / "reversi_dqn_6x6.npz"
-SEARCH_OPTIONS = {"time": "1.0", "depth": "4", "endgame": "10"}
+SEARCH_OPTIONS = {"time": 1.0, "depth": 4, "endgame": 10}
 
 
 def core_moves_per_second(size: int, seconds: float, seed: int = 0) -> float:
@@ -49,7 +49,7 @@ def game_speed(quick: bool) -> list[Figure]:
 
 def play(agent, size: int, games: int, seed: int = 0, label: str = "") -> tuple[int, int, float]:
     """(wins, games, CPU ms per agent move) of ``agent`` against the seed opponent."""
-    experiment = Experiment(ReversiEnv(size=str(size)), agent, seed=seed)
+    experiment = Experiment(ReversiEnv(size=size), agent, seed=seed)
     experiment.RL_init()
     wins = moves = 0
     thinking = 0.0

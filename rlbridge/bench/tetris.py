@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from typing import Any
 
 import numpy as np
 
@@ -68,9 +69,9 @@ def game_speed(quick: bool) -> list[Figure]:
 
 
 def play(agent, episodes: int, seed: int, max_pieces: int | None = None,
-         **options: str) -> tuple[list[int], float, int]:
+         **env_options: Any) -> tuple[list[int], float, int]:
     """Lines per game, ms per move and moves, through the in-process glue."""
-    env = TetrisEnv(**options)
+    env = TetrisEnv(**env_options)
     experiment = Experiment(env, agent, seed=seed)
     experiment.RL_init()
     lines, moves, started = [], 0, time.perf_counter()
@@ -90,7 +91,7 @@ def _row(agent: str, lines: list[int], ms: float, target: str, passed, note: str
 
 def train_qlearning(games: int, reward: str, seed: int = 0) -> QLearningAgent:
     """The seed's Q-learning (its defaults) trained for ``games`` games on ``reward``."""
-    agent = QLearningAgent(seed=str(seed))
+    agent = QLearningAgent(seed=seed)
     play(agent, games, seed=seed, reward=reward)
     agent.agent_message("epsilon 0")
     agent.agent_message("learn 0")
@@ -123,7 +124,7 @@ def agent_strength(quick: bool) -> list[AgentResult]:
 
     preview_games = 4 if quick else 200
     cap = 200 if quick else MAX_PIECES
-    lines, ms, _ = play(PlacementAgent(), preview_games, seed=1, max_pieces=cap, preview="1")
+    lines, ms, _ = play(PlacementAgent(), preview_games, seed=1, max_pieces=cap, preview=True)
     mean = float(np.mean(lines))
     rows.append(_row("tetris-placement+preview", lines, ms, f">= {PREVIEW_LINES_TARGET:.0f}",
                      mean >= PREVIEW_LINES_TARGET if not quick else None,

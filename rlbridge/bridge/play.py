@@ -12,9 +12,10 @@ import sys
 from collections.abc import Callable, Iterable
 
 from rlbridge.environments.base import Environment, StepResult
+from rlbridge.options import build
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
-from rlbridge.registry import ENVIRONMENTS, resolve
+from rlbridge.registry import ENVIRONMENTS
 
 HELP = {
     "minesweeper": "click a cell to open it",
@@ -35,10 +36,11 @@ class HumanSession:
     """An environment and the person's running episode: legal actions, steps, returns."""
 
     def __init__(self, game: str, options: dict[str, str], seed: int = 0):
+        """``options`` are ``--opt`` strings, converted to the environment's types."""
         if game == "tetris":
             options = {"actions": "low", **options}  # single moves suit a person better
         self.game = game
-        self.env: Environment = resolve(game, ENVIRONMENTS)(**options)
+        self.env: Environment = build(game, ENVIRONMENTS, options)
         spec = self.env.env_init()
         self.spec: TaskSpec = parse(spec) if isinstance(spec, str) else spec
         self.env.env_message(f"seed {seed}")

@@ -30,7 +30,11 @@ class StepResult(NamedTuple):
 
 
 class Environment:
-    """Base class of environments. Options arrive as keyword strings from ``--opt key=value``.
+    """Base class of environments. Options are typed keyword arguments of the constructor.
+
+    A subclass documents them in an ``Options:`` section of its docstring, one
+    ``name: text`` line each (``rlbridge describe`` shows them); the command line's
+    ``--opt key=value`` strings are converted to their types before the constructor runs.
 
     Contract:
       * ``env_init()`` returns the task spec (a :class:`TaskSpec` or its string).
@@ -54,8 +58,8 @@ class Environment:
     #: Usage of this environment's own ``env_message`` commands, listed in error replies.
     MESSAGES: tuple[str, ...] = ()
 
-    def __init__(self, **options: str):
-        self.options = options
+    def __init__(self) -> None:
+        """No options: a subclass's own keyword arguments are its options."""
 
     def env_init(self) -> TaskSpec | str:
         raise NotImplementedError

@@ -23,16 +23,16 @@ class GridWalk(Environment):
         -1 per step, 0 on reaching the goal.
     Episode end:
         On reaching the goal; ``max_steps`` limits are the experiment's business.
-    Arguments:
-        ``size`` (default 4).
+    Options:
+        size: the side of the square grid (default 4).
     """
 
     name = "gridwalk"
     _MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))
 
-    def __init__(self, size: str = "4", **options: str):
-        super().__init__(**options)
-        self.size = int(size)
+    def __init__(self, size: int = 4):
+        super().__init__()
+        self.size = size
         self.row = self.col = 0
         cells = self.size * self.size
         self._observations = []
@@ -86,17 +86,18 @@ class Countdown(Environment):
         The counter before the step, so an episode's return is length*(length+1)/2.
     Episode end:
         When the counter reaches 0.
-    Arguments:
-        ``length`` (default 5), ``array_bytes`` (default 0).
+    Options:
+        length: transitions per episode (default 5).
+        array_bytes: size of the extra uint8 observation array; 0 sends none (default 0).
     """
 
     name = "countdown"
 
-    def __init__(self, length: str = "5", array_bytes: str = "0", **options: str):
-        super().__init__(**options)
-        self.length = int(length)
+    def __init__(self, length: int = 5, array_bytes: int = 0):
+        super().__init__()
+        self.length = length
         self.counter = self.length
-        size = int(array_bytes)
+        size = array_bytes
         self._payload = (np.arange(size, dtype=np.uint8),) if size else ()
         obs_space = SpaceSpec(ints=(Range(0, self.length),))
         if size:

@@ -8,8 +8,9 @@ import sys
 
 from rlbridge.experiment.net.curve import CurveError, add_curve_arguments, curve_for
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS, default_address
+from rlbridge.options import build, typed_options
 from rlbridge.protocol.errors import RLBridgeError
-from rlbridge.registry import AGENTS, ENVIRONMENTS, parse_options, resolve
+from rlbridge.registry import AGENTS, ENVIRONMENTS, target
 
 ENV_HELP = "a built-in environment (" + ", ".join(ENVIRONMENTS) + ") or module:Class"
 AGENT_HELP = "a built-in agent (" + ", ".join(AGENTS) + ") or module:Class"
@@ -116,7 +117,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     registry = ENVIRONMENTS if args.role == "environment" else AGENTS
     try:
-        obj = resolve(args.name, registry)(**parse_options(args.opt))
+        obj = build(args.name, registry, args.opt)
     except (ValueError, TypeError, ImportError) as err:
         print(f"rlbridge {args.role}: cannot create {args.name!r}: {err}", file=sys.stderr)
         return 2
@@ -169,6 +170,7 @@ def _experiment(args: argparse.Namespace) -> int:
 
     env_address = args.env_address or default_address("environment")
     agent_address = args.agent_address or default_address("agent")
+    check_recorded_options(args)
     env = agent = None
     try:
         curve = curve_for(args, env_address, bind=args.bind)
@@ -194,8 +196,24 @@ def _experiment(args: argparse.Namespace) -> int:
                 peer.close()
 
 
+def check_recorded_options(args: argparse.Namespace) -> None:
+    """Fail fast on options the log would record for a built-in name that cannot take them.
+
+    Other names (``module:Class``) may exist only where the peer runs, so they are not checked.
+    """
+    for name, pairs, registry in ((args.env_name, args.env_opt, ENVIRONMENTS),
+                                  (args.agent_name, args.agent_opt, AGENTS)):
+        if name in registry:
+            typed_options(name, registry, pairs)
+
+
 def _run(args: argparse.Namespace) -> int:
     from rlbridge.experiment.runner import run_local
 
+    # Before any process starts: a typo fails here in a second, not after connect timeouts.
+    target(args.env_name, ENVIRONMENTS)  # both names before either module is imported
+    target(args.agent_name, AGENTS)
+    typed_options(args.env_name, ENVIRONMENTS, args.env_opt)
+    typed_options(args.agent_name, AGENTS, args.agent_opt)
     return run_local(args)
 

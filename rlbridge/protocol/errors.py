@@ -79,6 +79,13 @@ class TaskSpecError(RLBridgeError):
     code = ErrorCode.BAD_FIELD
 
 
+class OptionError(RLBridgeError, ValueError):
+    """An unknown game or agent name, or an ``--opt`` key or value its constructor does not take.
+
+    A ValueError too, so that code which catches a constructor's ValueError catches it.
+    """
+
+
 class PeerTimeout(RLBridgeError):
     """A peer did not answer within its timeout; the message names peer, call and place."""
 

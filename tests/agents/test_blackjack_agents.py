@@ -16,7 +16,8 @@ from rlbridge.agents.blackjack.mc import (
     exploring_starts_program,
 )
 from rlbridge.agents.blackjack.offpolicy import OffPolicyControlAgent, OffPolicyEvalAgent
-from rlbridge.environments.blackjack.env import BlackjackCore, BlackjackEnv
+from rlbridge.environments.blackjack.core import BlackjackCore
+from rlbridge.environments.blackjack.env import BlackjackEnv
 from rlbridge.experiment.api import Experiment
 from rlbridge.protocol.values import Value
 from rlbridge.registry import AGENTS, resolve
@@ -100,14 +101,14 @@ def test_load_and_save_options_and_test_mode_does_not_learn(tmp_path):
     trained = MCExploringStartsAgent(save=path)
     experiment = run(trained, 500)
     experiment.RL_cleanup()  # writes the save option's file
-    player = MCExploringStartsAgent(load=path, train="0")
+    player = MCExploringStartsAgent(load=path, train=False)
     run(player, 200, seed=9)
     assert player.episodes == 500
     np.testing.assert_array_equal(player.q_table(), trained.q_table())
 
 
 def test_mc_eval_only_takes_the_evaluated_policys_actions():
-    agent = MCEvalAgent(stick_at="18")
+    agent = MCEvalAgent(stick_at=18)
     run(agent, 2000)
     counts = np.asarray(agent.c).reshape(22, 11, 2, 2)
     assert counts[18:22, ..., 1].sum() == 0 and counts[4:18, ..., 0].sum() == 0
@@ -146,12 +147,12 @@ def test_exploring_starts_first_action_is_random_later_ones_greedy():
 
 
 def test_on_policy_policy_stays_epsilon_soft():
-    agent = MCOnPolicyAgent(epsilon="0.2")
+    agent = MCOnPolicyAgent(epsilon=0.2)
     run(agent, 3000)
     assert set(agent.behaviour_hit) <= {0.1, 0.5, 0.9}
     assert agent.exact_return() > -0.3
     with pytest.raises(ValueError):
-        MCOnPolicyAgent(epsilon="1.5")
+        MCOnPolicyAgent(epsilon=1.5)
 
 
 def test_off_policy_eval_estimates_stick_at_20():

@@ -25,7 +25,7 @@ from rlbridge.protocol.values import Value
 from rlbridge.registry import AGENTS, resolve
 
 
-def play(agent, win_tile: str, episodes: int, seed: int = 1) -> list[int]:
+def play(agent, win_tile: int, episodes: int, seed: int = 1) -> list[int]:
     env = Game2048Env(win_tile=win_tile)
     experiment = Experiment(env, agent, seed=seed)
     experiment.RL_init()
@@ -43,12 +43,12 @@ def test_agents_are_registered():
 
 
 def test_expectimax_reaches_256_where_random_play_rarely_does():
-    assert play(ExpectimaxAgent(depth="2"), "256", 2) == [256, 256]
+    assert play(ExpectimaxAgent(depth=2), 256, 2) == [256, 256]
 
 
 def test_mcts_plays_episodes_through_experiment_deterministically():
-    first = play(SeedMCTSAgent(iterations="15"), "64", 2, seed=3)
-    again = play(SeedMCTSAgent(iterations="15"), "64", 2, seed=3)
+    first = play(SeedMCTSAgent(iterations=15), 64, 2, seed=3)
+    again = play(SeedMCTSAgent(iterations=15), 64, 2, seed=3)
     assert first == again and all(tile >= 32 for tile in first)
 
 
@@ -57,14 +57,14 @@ def test_mcts_takes_the_big_merge():
                               2, 4, 8, 16,
                               4, 8, 16, 32,
                               0, 0, 0, 2])
-    agent = SeedMCTSAgent(iterations="200", seed="4")
+    agent = SeedMCTSAgent(iterations=200, seed=4)
     agent.agent_init(Game2048Env().env_init())
     action = agent.agent_start(Value(ints=exponents(board)))
     assert action.ints[0] in (LEFT, RIGHT)
 
 
 def test_mcts_time_budget_is_kept():
-    agent = SeedMCTSAgent(time="0.03")
+    agent = SeedMCTSAgent(time=0.03)
     board = board_from_tiles([2, 4, 8, 16, 0, 2, 4, 8, 0, 0, 2, 4, 0, 0, 0, 2])
     start = time.process_time()
     agent.search.choose(board, 0.03)
@@ -97,7 +97,7 @@ def test_expectimax_search_values_and_board_of():
 
 
 def test_expectimax_adaptive_depth_stays_near_its_budget():
-    agent = ExpectimaxAgent(time_ms="10")
+    agent = ExpectimaxAgent(time_ms=10)
     board = board_from_tiles([2, 4, 8, 16, 0, 2, 4, 8, 0, 0, 2, 4, 0, 0, 0, 2])
     start = time.process_time()
     for _ in range(5):
@@ -109,7 +109,7 @@ def test_expectimax_adaptive_depth_stays_near_its_budget():
 def test_bench_games_are_the_same_in_worker_processes():
     from rlbridge.bench.game2048 import play_games
 
-    options = {"depth": "1"}  # greedy on the heuristic: deterministic and fast
+    options = {"depth": 1}  # greedy on the heuristic: deterministic and fast
     alone, ms_alone = play_games(ExpectimaxAgent, options, 3, 0, seed=7, workers=1)
     forked, ms_forked = play_games(ExpectimaxAgent, options, 3, 0, seed=7, workers=2)
     assert alone == forked and min(alone) >= 64

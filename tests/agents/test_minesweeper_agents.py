@@ -15,7 +15,7 @@ from rlbridge.protocol.values import Value
 
 
 @pytest.mark.parametrize("agent_class", [EliminationAgent, SolverAgent])
-@pytest.mark.parametrize("options", [{}, {"rows": "6", "cols": "11", "mines": "9", "onehot": "1"}])
+@pytest.mark.parametrize("options", [{}, {"rows": 6, "cols": 11, "mines": 9, "onehot": True}])
 def test_agents_play_whole_episodes_in_process(agent_class, options):
     env = MinesweeperEnv(first_click="safe", **options)
     agent = agent_class()
@@ -31,7 +31,7 @@ def test_agents_play_whole_episodes_in_process(agent_class, options):
 
 
 def test_agents_accept_the_task_spec_string_and_need_a_mine_count():
-    env = MinesweeperEnv(rows="5", cols="5", mines="4")
+    env = MinesweeperEnv(rows=5, cols=5, mines=4)
     agent = SolverAgent()
     agent.agent_init(str(env.env_init()))
     assert (agent.rows, agent.cols, agent.num_mines) == (5, 5, 4)
@@ -39,7 +39,7 @@ def test_agents_accept_the_task_spec_string_and_need_a_mine_count():
     bare = type(spec)(spec.observations, spec.actions, spec.rewards, legal_mask=1)
     with pytest.raises(ValueError, match="mines"):
         SolverAgent().agent_init(bare)
-    other = SolverAgent(mines="4")
+    other = SolverAgent(mines=4)
     other.agent_init(bare)
     assert other.num_mines == 4
 
@@ -85,8 +85,8 @@ def test_exact_probabilities_match_brute_force_enumeration():
 def test_solver_without_lookahead_guesses_the_lowest_probability_cell():
     guesses = 0
     for game in range(15):
-        env = MinesweeperEnv(rows="9", cols="9", mines="10", first_click="safe")
-        agent = SolverAgent(lookahead="0")
+        env = MinesweeperEnv(rows=9, cols=9, mines=10, first_click="safe")
+        agent = SolverAgent(lookahead=0)
         agent.agent_init(env.env_init())
         env.env_message(f"seed {game}")
         action = agent.agent_start(env.env_start())
@@ -106,7 +106,7 @@ def test_solver_without_lookahead_guesses_the_lowest_probability_cell():
 def test_agents_never_open_a_proven_mine_and_take_proven_safe_cells(agent_class):
     moves = proven_safe_moves = 0
     for game in range(25):
-        env = MinesweeperEnv(rows="9", cols="9", mines="10", first_click="safe")
+        env = MinesweeperEnv(rows=9, cols=9, mines=10, first_click="safe")
         agent = agent_class()
         agent.agent_init(env.env_init())
         env.env_message(f"seed {game}")
@@ -128,8 +128,8 @@ def test_agents_never_open_a_proven_mine_and_take_proven_safe_cells(agent_class)
 
 def test_save_and_load_round_trip(tmp_path):
     path = tmp_path / "solver.msgpack"
-    agent = SolverAgent(spread="0.5", rule="survival")
-    experiment = Experiment(MinesweeperEnv(rows="6", cols="6", mines="4"), agent, seed=1)
+    agent = SolverAgent(spread=0.5, rule="survival")
+    experiment = Experiment(MinesweeperEnv(rows=6, cols=6, mines=4), agent, seed=1)
     experiment.RL_init()
     experiment.RL_episode(0)
     assert agent.agent_message(f"save {path}") == "ok"
@@ -144,7 +144,7 @@ def test_save_and_load_round_trip(tmp_path):
 
 def test_elimination_agent_reads_the_onehot_board_like_the_plain_one():
     boards = []
-    for onehot in ("0", "1"):
+    for onehot in (False, True):
         env = MinesweeperEnv(first_click="zero", onehot=onehot)
         agent = EliminationAgent()
         agent.agent_init(env.env_init())

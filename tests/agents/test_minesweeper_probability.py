@@ -76,7 +76,7 @@ def test_endgame_search_gives_up_when_its_work_budget_runs_out():
 
 
 def _moves(agent, seed):
-    env = MinesweeperEnv(rows="10", cols="10", mines="20", first_click="safe")
+    env = MinesweeperEnv(rows=10, cols=10, mines=20, first_click="safe")
     agent.agent_init(env.env_init())
     env.env_message(f"seed {seed}")
     moves = [agent.agent_start(env.env_start()).int]
@@ -92,7 +92,7 @@ def test_the_work_budget_is_deterministic_and_changes_guesses():
     for seed in range(8):
         first, again = _moves(SolverAgent(), seed), _moves(SolverAgent(), seed)
         assert first == again
-        differ += first != _moves(SolverAgent(work="0"), seed)
+        differ += first != _moves(SolverAgent(work=0), seed)
     assert differ >= 1  # with no lookahead budget some guess goes elsewhere
 
 
@@ -105,7 +105,7 @@ def test_play_times_every_agent_move():
 
 def test_the_first_move_is_computed_once_per_board_and_is_a_corner():
     agent = SolverAgent()
-    agent.agent_init(MinesweeperEnv(rows="7", cols="9", mines="12", first_click="safe").env_init())
+    agent.agent_init(MinesweeperEnv(rows=7, cols=9, mines=12, first_click="safe").env_init())
     agent.new_game()
     assert agent.choose([0] * 63, [False] * 63) == 0 == agent.opening
     agent.opening = 5  # a remembered opening is replayed without recomputing it

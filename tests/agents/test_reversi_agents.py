@@ -47,7 +47,7 @@ def random_position(size, empties, rng):
 
 
 def test_search_agent_plays_whole_games_in_process():
-    returns = run_games(ReversiEnv(size="6"), ReversiSearchAgent(time="0.05", depth="2"), 3)
+    returns = run_games(ReversiEnv(size=6), ReversiSearchAgent(time=0.05, depth=2), 3)
     assert len(returns) == 3 and all(r in (1.0, -1.0, -0.5) for r in returns)
 
 
@@ -77,7 +77,7 @@ def test_alphabeta_prefers_a_corner_over_an_x_square():
 
 
 def test_core_from_observation_matches_the_environment():
-    env = ReversiEnv(size="8")
+    env = ReversiEnv(size=8)
     spec = env.env_init()
     env.env_start()
     obs = env.env_step(Value(ints=(20,))).observation
@@ -87,22 +87,22 @@ def test_core_from_observation_matches_the_environment():
 
 
 def small_dqn(**options):
-    settings = dict(hidden="16,16", memory="400", batch="16", warmup="32", train_every="1",
-                    target_every="10", epsilon_steps="200")
+    settings = dict(hidden=(16, 16), memory=400, batch=16, warmup=32, train_every=1,
+                    target_every=10, epsilon_steps=200)
     settings.update(options)
     return ReversiDQNAgent(**settings)
 
 
 def test_dqn_trains_and_only_plays_legal_moves():
     agent = small_dqn()
-    returns = run_games(ReversiEnv(size="4"), agent, 15)
+    returns = run_games(ReversiEnv(size=4), agent, 15)
     assert len(agent.returns) == 15 and agent.returns == returns
     assert agent.net.updates > 0 and agent.memory.size > 32
     assert agent.memory.done[: agent.memory.size].sum() == 15  # one terminal per game
 
 
 def test_dqn_passes_when_forced():
-    env = ReversiEnv(size="4")
+    env = ReversiEnv(size=4)
     agent = small_dqn(mode="test")
     agent.agent_init(env.env_init())
     core = ReversiCore.from_board([[-1, 1, 0, 0], [0] * 4, [0] * 4, [0] * 4])
@@ -112,12 +112,12 @@ def test_dqn_passes_when_forced():
 
 
 def test_dqn_save_load_round_trip_and_curve(tmp_path):
-    agent = small_dqn(seed="3")
-    run_games(ReversiEnv(size="4"), agent, 8)
+    agent = small_dqn(seed=3)
+    run_games(ReversiEnv(size=4), agent, 8)
     path = tmp_path / "w.npz"
     assert agent.agent_message(f"save {path}") == "ok"
-    loaded = small_dqn(mode="test", hidden="8", load=str(path))  # the file's shape wins
-    loaded.agent_init(ReversiEnv(size="4").env_init())
+    loaded = small_dqn(mode="test", hidden=(8,), load=str(path))  # the file's shape wins
+    loaded.agent_init(ReversiEnv(size=4).env_init())
     probe = np.random.default_rng(0).random((5, agent.net.sizes[0]), dtype=np.float32)
     assert np.array_equal(agent.net.predict(probe), loaded.net.predict(probe))
     assert loaded.returns == pytest.approx(agent.returns)
@@ -127,13 +127,13 @@ def test_dqn_save_load_round_trip_and_curve(tmp_path):
     assert agent.agent_message(f"plot {curve}") == "ok"
     assert curve.read_bytes()[:4] == b"\x89PNG"
     wrong = small_dqn()
-    wrong.agent_init(ReversiEnv(size="6").env_init())
+    wrong.agent_init(ReversiEnv(size=6).env_init())
     assert wrong.agent_message(f"load {path}").startswith("error: ")
 
 
 def test_dqn_test_mode_does_not_learn():
     agent = small_dqn(mode="test")
-    run_games(ReversiEnv(size="4"), agent, 5)
+    run_games(ReversiEnv(size=4), agent, 5)
     assert agent.net.updates == 0 and agent.memory.size == 0
     assert agent.agent_message("mode train") == "ok" and agent.mode == "train"
     with pytest.raises(ValueError):
@@ -144,6 +144,6 @@ def test_committed_dqn_weights_load_and_play():
     from rlbridge.bench.reversi import DQN_WEIGHTS
 
     agent = ReversiDQNAgent(mode="test", load=str(DQN_WEIGHTS))
-    returns = run_games(ReversiEnv(size="6"), agent, 5)
+    returns = run_games(ReversiEnv(size=6), agent, 5)
     assert agent.net.sizes[0] == 9 * 4 * 36 and agent.net.sizes[-1] == 36
     assert len(returns) == 5 and agent.net.updates == 0

@@ -80,7 +80,7 @@ def test_placer_takes_the_line_clear():
 def test_placement_agent_plays_through_the_glue_and_beats_random():
     lines = _episodes(PlacementAgent(), 2, max_steps=120)
     assert np.mean(lines) > 5  # random play clears well under one line per game
-    preview = _episodes(PlacementAgent(), 1, max_steps=60, preview="1")
+    preview = _episodes(PlacementAgent(), 1, max_steps=60, preview=True)
     assert preview[0] >= 20
 
 
@@ -110,7 +110,7 @@ def test_afterstates_are_joined_but_not_cleared():
 
 
 def test_qlearning_learns_saves_and_loads(tmp_path):
-    agent = QLearningAgent(alpha="1", gamma="1", n="1", epsilon="0.5")
+    agent = QLearningAgent(alpha=1, gamma=1, n=1, epsilon=0.5)
     _episodes(agent, 30, reward="shaped")
     assert agent.games == 30 and len(agent.q) > 5
     path = tmp_path / "q.npz"
@@ -121,7 +121,7 @@ def test_qlearning_learns_saves_and_loads(tmp_path):
 
 
 def test_qlearning_n_step_return():
-    agent = QLearningAgent(alpha="1", gamma="0.5", n="2")
+    agent = QLearningAgent(alpha=1, gamma=0.5, n=2)
     agent.q = {1: {10: 0.0}, 2: {20: 0.0}, 3: {30: 8.0}}
     agent._states.extend([1, 2, 3])
     agent._actions.extend([10, 20, 30])

@@ -5,15 +5,13 @@ import json
 import numpy as np
 import pytest
 
-from rlbridge.environments.blackjack.env import (
-    BlackjackCore,
-    BlackjackEnv,
-    hand_for,
-    hand_total,
-)
+from rlbridge.environments.blackjack.core import BlackjackCore, hand_for, hand_total
+from rlbridge.environments.blackjack.env import BlackjackEnv
 from rlbridge.environments.checker import check_environment
+from rlbridge.options import build
 from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.values import Value
+from rlbridge.registry import ENVIRONMENTS
 
 STICK, HIT = Value(ints=(0,)), Value(ints=(1,))
 
@@ -82,9 +80,9 @@ def test_draw_is_zero_and_natural_pays_1_5_only_with_option():
 
 
 def test_natural_option_passes_checker_and_pays_1_5_in_play():
-    report = check_environment(lambda: BlackjackEnv(natural="1"), episodes=300, seed=5)
+    report = check_environment(lambda: BlackjackEnv(natural=True), episodes=300, seed=5)
     assert report.episodes == 300
-    env = BlackjackEnv(natural="1")
+    env = BlackjackEnv(natural=True)
     env.env_init()
     env.env_message("deal 10,1 9,8")
     assert env.env_start().ints == (21, 9, 1)
@@ -93,9 +91,9 @@ def test_natural_option_passes_checker_and_pays_1_5_in_play():
 
 def test_natural_option_widens_reward_range():
     assert BlackjackEnv().env_init().rewards.high == 1.0
-    assert BlackjackEnv(natural="1").env_init().rewards.high == 1.5
+    assert BlackjackEnv(natural=True).env_init().rewards.high == 1.5
     with pytest.raises(ValueError):
-        BlackjackEnv(natural="maybe")
+        build("blackjack", ENVIRONMENTS, {"natural": "maybe"})
 
 
 def test_card_frequencies_match_infinite_deck():

@@ -24,8 +24,10 @@ from rlbridge.environments.game2048.core import (
     tiles,
 )
 from rlbridge.environments.game2048.env import Game2048Env
+from rlbridge.options import build
 from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.values import Value
+from rlbridge.registry import ENVIRONMENTS
 
 STUCK = [2, 4, 2, 4, 4, 2, 4, 2, 2, 4, 2, 4, 4, 2, 4, 2]
 
@@ -122,7 +124,7 @@ def test_core_rejects_a_move_that_changes_nothing():
 
 
 def test_win_tile_ends_with_success_and_zero_plays_on_past_2048():
-    env = Game2048Env(win_tile="2048")
+    env = Game2048Env(win_tile=2048)
     env.env_init()
     env.env_start()
     env.env_message("set_board 1024 1024 0 0 " + "0 " * 12)
@@ -132,7 +134,7 @@ def test_win_tile_ends_with_success_and_zero_plays_on_past_2048():
     with pytest.raises(WrongState):
         step(env, LEFT)
 
-    env = Game2048Env(win_tile="0")
+    env = Game2048Env(win_tile=0)
     spec = env.env_init()
     env.env_start()
     env.env_message("set_board 65536 65536 2048 2048 " + "0 " * 12)
@@ -144,7 +146,7 @@ def test_win_tile_ends_with_success_and_zero_plays_on_past_2048():
 
 
 def test_half_scoring_pays_half_the_merged_tile():
-    env = Game2048Env(scoring="half", win_tile="0")
+    env = Game2048Env(scoring="half", win_tile=0)
     env.env_init()
     env.env_start()
     env.env_message("set_board 1024 1024 4 4 " + "0 " * 12)
@@ -170,7 +172,7 @@ def test_stuck_board_is_terminal_without_success():
 
 
 def test_messages_state_and_options():
-    env = Game2048Env(seed="5")
+    env = Game2048Env(seed=5)
     env.env_init()
     env.env_start()
     state = json.loads(env.env_message("get_state"))
@@ -182,7 +184,7 @@ def test_messages_state_and_options():
     assert len(env.env_message("render").splitlines()) == 4
     for bad in ({"spawn": "fives"}, {"scoring": "double"}, {"win_tile": "1000"}, {"colour": "red"}):
         with pytest.raises(ValueError):
-            Game2048Env(**bad)
+            build("2048", ENVIRONMENTS, bad)
 
 
 def _play_playout_moves(core, move_draws: list, moves: int) -> None:

@@ -8,9 +8,11 @@ import pytest
 from rlbridge.environments.checker import check_environment
 from rlbridge.environments.minesweeper.core import MinesweeperCore, hint_matrix, neighbour_table
 from rlbridge.environments.minesweeper.env import MinesweeperEnv
+from rlbridge.options import build
 from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.taskspec import game_options, parse
 from rlbridge.protocol.values import Value
+from rlbridge.registry import ENVIRONMENTS
 
 SEED_MINES = [[1, 0, 0, 1, 0], [0, 1, 0, 0, 1], [1, 0, 1, 0, 0], [0, 0, 0, 0, 0], [0, 1, 0, 0, 1]]
 SEED_HINTS = [[1, 2, 2, 1, 2], [3, 3, 3, 3, 1], [1, 3, 1, 2, 1], [2, 3, 2, 2, 1], [1, 0, 1, 1, 0]]
@@ -45,8 +47,8 @@ def seed_elimination(core: MinesweeperCore) -> np.ndarray:
 
 def env_with_layout(layout, **options) -> MinesweeperEnv:
     layout = np.asarray(layout)
-    env = MinesweeperEnv(rows=str(layout.shape[0]), cols=str(layout.shape[1]),
-                         mines=str(int(layout.sum())), **options)
+    env = MinesweeperEnv(rows=layout.shape[0], cols=layout.shape[1],
+                         mines=int(layout.sum()), **options)
     env.env_init()
     env.env_start()
     env.core = MinesweeperCore(layout.shape[0], layout.shape[1], layout=layout)
@@ -66,7 +68,7 @@ def test_checker_default_board_1000_episodes():
 
 
 def test_checker_non_square_onehot_zero_start():
-    make = lambda: MinesweeperEnv(rows="5", cols="9", mines="8", first_click="zero", onehot="1")  # noqa: E731
+    make = lambda: MinesweeperEnv(rows=5, cols=9, mines=8, first_click="zero", onehot=True)  # noqa: E731
     assert check_environment(make, episodes=200).episodes == 200
 
 
@@ -189,7 +191,7 @@ def test_first_click_none_can_hit_a_mine_like_the_seed():
 
 
 def test_onehot_observation_matches_the_two_channel_one():
-    plain, onehot = MinesweeperEnv(first_click="zero"), MinesweeperEnv(first_click="zero", onehot="1")
+    plain, onehot = MinesweeperEnv(first_click="zero"), MinesweeperEnv(first_click="zero", onehot=True)
     for env in (plain, onehot):
         env.env_init()
         env.env_message("seed 11")
@@ -203,7 +205,7 @@ def test_onehot_observation_matches_the_two_channel_one():
 
 
 def test_task_spec_names_the_legal_mask_and_the_board():
-    spec = parse(str(MinesweeperEnv(rows="9", cols="16", mines="20").env_init()))
+    spec = parse(str(MinesweeperEnv(rows=9, cols=16, mines=20).env_init()))
     assert spec.legal_mask == 1
     assert spec.actions.ints[0].high == 143
     assert game_options(spec.extra, "minesweeper") == {"rows": "9", "cols": "16", "mines": "20",
@@ -211,7 +213,7 @@ def test_task_spec_names_the_legal_mask_and_the_board():
 
 
 def test_messages_and_snapshot_schema():
-    env = MinesweeperEnv(rows="4", cols="5", mines="3")
+    env = MinesweeperEnv(rows=4, cols=5, mines=3)
     env.env_init()
     env.env_message("seed 1")
     env.env_start()
@@ -227,8 +229,8 @@ def test_messages_and_snapshot_schema():
     {"onehot": "maybe"}, {"rows": "3", "cols": "3", "mines": "1", "first_click": "zero"},
 ])
 def test_bad_options_are_rejected(options):
-    with pytest.raises(ValueError):
-        MinesweeperEnv(**options)
+    with pytest.raises(ValueError):  # by the option converter or by the constructor
+        build("minesweeper", ENVIRONMENTS, options)
 
 
 def test_neighbour_table():

@@ -158,7 +158,7 @@ def test_seed_policy_prefers_corners_then_max_flips():
 
 
 def test_state_snapshot_schema_and_messages():
-    env = ReversiEnv(size="8")
+    env = ReversiEnv(size=8)
     env.env_start()
     state = json.loads(env.env_message("get_state"))
     assert set(state) == {"game", "size", "board", "legal", "last", "done"}
@@ -171,19 +171,19 @@ def test_state_snapshot_schema_and_messages():
 
 
 def test_options_validate_size_and_opponent():
-    for size in ("5", "2", "18"):
+    for size in (5, 2, 18):
         with pytest.raises(ValueError):
             ReversiEnv(size=size)
     with pytest.raises(ValueError):
         ReversiEnv(opponent="oracle")
-    env = ReversiEnv(size="4", opponent="alphabeta", depth="2")
+    env = ReversiEnv(size=4, opponent="alphabeta", depth=2)
     env.env_start()
     assert len(env.env_start().ints) == 4 * 16
 
 
 def test_same_seed_same_game():
     def play(seed):
-        env = ReversiEnv(size="8")
+        env = ReversiEnv(size=8)
         env.env_message(f"seed {seed}")
         obs, trace = env.env_start(), []
         while True:
@@ -199,7 +199,7 @@ def test_same_seed_same_game():
 
 @pytest.mark.parametrize("opponent", ["random", "greedy"])
 def test_other_opponents_pass_the_checker(opponent):
-    check_environment(lambda: ReversiEnv(size="4", opponent=opponent), episodes=100)
+    check_environment(lambda: ReversiEnv(size=4, opponent=opponent), episodes=100)
 
 
 def test_checker_1000_episodes():

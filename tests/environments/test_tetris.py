@@ -79,8 +79,8 @@ def test_checker_placement_1000_episodes():
 
 
 @pytest.mark.parametrize("options", [
-    {"actions": "low"}, {"preview": "1"}, {"reward": "shaped"}, {"reward": "score"},
-    {"rows": "8", "cols": "7"},
+    {"actions": "low"}, {"preview": True}, {"reward": "shaped"}, {"reward": "score"},
+    {"rows": 8, "cols": 7},
 ])
 def test_checker_options(options):
     check_environment(lambda: TetrisEnv(**options), episodes=60)
@@ -186,7 +186,7 @@ def test_low_level_gravity_and_soft_drop_lock():
 
 
 def _play_first_legal(seed: int, pieces: int) -> list[tuple[int, int]]:
-    env = TetrisEnv(preview="1")
+    env = TetrisEnv(preview=True)
     env.env_init()
     env.seed(seed)
     obs = env.env_start()
@@ -230,6 +230,6 @@ def test_bad_options_are_named():
     with pytest.raises(ValueError, match="reward"):
         TetrisEnv(reward="bonus")
     with pytest.raises(ValueError, match="cols"):
-        TetrisEnv(cols="3")
+        TetrisEnv(cols=3)
     with pytest.raises(ValueError, match="actions"):
         TetrisEnv(actions="mouse")

@@ -11,7 +11,7 @@ def test_gridwalk_passes_checker():
 
 
 def test_countdown_passes_checker():
-    report = check_environment(lambda: Countdown(length="7"), episodes=20)
+    report = check_environment(lambda: Countdown(length=7), episodes=20)
     assert report.steps == 20 * 7
     assert report.returns_mean == 28.0
 

@@ -20,7 +20,7 @@ MODES = ["in_process", "fast_path", "step_by_step"]
 def experiment(request, processes, ipc_dir):
     """An Experiment on a 5-transition Countdown with a CountingAgent, in each mode."""
     if request.param == "in_process":
-        exp = Experiment(Countdown(length="5"), CountingAgent())
+        exp = Experiment(Countdown(length=5), CountingAgent())
         yield exp
         return
     env_addr, agent_addr = f"ipc://{ipc_dir}/e", f"ipc://{ipc_dir}/a"

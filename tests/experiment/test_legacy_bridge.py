@@ -129,7 +129,7 @@ def test_a_native_environment_runs_as_a_legacy_client():
     with GlueServer("127.0.0.1", 0, peer_wait=10) as glue:
         served = []
         thread = threading.Thread(
-            target=lambda: served.append(run_legacy_client(Countdown(length="3"), "environment",
+            target=lambda: served.append(run_legacy_client(Countdown(length=3), "environment",
                                                            "127.0.0.1", glue.port)),
             daemon=True)
         thread.start()
@@ -160,7 +160,7 @@ def test_a_legacy_agent_lost_under_a_native_experiment_is_reported_to_it(ipc_dir
         legacy.start()
         agent = RemoteAgent(agent_address)
         try:
-            experiment = Experiment(Countdown(length="5"), agent)
+            experiment = Experiment(Countdown(length=5), agent)
             experiment.RL_init()
             with pytest.raises(RLBridgeError, match=r"disconnected during agent_step \(episode 1, "
                                                     r"step 2\)"):

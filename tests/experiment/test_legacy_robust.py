@@ -156,7 +156,7 @@ def test_an_oversized_frame_is_refused_and_its_connection_closed():
 
 
 def test_an_action_outside_the_task_spec_gets_an_error_and_the_session_goes_on():
-    with GlueServer("127.0.0.1", 0, env=Countdown(length="3"), peer_wait=10) as glue:
+    with GlueServer("127.0.0.1", 0, env=Countdown(length=3), peer_wait=10) as glue:
         agent = FakeAgent(glue.port, action=adt((7,)))
         agent.start()
         experiment = WireClient(glue.port, EXPERIMENT)

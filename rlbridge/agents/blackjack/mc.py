@@ -6,9 +6,7 @@ final reward. Internally they are flat Python lists (index
 ``((sum * 11 + dealer) * 2 + usable) * 2 + action``) because a list index is far
 cheaper than a numpy scalar access in the per-step loop.
 
-Common options (strings): ``seed`` (default 0; the experiment's ``seed N``
-overrides it), ``train`` (1 learns; 0 plays the learned policy greedily
-without learning), ``save=PATH`` (written by ``agent_cleanup``), ``load=PATH``.
+Common options: see :class:`BlackjackTabularAgent`.
 Messages: ``seed N``, ``save PATH``, ``load PATH``, ``exact`` (the exact
 expected return of the greedy policy, by :mod:`blackjack_dp`), ``episodes``,
 ``plot PREFIX`` (policy and value heatmaps as PNG).
@@ -16,12 +14,14 @@ expected return of the greedy policy, by :mod:`blackjack_dp`), ``episodes``,
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any, Literal
+
 import numpy as np
 
 from rlbridge.agents.base import Agent
 from rlbridge.agents.blackjack import dp as blackjack_dp
 from rlbridge.protocol.values import Value
-from rlbridge.registry import parse_flag
 
 TABLE_SHAPE = (22, 11, 2, 2)
 STATES = 22 * 11 * 2
@@ -29,7 +29,7 @@ ACTIONS = (Value(ints=(0,)), Value(ints=(1,)))
 UNIFORM_BATCH = 8192
 
 
-def target_policy(stick_at: str = "20", policy_file: str = "") -> list[float]:
+def target_policy(stick_at: int = 20, policy_file: Path | None = None) -> list[float]:
     """The policy an evaluation agent evaluates, as a hit probability per state.
 
     ``policy_file`` (an npz with a ``policy`` array, as agents save) wins over
@@ -39,7 +39,7 @@ def target_policy(stick_at: str = "20", policy_file: str = "") -> list[float]:
         with np.load(policy_file, allow_pickle=False) as data:
             table = data["policy"]
     else:
-        table = blackjack_dp.threshold_policy(int(stick_at))
+        table = blackjack_dp.threshold_policy(stick_at)
     return blackjack_dp.hit_probabilities(table).ravel().tolist()
 
 
@@ -49,21 +49,28 @@ class BlackjackTabularAgent(Agent):
     Subclasses set :attr:`behaviour_hit` (probability of hitting per state while
     training), and implement :meth:`learn` (called by ``agent_end`` with the
     final reward when training) and :meth:`policy_hit` (the learned policy).
+
+    Options:
+        seed: the agent's generator seed (default 0; the experiment's ``seed N``
+            message overrides it).
+        train: learn (default on); off plays the learned policy greedily without learning.
+        save: write the tables here at ``agent_cleanup`` (default: nowhere).
+        load: read tables saved by ``save`` at ``agent_init`` (default: start empty).
     """
 
     algorithm = "tabular"
 
-    def __init__(self, seed: str = "0", train: str = "1", save: str = "", load: str = "",
-                 **options: str):
-        super().__init__(**options)
-        self.train = parse_flag(train, "train")
+    def __init__(self, seed: int = 0, train: bool = True, save: Path | None = None,
+                 load: Path | None = None):
+        super().__init__()
+        self.train = train
         self.save_path = save
         self.q = [0.0] * (STATES * 2)
         self.c = [0.0] * (STATES * 2)
         self.behaviour_hit = [0.5] * STATES
         self.episodes = 0
         self.trajectory: list[int] = []  # flat state*2+action indices of this episode
-        self.seed(int(seed))
+        self.seed(seed)
         self._load_path = load
 
     def agent_init(self, task_spec) -> None:
@@ -207,17 +214,21 @@ class BlackjackTabularAgent(Agent):
 class MCEvalAgent(BlackjackTabularAgent):
     """Monte Carlo evaluation of a fixed policy (the seed's ``evaluate_action_monte_carlo``).
 
-    Options: ``stick_at`` (default 20: stick at 20 or more, the seed's policy) or
-    ``policy_file`` (npz with a ``policy`` array); ``visit`` = ``every`` (the
-    seed's loop, default) or ``first``. In Blackjack no (state, action) pair
-    repeats within an episode, so both give the same numbers. It also keeps the
-    spread of the returns (``m2``) for confidence intervals.
+    In Blackjack no (state, action) pair repeats within an episode, so both
+    ``visit`` rules give the same numbers. It also keeps the spread of the returns
+    (``m2``) for confidence intervals.
+
+    Options:
+        stick_at: the evaluated policy sticks at this sum or more (default 20, the seed's).
+        policy_file: evaluate this policy instead (an npz with a ``policy`` array).
+        visit: every (the seed's loop, default) | first.
+    Plus those of :class:`BlackjackTabularAgent`.
     """
 
     algorithm = "mc-eval"
 
-    def __init__(self, stick_at: str = "20", policy_file: str = "", visit: str = "every",
-                 **options: str):
+    def __init__(self, stick_at: int = 20, policy_file: Path | None = None,
+                 visit: Literal["every", "first"] = "every", **options: Any):
         super().__init__(**options)
         if visit not in ("every", "first"):
             raise ValueError(f"option visit must be 'every' or 'first'; got {visit!r}")
@@ -264,12 +275,13 @@ class MCExploringStartsAgent(BlackjackTabularAgent):
     The first action of each episode is uniformly random; later ones follow the
     greedy policy, which starts as "always hit" and becomes argmax q (ties:
     stick, as numpy's argmax) after each update. The start states come from the
-    experiment: run it with :func:`exploring_starts_program`.
+    experiment: run it with :func:`exploring_starts_program`. Options: those of
+    :class:`BlackjackTabularAgent`.
     """
 
     algorithm = "mc-es"
 
-    def __init__(self, **options: str):
+    def __init__(self, **options: Any):
         super().__init__(**options)
         self.behaviour_hit = [1.0] * STATES
 
@@ -295,16 +307,20 @@ class MCExploringStartsAgent(BlackjackTabularAgent):
 class MCOnPolicyAgent(BlackjackTabularAgent):
     """On-policy Monte Carlo control with an epsilon-soft policy (the seed's ``monte_carlo_with_soft``).
 
-    Option ``epsilon`` (default 0.1). Every state starts at 0.5/0.5; after an
-    update the greedy action gets 1 - epsilon + epsilon/2 and the other epsilon/2.
-    The exact evaluator scores the greedy policy (argmax q).
+    Every state starts at 0.5/0.5; after an update the greedy action gets
+    1 - epsilon + epsilon/2 and the other epsilon/2. The exact evaluator scores the
+    greedy policy (argmax q).
+
+    Options:
+        epsilon: the exploration rate, in [0, 1] (default 0.1).
+    Plus those of :class:`BlackjackTabularAgent`.
     """
 
     algorithm = "mc-onpolicy"
 
-    def __init__(self, epsilon: str = "0.1", **options: str):
+    def __init__(self, epsilon: float = 0.1, **options: Any):
         super().__init__(**options)
-        self.epsilon = float(epsilon)
+        self.epsilon = epsilon
         if not 0.0 <= self.epsilon <= 1.0:
             raise ValueError(f"option epsilon must be in [0, 1]; got {epsilon}")
 

@@ -8,31 +8,39 @@ See :mod:`rlbridge.agents.blackjack.mc` for the common options and messages.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 
 from rlbridge.agents.blackjack.mc import STATES, TABLE_SHAPE, BlackjackTabularAgent, target_policy
 
 
-def _behaviour(text: str) -> float:
-    value = float(text)
+def _behaviour(value: float) -> float:
     if not 0.0 < value < 1.0:
-        raise ValueError(f"option behaviour_hit must be strictly between 0 and 1; got {text}")
+        raise ValueError(f"option behaviour_hit must be strictly between 0 and 1; got {value}")
     return value
 
 
 class OffPolicyEvalAgent(BlackjackTabularAgent):
     """Off-policy evaluation (the seed's ``evaluate_monte_carlo_importance_resample``).
 
-    Evaluates ``stick_at`` (default 20) or ``policy_file`` while behaving with
-    ``behaviour_hit`` (default 0.5). Backwards over the episode, each pair gets
+    Evaluates ``stick_at`` or ``policy_file`` while behaving with
+    ``behaviour_hit``. Backwards over the episode, each pair gets
     weight rho, then rho *= pi(a|s) / b(a|s), stopping when it reaches 0.
     It also keeps sums for a weighted variance (``w2``, ``m2``) for intervals.
+
+    Options:
+        stick_at: the evaluated policy sticks at this sum or more (default 20, the seed's).
+        policy_file: evaluate this policy instead (an npz with a ``policy`` array).
+        behaviour_hit: the behaviour policy's chance of hitting, in (0, 1) (default 0.5).
+    Plus those of :class:`BlackjackTabularAgent`.
     """
 
     algorithm = "mc-offpolicy-eval"
 
-    def __init__(self, stick_at: str = "20", policy_file: str = "", behaviour_hit: str = "0.5",
-                 **options: str):
+    def __init__(self, stick_at: int = 20, policy_file: Path | None = None,
+                 behaviour_hit: float = 0.5, **options: Any):
         super().__init__(**options)
         hit = _behaviour(behaviour_hit)
         self.behaviour_hit = [hit] * STATES
@@ -92,11 +100,15 @@ class OffPolicyControlAgent(BlackjackTabularAgent):
     The greedy target policy starts as "always stick". Backwards over the
     episode: update q, make the target greedy (ties: stick); stop at the first
     pair whose action the target would not take; else rho /= b(a|s).
+
+    Options:
+        behaviour_hit: the behaviour policy's chance of hitting, in (0, 1) (default 0.5).
+    Plus those of :class:`BlackjackTabularAgent`.
     """
 
     algorithm = "mc-offpolicy"
 
-    def __init__(self, behaviour_hit: str = "0.5", **options: str):
+    def __init__(self, behaviour_hit: float = 0.5, **options: Any):
         super().__init__(**options)
         hit = _behaviour(behaviour_hit)
         self.behaviour_hit = [hit] * STATES

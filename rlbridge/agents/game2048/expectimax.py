@@ -13,6 +13,7 @@ Depth deepens while the next iteration is predicted to fit the time budget.
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 from rlbridge.agents.base import Agent
 from rlbridge.environments.game2048.core import (
@@ -252,25 +253,28 @@ def board_of(observation: Value) -> int:
 class ExpectimaxAgent(Agent):
     """Expectimax with the per-line heuristic; deepens while the time budget allows.
 
-    Options: ``time_ms`` (default 20): the per-move CPU budget. Depth 2 always
-    runs, and each deeper iteration only if its predicted time fits what is left
-    of the budget plus a bank of time that easy moves left unspent (at most 5
-    budgets); on average a move spends 0.9 budgets.
-    ``depth`` (default 0 = adaptive): a fixed depth instead (deterministic).
-    ``max_depth`` (default 6). ``spawn`` two (default, the seed) | standard: the
-    chance model. Nothing is learned, so there is nothing to save or load.
+    Depth 2 always runs, and each deeper iteration only if its predicted time fits
+    what is left of the budget plus a bank of time that easy moves left unspent (at
+    most 5 budgets); on average a move spends 0.9 budgets. Nothing is learned, so
+    there is nothing to save or load.
+
+    Options:
+        time_ms: the per-move CPU budget in milliseconds (default 20).
+        depth: a fixed depth instead, deterministic (default 0: adaptive).
+        max_depth: the deepest adaptive iteration (default 6).
+        spawn: two (default, the seed) | standard: the chance model.
     """
 
     name = "2048-expectimax"
 
-    def __init__(self, time_ms: str = "20", depth: str = "0", max_depth: str = "6",
-                 spawn: str = "two", **options: str):
-        super().__init__(**options)
+    def __init__(self, time_ms: float = 20.0, depth: int = 0, max_depth: int = 6,
+                 spawn: Literal["two", "standard"] = "two"):
+        super().__init__()
         if spawn not in ("two", "standard"):
             raise ValueError(f"spawn must be 'two' or 'standard'; got {spawn!r}")
-        self.budget = float(time_ms) / 1000.0
-        self.depth = int(depth)
-        self.max_depth = int(max_depth)
+        self.budget = time_ms / 1000.0
+        self.depth = depth
+        self.max_depth = max_depth
         self.search = ExpectimaxSearch(0.1 if spawn == "standard" else 0.0)
         self.depths: list[int] = []
         self.bank = 0.0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Literal
 
 import numpy as np
 
@@ -141,25 +142,29 @@ class SeedMCTS:
 class SeedMCTSAgent(Agent):
     """The seed's MCTS as an rlbridge agent.
 
-    Options: ``time`` (default 1.0): CPU seconds per move (the seed used 1 s of
-    wall-clock time); ``iterations`` (default 0): a fixed number of passes per
-    move instead, which makes the agent deterministic given its seed; ``c``
-    (default 100); ``rollout_depth`` (default 10); ``spawn`` two | standard: the
-    chance model; ``seed`` (default 0). Nothing is learned, so nothing is saved.
+    Nothing is learned, so nothing is saved.
+
+    Options:
+        time: CPU seconds per move (default 1.0; the seed used 1 s of wall-clock time).
+        iterations: a fixed number of passes per move instead, which makes the agent
+            deterministic given its seed (default 0: use ``time``).
+        c: the exploration constant (default 100).
+        rollout_depth: moves per random rollout (default 10).
+        spawn: two (default, the seed) | standard: the chance model.
+        seed: the search's generator seed (default 0).
     """
 
     name = "2048-mcts"
 
-    def __init__(self, time: str = "1.0", iterations: str = "0", c: str = "100",
-                 rollout_depth: str = "10", spawn: str = "two", seed: str = "0",
-                 **options: str):
-        super().__init__(**options)
+    def __init__(self, time: float = 1.0, iterations: int = 0, c: float = 100.0,
+                 rollout_depth: int = 10, spawn: Literal["two", "standard"] = "two",
+                 seed: int = 0):
+        super().__init__()
         if spawn not in ("two", "standard"):
             raise ValueError(f"spawn must be 'two' or 'standard'; got {spawn!r}")
-        self.seconds = float(time)
-        self.iterations = int(iterations)
-        self.search = SeedMCTS(float(c), int(rollout_depth),
-                               0.1 if spawn == "standard" else 0.0, int(seed))
+        self.seconds = time
+        self.iterations = iterations
+        self.search = SeedMCTS(c, rollout_depth, 0.1 if spawn == "standard" else 0.0, seed)
 
     def seed(self, seed: int) -> None:
         self.search.seed(seed)

@@ -8,6 +8,7 @@ msgpack save/load of options and statistics.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import msgpack
 import numpy as np
@@ -66,14 +67,18 @@ def elimination_marks(hints: list[int], is_open: list[bool], neighbours, marks: 
 class MinesweeperAgentBase(Agent):
     """Reads the board from observations; subclasses implement :meth:`choose`.
 
-    Options: ``seed`` (0), ``mines`` (the mine count when the task spec's EXTRA lacks it),
-    ``save=PATH`` (write options and statistics at cleanup), ``load=PATH``.
+    Options:
+        seed: the generator seed that breaks ties (default 0).
+        mines: the mine count, when the task spec's EXTRA lacks it (default: from EXTRA).
+        save: write options and statistics here at cleanup (default: nowhere).
+        load: read options and statistics saved by ``save`` (default: none).
     """
 
-    def __init__(self, seed: str = "0", mines: str = "", save: str = "", load: str = "", **options: str):
-        super().__init__(**options)
-        self.rng = np.random.default_rng(int(seed))
-        self.mines_option = int(mines) if mines else None
+    def __init__(self, seed: int = 0, mines: int | None = None, save: Path | None = None,
+                 load: Path | None = None):
+        super().__init__()
+        self.rng = np.random.default_rng(seed)
+        self.mines_option = mines
         self.save_path = save
         self.stats = {"games": 0, "wins": 0, "moves": 0}
         self.rows = self.cols = self.num_mines = 0

@@ -6,6 +6,8 @@ satisfaction plus the global mine count); the endgame from :mod:`.minesweeper_en
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from rlbridge.agents.minesweeper.elimination import MinesweeperAgentBase, elimination_marks
 from rlbridge.agents.minesweeper.endgame import EndgameSearch, enumerate_layouts
 from rlbridge.agents.minesweeper.probability import (
@@ -52,19 +54,27 @@ class SolverAgent(MinesweeperAgentBase):
     charged the risk of another guess); ``rule=auto`` takes survival on dense boards and progress on sparse ones (:data:`AUTO_DENSITY`).
     ``lookahead=0`` picks the lowest probability. The lookahead evaluates candidates
     best-first and stops before it spends more than ``work`` units (:data:`WORK_LIMIT`).
-    Options: ``lookahead`` (6), ``spread`` (0.3), ``endgame`` (40), ``rule`` (auto),
-    ``work`` (2000), plus those of :class:`MinesweeperAgentBase`.
+
+    Options:
+        lookahead: how many of the safest cells a guess considers; 0 takes the safest (6).
+        spread: how far above the lowest mine probability, relative, a candidate may be (0.3).
+        endgame: at most this many mine layouts left, guesses are scored exactly (40).
+        rule: auto (default) | progress | survival: how the lookahead scores a guess.
+        work: the lookahead's budget in work units (2000).
+    Plus those of :class:`MinesweeperAgentBase`.
     """
 
     name = "minesweeper-solver"
 
-    def __init__(self, lookahead: str = "6", spread: str = "0.3", endgame: str = "40", **options: str):
+    def __init__(self, lookahead: int = 6, spread: float = 0.3, endgame: int = 40,
+                 rule: Literal["auto", "progress", "survival"] = "auto", work: int = WORK_LIMIT,
+                 **options: Any):
         self.opening: int | None = None
-        self.lookahead = int(lookahead)
-        self.spread = float(spread)
-        self.endgame = int(endgame)
-        self.rule = options.pop("rule", "auto")
-        self.work_limit = int(options.pop("work", WORK_LIMIT))
+        self.lookahead = lookahead
+        self.spread = spread
+        self.endgame = endgame
+        self.rule = rule
+        self.work_limit = work
         if self.rule not in RULES:
             raise ValueError(f"option rule must be one of {', '.join(RULES)}; got {self.rule!r}")
         super().__init__(**options)

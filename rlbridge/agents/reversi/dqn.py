@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 from collections import deque
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 
@@ -121,14 +123,6 @@ class ReplayMemory:
                 self.next_states[idx].astype(np.float32), self.next_legal[idx], self.done[idx])
 
 
-def _hidden_sizes(text: str) -> list[int]:
-    """``"64x8"`` (eight layers of 64) or ``"128,64"``."""
-    if "x" in text:
-        width, count = text.split("x")
-        return [int(width)] * int(count)
-    return [int(part) for part in text.split(",") if part]
-
-
 class ReversiDQNAgent(Agent):
     """Deep Q-learning for the ``reversi`` environment, in numpy (seed 003's agent).
 
@@ -137,35 +131,50 @@ class ReversiDQNAgent(Agent):
     the argmax over legal cells (a forced pass is played without asking the network).
     Double DQN targets with a target network, Huber loss, Adam, epsilon-greedy.
 
-    Options: ``mode`` train|test (default train), ``n_frames`` (9), ``hidden`` widths
-    (``64x8`` = eight layers of 64, as the seed's eight; or ``128,64``), ``memory``
-    (20000), ``batch`` (128), ``gamma`` (0.99), ``lr`` (0.0005), ``epsilon_start`` (1.0),
-    ``epsilon_end`` (0.05), ``epsilon_steps`` (agent moves to anneal over, 100000),
-    ``epsilon_test`` (0.0), ``train_every`` (4 moves), ``target_every`` (500 updates),
-    ``warmup`` (2000 transitions), ``save``/``load`` npz paths, ``curve`` PNG path, ``seed``.
     ``agent_message``: ``save PATH``, ``load PATH``, ``mode train|test``, ``plot PATH``, ``stats``.
+
+    Options:
+        mode: train (default) | test.
+        n_frames: observations stacked as the input (9).
+        hidden: the hidden layers' widths, comma-separated (eight layers of 64, as the
+            seed's eight).
+        memory: replay memory capacity in transitions (20000).
+        batch: the minibatch size (128).
+        gamma: the discount (0.99).
+        lr: Adam's learning rate (0.0005).
+        epsilon_start: exploration at the start (1.0).
+        epsilon_end: exploration after annealing (0.05).
+        epsilon_steps: agent moves to anneal epsilon over (100000).
+        epsilon_test: exploration in test mode (0.0).
+        train_every: moves between updates (4).
+        target_every: updates between target-network copies (500).
+        warmup: transitions stored before the first update (2000).
+        save: write the npz weights here at cleanup (default: nowhere).
+        load: start from these npz weights; the file's shape wins (default: fresh).
+        curve: draw the learning curve to this PNG at cleanup (default: none).
+        seed: the generator seed (0).
     """
 
     name = "reversi-dqn"
 
-    def __init__(self, mode: str = "train", n_frames: str = "9", hidden: str = "64x8",
-                 memory: str = "20000", batch: str = "128", gamma: str = "0.99",
-                 lr: str = "0.0005", epsilon_start: str = "1.0", epsilon_end: str = "0.05",
-                 epsilon_steps: str = "100000", epsilon_test: str = "0.0",
-                 train_every: str = "4", target_every: str = "500", warmup: str = "2000",
-                 save: str = "", load: str = "", curve: str = "", seed: str = "0",
-                 **options: str):
-        super().__init__(**options)
+    def __init__(self, mode: Literal["train", "test"] = "train", n_frames: int = 9,
+                 hidden: tuple[int, ...] = (64,) * 8, memory: int = 20000, batch: int = 128,
+                 gamma: float = 0.99, lr: float = 0.0005, epsilon_start: float = 1.0,
+                 epsilon_end: float = 0.05, epsilon_steps: int = 100000,
+                 epsilon_test: float = 0.0, train_every: int = 4, target_every: int = 500,
+                 warmup: int = 2000, save: Path | None = None, load: Path | None = None,
+                 curve: Path | None = None, seed: int = 0):
+        super().__init__()
         self.set_mode(mode)
-        self.n_frames, self.hidden = int(n_frames), _hidden_sizes(hidden)
-        self.capacity, self.batch = int(memory), int(batch)
-        self.gamma, self.lr = float(gamma), float(lr)
-        self.epsilon_start, self.epsilon_end = float(epsilon_start), float(epsilon_end)
-        self.epsilon_steps, self.epsilon_test = int(epsilon_steps), float(epsilon_test)
-        self.train_every, self.target_every = int(train_every), int(target_every)
-        self.warmup = int(warmup)
+        self.n_frames, self.hidden = n_frames, list(hidden)
+        self.capacity, self.batch = memory, batch
+        self.gamma, self.lr = gamma, lr
+        self.epsilon_start, self.epsilon_end = epsilon_start, epsilon_end
+        self.epsilon_steps, self.epsilon_test = epsilon_steps, epsilon_test
+        self.train_every, self.target_every = train_every, target_every
+        self.warmup = warmup
         self.save_path, self.load_path, self.curve_path = save, load, curve
-        self.rng = np.random.default_rng(int(seed))
+        self.rng = np.random.default_rng(seed)
         self.net: MLP | None = None
         self.returns: list[float] = []
         self.moves = 0
@@ -193,7 +202,7 @@ class ReversiDQNAgent(Agent):
             self.target.copy_from(self.net)
             self.memory = ReplayMemory(self.capacity, sizes[0], self.cells)
         if self.load_path:
-            path, self.load_path = self.load_path, ""
+            path, self.load_path = self.load_path, None
             self.load(path)
 
     # -- acting ------------------------------------------------------------------------
@@ -338,7 +347,7 @@ class ReversiDQNAgent(Agent):
 
 
 def train(size: int = 6, episodes: int = 20000, opponent: str = "seed", seed: int = 0,
-          report_every: int = 1000, **agent_options: str) -> ReversiDQNAgent:
+          report_every: int = 1000, **agent_options: Any) -> ReversiDQNAgent:
     """Train in-process against the reversi environment, with a progress bar."""
     import time
 
@@ -347,7 +356,7 @@ def train(size: int = 6, episodes: int = 20000, opponent: str = "seed", seed: in
     from rlbridge.experiment.progress import ProgressBar
 
     agent = ReversiDQNAgent(mode="train", **agent_options)
-    experiment = Experiment(ReversiEnv(size=str(size), opponent=opponent), agent, seed=seed)
+    experiment = Experiment(ReversiEnv(size=size, opponent=opponent), agent, seed=seed)
     experiment.RL_init()
     bar = ProgressBar(episodes, "episodes")
     started = time.monotonic()
@@ -368,16 +377,20 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m rlbridge.agents.reversi.dqn --episodes N --opt key=value ...``"""
     import argparse
 
+    from rlbridge.options import convert_options
     from rlbridge.registry import parse_options
 
     parser = argparse.ArgumentParser(description="Train the reversi DQN against the seed opponent.")
     parser.add_argument("--size", type=int, default=6)
     parser.add_argument("--episodes", type=int, default=20000)
-    parser.add_argument("--opponent", default="seed")
+    parser.add_argument("--opponent", default="seed",
+                        choices=("seed", "random", "greedy", "alphabeta"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--opt", action="append", help="agent option key=value (save=, curve=...)")
     args = parser.parse_args(argv)
-    train(args.size, args.episodes, args.opponent, args.seed, **parse_options(args.opt))
+    options = convert_options(ReversiDQNAgent, parse_options(args.opt), owner="reversi-dqn")
+    options.pop("mode", None)  # training is the point of this command
+    train(args.size, args.episodes, args.opponent, args.seed, **options)
     return 0
 
 

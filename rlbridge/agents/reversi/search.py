@@ -28,21 +28,24 @@ def core_from_observation(task_spec: TaskSpec, observation: Value) -> ReversiCor
 class ReversiSearchAgent(Agent):
     """Alpha-beta Reversi player for the ``reversi`` environment.
 
-    Options: ``time`` seconds per move (default 0.5), ``depth`` cap in plies (default 0 =
-    none), ``endgame`` empty cells from which it solves exactly (default 10),
-    ``mobility`` weight (default 8), ``seed`` (default 0; breaks ties between equal moves).
     Nothing is learned, so ``save``/``load`` do not apply.
+
+    Options:
+        time: seconds per move; 0 for no limit (default 0.5).
+        depth: cap in plies (default 0: none).
+        endgame: empty cells from which it solves exactly (default 10).
+        mobility: the weight of mobility in the evaluation (default 8).
+        seed: the generator seed that breaks ties between equal moves (default 0).
     """
 
     name = "reversi-search"
 
-    def __init__(self, time: str = "0.5", depth: str = "0", endgame: str = "10",
-                 mobility: str = "8", seed: str = "0", **options: str):
-        super().__init__(**options)
-        limit = float(time)
-        self.engine = AlphaBeta(depth=int(depth) or None, time_limit=limit if limit > 0 else None,
-                                endgame=int(endgame), mobility_weight=int(mobility))
-        self.rng = np.random.default_rng(int(seed))
+    def __init__(self, time: float = 0.5, depth: int = 0, endgame: int = 10,
+                 mobility: int = 8, seed: int = 0):
+        super().__init__()
+        self.engine = AlphaBeta(depth=depth or None, time_limit=time if time > 0 else None,
+                                endgame=endgame, mobility_weight=mobility)
+        self.rng = np.random.default_rng(seed)
         self.moves = 0
         self.thinking = 0.0
 

@@ -42,13 +42,17 @@ def leaves_no_gap(board: list[int], cols: int, kind: int, action: int) -> bool:
 
 
 class AprioriAgent(Agent):
-    """The seed's ``apriori`` rules (see the module docstring). Options: ``seed`` (0)."""
+    """The seed's ``apriori`` rules (see the module docstring).
+
+    Options:
+        seed: the generator seed that breaks ties (0).
+    """
 
     name = "tetris-apriori"
 
-    def __init__(self, seed: str = "0", **options: str):
-        super().__init__(**options)
-        self.rng = np.random.default_rng(int(seed))
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        self.rng = np.random.default_rng(seed)
         self.cols = 0
 
     def seed(self, seed: int) -> None:

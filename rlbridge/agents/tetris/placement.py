@@ -244,20 +244,21 @@ class PlacementAgent(Agent):
     """Feature-based placement: the expectation over the unknown next piece without a
     preview, a two-piece search when the observation shows the next piece.
 
-    Options: ``weights`` (a JSON file like weights.json; default the packaged
-    one; its ``preview_weights``, if present, serve the two-piece search),
-    ``search`` 1|0 (use the preview when there is one; default 1), ``expect`` 1|0
-    (without a preview, average over the next piece; 0 is the one-piece greedy;
-    default 1).
+    Options:
+        weights: a JSON file like weights.json (default: the packaged one); its
+            ``preview_weights``, if present, serve the two-piece search.
+        search: use the preview when there is one (default on).
+        expect: without a preview, average over the next piece; off is the one-piece
+            greedy (default on).
     """
 
     name = "tetris-placement"
 
-    def __init__(self, weights: str = "", search: str = "1", expect: str = "1", **options: str):
-        super().__init__(**options)
+    def __init__(self, weights: Path | None = None, search: bool = True, expect: bool = True):
+        super().__init__()
         self.weights_path = weights or WEIGHTS_PATH
-        self.search = search not in ("0", "false", "no")
-        self.expect = expect not in ("0", "false", "no")
+        self.search = search
+        self.expect = expect
         self.placer: Placer | None = None
         self.preview = False
 

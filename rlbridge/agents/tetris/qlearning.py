@@ -13,6 +13,7 @@ on the next chosen afterstate (n-step SARSA, as the seed's code computes it).
 from __future__ import annotations
 
 from collections import deque
+from pathlib import Path
 
 import numpy as np
 
@@ -59,25 +60,32 @@ def afterstate_keys(board: list[int], cols: int, kind: int, actions) -> list[int
 class QLearningAgent(Agent):
     """The seed's n-step Q-learning on (two-row state, afterstate) pairs, epsilon-greedy.
 
-    Options: ``n`` (1), ``alpha`` (0.3), ``gamma`` (1.0), ``epsilon`` (0.3),
-    ``learn`` 1|0 (update the table; default 1), ``seed`` (0),
-    ``load=PATH`` / ``save=PATH`` (npz Q-table; saved on agent_cleanup and by the
-    message ``save PATH``; ``load PATH`` loads). Messages also take
-    ``epsilon X`` and ``learn 0|1``. Defaults are the seed's.
+    Messages: ``save PATH``, ``load PATH``, ``epsilon X`` and ``learn 0|1``.
+    Defaults are the seed's.
+
+    Options:
+        n: steps of the n-step return, at least 1 (1).
+        alpha: the learning rate (0.3).
+        gamma: the discount (1.0).
+        epsilon: the exploration rate (0.3).
+        learn: update the table (default on).
+        seed: the generator seed (0).
+        load: an npz Q-table to start from (default: an empty table).
+        save: write the npz Q-table here at agent_cleanup (default: nowhere).
     """
 
     name = "tetris-qlearning"
 
-    def __init__(self, n: str = "1", alpha: str = "0.3", gamma: str = "1.0",
-                 epsilon: str = "0.3", learn: str = "1", seed: str = "0",
-                 load: str = "", save: str = "", **options: str):
-        super().__init__(**options)
-        self.n, self.alpha, self.gamma = int(n), float(alpha), float(gamma)
+    def __init__(self, n: int = 1, alpha: float = 0.3, gamma: float = 1.0,
+                 epsilon: float = 0.3, learn: bool = True, seed: int = 0,
+                 load: Path | None = None, save: Path | None = None):
+        super().__init__()
+        self.n, self.alpha, self.gamma = n, alpha, gamma
         if self.n < 1:
             raise ValueError(f"n must be >= 1; got {self.n}")
-        self.epsilon = float(epsilon)
-        self.learn = learn not in ("0", "false", "no")
-        self.rng = np.random.default_rng(int(seed))
+        self.epsilon = epsilon
+        self.learn = learn
+        self.rng = np.random.default_rng(seed)
         self.save_path = save
         self.q: dict[int, dict[int, float]] = {}
         self.games = 0

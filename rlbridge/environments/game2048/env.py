@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from rlbridge.environments.base import Environment, StepResult
@@ -18,13 +20,6 @@ from rlbridge.environments.game2048.core import (
 from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
-
-
-def _option_int(name: str, text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"option {name} must be an integer; got {text!r}") from None
 
 
 def _read_only_mask(bits: int) -> np.ndarray:
@@ -66,10 +61,14 @@ class Game2048Env(Environment):
         ``win_tile`` (success True). ``info`` on every step carries
         ``episode_length`` (env_step calls, no-ops included), ``moves`` (moves that
         changed the board), ``success``, ``total_score``, ``max_tile`` and ``invalid_move``.
-    Arguments:
-        ``spawn`` two (default) | standard; ``scoring`` full (default) | half;
-        ``win_tile`` (default 2048; 0 plays on until stuck); ``seed`` (default 0).
-        Messages: ``seed N``, ``legal_actions``, ``get_state``, ``set_board V1 ... V16``
+    Options:
+        spawn: two (default, the seed: a 2 after every move) | standard (a 4 with
+            probability 0.1).
+        scoring: full (default, the merged value) | half (the seed framework's score).
+        win_tile: the tile that wins (default 2048; 0 plays on until stuck).
+        seed: the spawn generator's seed (default 0).
+    Messages:
+        ``seed N``, ``legal_actions``, ``get_state``, ``set_board V1 ... V16``
         (tile values row-major; resets the score), ``render`` (the board as text).
     Departures from the seed:
         Tiles beyond 2048 are in range (the seed raised ``KeyError: 2048``); the
@@ -81,15 +80,10 @@ class Game2048Env(Environment):
     illegal_action = "noop"
     MESSAGES = ("set_board V1 ... V16", "render")
 
-    def __init__(self, spawn: str = "two", scoring: str = "full", win_tile: str = "2048",
-                 seed: str = "0", **options: str):
-        super().__init__(**options)
-        if options:
-            raise ValueError(
-                f"unknown 2048 option(s) {sorted(options)}; expected spawn, scoring, win_tile, seed"
-            )
-        self.core = Game2048Core(_option_int("seed", seed), spawn=spawn, scoring=scoring,
-                                 win_tile=_option_int("win_tile", win_tile))
+    def __init__(self, spawn: Literal["two", "standard"] = "two",
+                 scoring: Literal["full", "half"] = "full", win_tile: int = 2048, seed: int = 0):
+        super().__init__()
+        self.core = Game2048Core(seed, spawn=spawn, scoring=scoring, win_tile=win_tile)
         self.episode_length = 0
         self.done = True
         self._spec = TaskSpec(

@@ -13,7 +13,6 @@ from enum import Enum
 from functools import lru_cache
 
 import numpy as np
-from scipy import signal
 
 from rlbridge.protocol.errors import InvalidAction
 
@@ -41,6 +40,10 @@ class FirstClick(str, Enum):
 
 def hint_matrix(mines: np.ndarray) -> np.ndarray:
     """Hint numbers of a 0/1 mine matrix, exactly as the seed computes them (convolve2d, 'same')."""
+    # scipy.signal takes ~1 s to import: only when a board is dealt, so that the CLI's
+    # option checks, which import this module, stay fast.
+    from scipy import signal
+
     return signal.convolve2d(np.asarray(mines, dtype=np.int8), HINT_KERNEL, mode="same")
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from rlbridge.environments.base import Environment, StepResult
@@ -15,7 +17,6 @@ from rlbridge.environments.minesweeper.core import (
 from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
-from rlbridge.registry import parse_flag
 
 #: Index of the legal-action mask in ``observation.arrays`` (TaskSpec.legal_mask).
 LEGAL_MASK_INDEX = 1
@@ -49,10 +50,13 @@ class MinesweeperEnv(Environment):
         when a mine is opened.
     Episode end:
         Opening a mine (loss) or when the unopened cells are exactly the mines (win).
-    Arguments:
-        ``rows`` (12), ``cols`` (12), ``mines`` (15), ``first_click`` none|safe|zero
-        (none, the seed; safe: the first cell is never a mine; zero: the first cell
-        and its neighbours are mine-free), ``onehot`` 0|1 (0).
+    Options:
+        rows: board height (12).
+        cols: board width (12).
+        mines: number of mines (15).
+        first_click: none (the seed) | safe (the first cell is never a mine) | zero
+            (the first cell and its neighbours are mine-free).
+        onehot: one-hot hint channels in the grid observation (default off).
     Departures from the seed:
         Actions are ``row * cols + col`` (the seed's ``action // ROW`` is wrong on
         non-square boards). Re-opening an open cell raises ``InvalidAction`` and
@@ -63,16 +67,13 @@ class MinesweeperEnv(Environment):
 
     name = "minesweeper"
 
-    def __init__(self, rows: str = "12", cols: str = "12", mines: str = "15",
-                 first_click: str = "none", onehot: str = "0", **options: str):
-        super().__init__(**options)
-        self.rows, self.cols, self.num_mines = int(rows), int(cols), int(mines)
-        try:
-            self.first_click = FirstClick(first_click)
-        except ValueError:
-            raise ValueError(f"option first_click must be none, safe or zero; got {first_click!r}") from None
+    def __init__(self, rows: int = 12, cols: int = 12, mines: int = 15,
+                 first_click: Literal["none", "safe", "zero"] = "none", onehot: bool = False):
+        super().__init__()
+        self.rows, self.cols, self.num_mines = rows, cols, mines
+        self.first_click = FirstClick(first_click)
         check_board(self.rows, self.cols, self.num_mines, self.first_click)
-        self.onehot = parse_flag(onehot, "onehot")
+        self.onehot = onehot
         self.cells = self.rows * self.cols
         self.rng = np.random.default_rng()
         self.core: MinesweeperCore | None = None

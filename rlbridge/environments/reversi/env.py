@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 import numpy as np
 
@@ -66,10 +67,11 @@ class ReversiEnv(Environment):
         0 during play; at the end +1 if the agent has more stones, -1 if fewer, -0.5 on a draw.
     Episode end:
         When neither side can move (full board, wipe-out, or a double block).
-    Arguments:
-        ``size`` (even, 4 to 16; default 6), ``opponent`` = ``seed`` (default) | ``random``
-        | ``greedy`` | ``alphabeta``, ``depth`` (alpha-beta plies, default 3),
-        ``seed`` (default 0).
+    Options:
+        size: the board's side, even, 4 to 16 (default 6).
+        opponent: seed (default) | random | greedy | alphabeta: the built-in opponent.
+        depth: alpha-beta plies of the alphabeta opponent (default 3).
+        seed: the opponent's generator seed (default 0).
     Departures from the seed:
         An illegal cell or an unforced pass raises ``InvalidAction`` (the seed printed
         "Bad Move" and returned reward 0, or accepted any pass). The end-of-game test
@@ -80,15 +82,16 @@ class ReversiEnv(Environment):
 
     name = "reversi"
 
-    def __init__(self, size: str = "6", opponent: str = "seed", depth: str = "3",
-                 seed: str = "0", **options: str):
-        super().__init__(**options)
-        self.size = int(size)
+    def __init__(self, size: int = 6,
+                 opponent: Literal["seed", "random", "greedy", "alphabeta"] = "seed",
+                 depth: int = 3, seed: int = 0):
+        super().__init__()
+        self.size = size
         self.core = ReversiCore(size=self.size)  # validates the size
         self.cells = self.size * self.size
         self.opponent_name = opponent
-        self.opponent = self._opponent(opponent, int(depth))
-        self.rng = np.random.default_rng(int(seed))
+        self.opponent = self._opponent(opponent, depth)
+        self.rng = np.random.default_rng(seed)
         self.done = True
         self._spec = TaskSpec(
             observations=SpaceSpec(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from rlbridge.environments.base import Environment, StepResult
@@ -17,7 +19,6 @@ from rlbridge.environments.tetris.core import (
 from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
-from rlbridge.registry import parse_flag
 
 #: Index of the legal-action mask in ``observation.arrays`` (TaskSpec.legal_mask).
 LEGAL_MASK_INDEX = 1
@@ -63,9 +64,14 @@ class TetrisEnv(Environment):
     Episode end:
         When a new piece collides at its spawn position (the seed's ``check_collision``).
         ``info`` carries ``pieces`` (dropped), ``lines`` (cleared) and ``level``.
-    Arguments:
-        ``rows`` (12), ``cols`` (5), ``actions`` placement|low, ``preview`` 0|1 (0),
-        ``reward`` lines|shaped|score, ``gravity`` (2, low-level mode only).
+    Options:
+        rows: board height (12).
+        cols: board width (5).
+        actions: placement (default: one action per rotation and column) | low
+            (single moves: left, right, rotate, soft drop, hard drop).
+        preview: show the next piece in the observation (default off).
+        reward: lines (default) | shaped | score, as above.
+        gravity: low-level moves per one-row fall (2; low-level mode only).
     Departures from the seed:
         Full rows clear before the next piece spawns (the seed spawned first, so a
         line-clearing piece could end the game). The placement column is the turned
@@ -78,16 +84,17 @@ class TetrisEnv(Environment):
 
     name = "tetris"
 
-    def __init__(self, rows: str = "12", cols: str = "5", actions: str = "placement",
-                 preview: str = "0", reward: str = "lines", gravity: str = "2", **options: str):
-        super().__init__(**options)
-        self.rows, self.cols, self.gravity = int(rows), int(cols), int(gravity)
+    def __init__(self, rows: int = 12, cols: int = 5,
+                 actions: Literal["placement", "low"] = "placement", preview: bool = False,
+                 reward: Literal["lines", "shaped", "score"] = "lines", gravity: int = 2):
+        super().__init__()
+        self.rows, self.cols, self.gravity = rows, cols, gravity
         if actions not in ACTION_MODES:
             raise ValueError(f"option actions must be one of {ACTION_MODES}; got {actions!r}")
         if reward not in REWARD_MODES:
             raise ValueError(f"option reward must be one of {REWARD_MODES}; got {reward!r}")
         self.actions, self.reward = actions, reward
-        self.preview = parse_flag(preview, "preview")
+        self.preview = preview
         self.rng = np.random.default_rng()
         self.core: TetrisCore | None = None
         TetrisCore(self.rows, self.cols, np.random.default_rng(0), reward, actions, self.gravity)

@@ -14,11 +14,12 @@ import numpy as np
 
 from rlbridge.experiment.api import derive_seeds
 from rlbridge.experiment.log.writer import RECEIVED, SENT, LogReader, Record
+from rlbridge.options import build
 from rlbridge.protocol.errors import LogError
 from rlbridge.protocol.messages import MessageType, decode, pack
 from rlbridge.protocol.taskspec import parse
 from rlbridge.protocol.values import Value, decode_value, encode_value
-from rlbridge.registry import AGENTS, ENVIRONMENTS, resolve
+from rlbridge.registry import AGENTS, ENVIRONMENTS
 
 T = MessageType
 
@@ -132,7 +133,7 @@ def make_environment(header: dict):
     if not name:
         raise LogError("the log does not name its environment (run the experiment with "
                        "--env-name, or use `rlbridge run ... --log`)")
-    return resolve(name, ENVIRONMENTS)(**header.get("env_options", {}))
+    return build(name, ENVIRONMENTS, header.get("env_options", {}))  # the user's strings
 
 
 def _wire(value: Value) -> bytes:
@@ -193,9 +194,10 @@ def verify(reader: LogReader, on_snapshot=None) -> tuple[int, Divergence | None]
     return checked, None
 
 
-def compare_agent(reader: LogReader, agent_name: str, options: dict) -> tuple[int, list[str]]:
-    """Feed the logged observations to an agent; return (actions compared, differences)."""
-    agent = resolve(agent_name, AGENTS)(**options)
+def compare_agent(reader: LogReader, agent_name: str, options: dict[str, str]) -> tuple[int, list[str]]:
+    """Feed the logged observations to an agent built from string options; return
+    (actions compared, differences)."""
+    agent = build(agent_name, AGENTS, options)
     agent.agent_init(parse(reader.header["task_spec"]))
     seed = reader.header.get("seed")
     if seed is not None:

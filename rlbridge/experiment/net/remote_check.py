@@ -18,7 +18,8 @@ from rlbridge.environments.checker import CheckFailed
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.experiment.runner import start_child, stop_peers
-from rlbridge.registry import ENVIRONMENTS, resolve
+from rlbridge.options import build
+from rlbridge.registry import ENVIRONMENTS
 
 
 def _episodes(experiment: Experiment, episodes: int) -> list[tuple[float, int]]:
@@ -35,7 +36,7 @@ def check_over_protocol(name: str, options: dict[str, str] | None = None, *, epi
                         seed: int = 0, timeout_ms: int = 10000) -> int:
     """Run the check; return the number of steps taken. Raises CheckFailed on any difference."""
     options = options or {}
-    local = _episodes(Experiment(resolve(name, ENVIRONMENTS)(**options), RandomAgent(), seed=seed),
+    local = _episodes(Experiment(build(name, ENVIRONMENTS, options), RandomAgent(), seed=seed),
                       episodes)
     directory = tempfile.mkdtemp(prefix="rlbc-")
     env_addr, agent_addr = f"ipc://{directory}/e", f"ipc://{directory}/a"

@@ -8,9 +8,10 @@ import logging
 import os
 import sys
 
+from rlbridge.options import build
 from rlbridge.protocol.errors import RLBridgeError
 from rlbridge.protocol.rlglue3 import DEFAULT_PORT
-from rlbridge.registry import AGENTS, ENVIRONMENTS, parse_options, resolve
+from rlbridge.registry import AGENTS, ENVIRONMENTS
 
 
 def port_from_environment(environ=os.environ) -> int:
@@ -88,7 +89,7 @@ def _make(spec: str, options: list[str], registry: dict, role: str, timeout_ms: 
 
         proxy = RemoteEnvironment if role == "environment" else RemoteAgent
         return proxy(spec, timeout_ms=timeout_ms or 3_600_000)
-    return resolve(spec, registry)(**parse_options(options))
+    return build(spec, registry, options)
 
 
 def _glue(args: argparse.Namespace) -> int:
@@ -142,7 +143,7 @@ def _legacy_client(args: argparse.Namespace) -> int:
     from rlbridge.experiment.rlglue3.adapters import run_legacy_client
 
     try:
-        obj = resolve(args.name, args.registry)(**parse_options(args.opt))
+        obj = build(args.name, args.registry, args.opt)
     except (ValueError, TypeError, ImportError) as err:
         print(f"rlbridge legacy-{args.role}: cannot create {args.name!r}: {err}", file=sys.stderr)
         return 2
