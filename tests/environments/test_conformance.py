@@ -7,7 +7,7 @@ import copy
 import numpy as np
 import pytest
 
-from rlbridge.environments.blackjack.env import BlackjackCore
+from rlbridge.environments.blackjack.core import BlackjackCore
 from rlbridge.environments.conformance import CoreCheckFailed, Rule, check_core
 from rlbridge.environments.game2048.core import Game2048Core
 from rlbridge.environments.minesweeper.core import MinesweeperCore
