@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlbridge.experiment.log.writer import LogReader, LogWriter
+from rlbridge.experiment.log.reader import LogReader
+from rlbridge.experiment.log.writer import LogWriter
 from rlbridge.protocol.errors import LogError
 
 
