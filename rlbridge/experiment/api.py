@@ -148,6 +148,8 @@ class Experiment:
         return observation, action
 
     def RL_step(self) -> StepOutcome:
+        # RL-Glue 3.0.4 steps the environment again after a terminal step; rlbridge
+        # refuses, and this is the one place that decides it.
         if self.counter.terminal or self.last_action is None:
             raise WrongState("RL_step needs an episode in progress (call RL_start first)")
         if self.check_actions:
@@ -191,30 +193,18 @@ class Experiment:
 
 # -- the episode loops ---------------------------------------------------------------
 class LocalLoop:
-    """In-process objects: RL_start + RL_step's rules with direct calls, so that the
+    """In-process objects: direct calls in :meth:`EpisodeCounter.play`, so that the
     in-process mode adds only a few microseconds per step."""
 
     def play(self, experiment: Experiment, max_steps: int) -> None:
-        observation, action = experiment.start_episode(max_steps)
-        counter = experiment.counter
-        count_step = counter.step
-        env_step = experiment.env.env_step
-        agent_step = experiment.agent.agent_step
+        _observation, action = experiment.start_episode(max_steps)
         check = experiment.task_spec.check_action if experiment.check_actions else None
-        try:
-            while counter.running:
-                if check is not None:
-                    check(action)
-                result = env_step(action)
-                reward = result[0]
-                if count_step(reward, result[2]):
-                    experiment.last_info = result[3] if len(result) > 3 else None
-                    action = None
-                    experiment.agent.agent_end(reward)
-                    break
-                action = agent_step(reward, result[1])
-        finally:
-            experiment.last_action = action
+        action, result = experiment.counter.play(action, experiment.env.env_step,
+                                                 experiment.agent.agent_step,
+                                                 experiment.agent.agent_end, check)
+        experiment.last_action = action
+        if experiment.counter.terminal:
+            experiment.last_info = result[3] if len(result) > 3 else None
 
 
 class StepByStepLoop:
