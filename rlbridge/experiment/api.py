@@ -1,22 +1,26 @@
-"""The Experiment API: RL-Glue 3.0.4's RL_* calls with its exact counting semantics.
+"""The Experiment API: RL-Glue 3.0.4's RL_* calls, with its counting rules kept by an EpisodeCounter.
 
 The same class drives local objects (the in-process mode: no sockets) and
-remote proxies (:mod:`rlbridge.experiment.net.remote`). Counting rules, as in
-RL-Glue 3.0.4's ``RL_glue.c`` and PROTOCOL.md's table:
+remote proxies (:mod:`rlbridge.experiment.net.remote`). The counting rules live in
+:mod:`rlbridge.experiment.counting`; how ``RL_episode`` plays an episode is an
+:class:`EpisodeLoop`, chosen once when the Experiment is built:
 
-* ``RL_start`` sets ``num_steps`` to 1 and the return to 0.
-* ``RL_step`` adds the reward to the return; a terminal step counts an episode
-  and calls ``agent_end``, a non-terminal one adds a step and calls ``agent_step``.
-* ``RL_episode(0)`` runs to the end; ``RL_episode(N)`` stops once ``num_steps``
-  reaches N, after N-1 environment steps, without ``agent_end``.
+* :class:`LocalLoop`: in-process objects, a tight loop of direct calls;
+* :class:`DelegatedLoop`: a remote environment with ``run_episode`` plays the whole
+  episode with a native agent process itself (RUN_EPISODE), one round trip a step;
+* :class:`StepByStepLoop`: ``RL_start`` then ``RL_step`` until the end (remote peers
+  that cannot delegate);
+* the legacy glue's forwarding loop (:mod:`rlbridge.experiment.rlglue3.session`).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
+from rlbridge.experiment.counting import EpisodeCounter
 from rlbridge.protocol.errors import WrongState
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
@@ -48,45 +52,79 @@ def derive_seeds(seed: int) -> tuple[int, int]:
     return int(env_seed), int(agent_seed)
 
 
+class EpisodeLoop(Protocol):
+    """How ``RL_episode`` plays one episode, keeping the counting rules with the
+    experiment's :class:`EpisodeCounter`; ``max_steps`` 0 means no limit."""
+
+    def play(self, experiment: Experiment, max_steps: int) -> None: ...
+
+
 class Experiment:
     """Drives an environment and an agent with RL-Glue's experiment calls.
 
     ``env`` and ``agent`` are objects with the ``env_*`` and ``agent_*`` methods:
     local :class:`~rlbridge.Environment` and :class:`~rlbridge.Agent` instances
-    (in-process mode) or remote proxies. A remote environment that offers
-    ``run_episode`` runs ``RL_episode`` itself, talking to the agent directly,
-    so that a step costs one round trip.
+    (in-process mode) or remote proxies. ``loop`` plays ``RL_episode``; by default
+    :func:`choose_loop` picks it from the peers. ``on_init`` and ``observers`` are the
+    experiment's events: ``on_init`` callables get ``(experiment, task_spec_text)`` at
+    the end of each ``RL_init`` (the message log writes its header there), ``observers``
+    get ``("episode", experiment=...)`` after each ``RL_episode``.
     """
 
-    def __init__(self, env, agent, *, seed: int | None = None, check_actions: bool = True):
+    def __init__(self, env, agent, *, seed: int | None = None, check_actions: bool = True,
+                 loop: EpisodeLoop | None = None):
         self.env = env
         self.agent = agent
         self.seed = seed
         self.check_actions = check_actions
+        self.loop: EpisodeLoop = choose_loop(env, agent) if loop is None else loop
+        self.counter = EpisodeCounter()
         self.task_spec: TaskSpec | None = None
-        self.num_steps = 0
-        self.num_episodes = 0
-        self.total_reward = 0.0
-        self.terminal = True
         self.last_action: Value | None = None
         self.last_info: dict | None = None
         self.episode = 0  # episodes started, used as the episode id on the wire
+        #: Remote proxies get the episode id, which their messages carry.
+        self.remote_peers = tuple(peer for peer in (env, agent) if _is_remote(peer))
+        #: A local agent gets the parsed task spec, a remote one the environment's text.
+        self.agent_takes_text = _is_remote(agent)
+        self.on_init: list[Callable[[Experiment, str], None]] = []
         self.observers: list = []  # callables(event, **fields) for progress and logs
+
+    # -- the counters, as attributes ---------------------------------------------
+    @property
+    def num_steps(self) -> int:
+        return self.counter.num_steps
+
+    @property
+    def num_episodes(self) -> int:
+        return self.counter.num_episodes
+
+    @property
+    def total_reward(self) -> float:
+        return self.counter.total_reward
+
+    @property
+    def terminal(self) -> bool:
+        return self.counter.terminal
 
     # -- RL_init / RL_cleanup ------------------------------------------------
     def RL_init(self) -> str:
         spec = self.env.env_init()
         self.task_spec = spec if isinstance(spec, TaskSpec) else parse(spec)
         spec_text = spec if isinstance(spec, str) else str(spec)
-        self.agent.agent_init(self.task_spec if _is_local(self.agent) else spec_text)
-        self.num_steps = self.num_episodes = 0
-        self.total_reward = 0.0
-        self.terminal = True
+        self.agent.agent_init(spec_text if self.agent_takes_text else self.task_spec)
+        self.initialised(spec_text)
+        return spec_text
+
+    def initialised(self, spec_text: str) -> None:
+        """The end of every ``RL_init``: reset the counters, seed the peers, tell ``on_init``."""
+        self.counter.reset()
         if self.seed is not None:
             env_seed, agent_seed = derive_seeds(self.seed)
             self.env.env_message(f"seed {env_seed}")
             self.agent.agent_message(f"seed {agent_seed}")
-        return spec_text
+        for listener in self.on_init:
+            listener(self, spec_text)
 
     def RL_cleanup(self) -> None:
         self.env.env_cleanup()
@@ -94,34 +132,35 @@ class Experiment:
 
     # -- stepping --------------------------------------------------------------
     def RL_start(self) -> tuple[Value, Value]:
+        return self.start_episode(0)
+
+    def start_episode(self, max_steps: int) -> tuple[Value, Value]:
+        """``RL_start``, with the cut-off of the ``RL_episode(max_steps)`` it begins."""
         if self.task_spec is None:
             raise WrongState("RL_start needs RL_init first")
-        self.total_reward = 0.0
-        self.num_steps = 1
-        self.terminal = False
+        self.counter.start(max_steps)
         self.episode += 1
-        _set_episode(self.env, self.agent, self.episode)
+        for peer in self.remote_peers:
+            peer.episode = self.episode
         observation = self.env.env_start()
         action = self.agent.agent_start(observation)
         self.last_action = action
         return observation, action
 
     def RL_step(self) -> StepOutcome:
-        if self.terminal or self.last_action is None:
+        # RL-Glue 3.0.4 steps the environment again after a terminal step; rlbridge
+        # refuses, and this is the one place that decides it.
+        if self.counter.terminal or self.last_action is None:
             raise WrongState("RL_step needs an episode in progress (call RL_start first)")
         if self.check_actions:
             self.task_spec.check_action(self.last_action)
         result = self.env.env_step(self.last_action)
         reward = result[0]
-        self.total_reward += reward
         self.last_info = result[3] if len(result) > 3 else None
-        if result[2]:
-            self.terminal = True
-            self.num_episodes += 1
+        if self.counter.step(reward, result[2]):
             self.agent.agent_end(reward)
             self.last_action = None
             return StepOutcome(reward, result[1], True, None, self.last_info)
-        self.num_steps += 1
         action = self.agent.agent_step(reward, result[1])
         self.last_action = action
         return StepOutcome(reward, result[1], False, action, self.last_info)
@@ -130,68 +169,20 @@ class Experiment:
         """Run one episode; ``max_steps`` 0 means no limit. Returns whether it ended terminally."""
         if max_steps < 0:
             raise ValueError(f"max_steps must be >= 0; got {max_steps}")
-        run_episode = getattr(self.env, "run_episode", None)
-        if run_episode is not None and getattr(self.agent, "address", None) is not None:
-            if self.task_spec is None:
-                raise WrongState("RL_episode needs RL_init first")
-            self.episode += 1
-            summary = run_episode(max_steps, self.agent, self.episode)
-            self._absorb(summary)
-        elif _is_local(self.env) and _is_local(self.agent):
-            self._local_episode(max_steps)
-        else:
-            self.RL_start()
-            while not self.terminal and (max_steps == 0 or self.num_steps < max_steps):
-                self.RL_step()
+        self.loop.play(self, max_steps)
         for observer in self.observers:
             observer("episode", experiment=self)
-        return self.terminal
-
-    def _absorb(self, summary: EpisodeSummary) -> None:
-        self.terminal = summary.terminal
-        self.num_steps = summary.num_steps
-        self.total_reward = summary.total_reward
-        self.last_action = summary.last_action
-        if summary.terminal:
-            self.num_episodes += 1
-
-    def _local_episode(self, max_steps: int) -> None:
-        # The same rules as RL_start + RL_step, unrolled so that the in-process
-        # mode adds only a few microseconds per step.
-        observation, action = self.RL_start()
-        env_step = self.env.env_step
-        agent_step = self.agent.agent_step
-        check = self.task_spec.check_action if self.check_actions else None
-        num_steps = 1
-        total = 0.0
-        while max_steps == 0 or num_steps < max_steps:
-            if check is not None:
-                check(action)
-            result = env_step(action)
-            reward = result[0]
-            total += reward
-            if result[2]:
-                self.terminal = True
-                self.num_episodes += 1
-                self.last_info = result[3] if len(result) > 3 else None
-                self.agent.agent_end(reward)
-                action = None
-                break
-            num_steps += 1
-            action = agent_step(reward, result[1])
-        self.num_steps = num_steps
-        self.total_reward = total
-        self.last_action = action
+        return self.counter.terminal
 
     # -- queries and messages --------------------------------------------------
     def RL_return(self) -> float:
-        return self.total_reward
+        return self.counter.total_reward
 
     def RL_num_steps(self) -> int:
-        return self.num_steps
+        return self.counter.num_steps
 
     def RL_num_episodes(self) -> int:
-        return self.num_episodes
+        return self.counter.num_episodes
 
     def RL_env_message(self, message: str) -> str:
         return self.env.env_message(message)
@@ -200,11 +191,55 @@ class Experiment:
         return self.agent.agent_message(message)
 
 
-def _is_local(peer) -> bool:
-    return not getattr(peer, "is_remote", False)
+# -- the episode loops ---------------------------------------------------------------
+class LocalLoop:
+    """In-process objects: direct calls in :meth:`EpisodeCounter.play`, so that the
+    in-process mode adds only a few microseconds per step."""
+
+    def play(self, experiment: Experiment, max_steps: int) -> None:
+        _observation, action = experiment.start_episode(max_steps)
+        check = experiment.task_spec.check_action if experiment.check_actions else None
+        action, result = experiment.counter.play(action, experiment.env.env_step,
+                                                 experiment.agent.agent_step,
+                                                 experiment.agent.agent_end, check)
+        experiment.last_action = action
+        if experiment.counter.terminal:
+            experiment.last_info = result[3] if len(result) > 3 else None
 
 
-def _set_episode(env, agent, episode: int) -> None:
-    for peer in (env, agent):
-        if getattr(peer, "is_remote", False):
-            peer.episode = episode
+class StepByStepLoop:
+    """Remote peers that cannot delegate: RL_start, then RL_step until the episode ends or
+    is cut off (two round trips a step)."""
+
+    def play(self, experiment: Experiment, max_steps: int) -> None:
+        experiment.start_episode(max_steps)
+        counter = experiment.counter
+        while counter.running:
+            experiment.RL_step()
+
+
+class DelegatedLoop:
+    """A remote environment plays the episode with a native agent process itself
+    (PROTOCOL.md, "Fast path") and reports the counters, which the experiment takes."""
+
+    def play(self, experiment: Experiment, max_steps: int) -> None:
+        if experiment.task_spec is None:
+            raise WrongState("RL_episode needs RL_init first")
+        experiment.episode += 1
+        summary = experiment.env.run_episode(max_steps, experiment.agent, experiment.episode)
+        experiment.counter.absorb(summary.terminal, summary.num_steps, summary.total_reward)
+        experiment.last_action = summary.last_action
+
+
+def choose_loop(env, agent) -> EpisodeLoop:
+    """Delegated when the environment can run episodes and the agent has an address it can
+    reach; local when both are in-process objects; otherwise step by step."""
+    if getattr(env, "run_episode", None) is not None and getattr(agent, "address", None) is not None:
+        return DelegatedLoop()
+    if not _is_remote(env) and not _is_remote(agent):
+        return LocalLoop()
+    return StepByStepLoop()
+
+
+def _is_remote(peer) -> bool:
+    return getattr(peer, "is_remote", False)

@@ -16,7 +16,7 @@ import pytest
 import zmq
 
 from rlbridge.cli import main
-from rlbridge.experiment.log.writer import LogReader
+from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.net.curve import CurveKeys, create_keys
 from rlbridge.experiment.net.transport import RequestClient
 from rlbridge.protocol.errors import ErrorCode, PeerTimeout

@@ -1,27 +1,39 @@
-"""RL-Glue 3.0.4 counting rules, in-process, over the fast path and step by step."""
+"""RL-Glue 3.0.4 counting rules with each episode loop: in-process, over the fast path, step by
+step, and forwarded between two RL-Glue 3.0 clients by the legacy glue."""
 
 from __future__ import annotations
 
 import json
+import socket
+import threading
 
 import pytest
 
 from rlbridge.environments.toy import Countdown
-from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.api import DelegatedLoop, Experiment, LocalLoop, StepByStepLoop
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
+from rlbridge.experiment.rlglue3.adapters import run_legacy_client
+from rlbridge.experiment.rlglue3.peers import LegacyAgent, LegacyEnvironment
+from rlbridge.experiment.rlglue3.session import ForwardingLoop, LegacyExperiment
 from rlbridge.protocol.errors import WrongState
+from rlbridge.protocol.rlglue3 import HEADER, HEADER_SIZE, FramedSocket, Role, configure
 
 from .helpers import CountingAgent
 
-MODES = ["in_process", "fast_path", "step_by_step"]
+LOOPS = {"in_process": LocalLoop, "fast_path": DelegatedLoop, "step_by_step": StepByStepLoop,
+         "legacy_forwarding": ForwardingLoop}
 
 
-@pytest.fixture(params=MODES)
+@pytest.fixture(params=list(LOOPS))
 def experiment(request, processes, ipc_dir):
-    """An Experiment on a 5-transition Countdown with a CountingAgent, in each mode."""
+    """An Experiment on a 5-transition Countdown with a CountingAgent, with each episode loop."""
     if request.param == "in_process":
         exp = Experiment(Countdown(length=5), CountingAgent())
+        assert type(exp.loop) is LOOPS[request.param]
         yield exp
+        return
+    if request.param == "legacy_forwarding":
+        yield from legacy_experiment()
         return
     env_addr, agent_addr = f"ipc://{ipc_dir}/e", f"ipc://{ipc_dir}/a"
     processes.start("env", "countdown", "--bind", env_addr, "--opt", "length=5")
@@ -29,10 +41,42 @@ def experiment(request, processes, ipc_dir):
     env, agent = RemoteEnvironment(env_addr), RemoteAgent(agent_addr)
     if request.param == "step_by_step":
         env.run_episode = None
-    yield Experiment(env, agent)
+    exp = Experiment(env, agent)
+    assert type(exp.loop) is LOOPS[request.param]
+    yield exp
     for peer in (env, agent):
         peer.shutdown()
         peer.close()
+
+
+def legacy_experiment():
+    """The glue's LegacyExperiment between Countdown and CountingAgent, each connected as an
+    RL-Glue 3.0 client over TCP."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        clients = [threading.Thread(target=run_legacy_client, args=(obj, role, "127.0.0.1", port),
+                                    daemon=True)
+                   for obj, role in ((Countdown(length=5), "environment"),
+                                     (CountingAgent(), "agent"))]
+        for client in clients:
+            client.start()
+        peers = {}
+        for _ in clients:
+            conn, _address = listener.accept()
+            configure(conn)
+            handshake = b""
+            while len(handshake) < HEADER_SIZE:
+                handshake += conn.recv(HEADER_SIZE - len(handshake))
+            role = Role(HEADER.unpack(handshake)[0])
+            wrapper = LegacyEnvironment if role is Role.ENVIRONMENT else LegacyAgent
+            peers[role] = wrapper(FramedSocket(conn), timeout=10)
+    exp = LegacyExperiment(peers[Role.ENVIRONMENT], peers[Role.AGENT])
+    assert type(exp.loop) is ForwardingLoop
+    yield exp
+    for peer in peers.values():
+        peer.terminate()
+    for client in clients:
+        client.join(10)
 
 
 def counts(experiment) -> dict:

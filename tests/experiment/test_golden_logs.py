@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import verify
-from rlbridge.experiment.log.writer import LogReader
 
 GOLDEN = Path(__file__).with_name("golden")
 #: game -> the `rlbridge run` arguments that made its golden log (python -m tests.experiment.test_golden_logs).

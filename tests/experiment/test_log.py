@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlbridge.experiment.log.writer import LogReader, LogWriter
+from rlbridge.experiment.log.reader import LogReader
+from rlbridge.experiment.log.writer import LogWriter
 from rlbridge.protocol.errors import LogError
 
 
@@ -63,6 +64,20 @@ def test_show_verify_agent_and_export(tmp_path):
     assert data["episode_starts"].tolist() == [True, False, False, False] * 3
     assert data["terminals"].tolist() == [False, False, False, True] * 3
     assert data["observations"][:4, 0].tolist() == [4, 3, 2, 1]
+
+
+@pytest.mark.parametrize("path_flag", [[], ["--no-fast-path"]], ids=["fast", "step_by_step"])
+def test_flushing_every_step_still_puts_the_header_first(tmp_path, path_flag):
+    # RL_init's messages come before the task spec that the header carries, and with
+    # --log-flush step each would reach the file at once: they wait for the header.
+    log = str(tmp_path / "run.log")
+    run("run", "countdown", "random", "--env-opt", "length=4", "--episodes", "2", "--seed", "3",
+        "--log", log, "--log-flush", "step", "--quiet", *path_flag)
+    reader = LogReader(log)
+    assert reader.header["task_spec"].startswith("VERSION RL-Glue-3.0")
+    types = [record.type for record in reader.records()]
+    assert types[:2] == [10, 10]  # ENV_INIT sent and its reply, right after the header
+    assert "verified: 10 environment calls match" in run("replay", log, "--verify").stdout
 
 
 def _forge(source: str, target: str, header_changes: dict, change_record) -> None:

@@ -48,7 +48,7 @@ def register(subparsers) -> None:
 
 
 def _reader(path: str):
-    from rlbridge.experiment.log.writer import LogReader
+    from rlbridge.experiment.log.reader import LogReader
 
     return LogReader(path)
 

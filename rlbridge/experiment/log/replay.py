@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlbridge.experiment.api import derive_seeds
-from rlbridge.experiment.log.writer import RECEIVED, SENT, LogReader, Record
+from rlbridge.experiment.log.format import RECEIVED, SENT, Record
+from rlbridge.experiment.log.reader import LogReader
 from rlbridge.options import build
 from rlbridge.protocol.errors import LogError
 from rlbridge.protocol.messages import MessageType, decode, pack

@@ -15,6 +15,8 @@ import time
 
 import zmq
 
+from rlbridge.experiment.counting import EpisodeCounter
+from rlbridge.experiment.log.writer import LogWriter
 from rlbridge.experiment.net.transport import HEARTBEAT_INTERVAL_MS, STEP_TIMEOUT_MS, RequestClient
 from rlbridge.protocol.errors import (
     InvalidAction,
@@ -36,7 +38,14 @@ class EpisodeRunner:
 
     def __init__(self, server):
         self.server = server
+        #: CURVE keys for calling the agent, when the server uses CURVE.
+        self.server_curve = None
+        #: The connection to the agent, kept across episodes while DELEGATE names the same one.
         self.client: RequestClient | None = None
+        self.agent: RequestClient | None = None  # set by DELEGATE
+        self.agent_address = ""
+        self.log_writer: LogWriter | None = None  # the shared log, appended to
+        self.log: LogWriter | None = None  # the log of this session, if DELEGATE asked for one
 
     def _agent(self, address: str, timeout_ms: int) -> RequestClient:
         client = self.client
@@ -51,8 +60,6 @@ class EpisodeRunner:
             client.socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
         return client
 
-    server_curve = None
-
     def configure(self, body) -> None:
         """DELEGATE: where the agent is, how long it may take, and the log to append to."""
         if type(body) is not list or len(body) != 3:
@@ -65,10 +72,6 @@ class EpisodeRunner:
         self.agent = self._agent(address, timeout_ms)
         self.agent.recorder = None if self.log is None else self.log.record
         self.agent_address = address
-
-    agent = None
-    log = None
-    agent_address = ""
 
     def run(self, message, spec, identity: bytes, frames: list):
         body = message.body
@@ -86,9 +89,7 @@ class EpisodeRunner:
             if self.log is not None:
                 self.log.flush()  # before the reply, so the experiment appends after us
 
-    def _log(self, log_spec):
-        from rlbridge.experiment.log.writer import LogWriter
-
+    def _log(self, log_spec) -> LogWriter:
         if type(log_spec) is not list or len(log_spec) != 2:
             raise ProtocolError("run_episode log must be [path, flush_every]")
         path, flush_every = read_str(log_spec[0], "log path"), read_str(log_spec[1], "flush_every")
@@ -98,8 +99,6 @@ class EpisodeRunner:
                 writer.close()
             writer = self.log_writer = LogWriter(path, "environment", flush_every=flush_every)
         return writer
-
-    log_writer = None
 
     def _play(self, message, spec, identity, frames, agent, max_steps, address):
         agent.episode = episode = message.episode
@@ -120,28 +119,25 @@ class EpisodeRunner:
         out: list = []
         reply = self._call(request, AGENT_START, encode_value(observation, out), out)
         action = decode_value(reply.body, reply.frames)
-        num_steps = 1
-        total = 0.0
-        terminal = False
-        while max_steps == 0 or num_steps < max_steps:
+        counter = EpisodeCounter()
+        counter.start(max_steps)
+        count_step = counter.step
+        while counter.running:
             try:
                 check_action(action)
             except InvalidAction as err:
                 raise InvalidAction(
                     f"agent at {address} sent an invalid action (episode {episode}, "
-                    f"step {num_steps}): {err}"
+                    f"step {counter.num_steps}): {err}"
                 ) from None
             result = env_step(action)
             reward = result[0]
-            total += reward
             if publisher is not None:
-                publisher.offer(env.state_snapshot, episode, num_steps, bool(result[2]))
-            if result[2]:
-                terminal = True
+                publisher.offer(env.state_snapshot, episode, counter.num_steps, bool(result[2]))
+            if count_step(reward, result[2]):
                 self._call(request, AGENT_END, float(reward))
                 break
-            num_steps += 1
-            agent.step = num_steps
+            num_steps = agent.step = counter.num_steps
             out = []
             body = [float(reward), encode_value(result[1], out)]
             try:  # inline rather than _call: this is the per-step path
@@ -155,8 +151,9 @@ class EpisodeRunner:
             if now >= next_beat:
                 next_beat = now + heartbeat_s
                 server.send(identity, encode(T.HEARTBEAT, 0, episode, [num_steps]))
+        terminal = counter.terminal
         last = None if terminal else encode_value(action, frames)
-        return [terminal, num_steps, total, last]
+        return [terminal, counter.num_steps, counter.total_reward, last]
 
     @staticmethod
     def _call(request, msg_type, body, frames=None):

@@ -29,7 +29,7 @@ import logging
 import socket
 from typing import TYPE_CHECKING
 
-from rlbridge.experiment.api import Experiment, derive_seeds
+from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.rlglue3.peers import LegacyAgent, LegacyEnvironment, PeerLost
 from rlbridge.protocol.errors import (
     PeerTimeout,
@@ -68,14 +68,21 @@ class LegacyExperiment(Experiment):
 
     Original RL-Glue never parses the task spec, so legacy programs may use any
     string; the agent then gets it unchanged and actions go unchecked.
-    Legacy and remote agents get the environment's exact string.
+    Legacy and remote agents get the environment's exact string. Between a legacy
+    environment and a legacy agent, ``RL_episode`` is the :class:`ForwardingLoop`.
     """
+
+    def __init__(self, env, agent, *, seed: int | None = None, check_actions: bool = True):
+        forwarding = isinstance(env, LegacyEnvironment) and isinstance(agent, LegacyAgent)
+        super().__init__(env, agent, seed=seed, check_actions=check_actions,
+                         loop=ForwardingLoop() if forwarding else None)
+        #: What the glue asked for; each RL_init checks actions only if its task spec parses.
+        self.check_requested = check_actions
+        self.agent_takes_text = self.agent_takes_text or hasattr(agent, "peer_address")
 
     def RL_init(self) -> str:
         spec = self.env.env_init()
         text = spec if isinstance(spec, str) else str(spec)
-        if not hasattr(self, "_check_requested"):
-            self._check_requested = self.check_actions
         parsed = True
         try:
             self.task_spec = spec if isinstance(spec, TaskSpec) else parse(spec)
@@ -83,61 +90,37 @@ class LegacyExperiment(Experiment):
             log.warning("the task spec is not RL-Glue 3.0 (%s); actions go unchecked", err)
             self.task_spec = TaskSpec(SpaceSpec(), SpaceSpec())
             parsed = False
-        self.check_actions = self._check_requested and parsed
-        wants_text = getattr(self.agent, "is_remote", False) or hasattr(self.agent, "peer_address")
-        self.agent.agent_init(text if wants_text or not parsed else self.task_spec)
-        self.num_steps = self.num_episodes = 0
-        self.total_reward = 0.0
-        self.terminal = True
+        self.check_actions = self.check_requested and parsed
+        self.agent.agent_init(text if self.agent_takes_text or not parsed else self.task_spec)
         self.last_action = None
-        if self.seed is not None:
-            env_seed, agent_seed = derive_seeds(self.seed)
-            self.env.env_message(f"seed {env_seed}")
-            self.agent.agent_message(f"seed {agent_seed}")
+        self.initialised(text)
         return text
 
 
-    def RL_episode(self, max_steps: int = 0) -> bool:
-        if isinstance(self.env, LegacyEnvironment) and isinstance(self.agent, LegacyAgent):
-            if max_steps < 0:
-                raise ValueError(f"max_steps must be >= 0; got {max_steps}")
-            self._forwarding_episode(max_steps)
-            for observer in self.observers:
-                observer("episode", experiment=self)
-            return self.terminal
-        return super().RL_episode(max_steps)
+class ForwardingLoop:
+    """RL_episode between two legacy clients: the counting rules of RL_start + RL_step, with
+    observations and actions forwarded as bytes; only actions are decoded, to be checked."""
 
-    def _forwarding_episode(self, max_steps: int) -> None:
-        """RL_start + RL_step's rules (see glue.py) with observations and actions forwarded
-        as bytes between two legacy clients; only actions are decoded, to be checked."""
-        if self.task_spec is None:
+    def play(self, experiment: LegacyExperiment, max_steps: int) -> None:
+        if experiment.task_spec is None:
             raise WrongState("RL_episode needs RL_init first")
-        env, agent = self.env, self.agent
-        self.total_reward = 0.0
-        self.num_steps = 1
-        self.terminal = False
-        self.episode += 1
+        env, agent, counter = experiment.env, experiment.agent, experiment.counter
+        counter.start(max_steps)
+        experiment.episode += 1
         action = agent.agent_start_raw(env.env_start_raw())
-        check = self.task_spec.check_action if self.check_actions else None
-        num_steps, total = 1, 0.0
+        check = experiment.task_spec.check_action if experiment.check_actions else None
         try:
-            while max_steps == 0 or num_steps < max_steps:
+            while counter.running:
                 if check is not None:
                     check(agent.decode_action(action))
                 terminal, reward, observation = env.env_step_raw(action)
-                total += reward
-                if terminal:
-                    self.terminal = True
-                    self.num_episodes += 1
-                    agent.agent_end(reward)
+                if counter.step(reward, terminal):
                     action = None
+                    agent.agent_end(reward)
                     break
-                num_steps += 1
                 action = agent.agent_step_raw(reward, observation)
         finally:
-            self.num_steps = num_steps
-            self.total_reward = total
-            self.last_action = None if action is None else agent.decode_action(action)
+            experiment.last_action = None if action is None else agent.decode_action(action)
 
 
 class Session:
@@ -183,8 +166,8 @@ class Session:
         exp = self.experiment
         if exp is None or exp.episode == 0:
             return "before any episode"
-        state = "mid-episode" if not exp.terminal else "between episodes"
-        return f"{state}: episode {exp.episode}, step {exp.num_steps}"
+        state = "mid-episode" if not exp.counter.terminal else "between episodes"
+        return f"{state}: episode {exp.episode}, step {exp.counter.num_steps}"
 
     # -- the request loop ----------------------------------------------------------------
     def run(self) -> None:
@@ -235,7 +218,7 @@ class Session:
 
     def _report_disconnect(self) -> None:
         exp = self.experiment
-        if exp is not None and not exp.terminal:
+        if exp is not None and not exp.counter.terminal:
             self.server.report(
                 f"legacy experiment at {self.conn.peer} disconnected {self._where()}; "
                 "the agent and environment are told to stop"

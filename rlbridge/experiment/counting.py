@@ -1,0 +1,111 @@
+"""RL-Glue 3.0.4's counting rules in one place: what RL_init, RL_start and each RL_step do to
+``num_steps``, the return and ``num_episodes``, and where ``RL_episode(N)`` cuts off.
+
+Every episode loop keeps its counters in an :class:`EpisodeCounter` (PROTOCOL.md's
+table, section 7):
+
+* ``RL_init`` sets all three to 0.
+* ``RL_start`` sets ``num_steps`` to 1 and the return to 0.
+* A step adds the reward to the return; a terminal step counts an episode (and the loop
+  then calls ``agent_end``), a non-terminal one adds a step (and the loop calls
+  ``agent_step``).
+* ``RL_episode(N)`` stops once ``num_steps`` reaches N, after N-1 environment steps,
+  without ``agent_end``; N = 0 means no limit.
+
+A loop reads :attr:`EpisodeCounter.running` before each environment step and calls
+:meth:`EpisodeCounter.step` after it; the in-process loop calls
+:meth:`EpisodeCounter.play`, the same rules unrolled. What a step means for the
+counters is decided only here.
+"""
+
+from __future__ import annotations
+
+
+class EpisodeCounter:
+    """The glue's counters for one experiment (or one delegated episode)."""
+
+    __slots__ = ("num_steps", "num_episodes", "total_reward", "terminal", "running", "max_steps")
+
+    def __init__(self) -> None:
+        self.num_steps = 0
+        self.num_episodes = 0
+        self.total_reward = 0.0
+        #: Whether the last step ended the episode (True before any episode: none is running).
+        self.terminal = True
+        #: Whether ``RL_episode`` may take another environment step: not terminal, not cut off.
+        self.running = False
+        #: The current ``RL_episode``'s limit; 0 means none.
+        self.max_steps = 0
+
+    def reset(self) -> None:
+        """``RL_init``: no steps, no episodes, no return, no episode running."""
+        self.num_steps = self.num_episodes = 0
+        self.total_reward = 0.0
+        self.terminal = True
+        self.running = False
+        self.max_steps = 0
+
+    def start(self, max_steps: int = 0) -> None:
+        """``RL_start`` (or the start of ``RL_episode(max_steps)``): step 1, return 0."""
+        self.num_steps = 1
+        self.total_reward = 0.0
+        self.terminal = False
+        self.max_steps = max_steps
+        self.running = max_steps != 1
+
+    def step(self, reward: float, terminal) -> bool:
+        """Count one environment step; True if it ended the episode (call ``agent_end``),
+        False if the agent takes another step (call ``agent_step``)."""
+        self.total_reward += reward
+        if terminal:
+            self.terminal = True
+            self.running = False
+            self.num_episodes += 1
+            return True
+        self.num_steps = num_steps = self.num_steps + 1
+        # num_steps counts up by one from 1, so it meets a limit N exactly; 0 is never met.
+        self.running = num_steps != self.max_steps
+        return False
+
+    def play(self, action, env_step, agent_step, agent_end, check=None):
+        """Take steps from ``action`` (the agent's first) until the episode ends or is cut off.
+
+        :meth:`step`'s rules, unrolled with local variables: a method call per step would
+        add a tenth to the in-process mode's cost. ``env_step(action)`` returns
+        ``(reward, observation, terminal, ...)``; ``check(action)`` runs before each step.
+        Returns the last action (None after a terminal step) and the last step's result
+        (None if no step was taken). The counters are current even if a call raises.
+        """
+        max_steps = self.max_steps
+        num_steps = self.num_steps
+        total = self.total_reward
+        result = None
+        try:
+            while max_steps == 0 or num_steps < max_steps:
+                if check is not None:
+                    check(action)
+                result = env_step(action)
+                reward = result[0]
+                total += reward
+                if result[2]:
+                    self.terminal = True
+                    self.num_episodes += 1
+                    action = None
+                    agent_end(reward)
+                    break
+                num_steps += 1
+                action = agent_step(reward, result[1])
+        finally:
+            self.num_steps = num_steps
+            self.total_reward = total
+            self.running = False
+        return action, result
+
+    def absorb(self, terminal: bool, num_steps: int, total_reward: float) -> None:
+        """Take the counters of an episode that another process played (RUN_EPISODE)."""
+        self.terminal = terminal
+        self.running = False
+        self.num_steps = num_steps
+        self.total_reward = total_reward
+        if terminal:
+            self.num_episodes += 1
