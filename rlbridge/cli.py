@@ -7,6 +7,8 @@ import importlib
 import os
 import sys
 
+from rlbridge.protocol.errors import RLBridgeError
+
 #: Modules with a ``register(subparsers)`` function, in the order --help lists them.
 COMMAND_MODULES = [
     "rlbridge.experiment.commands",  # env, agent, experiment, run
@@ -45,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except RLBridgeError as err:  # a mistake in what the user set up: one line, no traceback
+        print(f"rlbridge {args.command}: {err}", file=sys.stderr, flush=True)
+        return 1
 
 
 if __name__ == "__main__":

@@ -95,6 +95,10 @@ class PeerError(RLBridgeError):
         self.remote_code = remote_code
 
 
+class UnsafeDirectory(RLBridgeError):
+    """A directory for sockets that another user owns or may enter."""
+
+
 class LogError(RLBridgeError):
     """The message log could not be written or read (full disk, corrupt file)."""
 

@@ -10,6 +10,7 @@ naming the peer, the call, the episode and the step.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 
 import msgpack
@@ -19,6 +20,7 @@ from rlbridge.protocol.errors import (
     MalformedMessage,
     PeerTimeout,
     ProtocolError,
+    UnsafeDirectory,
     VersionMismatch,
     error_from_reply,
 )
@@ -62,9 +64,36 @@ def default_address(role: str) -> str:
     env_name = {"environment": "RLBRIDGE_ENV_ADDR", "agent": "RLBRIDGE_AGENT_ADDR"}[role]
     if os.environ.get(env_name):
         return os.environ[env_name]
-    directory = os.path.join(tempfile.gettempdir(), f"rlbridge-{os.getuid()}")
-    os.makedirs(directory, exist_ok=True)
+    directory = private_directory(os.path.join(tempfile.gettempdir(), f"rlbridge-{os.getuid()}"))
     return f"ipc://{directory}/{'env' if role == 'environment' else 'agent'}.sock"
+
+
+def private_directory(path: str) -> str:
+    """Create ``path`` with mode 0700, or check that an existing one is ours and closed to others.
+
+    The default ipc directory sits in a shared temporary directory: had another user
+    created it first, they could swap our sockets for theirs.
+    """
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafeDirectory(f"{path} must be a directory owned by uid {os.getuid()}; "
+                              "it is a link or a file: remove it or set RLBRIDGE_ENV_ADDR")
+    if info.st_uid != os.getuid():
+        raise UnsafeDirectory(f"{path} must be owned by uid {os.getuid()}, "
+                              f"but uid {info.st_uid} owns it: refusing to bind sockets inside it")
+    if info.st_mode & 0o022:
+        raise UnsafeDirectory(f"{path} must have mode 0700 (no group or other access), "
+                              f"but has {stat.S_IMODE(info.st_mode):04o}, writable by others: "
+                              "check its contents, then chmod 700 it")
+    if info.st_mode & 0o077:
+        # Readable but not writable by others (older rlbridge made it 0755): nobody else
+        # can have put a socket in it, so closing it is safe.
+        os.chmod(path, 0o700)
+    return path
 
 
 def context() -> zmq.Context:
