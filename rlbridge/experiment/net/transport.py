@@ -9,6 +9,7 @@ naming the peer, the call, the episode and the step.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
@@ -74,10 +75,8 @@ def private_directory(path: str) -> str:
     The default ipc directory sits in a shared temporary directory: had another user
     created it first, they could swap our sockets for theirs.
     """
-    try:
+    with contextlib.suppress(FileExistsError):
         os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
         raise UnsafeDirectory(f"{path} must be a directory owned by uid {os.getuid()}; "
