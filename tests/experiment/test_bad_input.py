@@ -72,7 +72,7 @@ CASES = {
         [encode(MessageType.ENV_STEP, 1, 0, encode_value(Value(ints=(1,), chars="x")))[0]],
         ErrorCode.INVALID_ACTION, "at most 0 chars; got 1"),
     "an array of 65 dimensions": (
-        [encode(MessageType.ENV_STEP, 1, 0, [[1], [], "", [["<u1", [1] * 65, b""]]])[0]],
+        [encode(MessageType.ENV_STEP, 1, 0, [[1], [], "", [["|u1", [1] * 65, b""]]])[0]],
         ErrorCode.BAD_FIELD, "at most 32 dimensions; got 65"),
     "an array whose element count overflows": (
         [encode(MessageType.ENV_STEP, 1, 0, [[1], [], "", [["<f8", [2**62, 2**62, 0], b""]]])[0]],

@@ -77,10 +77,10 @@ def test_value_of_wraps_python_data():
 ])
 def test_impossible_shapes_are_bad_fields_not_numpy_errors(shape, words):
     with pytest.raises(ProtocolError, match=words) as caught:
-        decode_value([[], [], "", [["<u1", shape, b""]]])
+        decode_value([[], [], "", [["|u1", shape, b""]]])
     assert caught.value.code == ErrorCode.BAD_FIELD
 
 
 def test_the_largest_allowed_shapes_decode():
-    value = decode_value([[], [], "", [["<u1", [1] * 32, b"\x07"], ["<f8", [2**40, 0], b""]]])
+    value = decode_value([[], [], "", [["|u1", [1] * 32, b"\x07"], ["<f8", [2**40, 0], b""]]])
     assert value.arrays[0].ndim == 32 and value.arrays[1].shape == (2**40, 0)
