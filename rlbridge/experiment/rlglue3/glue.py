@@ -77,7 +77,7 @@ class GlueServer:
         handshake_timeout: float = 5.0,
         peer_timeout: float | None = 30.0,
         peer_wait: float | None = None,
-        check_actions: bool = True,
+        check_actions: bool = False,
         seed: int | None = None,
         once: bool = False,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
