@@ -18,6 +18,7 @@ import msgpack
 import zmq
 
 from rlbridge.protocol.errors import (
+    BindError,
     MalformedMessage,
     PeerTimeout,
     ProtocolError,
@@ -95,6 +96,21 @@ def private_directory(path: str) -> str:
     return path
 
 
+def bind_socket(socket: zmq.Socket, address: str) -> None:
+    """Bind ``socket``, turning ZeroMQ's error into a one-line :class:`BindError` that says why."""
+    try:
+        socket.bind(address)
+    except zmq.ZMQError as err:
+        reason = err.strerror
+        if address.startswith("ipc://"):
+            directory = os.path.dirname(address[len("ipc://"):]) or "."
+            if not os.path.isdir(directory):
+                reason = f"the directory {directory} does not exist"
+        elif err.errno == zmq.EADDRINUSE:
+            reason = "the address is in use (is another server bound there?)"
+        raise BindError(f"cannot bind {address}: {reason}") from None
+
+
 def context() -> zmq.Context:
     return zmq.Context.instance()
 
@@ -145,7 +161,7 @@ class RequestClient:
         # A DEALER with no usable connection (a refused CURVE handshake) blocks in send.
         self.socket.setsockopt(zmq.SNDTIMEO, timeout_ms)
         if bind:
-            self.socket.bind(address)
+            bind_socket(self.socket, address)
         else:
             self.socket.connect(address)
         self.seq = 0

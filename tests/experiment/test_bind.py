@@ -1,4 +1,5 @@
-"""The default ipc directory: created 0700, and refused when another user could swap its sockets."""
+"""Binding: the default ipc directory is created 0700 and refused when another user could swap
+its sockets; a bind that fails says why in one line."""
 
 from __future__ import annotations
 
@@ -64,3 +65,26 @@ def test_an_own_directory_readable_by_others_is_closed(tmp_path):
     result = _serve_env(tmp_path)
     assert "serving countdown" in result.stderr, result.stderr
     assert _directory(tmp_path).stat().st_mode & 0o777 == 0o700
+
+
+def test_a_bind_to_a_missing_directory_is_one_line(tmp_path):
+    address = f"ipc://{tmp_path}/missing/env.sock"
+    result = subprocess.run([sys.executable, "-m", "rlbridge", "env", "countdown", "--bind", address],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"rlbridge env: cannot bind {address}: the directory {tmp_path}/missing does not exist"]
+
+
+def test_a_bind_to_a_port_in_use_is_one_line(processes):
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        address = f"tcp://127.0.0.1:{holder.getsockname()[1]}"
+        result = subprocess.run([sys.executable, "-m", "rlbridge", "env", "countdown", "--bind",
+                                 address], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"rlbridge env: cannot bind {address}: the address is in use (is another server bound there?)"]
