@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.setdefault(name, "1")
     parser = build_parser()
     args = parser.parse_args(argv)
-    from rlbridge.protocol.errors import OptionError  # imports numpy: after the pools are sized
+    # Imports numpy: only after the pools are sized.
+    from rlbridge.protocol.errors import OptionError, RLBridgeError
 
     try:
         return int(args.func(args) or 0)
@@ -51,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except RLBridgeError as err:  # a mistake in what the user set up: one line, no traceback
+        print(f"rlbridge {args.command}: {err}", file=sys.stderr, flush=True)
+        return 1
 
 
 if __name__ == "__main__":

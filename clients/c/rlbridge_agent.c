@@ -416,6 +416,32 @@ uint64_t rlb_rng_below(rlb_rng *rng, uint64_t n) {
 
 /* ---- command line ------------------------------------------------------------------------ */
 
+/* The default ipc directory sits in a shared temporary directory: had another user created it
+ * first, they could swap our socket for theirs. Ours, a directory, and closed to others. */
+static int check_private_directory(const char *directory) {
+    struct stat info;
+    if (lstat(directory, &info) != 0 || !S_ISDIR(info.st_mode)) {
+        fprintf(stderr, "rlbridge agent: %s must be a directory owned by uid %u; it is a link, a "
+                "file or missing\n", directory, (unsigned)getuid());
+        return -1;
+    }
+    if (info.st_uid != getuid()) {
+        fprintf(stderr, "rlbridge agent: %s must be owned by uid %u, but uid %u owns it: refusing "
+                "to bind sockets inside it\n", directory, (unsigned)getuid(),
+                (unsigned)info.st_uid);
+        return -1;
+    }
+    if (info.st_mode & 022) {
+        fprintf(stderr, "rlbridge agent: %s must have mode 0700 (no group or other access), but "
+                "has %04o, writable by others: check its contents, then chmod 700 it\n",
+                directory, (unsigned)(info.st_mode & 07777));
+        return -1;
+    }
+    if (info.st_mode & 077)
+        chmod(directory, 0700); /* readable only: nobody else can have put a socket in it */
+    return 0;
+}
+
 static int is_loopback_tcp(const char *address) {
     if (strncmp(address, "tcp://", 6) != 0)
         return 1; /* ipc:// and inproc:// never leave the machine */
@@ -482,6 +508,8 @@ int rlb_parse_args(int argc, char **argv, rlb_options *options, char *address_bu
         snprintf(directory, sizeof directory, "%s/rlbridge-%u", tmp && tmp[0] ? tmp : "/tmp",
                  (unsigned)getuid());
         mkdir(directory, 0700);
+        if (check_private_directory(directory) != 0)
+            return 2;
         snprintf(address_buffer, address_size, "ipc://%s/agent.sock", directory);
     } else {
         snprintf(address_buffer, address_size, "%s", address);

@@ -23,7 +23,7 @@ def register(subparsers) -> None:
             role, help=f"serve an {full} as its own process",
             description=f"Serve an {full} over ZeroMQ until told to stop. By default it binds "
                         f"${'RLBRIDGE_ENV_ADDR' if role == 'env' else 'RLBRIDGE_AGENT_ADDR'} "
-                        f"or {default_address(full)}.")
+                        f"or ipc://$TMPDIR/rlbridge-$UID/{'env' if role == 'env' else 'agent'}.sock.")
         parser.add_argument("name", metavar="NAME", help=names_help)
         where = parser.add_mutually_exclusive_group()
         where.add_argument("--bind", metavar="ADDR", help="bind this address (the default)")

@@ -151,7 +151,23 @@ def supervise(commands: dict[str, list[str]], cpus: set[int] | None,
         _stop_all(children)
 
 
+def exit_description(code: int) -> str:
+    """How a child ended, in words: "exited with code 3" or "was killed by SIGKILL"."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with code {code}"
+
+
 def _wait(children: dict, experiment_grace_s: float) -> int:
+    """Reap children until all are gone; return the run's exit code (docs/cli.md, "Exit codes").
+
+    A child killed by a signal has a negative status here; it is named and mapped to 1,
+    never passed on (``sys.exit(-9)`` would leak as 247).
+    """
     experiment_code: int | None = None
     failure: str | None = None
     while children:
@@ -163,20 +179,25 @@ def _wait(children: dict, experiment_grace_s: float) -> int:
         child.returncode = code
         if name == "experiment":
             experiment_code = code
+            if code < 0 and failure is None:
+                print(f"rlbridge run: the experiment process {exit_description(code)}",
+                      file=sys.stderr, flush=True)
             _stop_all(children, grace_s=PEER_EXIT_GRACE_S)
         elif name == "viewer" or code == 0:
             continue  # peers exit 0 when the experiment tells them to stop
         elif experiment_code is None:
-            failure = f"the {name} process exited with code {code} before the experiment ended"
+            failure = f"the {name} process {exit_description(code)} before the experiment ended"
             print(f"rlbridge run: {failure}", file=sys.stderr, flush=True)
             for other_name, other in list(children.values()):
                 if other_name == "experiment":
                     stop_child(other, experiment_grace_s)
                     experiment_code = other.returncode
             _stop_all(children, grace_s=PEER_EXIT_GRACE_S)
+    if experiment_code is None or experiment_code < 0:
+        return 1
     if failure is not None:
-        return experiment_code if experiment_code else 1
-    return experiment_code if experiment_code is not None else 1
+        return experiment_code or 1
+    return experiment_code
 
 
 def _stop_all(children: dict, grace_s: float = 0.0) -> None:

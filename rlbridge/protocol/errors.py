@@ -102,6 +102,14 @@ class PeerError(RLBridgeError):
         self.remote_code = remote_code
 
 
+class BindError(RLBridgeError):
+    """A server could not bind its address: a missing directory, a port in use."""
+
+
+class UnsafeDirectory(RLBridgeError):
+    """A directory for sockets that another user owns or may enter."""
+
+
 class LogError(RLBridgeError):
     """The message log could not be written or read (full disk, corrupt file)."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -101,8 +102,15 @@ class TaskSpec:
         _check(self.observations, observation, "observation", self._checkers)
 
     def check_reward(self, reward: float) -> bool:
+        """Whether ``reward`` is a number within REWARDS: never NaN, infinite only at NEGINF/POSINF."""
         low, high = self.rewards.low, self.rewards.high
-        return not ((low == low and reward < low) or (high == high and reward > high))
+        if reward != reward:
+            return False
+        if low != low:
+            low = -sys.float_info.max
+        if high != high:
+            high = sys.float_info.max
+        return low <= reward <= high
 
 
 def _fmt(x: float, integer: bool) -> str:
@@ -328,7 +336,8 @@ class _Checker:
         if flat.size != low.size:
             raise InvalidAction(f"{what} must have {low.size} {kind}s (arrays included); "
                                 f"got {flat.size}")
-        bad = np.flatnonzero((flat < low) | (flat > high))
+        # Written so that NaN, which fails every comparison, is out of range.
+        bad = np.flatnonzero(~((flat >= low) & (flat <= high)))
         if bad.size:
             index = int(bad[0])
             raise InvalidAction(f"{what} {kind} {index} must be in [{low[index]}, "
@@ -363,13 +372,15 @@ class _Checker:
         self._within(value.ints, arrays, "biu", self.int_low, self.int_high, what, "int")
         self._within(value.doubles, arrays, "f", self.double_low, self.double_high, what,
                      "double")
-        if space.charcount and len(value.chars) > space.charcount:
+        if len(value.chars) > space.charcount:  # no CHARCOUNT means 0 chars
             raise InvalidAction(
                 f"{what} must have at most {space.charcount} chars; got {len(value.chars)}"
             )
 
 
 def _bound_arrays(bounds: list) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds as arrays; UNSPEC admits every finite number, only NEGINF/POSINF admit infinities."""
     low = np.array([b[0] for b in bounds], dtype=np.float64)
     high = np.array([b[1] for b in bounds], dtype=np.float64)
-    return np.nan_to_num(low, nan=-np.inf), np.nan_to_num(high, nan=np.inf)
+    largest = np.finfo(np.float64).max
+    return np.where(np.isnan(low), -largest, low), np.where(np.isnan(high), largest, high)

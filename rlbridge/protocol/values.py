@@ -100,6 +100,10 @@ _DTYPES = {code: np.dtype(code) for code in WIRE_DTYPES}
 #: misses here and is converted.
 _WIRE_CODES = {dtype: code for code, dtype in _DTYPES.items()}
 _ndarray = np.ndarray
+#: Shape limits (PROTOCOL.md, "Values"): numpy 1.x's dimension limit, and a byte extent that
+#: every 64-bit implementation can index; past them a shape is BAD_FIELD, never a crash.
+MAX_ARRAY_DIMS = 32
+MAX_ARRAY_EXTENT_BYTES = 2**62
 #: Builds a NamedTuple from a complete field tuple without its Python-level ``__new__``.
 _new_tuple = tuple.__new__
 
@@ -175,11 +179,18 @@ def _decode_array(entry: Any, frames: list | tuple) -> np.ndarray:
         raise ProtocolError(f"array dtype {dtype!r} is not one of {WIRE_DTYPES}")
     if type(shape) is not list:
         raise ProtocolError(f"array shape must be a list of non-negative ints; got {shape!r}")
+    if len(shape) > MAX_ARRAY_DIMS:
+        raise ProtocolError(f"an array has at most {MAX_ARRAY_DIMS} dimensions; got {len(shape)}")
     expected = array_dtype.itemsize
+    extent = array_dtype.itemsize  # zeros skipped: what numpy must be able to address
     for n in shape:
         if type(n) is not int or n < 0:
             raise ProtocolError(f"array shape must be a list of non-negative ints; got {shape!r}")
         expected *= n
+        extent *= n or 1
+    if extent > MAX_ARRAY_EXTENT_BYTES:
+        raise ProtocolError(f"array shape {shape!r} spans {extent} bytes without its zero "
+                            f"dimensions; the limit is {MAX_ARRAY_EXTENT_BYTES}")
     if type(data) is int:
         if not 0 <= data < len(frames):
             raise ProtocolError(

@@ -6,6 +6,7 @@ whichever language serves it: the experiment cannot tell them apart.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -275,3 +276,20 @@ def test_bad_input_gets_the_protocol_error_and_the_agent_keeps_serving(language,
     finally:
         dealer.close()
         stop([agent])
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_every_agent_refuses_a_default_ipc_directory_others_can_write(language, tmp_path):
+    if language == "c":
+        build_c()
+    directory = tmp_path / f"rlbridge-{os.getuid()}"
+    directory.mkdir()
+    os.chmod(directory, 0o777)
+    command = [part for part in agent_command(language, "random", "unused")
+               if part not in ("--bind", "unused")]
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env.pop("RLBRIDGE_AGENT_ADDR", None)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30, env=env)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "must have mode 0700" in lines[0] and "0777" in lines[0], lines

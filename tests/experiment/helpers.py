@@ -6,7 +6,7 @@ import json
 import os
 import sys
 
-from rlbridge import Agent, Value
+from rlbridge import Agent, Environment, Range, SpaceSpec, StepResult, TaskSpec, Value
 
 
 class CountingAgent(Agent):
@@ -69,6 +69,22 @@ class BadActionAgent(Agent):
 
     def agent_step(self, reward: float, observation: Value) -> Value:
         return Value(ints=(99,))
+
+
+class ThrottleEnv(Environment):
+    """One double in [0, 1] as the action; the observation counts the env_step calls served."""
+
+    def env_init(self) -> TaskSpec:
+        self.steps = 0
+        return TaskSpec(observations=SpaceSpec(ints=(Range(0, 1_000_000),)),
+                        actions=SpaceSpec(doubles=(Range(0.0, 1.0),)), rewards=Range(0.0, 1.0))
+
+    def env_start(self) -> Value:
+        return Value(ints=(self.steps,))
+
+    def env_step(self, action: Value) -> StepResult:
+        self.steps += 1
+        return StepResult(action.doubles[0], Value(ints=(self.steps,)), False)
 
 
 def children_of(pid: int) -> list[int]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import msgpack
 import pytest
 import zmq
 
 from rlbridge.experiment.net.remote import RemoteEnvironment
-from rlbridge.protocol.errors import ErrorCode, VersionMismatch
+from rlbridge.protocol.errors import ErrorCode, InvalidAction, VersionMismatch
 from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType, encode
 from rlbridge.protocol.values import Value, encode_value
 
@@ -66,6 +68,15 @@ CASES = {
     "action of the wrong arity": (
         [encode(MessageType.ENV_STEP, 1, 0, encode_value(Value(ints=(1, 1))))[0]],
         ErrorCode.INVALID_ACTION, "1 ints; got 2"),
+    "chars in an action whose spec has no CHARCOUNT": (
+        [encode(MessageType.ENV_STEP, 1, 0, encode_value(Value(ints=(1,), chars="x")))[0]],
+        ErrorCode.INVALID_ACTION, "at most 0 chars; got 1"),
+    "an array of 65 dimensions": (
+        [encode(MessageType.ENV_STEP, 1, 0, [[1], [], "", [["|u1", [1] * 65, b""]]])[0]],
+        ErrorCode.BAD_FIELD, "at most 32 dimensions; got 65"),
+    "an array whose element count overflows": (
+        [encode(MessageType.ENV_STEP, 1, 0, [[1], [], "", [["<f8", [2**62, 2**62, 0], b""]]])[0]],
+        ErrorCode.BAD_FIELD, "without its zero dimensions"),
     "agent call to an environment": ([encode(MessageType.AGENT_END, 1, 0, 1.0)[0]],
                                      ErrorCode.WRONG_STATE, "does not serve AGENT_END"),
 }
@@ -101,3 +112,20 @@ def test_an_application_error_is_reported_and_serving_continues(raw, env_server)
     assert reply[4][0] == ErrorCode.APPLICATION
     assert "ValueError" in reply[4][1]
     still_serves(env_server[1])
+
+
+def test_a_nan_double_action_never_reaches_env_step(processes, ipc_dir):
+    address = f"ipc://{ipc_dir}/d"
+    processes.start("env", "tests.experiment.helpers:ThrottleEnv", "--bind", address)
+    env = RemoteEnvironment(address)
+    try:
+        env.env_init()
+        env.env_start()
+        for bad in (math.nan, math.inf, -math.inf):
+            with pytest.raises(InvalidAction, match=f"action double 0 must be in .*; got {bad}"):
+                env.env_step(Value(doubles=(bad,)))
+        served = env.env_step(Value(doubles=(0.5,)))
+        reward, observation, _terminal, _info = served
+        assert reward == 0.5 and observation.ints == (1,)  # the first step it served
+    finally:
+        env.close()

@@ -7,6 +7,8 @@ import struct
 from rlbridge.experiment.rlglue3.commands import port_from_environment
 
 from .test_legacy_wire import (
+    AGENT,
+    ERROR,
     EXPERIMENT,
     RL_CLEANUP,
     RL_ENV_MESSAGE,
@@ -78,3 +80,18 @@ def test_glue_command_drives_native_processes_and_stops_them(processes, ipc_dir)
     # The glue exits after the session and tells the native processes to stop.
     assert glue.wait(timeout=20) == 0
     assert env.wait(timeout=20) == 0 and agent.wait(timeout=20) == 0
+
+
+def test_a_refusal_is_logged_once_with_one_prefix(processes):
+    glue = processes.start("glue", "--port", "0")
+    line = glue.stdout.readline()
+    port = int(line.strip().rsplit(":", 1)[1])
+    first = WireClient(port, AGENT)
+    second = WireClient(port, AGENT)
+    code, _payload = second.recv()
+    assert code == ERROR
+    logged = glue.stderr.readline()
+    assert logged.startswith("rlbridge glue: refused agent from 127.0.0.1:"), logged
+    assert logged.count("rlbridge glue:") == 1, logged
+    first.close()
+    second.close()

@@ -155,8 +155,18 @@ def test_an_oversized_frame_is_refused_and_its_connection_closed():
         assert experiment.closed_by_peer()
 
 
-def test_an_action_outside_the_task_spec_gets_an_error_and_the_session_goes_on():
-    with GlueServer("127.0.0.1", 0, env=Countdown(length=3), peer_wait=10) as glue:
+def test_an_action_outside_the_task_spec_is_forwarded_unchecked_by_default(glue):
+    experiment, env, agent = session(glue, length=2)
+    agent.action = adt((7,))  # the fake environment's spec says INTS (0 1)
+    experiment.call(RL_INIT)
+    assert experiment.call(RL_EPISODE, struct.pack(">I", 0)).int() == 1
+    assert env.actions and all(action[0] == (7,) for action in env.actions), env.actions
+    experiment.call(RL_TERM)
+
+
+def test_checked_actions_outside_the_task_spec_get_an_error_and_the_session_goes_on():
+    with GlueServer("127.0.0.1", 0, env=Countdown(length=3), peer_wait=10,
+                    check_actions=True) as glue:
         agent = FakeAgent(glue.port, action=adt((7,)))
         agent.start()
         experiment = WireClient(glue.port, EXPERIMENT)

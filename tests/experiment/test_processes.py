@@ -93,10 +93,31 @@ def test_run_leaves_no_process_after_a_peer_crashes():
         _, err = runner.communicate(timeout=30)
         assert runner.returncode != 0
         assert "did not answer agent_step" in err
-        assert "agent process exited with code -9" in err
+        assert "agent process was killed by SIGKILL" in err
         assert not [pid for pid in family if _alive(pid)]
     finally:
         _kill_group(runner)
+
+
+def test_a_killed_experiment_is_named_and_exits_1():
+    runner = _run_with_signalling_agent([])
+    try:
+        runner.stdout.readline()  # mid-episode
+        family = children_of(runner.pid)
+        experiment = [pid for pid in family if _cmdline(pid).split(b"\0")[3] == b"experiment"]
+        assert len(experiment) == 1, [_cmdline(pid) for pid in family]
+        os.kill(experiment[0], signal.SIGKILL)
+        _, err = runner.communicate(timeout=30)
+        assert runner.returncode == 1, err
+        assert "rlbridge run: the experiment process was killed by SIGKILL" in err
+        assert not [pid for pid in family if _alive(pid)]
+    finally:
+        _kill_group(runner)
+
+
+def _cmdline(pid: int) -> bytes:
+    with open(f"/proc/{pid}/cmdline", "rb") as file:
+        return file.read()
 
 
 def test_ctrl_c_stops_every_process():

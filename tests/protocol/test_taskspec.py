@@ -76,3 +76,47 @@ def test_check_action_against_bounds_and_arrays():
         array_spec.check_observation(Value(arrays=(np.array([[0, 3], [2, 0]], dtype=np.int8),)))
     with pytest.raises(InvalidAction, match="arrays must be"):
         array_spec.check_observation(Value(arrays=(np.zeros((2, 2), dtype=np.int32),)))
+
+
+DOUBLES_SPEC = ("VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS (0 1) "
+                "ACTIONS DOUBLES (0 1) (UNSPEC UNSPEC) (NEGINF POSINF) REWARDS (UNSPEC 1.0) EXTRA")
+
+
+@pytest.mark.parametrize("bad, which", [
+    ((math.nan, 0.0, 0.0), "double 0"), ((0.5, math.nan, 0.0), "double 1"),
+    ((0.5, 0.0, math.nan), "double 2"), ((0.5, math.inf, 0.0), "double 1"),
+    ((0.5, -math.inf, 0.0), "double 1"), ((math.inf, 0.0, 0.0), "double 0"),
+])
+def test_nan_and_unbounded_infinities_are_invalid_actions(bad, which):
+    spec = parse(DOUBLES_SPEC)
+    with pytest.raises(InvalidAction, match=f"action {which} must be in .*; got (nan|-?inf)"):
+        spec.check_action(Value(doubles=bad))
+    with pytest.raises(InvalidAction):  # the same through an array of doubles
+        parse(DOUBLES_SPEC.replace("EXTRA", 'EXTRA ARRAYS {"actions": [["<f8", [3]]]}'))\
+            .check_action(Value(arrays=(np.array(bad),)))
+
+
+def test_infinities_pass_only_where_the_bound_is_infinite():
+    spec = parse(DOUBLES_SPEC)
+    spec.check_action(Value(doubles=(0.5, -1e300, math.inf)))
+    spec.check_action(Value(doubles=(0.5, 1e300, -math.inf)))
+
+
+def test_a_space_without_charcount_takes_no_chars():
+    spec = parse(ISSUE_EXAMPLE)
+    with pytest.raises(InvalidAction, match="at most 0 chars; got 2"):
+        spec.check_action(Value(ints=(1,), chars="hi"))
+    limited = parse(ISSUE_EXAMPLE.replace("ACTIONS INTS (0 4)", "ACTIONS INTS (0 4) CHARCOUNT 2"))
+    limited.check_action(Value(ints=(1,), chars="hi"))
+    with pytest.raises(InvalidAction, match="at most 2 chars; got 3"):
+        limited.check_action(Value(ints=(1,), chars="hi!"))
+
+
+def test_rewards_are_never_nan_and_infinite_only_at_an_infinite_bound():
+    spec = parse(DOUBLES_SPEC)  # REWARDS (UNSPEC 1.0)
+    assert spec.check_reward(-1e300) and spec.check_reward(1.0)
+    assert not spec.check_reward(math.nan)
+    assert not spec.check_reward(-math.inf)
+    assert not spec.check_reward(1.5)
+    assert parse(DOUBLES_SPEC.replace("REWARDS (UNSPEC 1.0)", "REWARDS (NEGINF 1.0)")) \
+        .check_reward(-math.inf)

@@ -4,7 +4,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from rlbridge.protocol.errors import ProtocolError
+from rlbridge.protocol.errors import ErrorCode, ProtocolError
 from rlbridge.protocol.values import ZERO_COPY_THRESHOLD_BYTES, Value, decode_value, encode_value
 
 
@@ -66,3 +66,21 @@ def test_value_of_wraps_python_data():
     assert Value.of([1, 2]) == Value(ints=(1, 2))
     assert Value.of("go").chars == "go"
     assert Value.of(np.zeros(2)).arrays[0].shape == (2,)
+
+
+@pytest.mark.parametrize("shape, words", [
+    ([1] * 33, "at most 32 dimensions; got 33"),
+    ([1] * 100, "at most 32 dimensions; got 100"),
+    ([2**62, 2**62, 0], "spans .* bytes without its zero dimensions"),
+    ([2**63, 0], "spans .* bytes without its zero dimensions"),
+    ([2**31, 2**31, 2**31, 0], "spans"),
+])
+def test_impossible_shapes_are_bad_fields_not_numpy_errors(shape, words):
+    with pytest.raises(ProtocolError, match=words) as caught:
+        decode_value([[], [], "", [["|u1", shape, b""]]])
+    assert caught.value.code == ErrorCode.BAD_FIELD
+
+
+def test_the_largest_allowed_shapes_decode():
+    value = decode_value([[], [], "", [["|u1", [1] * 32, b"\x07"], ["<f8", [2**40, 0], b""]]])
+    assert value.arrays[0].ndim == 32 and value.arrays[1].shape == (2**40, 0)

@@ -90,8 +90,34 @@ function isLoopback(address) {
 function defaultAddress() {
   if (process.env.RLBRIDGE_AGENT_ADDR) return process.env.RLBRIDGE_AGENT_ADDR;
   const directory = path.join(os.tmpdir(), `rlbridge-${process.getuid()}`);
-  fs.mkdirSync(directory, { recursive: true });
+  privateDirectory(directory);
   return `ipc://${directory}/agent.sock`;
+}
+
+// The default ipc directory sits in a shared temporary directory: had another user created it
+// first, they could swap our socket for theirs. Throws an Error naming what is wrong.
+function privateDirectory(directory) {
+  try {
+    fs.mkdirSync(directory, { mode: 0o700 });
+  } catch (err) {
+    if (err.code !== "EEXIST") throw err;
+  }
+  const info = fs.lstatSync(directory);
+  const uid = process.getuid();
+  if (!info.isDirectory()) {
+    throw new Error(`${directory} must be a directory owned by uid ${uid}; it is a link or a file`);
+  }
+  if (info.uid !== uid) {
+    throw new Error(`${directory} must be owned by uid ${uid}, but uid ${info.uid} owns it: ` +
+      "refusing to bind sockets inside it");
+  }
+  if (info.mode & 0o022) {
+    const mode = (info.mode & 0o7777).toString(8).padStart(4, "0");
+    throw new Error(`${directory} must have mode 0700 (no group or other access), but has ` +
+      `${mode}, writable by others: check its contents, then chmod 700 it`);
+  }
+  // Readable only by others: nobody else can have put a socket in it.
+  if (info.mode & 0o077) fs.chmodSync(directory, 0o700);
 }
 
 /**

@@ -22,6 +22,7 @@ from rlbridge.experiment.net.transport import (
     LINGER_MS,
     POLL_INTERVAL_MS,
     SNDMORE,
+    bind_socket,
     context,
     recv_message,
     send_frame,
@@ -65,7 +66,7 @@ class PeerServer:
         if curve is not None:
             curve.apply_server(self.socket)
         if bind:
-            self.socket.bind(address)
+            bind_socket(self.socket, address)
             self.address = self.socket.getsockopt_string(zmq.LAST_ENDPOINT) or address
         else:
             self.socket.connect(address)

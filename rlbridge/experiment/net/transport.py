@@ -9,16 +9,20 @@ naming the peer, the call, the episode and the step.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import tempfile
 
 import msgpack
 import zmq
 
 from rlbridge.protocol.errors import (
+    BindError,
     MalformedMessage,
     PeerTimeout,
     ProtocolError,
+    UnsafeDirectory,
     VersionMismatch,
     error_from_reply,
 )
@@ -62,9 +66,49 @@ def default_address(role: str) -> str:
     env_name = {"environment": "RLBRIDGE_ENV_ADDR", "agent": "RLBRIDGE_AGENT_ADDR"}[role]
     if os.environ.get(env_name):
         return os.environ[env_name]
-    directory = os.path.join(tempfile.gettempdir(), f"rlbridge-{os.getuid()}")
-    os.makedirs(directory, exist_ok=True)
+    directory = private_directory(os.path.join(tempfile.gettempdir(), f"rlbridge-{os.getuid()}"))
     return f"ipc://{directory}/{'env' if role == 'environment' else 'agent'}.sock"
+
+
+def private_directory(path: str) -> str:
+    """Create ``path`` with mode 0700, or check that an existing one is ours and closed to others.
+
+    The default ipc directory sits in a shared temporary directory: had another user
+    created it first, they could swap our sockets for theirs.
+    """
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafeDirectory(f"{path} must be a directory owned by uid {os.getuid()}; "
+                              "it is a link or a file: remove it or set RLBRIDGE_ENV_ADDR")
+    if info.st_uid != os.getuid():
+        raise UnsafeDirectory(f"{path} must be owned by uid {os.getuid()}, "
+                              f"but uid {info.st_uid} owns it: refusing to bind sockets inside it")
+    if info.st_mode & 0o022:
+        raise UnsafeDirectory(f"{path} must have mode 0700 (no group or other access), "
+                              f"but has {stat.S_IMODE(info.st_mode):04o}, writable by others: "
+                              "check its contents, then chmod 700 it")
+    if info.st_mode & 0o077:
+        # Readable but not writable by others (older rlbridge made it 0755): nobody else
+        # can have put a socket in it, so closing it is safe.
+        os.chmod(path, 0o700)
+    return path
+
+
+def bind_socket(socket: zmq.Socket, address: str) -> None:
+    """Bind ``socket``, turning ZeroMQ's error into a one-line :class:`BindError` that says why."""
+    try:
+        socket.bind(address)
+    except zmq.ZMQError as err:
+        reason = err.strerror
+        if address.startswith("ipc://"):
+            directory = os.path.dirname(address[len("ipc://"):]) or "."
+            if not os.path.isdir(directory):
+                reason = f"the directory {directory} does not exist"
+        elif err.errno == zmq.EADDRINUSE:
+            reason = "the address is in use (is another server bound there?)"
+        raise BindError(f"cannot bind {address}: {reason}") from None
 
 
 def context() -> zmq.Context:
@@ -117,7 +161,7 @@ class RequestClient:
         # A DEALER with no usable connection (a refused CURVE handshake) blocks in send.
         self.socket.setsockopt(zmq.SNDTIMEO, timeout_ms)
         if bind:
-            self.socket.bind(address)
+            bind_socket(self.socket, address)
         else:
             self.socket.connect(address)
         self.seq = 0

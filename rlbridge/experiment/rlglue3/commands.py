@@ -58,8 +58,9 @@ def register(subparsers) -> None:
     parser.add_argument("--peer-wait-ms", type=int, default=0,
                         help="how long an experiment waits for a legacy agent or environment "
                              "to connect (default 0: forever, as RL-Glue)")
-    parser.add_argument("--no-check-actions", action="store_true",
-                        help="forward actions outside the task spec (RL-Glue never checked)")
+    parser.add_argument("--check-actions", action="store_true",
+                        help="refuse actions outside the task spec with an error frame (off by "
+                             "default: RL-Glue never checked, and loose task specs are common)")
     parser.add_argument("--once", action="store_true",
                         help="exit after the first experiment session")
     parser.add_argument("--shutdown-peers", action=argparse.BooleanOptionalAction, default=True,
@@ -116,7 +117,7 @@ def _glue(args: argparse.Namespace) -> int:
                                           address=args.serve_agent) if args.serve_agent else None,
         handshake_timeout=args.handshake_timeout_ms / 1000, peer_timeout=timeout,
         peer_wait=args.peer_wait_ms / 1000 if args.peer_wait_ms > 0 else None,
-        check_actions=not args.no_check_actions, seed=args.seed, once=args.once,
+        check_actions=args.check_actions, seed=args.seed, once=args.once,
     )
     try:
         server.start()

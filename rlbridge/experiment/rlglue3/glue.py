@@ -77,7 +77,7 @@ class GlueServer:
         handshake_timeout: float = 5.0,
         peer_timeout: float | None = 30.0,
         peer_wait: float | None = None,
-        check_actions: bool = True,
+        check_actions: bool = False,
         seed: int | None = None,
         once: bool = False,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
@@ -261,7 +261,7 @@ class GlueServer:
                 if busy or self._stopping:
                     reason = "the glue is stopping" if self._stopping else (
                         f"the experiment at {self._session.conn.peer} is running")
-                    self._refuse(framed, f"rlbridge glue: refused experiment from {framed.peer}: "
+                    self._refuse(framed, f"refused experiment from {framed.peer}: "
                                          f"{reason}")
                     return
                 self._session = Session(self, framed)
@@ -272,7 +272,7 @@ class GlueServer:
             log.info("legacy experiment connected from %s", framed.peer)
             return
         if self.native[role] is not None:
-            self._refuse(framed, f"rlbridge glue: refused {name} from {framed.peer}: this glue "
+            self._refuse(framed, f"refused {name} from {framed.peer}: this glue "
                                  f"drives the native {name} {describe(self.native[role])}")
             return
         wrapper = LegacyEnvironment if role is Role.ENVIRONMENT else LegacyAgent
@@ -280,7 +280,7 @@ class GlueServer:
         with self._cond:
             current = self._slots[role]
             if current is not None and current.is_alive():
-                self._refuse(framed, f"rlbridge glue: refused {name} from {framed.peer}: the "
+                self._refuse(framed, f"refused {name} from {framed.peer}: the "
                                      f"{name} at {current.peer_address} is still connected")
                 return
             if current is not None:
