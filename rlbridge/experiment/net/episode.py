@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import time
 
-import zmq
-
 from rlbridge.experiment.net.transport import HEARTBEAT_INTERVAL_MS, STEP_TIMEOUT_MS, RequestClient
 from rlbridge.protocol.errors import (
     InvalidAction,
@@ -32,7 +30,7 @@ AGENT_START, AGENT_STEP, AGENT_END = int(T.AGENT_START), int(T.AGENT_STEP), int(
 
 
 class EpisodeRunner:
-    """Runs delegated episodes for a PeerServer that serves an environment."""
+    """Runs delegated episodes for an EnvironmentServer."""
 
     def __init__(self, server):
         self.server = server
@@ -44,14 +42,11 @@ class EpisodeRunner:
             if client is not None:
                 client.close()
             client = self.client = RequestClient(address, "agent", "environment",
-                                                 timeout_ms=timeout_ms, curve=self.server_curve)
+                                                 timeout_ms=timeout_ms, curve=self.server.curve)
             client.hello(timeout_ms=max(timeout_ms, STEP_TIMEOUT_MS))
         elif client.timeout_ms != timeout_ms:
-            client.timeout_ms = timeout_ms
-            client.socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
+            client.set_timeout(timeout_ms)
         return client
-
-    server_curve = None
 
     def configure(self, body) -> None:
         """DELEGATE: where the agent is, how long it may take, and the log to append to."""
@@ -105,7 +100,7 @@ class EpisodeRunner:
         agent.episode = episode = message.episode
         agent.step = 1
         server = self.server
-        env = server.obj
+        env = server.env
         publisher = server.publisher
         check_action = spec.action_checker()
         env_step = env.env_step

@@ -23,7 +23,6 @@ T = MessageType
 
 class _Remote:
     is_remote = True
-    role = ""
     peer_role = ""
 
     def __init__(self, address: str, *, timeout_ms: int = STEP_TIMEOUT_MS,
@@ -60,7 +59,6 @@ class _Remote:
 class RemoteEnvironment(_Remote):
     """An environment served by another process."""
 
-    role = "environment"
     peer_role = "environment"
     #: ``[path, flush_every]`` when the experiment logs: the environment appends its
     #: fast-path messages to the same file (PROTOCOL.md, "The message log").
@@ -131,7 +129,6 @@ class RemoteEnvironment(_Remote):
 class RemoteAgent(_Remote):
     """An agent served by another process."""
 
-    role = "agent"
     peer_role = "agent"
 
     def agent_init(self, task_spec) -> None:
