@@ -60,10 +60,13 @@ class RemoteEnvironment(_Remote):
     """An environment served by another process."""
 
     peer_role = "environment"
-    #: ``[path, flush_every]`` when the experiment logs: the environment appends its
-    #: fast-path messages to the same file (PROTOCOL.md, "The message log").
-    log_spec: list | None = None
-    _delegation: list | None = None
+
+    def __init__(self, address: str, **options):
+        super().__init__(address, **options)
+        #: ``[path, flush_every]`` when the experiment logs: the environment appends its
+        #: fast-path messages to the same file (PROTOCOL.md, "The message log").
+        self.log_spec: list | None = None
+        self._delegation: list | None = None  # the DELEGATE body last sent
 
     def env_init(self) -> str:
         return read_str(self.client.request(T.ENV_INIT).body, "task spec")

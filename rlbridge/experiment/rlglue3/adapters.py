@@ -14,15 +14,14 @@ from __future__ import annotations
 import logging
 import socket
 
+from rlbridge.experiment.rlglue3.framing import FramedSocket, configure
 from rlbridge.experiment.rlglue3.peers import spec_arrays
 from rlbridge.protocol.errors import ProtocolError, RLBridgeError
 from rlbridge.protocol.rlglue3 import (
     Code,
-    FramedSocket,
     Reader,
     Role,
     code_name,
-    configure,
     frame,
     pack_double,
     pack_int,
