@@ -81,13 +81,17 @@ def recv_message(socket) -> tuple[bytes, tuple]:
     frame = _recv_frame(socket, 0, False)
     if not frame.more:
         return frame.bytes, ()
+    return frame.bytes, _recv_extra_frames(socket)
+
+
+def _recv_extra_frames(socket) -> tuple:
     extra = []
     more = True
     while more:
         part = _recv_frame(socket, 0, False)
         extra.append(part.buffer)
         more = part.more
-    return frame.bytes, tuple(extra)
+    return tuple(extra)
 
 
 def server_socket(address: str, *, bind: bool = True, curve=None) -> tuple[zmq.Socket, str]:
@@ -114,8 +118,11 @@ def recv_request(socket) -> tuple[bytes, bytes, tuple] | None:
         identity = _recv_frame(socket, 0, True)
     except zmq.Again:
         return None
-    payload, frames = recv_message(socket)
-    return identity, payload, frames
+    # recv_message inlined: one Python call less per request.
+    frame = _recv_frame(socket, 0, False)
+    if not frame.more:
+        return identity, frame.bytes, ()
+    return identity, frame.bytes, _recv_extra_frames(socket)
 
 
 def send_reply(socket, identity: bytes, frames: list) -> None:
