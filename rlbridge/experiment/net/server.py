@@ -67,7 +67,7 @@ class RequestServer:
                  max_message_bytes: int = MAX_MESSAGE_BYTES, idle_timeout_ms: int | None = None,
                  log: TextIO | None = sys.stderr, handle_signals: bool = True):
         self.socket, self.address = server_socket(address, bind=bind, curve=curve)
-        self.curve = curve
+        self.curve = curve  # also the client keys an environment calls its agent with
         self.max_message_bytes = max_message_bytes
         self.idle_timeout_ms = idle_timeout_ms
         self.log = log
