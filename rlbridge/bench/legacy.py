@@ -28,13 +28,12 @@ from rlbridge.agents.random_agent import FirstLegalAgent
 from rlbridge.bench.report import Figure
 from rlbridge.environments.toy import Countdown
 from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.rlglue3.framing import FramedSocket, configure
 from rlbridge.experiment.runner import cpu_set, start_child, stop_child
 from rlbridge.protocol.rlglue3 import (
     Code,
-    FramedSocket,
     Reader,
     Role,
-    configure,
     frame,
     pack_double,
     pack_int,

@@ -113,7 +113,7 @@ def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from rlbridge.experiment.net.server import PeerServer
+    from rlbridge.experiment.net.server import AgentServer, EnvironmentServer
 
     registry = ENVIRONMENTS if args.role == "environment" else AGENTS
     try:
@@ -130,24 +130,28 @@ def _serve(args: argparse.Namespace) -> int:
     except CurveError as err:
         print(f"rlbridge {args.role}: {err}", file=sys.stderr)
         return 2
-    server = PeerServer(obj, args.role, address, bind=args.connect is None,
-                        idle_timeout_ms=args.idle_timeout_ms, curve=curve, **options)
-    if curve is not None and args.role == "environment":
-        from rlbridge.experiment.net.episode import EpisodeRunner
-
-        server.episode_runner = EpisodeRunner(server)
-        server.episode_runner.server_curve = curve  # it calls the agent as a CURVE client
-    if getattr(args, "publish", None):
-        from rlbridge.bridge.publish import StatePublisher
-
-        server.publisher = StatePublisher(args.publish)
-        if args.wait_viewer_ms and not server.publisher.subscribers(timeout_ms=args.wait_viewer_ms):
-            print(f"rlbridge environment: no viewer subscribed within {args.wait_viewer_ms} ms; "
-                  "serving anyway", file=sys.stderr, flush=True)
+    options.update(bind=args.connect is None, idle_timeout_ms=args.idle_timeout_ms, curve=curve)
+    if args.role == "environment":
+        server = EnvironmentServer(obj, address, publisher=_publisher(args), **options)
+    else:
+        server = AgentServer(obj, address, **options)
     print(f"rlbridge {args.role}: serving {args.name} on {server.address}"
           + (" with CURVE" if curve is not None else ""), file=sys.stderr,
           flush=True)
     return server.serve_forever()
+
+
+def _publisher(args: argparse.Namespace):
+    """The StatePublisher that `rlbridge env --publish` asks for, or None."""
+    if not getattr(args, "publish", None):
+        return None
+    from rlbridge.bridge.publish import StatePublisher
+
+    publisher = StatePublisher(args.publish)
+    if args.wait_viewer_ms and not publisher.subscribers(timeout_ms=args.wait_viewer_ms):
+        print(f"rlbridge environment: no viewer subscribed within {args.wait_viewer_ms} ms; "
+              "serving anyway", file=sys.stderr, flush=True)
+    return publisher
 
 
 def _load_program(name: str):

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import time
 
-import zmq
-
 from rlbridge.experiment.counting import EpisodeCounter
 from rlbridge.experiment.log.writer import LogWriter
 from rlbridge.experiment.net.transport import HEARTBEAT_INTERVAL_MS, STEP_TIMEOUT_MS, RequestClient
@@ -34,12 +32,10 @@ AGENT_START, AGENT_STEP, AGENT_END = int(T.AGENT_START), int(T.AGENT_STEP), int(
 
 
 class EpisodeRunner:
-    """Runs delegated episodes for a PeerServer that serves an environment."""
+    """Runs delegated episodes for an EnvironmentServer."""
 
     def __init__(self, server):
         self.server = server
-        #: CURVE keys for calling the agent, when the server uses CURVE.
-        self.server_curve = None
         #: The connection to the agent, kept across episodes while DELEGATE names the same one.
         self.client: RequestClient | None = None
         self.agent: RequestClient | None = None  # set by DELEGATE
@@ -53,11 +49,10 @@ class EpisodeRunner:
             if client is not None:
                 client.close()
             client = self.client = RequestClient(address, "agent", "environment",
-                                                 timeout_ms=timeout_ms, curve=self.server_curve)
+                                                 timeout_ms=timeout_ms, curve=self.server.curve)
             client.hello(timeout_ms=max(timeout_ms, STEP_TIMEOUT_MS))
         elif client.timeout_ms != timeout_ms:
-            client.timeout_ms = timeout_ms
-            client.socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
+            client.set_timeout(timeout_ms)
         return client
 
     def configure(self, body) -> None:
@@ -104,7 +99,7 @@ class EpisodeRunner:
         agent.episode = episode = message.episode
         agent.step = 1
         server = self.server
-        env = server.obj
+        env = server.env
         publisher = server.publisher
         check_action = spec.action_checker()
         env_step = env.env_step

@@ -23,7 +23,6 @@ T = MessageType
 
 class _Remote:
     is_remote = True
-    role = ""
     peer_role = ""
 
     def __init__(self, address: str, *, timeout_ms: int = STEP_TIMEOUT_MS,
@@ -60,12 +59,14 @@ class _Remote:
 class RemoteEnvironment(_Remote):
     """An environment served by another process."""
 
-    role = "environment"
     peer_role = "environment"
-    #: ``[path, flush_every]`` when the experiment logs: the environment appends its
-    #: fast-path messages to the same file (PROTOCOL.md, "The message log").
-    log_spec: list | None = None
-    _delegation: list | None = None
+
+    def __init__(self, address: str, **options):
+        super().__init__(address, **options)
+        #: ``[path, flush_every]`` when the experiment logs: the environment appends its
+        #: fast-path messages to the same file (PROTOCOL.md, "The message log").
+        self.log_spec: list | None = None
+        self._delegation: list | None = None  # the DELEGATE body last sent
 
     def env_init(self) -> str:
         return read_str(self.client.request(T.ENV_INIT).body, "task spec")
@@ -131,7 +132,6 @@ class RemoteEnvironment(_Remote):
 class RemoteAgent(_Remote):
     """An agent served by another process."""
 
-    role = "agent"
     peer_role = "agent"
 
     def agent_init(self, task_spec) -> None:

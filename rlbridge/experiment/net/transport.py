@@ -38,10 +38,10 @@ from rlbridge.protocol.messages import (
 )
 
 #: Plain ints: pyzmq's enum operators cost microseconds per message.
-SNDMORE = int(zmq.SNDMORE)
+_SNDMORE = int(zmq.SNDMORE)
 #: pyzmq's ``Socket.send`` is a Python wrapper (routing ids, groups) around the Cython
 #: method; per-message paths call the Cython methods directly.
-send_frame = zmq.backend.Socket.send
+_send_frame = zmq.backend.Socket.send
 _recv_frame = zmq.backend.Socket.recv
 #: How long a request waits for its reply by default.
 STEP_TIMEOUT_MS = 5000
@@ -125,13 +125,60 @@ def recv_message(socket) -> tuple[bytes, tuple]:
     frame = _recv_frame(socket, 0, False)
     if not frame.more:
         return frame.bytes, ()
+    return frame.bytes, _recv_extra_frames(socket)
+
+
+def _recv_extra_frames(socket) -> tuple:
     extra = []
     more = True
     while more:
         part = _recv_frame(socket, 0, False)
         extra.append(part.buffer)
         more = part.more
-    return frame.bytes, tuple(extra)
+    return tuple(extra)
+
+
+def server_socket(address: str, *, bind: bool = True, curve=None) -> tuple[zmq.Socket, str]:
+    """A server's ROUTER socket, bound to (or connected to) ``address``, and the address it
+    ended up on (a bound ``tcp://...:0`` gets its real port). Receives wake every
+    ``POLL_INTERVAL_MS`` so the server can notice signals and stop requests."""
+    socket = context().socket(zmq.ROUTER)
+    socket.setsockopt(zmq.LINGER, LINGER_MS)
+    socket.setsockopt(zmq.RCVTIMEO, POLL_INTERVAL_MS)
+    if curve is not None:
+        curve.apply_server(socket)
+    if not bind:
+        socket.connect(address)
+        return socket, address
+    bind_socket(socket, address)
+    return socket, socket.getsockopt_string(zmq.LAST_ENDPOINT) or address
+
+
+def recv_request(socket) -> tuple[bytes, bytes, tuple] | None:
+    """The next request on a ROUTER socket as ``(identity, payload, frames)``; None when
+    the socket's receive timeout passes first."""
+    try:
+        # A ROUTER always delivers the sender's identity and then its message.
+        identity = _recv_frame(socket, 0, True)
+    except zmq.Again:
+        return None
+    # recv_message inlined: one Python call less per request.
+    frame = _recv_frame(socket, 0, False)
+    if not frame.more:
+        return identity, frame.bytes, ()
+    return identity, frame.bytes, _recv_extra_frames(socket)
+
+
+def send_reply(socket, identity: bytes, frames: list) -> None:
+    """Send ``frames`` (an encoded message) to the peer ``identity`` on a ROUTER socket."""
+    _send_frame(socket, identity, _SNDMORE)
+    if len(frames) == 1:
+        _send_frame(socket, frames[0])
+        return
+    last = len(frames) - 1
+    for index, frame in enumerate(frames):
+        # Array frames go zero-copy; the small envelope is cheaper copied.
+        _send_frame(socket, frame, 0 if index == last else _SNDMORE, index == 0)
 
 
 def describe(msg_type: int) -> str:
@@ -170,6 +217,11 @@ class RequestClient:
         self.recorder = None  # set by the message log: record(direction, peer, frames, ...)
         self.peer_hello: Hello | None = None
 
+    def set_timeout(self, timeout_ms: int) -> None:
+        """Wait up to ``timeout_ms`` for each reply from now on."""
+        self.timeout_ms = timeout_ms
+        self.socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
+
     def hello(self, timeout_ms: int = CONNECT_TIMEOUT_MS) -> Hello:
         """Introduce ourselves and learn the peer's implementation; checks the version."""
         body = [self.own_role, PROTOCOL_VERSION, IMPLEMENTATION, LANGUAGE]
@@ -197,7 +249,7 @@ class RequestClient:
             if frames:
                 socket.send_multipart(out, copy=False)
             else:
-                send_frame(socket, out[0])
+                _send_frame(socket, out[0])
         except zmq.Again:
             raise PeerTimeout(f"{self.peer_role} at {self.address} could not be reached to send "
                               f"{describe(msg_type)} within {self.timeout_ms} ms (episode "

@@ -14,17 +14,14 @@ from __future__ import annotations
 import logging
 import socket
 
-import zmq
-
+from rlbridge.experiment.rlglue3.framing import FramedSocket, configure
 from rlbridge.experiment.rlglue3.peers import spec_arrays
 from rlbridge.protocol.errors import ProtocolError, RLBridgeError
 from rlbridge.protocol.rlglue3 import (
     Code,
-    FramedSocket,
     Reader,
     Role,
     code_name,
-    configure,
     frame,
     pack_double,
     pack_int,
@@ -40,29 +37,26 @@ def serve_to_native(peer, glue, *, role: str, address: str, bind: bool = True) -
     """Serve the legacy ``peer`` as ``role`` on ``address`` until it disconnects, a native
     experiment sends SHUTDOWN, or the glue stops. Meant as a GlueServer ``on_legacy_*``
     handler: ``functools.partial(serve_to_native, role="agent", address=ADDR)``."""
-    from rlbridge.experiment.net.server import PeerServer
-    from rlbridge.experiment.net.transport import recv_message
+    from rlbridge.experiment.net.server import SERVERS
 
-    server = PeerServer(peer, role, address, bind=bind)
+    # This runs in one of the glue's threads, and only the main thread may install signal
+    # handlers: the glue's own stop flag stops this server.
+    server = SERVERS[role](peer, address, bind=bind, handle_signals=False)
     log.info("serving the legacy %s at %s on %s", role, peer.peer_address, server.address)
-    sock = server.socket
-    try:
-        # PeerServer.serve_forever installs signal handlers, which only the main
-        # thread may do; this loop is the same minus the signals.
-        while not server.stopping and not glue.stopping and not peer.closed:
-            try:
-                identity = sock.recv()
-            except zmq.Again:
-                if not peer.is_alive():
-                    glue.report(f"legacy {role} at {peer.peer_address} disconnected")
-                    return
-                continue
-            server.handle(identity, *recv_message(sock))
+
+    def keep_serving(idle: bool) -> bool:
         if peer.closed:
             glue.report(f"legacy {role} at {peer.peer_address} was lost while serving "
                         f"native experiments on {server.address}")
-    finally:
-        server.close()
+            return False
+        if glue.stopping:
+            return False
+        if idle and not peer.is_alive():
+            glue.report(f"legacy {role} at {peer.peer_address} disconnected")
+            return False
+        return True
+
+    server.serve_forever(keep_serving)
 
 
 # -- a native object as a legacy client ---------------------------------------------------

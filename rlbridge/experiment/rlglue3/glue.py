@@ -35,19 +35,21 @@ import socket
 import threading
 import time
 
+from rlbridge.experiment.rlglue3.framing import (
+    DEFAULT_MAX_FRAME_BYTES,
+    ConnectionClosed,
+    FramedSocket,
+    configure,
+)
 from rlbridge.experiment.rlglue3.peers import LegacyAgent, LegacyEnvironment, PeerLost
 from rlbridge.experiment.rlglue3.session import Session
 from rlbridge.protocol.errors import WrongState
 from rlbridge.protocol.rlglue3 import (
-    DEFAULT_MAX_FRAME_BYTES,
     DEFAULT_PORT,
     HEADER,
     HEADER_SIZE,
     Code,
-    ConnectionClosed,
-    FramedSocket,
     Role,
-    configure,
     pack_string,
 )
 

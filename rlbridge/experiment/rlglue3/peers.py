@@ -19,6 +19,7 @@ import socket
 
 from rlbridge.agents.base import Agent
 from rlbridge.environments.base import Environment, StepResult
+from rlbridge.experiment.rlglue3.framing import ConnectionClosed, FramedSocket, peer_closed
 from rlbridge.protocol.errors import (
     PeerError,
     PeerTimeout,
@@ -28,14 +29,11 @@ from rlbridge.protocol.errors import (
 )
 from rlbridge.protocol.rlglue3 import (
     Code,
-    ConnectionClosed,
-    FramedSocket,
     Reader,
     code_name,
     pack_double,
     pack_string,
     pack_value,
-    peer_closed,
 )
 from rlbridge.protocol.taskspec import ArraySpec, TaskSpec, parse
 from rlbridge.protocol.values import Value

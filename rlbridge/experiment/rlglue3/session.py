@@ -30,6 +30,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.rlglue3.framing import ConnectionClosed, FramedSocket, peer_closed
 from rlbridge.experiment.rlglue3.peers import LegacyAgent, LegacyEnvironment, PeerLost
 from rlbridge.protocol.errors import (
     PeerTimeout,
@@ -41,8 +42,6 @@ from rlbridge.protocol.errors import (
 from rlbridge.protocol.rlglue3 import (
     EMPTY_VALUE_BYTES,
     Code,
-    ConnectionClosed,
-    FramedSocket,
     Reader,
     Role,
     code_name,
@@ -50,7 +49,6 @@ from rlbridge.protocol.rlglue3 import (
     pack_int,
     pack_string,
     pack_value,
-    peer_closed,
 )
 from rlbridge.protocol.taskspec import SpaceSpec, TaskSpec, parse
 
