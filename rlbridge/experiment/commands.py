@@ -110,6 +110,7 @@ def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-flush", choices=("episode", "step"), default="episode",
                         help="flush the log at every episode end (default) or every step")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--no-wait-hint", action="store_true", help=argparse.SUPPRESS)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -168,6 +169,17 @@ def default_program(experiment, episodes: int, max_steps: int, progress) -> None
         progress.update(1, f"return {experiment.RL_return():.3f}")
 
 
+def _wait_hint(role: str, bind: bool):
+    """What to tell a person whose experiment has no {role} to talk to yet."""
+    def hint(address: str, timeout_ms: int) -> None:
+        command = "rlbridge env NAME" if role == "environment" else "rlbridge agent NAME"
+        flag = "--connect" if bind else "--bind"
+        print(f"rlbridge experiment: waiting up to {timeout_ms / 1000:g} s for the {role} at "
+              f"{address}; start one with `{command} {flag} {address}`", file=sys.stderr,
+              flush=True)
+    return hint
+
+
 def _experiment(args: argparse.Namespace) -> int:
     from rlbridge.experiment.driver import run_experiment
     from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
@@ -181,10 +193,12 @@ def _experiment(args: argparse.Namespace) -> int:
         curve = curve_for(args, agent_address, bind=args.bind) or curve
         env = RemoteEnvironment(env_address, timeout_ms=args.timeout_ms,
                                 connect_timeout_ms=args.connect_timeout_ms, bind=args.bind,
-                                curve=curve)
+                                curve=curve,
+                                on_wait=None if args.no_wait_hint else _wait_hint("environment", args.bind))
         agent = RemoteAgent(agent_address, timeout_ms=args.timeout_ms,
                             connect_timeout_ms=args.connect_timeout_ms, bind=args.bind,
-                            curve=curve)
+                            curve=curve,
+                            on_wait=None if args.no_wait_hint else _wait_hint("agent", args.bind))
         if args.no_fast_path:
             env.run_episode = None
         program = _load_program(args.program) if args.program else default_program

@@ -94,6 +94,7 @@ def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
         "--episodes", str(args.episodes), "--max-steps", str(args.max_steps),
         "--seed", str(args.seed), "--timeout-ms", str(args.timeout_ms),
         "--connect-timeout-ms", str(args.connect_timeout_ms),
+        "--no-wait-hint",  # the runner starts the servers itself: nothing for a person to do
     ]
     for flag in ("no_fast_path", "quiet"):
         if getattr(args, flag):

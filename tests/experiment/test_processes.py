@@ -197,3 +197,19 @@ def test_run_with_a_viewer_draws_frames(tmp_path):
     assert SUMMARY.search(result.stdout)
     drawn = sorted(frames.glob("frame_*.png"))
     assert drawn, result.stderr  # at least the terminal states, which are always published
+
+
+def test_an_experiment_with_nobody_listening_says_at_once_what_it_waits_for(processes, ipc_dir):
+    env_addr = f"ipc://{ipc_dir}/nobody-env"
+    experiment = processes.start("experiment", "--env", env_addr, "--agent", f"ipc://{ipc_dir}/a",
+                                 "--episodes", "1", "--connect-timeout-ms", "60000", "--quiet")
+    line = experiment.stderr.readline()
+    assert line.startswith(f"rlbridge experiment: waiting up to 60 s for the environment at "
+                           f"{env_addr}; start one with `rlbridge env NAME --bind {env_addr}`"), line
+    assert experiment.poll() is None  # said while waiting, not after the 60 s timeout
+    # And it goes on to serve once the environment comes.
+    processes.start("env", "countdown", "--bind", env_addr, "--opt", "length=2")
+    processes.start("agent", "random", "--bind", f"ipc://{ipc_dir}/a")
+    out, err = experiment.communicate(timeout=60)
+    assert experiment.returncode == 0, err
+    assert SUMMARY.search(out).group(2) == "2"

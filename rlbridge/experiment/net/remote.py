@@ -27,13 +27,14 @@ class _Remote:
 
     def __init__(self, address: str, *, timeout_ms: int = STEP_TIMEOUT_MS,
                  connect_timeout_ms: int = CONNECT_TIMEOUT_MS, bind: bool = False, curve=None,
-                 hello: bool = True):
+                 hello: bool = True, on_wait=None):
         self.client = RequestClient(address, self.peer_role, "experiment", timeout_ms=timeout_ms,
                                     bind=bind, curve=curve)
         # When the experiment binds, the peer connected to us and is not reachable by others.
         self.address = None if bind else address
         self.timeout_ms = timeout_ms
-        self.hello = self.client.hello(timeout_ms=connect_timeout_ms) if hello else None
+        self.hello = self.client.hello(timeout_ms=connect_timeout_ms, on_wait=on_wait) \
+            if hello else None
 
     @property
     def episode(self) -> int:

@@ -13,6 +13,7 @@ import contextlib
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 
 import msgpack
 import zmq
@@ -47,6 +48,8 @@ _recv_frame = zmq.backend.Socket.recv
 STEP_TIMEOUT_MS = 5000
 #: How long a client waits for a peer that has not started yet (start-up order is free).
 CONNECT_TIMEOUT_MS = 30000
+#: How long a first HELLO may go unanswered before ``on_wait`` tells a person what is missing.
+FIRST_ANSWER_MS = 500
 #: How often idle servers wake to check for signals and stop requests.
 POLL_INTERVAL_MS = 100
 #: How often an environment running a delegated episode tells the experiment it is alive.
@@ -222,10 +225,25 @@ class RequestClient:
         self.timeout_ms = timeout_ms
         self.socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
 
-    def hello(self, timeout_ms: int = CONNECT_TIMEOUT_MS) -> Hello:
-        """Introduce ourselves and learn the peer's implementation; checks the version."""
+    def hello(self, timeout_ms: int = CONNECT_TIMEOUT_MS,
+              on_wait: Callable[[str, int], None] | None = None) -> Hello:
+        """Introduce ourselves and learn the peer's implementation; checks the version.
+
+        With ``on_wait``, a peer that has not answered within ``FIRST_ANSWER_MS`` is reported
+        as ``on_wait(address, timeout_ms)`` before the rest of the wait, so that a person
+        learns at once what is missing rather than after ``timeout_ms`` of silence.
+        """
         body = [self.own_role, PROTOCOL_VERSION, IMPLEMENTATION, LANGUAGE]
-        reply = self.request(MessageType.HELLO, body, timeout_ms=timeout_ms)
+        if on_wait is not None and timeout_ms > FIRST_ANSWER_MS:
+            try:
+                reply = self.request(MessageType.HELLO, body, timeout_ms=FIRST_ANSWER_MS)
+            except PeerTimeout:
+                on_wait(self.address, timeout_ms)
+                # A late answer to the first HELLO has the old seq and is dropped.
+                reply = self.request(MessageType.HELLO, body,
+                                     timeout_ms=timeout_ms - FIRST_ANSWER_MS)
+        else:
+            reply = self.request(MessageType.HELLO, body, timeout_ms=timeout_ms)
         hello = read_hello(reply.body)
         if hello.version != PROTOCOL_VERSION:
             raise VersionMismatch(
