@@ -84,10 +84,11 @@ class SquareCells:
     def draw_lines(self, surface, rows: int, cols: int) -> None:
         pygame = load_pygame()
         left, top, cell = self.margin, self.header, self.cell
+        right, bottom = left + cols * cell, top + rows * cell
         for r in range(rows + 1):
-            pygame.draw.line(surface, pal.GRID_LINE, (left, top + r * cell), (left + cols * cell, top + r * cell))
+            pygame.draw.line(surface, pal.GRID_LINE, (left, top + r * cell), (right, top + r * cell))
         for c in range(cols + 1):
-            pygame.draw.line(surface, pal.GRID_LINE, (left + c * cell, top), (left + c * cell, top + rows * cell))
+            pygame.draw.line(surface, pal.GRID_LINE, (left + c * cell, top), (left + c * cell, bottom))
 
 
 #: The layout of every board game (all but blackjack's card rows).

@@ -25,11 +25,6 @@ def _drawing(snapshot: dict) -> GameDrawing:
     return drawing_for(snapshot.get("game"), "renderer")
 
 
-def board_shape(snapshot: dict) -> tuple[int, int]:
-    """(rows, cols) of the drawn grid; blackjack has 2 rows of card slots."""
-    return _drawing(snapshot).shape(snapshot)
-
-
 def canvas_size(snapshot: dict) -> tuple[int, int]:
     drawing = _drawing(snapshot)
     return drawing.layout.canvas_size(*drawing.shape(snapshot))

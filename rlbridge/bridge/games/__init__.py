@@ -1,4 +1,4 @@
-"""The one table of game drawings: for each environment's short name, everything that draws it and lets a person play it.
+"""The one table of game drawings: per environment short name, all that draws the game and lets a person play it.
 
 Each game's parts live in ``bridge/games/<game>.py``; the generic modules (``render``,
 ``blocks``, ``textboard``, ``play``) look the game up here with :func:`drawing_for`.
@@ -49,7 +49,8 @@ class GameDrawing:
 GAMES: dict[str, GameDrawing] = {
     "minesweeper": GameDrawing(
         minesweeper.MinesweeperSnapshot, minesweeper.shape, minesweeper.draw, minesweeper.block_grid,
-        minesweeper.text, Controls(minesweeper.HELP, pair_action=minesweeper.cell_action, clicks_pick_cells=True)),
+        minesweeper.text,
+        Controls(minesweeper.HELP, pair_action=minesweeper.cell_action, clicks_pick_cells=True)),
     "blackjack": GameDrawing(
         blackjack.BlackjackSnapshot, blackjack.shape, blackjack.draw, blackjack.block_grid, blackjack.text,
         Controls(blackjack.HELP, blackjack.KEYS, blackjack.WORDS),

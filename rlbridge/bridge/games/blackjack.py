@@ -1,4 +1,4 @@
-"""Blackjack drawn: the dealer's and the player's cards in two rows, the dealer's hole card face down until the end."""
+"""Blackjack drawn: dealer's and player's cards in two rows, the dealer's hidden cards face down till the end."""
 
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ class CardRows:
         return Rect(MARGIN + col * (self.width + self.gap), top, self.width, self.height)
 
     def canvas_size(self, rows: int, cols: int) -> tuple[int, int]:
-        return (2 * MARGIN + cols * (self.width + self.gap), HEADER + rows * (self.height + 2 * MARGIN + LABEL))
+        width = 2 * MARGIN + cols * (self.width + self.gap)
+        return (width, HEADER + rows * (self.height + 2 * MARGIN + LABEL))
 
 
 CARDS = CardRows()

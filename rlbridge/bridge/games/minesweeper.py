@@ -1,4 +1,4 @@
-"""Minesweeper drawn: seed 000's tiles on screen, wool and TNT as blocks, digits as text; a click opens a cell."""
+"""Minesweeper drawn: seed 000's tiles on screen, wool and TNT as blocks, digits as text; clicks open cells."""
 
 from __future__ import annotations
 
@@ -85,7 +85,8 @@ def block_grid(snap: MinesweeperSnapshot) -> BlockGrid:
     grid: Grid = {}
     for index in range(rows * cols):
         shown = face(snap, index)
-        grid[divmod(index, cols)] = named[shown] if isinstance(shown, str) else MINE_HINT_BLOCKS[max(0, shown)]
+        block = named[shown] if isinstance(shown, str) else MINE_HINT_BLOCKS[max(0, shown)]
+        grid[divmod(index, cols)] = block
     return BlockGrid(rows, cols, grid)
 
 

@@ -1,4 +1,4 @@
-"""Reversi drawn: black for the agent and white for the environment (seed 003), hints on legal moves; clicks place."""
+"""Reversi drawn: the agent black, the environment white (seed 003), legal moves hinted; clicks place stones."""
 
 from __future__ import annotations
 
@@ -58,7 +58,8 @@ def draw(surface, snap: ReversiSnapshot) -> None:
 
 
 def block_grid(snap: ReversiSnapshot) -> BlockGrid:
-    return BlockGrid(*shape(snap), {cell: REVERSI_BLOCKS[v] for cell, v in cells(snap["board"], snap["size"]) if v})
+    stones = cells(snap["board"], snap["size"])
+    return BlockGrid(*shape(snap), {cell: REVERSI_BLOCKS[v] for cell, v in stones if v})
 
 
 def text(snap: ReversiSnapshot) -> str:

@@ -1,4 +1,4 @@
-"""Tetris drawn: the well and the falling piece in seed 002's wool colours, on screen, as blocks and as text."""
+"""Tetris drawn: the well and the falling piece in seed 002's wool colours, on screen, as blocks, as text."""
 
 from __future__ import annotations
 
@@ -65,7 +65,8 @@ def tetris_block(kind: int) -> str:
 
 def draw(surface, snap: TetrisSnapshot) -> None:
     pygame = load_pygame()
-    draw_header(surface, f"lines {snap.get('lines', 0)}  pieces {snap.get('pieces', 0)}  next {snap.get('next') or '-'}")
+    draw_header(surface, f"lines {snap.get('lines', 0)}  pieces {snap.get('pieces', 0)}  "
+                         f"next {snap.get('next') or '-'}")
     for (row, col), kind in kinds(snap).items():
         colour = TETRIS_RGB[kind] if kind else TETRIS_EMPTY
         rect = SQUARES.cell_rect(row, col).to_pygame()
