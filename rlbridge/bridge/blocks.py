@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from rlbridge.bridge.palette import AIR, PALETTE, WOOL_COLOURS, check_block, legacy_block, wool
-
-Grid = dict[tuple[int, int], str]  # (row, col) -> block name; absent = air
+from rlbridge.bridge.games import drawing_for
+from rlbridge.bridge.games.board import BlockGrid, Grid
+from rlbridge.bridge.palette import AIR, PALETTE, check_block, legacy_block
 
 
 @dataclass(frozen=True)
@@ -40,94 +40,10 @@ class Origin:
         return (self.x0 + col, self.y0 - row, self.z0)
 
 
-# -- games -> grids ------------------------------------------------------------------------
-#: Minesweeper: hint colours near seed 000's screen colours; unopened gray, opened blank white.
-MINE_HINT_BLOCKS = {0: wool("white"), 1: wool("light_blue"), 2: wool("green"), 3: wool("red"),
-                    4: wool("purple"), 5: wool("brown"), 6: wool("yellow"), 7: wool("cyan"),
-                    8: wool("black")}
-MINE_UNOPENED_BLOCK = wool("gray")
-MINE_BLOCK = "minecraft:tnt"
-REVERSI_BLOCKS = {1: wool("black"), -1: wool("white")}
-#: 2048: 2 -> white, 4 -> orange, ... cycling over the 15 lighter wools (no limit at 2048).
-TILE_WOOLS = tuple(wool(c) for c in WOOL_COLOURS[:15])
-
-
-def tetris_block(kind: int) -> str:
-    """Seed 002's ``wool <kind>`` for pieces 1..7; air for 0."""
-    if kind == 0:
-        return AIR
-    if not 1 <= kind <= 7:
-        raise ValueError(f"tetris cells hold 0..7; got {kind}")
-    return wool(WOOL_COLOURS[kind])
-
-
-def tile_block(value: int) -> str:
-    if value == 0:
-        return AIR
-    return TILE_WOOLS[(value.bit_length() - 2) % len(TILE_WOOLS)]
-
-
-def _minesweeper(snap: dict) -> tuple[int, int, Grid]:
-    rows, cols = snap["rows"], snap["cols"]
-    reveal = bool(snap.get("lost"))
-    grid: Grid = {}
-    for index in range(rows * cols):
-        cell = divmod(index, cols)
-        if snap["mines"][index] and (reveal or snap["open"][index]):
-            grid[cell] = MINE_BLOCK
-        elif snap["open"][index]:
-            grid[cell] = MINE_HINT_BLOCKS[max(0, snap["hints"][index])]
-        else:
-            grid[cell] = MINE_UNOPENED_BLOCK
-    return rows, cols, grid
-
-
-def _tetris(snap: dict) -> tuple[int, int, Grid]:
-    rows, cols = snap["rows"], snap["cols"]
-    grid: Grid = {}
-    for index, kind in enumerate(snap["board"]):
-        if kind:
-            grid[divmod(index, cols)] = tetris_block(kind)
-    piece = snap.get("piece")
-    if piece:
-        for row, col in piece["cells"]:
-            if 0 <= row < rows and 0 <= col < cols:
-                grid[(row, col)] = tetris_block(piece["kind"])
-    return rows, cols, grid
-
-
-def _reversi(snap: dict) -> tuple[int, int, Grid]:
-    size = snap["size"]
-    grid = {divmod(i, size): REVERSI_BLOCKS[v] for i, v in enumerate(snap["board"]) if v}
-    return size, size, grid
-
-
-def _game2048(snap: dict) -> tuple[int, int, Grid]:
-    grid = {divmod(i, 4): tile_block(v) for i, v in enumerate(snap["board"]) if v}
-    return 4, 4, grid
-
-
-def _blackjack(snap: dict) -> tuple[int, int, Grid]:
-    """Row 0 the dealer's cards, row 1 the player's: card value v as ``wool v`` (10 is purple)."""
-    dealer = snap["dealer"] if snap.get("done") else snap["dealer"][:1]
-    grid: Grid = {}
-    for row, cards in enumerate((dealer, snap["player"])):
-        for col, card in enumerate(cards):
-            grid[(row, col)] = wool(WOOL_COLOURS[card])
-    cols = max(8, len(snap["dealer"]), len(snap["player"]))
-    return 2, cols, grid
-
-
-GAMES = {"minesweeper": _minesweeper, "tetris": _tetris, "reversi": _reversi,
-         "2048": _game2048, "blackjack": _blackjack}
-
-
-def snapshot_grid(snapshot: dict) -> tuple[int, int, Grid]:
-    """(rows, cols, non-air cells) of a game's ``state_snapshot()``."""
-    game = snapshot.get("game")
-    if game not in GAMES:
-        raise ValueError(f"no block mapping for game {game!r}; known: {', '.join(GAMES)}")
-    return GAMES[game](snapshot)
+def snapshot_grid(snapshot: dict) -> BlockGrid:
+    """(rows, cols, non-air cells) of a game's ``state_snapshot()``; each game's colours are in
+    ``bridge/games/<game>.py``."""
+    return drawing_for(snapshot.get("game"), "block mapping").blocks(snapshot)
 
 
 # -- commands --------------------------------------------------------------------------------

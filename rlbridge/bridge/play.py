@@ -11,25 +11,19 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable
 
+from rlbridge.bridge.games import GAMES, Controls
 from rlbridge.environments.base import Environment, StepResult
 from rlbridge.options import build
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
 from rlbridge.registry import ENVIRONMENTS
 
-HELP = {
-    "minesweeper": "click a cell to open it",
-    "reversi": "click a cell to place a stone (hints are legal moves), p to pass",
-    "2048": "arrow keys slide the tiles",
-    "blackjack": "h hits, s sticks",
-    "tetris": "left/right move, up rotates, down drops one row, space drops",
-}
-WORD_ACTIONS = {
-    "2048": {"up": 0, "down": 1, "left": 2, "right": 3},
-    "blackjack": {"s": 0, "stick": 0, "h": 1, "hit": 1},
-    "tetris": {"left": 0, "right": 1, "rotate": 2, "down": 3, "drop": 4},
-    "reversi": {"p": -1, "pass": -1},
-}
+#: For games without a drawing (``module:Class`` environments): typed raw ints only.
+NO_CONTROLS = Controls(help="")
+
+
+def controls_of(game: str) -> Controls:
+    return GAMES[game].controls if game in GAMES else NO_CONTROLS
 
 
 class HumanSession:
@@ -37,8 +31,8 @@ class HumanSession:
 
     def __init__(self, game: str, options: dict[str, str], seed: int = 0):
         """``options`` are ``--opt`` strings, converted to the environment's types."""
-        if game == "tetris":
-            options = {"actions": "low", **options}  # single moves suit a person better
+        self.controls = controls_of(game)
+        options = {**self.controls.options, **options}
         self.game = game
         self.env: Environment = build(game, ENVIRONMENTS, options)
         spec = self.env.env_init()
@@ -86,41 +80,32 @@ def action_for_event(snapshot: dict, event) -> int | None:
 
     from rlbridge.bridge.render import cell_at
 
-    game = snapshot["game"]
+    controls = controls_of(snapshot["game"])
     if event.type == pygame.MOUSEBUTTONDOWN and event.button == 1:
         cell = cell_at(snapshot, *event.pos)
-        if cell is None:
+        if cell is None or not controls.clicks_pick_cells or controls.pair_action is None:
             return None
-        if game == "minesweeper":
-            return cell[0] * snapshot["cols"] + cell[1]
-        if game == "reversi":
-            return cell[0] * snapshot["size"] + cell[1]
-        return None
+        return controls.pair_action(snapshot, *cell)
     if event.type != pygame.KEYDOWN:
         return None
-    keys = {
-        "2048": {pygame.K_UP: 0, pygame.K_DOWN: 1, pygame.K_LEFT: 2, pygame.K_RIGHT: 3},
-        "blackjack": {pygame.K_s: 0, pygame.K_h: 1},
-        "tetris": {pygame.K_LEFT: 0, pygame.K_RIGHT: 1, pygame.K_UP: 2, pygame.K_DOWN: 3,
-                   pygame.K_SPACE: 4},
-        "reversi": {pygame.K_p: -1},
-    }
-    return keys.get(game, {}).get(event.key)
+    for name, action in controls.keys.items():
+        if getattr(pygame, name) == event.key:
+            return action
+    return None
 
 
 def action_for_text(snapshot: dict, text: str) -> int | None:
     """A typed move: ``row,col`` for a board game, a word (``hit``, ``left``...) or a raw int."""
     text = text.strip().lower()
-    game = snapshot["game"]
+    controls = controls_of(snapshot["game"])
     if "," in text:
         try:
-            row, col = (int(part) for part in text.split(","))
+            first, second = (int(part) for part in text.split(","))
         except ValueError:
             return None
-        width = snapshot.get("cols") or snapshot.get("size")
-        return row * width + col if width else None
-    if text in WORD_ACTIONS.get(game, {}):
-        return WORD_ACTIONS[game][text]
+        return None if controls.pair_action is None else controls.pair_action(snapshot, first, second)
+    if text in controls.words:
+        return controls.words[text]
     try:
         return int(text)
     except ValueError:
@@ -131,7 +116,7 @@ def play_text(session: HumanSession, lines: Iterable[str], out: Callable[[str], 
     """Typed play on ``lines`` (stdin by default); returns the episode's return."""
     from rlbridge.bridge.textboard import describe
 
-    out(HELP.get(session.game, "") + "; moves: row,col or a word, q quits")
+    out(session.controls.help + "; moves: row,col or a word, q quits")
     out(describe(session.snapshot()))
     for line in lines:
         if line.strip().lower() in ("q", "quit", "exit"):
@@ -155,7 +140,7 @@ def play_window(session: HumanSession, frames_dir: str | None = None) -> float:
     from rlbridge.bridge.render import render
     from rlbridge.bridge.view import FrameWriter, Window
 
-    window = Window(f"rlbridge play {session.game}: {HELP.get(session.game, '')}")
+    window = Window(f"rlbridge play {session.game}: {session.controls.help}")
     writer = FrameWriter(frames_dir) if frames_dir else None
     surface = render(session.snapshot())
     window.show(surface)

@@ -14,10 +14,10 @@ from rlbridge.bridge.blocks import (
     check_commands,
     parse_command,
     snapshot_grid,
-    tetris_block,
-    tile_block,
     to_malmo_chat,
 )
+from rlbridge.bridge.games.game2048 import tile_block
+from rlbridge.bridge.games.tetris import tetris_block
 from rlbridge.bridge.palette import AIR, UnknownBlock
 
 from .conftest import tetris_snapshot

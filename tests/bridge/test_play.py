@@ -9,7 +9,7 @@ import pygame
 import pytest
 
 from rlbridge.bridge.blocks import BlockStream, apply_commands, snapshot_grid
-from rlbridge.bridge.palette import REVERSI_AGENT
+from rlbridge.bridge.games.reversi import REVERSI_AGENT
 from rlbridge.bridge.play import (
     HumanSession,
     action_for_event,

@@ -8,7 +8,8 @@ import msgpack
 import pygame
 import pytest
 
-from rlbridge.bridge import palette as pal
+from rlbridge.bridge.games.game2048 import tile_rgb
+from rlbridge.bridge.games.tetris import TETRIS_EMPTY, TETRIS_RGB
 from rlbridge.bridge.publish import StatePublisher, decode_frame, encode_frame
 from rlbridge.bridge.render import cell_rect
 from rlbridge.bridge.view import StateSubscriber, run_view
@@ -148,9 +149,9 @@ def test_headless_view_writes_png_frames(tmp_path):
     pngs = sorted(frames.glob("frame_*.png"))
     assert [p.name for p in pngs] == ["frame_000000.png", "frame_000001.png", "frame_000002.png"]
     image = pygame.image.load(str(pngs[-1]))
-    assert tuple(image.get_at(cell_rect(snap, 1, 1).centre))[:3] == pal.TETRIS_RGB[3]
-    assert tuple(image.get_at(cell_rect(snap, 2, 3).centre))[:3] == pal.TETRIS_RGB[7]
-    assert tuple(image.get_at(cell_rect(snap, 0, 0).centre))[:3] == pal.TETRIS_EMPTY
+    assert tuple(image.get_at(cell_rect(snap, 1, 1).centre))[:3] == TETRIS_RGB[3]
+    assert tuple(image.get_at(cell_rect(snap, 2, 3).centre))[:3] == TETRIS_RGB[7]
+    assert tuple(image.get_at(cell_rect(snap, 0, 0).centre))[:3] == TETRIS_EMPTY
 
 
 def test_window_view_shows_frames(tmp_path):
@@ -165,5 +166,5 @@ def test_window_view_shows_frames(tmp_path):
 
     drawn = _publish_while(publisher, snap, lambda: run_view(
         publisher.address, headless=False, max_frames=1, idle_timeout=20, on_frame=grab))
-    assert drawn == 1 and shown["pixel"] == pal.tile_rgb(4096)
+    assert drawn == 1 and shown["pixel"] == tile_rgb(4096)
     assert not pygame.display.get_init()  # the window closed

@@ -5,7 +5,23 @@ from __future__ import annotations
 import pygame
 import pytest
 
-from rlbridge.bridge import palette as pal
+from rlbridge.bridge.games.blackjack import CARD_BACK, CARD_FACE, CARD_INK, CARD_TABLE
+from rlbridge.bridge.games.game2048 import tile_rgb
+from rlbridge.bridge.games.minesweeper import (
+    HINT_RGB,
+    MINE_DOT,
+    MINE_EXPLODED,
+    MINE_OPENED,
+    MINE_UNOPENED,
+)
+from rlbridge.bridge.games.reversi import (
+    REVERSI_AGENT,
+    REVERSI_BOARD,
+    REVERSI_ENV,
+    REVERSI_HINT,
+    REVERSI_LAST,
+)
+from rlbridge.bridge.games.tetris import TETRIS_EMPTY, TETRIS_RGB
 from rlbridge.bridge.render import canvas_size, cell_at, cell_rect, render, save_png
 
 from .conftest import tetris_snapshot
@@ -40,32 +56,32 @@ def test_minesweeper_tiles_hint_colours_and_mines_on_loss(tmp_path):
     snap = minesweeper_snapshot(lost=False)
     surface = render(snap)
     assert surface.get_size() == canvas_size(snap)
-    assert colour_at(surface, cell_rect(snap, 0, 0).centre) == pal.MINE_OPENED
-    assert colour_at(surface, cell_rect(snap, 1, 2).centre) == pal.MINE_UNOPENED
-    assert colour_at(surface, cell_rect(snap, 0, 1).inset(4, 4)) == pal.MINE_OPENED
+    assert colour_at(surface, cell_rect(snap, 0, 0).centre) == MINE_OPENED
+    assert colour_at(surface, cell_rect(snap, 1, 2).centre) == MINE_UNOPENED
+    assert colour_at(surface, cell_rect(snap, 0, 1).inset(4, 4)) == MINE_OPENED
     # the digit of each hint is drawn in seed 000's colour for that number
-    assert pal.HINT_RGB[1] in colours_in(surface, cell_rect(snap, 0, 1))
-    assert pal.HINT_RGB[2] in colours_in(surface, cell_rect(snap, 0, 2))
-    assert pal.HINT_RGB[2] not in colours_in(surface, cell_rect(snap, 0, 1))
+    assert HINT_RGB[1] in colours_in(surface, cell_rect(snap, 0, 1))
+    assert HINT_RGB[2] in colours_in(surface, cell_rect(snap, 0, 2))
+    assert HINT_RGB[2] not in colours_in(surface, cell_rect(snap, 0, 1))
     # while playing, the mines stay hidden
-    assert colour_at(surface, cell_rect(snap, 0, 3).centre) == pal.MINE_UNOPENED
+    assert colour_at(surface, cell_rect(snap, 0, 3).centre) == MINE_UNOPENED
 
     lost = minesweeper_snapshot(lost=True)
     surface = render(lost)
-    assert colour_at(surface, cell_rect(lost, 2, 0).inset(3, 3)) == pal.MINE_EXPLODED
-    assert colour_at(surface, cell_rect(lost, 2, 0).centre) == pal.MINE_DOT
-    assert colour_at(surface, cell_rect(lost, 0, 3).centre) == pal.MINE_DOT  # revealed on the loss
-    assert colour_at(surface, cell_rect(lost, 0, 3).inset(3, 3)) == pal.MINE_UNOPENED
+    assert colour_at(surface, cell_rect(lost, 2, 0).inset(3, 3)) == MINE_EXPLODED
+    assert colour_at(surface, cell_rect(lost, 2, 0).centre) == MINE_DOT
+    assert colour_at(surface, cell_rect(lost, 0, 3).centre) == MINE_DOT  # revealed on the loss
+    assert colour_at(surface, cell_rect(lost, 0, 3).inset(3, 3)) == MINE_UNOPENED
     path = tmp_path / "mines.png"
     save_png(surface, str(path))
-    assert colour_at(pygame.image.load(str(path)), cell_rect(lost, 2, 0).inset(3, 3)) == pal.MINE_EXPLODED
+    assert colour_at(pygame.image.load(str(path)), cell_rect(lost, 2, 0).inset(3, 3)) == MINE_EXPLODED
 
 
 def test_every_hint_number_has_the_seed_colour():
     for hint in range(1, 9):
         snap = {"game": "minesweeper", "rows": 1, "cols": 1, "hints": [hint], "open": [True],
                 "mines": [False], "lost": False, "won": False, "last": 0}
-        assert pal.HINT_RGB[hint] in colours_in(render(snap), cell_rect(snap, 0, 0))
+        assert HINT_RGB[hint] in colours_in(render(snap), cell_rect(snap, 0, 0))
 
 
 def test_tetris_board_and_falling_piece_colours():
@@ -75,7 +91,7 @@ def test_tetris_board_and_falling_piece_colours():
     board = [[0, 3, 3, 0], [0, 3, 3, 0], [0, 7, 0, 0], [1, 2, 3, 4], [5, 6, 0, 7]]
     for row, cells in enumerate(board):
         for col, kind in enumerate(cells):
-            expected = pal.TETRIS_RGB[kind] if kind else pal.TETRIS_EMPTY
+            expected = TETRIS_RGB[kind] if kind else TETRIS_EMPTY
             assert colour_at(surface, cell_rect(snap, row, col).centre) == expected, (row, col)
 
 
@@ -85,16 +101,16 @@ def test_reversi_stones_hints_and_last_move():
     board[9] = 1
     snap = {"game": "reversi", "size": 6, "board": board, "legal": [8, 27], "last": 9, "done": False}
     surface = render(snap)
-    assert colour_at(surface, cell_rect(snap, 2, 2).centre) == pal.REVERSI_AGENT
-    assert colour_at(surface, cell_rect(snap, 2, 3).centre) == pal.REVERSI_ENV
-    assert colour_at(surface, cell_rect(snap, 1, 3).centre) == pal.REVERSI_AGENT
-    assert colour_at(surface, cell_rect(snap, 1, 2).centre) == pal.REVERSI_HINT  # legal 8
-    assert colour_at(surface, cell_rect(snap, 4, 3).centre) == pal.REVERSI_HINT  # legal 27
-    assert colour_at(surface, cell_rect(snap, 0, 0).centre) == pal.REVERSI_BOARD
+    assert colour_at(surface, cell_rect(snap, 2, 2).centre) == REVERSI_AGENT
+    assert colour_at(surface, cell_rect(snap, 2, 3).centre) == REVERSI_ENV
+    assert colour_at(surface, cell_rect(snap, 1, 3).centre) == REVERSI_AGENT
+    assert colour_at(surface, cell_rect(snap, 1, 2).centre) == REVERSI_HINT  # legal 8
+    assert colour_at(surface, cell_rect(snap, 4, 3).centre) == REVERSI_HINT  # legal 27
+    assert colour_at(surface, cell_rect(snap, 0, 0).centre) == REVERSI_BOARD
     last = cell_rect(snap, 1, 3)
-    assert colour_at(surface, (last.left + 1, last.top + last.height // 2)) == pal.REVERSI_LAST
+    assert colour_at(surface, (last.left + 1, last.top + last.height // 2)) == REVERSI_LAST
     other = cell_rect(snap, 2, 2)
-    assert colour_at(surface, (other.left + 1, other.top + other.height // 2)) == pal.REVERSI_BOARD
+    assert colour_at(surface, (other.left + 1, other.top + other.height // 2)) == REVERSI_BOARD
 
 
 def test_2048_tiles_for_every_power_of_two_past_2048():
@@ -104,26 +120,26 @@ def test_2048_tiles_for_every_power_of_two_past_2048():
     seen = []
     for index, value in enumerate(values):
         colour = colour_at(surface, cell_rect(snap, *divmod(index, 4)).inset(3, 3))
-        assert colour == pal.tile_rgb(value), value
+        assert colour == tile_rgb(value), value
         seen.append(colour)
     assert len(set(seen)) == len(values)  # every power keeps its own colour
-    assert len({pal.tile_rgb(2 ** k) for k in range(1, 40)}) == 39
+    assert len({tile_rgb(2 ** k) for k in range(1, 40)}) == 39
 
 
 def test_blackjack_hides_the_dealer_card_until_the_end():
     playing = {"game": "blackjack", "player": [10, 5], "dealer": [1, 9], "done": False, "reward": None}
     surface = render(playing)
-    assert colour_at(surface, cell_rect(playing, 0, 0).inset(6, 6)) == pal.CARD_FACE
-    assert colour_at(surface, cell_rect(playing, 0, 1).centre) == pal.CARD_BACK
-    assert colour_at(surface, cell_rect(playing, 1, 1).inset(6, 6)) == pal.CARD_FACE
-    assert pal.CARD_INK in colours_in(surface, cell_rect(playing, 1, 0))
-    assert colour_at(surface, cell_rect(playing, 1, 2).centre) == pal.CARD_TABLE
+    assert colour_at(surface, cell_rect(playing, 0, 0).inset(6, 6)) == CARD_FACE
+    assert colour_at(surface, cell_rect(playing, 0, 1).centre) == CARD_BACK
+    assert colour_at(surface, cell_rect(playing, 1, 1).inset(6, 6)) == CARD_FACE
+    assert CARD_INK in colours_in(surface, cell_rect(playing, 1, 0))
+    assert colour_at(surface, cell_rect(playing, 1, 2).centre) == CARD_TABLE
 
     over = dict(playing, done=True, reward=-1.0, dealer=[1, 9, 1])
     surface = render(over)
     for col in range(3):
-        assert colour_at(surface, cell_rect(over, 0, col).inset(6, 6)) == pal.CARD_FACE
-        assert pal.CARD_INK in colours_in(surface, cell_rect(over, 0, col))
+        assert colour_at(surface, cell_rect(over, 0, col).inset(6, 6)) == CARD_FACE
+        assert CARD_INK in colours_in(surface, cell_rect(over, 0, col))
 
 
 def test_cell_at_inverts_cell_rect():

@@ -1,0 +1,80 @@
+"""The one table of game drawings: per environment short name, all that draws the game and lets a person play it.
+
+Each game's parts live in ``bridge/games/<game>.py``; the generic modules (``render``,
+``blocks``, ``textboard``, ``play``) look the game up here with :func:`drawing_for`.
+The toy environments publish no snapshot, so nothing draws them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlbridge.bridge import palette as pal
+from rlbridge.bridge.canvas import SQUARES, Layout
+from rlbridge.bridge.games import blackjack, game2048, minesweeper, reversi, tetris
+from rlbridge.bridge.games.board import BlockGrid
+
+Snapshot = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Controls:
+    """How a person plays the game in ``rlbridge play``."""
+
+    help: str
+    keys: Mapping[str, int] = field(default_factory=dict)  # pygame key name (K_UP) -> action
+    words: Mapping[str, int] = field(default_factory=dict)  # typed word -> action
+    #: The action a typed ``A,B`` pair names (row,col on boards), None where pairs mean nothing.
+    pair_action: Callable[[Snapshot, int, int], int] | None = None
+    clicks_pick_cells: bool = False  # a click on cell (row, col) plays pair_action(row, col)
+    options: Mapping[str, str] = field(default_factory=dict)  # environment options for a person
+
+
+@dataclass(frozen=True)
+class GameDrawing:
+    """One game's parts: its snapshot schema, screen drawing, block grid, text board and controls."""
+
+    schema: type  # the TypedDict of its state_snapshot()
+    shape: Callable[[Snapshot], tuple[int, int]]  # (rows, cols) of the grid drawn on screen
+    draw: Callable[[Any, Snapshot], None]  # onto a Surface of layout.canvas_size(*shape)
+    blocks: Callable[[Snapshot], BlockGrid]
+    text: Callable[[Snapshot], str]
+    controls: Controls
+    layout: Layout = SQUARES
+    background: pal.RGB = pal.BACKGROUND
+
+
+GAMES: dict[str, GameDrawing] = {
+    "minesweeper": GameDrawing(
+        minesweeper.MinesweeperSnapshot, minesweeper.shape, minesweeper.draw, minesweeper.block_grid,
+        minesweeper.text,
+        Controls(minesweeper.HELP, pair_action=minesweeper.cell_action, clicks_pick_cells=True)),
+    "blackjack": GameDrawing(
+        blackjack.BlackjackSnapshot, blackjack.shape, blackjack.draw, blackjack.block_grid, blackjack.text,
+        Controls(blackjack.HELP, blackjack.KEYS, blackjack.WORDS),
+        layout=blackjack.CARDS, background=blackjack.CARD_TABLE),
+    "tetris": GameDrawing(
+        tetris.TetrisSnapshot, tetris.shape, tetris.draw, tetris.block_grid, tetris.text,
+        Controls(tetris.HELP, tetris.KEYS, tetris.WORDS, pair_action=tetris.placement_action,
+                 options=tetris.PLAY_OPTIONS)),
+    "reversi": GameDrawing(
+        reversi.ReversiSnapshot, reversi.shape, reversi.draw, reversi.block_grid, reversi.text,
+        Controls(reversi.HELP, reversi.KEYS, reversi.WORDS, pair_action=reversi.cell_action,
+                 clicks_pick_cells=True)),
+    "2048": GameDrawing(
+        game2048.Game2048Snapshot, game2048.shape, game2048.draw, game2048.block_grid, game2048.text,
+        Controls(game2048.HELP, game2048.KEYS, game2048.WORDS)),
+}
+
+
+class UnknownGame(ValueError):
+    """A snapshot or game name that no drawing in :data:`GAMES` is for."""
+
+
+def drawing_for(game: str | None, part: str = "drawing") -> GameDrawing:
+    """The drawing of ``game`` (a snapshot's ``"game"``); ``part`` names what was wanted in the error."""
+    if game not in GAMES:
+        raise UnknownGame(f"no {part} for game {game!r}; known: {', '.join(GAMES)}")
+    return GAMES[game]

@@ -1,0 +1,86 @@
+"""2048 drawn: the usual tile colours (and past 2048 a turning hue), wool tiles as blocks; arrow keys slide."""
+
+from __future__ import annotations
+
+import colorsys
+from typing import Literal, TypedDict
+
+from rlbridge.bridge.canvas import SQUARES, draw_header, draw_text, load_pygame
+from rlbridge.bridge.games.board import BlockGrid, cells
+from rlbridge.bridge.palette import AIR, RGB, WOOL_COLOURS, wool
+
+
+class Game2048Snapshot(TypedDict):
+    """``Game2048Env.state_snapshot()``; ``board`` is the 16 tile values row-major, 0 for empty."""
+
+    game: Literal["2048"]
+    board: list[int]
+    score: int
+    done: bool
+
+
+SIDE = 4
+
+TILE_EMPTY: RGB = (205, 193, 180)
+#: The usual 2048 colours up to 2048; beyond it tile_rgb keeps going (no limit at 2048).
+TILE_RGB: dict[int, RGB] = {
+    2: (238, 228, 218), 4: (237, 224, 200), 8: (242, 177, 121), 16: (245, 149, 99),
+    32: (246, 124, 95), 64: (246, 94, 59), 128: (237, 207, 114), 256: (237, 204, 97),
+    512: (237, 200, 80), 1024: (237, 197, 63), 2048: (237, 194, 46),
+}
+#: 2 -> white, 4 -> orange, ... cycling over the 15 lighter wools (no limit at 2048).
+TILE_WOOLS = tuple(wool(c) for c in WOOL_COLOURS[:15])
+
+HELP = "arrow keys slide the tiles"
+KEYS = {"K_UP": 0, "K_DOWN": 1, "K_LEFT": 2, "K_RIGHT": 3}
+WORDS = {"up": 0, "down": 1, "left": 2, "right": 3}
+
+
+def shape(snap: Game2048Snapshot) -> tuple[int, int]:
+    return SIDE, SIDE
+
+
+def tile_rgb(value: int) -> RGB:
+    """Colour of a 2048 tile. Above 2048 the hue turns 37 degrees per power (distinct for 360
+    powers), on a dark tile so the light number stays readable."""
+    if value <= 0:
+        return TILE_EMPTY
+    if value in TILE_RGB:
+        return TILE_RGB[value]
+    if value & (value - 1):
+        raise ValueError(f"2048 tiles are powers of two; got {value}")
+    steps = value.bit_length() - 12  # 4096 -> 1, 8192 -> 2, ...
+    red, green, blue = colorsys.hsv_to_rgb(((200 + 37 * steps) % 360) / 360, 0.7, 0.45)
+    return (round(red * 255), round(green * 255), round(blue * 255))
+
+
+def tile_ink(value: int) -> RGB:
+    return (119, 110, 101) if value in (2, 4) else (249, 246, 242)
+
+
+def tile_block(value: int) -> str:
+    if value == 0:
+        return AIR
+    return TILE_WOOLS[(value.bit_length() - 2) % len(TILE_WOOLS)]
+
+
+def draw(surface, snap: Game2048Snapshot) -> None:
+    pygame = load_pygame()
+    draw_header(surface, f"score {snap.get('score', 0)}" + ("  (over)" if snap.get("done") else ""))
+    for cell, value in cells(snap["board"], SIDE):
+        rect = SQUARES.cell_rect(*cell)
+        pygame.draw.rect(surface, tile_rgb(value), rect.to_pygame())
+        if value:
+            label = str(value)
+            draw_text(surface, label, rect.centre, tile_ink(value), 26 if len(label) < 4 else 18)
+    SQUARES.draw_lines(surface, SIDE, SIDE)
+
+
+def block_grid(snap: Game2048Snapshot) -> BlockGrid:
+    return BlockGrid(SIDE, SIDE, {cell: tile_block(v) for cell, v in cells(snap["board"], SIDE) if v})
+
+
+def text(snap: Game2048Snapshot) -> str:
+    board = snap["board"]
+    rows = (" ".join(f"{v or '.':>6}" for v in board[r * SIDE:(r + 1) * SIDE]) for r in range(SIDE))
+    return "\n".join(rows) + f"\nscore {snap.get('score', 0)}"
