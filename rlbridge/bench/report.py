@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy.stats import binomtest
-
 
 @dataclass(frozen=True)
 class Figure:
@@ -49,6 +47,10 @@ def wilson_interval(successes: int, trials: int) -> tuple[float, float]:
     """95% Wilson score interval of a success rate; (0, 1) when nothing was tried."""
     if trials == 0:
         return (0.0, 1.0)
+    # Imported here: every command loads this module, and scipy.stats costs half a second
+    # and starts its own BLAS threads.
+    from scipy.stats import binomtest
+
     interval = binomtest(successes, trials).proportion_ci(confidence_level=0.95, method="wilson")
     return (interval.low, interval.high)
 
