@@ -43,15 +43,16 @@ class AgentResult:
     episodes: int
 
 
-def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a success rate."""
+def wilson_interval(successes: int, trials: int) -> tuple[float, float]:
+    """95% Wilson score interval of a success rate; (0, 1) when nothing was tried."""
     if trials == 0:
         return (0.0, 1.0)
-    p = successes / trials
-    denom = 1 + z * z / trials
-    centre = (p + z * z / (2 * trials)) / denom
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    # Imported here: every command loads this module, and scipy.stats costs half a second
+    # and starts its own BLAS threads.
+    from scipy.stats import binomtest
+
+    interval = binomtest(successes, trials).proportion_ci(confidence_level=0.95, method="wilson")
+    return (interval.low, interval.high)
 
 
 def mean_interval(values: list[float], z: float = 1.96) -> tuple[float, float, float]:

@@ -1,4 +1,4 @@
-"""A Source RCON client for Minecraft Java servers: auth, split replies, batches, reconnect.
+"""Our own Source RCON client, for what libraries lack: the MC-87863 workaround and pipelining.
 
 Minecraft's RCON is Valve's Source RCON: little-endian ``length, id, type, body\\0\\0`` packets.
 A reply longer than 4096 bytes arrives as several RESPONSE_VALUE packets with the same id and

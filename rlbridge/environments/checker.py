@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlbridge.environments.base import Environment
-from rlbridge.protocol.errors import InvalidAction
+from rlbridge.protocol.errors import InvalidAction, InvalidObservation
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
 
@@ -66,7 +66,7 @@ def _fail(message: str) -> None:
 def _conforms(spec: TaskSpec, observation: Value, reward: float | None, where: str) -> None:
     try:
         spec.check_observation(observation)
-    except InvalidAction as err:
+    except InvalidObservation as err:
         _fail(f"{where}: observation does not fit the task spec: {err}")
     if reward is not None and not spec.check_reward(reward):
         _fail(f"{where}: reward {reward} outside the task spec's REWARDS {spec.rewards}")

@@ -1,55 +1,83 @@
-"""A dependency-free progress bar for long runs, drawn on stderr at most a few times a second."""
+"""The progress bar of long runs, on tqdm: a live bar with an ETA on a terminal, plain lines elsewhere."""
 
 from __future__ import annotations
 
+import os
 import sys
-import time
+
+from tqdm import tqdm
 
 REDRAW_INTERVAL_S = 0.2
 PLAIN_INTERVAL_S = 5.0
+FALLBACK_COLUMNS = 80
+FALLBACK_ROWS = 24
+
+
+def _literal(text: str) -> str:
+    """``text`` inside a tqdm bar_format, where braces are fields."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _columns(stream) -> int:
+    """The terminal's width; 0 when it does not say (a pty nobody sized)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return 0
+
+
+class _Lines(tqdm):
+    """A tqdm whose every refresh is a line of its own: no carriage returns in pipes and logs."""
+
+    monitor_interval = 0  # miniters=1 makes tqdm's monitor thread pointless
+
+    def display(self, msg=None, pos=None):
+        if msg is None:  # a refresh; close() calls with "" to erase, and a line stays written
+            self.fp.write(str(self) + "\n")
+            self.fp.flush()
+        return False  # nothing to erase, so close() writes no "\r"
+
+
+class _Live(tqdm):
+    """A tqdm that redraws one line in place."""
+
+    monitor_interval = 0
 
 
 class ProgressBar:
     """``bar = ProgressBar(total, "episodes")``; ``bar.update(n, note)``; ``bar.close()``.
 
-    On a terminal it redraws one line in place; elsewhere (CI, files) it prints a
-    line every few seconds. ``enabled=False`` silences it.
+    On a terminal it redraws one line in place, with rate and ETA; elsewhere (CI, files,
+    pipes) it prints a line every few seconds and one at the end. ``enabled=False``
+    silences it.
     """
 
-    def __init__(self, total: int, unit: str = "it", *, stream=None, enabled: bool = True,
-                 width: int = 30):
-        self.total = max(int(total), 0)
-        self.unit = unit
-        self.stream = stream or sys.stderr
-        self.live = enabled
-        self.tty = enabled and self.stream.isatty()
-        self.interval_s = REDRAW_INTERVAL_S if self.tty else PLAIN_INTERVAL_S
-        self.width = width
-        self.count = 0
-        self.note = ""
-        self.started = time.monotonic()
-        self._drawn_at = 0.0
+    def __init__(self, total: int, unit: str = "it", *, stream=None, enabled: bool = True):
+        stream = stream or sys.stderr
+        counter = "{n_fmt}/{total_fmt} " + _literal(unit)
+        timing = "[{elapsed}<{remaining}, {rate_noinv_fmt}{postfix}]"
+        options = dict(total=max(int(total), 0), unit="", file=stream, miniters=1,
+                       disable=not enabled)
+        if enabled and stream.isatty():
+            # tqdm draws nothing on a terminal of size 0x0; follow the size when there is one.
+            size = ({"dynamic_ncols": True} if _columns(stream) else
+                    {"ncols": FALLBACK_COLUMNS, "nrows": FALLBACK_ROWS})
+            self._bar: tqdm = _Live(
+                **options, **size, mininterval=REDRAW_INTERVAL_S,
+                bar_format="{percentage:3.0f}%|{bar}| " + counter + " " + timing)
+        else:
+            self._bar = _Lines(**options, mininterval=PLAIN_INTERVAL_S, leave=False,
+                               bar_format="{percentage:3.0f}% " + counter + " " + timing)
 
     def update(self, count: int = 1, note: str = "") -> None:
-        self.count += count
+        """Count ``count`` more; ``note`` (when given) replaces the text after the figures."""
         if note:
-            self.note = note
-        now = time.monotonic()
-        if self.live and now - self._drawn_at >= self.interval_s:
-            self._drawn_at = now
-            self.stream.write(("\r" if self.tty else "") + self.line() + ("" if self.tty else "\n"))
-            self.stream.flush()
-
-    def line(self) -> str:
-        elapsed = time.monotonic() - self.started
-        fraction = self.count / self.total if self.total else 1.0
-        filled = int(self.width * min(fraction, 1.0))
-        rate = self.count / elapsed if elapsed > 0 else 0.0
-        bar = "#" * filled + "." * (self.width - filled)
-        return (f"[{bar}] {self.count}/{self.total} {self.unit} "
-                f"({rate:.1f}/s, {elapsed:.1f}s) {self.note}").rstrip()
+            self._bar.set_postfix_str(note, refresh=False)
+        self._bar.update(count)
 
     def close(self) -> None:
-        if self.live:
-            self.stream.write(("\r" if self.tty else "") + self.line() + "\n")
-            self.stream.flush()
+        """Draw the final state and end the line."""
+        plain = isinstance(self._bar, _Lines) and not self._bar.disable
+        if plain and self._bar.last_print_n != self._bar.n:
+            self._bar.refresh()  # a plain run ends with its totals
+        self._bar.close()

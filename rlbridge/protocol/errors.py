@@ -67,6 +67,15 @@ class InvalidAction(RLBridgeError):
     code = ErrorCode.INVALID_ACTION
 
 
+class InvalidObservation(RLBridgeError):
+    """An observation outside the environment's own task spec.
+
+    The environment's code is at fault, not the request, so it travels as ``APPLICATION``.
+    """
+
+    code = ErrorCode.APPLICATION
+
+
 class WrongState(RLBridgeError):
     """A request that the receiver cannot serve in its current state."""
 

@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlbridge.protocol.errors import InvalidAction, TaskSpecError
+from rlbridge.protocol.errors import (
+    InvalidAction,
+    InvalidObservation,
+    RLBridgeError,
+    TaskSpecError,
+)
 from rlbridge.protocol.values import Value
 
 NEGINF = -math.inf
@@ -91,15 +96,15 @@ class TaskSpec:
 
     def check_action(self, action: Value) -> None:
         """Raise :class:`InvalidAction` unless ``action`` fits the ACTIONS part."""
-        _check(self.actions, action, "action", self._checkers)
+        self.action_checker()(action)
 
     def action_checker(self):
         """``check_action`` as one precomputed callable, for per-step loops."""
-        return _checker(self.actions, self._checkers).check_action
+        return _checker(self.actions, "action", InvalidAction, self._checkers).check_action
 
     def check_observation(self, observation: Value) -> None:
-        """Raise :class:`InvalidAction` unless ``observation`` fits the OBSERVATIONS part."""
-        _check(self.observations, observation, "observation", self._checkers)
+        """Raise :class:`InvalidObservation` unless ``observation`` fits the OBSERVATIONS part."""
+        _checker(self.observations, "observation", InvalidObservation, self._checkers)(observation)
 
     def check_reward(self, reward: float) -> bool:
         """Whether ``reward`` is a number within REWARDS: never NaN, infinite only at NEGINF/POSINF."""
@@ -300,23 +305,24 @@ def _with_arrays(space: SpaceSpec, arrays) -> SpaceSpec:
     return SpaceSpec(space.ints, space.doubles, space.charcount, specs)
 
 
-def _check(space: SpaceSpec, value: Value, what: str, cache: dict) -> None:
-    _checker(space, cache)(value, what)
-
-
-def _checker(space: SpaceSpec, cache: dict) -> _Checker:
-    key = id(space)
+def _checker(space: SpaceSpec, what: str, error: type[RLBridgeError], cache: dict) -> _Checker:
+    key = (id(space), what)
     checker = cache.get(key)
     if checker is None:
-        checker = cache[key] = _Checker(space)
+        checker = cache[key] = _Checker(space, what, error)
     return checker
 
 
 class _Checker:
-    """Precomputed bounds so that checking a small action costs a few comparisons."""
+    """Precomputed bounds so that checking a small action costs a few comparisons.
 
-    def __init__(self, space: SpaceSpec):
+    A failed check raises ``error`` with a message about the ``what`` (action, observation).
+    """
+
+    def __init__(self, space: SpaceSpec, what: str, error: type[RLBridgeError]):
         self.space = space
+        self.what = what
+        self.error = error
         self.int_bounds = space.int_bounds()
         self.double_bounds = space.double_bounds()
         self.only_ints = not space.arrays and not space.doubles and not space.charcount
@@ -327,53 +333,51 @@ class _Checker:
         self.int_low, self.int_high = _bound_arrays(self.int_bounds)
         self.double_low, self.double_high = _bound_arrays(self.double_bounds)
 
-    @staticmethod
-    def _within(plain, arrays, kinds: str, low, high, what: str, kind: str) -> None:
+    def _within(self, plain, arrays, kinds: str, low, high, kind: str) -> None:
         parts = [np.asarray(plain, dtype=np.float64)]
         # The caller has checked the arrays' dtypes and shapes against the spec.
         parts += [a.ravel() for a in arrays if a.dtype.kind in kinds]
         flat = np.concatenate(parts) if len(parts) > 1 else parts[0]
         if flat.size != low.size:
-            raise InvalidAction(f"{what} must have {low.size} {kind}s (arrays included); "
-                                f"got {flat.size}")
+            raise self.error(f"{self.what} must have {low.size} {kind}s (arrays included); "
+                             f"got {flat.size}")
         # Written so that NaN, which fails every comparison, is out of range.
         bad = np.flatnonzero(~((flat >= low) & (flat <= high)))
         if bad.size:
             index = int(bad[0])
-            raise InvalidAction(f"{what} {kind} {index} must be in [{low[index]}, "
-                                f"{high[index]}]; got {flat[index]}")
+            raise self.error(f"{self.what} {kind} {index} must be in [{low[index]}, "
+                             f"{high[index]}]; got {flat[index]}")
 
     def check_action(self, value: Value) -> None:
-        """``__call__(value, "action")``, with the single-int case first."""
+        """``__call__(value)``, with the single-int case first."""
         single = self.single_int
         if single is not None and len(value.ints) == 1 and not value.doubles \
                 and not value.chars and not value.arrays and single[0] <= value.ints[0] <= single[1]:
             return
-        self(value, "action")
+        self(value)
 
-    def __call__(self, value: Value, what: str) -> None:
-        space = self.space
+    def __call__(self, value: Value) -> None:
+        space, what = self.space, self.what
         if self.only_ints and not value.arrays and not value.doubles and not value.chars:
             ints = value.ints
             bounds = self.int_bounds
             if len(ints) != len(bounds):
-                raise InvalidAction(f"{what} must have {len(bounds)} ints; got {len(ints)}")
+                raise self.error(f"{what} must have {len(bounds)} ints; got {len(ints)}")
             for index, (x, (low, high)) in enumerate(zip(ints, bounds, strict=True)):
                 if x < low or x > high:
-                    raise InvalidAction(
+                    raise self.error(
                         f"{what} int {index} must be in [{_fmt(low, True)}, {_fmt(high, True)}]; got {x}"
                     )
             return
         shapes = [(a.dtype.str, tuple(a.shape)) for a in value.arrays]
         expected = [(a.dtype, a.shape) for a in space.arrays]
         if shapes != expected:
-            raise InvalidAction(f"{what} arrays must be {expected}; got {shapes}")
+            raise self.error(f"{what} arrays must be {expected}; got {shapes}")
         arrays = value.arrays
-        self._within(value.ints, arrays, "biu", self.int_low, self.int_high, what, "int")
-        self._within(value.doubles, arrays, "f", self.double_low, self.double_high, what,
-                     "double")
+        self._within(value.ints, arrays, "biu", self.int_low, self.int_high, "int")
+        self._within(value.doubles, arrays, "f", self.double_low, self.double_high, "double")
         if len(value.chars) > space.charcount:  # no CHARCOUNT means 0 chars
-            raise InvalidAction(
+            raise self.error(
                 f"{what} must have at most {space.charcount} chars; got {len(value.chars)}"
             )
 

@@ -92,9 +92,6 @@ class Value(NamedTuple):
         )
 
 
-EMPTY = Value()
-
-
 _DTYPES = {code: np.dtype(code) for code in WIRE_DTYPES}
 #: dtype -> wire code; a big-endian dtype is not equal to its little-endian code, so it
 #: misses here and is converted.

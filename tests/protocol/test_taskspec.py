@@ -5,22 +5,31 @@ import math
 import numpy as np
 import pytest
 
-from rlbridge.protocol.errors import InvalidAction, TaskSpecError
+from rlbridge.environments.checker import CheckFailed, check_environment
+from rlbridge.environments.toy import Countdown
+from rlbridge.protocol.errors import (
+    ErrorCode,
+    InvalidAction,
+    InvalidObservation,
+    PeerError,
+    TaskSpecError,
+    error_from_reply,
+)
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec, parse
 from rlbridge.protocol.values import Value
 
-ISSUE_EXAMPLE = ("VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS "
+EXAMPLE = ("VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS "
                  "INTS (3 0 1) ACTIONS INTS (0 4) REWARDS (-1.0 1.0) EXTRA some text")
 
 
-def test_parses_the_issue_example():
-    spec = parse(ISSUE_EXAMPLE)
+def test_parses_and_rebuilds_an_example():
+    spec = parse(EXAMPLE)
     assert spec.observations.ints == (Range(0, 1, 3),)
     assert spec.actions.ints == (Range(0, 4),)
     assert spec.rewards == Range(-1.0, 1.0)
     assert spec.discount == 1.0 and spec.problem_type == "episodic"
     assert spec.extra == "some text"
-    assert str(spec) == ISSUE_EXAMPLE
+    assert str(spec) == EXAMPLE
 
 
 def test_special_bounds_and_doubles_and_chars():
@@ -62,7 +71,7 @@ def test_bad_task_specs_name_the_problem(text, words):
 
 
 def test_check_action_against_bounds_and_arrays():
-    spec = parse(ISSUE_EXAMPLE)
+    spec = parse(EXAMPLE)
     spec.check_action(Value(ints=(4,)))
     with pytest.raises(InvalidAction, match=r"in \[0, 4\]; got 5"):
         spec.check_action(Value(ints=(5,)))
@@ -72,9 +81,9 @@ def test_check_action_against_bounds_and_arrays():
                                                  arrays=(ArraySpec("|i1", (2, 2)),)),
                           actions=SpaceSpec(ints=(Range(0, 1),)))
     array_spec.check_observation(Value(arrays=(np.array([[0, 1], [2, 0]], dtype=np.int8),)))
-    with pytest.raises(InvalidAction, match="must be in"):
+    with pytest.raises(InvalidObservation, match="observation int 1 must be in"):
         array_spec.check_observation(Value(arrays=(np.array([[0, 3], [2, 0]], dtype=np.int8),)))
-    with pytest.raises(InvalidAction, match="arrays must be"):
+    with pytest.raises(InvalidObservation, match="observation arrays must be"):
         array_spec.check_observation(Value(arrays=(np.zeros((2, 2), dtype=np.int32),)))
 
 
@@ -103,10 +112,10 @@ def test_infinities_pass_only_where_the_bound_is_infinite():
 
 
 def test_a_space_without_charcount_takes_no_chars():
-    spec = parse(ISSUE_EXAMPLE)
+    spec = parse(EXAMPLE)
     with pytest.raises(InvalidAction, match="at most 0 chars; got 2"):
         spec.check_action(Value(ints=(1,), chars="hi"))
-    limited = parse(ISSUE_EXAMPLE.replace("ACTIONS INTS (0 4)", "ACTIONS INTS (0 4) CHARCOUNT 2"))
+    limited = parse(EXAMPLE.replace("ACTIONS INTS (0 4)", "ACTIONS INTS (0 4) CHARCOUNT 2"))
     limited.check_action(Value(ints=(1,), chars="hi"))
     with pytest.raises(InvalidAction, match="at most 2 chars; got 3"):
         limited.check_action(Value(ints=(1,), chars="hi!"))
@@ -120,3 +129,28 @@ def test_rewards_are_never_nan_and_infinite_only_at_an_infinite_bound():
     assert not spec.check_reward(1.5)
     assert parse(DOUBLES_SPEC.replace("REWARDS (UNSPEC 1.0)", "REWARDS (NEGINF 1.0)")) \
         .check_reward(-math.inf)
+
+def test_an_observation_outside_the_spec_is_not_an_invalid_action():
+    spec = parse(EXAMPLE)  # observations: 3 ints in [0, 1]
+    with pytest.raises(InvalidObservation, match=r"observation must have 3 ints; got 2") as caught:
+        spec.check_observation(Value(ints=(0, 1)))
+    assert not isinstance(caught.value, InvalidAction)
+    with pytest.raises(InvalidAction, match=r"action int 0 must be in \[0, 4\]; got 7"):
+        spec.check_action(Value(ints=(7,)))  # the same checks, with the action's error
+
+
+def test_an_invalid_observation_travels_as_the_environments_own_fault():
+    # No new wire code: an environment whose observation breaks its own spec has a bug.
+    assert InvalidObservation.code == ErrorCode.APPLICATION
+    rebuilt = error_from_reply(InvalidObservation.code, "observation int 0 must be in [0, 5]")
+    assert isinstance(rebuilt, PeerError) and rebuilt.remote_code == ErrorCode.APPLICATION
+
+
+def test_the_environment_checker_reports_an_observation_outside_the_spec():
+    class Overflowing(Countdown):
+        def env_start(self) -> Value:
+            super().env_start()
+            return Value(ints=(99,))
+
+    with pytest.raises(CheckFailed, match=r"observation does not fit the task spec: .*got 99"):
+        check_environment(Overflowing, episodes=1)

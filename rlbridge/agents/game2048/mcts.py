@@ -24,8 +24,6 @@ from rlbridge.environments.game2048.core import MOVES, empty_shifts, legal_moves
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.values import Value
 
-UNVISITED = 1e20  # the seed's "bignumber": an unvisited child is tried first
-
 
 class Node:
     """A tree node: mean value Q, visit count N and one child slot per action."""

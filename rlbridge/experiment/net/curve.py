@@ -9,8 +9,9 @@ A key directory made by ``rlbridge keys DIR`` holds ZeroMQ certificates:
 * ``authorized_clients/*.key``: the client public keys that servers accept. Add a
   ``.key`` file there to admit another client.
 
-Servers call :meth:`CurveKeys.apply_server` on their socket: the socket then encrypts, and a
-ZAP handler (one per ZeroMQ context) refuses clients whose public key is not authorized.
+Servers call :meth:`CurveKeys.apply_server` on their socket: the socket then encrypts, and
+zmq.auth's ZAP thread (one per ZeroMQ context) refuses clients whose public key is not
+authorized.
 Every refusal is logged, including clients that fail the handshake outright (wrong server
 key, or no CURVE at all), which ZeroMQ reports through a socket monitor.
 
@@ -22,6 +23,7 @@ told ``--no-curve``.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import shutil
 import sys
@@ -29,23 +31,22 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
 import zmq
 import zmq.auth
-import zmq.utils.z85
+from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils.monitor import parse_monitor_message
 
 from rlbridge.protocol.errors import RLBridgeError
 
 CURVE_DIR_VARIABLE = "RLBRIDGE_CURVE_DIR"
 AUTHORIZED_DIR = "authorized_clients"
-ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 ZAP_DOMAIN = b"rlbridge"
-_GUARD_POLL_MS = 100
+_WATCH_POLL_MS = 100
 #: A peer that keeps retrying is logged again only after this long.
 REPEAT_LOG_S = 10.0
-# Refusals by the ZAP handler are logged there; these are peers that fail before it is asked.
+# The ZAP handler logs the keys it refuses; these are the peers that fail before it is asked.
 _HANDSHAKE_FAILURES = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
 _PROTOCOL_ERRORS = {
     0x11000001: "its messages do not decrypt with our key (it has the wrong server key)",
@@ -131,7 +132,7 @@ class CurveKeys:
         socket.curve_publickey = self.server_public
         socket.curve_secretkey = self.server_secret
         socket.zap_domain = ZAP_DOMAIN
-        _guard_for(socket.context).watch(socket, self)
+        _guard(socket, self)
 
     def apply_client(self, socket: zmq.Socket) -> None:
         """Make ``socket`` a CURVE client that trusts only this directory's server key."""
@@ -150,69 +151,68 @@ class CurveKeys:
         print(f"rlbridge security: refused {text}", file=self.log, flush=True)
 
 
-class _Guard:
-    """One thread per context: answers ZAP requests and reports failed handshakes."""
+class _Authenticator(ThreadAuthenticator):
+    """zmq.auth's ZAP thread for one context: admits the client keys of every server on it.
+
+    The check is a credentials callback rather than ``configure_curve(location=...)`` so that
+    each refusal is logged, with the key and where it came from, through the server's keys.
+    """
 
     def __init__(self, context: zmq.Context):
-        self.context = context
-        self.zap = context.socket(zmq.REP)
-        self.zap.linger = 0
-        self.zap.bind(ZAP_ENDPOINT)
-        self.keys: list[CurveKeys] = []
-        self.monitors: dict[zmq.Socket, tuple[zmq.Socket, CurveKeys]] = {}
+        super().__init__(context)
+        self.served: tuple[CurveKeys, ...] = ()
+        self.peer_address = ""
+        self.start()
+        self.configure_curve_callback(ZAP_DOMAIN.decode(), credentials_provider=self)
+
+    async def handle_zap_message(self, msg: list[bytes]) -> None:
+        # The credentials callback is told the key but not the peer; the request says both.
+        self.peer_address = msg[3].decode(errors="replace") if len(msg) > 3 else ""
+        await super().handle_zap_message(msg)
+
+    def callback(self, domain: str, public_key: bytes) -> bool:
+        """zmq.auth asks this with the client's z85 public key."""
+        served = self.served
+        if any(public_key in keys.authorized for keys in served):
+            return True
+        if served:
+            served[-1].refuse(f"a CURVE client from {self.peer_address or 'unknown'}: its public "
+                              f"key {public_key.decode()} is not in "
+                              f"{served[-1].directory / AUTHORIZED_DIR}")
+        return False
+
+
+class _HandshakeWatch:
+    """One thread per context reporting peers that fail the CURVE handshake before ZAP is asked."""
+
+    def __init__(self) -> None:
+        self.monitors: dict[zmq.Socket, CurveKeys] = {}
         self.lock = threading.Lock()
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="rlbridge-zap", daemon=True)
+        self.thread = threading.Thread(target=self._run, name="rlbridge-curve-watch", daemon=True)
         self.thread.start()
 
     def watch(self, socket: zmq.Socket, keys: CurveKeys) -> None:
         monitor = socket.get_monitor_socket(_HANDSHAKE_FAILURES)
         with self.lock:
-            self.keys.append(keys)
-            self.monitors[monitor] = (socket, keys)
-
-    def _allowed(self, public_key: bytes) -> tuple[bool, CurveKeys | None]:
-        with self.lock:
-            keys = list(self.keys)
-        return any(public_key in k.authorized for k in keys), (keys[-1] if keys else None)
-
-    def _answer(self) -> None:
-        frames = self.zap.recv_multipart()
-        version, request_id, _domain, address, _identity, mechanism = frames[:6]
-        credentials = frames[6:]
-        public_key = zmq.utils.z85.encode(credentials[0]) if credentials and \
-            len(credentials[0]) == 32 else b""
-        allowed, keys = self._allowed(public_key)
-        if not allowed and keys is not None:
-            keys.refuse(f"a {mechanism.decode()} client from {address.decode() or 'unknown'}: "
-                        f"its public key {public_key.decode() or '(none)'} is not in "
-                        f"{keys.directory / AUTHORIZED_DIR}")
-        status = (b"200", b"OK") if allowed else (b"400", b"client key not authorized")
-        self.zap.send_multipart([version, request_id, *status, public_key if allowed else b"",
-                                 b""])
+            self.monitors[monitor] = keys
 
     def _run(self) -> None:
         poller = zmq.Poller()
-        poller.register(self.zap, zmq.POLLIN)
         known: set = set()
         try:
-            while not self.stopping.is_set():
+            while True:
                 with self.lock:
                     monitors = dict(self.monitors)
                 for monitor in monitors.keys() - known:
                     poller.register(monitor, zmq.POLLIN)
                     known.add(monitor)
-                for monitor, _mask in poller.poll(_GUARD_POLL_MS):
-                    if monitor is self.zap:
-                        self._answer()
-                    elif monitor in monitors:
-                        self._report(monitor, monitors[monitor][1])
+                for monitor, _mask in poller.poll(_WATCH_POLL_MS):
+                    self._report(monitor, monitors[monitor])
         except zmq.ZMQError:
             pass  # the context is being terminated
         finally:
             for monitor in known:
                 monitor.close(linger=0)
-            self.zap.close(linger=0)
 
     @staticmethod
     def _report(monitor: zmq.Socket, keys: CurveKeys) -> None:
@@ -228,30 +228,35 @@ class _Guard:
                                           f"ZeroMQ protocol error {event['value']:#x}")
         keys.refuse(f"a peer on {endpoint}: the CURVE handshake failed: {reason}")
 
-    def stop(self) -> None:
-        self.stopping.set()
-        self.thread.join(timeout=1.0)
+
+class _Guard(NamedTuple):
+    authenticator: _Authenticator
+    handshakes: _HandshakeWatch
 
 
 _guards: dict[int, _Guard] = {}
 _guards_lock = threading.Lock()
 
 
-def _guard_for(context: zmq.Context) -> _Guard:
+def _guard(socket: zmq.Socket, keys: CurveKeys) -> None:
+    """Admit ``keys``' clients on the socket's context and report its failed handshakes."""
+    context = socket.context
     with _guards_lock:
         guard = _guards.get(id(context))
-        if guard is None or not guard.thread.is_alive():
-            guard = _guards[id(context)] = _Guard(context)
-        return guard
+        if guard is None:
+            guard = _guards[id(context)] = _Guard(_Authenticator(context), _HandshakeWatch())
+        guard.authenticator.served += (keys,)
+    guard.handshakes.watch(socket, keys)
 
 
-def stop_guards() -> None:
-    """Stop the ZAP threads (before terminating a context)."""
+@atexit.register
+def _stop_authenticators() -> None:
+    # While the interpreter still runs threads: later, ThreadAuthenticator.__del__ would
+    # wait for a ZAP thread that can no longer run.
     with _guards_lock:
-        guards = list(_guards.values())
+        for guard in _guards.values():
+            guard.authenticator.stop()
         _guards.clear()
-    for guard in guards:
-        guard.stop()
 
 
 # -- command-line glue ---------------------------------------------------------------------

@@ -15,7 +15,6 @@ import stat
 import tempfile
 from collections.abc import Callable
 
-import msgpack
 import zmq
 
 from rlbridge.protocol.errors import (
@@ -322,8 +321,3 @@ def _remote_error(body, peer_role: str, address: str):
     if type(body) is list and len(body) == 2 and type(body[0]) is int and type(body[1]) is str:
         return error_from_reply(body[0], f"{peer_role} at {address} replied: {body[1]}")
     return MalformedMessage(f"{peer_role} at {address} sent an ERROR reply without [code, message]")
-
-
-def unpack_plain(payload: bytes):
-    """Decode msgpack bytes that are known to be well formed (our own log records)."""
-    return msgpack.unpackb(payload, raw=False, strict_map_key=False)
