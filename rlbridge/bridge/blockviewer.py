@@ -128,6 +128,7 @@ class BlockViewer:
         self.last_error = ""
         self._window = None
         self.saved = 0
+        self.stopping = False  # set by stop(), e.g. from a signal handler
 
     def handle(self, text: str) -> bool:
         """Apply one received batch; False once ``#quit`` arrived."""
@@ -168,7 +169,7 @@ class BlockViewer:
     def run(self, max_batches: int | None = None, idle_timeout_ms: int | None = None) -> int:
         """Serve until ``#quit``, ``max_batches`` batches, an idle timeout, or the window closes."""
         batches = 0
-        while max_batches is None or batches < max_batches:
+        while (max_batches is None or batches < max_batches) and not self.stopping:
             if not self._socket.poll(idle_timeout_ms if idle_timeout_ms is not None else 100):
                 if idle_timeout_ms is not None:
                     break
@@ -181,6 +182,10 @@ class BlockViewer:
                 break
         self.close()
         return batches
+
+    def stop(self) -> None:
+        """End :meth:`run` within one poll interval (safe to call from a signal handler)."""
+        self.stopping = True
 
     def close(self) -> None:
         self._socket.close()

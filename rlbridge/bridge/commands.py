@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 
 import numpy as np
 
+from rlbridge.protocol.errors import OptionError
 from rlbridge.registry import ENVIRONMENTS, parse_options
 
 SINKS = ("text", "viewer", "rcon", "malmo")
@@ -94,7 +96,7 @@ def _sink_arguments(parser: argparse.ArgumentParser) -> None:
 def _host_port(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     if not host or not port.isdigit():
-        raise SystemExit(f"expected HOST:PORT such as 127.0.0.1:25575; got {text!r}")
+        raise OptionError(f"--rcon takes HOST:PORT such as 127.0.0.1:25575; got {text!r}")
     return host, int(port)
 
 
@@ -115,8 +117,10 @@ def make_bridge(args: argparse.Namespace):
 
 
 def _view(args: argparse.Namespace) -> int:
-    from rlbridge.bridge.view import run_view
+    from rlbridge.bridge.view import require_display, run_view
 
+    if not args.headless:
+        require_display("rlbridge view", "use --headless --frames DIR to write PNG frames")
     drawn = run_view(args.address, headless=args.headless, frames_dir=args.frames,
                      max_frames=args.max_frames, idle_timeout=args.idle_timeout)
     print(f"drew {drawn} frame(s)", file=sys.stderr)
@@ -125,7 +129,10 @@ def _view(args: argparse.Namespace) -> int:
 
 def _play(args: argparse.Namespace) -> int:
     from rlbridge.bridge.play import HumanSession, play_text, play_window
+    from rlbridge.bridge.view import require_display
 
+    if not args.text:
+        require_display("rlbridge play", "play in the terminal with --text")
     session = HumanSession(args.game, parse_options(args.opt), seed=args.seed)
     try:
         total = play_text(session, sys.stdin) if args.text else play_window(session, args.frames)
@@ -139,6 +146,10 @@ def _blocks_viewer(args: argparse.Namespace) -> int:
     from rlbridge.bridge.blockviewer import BlockViewer
 
     viewer = BlockViewer(args.bind, headless=args.headless, scale=args.scale)
+    # SIGTERM (docker stop, rlbridge run) and Ctrl-C end the run normally, so the
+    # --snapshot below is still written.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda _signum, _frame: viewer.stop())
     print(f"block viewer on {viewer.address}", file=sys.stderr, flush=True)
     batches = viewer.run(max_batches=args.max_batches)
     if args.snapshot:

@@ -18,6 +18,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from rlbridge.protocol.errors import RconAuthError, RconError
+
 SERVERDATA_AUTH = 3
 SERVERDATA_EXECCOMMAND = 2
 SERVERDATA_AUTH_RESPONSE = 2
@@ -25,14 +27,6 @@ SERVERDATA_RESPONSE_VALUE = 0
 SENTINEL_TYPE = 200  # any type the server does not know: it answers "Unknown request c8"
 MAX_COMMAND_BYTES = 1446  # vanilla drops packets over 1460 bytes (14 bytes of framing)
 MAX_REPLY_BODY = 4096  # vanilla's reply packets carry at most this many body bytes
-
-
-class RconError(Exception):
-    """An RCON failure: connection, authentication or a malformed packet (message says which)."""
-
-
-class RconAuthError(RconError):
-    """The server refused the password."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +79,9 @@ class RconClient:
                 continue
             if packet.request_id == -1:
                 self.close()
-                raise RconAuthError(f"RCON at {self.host}:{self.port} refused the password")
+                raise RconAuthError(f"RCON at {self.host}:{self.port} refused the password" + (
+                    "" if self.password else
+                    " (none was given: pass --password or set RCON_PASSWORD)"))
             if packet.request_id != auth_id:
                 raise RconError(f"auth reply id {packet.request_id}, expected {auth_id}")
             return

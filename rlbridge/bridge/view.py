@@ -18,6 +18,32 @@ import zmq
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 
 from rlbridge.bridge.publish import decode_frame
+from rlbridge.protocol.errors import NoDisplay
+
+#: SDL video drivers that draw nowhere a person can see.
+_INVISIBLE_DRIVERS = ("dummy", "offscreen")
+
+
+def display_problem() -> str | None:
+    """Why no window can be shown here, or None when one can.
+
+    Without a display SDL falls back to an invisible driver, and a window that nobody
+    can see or close would wait for input forever.
+    """
+    driver = os.environ.get("SDL_VIDEODRIVER", "")
+    if driver in _INVISIBLE_DRIVERS:
+        return f"SDL_VIDEODRIVER is {driver!r}, which shows nothing"
+    if sys.platform.startswith("linux") and not driver and \
+            not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        return "DISPLAY and WAYLAND_DISPLAY are not set"
+    return None
+
+
+def require_display(what: str, instead: str) -> None:
+    """Raise :class:`NoDisplay` naming ``what`` wanted a window, and what to do ``instead``."""
+    problem = display_problem()
+    if problem is not None:
+        raise NoDisplay(f"{what} needs a display, and there is none ({problem}); {instead}")
 
 
 @dataclass(frozen=True)

@@ -123,6 +123,15 @@ def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
 
 def run_local(args) -> int:
     cpus = cpu_set(args.cpu)
+    if args.render and not args.render_frames:
+        from rlbridge.bridge.view import display_problem
+
+        problem = display_problem()
+        if problem is not None:
+            print(f"rlbridge run: --render pygame needs a display, and there is none ({problem}); "
+                  "running without a window (--render-frames DIR writes PNG frames instead)",
+                  file=sys.stderr, flush=True)
+            args.render = None
     with tempfile.TemporaryDirectory(prefix="rlbridge-run-") as directory:
         commands = build_commands(args, plan_addresses(args.transport, directory))
         # After a peer dies, the experiment needs its step timeout to notice and report it.

@@ -111,6 +111,22 @@ class PeerError(RLBridgeError):
         self.remote_code = remote_code
 
 
+class UnknownGame(OptionError):
+    """A game that no drawing (pygame, blocks, text, play keys) is for."""
+
+
+class RconError(RLBridgeError):
+    """An RCON failure: connection, authentication or a malformed packet (message says which)."""
+
+
+class RconAuthError(RconError):
+    """The server refused the password."""
+
+
+class NoDisplay(RLBridgeError):
+    """A window was asked for where there is no display to open it on."""
+
+
 class BindError(RLBridgeError):
     """A server could not bind its address: a missing directory, a port in use."""
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 
 import pygame
+import pytest
 
 from rlbridge.bridge.blocks import BlockStream
 from rlbridge.bridge.blockviewer import BlockViewer, BlockWorld, draw_world, shade
@@ -90,3 +93,30 @@ def test_window_mode_saves_on_s_key(tmp_path, monkeypatch):
     finally:
         pygame.display.quit()
         viewer.close()
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_a_headless_viewer_saves_its_snapshot_when_stopped_by_a_signal(tmp_path, stop):
+    address = "ipc://" + str(tmp_path / "blocks.sock")
+    probe, final = tmp_path / "probe.png", tmp_path / "final.png"
+    process = subprocess.Popen([sys.executable, "-m", "rlbridge", "blocks", "viewer", "--bind",
+                                address, "--headless", "--snapshot", str(final)],
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert "block viewer on" in process.stderr.readline()
+        bridge = BlockBridge(ViewerSink(address))
+        bridge.show(tetris_snapshot(BOARD))
+        bridge.sink.control(f"#snapshot {probe}")  # arrives after the board: then it is drawn
+        deadline = time.monotonic() + 30
+        while not probe.exists() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+        assert probe.exists()
+        process.send_signal(stop)
+        _, stderr = process.communicate(timeout=30)
+        bridge.close()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, stderr
+    check_pixels(pygame.image.load(str(final)))

@@ -6,8 +6,11 @@ server (the RCON plugin's ``getblock``) must equal the board after every snapsho
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
+import subprocess
+import sys
 
 import pytest
 
@@ -196,3 +199,31 @@ def test_a_connected_minecraft_client_sees_the_blocks(flying_squid):
             client.wait()
         reader.join(timeout=10)
         client.stdout.close()
+
+
+@pytest.mark.parametrize("password, words", [
+    ("wrong", "refused the password"),
+    ("", "refused the password (none was given: pass --password or set RCON_PASSWORD)"),
+])
+def test_rcon_command_with_a_bad_password_is_one_line(flying_squid, password, words):
+    host, rcon_port, _password, _ = flying_squid
+    env = {k: v for k, v in os.environ.items() if k != "RCON_PASSWORD"}
+    result = subprocess.run([sys.executable, "-m", "rlbridge", "blocks", "rcon", "list", "--rcon",
+                             f"{host}:{rcon_port}", "--password", password],
+                            capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"rlbridge blocks: RCON at {host}:{rcon_port} {words}"]
+
+
+def test_rcon_command_with_no_server_is_one_line():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # bound, never listening: connections are refused
+        result = subprocess.run([sys.executable, "-m", "rlbridge", "blocks", "rcon", "list",
+                                 "--rcon", f"127.0.0.1:{port}", "--password", "x"],
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"rlbridge blocks: cannot connect to RCON at "
+                                                   f"127.0.0.1:{port}"), lines

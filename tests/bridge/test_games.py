@@ -8,8 +8,9 @@ import typing
 import numpy as np
 import pytest
 
-from rlbridge.bridge.games import GAMES, UnknownGame, drawing_for
+from rlbridge.bridge.games import GAMES, drawing_for
 from rlbridge.bridge.play import HumanSession
+from rlbridge.protocol.errors import UnknownGame
 from rlbridge.registry import ENVIRONMENTS, resolve
 
 

@@ -15,6 +15,7 @@ from rlbridge.bridge import palette as pal
 from rlbridge.bridge.canvas import SQUARES, Layout
 from rlbridge.bridge.games import blackjack, game2048, minesweeper, reversi, tetris
 from rlbridge.bridge.games.board import BlockGrid
+from rlbridge.protocol.errors import UnknownGame
 
 Snapshot = Mapping[str, Any]
 
@@ -67,10 +68,6 @@ GAMES: dict[str, GameDrawing] = {
         game2048.Game2048Snapshot, game2048.shape, game2048.draw, game2048.block_grid, game2048.text,
         Controls(game2048.HELP, game2048.KEYS, game2048.WORDS)),
 }
-
-
-class UnknownGame(ValueError):
-    """A snapshot or game name that no drawing in :data:`GAMES` is for."""
 
 
 def drawing_for(game: str | None, part: str = "drawing") -> GameDrawing:
