@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import stat
+import subprocess
+import sys
 
 import pytest
 import zmq
@@ -127,3 +130,22 @@ def test_a_peer_with_the_wrong_key_gets_no_observation_and_is_logged(processes, 
     # connection drops first, as a handshake with no detail; both refusals are logged.
     assert any("does not speak CURVE" in line or "without CURVE" in line
                for line in refusals), err
+
+
+def test_ping_without_keys_says_a_curve_server_may_need_them(processes, keys):
+    good, _other = keys
+    address = f"tcp://127.0.0.1:{free_port()}"
+    processes.start("env", "countdown", "--bind", address, "--curve-dir", str(good.directory),
+                    "--idle-timeout-ms", "30000")
+    answered = subprocess.run([sys.executable, "-m", "rlbridge", "ping", address, "--curve-dir",
+                               str(good.directory), "--timeout-ms", "20000"],
+                              capture_output=True, text=True, timeout=60)
+    assert answered.returncode == 0, answered.stderr  # the server is up and speaks CURVE
+    refused = subprocess.run([sys.executable, "-m", "rlbridge", "ping", address,
+                              "--timeout-ms", "1000"], capture_output=True, text=True, timeout=60,
+                             env={k: v for k, v in os.environ.items() if k != "RLBRIDGE_CURVE_DIR"})
+    assert refused.returncode == 1
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "did not answer" in lines[0], lines
+    assert lines[0].endswith("if the server uses CURVE, give its keys with --curve-dir DIR "
+                             "(or $RLBRIDGE_CURVE_DIR)"), lines

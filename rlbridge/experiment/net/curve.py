@@ -331,15 +331,19 @@ def _keys(args: argparse.Namespace) -> int:
 def _ping(args: argparse.Namespace) -> int:
     from rlbridge.experiment.net.transport import RequestClient
 
-    client = None
+    client = curve = None
     try:
+        curve = curve_for(args, args.address, bind=False)
+        # RequestClient bounds sends too: a DEALER with no connection would block in send.
         client = RequestClient(args.address, "server", "experiment", timeout_ms=args.timeout_ms,
-                               curve=curve_for(args, args.address, bind=False))
-        # Without a connection a DEALER blocks on send; a ping must answer in bounded time.
-        client.socket.setsockopt(zmq.SNDTIMEO, args.timeout_ms)
+                               curve=curve)
         hello = client.hello(timeout_ms=args.timeout_ms)
     except (RLBridgeError, zmq.ZMQError) as err:
-        print(f"rlbridge ping: {args.address}: {err or 'could not send'}", file=sys.stderr)
+        # A CURVE server drops a plain client's handshake silently: all we see is no answer.
+        hint = "; if the server uses CURVE, give its keys with --curve-dir DIR " \
+               "(or $RLBRIDGE_CURVE_DIR)" if curve is None and args.address.startswith("tcp://") \
+            else ""
+        print(f"rlbridge ping: {args.address}: {err or 'could not send'}{hint}", file=sys.stderr)
         return 1
     finally:
         if client is not None:
