@@ -24,8 +24,6 @@ E = ErrorCode
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2 ** 63), 2 ** 63 - 1, 2 ** 64 - 1
 #: Codes a request with a broken envelope or body may get: specific, never APPLICATION.
 BAD_INPUT = frozenset({E.MALFORMED, E.BAD_FIELD})
-#: Any reply is fine (the protocol leaves the outcome open), as long as it is well formed.
-ANY = None
 
 
 class Expect(IntEnum):

@@ -189,7 +189,7 @@ def _inject(tally: Tally, lines: EpisodeLines, servers: tuple, rng: np.random.Ge
         # The experiment has initialised both: any state from READY to ENDED is possible.
         models[server].state = State.ENDED
     experiment = lines.process
-    last = None  # the last input sent: the one to blame if the experiment stops
+    last: dict = {}  # role -> the last input it got: the one to blame if the experiment stops
     for index in range(faults):
         server = servers[index % 2]
         maker = makers[server]
@@ -199,9 +199,9 @@ def _inject(tally: Tally, lines: EpisodeLines, servers: tuple, rng: np.random.Ge
         if probe.kind.startswith(("extreme", "seq or episode")):
             continue  # valid HEARTBEATs: harmless, and no fault
         if not lines.wait(1, START_S if index == 0 else timeout_ms / 1000 * 3):
-            _stopped(tally, experiment, last or probe, timeout_ms)
+            _stopped(tally, experiment, last, probe, timeout_ms)
             return False
-        last = probe
+        last[server.target.scenario.role] = last["any"] = probe
         tally.inputs += 1
         verdict = server.exchange(probe)
         if verdict.kind != "ok":
@@ -211,21 +211,26 @@ def _inject(tally: Tally, lines: EpisodeLines, servers: tuple, rng: np.random.Ge
         scan.scan()
     if lines.wait(1, timeout_ms / 1000 * 3):
         return True
-    _stopped(tally, experiment, last, timeout_ms)
+    _stopped(tally, experiment, last, probe, timeout_ms)
     return False
 
 
-def _stopped(tally: Tally, experiment: subprocess.Popen, blamed, timeout_ms: int) -> None:
-    """The experiment ended no episode in time: it failed (a wrong reply reached it) or hangs."""
+def _stopped(tally: Tally, experiment: subprocess.Popen, last: dict, pending,
+             timeout_ms: int) -> None:
+    """The experiment ended no episode in time: it failed (a wrong reply reached it) or hangs.
+    The blame goes to the last input of the server its error names."""
     try:
         experiment.wait(timeout=timeout_ms / 1000 * 3)
     except subprocess.TimeoutExpired:
-        tally.note("log-experiment", blamed, Verdict(
+        tally.note("log-experiment", last.get("any", pending), Verdict(
             "hang", "after this input the experiment ended no episode in time", EXPERIMENT))
         return
-    tally.note("log-experiment", blamed, Verdict(
+    error = _tail(experiment.stderr.read().decode(errors="replace"))
+    role = "environment" if "environment at" in error else "agent" if "agent at" in error \
+        else "any"
+    tally.note("log-experiment", last.get(role, pending), Verdict(
         "wrong", f"after this input the experiment failed (exit {experiment.returncode}): "
-                 f"{_tail(experiment.stderr.read().decode(errors='replace'))}", EXPERIMENT))
+                 f"{error}", EXPERIMENT))
 
 
 def _lost(path: str, scan: LogScan, notes: list[str], flush: str) -> int:

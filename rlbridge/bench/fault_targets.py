@@ -10,6 +10,7 @@ but silent), or the oracle's judgement of the reply (fault_oracle.py).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ import zmq
 
 from rlbridge.bench.fault_inputs import Probe, Scenario, pack
 from rlbridge.bench.fault_oracle import Verdict, judge
+from rlbridge.protocol.errors import PeerTimeout, RLBridgeError
 from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,8 +44,9 @@ class ServerProcess:
 
     def __init__(self, target: Target, directory: str, timeout_ms: int):
         self.target = target
-        self.address = f"ipc://{directory}/{target.name}.sock"
-        self.stderr_path = os.path.join(directory, f"{target.name}.stderr")
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", target.name).strip("-")
+        self.address = f"ipc://{directory}/{slug}.sock"
+        self.stderr_path = os.path.join(directory, f"{slug}.stderr")
         self.timeout_ms = timeout_ms
         self.process: subprocess.Popen | None = None
         self.socket = None
@@ -70,11 +73,11 @@ class ServerProcess:
         self.socket.send(hello)
         while not self.socket.poll(100):
             if self.process.poll() is not None:
-                raise RuntimeError(f"{self.target.name} exited with {self.process.returncode} "
-                                   f"on start; see {self.stderr_path}")
+                raise RLBridgeError(f"{self.target.name} exited with {self.process.returncode} "
+                                    f"on start; see {self.stderr_path}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.target.name} did not answer HELLO within "
-                                   f"{START_TIMEOUT_S:.0f} s; see {self.stderr_path}")
+                raise PeerTimeout(f"{self.target.name} did not answer HELLO within "
+                                  f"{START_TIMEOUT_S:.0f} s; see {self.stderr_path}")
         self.socket.recv_multipart()
 
     def exchange(self, probe: Probe) -> Verdict:

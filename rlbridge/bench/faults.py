@@ -33,6 +33,7 @@ from rlbridge.bench.fault_targets import (
     python_server,
 )
 from rlbridge.bench.report import Figure
+from rlbridge.protocol.errors import RLBridgeError
 
 GAMES = ("gridwalk", "countdown", "blackjack", "minesweeper", "2048")
 
@@ -100,7 +101,7 @@ def targets(found: dict[str, Scenario], require_clients: bool) -> tuple[list[Tar
         text = (f"{name}: not available (run `bash clients/setup.sh` and `make -C clients/c`); "
                 "skipped")
         if require_clients:
-            raise RuntimeError(text.replace("skipped", "required here (CI=true)"))
+            raise RLBridgeError(text.replace("skipped", "required here (CI=true)"))
         notes.append(text)
     return chosen, notes
 
