@@ -15,6 +15,7 @@ SUITES: dict[str, str] = {
     "agents": "rlbridge.bench.suites:agents",
     "bridge": "rlbridge.bench.bridge:run",
     "legacy": "rlbridge.bench.legacy:run",
+    "faults": "rlbridge.bench.faults:run",
 }
 #: One game's rows alone, e.g. `rlbridge bench tetris-agents` or `rlbridge bench 2048-games`.
 for _module, _game in (("minesweeper", "minesweeper"), ("blackjack", "blackjack"),
@@ -43,6 +44,7 @@ def _run(args: argparse.Namespace) -> int:
     if unknown:
         raise SystemExit(f"unknown bench suite(s) {unknown}; expected some of {sorted(SUITES)}")
     failed = 0
+    closing = []  # a suite's closing line (the faults counts) ends the output
     for name in names:
         module_name, _, function_name = SUITES[name].partition(":")
         rows = getattr(importlib.import_module(module_name), function_name)(quick=args.quick)
@@ -54,6 +56,9 @@ def _run(args: argparse.Namespace) -> int:
         if agents:
             print(format_agent_results(agents))
         failed += sum(1 for r in rows if r.passed is False)
+        closing += [r.closing for r in rows if hasattr(r, "closing")]
         print(flush=True)
     print(f"{failed} figure(s) missed their target" if failed else "every figure met its target")
+    for line in closing:
+        print(line)
     return 0

@@ -1,0 +1,256 @@
+"""Records lost: a logged experiment runs while bad input hits its servers, then one server is killed.
+
+`rlbridge experiment --log FILE --log-flush step` drives a real environment and
+agent. Meanwhile a second client sends both servers bad input that must change
+nothing (judged like every other probe), and after each one the log is read
+with a plain msgpack reader (PROTOCOL.md §10: any msgpack library reads it),
+noting every complete entry written so far. Last, the environment is killed
+with SIGKILL, a fault that the protocol says loses at most the unwritten tail.
+Every noted entry must then still be in the file byte for byte, and
+`rlbridge log show` must read at least that many records.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+import zlib
+
+import msgpack
+import numpy as np
+
+from rlbridge.bench.fault_inputs import ProbeMaker, State, StateModel
+from rlbridge.bench.fault_mutations import body_fault, envelope_fault, random_bytes
+from rlbridge.bench.fault_oracle import EXPERIMENT, Tally, Verdict
+from rlbridge.bench.fault_targets import (
+    ROOT,
+    ServerProcess,
+    Target,
+    child_environment,
+    python_server,
+)
+
+MESSAGES = re.compile(r"^messages\s+(\d+)", re.MULTILINE)
+#: How long the experiment may take to start and end its first episode.
+START_S = 60.0
+
+
+class LogScan:
+    """The complete entries of a growing log file, by byte offset: ``{offset: (length, crc)}``."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.entries: dict[int, tuple[int, int]] = {}
+        self.parsed_to = 0
+
+    def scan(self) -> None:
+        """Note every complete entry written since the last scan."""
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.parsed_to)
+                data = handle.read()
+        except FileNotFoundError:
+            return
+        unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=0)
+        unpacker.feed(data)
+        while True:
+            start = unpacker.tell()
+            try:
+                unpacker.unpack()
+            except msgpack.OutOfData:
+                break
+            except Exception:  # a corrupt entry: the final check counts what follows it
+                break
+            end = unpacker.tell()
+            self.entries[self.parsed_to + start] = (end - start, zlib.crc32(data[start:end]))
+        self.parsed_to += unpacker.tell() if data else 0
+
+    def missing(self) -> int:
+        """How many noted entries are no longer in the file byte for byte."""
+        try:
+            with open(self.path, "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError:
+            data = b""
+        return sum(1 for offset, (length, crc) in self.entries.items()
+                   if zlib.crc32(data[offset:offset + length]) != crc)
+
+
+def paced_program(experiment, episodes: int, max_steps: int, progress) -> None:
+    """The experiment's program: a line on stdout per episode, which paces the bad input."""
+    for number in range(1, episodes + 1):
+        experiment.RL_episode(max_steps)
+        print(f"episode {number}", flush=True)
+
+
+class EpisodeLines:
+    """Counts the experiment's episode lines, waiting for them with select (no sleeps)."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.process = process
+        self.fd = process.stdout.fileno()
+        self.seen = 0
+        self.tail = b""
+
+    def wait(self, episodes: int, timeout_s: float) -> bool:
+        """Wait until ``episodes`` more episodes have ended; False on a timeout or an exit."""
+        wanted = self.seen + episodes
+        deadline = time.monotonic() + timeout_s
+        while self.seen < wanted:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                return False
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                return False
+            self.seen += chunk.count(b"\n")
+            self.tail = (self.tail + chunk)[-400:]
+        return True
+
+
+def log_campaign(directory: str, rng: np.random.Generator, faults: int, scenarios: dict,
+                 timeout_ms: int) -> tuple[Tally, list[str]]:
+    """Logged runs under fire, flushing per episode and per step; ``lost`` counts records lost."""
+    tally = Tally()
+    notes: list[str] = []
+    for flush in ("episode", "step"):
+        part, part_notes = _logged_run(directory, rng, faults // 2, scenarios, timeout_ms, flush)
+        tally.add(part)
+        notes += part_notes
+    return tally, notes
+
+
+def _logged_run(directory: str, rng: np.random.Generator, faults: int, scenarios: dict,
+                timeout_ms: int, flush: str) -> tuple[Tally, list[str]]:
+    tally = Tally()
+    notes: list[str] = []
+    directory = os.path.join(directory, f"log-{flush}")
+    os.makedirs(directory, exist_ok=True)
+    env = ServerProcess(Target(f"log-env (flush {flush})", python_server("env", "gridwalk"),
+                               scenarios["gridwalk"]), directory, timeout_ms)
+    agent = ServerProcess(Target(f"log-agent (flush {flush})", python_server("agent", "random"),
+                                 scenarios["agent:gridwalk"]), directory, timeout_ms)
+    path = os.path.join(directory, "faults.rlog")
+    command = [sys.executable, "-m", "rlbridge", "experiment", "--env", env.address, "--agent",
+               agent.address, "--log", path, "--log-flush", flush, "--episodes", "100000000",
+               "--program", "rlbridge.bench.fault_log:paced_program",
+               "--seed", "7", "--quiet", "--timeout-ms", "1000", "--env-name", "gridwalk",
+               "--agent-name", "random"]
+    experiment = None
+    scan = LogScan(path)
+    try:
+        for server in (env, agent):
+            server.start()
+        for server in (env, agent):
+            server.wait_ready()
+        experiment = subprocess.Popen(command, cwd=ROOT, env=child_environment(),
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE)
+        alive = _inject(tally, EpisodeLines(experiment), (env, agent), rng, faults, timeout_ms,
+                        scan)
+        scan.scan()
+        notes.append(f"log (flush {flush}): {len(scan.entries)} entries written before the "
+                     "faults ended")
+        if alive and env.process.poll() is None:
+            os.kill(env.process.pid, signal.SIGKILL)  # our own child: the last fault
+            env.process.wait()
+        try:
+            _, stderr = experiment.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            experiment.kill()
+            _, stderr = experiment.communicate()
+            notes.append(f"log (flush {flush}): the experiment did not stop within 30 s of the "
+                         "SIGKILL of its environment")
+            tally.hangs += 1
+        notes.append(f"log (flush {flush}): the experiment exited with {experiment.returncode}: "
+                     f"{_tail(stderr.decode(errors='replace'))}")
+        tally.lost = _lost(path, scan, notes, flush)
+    finally:
+        if experiment is not None and experiment.poll() is None:
+            experiment.kill()
+            experiment.communicate()
+        for server in (env, agent):
+            server.stop()
+    return tally, notes
+
+
+def _inject(tally: Tally, lines: EpisodeLines, servers: tuple, rng: np.random.Generator,
+            faults: int, timeout_ms: int, scan: LogScan) -> bool:
+    """Bad input to both servers, one per episode the experiment ends; False if it stopped."""
+    makers = {server: ProbeMaker(server.target.scenario, rng) for server in servers}
+    models = {server: StateModel(server.target.scenario.role) for server in servers}
+    for server in servers:
+        makers[server].seq = 1 << 40  # far from the experiment's own sequence numbers
+        # The experiment has initialised both: any state from READY to ENDED is possible.
+        models[server].state = State.ENDED
+    experiment = lines.process
+    last: dict = {}  # role -> the last input it got: the one to blame if the experiment stops
+    for index in range(faults):
+        server = servers[index % 2]
+        maker = makers[server]
+        roll = rng.random()
+        probe = envelope_fault(maker) if roll < 0.4 else random_bytes(maker) if roll < 0.6 \
+            else body_fault(maker, models[server])
+        if probe.kind.startswith(("extreme", "seq or episode")):
+            continue  # valid HEARTBEATs: harmless, and no fault
+        if not lines.wait(1, START_S if index == 0 else timeout_ms / 1000 * 3):
+            _stopped(tally, experiment, last, probe, timeout_ms)
+            return False
+        last[server.target.scenario.role] = last["any"] = probe
+        tally.inputs += 1
+        verdict = server.exchange(probe)
+        if verdict.kind != "ok":
+            tally.note(server.target.name, probe, verdict)
+            if verdict.kind in ("crash", "hang"):
+                return False
+        scan.scan()
+    if lines.wait(1, timeout_ms / 1000 * 3):
+        return True
+    _stopped(tally, experiment, last, probe, timeout_ms)
+    return False
+
+
+def _stopped(tally: Tally, experiment: subprocess.Popen, last: dict, pending,
+             timeout_ms: int) -> None:
+    """The experiment ended no episode in time: it failed (a wrong reply reached it) or hangs.
+    The blame goes to the last input of the server its error names."""
+    try:
+        experiment.wait(timeout=timeout_ms / 1000 * 3)
+    except subprocess.TimeoutExpired:
+        tally.note("log-experiment", last.get("any", pending), Verdict(
+            "hang", "after this input the experiment ended no episode in time", EXPERIMENT))
+        return
+    error = _tail(experiment.stderr.read().decode(errors="replace"))
+    role = "environment" if "environment at" in error else "agent" if "agent at" in error \
+        else "any"
+    tally.note("log-experiment", last.get(role, pending), Verdict(
+        "wrong", f"after this input the experiment failed (exit {experiment.returncode}): "
+                 f"{error}", EXPERIMENT))
+
+
+def _lost(path: str, scan: LogScan, notes: list[str], flush: str) -> int:
+    """Entries noted during the run that are gone, or that `rlbridge log show` cannot read."""
+    missing = scan.missing()
+    written = len(scan.entries) - 1  # the header is not a message record
+    result = subprocess.run([sys.executable, "-m", "rlbridge", "log", "show", path], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120,
+                            env=child_environment())
+    match = MESSAGES.search(result.stdout)
+    if result.returncode != 0 or match is None:
+        notes.append(f"log (flush {flush}): `rlbridge log show` failed ({result.returncode}): "
+                     f"{_tail(result.stderr)}")
+        return max(written, missing)
+    unread = max(0, written - int(match.group(1)))
+    notes.append(f"log (flush {flush}): `rlbridge log show` read {match.group(1)} records; "
+                 f"{missing} noted entries changed or gone, {unread} unread")
+    return max(missing, unread)
+
+
+def _tail(text: str | None) -> str:
+    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[-1][:200] if lines else "(no output)"

@@ -1,0 +1,95 @@
+"""The fault-and-fuzz campaign (`rlbridge bench faults --quick`) against real servers, and its oracle."""
+
+from __future__ import annotations
+
+import os
+
+import msgpack
+import numpy as np
+
+from rlbridge.bench.fault_inputs import Expect, Probe, ProbeMaker, StateModel, pack
+from rlbridge.bench.fault_mutations import body_fault, envelope_fault, random_bytes
+from rlbridge.bench.fault_oracle import (
+    ACCEPTED,
+    APPLICATION,
+    NO_WRONG_STATE,
+    SEQ_ZERO,
+    judge,
+)
+from rlbridge.bench.faults import campaign, closing_line, scenarios
+from rlbridge.protocol.errors import ErrorCode
+from rlbridge.protocol.messages import MessageType, encode
+from tests.clients.helpers import build_c, check_js
+
+T = MessageType
+
+
+def test_the_quick_campaign_finds_no_crash_hang_wrong_reply_or_lost_record(capsys):
+    in_ci = os.environ.get("CI") == "true"
+    if in_ci:  # CI has the C and JavaScript agents; a missing one fails here, never skips
+        build_c()
+        check_js()
+    tallies, total, notes = campaign(quick=True, require_clients=in_ci)
+    line = closing_line(total)
+    assert line.startswith(f"faults: {total.inputs} inputs, ")
+    assert total.inputs >= 2500
+    assert {"gridwalk", "countdown", "blackjack", "minesweeper", "2048", "agent-random",
+            "agent-minesweeper-solver", "logged experiment"} <= set(tallies)
+    report = "\n".join([line, *notes, *total.report()])
+    assert (total.crashes, total.hangs, total.wrong, total.lost) == (0, 0, 0, 0), report
+
+
+def _maker(role: str = "agent", seed: int = 3) -> ProbeMaker:
+    scenario = scenarios()["gridwalk" if role == "environment" else "agent:gridwalk"]
+    return ProbeMaker(scenario, np.random.default_rng(seed))
+
+
+def test_one_seed_gives_one_campaign():
+    def frames(seed: int) -> list:
+        maker = _maker("environment", seed)
+        model = StateModel("environment")
+        out = []
+        for _ in range(200):
+            for make in (envelope_fault, random_bytes):
+                out.append(make(maker).frames)
+            out.append(body_fault(maker, model).frames)
+        return out
+
+    assert frames(5) == frames(5)
+    assert frames(5) != frames(6)
+
+
+def _error(seq: int, episode: int, code: ErrorCode) -> list:
+    return encode(T.ERROR, seq, episode, [int(code), "text"])
+
+
+def test_the_oracle_wants_the_request_seq_in_error_replies():
+    probe = Probe("unknown type", [pack([1, 77, 41, 2, None])], Expect.ERROR,
+                  frozenset({ErrorCode.UNKNOWN_TYPE}))
+    assert judge(probe, _error(41, 2, ErrorCode.UNKNOWN_TYPE)).kind == "ok"
+    verdict = judge(probe, _error(0, 0, ErrorCode.UNKNOWN_TYPE))
+    assert (verdict.kind, verdict.cls) == ("wrong", SEQ_ZERO)
+    assert "0/0" in verdict.detail and "41/2" in verdict.detail
+    # Bytes that are no envelope have no seq to repeat.
+    garbage = Probe("random", [b"\xc1"], Expect.ERROR, frozenset({ErrorCode.MALFORMED}))
+    assert judge(garbage, _error(0, 0, ErrorCode.MALFORMED)).kind == "ok"
+
+
+def test_the_oracle_refuses_application_for_bad_input_and_wants_wrong_state():
+    bad = Probe("bad value", [pack([1, 22, 5, 1, [0.0, 7]])], Expect.ERROR,
+                frozenset({ErrorCode.BAD_FIELD}))
+    assert judge(bad, _error(5, 1, ErrorCode.APPLICATION)).cls == APPLICATION
+    assert judge(bad, encode(T.AGENT_STEP, 5, 1, [[0], [], "", []])).cls == ACCEPTED
+    early = Probe("agent_end before agent_init", [pack([1, 23, 6, 1, 0.0])], Expect.ERROR,
+                  frozenset({ErrorCode.WRONG_STATE}))
+    assert judge(early, encode(T.AGENT_END, 6, 1)).cls == NO_WRONG_STATE
+    assert judge(early, _error(6, 1, ErrorCode.APPLICATION)).cls == NO_WRONG_STATE
+    assert judge(early, _error(6, 1, ErrorCode.WRONG_STATE)).kind == "ok"
+
+
+def test_a_heartbeat_must_come_back_unchanged():
+    maker = _maker()
+    probe = maker.heartbeat()
+    sent = msgpack.unpackb(probe.frames[0])
+    assert judge(probe, encode(T.HEARTBEAT, sent[2], sent[3], sent[4])).kind == "ok"
+    assert judge(probe, encode(T.HEARTBEAT, sent[2], sent[3], "other")).kind == "wrong"
