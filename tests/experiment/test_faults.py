@@ -7,16 +7,16 @@ import os
 import msgpack
 import numpy as np
 
-from rlbridge.bench.fault_inputs import Expect, Probe, ProbeMaker, StateModel, pack
-from rlbridge.bench.fault_mutations import body_fault, envelope_fault, random_bytes
-from rlbridge.bench.fault_oracle import (
+from rlbridge.bench.faults import campaign, closing_line, scenarios
+from rlbridge.bench.faults.inputs import Expect, Probe, ProbeMaker, StateModel, pack
+from rlbridge.bench.faults.mutations import body_fault, envelope_fault, random_bytes
+from rlbridge.bench.faults.oracle import (
     ACCEPTED,
     APPLICATION,
     NO_WRONG_STATE,
     SEQ_ZERO,
     judge,
 )
-from rlbridge.bench.faults import campaign, closing_line, scenarios
 from rlbridge.protocol.errors import ErrorCode
 from rlbridge.protocol.messages import MessageType, encode
 from tests.clients.helpers import build_c, check_js

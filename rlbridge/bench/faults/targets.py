@@ -19,8 +19,8 @@ from typing import NamedTuple
 
 import zmq
 
-from rlbridge.bench.fault_inputs import Probe, Scenario, pack
-from rlbridge.bench.fault_oracle import Verdict, judge
+from rlbridge.bench.faults.inputs import Probe, Scenario, pack
+from rlbridge.bench.faults.oracle import Verdict, judge
 from rlbridge.protocol.errors import PeerTimeout, RLBridgeError
 from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType
 

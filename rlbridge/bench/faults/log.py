@@ -24,10 +24,10 @@ import zlib
 import msgpack
 import numpy as np
 
-from rlbridge.bench.fault_inputs import ProbeMaker, State, StateModel
-from rlbridge.bench.fault_mutations import body_fault, envelope_fault, random_bytes
-from rlbridge.bench.fault_oracle import EXPERIMENT, Tally, Verdict
-from rlbridge.bench.fault_targets import (
+from rlbridge.bench.faults.inputs import ProbeMaker, State, StateModel
+from rlbridge.bench.faults.mutations import body_fault, envelope_fault, random_bytes
+from rlbridge.bench.faults.oracle import EXPERIMENT, Tally, Verdict
+from rlbridge.bench.faults.targets import (
     ROOT,
     ServerProcess,
     Target,
@@ -138,7 +138,7 @@ def _logged_run(directory: str, rng: np.random.Generator, faults: int, scenarios
     path = os.path.join(directory, "faults.rlog")
     command = [sys.executable, "-m", "rlbridge", "experiment", "--env", env.address, "--agent",
                agent.address, "--log", path, "--log-flush", flush, "--episodes", "100000000",
-               "--program", "rlbridge.bench.fault_log:paced_program",
+               "--program", "rlbridge.bench.faults.log:paced_program",
                "--seed", "7", "--quiet", "--timeout-ms", "1000", "--env-name", "gridwalk",
                "--agent-name", "random"]
     experiment = None

@@ -10,7 +10,7 @@ WRONG_STATE for a request out of order; never APPLICATION.
 
 from __future__ import annotations
 
-from rlbridge.bench.fault_inputs import (
+from rlbridge.bench.faults.inputs import (
     BAD_INPUT,
     INT64_MAX,
     INT64_MIN,

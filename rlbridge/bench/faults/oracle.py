@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import msgpack
 
-from rlbridge.bench.fault_inputs import Expect, Probe, decodable_ids
+from rlbridge.bench.faults.inputs import Expect, Probe, decodable_ids
 from rlbridge.protocol.errors import ErrorCode, ProtocolError
 from rlbridge.protocol.messages import MessageType, decode
 

@@ -20,11 +20,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rlbridge.bench.fault_inputs import Probe, ProbeMaker, Scenario, State, StateModel
-from rlbridge.bench.fault_log import log_campaign
-from rlbridge.bench.fault_mutations import body_fault, envelope_fault, heavy_faults, random_bytes
-from rlbridge.bench.fault_oracle import DEAD_AFTER, Tally, Verdict
-from rlbridge.bench.fault_targets import (
+from rlbridge.bench.faults.inputs import Probe, ProbeMaker, Scenario, State, StateModel
+from rlbridge.bench.faults.log import log_campaign
+from rlbridge.bench.faults.mutations import body_fault, envelope_fault, heavy_faults, random_bytes
+from rlbridge.bench.faults.oracle import DEAD_AFTER, Tally, Verdict
+from rlbridge.bench.faults.targets import (
     LIMIT_BYTES,
     ServerProcess,
     Target,
