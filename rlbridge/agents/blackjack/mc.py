@@ -8,7 +8,7 @@ cheaper than a numpy scalar access in the per-step loop.
 
 Common options: see :class:`BlackjackTabularAgent`.
 Messages: ``seed N``, ``save PATH``, ``load PATH``, ``exact`` (the exact
-expected return of the greedy policy, by :mod:`blackjack_dp`), ``episodes``,
+expected return of the greedy policy, by :mod:`.dp`), ``episodes``,
 ``plot PREFIX`` (policy and value heatmaps as PNG).
 """
 

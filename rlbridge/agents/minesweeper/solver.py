@@ -1,7 +1,7 @@
 """The exact Minesweeper solver agent: safe cells first, then the best guess by exact probabilities.
 
-Probabilities come from :mod:`.minesweeper_probability` (frontier constraint
-satisfaction plus the global mine count); the endgame from :mod:`.minesweeper_endgame`.
+Probabilities come from :mod:`.probability` (frontier constraint
+satisfaction plus the global mine count); the endgame from :mod:`.endgame`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class SolverAgent(MinesweeperAgentBase):
     Cheap elimination runs first; the full probability computation only when it finds
     no safe cell. Cells proven safe or mined are remembered for the rest of the game.
     When at most ``endgame`` mine layouts remain, every guess's win probability is
-    computed exactly over all of them (:mod:`.minesweeper_endgame`). Otherwise a guess
+    computed exactly over all of them (:mod:`.endgame`). Otherwise a guess
     considers the ``lookahead`` safest cells (probability within ``spread``, relative, of
     the lowest; cells likely to show a 0, such as corners, first among equals). For
     each, every hint it could show is solved exactly. ``rule=survival`` maximises the

@@ -1,7 +1,7 @@
 """The 2048 game state (``Game2048Core``: board, score, seeded spawns), the GameCore protocol.
 
-The packed board, its line tables and moves live in :mod:`.game2048_board`, random
-playouts in :mod:`.game2048_playout`; both are re-exported here, the module the
+The packed board, its line tables and moves live in :mod:`.board`, random
+playouts in :mod:`.playout`; both are re-exported here, the module the
 environment, the agents and the benchmarks import.
 """
 

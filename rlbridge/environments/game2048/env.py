@@ -1,4 +1,4 @@
-"""The 2048 environment (seed 004): the game core of :mod:`.game2048_core` served over rlbridge."""
+"""The 2048 environment (seed 004): the game core of :mod:`.core` served over rlbridge."""
 
 from __future__ import annotations
 
