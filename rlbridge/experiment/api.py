@@ -28,7 +28,8 @@ from rlbridge.protocol.values import Value
 
 class StepOutcome(NamedTuple):
     """What ``RL_step`` returns: reward, observation, terminal, and the agent's next action
-    (None on a terminal step)."""
+    (None after ``agent_end``). ``terminal`` is the environment's: a bool, or a legacy
+    environment's int32, passed through (docs/legacy.md)."""
 
     reward: float
     observation: Value
@@ -119,6 +120,7 @@ class Experiment:
     def initialised(self, spec_text: str) -> None:
         """The end of every ``RL_init``: reset the counters, seed the peers, tell ``on_init``."""
         self.counter.reset()
+        self.last_action = None  # RL_step needs an RL_start after RL_init
         if self.seed is not None:
             env_seed, agent_seed = derive_seeds(self.seed)
             self.env.env_message(f"seed {env_seed}")
@@ -148,25 +150,33 @@ class Experiment:
         return observation, action
 
     def RL_step(self) -> StepOutcome:
-        # RL-Glue 3.0.4 steps the environment again after a terminal step; rlbridge
-        # refuses, and this is the one place that decides it.
-        if self.counter.terminal or self.last_action is None:
-            raise WrongState("RL_step needs an episode in progress (call RL_start first)")
+        """RL-Glue 3.0.4's ``RL_step``: the environment takes the agent's last action, then
+        the agent gets ``agent_end`` if the step ended an episode, else ``agent_step``.
+
+        After a terminal step, with no ``RL_start`` in between, the environment takes the
+        action that ended the episode again and the counters go on (PROTOCOL.md section 7):
+        :class:`EpisodeCounter` counts such a step like any other.
+        """
+        action = self.last_action
+        if action is None:
+            raise WrongState("RL_step needs an action to apply; got none: call RL_start "
+                             "first (after RL_init, or after a terminal RL_episode that the "
+                             "environment process played: it does not return its last action)")
         if self.check_actions:
-            self.task_spec.check_action(self.last_action)
-        result = self.env.env_step(self.last_action)
-        reward = result[0]
+            self.task_spec.check_action(action)
+        result = self.env.env_step(action)
+        reward, observation, terminal = result[0], result[1], result[2]
         self.last_info = result[3] if len(result) > 3 else None
-        if self.counter.step(reward, result[2]):
+        if self.counter.step(reward, terminal):
             self.agent.agent_end(reward)
-            self.last_action = None
-            return StepOutcome(reward, result[1], True, None, self.last_info)
-        action = self.agent.agent_step(reward, result[1])
+            return StepOutcome(reward, observation, self.counter.terminal, None, self.last_info)
+        action = self.agent.agent_step(reward, observation)
         self.last_action = action
-        return StepOutcome(reward, result[1], False, action, self.last_info)
+        return StepOutcome(reward, observation, self.counter.terminal, action, self.last_info)
 
     def RL_episode(self, max_steps: int = 0) -> bool:
-        """Run one episode; ``max_steps`` 0 means no limit. Returns whether it ended terminally."""
+        """Run one episode; ``max_steps`` 0 means no limit. Returns the last step's terminal:
+        whether it ended terminally (a legacy environment's int32 as it sent it)."""
         if max_steps < 0:
             raise ValueError(f"max_steps must be >= 0; got {max_steps}")
         self.loop.play(self, max_steps)

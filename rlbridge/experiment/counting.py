@@ -6,9 +6,14 @@ table, section 7):
 
 * ``RL_init`` sets all three to 0.
 * ``RL_start`` sets ``num_steps`` to 1 and the return to 0.
-* A step adds the reward to the return; a terminal step counts an episode (and the loop
-  then calls ``agent_end``), a non-terminal one adds a step (and the loop calls
-  ``agent_step``).
+* A step adds the reward to the return; a step whose terminal is exactly 1 (True) counts
+  an episode (and the loop then calls ``agent_end``), any other step adds a step (and the
+  loop calls ``agent_step``). A terminal that is neither 0 nor 1 (legacy environments send
+  an int32) counts no episode but still ends ``RL_episode``, as ``!isTerminal`` does in
+  RL-Glue 3.0.4's loop.
+* A step after a terminal one, with no ``RL_start`` in between, is counted like any other
+  (RL-Glue 3.0.4's ``RL_step`` steps the environment again with the last action): nothing
+  here refuses it.
 * ``RL_episode(N)`` stops once ``num_steps`` reaches N, after N-1 environment steps,
   without ``agent_end``; N = 0 means no limit.
 
@@ -30,7 +35,8 @@ class EpisodeCounter:
         self.num_steps = 0
         self.num_episodes = 0
         self.total_reward = 0.0
-        #: Whether the last step ended the episode (True before any episode: none is running).
+        #: The last step's terminal as the environment sent it (a bool, or a legacy
+        #: environment's int32); True before any episode: none is running.
         self.terminal = True
         #: Whether ``RL_episode`` may take another environment step: not terminal, not cut off.
         self.running = False
@@ -54,17 +60,19 @@ class EpisodeCounter:
         self.running = max_steps != 1
 
     def step(self, reward: float, terminal) -> bool:
-        """Count one environment step; True if it ended the episode (call ``agent_end``),
-        False if the agent takes another step (call ``agent_step``)."""
+        """Count one environment step; True if it ended an episode (terminal == 1: call
+        ``agent_end``), False if the agent takes another step (call ``agent_step``)."""
         self.total_reward += reward
-        if terminal:
-            self.terminal = True
+        # Ints pass through (a legacy environment's terminal reaches RL_episode's reply);
+        # anything else becomes a bool, which every wire can carry.
+        self.terminal = terminal if type(terminal) is int else bool(terminal)
+        if terminal == 1:
             self.running = False
             self.num_episodes += 1
             return True
         self.num_steps = num_steps = self.num_steps + 1
         # num_steps counts up by one from 1, so it meets a limit N exactly; 0 is never met.
-        self.running = num_steps != self.max_steps
+        self.running = not terminal and num_steps != self.max_steps
         return False
 
     def play(self, action, env_step, agent_step, agent_end, check=None):
@@ -73,8 +81,9 @@ class EpisodeCounter:
         :meth:`step`'s rules, unrolled with local variables: a method call per step would
         add a tenth to the in-process mode's cost. ``env_step(action)`` returns
         ``(reward, observation, terminal, ...)``; ``check(action)`` runs before each step.
-        Returns the last action (None after a terminal step) and the last step's result
-        (None if no step was taken). The counters are current even if a call raises.
+        Returns the last action, the one a further ``RL_step`` applies (after a terminal
+        step, the one that ended the episode), and the last step's result (None if no step
+        was taken). The counters are current even if a call raises.
         """
         max_steps = self.max_steps
         num_steps = self.num_steps
@@ -87,11 +96,16 @@ class EpisodeCounter:
                 result = env_step(action)
                 reward = result[0]
                 total += reward
-                if result[2]:
-                    self.terminal = True
-                    self.num_episodes += 1
-                    action = None
-                    agent_end(reward)
+                terminal = result[2]
+                if terminal:
+                    self.terminal = terminal if type(terminal) is int else bool(terminal)
+                    if terminal == 1:
+                        self.num_episodes += 1
+                        agent_end(reward)
+                        break
+                    # Any other non-zero terminal: agent_step, and RL_episode still stops.
+                    num_steps += 1
+                    action = agent_step(reward, result[1])
                     break
                 num_steps += 1
                 action = agent_step(reward, result[1])

@@ -9,14 +9,17 @@ import threading
 
 import pytest
 
+from rlbridge.environments.base import StepResult
 from rlbridge.environments.toy import Countdown
 from rlbridge.experiment.api import DelegatedLoop, Experiment, LocalLoop, StepByStepLoop
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.experiment.rlglue3.adapters import run_legacy_client
+from rlbridge.experiment.rlglue3.framing import FramedSocket, configure
 from rlbridge.experiment.rlglue3.peers import LegacyAgent, LegacyEnvironment
 from rlbridge.experiment.rlglue3.session import ForwardingLoop, LegacyExperiment
 from rlbridge.protocol.errors import WrongState
-from rlbridge.protocol.rlglue3 import HEADER, HEADER_SIZE, FramedSocket, Role, configure
+from rlbridge.protocol.rlglue3 import HEADER, HEADER_SIZE, Role
+from rlbridge.protocol.values import Value
 
 from .helpers import CountingAgent
 
@@ -24,40 +27,64 @@ LOOPS = {"in_process": LocalLoop, "fast_path": DelegatedLoop, "step_by_step": St
          "legacy_forwarding": ForwardingLoop}
 
 
-@pytest.fixture(params=list(LOOPS))
-def experiment(request, processes, ipc_dir):
-    """An Experiment on a 5-transition Countdown with a CountingAgent, with each episode loop."""
-    if request.param == "in_process":
-        exp = Experiment(Countdown(length=5), CountingAgent())
-        assert type(exp.loop) is LOOPS[request.param]
+class AbsorbingCountdown(Countdown):
+    """Countdown whose end absorbs: every step after it is terminal again, with reward 10."""
+
+    def env_step(self, action: Value) -> StepResult:
+        if self.counter > 0:
+            return super().env_step(action)
+        return StepResult(10.0, Value(ints=(0,)), True)
+
+
+ENVIRONMENTS = {"countdown": ("countdown", Countdown),
+                "absorbing": (f"{__name__}:AbsorbingCountdown", AbsorbingCountdown)}
+
+
+def build(loop: str, env_name: str, processes, ipc_dir):
+    """An Experiment on a 5-transition environment with a CountingAgent, with one episode loop."""
+    target, env_class = ENVIRONMENTS[env_name]
+    if loop == "in_process":
+        exp = Experiment(env_class(length=5), CountingAgent())
+        assert type(exp.loop) is LOOPS[loop]
         yield exp
         return
-    if request.param == "legacy_forwarding":
-        yield from legacy_experiment()
+    if loop == "legacy_forwarding":
+        yield from legacy_experiment(env_class(length=5))
         return
     env_addr, agent_addr = f"ipc://{ipc_dir}/e", f"ipc://{ipc_dir}/a"
-    processes.start("env", "countdown", "--bind", env_addr, "--opt", "length=5")
+    processes.start("env", target, "--bind", env_addr, "--opt", "length=5")
     processes.start("agent", "tests.experiment.helpers:CountingAgent", "--bind", agent_addr)
     env, agent = RemoteEnvironment(env_addr), RemoteAgent(agent_addr)
-    if request.param == "step_by_step":
+    if loop == "step_by_step":
         env.run_episode = None
     exp = Experiment(env, agent)
-    assert type(exp.loop) is LOOPS[request.param]
+    assert type(exp.loop) is LOOPS[loop]
     yield exp
     for peer in (env, agent):
         peer.shutdown()
         peer.close()
 
 
-def legacy_experiment():
-    """The glue's LegacyExperiment between Countdown and CountingAgent, each connected as an
+@pytest.fixture(params=list(LOOPS))
+def experiment(request, processes, ipc_dir):
+    """An Experiment on a 5-transition Countdown with a CountingAgent, with each episode loop."""
+    yield from build(request.param, "countdown", processes, ipc_dir)
+
+
+@pytest.fixture(params=list(LOOPS))
+def absorbing(request, processes, ipc_dir):
+    """The same on an AbsorbingCountdown, whose steps after the end are terminal again."""
+    yield from build(request.param, "absorbing", processes, ipc_dir)
+
+
+def legacy_experiment(env):
+    """The glue's LegacyExperiment between ``env`` and CountingAgent, each connected as an
     RL-Glue 3.0 client over TCP."""
     with socket.create_server(("127.0.0.1", 0)) as listener:
         port = listener.getsockname()[1]
         clients = [threading.Thread(target=run_legacy_client, args=(obj, role, "127.0.0.1", port),
                                     daemon=True)
-                   for obj, role in ((Countdown(length=5), "environment"),
-                                     (CountingAgent(), "agent"))]
+                   for obj, role in ((env, "environment"), (CountingAgent(), "agent"))]
         for client in clients:
             client.start()
         peers = {}
@@ -123,8 +150,57 @@ def test_start_and_step_by_hand(experiment):
     assert outcomes[-1].action is None
     assert experiment.RL_num_steps() == 5
     assert experiment.RL_num_episodes() == 1
-    with pytest.raises(WrongState):
+
+
+def test_step_after_a_terminal_step_steps_the_environment_again(experiment):
+    """RL-Glue 3.0.4: RL_step with no RL_start after a terminal step applies the last action
+    again and the counters go on; Countdown then goes below 0, not terminal: agent_step."""
+    experiment.RL_init()
+    with pytest.raises(WrongState, match="call RL_start"):
         experiment.RL_step()
+    experiment.RL_start()
+    for _ in range(5):
+        experiment.RL_step()
+    outcome = experiment.RL_step()
+    assert (outcome.reward, outcome.observation.ints, outcome.terminal) == (0.0, (-1,), False)
+    assert outcome.action.ints == (0,)
+    assert experiment.RL_num_steps() == 6
+    assert experiment.RL_num_episodes() == 1
+    assert experiment.RL_return() == 15
+    c = counts(experiment)
+    assert (c["start"], c["step"], c["end"]) == (1, 5, 1)
+    assert c["rewards"][-1] == 0.0
+    experiment.RL_init()  # RL_init forgets the last action
+    with pytest.raises(WrongState, match="call RL_start"):
+        experiment.RL_step()
+
+
+def test_step_after_a_terminal_step_that_is_terminal_again_counts_another_episode(absorbing):
+    absorbing.RL_init()
+    absorbing.RL_start()
+    for _ in range(5):
+        absorbing.RL_step()
+    outcome = absorbing.RL_step()
+    assert (outcome.reward, outcome.terminal, outcome.action) == (10.0, True, None)
+    assert absorbing.RL_num_steps() == 5
+    assert absorbing.RL_num_episodes() == 2
+    assert absorbing.RL_return() == 25
+    c = counts(absorbing)
+    assert (c["start"], c["step"], c["end"]) == (1, 4, 2)
+
+
+def test_step_after_a_terminal_rl_episode(absorbing):
+    absorbing.RL_init()
+    assert absorbing.RL_episode(0) is True
+    if type(absorbing.loop) is DelegatedLoop:
+        # The environment process played the episode and does not return its last action.
+        with pytest.raises(WrongState, match="does not return its last action"):
+            absorbing.RL_step()
+        return
+    assert absorbing.RL_step().terminal is True
+    assert (absorbing.RL_num_steps(), absorbing.RL_num_episodes()) == (5, 2)
+    assert absorbing.RL_return() == 25
+    assert counts(absorbing)["end"] == 2
 
 
 def test_return_resets_at_start_and_episodes_accumulate(experiment):

@@ -4,6 +4,7 @@ NUL and long messages, repeated init/cleanup."""
 
 from __future__ import annotations
 
+import json
 import struct
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 
 from rlbridge.experiment.rlglue3.glue import GlueServer
 
+from .helpers import CountingAgent
 from .test_legacy_wire import (
     AGENT_CLEANUP,
     AGENT_END,
@@ -137,6 +139,73 @@ def test_counting_rules_of_rl_glue_3_0_4(glue):
     assert env.calls.count(ENV_STEP) == env_steps
     assert counters(experiment) == (1, 3, 0.0)
     finish(experiment, env, agent)
+
+
+def test_rl_step_after_a_terminal_step_steps_the_environment_again(glue):
+    """RL-Glue 3.0.4: env_step with the last action and the counters go on; agent_step if
+    that step is not terminal, agent_end and another episode if it is."""
+    experiment, env, agent = connect_all(glue, length=2,
+                                         terminal_for=lambda counter: int(counter in (0, -2)))
+    experiment.call(RL_INIT)
+    experiment.call(RL_START)  # the agent answers (1,)
+    agent.action = adt((0,))
+    experiment.call(RL_STEP)  # 2 -> 1
+    step = experiment.call(RL_STEP)  # 1 -> 0: terminal, agent_end
+    assert (step.int(), step.double(), step.adt(), step.adt()) == (1, 1.0, ((0,), (), b""),
+                                                                   ((0,), (), b""))
+    assert counters(experiment) == (2, 1, 3.0)
+    agent.action = adt((1,))
+    step = experiment.call(RL_STEP)  # no RL_start: (0,) again, 0 -> -1, agent_step
+    assert (step.int(), step.double(), step.adt(), step.adt()) == (0, 0.0, ((-1,), (), b""),
+                                                                   ((1,), (), b""))
+    assert counters(experiment) == (3, 1, 3.0)
+    step = experiment.call(RL_STEP)  # -1 -> -2: terminal again, agent_end, one more episode
+    assert (step.int(), step.double(), step.adt(), step.adt()) == (1, -1.0, ((-2,), (), b""),
+                                                                   ((1,), (), b""))
+    assert counters(experiment) == (3, 2, 2.0)
+    assert experiment.call(RL_EPISODE, struct.pack(">I", 0)).int() == 1  # a fresh episode
+    assert counters(experiment) == (2, 3, 3.0)
+    finish(experiment, env, agent)
+    assert [ints for ints, _, _ in env.actions] == [(1,), (0,), (0,), (1,), (1,), (1,)]
+    assert agent.calls == [AGENT_INIT, AGENT_START, AGENT_STEP, AGENT_END, AGENT_STEP,
+                           AGENT_END, AGENT_START, AGENT_STEP, AGENT_END, RL_TERM]
+    assert glue.reports == []
+
+
+@pytest.mark.parametrize("agent_kind", ["legacy", "native"])
+@pytest.mark.parametrize("value", [2, -1])
+def test_a_terminal_other_than_0_or_1_passes_through_and_counts_no_episode(value, agent_kind):
+    """RL-Glue 3.0.4 counts an episode only for terminal == 1; any other value reaches the
+    experiment unchanged, the agent gets agent_step, and RL_episode still stops there."""
+    native = CountingAgent() if agent_kind == "native" else None
+    with GlueServer("127.0.0.1", 0, agent=native, peer_timeout=5, peer_wait=10) as glue:
+        env = FakeEnvironment(glue.port, length=3,
+                              terminal_for=lambda counter: value if counter == 0 else 0)
+        env.start()
+        agent = FakeAgent(glue.port) if native is None else None
+        if agent is not None:
+            agent.start()
+        action = ((1,), (), b"") if native is None else ((0,), (), b"")
+        experiment = WireClient(glue.port, EXPERIMENT)
+        experiment.call(RL_INIT)
+        experiment.call(RL_START)
+        experiment.call(RL_STEP)
+        experiment.call(RL_STEP)
+        step = experiment.call(RL_STEP)  # 1 -> 0: terminal `value`
+        assert (step.int(), step.double(), step.adt(), step.adt()) == (value, 1.0,
+                                                                       ((0,), (), b""), action)
+        assert counters(experiment) == (4, 0, 6.0)  # a step, no episode
+        assert experiment.call(RL_EPISODE, struct.pack(">I", 0)).int() == value
+        assert counters(experiment) == (4, 0, 6.0)
+        if native is None:
+            finish(experiment, env, agent)
+            assert AGENT_END not in agent.calls and agent.calls.count(AGENT_STEP) == 6
+        else:
+            counts = json.loads(experiment.call(RL_AGENT_MESSAGE, s("counts")).string())
+            assert (counts["step"], counts["end"]) == (6, 0)
+            experiment.call(RL_TERM)
+            assert env.terminated.wait(5)
+        assert glue.reports == []
 
 
 def test_empty_observations_and_actions(glue):

@@ -1,10 +1,11 @@
 """`rlbridge glue` where the original RL-Glue was weak: unknown codes, port probes, second
-clients, disconnects and timeouts, oversized frames and bad requests."""
+clients, disconnects and timeouts, oversized and stalled frames and bad requests."""
 
 from __future__ import annotations
 
 import socket
 import struct
+import tracemalloc
 
 import pytest
 
@@ -18,6 +19,7 @@ from .test_legacy_wire import (
     ENV_STEP,
     ERROR,
     EXPERIMENT,
+    RL_ENV_MESSAGE,
     RL_EPISODE,
     RL_INIT,
     RL_NUM_STEPS,
@@ -153,6 +155,43 @@ def test_an_oversized_frame_is_refused_and_its_connection_closed():
         code, payload = experiment.recv()
         assert code == ERROR and "limit is 1000" in Cursor(payload).string().decode()
         assert experiment.closed_by_peer()
+
+
+def test_a_request_that_stalls_mid_frame_is_closed_without_reserving_its_length():
+    declared = 200 * 1024 * 1024
+    tracemalloc.start()
+    try:
+        with GlueServer("127.0.0.1", 0, peer_timeout=0.3, peer_wait=10) as glue:
+            experiment = WireClient(glue.port, EXPERIMENT)
+            assert experiment.call(RL_NUM_STEPS).int() == 0  # the session is running
+            tracemalloc.reset_peak()
+            experiment.send_raw(struct.pack(">iI", RL_ENV_MESSAGE, declared) + b"x" * 1000)
+            assert experiment.closed_by_peer()
+            assert glue.wait_sessions(1, timeout=5)
+            peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 1024 * 1024, f"{peak} bytes allocated for a frame that never came"
+    assert len(glue.reports) == 1
+    assert "legacy experiment at 127.0.0.1:" in glue.reports[0]
+    assert (f"the payload of a RL_ENV_MESSAGE (34) frame: 1000 of {declared} declared bytes "
+            "arrived within 300 ms; the connection is closed") in glue.reports[0]
+
+
+def test_a_reply_that_stalls_mid_frame_ends_the_session_naming_its_lengths():
+    with GlueServer("127.0.0.1", 0, peer_timeout=0.3, peer_wait=10) as glue:
+        experiment, env, agent = session(glue, length=5)
+        env.cut_reply_on = (ENV_STEP, 200_000_000)
+        experiment.call(RL_INIT)
+        experiment.call(RL_START)
+        message = expect_error(experiment, RL_STEP)
+        assert "legacy environment at 127.0.0.1:" in message
+        assert "during env_step (episode 1, step 1)" in message
+        assert "28 of 200000000 declared bytes arrived within 300 ms" in message
+        assert experiment.closed_by_peer()
+        assert agent.terminated.wait(5)
+        assert glue.wait_sessions(1, timeout=5)
+        assert len(glue.reports) == 1
 
 
 def test_an_action_outside_the_task_spec_is_forwarded_unchecked_by_default(glue):

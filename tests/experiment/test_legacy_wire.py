@@ -132,15 +132,18 @@ class WireClient:
 
 
 class FakeEnvironment(threading.Thread):
-    """A legacy environment: a counter from ``length`` down to 0; reward = counter before
-    the step; the observation is (counter,) plus ``payload_ints`` extra ints."""
+    """A legacy environment: a counter from ``length`` down to 0 (and below, if stepped on);
+    reward = counter before the step; the observation is (counter,) plus ``payload_ints``
+    extra ints; the terminal int32 is ``terminal_for(counter)``, by default 1 at 0."""
 
     def __init__(self, port: int, *, length: int = 5, task_spec: bytes | None = None,
-                 payload_ints: int = 0, chars: bytes = b"", split: bool = False):
+                 payload_ints: int = 0, chars: bytes = b"", split: bool = False,
+                 terminal_for=lambda counter: int(counter == 0)):
         super().__init__(daemon=True)
         self.client = WireClient(port, ENVIRONMENT, split=split)
         self.length = length
         self.counter = length
+        self.terminal_for = terminal_for
         self.task_spec = task_spec or (
             b"VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1.0 "
             b"OBSERVATIONS INTS (0 100) ACTIONS INTS (0 1) REWARDS (0 100) EXTRA fake env")
@@ -151,6 +154,9 @@ class FakeEnvironment(threading.Thread):
         self.messages: list[bytes] = []
         self.terminated = threading.Event()
         self.stall_on: int | None = None  # a code to which the fake never answers
+        #: (code, n): the reply to that code declares n payload bytes, sends only its own
+        #: (fewer), then waits for the glue to close the connection.
+        self.cut_reply_on: tuple[int, int] | None = None
         self.die_on: int | None = None  # a code on which the fake closes its socket
 
     def observation(self) -> bytes:
@@ -178,7 +184,8 @@ class FakeEnvironment(threading.Thread):
                     self.actions.append(cursor.adt())
                     reward = float(self.counter)
                     self.counter -= 1
-                    reply = struct.pack(">id", int(self.counter == 0), reward) + self.observation()
+                    reply = (struct.pack(">id", self.terminal_for(self.counter), reward)
+                             + self.observation())
                 elif code == ENV_MESSAGE:
                     text = cursor.string()
                     self.messages.append(text)
@@ -189,6 +196,10 @@ class FakeEnvironment(threading.Thread):
                     return
                 else:
                     reply = b""
+                if self.cut_reply_on is not None and self.cut_reply_on[0] == code:
+                    client.send_raw(struct.pack(">iI", code, self.cut_reply_on[1]) + reply)
+                    client.closed_by_peer()
+                    return
                 client.send(code, reply)
         except (ConnectionError, OSError):
             pass
@@ -341,3 +352,19 @@ def test_large_decoded_values_are_forwarded_without_re_encoding_but_edits_are_en
     assert pack_value(value) == data
     edited = value._replace(ints=value.ints[:2])
     assert pack_value(edited) == adt((0, 1), (0.5,), b"chars")
+
+
+def test_a_frame_that_stalls_after_its_first_bytes_is_given_up_and_its_socket_closed():
+    from rlbridge.experiment.rlglue3.framing import FramedSocket, FrameReadTimeout
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        sender = socket.create_connection(listener.getsockname())
+        receiver, _ = listener.accept()
+    with sender:
+        framed = FramedSocket(receiver, frame_read_timeout_ms=100)
+        sender.sendall(struct.pack(">iI", RL_STEP, 0) + struct.pack(">iI", RL_STEP, 50)[:5])
+        assert framed.read_frame() == (RL_STEP, b"")  # a whole frame is served as ever
+        with pytest.raises(FrameReadTimeout, match="a frame header: 5 of 8 declared bytes "
+                                                   "arrived within 100 ms"):
+            framed.read_frame()
+        assert receiver.fileno() == -1

@@ -60,6 +60,14 @@ def spec_arrays(task_spec: TaskSpec | str | None) -> tuple[tuple[ArraySpec, ...]
     return task_spec.observations.arrays, task_spec.actions.arrays
 
 
+def legacy_terminal(terminal: int) -> bool | int:
+    """A legacy environment's terminal int32: 0 and 1 as False and True, any other value
+    unchanged. RL-Glue 3.0.4 counts an episode only for 1 and passes the value on to the
+    experiment, so it must survive to RL_step's and RL_episode's replies (a native
+    server's wire carries a bool)."""
+    return terminal if terminal not in (0, 1) else terminal == 1
+
+
 class _LegacyPeer:
     """Request/reply over one legacy connection, with the context that error reports need."""
 
@@ -72,6 +80,9 @@ class _LegacyPeer:
         self.step = 0
         self.closed = False
         conn.sock.settimeout(timeout)
+        if timeout:
+            # A reply frame once begun must end within the same time as a silent peer.
+            conn.frame_read_timeout_ms = round(timeout * 1000)
 
     @property
     def peer_address(self) -> str:
@@ -172,7 +183,7 @@ class LegacyEnvironment(_LegacyPeer, Environment):
         reader = self.call(Code.ENV_STEP, pack_value(action))
         terminal, reward = reader.terminal_reward()
         observation = reader.value(self._observation_arrays)
-        return StepResult(reward, observation, terminal != 0)
+        return StepResult(reward, observation, legacy_terminal(terminal))
 
     # Forwarding between two legacy clients: values stay bytes (checked, not decoded).
     def env_start_raw(self) -> memoryview:
@@ -180,11 +191,11 @@ class LegacyEnvironment(_LegacyPeer, Environment):
         self.step = 0
         return self.call(Code.ENV_START).raw_value()
 
-    def env_step_raw(self, action) -> tuple[bool, float, memoryview]:
+    def env_step_raw(self, action) -> tuple[bool | int, float, memoryview]:
         self.step += 1
         reader = self.call(Code.ENV_STEP, action)
         terminal, reward = reader.terminal_reward()
-        return terminal != 0, reward, reader.raw_value()
+        return legacy_terminal(terminal), reward, reader.raw_value()
 
     def env_cleanup(self) -> None:
         self.call(Code.ENV_CLEANUP)

@@ -19,7 +19,10 @@ RL_env_msg 34      string                     string
 kRLTerm 35         -                          - (then the session ends)
 =================  =========================  ==========================================
 
-On a terminal RL_step the action field holds the action that ended the episode.
+RL_step and RL_episode reply with the environment's terminal int32 unchanged (RL-Glue 3.0.4
+counts an episode only when it is 1). On an RL_step that called ``agent_end`` the action
+field holds the action that ended the episode; an RL_step after a terminal one applies that
+action again (PROTOCOL.md section 7).
 """
 
 from __future__ import annotations
@@ -30,7 +33,12 @@ import socket
 from typing import TYPE_CHECKING
 
 from rlbridge.experiment.api import Experiment
-from rlbridge.experiment.rlglue3.framing import ConnectionClosed, FramedSocket, peer_closed
+from rlbridge.experiment.rlglue3.framing import (
+    ConnectionClosed,
+    FramedSocket,
+    FrameReadTimeout,
+    peer_closed,
+)
 from rlbridge.experiment.rlglue3.peers import LegacyAgent, LegacyEnvironment, PeerLost
 from rlbridge.protocol.errors import (
     PeerTimeout,
@@ -113,12 +121,12 @@ class ForwardingLoop:
                     check(agent.decode_action(action))
                 terminal, reward, observation = env.env_step_raw(action)
                 if counter.step(reward, terminal):
-                    action = None
                     agent.agent_end(reward)
                     break
                 action = agent.agent_step_raw(reward, observation)
         finally:
-            experiment.last_action = None if action is None else agent.decode_action(action)
+            # The action a further RL_step applies, also after a terminal step (3.0.4).
+            experiment.last_action = agent.decode_action(action)
 
 
 class Session:
@@ -127,6 +135,10 @@ class Session:
     def __init__(self, server: GlueServer, conn: FramedSocket):
         self.server = server
         self.conn = conn
+        if server.peer_timeout:
+            # A request once begun must arrive within the glue's peer timeout; the time
+            # between requests stays unbounded (the experiment may think).
+            conn.frame_read_timeout_ms = round(server.peer_timeout * 1000)
         self.bound: dict[Role, object] = {}
         self.experiment: LegacyExperiment | None = None
         self.finished = False
@@ -174,6 +186,9 @@ class Session:
             while True:
                 try:
                     request = conn.read_frame()
+                except FrameReadTimeout as err:  # the socket is closed: no ERROR can go out
+                    self.server.report(f"legacy experiment at {err}")
+                    return
                 except ConnectionClosed:
                     if not self.aborted:
                         self._report_disconnect()
@@ -239,9 +254,9 @@ class Session:
             exp = self._experiment()
             applied = exp.last_action
             outcome = exp.RL_step()
-            action = applied if outcome.terminal else outcome.action
+            action = applied if outcome.action is None else outcome.action
             reply = b"".join((
-                pack_int(1 if outcome.terminal else 0),
+                pack_int(int(outcome.terminal)),
                 pack_double(outcome.reward),
                 pack_value(outcome.observation),
                 pack_value(action) if action is not None else EMPTY_VALUE_BYTES,
@@ -257,7 +272,7 @@ class Session:
             reply = pack_int(self.experiment.RL_num_episodes() if self.experiment else 0)
         elif code == Code.RL_EPISODE:
             max_steps = reader.uint()
-            reply = pack_int(1 if self._experiment().RL_episode(max_steps) else 0)
+            reply = pack_int(int(self._experiment().RL_episode(max_steps)))
         elif code == Code.RL_AGENT_MESSAGE:
             message = reader.string()
             reply = pack_string(self._peer(Role.AGENT).agent_message(message))
