@@ -18,9 +18,9 @@ table, section 7):
   without ``agent_end``; N = 0 means no limit.
 
 A loop reads :attr:`EpisodeCounter.running` before each environment step and calls
-:meth:`EpisodeCounter.step` after it; the in-process loop calls
-:meth:`EpisodeCounter.play`, the same rules unrolled. What a step means for the
-counters is decided only here.
+:meth:`EpisodeCounter.step` after it (the in-process loop through
+:meth:`EpisodeCounter.play`). What a step means for the counters is decided only in
+:meth:`EpisodeCounter.step`.
 """
 
 from __future__ import annotations
@@ -78,40 +78,25 @@ class EpisodeCounter:
     def play(self, action, env_step, agent_step, agent_end, check=None):
         """Take steps from ``action`` (the agent's first) until the episode ends or is cut off.
 
-        :meth:`step`'s rules, unrolled with local variables: a method call per step would
-        add a tenth to the in-process mode's cost. ``env_step(action)`` returns
-        ``(reward, observation, terminal, ...)``; ``check(action)`` runs before each step.
-        Returns the last action, the one a further ``RL_step`` applies (after a terminal
-        step, the one that ended the episode), and the last step's result (None if no step
-        was taken). The counters are current even if a call raises.
+        The in-process loop: ``env_step(action)`` returns ``(reward, observation, terminal,
+        ...)``; ``check(action)`` runs before each step; :meth:`step` decides what each step
+        means. Returns the last action, the one a further ``RL_step`` applies (after a
+        terminal step, the one that ended the episode), and the last step's result (None if
+        no step was taken). The counters are current even if a call raises.
         """
-        max_steps = self.max_steps
-        num_steps = self.num_steps
-        total = self.total_reward
         result = None
+        count = self.step
         try:
-            while max_steps == 0 or num_steps < max_steps:
+            while self.running:
                 if check is not None:
                     check(action)
                 result = env_step(action)
                 reward = result[0]
-                total += reward
-                terminal = result[2]
-                if terminal:
-                    self.terminal = terminal if type(terminal) is int else bool(terminal)
-                    if terminal == 1:
-                        self.num_episodes += 1
-                        agent_end(reward)
-                        break
-                    # Any other non-zero terminal: agent_step, and RL_episode still stops.
-                    num_steps += 1
-                    action = agent_step(reward, result[1])
+                if count(reward, result[2]):
+                    agent_end(reward)
                     break
-                num_steps += 1
                 action = agent_step(reward, result[1])
         finally:
-            self.num_steps = num_steps
-            self.total_reward = total
             self.running = False
         return action, result
 
