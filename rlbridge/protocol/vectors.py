@@ -1,10 +1,13 @@
 """Test vectors: sample messages with their exact bytes, for every implementation of PROTOCOL.md.
 
-``python -m rlbridge.protocol.vectors`` rewrites ``vectors.json`` beside this file.
-Each vector has the envelope header, a language-neutral description of the body
-(``fields``), the hex of the first frame (``hex``), and the length and SHA-256
-of any extra frames (``frames``). An implementation passes when it decodes every ``hex`` into
-``fields`` and encodes ``fields`` into the same bytes.
+``python -m rlbridge.protocol.vectors`` rewrites ``vectors.json`` beside this file;
+PROTOCOL.md section 14 describes every key. ``messages`` are envelopes with a
+language-neutral description of the body (``fields``): an implementation passes when it
+decodes every ``hex`` into ``fields`` and encodes ``fields`` into the same bytes.
+``invalid`` are first frames a receiver must refuse, with the error code and the seq and
+episode the ERROR reply echoes. ``seeds`` fixes how an experiment seed becomes the two
+peers' seeds, and ``run_episode_records`` a RUN_EPISODE reply that carries log records
+(bin items, which the JSON ``fields`` of ``messages`` cannot express).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from rlbridge.protocol.errors import ErrorCode
-from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType, encode
+from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType, encode, pack
 from rlbridge.protocol.values import ZERO_COPY_THRESHOLD_BYTES, Value, encode_value
 
 VECTORS_PATH = Path(__file__).with_name("vectors.json")
@@ -87,14 +90,39 @@ def _samples() -> list[tuple[str, str, int, int, int, object, dict, Value | None
         {"agent_address": "ipc:///tmp/rlbridge/agent.sock", "step_timeout_ms": 5000, "log": None})
     add("run_episode", "delegate an episode to the environment", MessageType.RUN_EPISODE, 10, 3,
         [100], {"max_steps": 100})
-    add("run_episode_reply", "the glue's counters after the episode", MessageType.RUN_EPISODE,
-        10, 3, [True, 57, -56.0, None],
-        {"terminal": True, "num_steps": 57, "total_reward": -56.0, "last_action": None})
+    add("delegate_log", "delegate and return the episode's log records",
+        MessageType.DELEGATE, 9, 0, ["ipc:///tmp/rlbridge/agent.sock", 5000, True],
+        {"agent_address": "ipc:///tmp/rlbridge/agent.sock", "step_timeout_ms": 5000, "log": True})
+    add("run_episode_reply", "the glue's counters after the episode; no records",
+        MessageType.RUN_EPISODE, 10, 3, [True, 57, -56.0, None, None],
+        {"terminal": True, "num_steps": 57, "total_reward": -56.0, "last_action": None,
+         "records": None})
     add("heartbeat", "environment alive during a delegated episode", MessageType.HEARTBEAT, 0, 3,
         [340], {"num_steps": 340})
     add("error_invalid_action", "an error reply", MessageType.ERROR, 4, 1,
         [int(ErrorCode.INVALID_ACTION), "action int 0 must be in [0, 1]; got 7"],
         {"code": int(ErrorCode.INVALID_ACTION), "message": "action int 0 must be in [0, 1]; got 7"})
+    add("error_reply_echoes_request", "the reply to invalid/version2_unknown_type: its seq and "
+        "episode were readable", MessageType.ERROR, 7, 3,
+        [int(ErrorCode.VERSION_MISMATCH), "protocol version mismatch: expected 1, got 2"],
+        {"code": int(ErrorCode.VERSION_MISMATCH),
+         "message": "protocol version mismatch: expected 1, got 2"})
+    add("error_reply_unreadable_request", "the reply to invalid/not_msgpack: nothing was "
+        "readable, so seq 0 and episode 0", MessageType.ERROR, 0, 0,
+        [int(ErrorCode.MALFORMED), "expected a msgpack envelope [version, type, seq, episode, "
+         "body]; could not decode 1 bytes"],
+        {"code": int(ErrorCode.MALFORMED),
+         "message": "expected a msgpack envelope [version, type, seq, episode, body]; "
+                    "could not decode 1 bytes"})
+    add("env_message_legal_actions", "ask for the legal actions", MessageType.ENV_MESSAGE, 8, 2,
+        "legal_actions", {"text": "legal_actions"})
+    add("env_message_legal_actions_reply", "legal action ints, increasing, one space apart",
+        MessageType.ENV_MESSAGE, 8, 2, "0 2 3", {"text": "0 2 3"})
+    add("agent_message_bad_seed_reply", "a seed that is not a non-negative integer",
+        MessageType.AGENT_MESSAGE, 6, 0, "error: seed takes a non-negative integer; got 'x'",
+        {"text": "error: seed takes a non-negative integer; got 'x'"})
+    add("agent_message_unknown_reply", "any message the receiver does not know",
+        MessageType.AGENT_MESSAGE, 6, 0, "", {"text": ""})
     add("shutdown", "stop serving", MessageType.SHUTDOWN, 11, 3, "experiment finished",
         {"reason": "experiment finished"})
     frames: list = []
@@ -121,17 +149,77 @@ def build_vectors() -> dict:
             "frames": [{"length": len(bytes(f)), "sha256": hashlib.sha256(bytes(f)).hexdigest()}
                        for f in out[1:]],
         })
-    invalid = [
-        {"name": "not_msgpack", "hex": "c1", "error_code": int(ErrorCode.MALFORMED)},
-        {"name": "not_an_envelope", "hex": "a3616263", "error_code": int(ErrorCode.MALFORMED)},
-        {"name": "unknown_type", "hex": encode(99, 1, 0, None)[0].hex(),
-         "error_code": int(ErrorCode.UNKNOWN_TYPE)},
-        {"name": "wrong_version", "hex": encode(MessageType.HELLO, 1, 0, None, version=99)[0].hex(),
-         "error_code": int(ErrorCode.VERSION_MISMATCH)},
-        {"name": "string_seq", "hex": "95" "01" "14" "a131" "00" "c0",
-         "error_code": int(ErrorCode.BAD_FIELD)},
+    return {"protocol_version": PROTOCOL_VERSION, "messages": vectors, "invalid": _invalid(),
+            "seeds": _seeds(), "run_episode_records": [_run_episode_with_records()]}
+
+
+def _invalid() -> list[dict]:
+    """First frames a receiver refuses: (name, hex, error code, reply seq, reply episode)."""
+    agent_init = int(MessageType.AGENT_INIT)
+    rows = [
+        ("not_msgpack", "c1", ErrorCode.MALFORMED, 0, 0),
+        ("not_an_envelope", "a3616263", ErrorCode.MALFORMED, 0, 0),
+        ("unknown_type", encode(99, 1, 0, None)[0].hex(), ErrorCode.UNKNOWN_TYPE, 1, 0),
+        ("wrong_version", encode(MessageType.HELLO, 1, 0, None, version=99)[0].hex(),
+         ErrorCode.VERSION_MISMATCH, 1, 0),
+        ("string_seq", "95" "01" "14" "a131" "00" "c0", ErrorCode.BAD_FIELD, 0, 0),
+        # The order of the checks (PROTOCOL.md section 5) decides these two.
+        ("string_version", pack(["1", agent_init, 7, 3, None]).hex(), ErrorCode.BAD_FIELD, 7, 3),
+        ("version2_unknown_type", encode(99, 7, 3, None, version=2)[0].hex(),
+         ErrorCode.VERSION_MISMATCH, 7, 3),
+        ("string_episode", pack([1, agent_init, 7, "3", None]).hex(), ErrorCode.BAD_FIELD, 0, 0),
+        ("four_items", pack([1, agent_init, 7, 3]).hex(), ErrorCode.MALFORMED, 0, 0),
+        ("trailing_bytes", encode(MessageType.AGENT_CLEANUP, 7, 3, None)[0].hex() + "c0",
+         ErrorCode.MALFORMED, 0, 0),
     ]
-    return {"protocol_version": PROTOCOL_VERSION, "messages": vectors, "invalid": invalid}
+    return [{"name": name, "hex": hex_, "error_code": int(code), "reply_seq": seq,
+             "reply_episode": episode} for name, hex_, code, seq, episode in rows]
+
+
+def _seeds() -> list[dict]:
+    """How ``--seed S`` becomes the environment's and the agent's seed (PROTOCOL.md section 8)."""
+    out = []
+    for seed in (0, 1, 12345):
+        env_seed, agent_seed = np.random.SeedSequence(seed).generate_state(2)
+        out.append({"seed": seed, "env_seed": int(env_seed), "agent_seed": int(agent_seed)})
+    return out
+
+
+#: Log record kind and directions (PROTOCOL.md section 10; experiment/log/format.py).
+_MESSAGE_RECORD, _SENT, _RECEIVED = 1, 0, 1
+_TIMESTAMP_NS = 1795334232554217442
+
+
+def _run_episode_with_records() -> dict:
+    """A one-step delegated episode logged by the environment, returned in its reply."""
+    observation, action = Value(ints=(19, 5, 0)), Value(ints=(1,))
+    exchanges = [  # (direction, type, seq, body) of the environment's requests to the agent
+        (_SENT, MessageType.AGENT_START, 2, encode_value(observation)),
+        (_RECEIVED, MessageType.AGENT_START, 2, encode_value(action)),
+        (_SENT, MessageType.AGENT_END, 3, -1.0),
+        (_RECEIVED, MessageType.AGENT_END, 3, None),
+    ]
+    episode, step = 1, 1
+    records = []
+    for direction, msg_type, seq, body in exchanges:
+        payload = encode(msg_type, seq, episode, body)[0]
+        fields = {"kind": _MESSAGE_RECORD, "writer": "environment", "direction": direction,
+                  "peer": "agent", "type": int(msg_type), "seq": seq, "episode": episode,
+                  "step": step, "timestamp_ns": _TIMESTAMP_NS, "payload_hex": payload.hex(),
+                  "frames": []}
+        record = pack([_MESSAGE_RECORD, "environment", direction, "agent", int(msg_type), seq,
+                       episode, step, _TIMESTAMP_NS, payload, []])
+        records.append({"fields": fields, "hex": record.hex()})
+    body = [True, 1, -1.0, None, [bytes.fromhex(r["hex"]) for r in records]]
+    head = encode(MessageType.RUN_EPISODE, 5, episode, body)[0]
+    return {"name": "run_episode_reply_with_records",
+            "description": "DELEGATE asked for a log: the fifth item holds the episode's records",
+            "version": PROTOCOL_VERSION, "type": int(MessageType.RUN_EPISODE),
+            "type_name": MessageType.RUN_EPISODE.name, "seq": 5, "episode": episode,
+            "fields": {"terminal": True, "num_steps": 1, "total_reward": -1.0,
+                       "last_action": None},
+            "records": records, "hex": head.hex(), "frames": []}
+
 
 
 def load_vectors() -> dict:

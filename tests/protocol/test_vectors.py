@@ -1,11 +1,16 @@
 """The committed test vectors: our codec produces and reads exactly those bytes."""
 
 import hashlib
+import zlib
 
+import msgpack
 import pytest
 
+from rlbridge.experiment.api import derive_seeds
+from rlbridge.experiment.log.format import HEADER, MESSAGE, RECEIVED, SENT
+from rlbridge.experiment.log.reader import LogReader
 from rlbridge.protocol.errors import ProtocolError
-from rlbridge.protocol.messages import decode, encode
+from rlbridge.protocol.messages import MessageType, decode, encode
 from rlbridge.protocol.vectors import build_vectors, load_vectors
 
 VECTORS = load_vectors()
@@ -35,3 +40,68 @@ def test_invalid_vectors_raise_their_error_code(vector):
     with pytest.raises(ProtocolError) as caught:
         decode(bytes.fromhex(vector["hex"]))
     assert int(caught.value.code) == vector["error_code"]
+
+
+def _readable_ids(payload: bytes) -> tuple[int, int]:
+    """PROTOCOL.md section 5's rule for the seq and episode an ERROR reply echoes."""
+    try:
+        raw = msgpack.unpackb(payload, strict_map_key=False)
+    except Exception:  # not one msgpack object: nothing is readable
+        return 0, 0
+    if type(raw) is list and len(raw) == 5 and type(raw[2]) is int and type(raw[3]) is int:
+        return raw[2], raw[3]
+    return 0, 0
+
+
+@pytest.mark.parametrize("vector", VECTORS["invalid"], ids=lambda v: v["name"])
+def test_invalid_vectors_name_the_seq_and_episode_their_error_reply_echoes(vector):
+    assert _readable_ids(bytes.fromhex(vector["hex"])) == (vector["reply_seq"],
+                                                            vector["reply_episode"])
+
+
+def test_error_reply_vectors_follow_their_requests():
+    invalid = {v["name"]: v for v in VECTORS["invalid"]}
+    messages = {v["name"]: v for v in VECTORS["messages"]}
+    for reply_name, request_name in (("error_reply_echoes_request", "version2_unknown_type"),
+                                     ("error_reply_unreadable_request", "not_msgpack")):
+        reply, request = messages[reply_name], invalid[request_name]
+        assert reply["type_name"] == "ERROR"
+        assert (reply["seq"], reply["episode"]) == (request["reply_seq"], request["reply_episode"])
+        assert reply["fields"]["code"] == request["error_code"]
+
+
+def test_seed_vectors_are_the_experiments_derivation():
+    assert [(v["env_seed"], v["agent_seed"]) for v in VECTORS["seeds"]] == [
+        derive_seeds(v["seed"]) for v in VECTORS["seeds"]]
+    assert [v["seed"] for v in VECTORS["seeds"]] == [0, 1, 12345]
+
+
+def test_run_episode_reply_carries_log_records_as_section_10_describes_them():
+    (vector,) = VECTORS["run_episode_records"]
+    message = decode(bytes.fromhex(vector["hex"]))
+    assert (message.type, message.seq, message.episode) == (
+        MessageType.RUN_EPISODE, vector["seq"], vector["episode"])
+    terminal, num_steps, total_reward, last_action, records = message.body
+    assert [terminal, num_steps, total_reward, last_action] == list(vector["fields"].values())
+    assert [bytes(r).hex() for r in records] == [r["hex"] for r in vector["records"]]
+    for record in vector["records"]:
+        fields = dict(record["fields"])
+        payload = bytes.fromhex(fields.pop("payload_hex"))
+        decoded = msgpack.unpackb(bytes.fromhex(record["hex"]), raw=False)
+        assert decoded == [*list(fields.values())[:9], payload, fields["frames"]]
+        assert decoded[0] == MESSAGE and decoded[2] in (SENT, RECEIVED)
+        inner = decode(payload)
+        assert (inner.type, inner.seq, inner.episode) == (fields["type"], fields["seq"],
+                                                         fields["episode"])
+
+
+def test_log_records_from_a_reply_read_back_as_a_log(tmp_path):
+    (vector,) = VECTORS["run_episode_records"]
+    path = tmp_path / "episode.rlog"
+    header = msgpack.packb([HEADER, {"format": 1}])
+    entries = [header] + [bytes.fromhex(r["hex"]) for r in vector["records"]]
+    path.write_bytes(b"".join(msgpack.packb([zlib.crc32(e), e]) for e in entries))
+    read = list(LogReader(str(path)).records())
+    assert [(r.writer, r.direction, r.type, r.step) for r in read] == [
+        (r["fields"]["writer"], r["fields"]["direction"], r["fields"]["type"], r["fields"]["step"])
+        for r in vector["records"]]
