@@ -236,3 +236,14 @@ def test_bad_options_are_rejected(options):
 def test_neighbour_table():
     table = neighbour_table(3, 4)
     assert table[0] == (1, 4, 5) and len(table[5]) == 8
+
+
+def test_hint_matrix_is_the_seeds_convolution_on_random_boards():
+    from scipy.signal import convolve2d
+
+    from rlbridge.environments.minesweeper.core import HINT_KERNEL
+
+    rng = np.random.default_rng(5)
+    for shape in ((1, 1), (3, 7), (12, 12), (16, 30)):
+        mines = (rng.random(shape) < 0.3).astype(np.int8)
+        assert np.array_equal(hint_matrix(mines), convolve2d(mines, HINT_KERNEL, mode="same"))
