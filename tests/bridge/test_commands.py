@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 
-import pytest
-
 from rlbridge.bridge.blocks import apply_commands, check_commands
 from rlbridge.cli import main
 
@@ -33,6 +31,7 @@ def test_play_text_from_stdin(monkeypatch, capsys):
     assert "episode over" in capsys.readouterr().out
 
 
-def test_rcon_address_must_be_host_port():
-    with pytest.raises(SystemExit, match="HOST:PORT"):
-        main(["blocks", "rcon", "list", "--rcon", "localhost"])
+def test_rcon_address_must_be_host_port(capsys):
+    assert main(["blocks", "rcon", "list", "--rcon", "localhost"]) == 2
+    assert capsys.readouterr().err == ("rlbridge blocks: --rcon takes HOST:PORT such as "
+                                       "127.0.0.1:25575; got 'localhost'\n")

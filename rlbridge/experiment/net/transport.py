@@ -233,16 +233,12 @@ class RequestClient:
         learns at once what is missing rather than after ``timeout_ms`` of silence.
         """
         body = [self.own_role, PROTOCOL_VERSION, IMPLEMENTATION, LANGUAGE]
+        # One HELLO, however long the wait: the seq numbers that follow, and so the message
+        # log, must not depend on how fast the peer came up.
+        slow = None
         if on_wait is not None and timeout_ms > FIRST_ANSWER_MS:
-            try:
-                reply = self.request(MessageType.HELLO, body, timeout_ms=FIRST_ANSWER_MS)
-            except PeerTimeout:
-                on_wait(self.address, timeout_ms)
-                # A late answer to the first HELLO has the old seq and is dropped.
-                reply = self.request(MessageType.HELLO, body,
-                                     timeout_ms=timeout_ms - FIRST_ANSWER_MS)
-        else:
-            reply = self.request(MessageType.HELLO, body, timeout_ms=timeout_ms)
+            slow = (FIRST_ANSWER_MS, lambda: on_wait(self.address, timeout_ms))
+        reply = self.request(MessageType.HELLO, body, timeout_ms=timeout_ms, on_slow=slow)
         hello = read_hello(reply.body)
         if hello.version != PROTOCOL_VERSION:
             raise VersionMismatch(
@@ -253,8 +249,13 @@ class RequestClient:
         return hello
 
     def request(self, msg_type: int, body=None, frames: list | None = None, *,
-                timeout_ms: int | None = None):
-        """Send a request and return the reply Envelope; raise the peer's error or PeerTimeout."""
+                timeout_ms: int | None = None,
+                on_slow: tuple[int, Callable[[], None]] | None = None):
+        """Send a request and return the reply Envelope; raise the peer's error or PeerTimeout.
+
+        ``on_slow = (ms, call)``: if no reply has come after ``ms``, ``call()`` runs once and
+        the wait goes on to the full timeout.
+        """
         self.seq = seq = self.seq + 1
         out = encode(msg_type, seq, self.episode, body, frames)
         socket = self.socket
@@ -272,13 +273,22 @@ class RequestClient:
                               f"{describe(msg_type)} within {self.timeout_ms} ms (episode "
                               f"{self.episode}, step {self.step})") from None
         other_timeout = timeout_ms is not None and timeout_ms != self.timeout_ms
-        if other_timeout:
+        if on_slow is not None:
+            other_timeout = True
+            socket.setsockopt(zmq.RCVTIMEO, on_slow[0])
+        elif other_timeout:
             socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
         try:
             while True:
                 try:
                     payload, extra = recv_message(socket)
                 except zmq.Again:
+                    if on_slow is not None:
+                        full = self.timeout_ms if timeout_ms is None else timeout_ms
+                        socket.setsockopt(zmq.RCVTIMEO, max(full - on_slow[0], 1))
+                        on_slow[1]()
+                        on_slow = None
+                        continue
                     raise PeerTimeout(self.timeout_text(msg_type, timeout_ms)) from None
                 try:
                     reply = decode(payload, extra, max_bytes=self.max_message_bytes)
