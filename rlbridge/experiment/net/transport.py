@@ -13,6 +13,8 @@ import contextlib
 import os
 import stat
 import tempfile
+import time
+from collections.abc import Callable
 
 import msgpack
 import zmq
@@ -51,6 +53,9 @@ CONNECT_TIMEOUT_MS = 30000
 POLL_INTERVAL_MS = 100
 #: How often an environment running a delegated episode tells the experiment it is alive.
 HEARTBEAT_INTERVAL_MS = 1000
+#: How long an environment waits for the agent's HELLO reply when DELEGATE names it,
+#: whatever step_timeout_ms the DELEGATE gives.
+DELEGATE_TIMEOUT_MS = 5000
 #: How long a closing socket may keep unsent messages.
 LINGER_MS = 200
 
@@ -222,10 +227,14 @@ class RequestClient:
         self.timeout_ms = timeout_ms
         self.socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
 
-    def hello(self, timeout_ms: int = CONNECT_TIMEOUT_MS) -> Hello:
-        """Introduce ourselves and learn the peer's implementation; checks the version."""
+    def hello(self, timeout_ms: int = CONNECT_TIMEOUT_MS,
+              stop: Callable[[], bool] | None = None) -> Hello:
+        """Introduce ourselves and learn the peer's implementation; checks the version.
+
+        ``stop``, if given, is asked between waits of ``POLL_INTERVAL_MS``; the wait ends
+        with :class:`PeerTimeout` as soon as it says True (a server told to stop)."""
         body = [self.own_role, PROTOCOL_VERSION, IMPLEMENTATION, LANGUAGE]
-        reply = self.request(MessageType.HELLO, body, timeout_ms=timeout_ms)
+        reply = self.request(MessageType.HELLO, body, timeout_ms=timeout_ms, stop=stop)
         hello = read_hello(reply.body)
         if hello.version != PROTOCOL_VERSION:
             raise VersionMismatch(
@@ -236,8 +245,11 @@ class RequestClient:
         return hello
 
     def request(self, msg_type: int, body=None, frames: list | None = None, *,
-                timeout_ms: int | None = None):
-        """Send a request and return the reply Envelope; raise the peer's error or PeerTimeout."""
+                timeout_ms: int | None = None, stop: Callable[[], bool] | None = None):
+        """Send a request and return the reply Envelope; raise the peer's error or PeerTimeout.
+
+        With ``stop``, the wait goes in slices of ``POLL_INTERVAL_MS`` and ends early when
+        ``stop()`` says True (see :meth:`hello`)."""
         self.seq = seq = self.seq + 1
         out = encode(msg_type, seq, self.episode, body, frames)
         socket = self.socket
@@ -255,13 +267,21 @@ class RequestClient:
                               f"{describe(msg_type)} within {self.timeout_ms} ms (episode "
                               f"{self.episode}, step {self.step})") from None
         other_timeout = timeout_ms is not None and timeout_ms != self.timeout_ms
-        if other_timeout:
+        deadline = 0.0
+        if stop is not None:
+            waited_ms = self.timeout_ms if timeout_ms is None else timeout_ms
+            deadline = time.monotonic() + waited_ms / 1000.0
+            socket.setsockopt(zmq.RCVTIMEO, min(POLL_INTERVAL_MS, waited_ms))
+            other_timeout = True
+        elif other_timeout:
             socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
         try:
             while True:
                 try:
                     payload, extra = recv_message(socket)
                 except zmq.Again:
+                    if stop is not None and not stop() and time.monotonic() < deadline:
+                        continue
                     raise PeerTimeout(self.timeout_text(msg_type, timeout_ms)) from None
                 try:
                     reply = decode(payload, extra, max_bytes=self.max_message_bytes)
