@@ -85,11 +85,15 @@ def _samples() -> list[tuple[str, str, int, int, int, object, dict, Value | None
     add("delegate", "tell the environment where the agent is", MessageType.DELEGATE, 9, 0,
         ["ipc:///tmp/rlbridge/agent.sock", 5000, None],
         {"agent_address": "ipc:///tmp/rlbridge/agent.sock", "step_timeout_ms": 5000, "log": None})
+    add("delegate_log", "delegate and return the episode's log records",
+        MessageType.DELEGATE, 9, 0, ["ipc:///tmp/rlbridge/agent.sock", 5000, True],
+        {"agent_address": "ipc:///tmp/rlbridge/agent.sock", "step_timeout_ms": 5000, "log": True})
     add("run_episode", "delegate an episode to the environment", MessageType.RUN_EPISODE, 10, 3,
         [100], {"max_steps": 100})
-    add("run_episode_reply", "the glue's counters after the episode", MessageType.RUN_EPISODE,
-        10, 3, [True, 57, -56.0, None],
-        {"terminal": True, "num_steps": 57, "total_reward": -56.0, "last_action": None})
+    add("run_episode_reply", "the glue's counters after the episode; no log records asked for",
+        MessageType.RUN_EPISODE, 10, 3, [True, 57, -56.0, None, None],
+        {"terminal": True, "num_steps": 57, "total_reward": -56.0, "last_action": None,
+         "records": None})
     add("heartbeat", "environment alive during a delegated episode", MessageType.HEARTBEAT, 0, 3,
         [340], {"num_steps": 340})
     add("error_invalid_action", "an error reply", MessageType.ERROR, 4, 1,
