@@ -43,8 +43,9 @@ MAX_STEP_TIMEOUT_MS = 600_000
 class EpisodeRunner:
     """Runs delegated episodes for an EnvironmentServer."""
 
-    def __init__(self, server):
+    def __init__(self, server, *, heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS):
         self.server = server
+        self.heartbeat_interval_ms = heartbeat_interval_ms
         #: The connection to the agent, kept across episodes while DELEGATE names the same one.
         self.client: RequestClient | None = None
         self.agent: RequestClient | None = None  # set by a successful DELEGATE
@@ -131,7 +132,7 @@ class EpisodeRunner:
         check_action = spec.action_checker()
         env_step = env.env_step
         request = agent.request
-        heartbeat_s = HEARTBEAT_INTERVAL_MS / 1000.0
+        heartbeat_s = self.heartbeat_interval_ms / 1000.0
         monotonic = time.monotonic
         next_beat = monotonic() + heartbeat_s
         records = self.records
@@ -151,7 +152,7 @@ class EpisodeRunner:
             except InvalidAction as err:
                 raise InvalidAction(
                     f"agent at {address} sent an invalid action in episode {episode} for step "
-                    f"{counter.num_steps + 1}: {err}; the action was {_describe(action)}; "
+                    f"{counter.num_steps}: {err}; the action was {_describe(action)}; "
                     "the episode is abandoned"
                 ) from None
             result = env_step(action)
