@@ -126,6 +126,19 @@ def test_sigterm_stops_an_environment_waiting_for_the_agents_hello(processes, ip
         dealer.close()
 
 
+def test_an_address_zeromq_cannot_connect_to_is_bad_field(pair):
+    env_server, agent_server = pair()
+    client = env_client(env_server, agent_server)
+    try:
+        with pytest.raises(ProtocolError, match="agent_address must be a ZeroMQ endpoint") as caught:
+            client.request(T.DELEGATE, ["not an address", 5000, None])
+        assert caught.value.code == ErrorCode.BAD_FIELD
+        with pytest.raises(WrongState, match="needs a successful DELEGATE first"):
+            client.request(T.RUN_EPISODE, [5])
+    finally:
+        client.close()
+
+
 @pytest.mark.parametrize("timeout_ms", [0, -5, 600001])
 def test_step_timeout_out_of_range_is_bad_field(pair, timeout_ms):
     env_server, agent_server = pair()

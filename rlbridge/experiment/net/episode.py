@@ -82,8 +82,13 @@ class EpisodeRunner:
         if client is not None and client.address == address:
             return client
         self.close_agent()
-        client = RequestClient(address, "agent", "environment", timeout_ms=DELEGATE_TIMEOUT_MS,
-                               curve=self.server.curve)
+        try:
+            client = RequestClient(address, "agent", "environment",
+                                   timeout_ms=DELEGATE_TIMEOUT_MS, curve=self.server.curve)
+        except Exception as err:  # ZeroMQ refuses the address itself
+            raise ProtocolError(f"agent_address must be a ZeroMQ endpoint such as "
+                                f"tcp://host:port or ipc:///path; cannot connect to "
+                                f"{address!r}: {err}") from None
         server = self.server
         try:
             client.hello(timeout_ms=DELEGATE_TIMEOUT_MS, stop=lambda: server.stopping)
