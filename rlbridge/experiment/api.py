@@ -230,9 +230,13 @@ class StepByStepLoop:
 
 class DelegatedLoop:
     """A remote environment plays the episode with a native agent process itself
-    (PROTOCOL.md, "Fast path") and reports the counters, which the experiment takes."""
+    (PROTOCOL.md, "Fast path") and reports the counters, which the experiment takes.
+    An agent that no longer has an address to give the environment is stepped instead."""
 
     def play(self, experiment: Experiment, max_steps: int) -> None:
+        if getattr(experiment.agent, "address", None) is None:
+            StepByStepLoop().play(experiment, max_steps)
+            return
         if experiment.task_spec is None:
             raise WrongState("RL_episode needs RL_init first")
         experiment.episode += 1

@@ -4,6 +4,9 @@ and :func:`attach_log` wires one to an Experiment (PROTOCOL.md §10; the format 
 
 Any msgpack library reads the stream; records reach the file at each flush (episode
 ends and hand-overs, or every step), so a killed process loses at most its last episode.
+On the fast path the environment keeps its records in a :class:`RecordList` and returns
+them to the experiment (in HEARTBEATs and the RUN_EPISODE reply), whose writer appends
+them with :meth:`LogWriter.append_records`: only the experiment writes files.
 """
 
 from __future__ import annotations
@@ -86,6 +89,15 @@ class LogWriter:
         if self.flush_every_step or (direction, msg_type) in _FLUSH_AFTER:
             self.flush()
 
+    def append_records(self, bodies: list[bytes]) -> None:
+        """Append records another process encoded (:class:`RecordList` bodies), in order."""
+        buffer = self.buffer
+        for body in bodies:
+            buffer += _pack([_crc32(body), body])
+        self.pending += len(bodies)
+        if self.flush_every_step:
+            self.flush()
+
     def flush(self) -> None:
         """Write the buffered records (once the header is in); raise LogError on a full disk
         or other write error."""
@@ -117,8 +129,31 @@ class LogWriter:
             os.close(self.fd)
 
 
+class RecordList:
+    """Message records encoded exactly as :meth:`LogWriter.record` encodes them, kept in
+    memory until :meth:`take`: the environment's records of a delegated episode, which
+    travel to the experiment instead of to a file the environment would open."""
+
+    def __init__(self, writer: str):
+        self.writer = writer
+        self.bodies: list[bytes] = []
+
+    def record(self, direction: int | str, peer: str, msg_type: int, seq: int, episode: int,
+               step: int, payload: bytes, frames: tuple = ()) -> None:
+        self.bodies.append(_pack([
+            MESSAGE, self.writer, _DIRECTIONS[direction], peer, msg_type, seq, episode, step,
+            _time_ns(), payload if type(payload) is bytes else bytes(payload),
+            [bytes(f) for f in frames] if frames else []]))
+
+    def take(self) -> list[bytes]:
+        """The records gathered since the last call, oldest first."""
+        bodies, self.bodies = self.bodies, []
+        return bodies
+
+
 def attach_log(experiment, path: str, args) -> LogWriter:
-    """Record every message of ``experiment`` (and, on the fast path, of the environment).
+    """Record every message of ``experiment`` (and, on the fast path, the environment's
+    records, which come back with each delegated episode).
 
     The experiment's remote peers record through their transport clients' ``recorder``;
     the header is written by the experiment's ``on_init`` event, when the task spec is known.
@@ -141,8 +176,7 @@ def attach_log(experiment, path: str, args) -> LogWriter:
         if client is not None:
             client.recorder = writer.record
     if getattr(experiment.env, "is_remote", False):
-        experiment.env.log_spec = [os.path.abspath(path), "step" if writer.flush_every_step
-                                   else "episode"]
+        experiment.env.log_writer = writer  # receives the records of delegated episodes
     experiment.on_init.append(
         lambda experiment, task_spec: writer.header({**header, "task_spec": task_spec}))
     experiment.observers.append(lambda event, experiment: writer.flush())

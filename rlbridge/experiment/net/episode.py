@@ -1,12 +1,15 @@
 """The environment's side of a delegated episode (RUN_EPISODE): one round trip per step.
 
 The experiment first sends ``DELEGATE [agent_address, step_timeout_ms, log]`` (once
-per session), then ``RUN_EPISODE [max_steps]`` for each episode;
-the environment process then plays the whole episode with the agent directly,
+per session; ``log`` is nil, true or false), then ``RUN_EPISODE [max_steps]`` for each
+episode; the environment process then plays the whole episode with the agent directly,
 keeping RL-Glue 3.0.4's counting rules, and replies
-``[terminal, num_steps, total_reward, last_action]``. While it runs, it sends the
-experiment a HEARTBEAT ``[num_steps]`` at most once per ``HEARTBEAT_INTERVAL_MS`` so a
-long episode is not mistaken for a dead environment.
+``[terminal, num_steps, total_reward, last_action, records]``. While it runs, it sends
+the experiment a HEARTBEAT ``[num_steps]`` at most once per ``HEARTBEAT_INTERVAL_MS`` so
+a long episode is not mistaken for a dead environment. When DELEGATE asked for a log,
+each HEARTBEAT is ``[num_steps, records]`` and ``records`` (nil otherwise) hold the
+message records gathered since the last one, encoded as the experiment's log stores
+them: the environment never opens a file a peer names.
 """
 
 from __future__ import annotations
@@ -14,8 +17,12 @@ from __future__ import annotations
 import time
 
 from rlbridge.experiment.counting import EpisodeCounter
-from rlbridge.experiment.log.writer import LogWriter
-from rlbridge.experiment.net.transport import HEARTBEAT_INTERVAL_MS, STEP_TIMEOUT_MS, RequestClient
+from rlbridge.experiment.log.writer import RecordList
+from rlbridge.experiment.net.transport import (
+    DELEGATE_TIMEOUT_MS,
+    HEARTBEAT_INTERVAL_MS,
+    RequestClient,
+)
 from rlbridge.protocol.errors import (
     InvalidAction,
     PeerError,
@@ -29,71 +36,97 @@ from rlbridge.protocol.values import decode_value, encode_value
 
 T = MessageType
 AGENT_START, AGENT_STEP, AGENT_END = int(T.AGENT_START), int(T.AGENT_STEP), int(T.AGENT_END)
+#: The bounds of DELEGATE's step_timeout_ms: the longest one agent call may take.
+MAX_STEP_TIMEOUT_MS = 600_000
 
 
 class EpisodeRunner:
     """Runs delegated episodes for an EnvironmentServer."""
 
-    def __init__(self, server):
+    def __init__(self, server, *, heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS):
         self.server = server
+        self.heartbeat_interval_ms = heartbeat_interval_ms
         #: The connection to the agent, kept across episodes while DELEGATE names the same one.
         self.client: RequestClient | None = None
-        self.agent: RequestClient | None = None  # set by DELEGATE
+        self.agent: RequestClient | None = None  # set by a successful DELEGATE
         self.agent_address = ""
-        self.log_writer: LogWriter | None = None  # the shared log, appended to
-        self.log: LogWriter | None = None  # the log of this session, if DELEGATE asked for one
-
-    def _agent(self, address: str, timeout_ms: int) -> RequestClient:
-        client = self.client
-        if client is None or client.address != address:
-            if client is not None:
-                client.close()
-            client = self.client = RequestClient(address, "agent", "environment",
-                                                 timeout_ms=timeout_ms, curve=self.server.curve)
-            client.hello(timeout_ms=max(timeout_ms, STEP_TIMEOUT_MS))
-        elif client.timeout_ms != timeout_ms:
-            client.set_timeout(timeout_ms)
-        return client
+        self.records: RecordList | None = None  # set when DELEGATE asked for a log
 
     def configure(self, body) -> None:
-        """DELEGATE: where the agent is, how long it may take, and the log to append to."""
+        """DELEGATE: where the agent is, how long each of its calls may take, and whether to
+        record. A DELEGATE that fails for any reason leaves no delegation at all."""
+        self.agent = None
+        self.records = None
+        self.agent_address = ""
         if type(body) is not list or len(body) != 3:
-            raise ProtocolError("delegate body must be [agent_address, step_timeout_ms, log]")
+            raise ProtocolError("DELEGATE body must be [agent_address, step_timeout_ms, log]; "
+                                f"got {body!r:.80}")
         address = read_str(body[0], "agent_address")
         timeout_ms = read_int(body[1], "step_timeout_ms")
-        if timeout_ms <= 0:
-            raise ProtocolError(f"step_timeout_ms must be positive; got {timeout_ms}")
-        self.log = self._log(body[2]) if body[2] is not None else None
-        self.agent = self._agent(address, timeout_ms)
-        self.agent.recorder = None if self.log is None else self.log.record
-        self.agent_address = address
+        if not 1 <= timeout_ms <= MAX_STEP_TIMEOUT_MS:
+            raise ProtocolError(f"step_timeout_ms must be in 1..{MAX_STEP_TIMEOUT_MS}; "
+                                f"got {timeout_ms}")
+        if body[2] is not None and type(body[2]) is not bool:
+            raise ProtocolError(f"DELEGATE log must be nil, true or false; got "
+                                f"{type(body[2]).__name__} {body[2]!r:.60}")
+        client = self._connect(address)
+        client.set_timeout(timeout_ms)
+        self.records = RecordList("environment") if body[2] else None
+        client.recorder = None if self.records is None else self.records.record
+        self.agent, self.agent_address = client, address
+
+    def _connect(self, address: str) -> RequestClient:
+        """The agent's connection: the current one when it is to ``address``, else a new one
+        that has answered HELLO within DELEGATE_TIMEOUT_MS."""
+        client = self.client
+        if client is not None and client.address == address:
+            return client
+        self.close_agent()
+        try:
+            client = RequestClient(address, "agent", "environment",
+                                   timeout_ms=DELEGATE_TIMEOUT_MS, curve=self.server.curve)
+        except Exception as err:  # ZeroMQ refuses the address itself
+            raise ProtocolError(f"agent_address must be a ZeroMQ endpoint such as "
+                                f"tcp://host:port or ipc:///path; cannot connect to "
+                                f"{address!r}: {err}") from None
+        server = self.server
+        try:
+            client.hello(timeout_ms=DELEGATE_TIMEOUT_MS, stop=lambda: server.stopping)
+        except PeerTimeout:
+            client.close()
+            if server.stopping:
+                raise PeerTimeout(f"agent at {address}: stopped waiting for its HELLO reply; "
+                                  "the environment is shutting down") from None
+            raise PeerTimeout(f"agent at {address} did not answer HELLO within "
+                              f"{DELEGATE_TIMEOUT_MS} ms") from None
+        except RLBridgeError as err:
+            client.close()
+            raise PeerError(str(err), int(err.code)) from None
+        self.client = client
+        return client
 
     def run(self, message, spec, identity: bytes, frames: list):
         body = message.body
         if type(body) is not list or len(body) != 1:
-            raise ProtocolError("run_episode body must be [max_steps]")
+            raise ProtocolError(f"RUN_EPISODE body must be [max_steps]; got {body!r:.80}")
         max_steps = read_int(body[0], "max_steps")
         if max_steps < 0:
             raise ProtocolError(f"max_steps must be >= 0; got {max_steps}")
         if self.agent is None:
-            raise WrongState("run_episode needs a DELEGATE message first (the agent's address)")
+            raise WrongState("RUN_EPISODE needs a successful DELEGATE first (the agent's address)")
+        records = self.records
         try:
-            return self._play(message, spec, identity, frames, self.agent, max_steps,
-                              self.agent_address)
-        finally:
-            if self.log is not None:
-                self.log.flush()  # before the reply, so the experiment appends after us
-
-    def _log(self, log_spec) -> LogWriter:
-        if type(log_spec) is not list or len(log_spec) != 2:
-            raise ProtocolError("run_episode log must be [path, flush_every]")
-        path, flush_every = read_str(log_spec[0], "log path"), read_str(log_spec[1], "flush_every")
-        writer = self.log_writer
-        if writer is None or writer.path != path:
-            if writer is not None:
-                writer.close()
-            writer = self.log_writer = LogWriter(path, "environment", flush_every=flush_every)
-        return writer
+            reply = self._play(message, spec, identity, frames, self.agent, max_steps,
+                               self.agent_address)
+        except BaseException:
+            if records is not None and records.bodies:
+                # The records of an abandoned episode still belong in the log: they go
+                # ahead of the ERROR reply.
+                self.server.send(identity, encode(T.HEARTBEAT, 0, message.episode,
+                                                  [self.agent.step, records.take()]))
+            raise
+        reply.append(None if records is None else records.take())
+        return reply
 
     def _play(self, message, spec, identity, frames, agent, max_steps, address):
         agent.episode = episode = message.episode
@@ -104,9 +137,10 @@ class EpisodeRunner:
         check_action = spec.action_checker()
         env_step = env.env_step
         request = agent.request
-        heartbeat_s = HEARTBEAT_INTERVAL_MS / 1000.0
+        heartbeat_s = self.heartbeat_interval_ms / 1000.0
         monotonic = time.monotonic
         next_beat = monotonic() + heartbeat_s
+        records = self.records
 
         observation = env.env_start()
         if publisher is not None:
@@ -122,8 +156,9 @@ class EpisodeRunner:
                 check_action(action)
             except InvalidAction as err:
                 raise InvalidAction(
-                    f"agent at {address} sent an invalid action (episode {episode}, "
-                    f"step {counter.num_steps}): {err}"
+                    f"agent at {address} sent an invalid action in episode {episode} for step "
+                    f"{counter.num_steps}: {err}; the action was {_describe(action)}; "
+                    "the episode is abandoned"
                 ) from None
             result = env_step(action)
             reward = result[0]
@@ -145,7 +180,8 @@ class EpisodeRunner:
             now = monotonic()
             if now >= next_beat:
                 next_beat = now + heartbeat_s
-                server.send(identity, encode(T.HEARTBEAT, 0, episode, [num_steps]))
+                beat = [num_steps] if records is None else [num_steps, records.take()]
+                server.send(identity, encode(T.HEARTBEAT, 0, episode, beat))
         terminal = counter.terminal
         last = None if terminal else encode_value(action, frames)
         return [terminal, counter.num_steps, counter.total_reward, last]
@@ -159,10 +195,25 @@ class EpisodeRunner:
         except RLBridgeError as err:
             raise PeerError(str(err), int(err.code)) from None
 
-    def close(self) -> None:
-        if self.log_writer is not None:
-            self.log_writer.close()
-            self.log_writer = None
+    def close_agent(self) -> None:
+        """Forget the agent and its connection: no delegation until the next DELEGATE."""
+        self.agent = None
+        self.agent_address = ""
         if self.client is not None:
             self.client.close()
             self.client = None
+
+    def close(self) -> None:
+        self.close_agent()
+
+
+def _describe(action) -> str:
+    """An action as the agent sent it, cut short when it is large."""
+    parts = [f"{name} {list(getattr(action, name))}" for name in ("ints", "doubles")
+             if len(getattr(action, name))]
+    if action.chars:
+        parts.append(f"chars {action.chars!r}")
+    if action.arrays:
+        parts.append(f"{len(action.arrays)} array(s)")
+    text = ", ".join(parts) or "empty"
+    return text if len(text) <= 120 else text[:117] + "..."

@@ -11,11 +11,21 @@ from __future__ import annotations
 from rlbridge.experiment.api import EpisodeSummary
 from rlbridge.experiment.net.transport import (
     CONNECT_TIMEOUT_MS,
+    DELEGATE_TIMEOUT_MS,
     HEARTBEAT_INTERVAL_MS,
     STEP_TIMEOUT_MS,
     RequestClient,
 )
-from rlbridge.protocol.messages import MessageType, read_bool, read_int, read_step, read_str
+from rlbridge.protocol.errors import ProtocolError
+from rlbridge.protocol.messages import (
+    MessageType,
+    decode,
+    encode,
+    read_bool,
+    read_int,
+    read_step,
+    read_str,
+)
 from rlbridge.protocol.values import Value, decode_value, encode_value
 
 T = MessageType
@@ -64,9 +74,9 @@ class RemoteEnvironment(_Remote):
 
     def __init__(self, address: str, **options):
         super().__init__(address, **options)
-        #: ``[path, flush_every]`` when the experiment logs: the environment appends its
-        #: fast-path messages to the same file (PROTOCOL.md, "The message log").
-        self.log_spec: list | None = None
+        #: The experiment's LogWriter when it logs: delegated episodes then return the
+        #: environment's records, which go into it (PROTOCOL.md, "The message log").
+        self.log_writer = None
         self._delegation: list | None = None  # the DELEGATE body last sent
 
     def env_init(self) -> str:
@@ -95,23 +105,33 @@ class RemoteEnvironment(_Remote):
         client.episode = episode
         client.step = 0
         step_timeout = agent.timeout_ms
+        writer = self.log_writer
 
         def on_heartbeat(message):
             # Heartbeats arrive at timing-dependent moments: they update the step named in
-            # timeout reports, never what the log records.
-            if isinstance(message.body, list) and message.body and type(message.body[0]) is int:
-                client.progress_step = message.body[0]
+            # timeout reports, and bring records, never a record of their own.
+            body = message.body
+            if isinstance(body, list) and body and type(body[0]) is int:
+                client.progress_step = body[0]
+                if writer is not None and len(body) == 2 and message.episode == episode:
+                    writer.append_records(_records(body[1]))
 
-        delegation = [agent.address, step_timeout, self.log_spec]
+        delegation = [agent.address, step_timeout, writer is not None]
         if delegation != self._delegation:
-            # Session set-up carries addresses and paths; the log leaves it out so that
-            # the same seed gives the same log anywhere (PROTOCOL.md, "The message log").
+            # Session set-up carries addresses; the log leaves it out so that the same
+            # seed gives the same log anywhere (PROTOCOL.md, "The message log").
             recorder, client.recorder = client.recorder, None
+            self._delegation = None
             try:
-                client.request(T.DELEGATE, delegation)
+                client.request(T.DELEGATE, delegation,
+                               timeout_ms=max(client.timeout_ms,
+                                              DELEGATE_TIMEOUT_MS + 2 * HEARTBEAT_INTERVAL_MS))
             finally:
                 client.recorder = recorder
             self._delegation = delegation
+        recorder = client.recorder
+        if writer is not None and recorder is not None:
+            client.recorder = _ReplyRecorder(recorder, writer)
         client.on_heartbeat = on_heartbeat
         client.progress_step = 0
         try:
@@ -120,7 +140,14 @@ class RemoteEnvironment(_Remote):
         finally:
             client.on_heartbeat = None
             client.progress_step = 0
-        terminal, num_steps, total, last = reply.body
+            client.recorder = recorder
+        body = reply.body
+        if type(body) is not list or len(body) != 5:
+            raise ProtocolError("RUN_EPISODE reply must be [terminal, num_steps, total_reward, "
+                                f"last_action, records]; got {body!r:.80}")
+        terminal, num_steps, total, last, records = body
+        if writer is not None and recorder is None:  # records come in; nobody recorded the reply
+            writer.append_records(_records(records))
         last_action = None if last is None else decode_value(last, reply.frames)
         summary = EpisodeSummary(read_bool(terminal, "terminal"), read_int(num_steps, "num_steps"),
                                  float(total), last_action)
@@ -128,6 +155,37 @@ class RemoteEnvironment(_Remote):
         agent.episode = episode
         agent.client.step = summary.num_steps
         return summary
+
+
+class _ReplyRecorder:
+    """Records RUN_EPISODE's reply as the records it brings, then the reply without them.
+
+    The log thus holds the environment's records where they happened, between the
+    experiment's RUN_EPISODE and its reply, and the reply as ``[terminal, num_steps,
+    total_reward, last_action]``: the same bytes whoever wrote the records."""
+
+    def __init__(self, recorder, writer):
+        self.recorder = recorder
+        self.writer = writer
+
+    def __call__(self, direction, peer, msg_type, seq, episode, step, payload, frames=()):
+        if direction == "received" and msg_type == T.RUN_EPISODE:
+            reply = decode(payload, frames)
+            if type(reply.body) is list and len(reply.body) == 5:
+                self.writer.append_records(_records(reply.body[4]))
+                payload = encode(msg_type, reply.seq, reply.episode, reply.body[:4],
+                                 version=reply.version)[0]
+        self.recorder(direction, peer, msg_type, seq, episode, step, payload, frames)
+
+
+def _records(records) -> list[bytes]:
+    """The environment's log records from a reply or heartbeat: nil or a list of bytes."""
+    if records is None:
+        return []
+    if type(records) is not list or any(type(r) is not bytes for r in records):
+        raise ProtocolError("the environment's log records must be nil or a list of byte "
+                            f"strings; got {type(records).__name__}")
+    return records
 
 
 class RemoteAgent(_Remote):

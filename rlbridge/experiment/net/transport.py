@@ -13,8 +13,10 @@ import contextlib
 import os
 import stat
 import tempfile
+import time
 from collections.abc import Callable
 
+import msgpack
 import zmq
 
 from rlbridge.protocol.errors import (
@@ -53,6 +55,9 @@ FIRST_ANSWER_MS = 500
 POLL_INTERVAL_MS = 100
 #: How often an environment running a delegated episode tells the experiment it is alive.
 HEARTBEAT_INTERVAL_MS = 1000
+#: How long an environment waits for the agent's HELLO reply when DELEGATE names it,
+#: whatever step_timeout_ms the DELEGATE gives.
+DELEGATE_TIMEOUT_MS = 5000
 #: How long a closing socket may keep unsent messages.
 LINGER_MS = 200
 
@@ -225,20 +230,32 @@ class RequestClient:
         self.socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
 
     def hello(self, timeout_ms: int = CONNECT_TIMEOUT_MS,
+              stop: Callable[[], bool] | None = None,
               on_wait: Callable[[str, int], None] | None = None) -> Hello:
         """Introduce ourselves and learn the peer's implementation; checks the version.
 
-        With ``on_wait``, a peer that has not answered within ``FIRST_ANSWER_MS`` is reported
-        as ``on_wait(address, timeout_ms)`` before the rest of the wait, so that a person
-        learns at once what is missing rather than after ``timeout_ms`` of silence.
+        ``stop``, if given, is asked between waits of ``POLL_INTERVAL_MS``; the wait ends
+        with :class:`PeerTimeout` as soon as it says True (a server told to stop). With
+        ``on_wait``, a peer that has not answered within ``FIRST_ANSWER_MS`` is reported as
+        ``on_wait(address, timeout_ms)``, once, and the wait goes on: a person learns at
+        once what is missing rather than after ``timeout_ms`` of silence. There is one
+        HELLO however long the wait, so later seq numbers (and the log) do not depend on
+        how fast the peer came up.
         """
         body = [self.own_role, PROTOCOL_VERSION, IMPLEMENTATION, LANGUAGE]
-        # One HELLO, however long the wait: the seq numbers that follow, and so the message
-        # log, must not depend on how fast the peer came up.
-        slow = None
-        if on_wait is not None and timeout_ms > FIRST_ANSWER_MS:
-            slow = (FIRST_ANSWER_MS, lambda: on_wait(self.address, timeout_ms))
-        reply = self.request(MessageType.HELLO, body, timeout_ms=timeout_ms, on_slow=slow)
+        check = stop
+        if on_wait is not None:
+            hint_at = time.monotonic() + FIRST_ANSWER_MS / 1000.0
+            told = False
+
+            def check() -> bool:
+                nonlocal told
+                if not told and time.monotonic() >= hint_at:
+                    told = True
+                    on_wait(self.address, timeout_ms)
+                return stop() if stop is not None else False
+
+        reply = self.request(MessageType.HELLO, body, timeout_ms=timeout_ms, stop=check)
         hello = read_hello(reply.body)
         if hello.version != PROTOCOL_VERSION:
             raise VersionMismatch(
@@ -249,13 +266,11 @@ class RequestClient:
         return hello
 
     def request(self, msg_type: int, body=None, frames: list | None = None, *,
-                timeout_ms: int | None = None,
-                on_slow: tuple[int, Callable[[], None]] | None = None):
+                timeout_ms: int | None = None, stop: Callable[[], bool] | None = None):
         """Send a request and return the reply Envelope; raise the peer's error or PeerTimeout.
 
-        ``on_slow = (ms, call)``: if no reply has come after ``ms``, ``call()`` runs once and
-        the wait goes on to the full timeout.
-        """
+        With ``stop``, the wait goes in slices of ``POLL_INTERVAL_MS`` and ends early when
+        ``stop()`` says True (see :meth:`hello`)."""
         self.seq = seq = self.seq + 1
         out = encode(msg_type, seq, self.episode, body, frames)
         socket = self.socket
@@ -273,9 +288,12 @@ class RequestClient:
                               f"{describe(msg_type)} within {self.timeout_ms} ms (episode "
                               f"{self.episode}, step {self.step})") from None
         other_timeout = timeout_ms is not None and timeout_ms != self.timeout_ms
-        if on_slow is not None:
+        deadline = 0.0
+        if stop is not None:
+            waited_ms = self.timeout_ms if timeout_ms is None else timeout_ms
+            deadline = time.monotonic() + waited_ms / 1000.0
+            socket.setsockopt(zmq.RCVTIMEO, min(POLL_INTERVAL_MS, waited_ms))
             other_timeout = True
-            socket.setsockopt(zmq.RCVTIMEO, on_slow[0])
         elif other_timeout:
             socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
         try:
@@ -283,11 +301,7 @@ class RequestClient:
                 try:
                     payload, extra = recv_message(socket)
                 except zmq.Again:
-                    if on_slow is not None:
-                        full = self.timeout_ms if timeout_ms is None else timeout_ms
-                        socket.setsockopt(zmq.RCVTIMEO, max(full - on_slow[0], 1))
-                        on_slow[1]()
-                        on_slow = None
+                    if stop is not None and not stop() and time.monotonic() < deadline:
                         continue
                     raise PeerTimeout(self.timeout_text(msg_type, timeout_ms)) from None
                 try:
@@ -331,3 +345,8 @@ def _remote_error(body, peer_role: str, address: str):
     if type(body) is list and len(body) == 2 and type(body[0]) is int and type(body[1]) is str:
         return error_from_reply(body[0], f"{peer_role} at {address} replied: {body[1]}")
     return MalformedMessage(f"{peer_role} at {address} sent an ERROR reply without [code, message]")
+
+
+def unpack_plain(payload: bytes):
+    """Decode msgpack bytes that are known to be well formed (our own log records)."""
+    return msgpack.unpackb(payload, raw=False, strict_map_key=False)
