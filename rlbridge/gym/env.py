@@ -29,6 +29,7 @@ from typing import Any, Literal
 import gymnasium
 import numpy as np
 
+from rlbridge.environments.base import Environment
 from rlbridge.experiment.api import derive_seeds
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
 from rlbridge.gym.launch import ServerProcess
@@ -71,13 +72,17 @@ class RLBridgeEnv(gymnasium.Env):
                  owned_server: ServerProcess | None = None):
         if illegal not in ILLEGAL_MODES:
             raise OptionError(f"illegal must be one of {', '.join(ILLEGAL_MODES)}; got {illegal!r}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise OptionError(f"render_mode must be one of {self.metadata['render_modes']} or "
-                              f"None; got {render_mode!r}")
         if max_episode_steps < 0:
             raise OptionError(f"max_episode_steps must be >= 0; got {max_episode_steps}")
         self.name = env if isinstance(env, str) else getattr(env, "name", "") or type(env).__name__
         self.env = build_environment(env, options) if isinstance(env, str) else env
+        if isinstance(self.env, Environment) and \
+                type(self.env).state_snapshot is Environment.state_snapshot:
+            # A local game without a snapshot has nothing to draw; a remote one may have.
+            self.metadata = {**self.metadata, "render_modes": []}
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise OptionError(f"render_mode must be one of {self.metadata['render_modes']} or "
+                              f"None for {self.name}; got {render_mode!r}")
         self.owned_server = owned_server
         self.illegal = illegal
         self.illegal_penalty = float(illegal_penalty)
