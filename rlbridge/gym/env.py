@@ -124,11 +124,12 @@ class RLBridgeEnv(gymnasium.Env):
 
     @classmethod
     def spawn(cls, name: str, options: Mapping[str, str] | None = None, *,
-              connect_timeout_ms: int = CONNECT_TIMEOUT_MS, **kwargs) -> RLBridgeEnv:
+              timeout_ms: int = STEP_TIMEOUT_MS, connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
+              **kwargs) -> RLBridgeEnv:
         """Start ``rlbridge env NAME`` as a child process on a private ipc address and wrap it;
-        :meth:`close` stops the child."""
+        :meth:`close` stops the child. ``timeout_ms`` bounds each reply."""
         server = ServerProcess(name, {key: str(value) for key, value in (options or {}).items()})
-        proxy = server.connect(connect_timeout_ms=connect_timeout_ms)
+        proxy = server.connect(timeout_ms=timeout_ms, connect_timeout_ms=connect_timeout_ms)
         try:
             return cls(proxy, owned_server=server, **kwargs)
         except BaseException:
