@@ -181,10 +181,17 @@ class RLBridgeEnv(gymnasium.Env):
         return mask is not None and mask[action.ints[0] - self.discrete_actions.start] == 0
 
     def _random_legal(self) -> Value:
-        if self.last_mask is not None and self.last_mask.any():
-            choice = int(self.np_random.choice(np.flatnonzero(self.last_mask)))
-            return Value(ints=(choice + int(self.discrete_actions.start),))
-        return self.actions.from_gym(self.action_space.sample())
+        """A uniformly random legal action from ``self.np_random``: from the mask, or else
+        from the environment's ``legal_actions`` reply."""
+        if self.last_mask is not None:
+            legal = (np.flatnonzero(self.last_mask) + int(self.discrete_actions.start)).tolist()
+        else:
+            reply = self.env.env_message("legal_actions")
+            legal = [] if reply.startswith("error") else [int(word) for word in reply.split()]
+        if not legal:
+            raise InvalidAction(f"illegal='random' needs a legal action to play instead; "
+                                f"expected {self.name} to name some, got none")
+        return Value(ints=(int(legal[int(self.np_random.integers(len(legal)))]),))
 
     def step(self, action):
         if not self.running:

@@ -9,7 +9,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env, data_equivalence
 
 from rlbridge.gym import RLBridgeEnv, make_vec
-from rlbridge.protocol.errors import OptionError
+from rlbridge.protocol.errors import InvalidAction, OptionError
 from rlbridge.registry import ENVIRONMENTS
 
 RENDERED = ("minesweeper", "blackjack", "tetris", "reversi", "2048")
@@ -105,3 +105,39 @@ def test_make_vec_remote_runs_one_server_per_instance():
 def test_make_vec_refuses_no_instances():
     with pytest.raises(OptionError, match="num_envs"):
         make_vec("gridwalk", num_envs=0)
+
+
+@pytest.mark.parametrize("where", ["local", "remote"])
+def test_actions_the_environment_refuses_follow_the_illegal_option(where):
+    def make(illegal: str) -> RLBridgeEnv:
+        if where == "local":
+            return RLBridgeEnv("tests.gym.helpers:OddOnlyEnv", illegal=illegal)
+        return RLBridgeEnv.spawn("tests.gym.helpers:OddOnlyEnv", **SLOW, illegal=illegal)
+
+    envs = {illegal: make(illegal) for illegal in ("raise", "penalty", "random")}
+    try:
+        for env in envs.values():
+            assert env.reset(seed=0)[1]["action_mask"].tolist() == [0, 1, 0, 1]
+            env.last_mask = None  # as if no mask were known: the environment must refuse
+        with pytest.raises(InvalidAction, match="must be odd"):
+            envs["raise"].step(2)
+        assert envs["raise"].step(1)[1] == 1.0  # still playable
+        observation, reward, terminated, _, info = envs["penalty"].step(0)
+        assert (observation, reward, terminated, info["illegal_action"]) == (0, -1.0, False, True)
+        observation, reward, _, _, info = envs["random"].step(2)
+        assert observation in (1, 3) and reward == 1.0 and info["illegal_action"]
+    finally:
+        for env in envs.values():
+            env.close()
+
+
+def test_human_rendering_draws_in_a_window(monkeypatch):
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    env = RLBridgeEnv("2048", render_mode="human")
+    try:
+        env.reset(seed=0)
+        env.step(int(np.flatnonzero(env.last_mask)[0]))
+        assert env._window is not None and env._window.get_size()[0] > 0
+    finally:
+        env.close()
+    assert env._window is None
