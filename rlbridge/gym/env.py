@@ -15,9 +15,9 @@
   so a rollout and a log with the same seed and actions agree. ``reset()`` without a
   seed continues the environment's generator.
 * ``terminated`` is RL-Glue's terminal flag. ``truncated`` is true when
-  ``max_episode_steps`` (this class's option; every ``step`` call counts) cuts the
-  episode off; ``gymnasium.make(..., max_episode_steps=N)``'s TimeLimit does the same
-  from outside.
+  ``max_episode_steps`` (this class's option; every played or penalised step counts,
+  a raised one does not) cuts the episode off; ``gymnasium.make(...,
+  max_episode_steps=N)``'s TimeLimit does the same from outside.
 """
 
 from __future__ import annotations
@@ -146,13 +146,15 @@ class RLBridgeEnv(gymnasium.Env):
             return np.asarray(observation.arrays[index], dtype=np.int8).reshape(-1)[: space.n]
         if self.asks_legal_actions is False:
             return None
+        if terminal:  # nothing is legal after the end: no need to ask
+            return np.zeros(space.n, dtype=np.int8)
         reply = self.env.env_message("legal_actions")
         if self.asks_legal_actions is None:
             self.asks_legal_actions = bool(reply) and not reply.startswith("error")
             if not self.asks_legal_actions:
                 return None
         mask = np.zeros(space.n, dtype=np.int8)
-        if reply and not terminal:
+        if reply:
             mask[np.array([int(word) for word in reply.split()], dtype=np.int64) - space.start] = 1
         return mask
 
@@ -197,11 +199,11 @@ class RLBridgeEnv(gymnasium.Env):
         if not self.running:
             raise gymnasium.error.ResetNeeded("call reset() before step(): the episode has ended")
         value = self.actions.from_gym(action)
-        self.elapsed_steps += 1
         illegal = self._is_masked_out(value)
         if illegal and self.illegal == "raise":
             raise InvalidAction(f"action {value.ints[0]} is not legal now; legal: "
                                 f"{(np.flatnonzero(self.last_mask) + self.discrete_actions.start).tolist()}")
+        self.elapsed_steps += 1
         if illegal and self.illegal == "random":
             value = self._random_legal()
         result = None
@@ -210,6 +212,7 @@ class RLBridgeEnv(gymnasium.Env):
                 result = self.env.env_step(value)
             except InvalidAction:
                 if self.illegal == "raise":
+                    self.elapsed_steps -= 1  # a refused action is not a step
                     raise
                 illegal = True
                 if self.illegal == "random":
