@@ -206,7 +206,16 @@ def _did_you_mean(word: str, names: Iterable[str]) -> str:
 
 
 def convert_options(cls: type, strings: Mapping[str, str], owner: str = "") -> dict[str, Any]:
-    """``--opt`` strings as the typed keyword arguments of ``cls``; OptionError names a bad one."""
+    """``--opt`` strings as the typed keyword arguments of ``cls``; OptionError names a bad one.
+
+    A ``gym:<id>`` environment's options are ``gymnasium.make`` keyword arguments,
+    converted by :func:`rlbridge.gym.serve.convert_gym_options`.
+    """
+    gym_id = getattr(cls, "gym_id", "")
+    if gym_id:
+        from rlbridge.gym.serve import convert_gym_options
+
+        return convert_gym_options(gym_id, strings)
     owner = owner or cls.__name__
     accepted = option_specs(cls)
     valid = ", ".join(accepted.names) or "none"

@@ -18,6 +18,10 @@ ENVIRONMENTS: dict[str, str] = {
     "countdown": "rlbridge.environments.toy:Countdown",
 }
 
+#: Environment names of this form are Gymnasium ids served by rlbridge.gym.serve.
+GYM_PREFIX = "gym:"
+GYM_TARGET = "rlbridge.gym.serve:GymEnvironment"
+
 #: Built-in agents: short name -> "module:Class".
 AGENTS: dict[str, str] = {
     "random": "rlbridge.agents.random_agent:RandomAgent",
@@ -43,19 +47,28 @@ def target(name: str, registry: dict[str, str]) -> str:
     """The ``module:Class`` path for a built-in short name or such a path, importing nothing.
 
     An unknown name raises OptionError with the known names and the closest one.
+    A ``gym:<id>`` environment name is the Gymnasium adapter (its id is checked on resolve).
     """
+    if registry is ENVIRONMENTS and name.startswith(GYM_PREFIX):
+        return GYM_TARGET
     path = registry.get(name, name)
     if ":" not in path:
         close = difflib.get_close_matches(name, list(registry), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         known = ", ".join(registry)
         kind = "environment" if registry is ENVIRONMENTS else "agent" if registry is AGENTS else "name"
-        raise OptionError(f"unknown {kind} {name!r}{hint}; expected one of {known} or module:Class")
+        forms = "module:Class or gym:<id>" if registry is ENVIRONMENTS else "module:Class"
+        raise OptionError(f"unknown {kind} {name!r}{hint}; expected one of {known} or {forms}")
     return path
 
 
 def resolve(name: str, registry: dict[str, str]) -> type:
-    """The class for a built-in short name or a ``module:Class`` path (imported now)."""
+    """The class for a built-in short name or a ``module:Class`` path (imported now);
+    for ``gym:<id>``, the adapter class bound to that Gymnasium id."""
+    if registry is ENVIRONMENTS and name.startswith(GYM_PREFIX):
+        from rlbridge.gym.serve import environment_class
+
+        return environment_class(name)
     module_name, _, class_name = target(name, registry).partition(":")
     module = importlib.import_module(module_name)
     try:

@@ -1,0 +1,38 @@
+"""rlbridge and Gymnasium both ways: rlbridge games as ``gymnasium.Env`` and Gymnasium envs served as rlbridge environments.
+
+Importing this package registers every built-in game with Gymnasium
+(``gymnasium.make("rlbridge/Tetris-v0", options={"rows": "16"})``); docs/gymnasium.md
+says how to use it.
+"""
+
+from __future__ import annotations
+
+import gymnasium
+
+from rlbridge.gym.env import RLBridgeEnv, build_environment
+from rlbridge.gym.vector import RLBridgeVectorEnv, make_vec
+
+#: Gymnasium id -> built-in environment name.
+GAME_IDS: dict[str, str] = {
+    "rlbridge/Minesweeper-v0": "minesweeper",
+    "rlbridge/Blackjack-v0": "blackjack",
+    "rlbridge/Tetris-v0": "tetris",
+    "rlbridge/Reversi-v0": "reversi",
+    "rlbridge/Game2048-v0": "2048",
+    "rlbridge/GridWalk-v0": "gridwalk",
+    "rlbridge/Countdown-v0": "countdown",
+}
+
+
+def register_games() -> None:
+    """Register the built-in games under ``rlbridge/<Game>-v0`` (idempotent)."""
+    for game_id, name in GAME_IDS.items():
+        if game_id not in gymnasium.registry:
+            gymnasium.register(id=game_id, entry_point="rlbridge.gym.env:RLBridgeEnv",
+                               kwargs={"env": name})
+
+
+register_games()
+
+__all__ = ["GAME_IDS", "RLBridgeEnv", "RLBridgeVectorEnv", "build_environment", "make_vec",
+           "register_games"]

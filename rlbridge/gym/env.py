@@ -1,0 +1,292 @@
+"""RLBridgeEnv: any rlbridge environment, in-process or served by another process, as a ``gymnasium.Env``.
+
+* Spaces come from the task spec (:mod:`rlbridge.gym.spaces` has the mapping).
+* ``info["action_mask"]`` (int8, one entry per action of the ``Discrete`` action space,
+  Gymnasium's and PettingZoo's convention) when the task spec names a legal-mask
+  array, or else when the environment answers the ``legal_actions`` message.
+* Illegal actions (masked out, or refused by the environment with ``InvalidAction``)
+  follow ``illegal``: ``"raise"`` raises InvalidAction; ``"penalty"`` (the default)
+  returns ``illegal_penalty`` as the reward with the state and observation unchanged,
+  not terminated, and ``info["illegal_action"] = True``; ``"random"`` plays a uniformly
+  random legal action drawn from ``self.np_random`` (seeded by ``reset(seed=...)``)
+  instead. An action outside the action space always raises.
+* ``reset(seed=S)`` sends the environment ``seed E`` where ``E`` is the environment seed
+  that ``rlbridge ... --seed S`` derives (:func:`~rlbridge.experiment.api.derive_seeds`),
+  so a rollout and a log with the same seed and actions agree. ``reset()`` without a
+  seed continues the environment's generator.
+* ``terminated`` is RL-Glue's terminal flag. ``truncated`` is true when
+  ``max_episode_steps`` (this class's option; every played or penalised step counts,
+  a raised one does not) cuts the episode off; ``gymnasium.make(...,
+  max_episode_steps=N)``'s TimeLimit does the same from outside.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import gymnasium
+import numpy as np
+
+from rlbridge.environments.base import Environment
+from rlbridge.experiment.api import derive_seeds
+from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
+from rlbridge.gym.launch import ServerProcess
+from rlbridge.gym.spaces import ValueCodec, action_index_space
+from rlbridge.options import typed_options
+from rlbridge.protocol.errors import InvalidAction, OptionError
+from rlbridge.protocol.taskspec import TaskSpec, parse
+from rlbridge.protocol.values import Value
+from rlbridge.registry import ENVIRONMENTS
+
+IllegalMode = Literal["raise", "penalty", "random"]
+ILLEGAL_MODES = ("raise", "penalty", "random")
+RENDER_FPS = 4
+
+
+def build_environment(name: str, options: Mapping[str, Any] | None = None):
+    """An rlbridge environment by name; string options are converted as ``--opt`` ones are."""
+    options = dict(options or {})
+    strings = {key: value for key, value in options.items() if isinstance(value, str)}
+    cls, converted = typed_options(name, ENVIRONMENTS, strings)
+    converted.update({key: value for key, value in options.items() if not isinstance(value, str)})
+    return cls(**converted)
+
+
+class RLBridgeEnv(gymnasium.Env):
+    """An rlbridge environment as a Gymnasium environment.
+
+    ``env`` is a built-in name (``"tetris"``), ``module:Class``, ``gym:<id>``, or an object
+    with the ``env_*`` methods (an :class:`~rlbridge.Environment` or a
+    :class:`~rlbridge.experiment.net.remote.RemoteEnvironment`). ``options`` go to the
+    environment's constructor (strings as with ``--opt``, or typed values). See the module
+    docstring for ``illegal``, ``illegal_penalty`` and ``max_episode_steps`` (0: no limit).
+    """
+
+    metadata = {"render_modes": ["rgb_array", "human"], "render_fps": RENDER_FPS}
+
+    def __init__(self, env: Any = "gridwalk", options: Mapping[str, Any] | None = None, *,
+                 illegal: IllegalMode = "penalty", illegal_penalty: float = -1.0,
+                 max_episode_steps: int = 0, render_mode: str | None = None,
+                 owned_server: ServerProcess | None = None):
+        if illegal not in ILLEGAL_MODES:
+            raise OptionError(f"illegal must be one of {', '.join(ILLEGAL_MODES)}; got {illegal!r}")
+        if max_episode_steps < 0:
+            raise OptionError(f"max_episode_steps must be >= 0; got {max_episode_steps}")
+        self.name = env if isinstance(env, str) else getattr(env, "name", "") or type(env).__name__
+        self.env = build_environment(env, options) if isinstance(env, str) else env
+        if isinstance(self.env, Environment) and \
+                type(self.env).state_snapshot is Environment.state_snapshot:
+            # A local game without a snapshot has nothing to draw; a remote one may have.
+            self.metadata = {**self.metadata, "render_modes": []}
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise OptionError(f"render_mode must be one of {self.metadata['render_modes']} or "
+                              f"None for {self.name}; got {render_mode!r}")
+        self.owned_server = owned_server
+        self.illegal = illegal
+        self.illegal_penalty = float(illegal_penalty)
+        self.max_episode_steps = max_episode_steps
+        self.render_mode = render_mode
+        spec_text = self.env.env_init()
+        self.task_spec: TaskSpec = spec_text if isinstance(spec_text, TaskSpec) else parse(spec_text)
+        self.observations = ValueCodec(self.task_spec.observations, "observation")
+        self.actions = ValueCodec(self.task_spec.actions, "action")
+        self.observation_space = self.observations.space
+        self.action_space = self.actions.space
+        self.discrete_actions = action_index_space(self.actions)
+        #: Whether the environment answers ``legal_actions``; found out at the first reset.
+        self.asks_legal_actions: bool | None = None if self.discrete_actions is not None else False
+        self.last_observation: Value | None = None
+        self.last_mask: np.ndarray | None = None
+        self.elapsed_steps = 0
+        self.running = False
+        self.closed = False
+        #: Whether :meth:`close` closes the proxy too (one :meth:`remote` made).
+        self.closes_proxy = False
+        self._window = None
+
+    @classmethod
+    def remote(cls, address: str, *, curve_dir: str | None = None,
+               timeout_ms: int = STEP_TIMEOUT_MS, connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
+               **kwargs) -> RLBridgeEnv:
+        """The environment served at ``address`` (ipc:// or tcp://); ``curve_dir`` holds the
+        CURVE keys made by ``rlbridge keys DIR`` when the server uses them."""
+        from rlbridge.experiment.net.curve import CurveKeys
+        from rlbridge.experiment.net.remote import RemoteEnvironment
+
+        curve = CurveKeys.load(curve_dir) if curve_dir else None
+        proxy = RemoteEnvironment(address, timeout_ms=timeout_ms,
+                                  connect_timeout_ms=connect_timeout_ms, curve=curve)
+        wrapper = cls(proxy, **kwargs)
+        wrapper.closes_proxy = True
+        return wrapper
+
+    @classmethod
+    def spawn(cls, name: str, options: Mapping[str, str] | None = None, *,
+              timeout_ms: int = STEP_TIMEOUT_MS, connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
+              **kwargs) -> RLBridgeEnv:
+        """Start ``rlbridge env NAME`` as a child process on a private ipc address and wrap it;
+        :meth:`close` stops the child. ``timeout_ms`` bounds each reply."""
+        server = ServerProcess(name, {key: str(value) for key, value in (options or {}).items()})
+        proxy = server.connect(timeout_ms=timeout_ms, connect_timeout_ms=connect_timeout_ms)
+        try:
+            return cls(proxy, owned_server=server, **kwargs)
+        except BaseException:
+            server.stop(proxy)
+            raise
+
+    # -- the legal-action mask -------------------------------------------------------
+    def _mask(self, observation: Value, terminal: bool) -> np.ndarray | None:
+        space = self.discrete_actions
+        if space is None:
+            return None
+        index = self.task_spec.legal_mask
+        if index is not None:
+            return np.asarray(observation.arrays[index], dtype=np.int8).reshape(-1)[: space.n]
+        if self.asks_legal_actions is False:
+            return None
+        if terminal:  # nothing is legal after the end: no need to ask
+            return np.zeros(space.n, dtype=np.int8)
+        reply = self.env.env_message("legal_actions")
+        if self.asks_legal_actions is None:
+            self.asks_legal_actions = bool(reply) and not reply.startswith("error")
+            if not self.asks_legal_actions:
+                return None
+        mask = np.zeros(space.n, dtype=np.int8)
+        if reply:
+            mask[np.array([int(word) for word in reply.split()], dtype=np.int64) - space.start] = 1
+        return mask
+
+    def _info(self, extra: dict | None = None) -> dict[str, Any]:
+        info: dict[str, Any] = dict(extra or {})
+        if self.last_mask is not None:
+            info["action_mask"] = self.last_mask.copy()
+        return info
+
+    # -- Gymnasium's API -------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self.env.env_message(f"seed {derive_seeds(seed)[0]}")
+        observation = self.env.env_start()
+        self.last_observation = observation
+        self.last_mask = self._mask(observation, False)
+        self.elapsed_steps = 0
+        self.running = True
+        if self.render_mode == "human":
+            self.render()
+        return self.observations.to_gym(observation), self._info()
+
+    def _is_masked_out(self, action: Value) -> bool:
+        mask = self.last_mask
+        return mask is not None and mask[action.ints[0] - self.discrete_actions.start] == 0
+
+    def _random_legal(self) -> Value:
+        """A uniformly random legal action from ``self.np_random``: from the mask, or else
+        from the environment's ``legal_actions`` reply."""
+        if self.last_mask is not None:
+            legal = (np.flatnonzero(self.last_mask) + int(self.discrete_actions.start)).tolist()
+        else:
+            reply = self.env.env_message("legal_actions")
+            legal = [] if reply.startswith("error") else [int(word) for word in reply.split()]
+        if not legal:
+            raise InvalidAction(f"illegal='random' needs a legal action to play instead; "
+                                f"expected {self.name} to name some, got none")
+        return Value(ints=(int(legal[int(self.np_random.integers(len(legal)))]),))
+
+    def step(self, action):
+        if not self.running:
+            raise gymnasium.error.ResetNeeded("call reset() before step(): the episode has ended")
+        value = self.actions.from_gym(action)
+        illegal = self._is_masked_out(value)
+        if illegal and self.illegal == "raise":
+            raise InvalidAction(f"action {value.ints[0]} is not legal now; legal: "
+                                f"{(np.flatnonzero(self.last_mask) + self.discrete_actions.start).tolist()}")
+        self.elapsed_steps += 1
+        if illegal and self.illegal == "random":
+            value = self._random_legal()
+        result = None
+        if not (illegal and self.illegal == "penalty"):
+            try:
+                result = self.env.env_step(value)
+            except InvalidAction:
+                if self.illegal == "raise":
+                    self.elapsed_steps -= 1  # a refused action is not a step
+                    raise
+                illegal = True
+                if self.illegal == "random":
+                    result = self.env.env_step(self._random_legal())
+        if result is None:
+            return self._penalised()
+        reward, observation, terminal = float(result[0]), result[1], bool(result[2])
+        extra = dict(result[3]) if len(result) > 3 and result[3] else {}
+        if illegal:
+            extra["illegal_action"] = True
+        self.last_observation = observation
+        self.last_mask = self._mask(observation, terminal)
+        truncated = not terminal and 0 < self.max_episode_steps <= self.elapsed_steps
+        self.running = not (terminal or truncated)
+        if self.render_mode == "human":
+            self.render()
+        return self.observations.to_gym(observation), reward, terminal, truncated, self._info(extra)
+
+    def _penalised(self):
+        truncated = 0 < self.max_episode_steps <= self.elapsed_steps
+        self.running = not truncated
+        return (self.observations.to_gym(self.last_observation), self.illegal_penalty, False,
+                truncated, self._info({"illegal_action": True}))
+
+    # -- rendering --------------------------------------------------------------------
+    def state_snapshot(self) -> dict | None:
+        """The game's state for the renderers, from the object or over ENV_MESSAGE get_state."""
+        snapshot = getattr(self.env, "state_snapshot", None)
+        if snapshot is not None:
+            return snapshot()
+        reply = self.env.env_message("get_state")
+        return None if reply.startswith("error") else json.loads(reply)
+
+    def render(self):
+        if self.render_mode is None:
+            gymnasium.logger.warn("render() without a render_mode: pass render_mode='rgb_array' "
+                                  "or 'human' when making the environment")
+            return None
+        from rlbridge.bridge.canvas import load_pygame
+        from rlbridge.bridge.render import init_headless, render
+
+        snapshot = self.state_snapshot()
+        if snapshot is None:
+            raise OptionError(f"{self.name} cannot be rendered: it has no state_snapshot; "
+                              f"expected a game with a renderer, got render_mode="
+                              f"{self.render_mode!r}")
+        if self.render_mode == "rgb_array":
+            init_headless()
+            surface = render(snapshot)
+            return np.ascontiguousarray(load_pygame().surfarray.array3d(surface).transpose(1, 0, 2))
+        pygame = load_pygame()
+        surface = render(snapshot)
+        if self._window is None or self._window.get_size() != surface.get_size():
+            pygame.display.init()
+            self._window = pygame.display.set_mode(surface.get_size())
+            pygame.display.set_caption(f"rlbridge {self.name}")
+        self._window.blit(surface, (0, 0))
+        pygame.event.pump()
+        pygame.display.flip()
+        return None
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self._window is not None:
+            from rlbridge.bridge.canvas import load_pygame
+
+            load_pygame().display.quit()
+            self._window = None
+        try:
+            self.env.env_cleanup()
+        finally:
+            if self.owned_server is not None:
+                self.owned_server.stop(self.env)
+            elif self.closes_proxy:
+                self.env.close()

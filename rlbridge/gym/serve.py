@@ -1,0 +1,212 @@
+"""Any registered Gymnasium env as an rlbridge Environment: the ``gym:<id>`` environment names.
+
+``rlbridge env gym:CartPole-v1`` and ``rlbridge run gym:FrozenLake-v1 random`` build a
+:class:`GymEnvironment` subclass for the id (:func:`environment_class`); the task spec
+comes from the env's spaces (:mod:`rlbridge.gym.taskspec`).
+
+* Seeding: ``seed N`` makes the next ``env_start`` call ``reset(seed=N)``; later starts
+  call ``reset()`` and continue that generator. An env never seeded starts from seed 0,
+  so that every run, and every replay of its log, is the same.
+* Episode ends: ``terminated`` is RL-Glue's terminal; a ``truncated`` step (the id's
+  TimeLimit, for example) is terminal too, with ``info["truncated"] = True``, because
+  RL-Glue has no other way to end an episode.
+* ``info``: the env's int, float, bool and str entries pass on; an ``action_mask`` entry
+  answers ``legal_actions``.
+
+``--opt key=value`` strings become ``gymnasium.make`` keyword arguments by one rule
+(:func:`convert_gym_options`): a key takes the type of its default (the id's registered
+kwargs, then the constructor's default or annotation; ``max_episode_steps`` int,
+``disable_env_checker`` bool, ``render_mode`` str); where there is none, or the default
+is None, the text is read as a bool (true/false), None (none), int, float, a Python
+literal list/tuple/dict, or else kept as a str, in that order.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+from rlbridge.environments.base import Environment, StepResult
+from rlbridge.gym.taskspec import GymSpaceCodec
+from rlbridge.options import convert_value
+from rlbridge.protocol.errors import OptionError
+from rlbridge.protocol.taskspec import TaskSpec
+from rlbridge.protocol.values import Value
+
+GYM_PREFIX = "gym:"
+#: ``gymnasium.make``'s own keyword arguments that options may set, with their types.
+MAKE_KWARGS: dict[str, type] = {"max_episode_steps": int, "disable_env_checker": bool,
+                                "render_mode": str}
+#: The seed an env that was never sent ``seed N`` starts from.
+DEFAULT_SEED = 0
+
+
+def _spec(gym_id: str):
+    try:
+        return gymnasium.spec(gym_id)
+    except gymnasium.error.Error as err:
+        close = difflib.get_close_matches(gym_id, list(gymnasium.registry), n=1)
+        hint = f" (did you mean 'gym:{close[0]}'?)" if close else ""
+        raise OptionError(f"unknown Gymnasium id {gym_id!r}{hint}: {err}") from None
+
+
+def _constructor_parameters(spec) -> tuple[dict[str, inspect.Parameter], bool]:
+    """The entry point's keyword parameters and whether it also takes ``**kwargs``."""
+    entry = spec.entry_point
+    if isinstance(entry, str):
+        module_name, _, attr = entry.partition(":")
+        entry = getattr(__import__(module_name, fromlist=[attr]), attr)
+    target = entry.__init__ if inspect.isclass(entry) else entry
+    parameters = dict(inspect.signature(target).parameters)
+    parameters.pop("self", None)
+    opens = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    return {name: p for name, p in parameters.items()
+            if p.kind not in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)}, opens
+
+
+def _untyped(text: str) -> Any:
+    """The rule for a value with no typed default: bool, None, int, float, literal, str."""
+    stripped = text.strip()
+    lowered = stripped.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered == "none":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(stripped)
+        except ValueError:
+            pass
+    if stripped[:1] in "[({":
+        try:
+            return ast.literal_eval(stripped)
+        except (ValueError, SyntaxError):
+            pass
+    return text
+
+
+def _typed(text: str, default: Any, annotation: Any) -> Any:
+    kind = type(default) if default is not None and default is not inspect.Parameter.empty \
+        else annotation
+    if kind in (bool, int, float, str):
+        return convert_value(text, kind)
+    if kind in (list, tuple, dict):
+        return ast.literal_eval(text.strip())
+    return _untyped(text)
+
+
+def convert_gym_options(gym_id: str, strings: Mapping[str, str]) -> dict[str, Any]:
+    """``--opt`` strings as ``gymnasium.make(gym_id, **kwargs)`` keyword arguments."""
+    spec = _spec(gym_id)
+    parameters, opens = _constructor_parameters(spec)
+    valid = sorted({*MAKE_KWARGS, *spec.kwargs, *parameters})
+    converted: dict[str, Any] = {}
+    for key, text in strings.items():
+        if key in MAKE_KWARGS:
+            default, annotation = None, MAKE_KWARGS[key]
+        elif key in spec.kwargs or key in parameters:
+            parameter = parameters.get(key)
+            default = spec.kwargs.get(key, parameter.default if parameter else None)
+            if default is None and parameter is not None:
+                default = parameter.default
+            annotation = parameter.annotation if parameter is not None else None
+        elif opens:
+            default, annotation = None, None
+        else:
+            close = difflib.get_close_matches(key, valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise OptionError(f"gym:{gym_id}: unknown option {key!r}{hint}; valid options: "
+                              f"{', '.join(valid)}")
+        try:
+            converted[key] = _typed(text, default, annotation)
+        except (ValueError, SyntaxError):
+            kind = type(default).__name__ if default not in (None, inspect.Parameter.empty) \
+                else getattr(annotation, "__name__", annotation)
+            raise OptionError(f"gym:{gym_id}: option {key} expects {kind}; got {text!r}") from None
+    return converted
+
+
+def _plain(value: Any) -> Any:
+    """An info entry as a plain value, or None when it is not an int, float, bool or str."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if isinstance(value, str):
+        return value
+    return None
+
+
+class GymEnvironment(Environment):
+    """A Gymnasium env served as an rlbridge environment; subclasses name ``gym_id``.
+
+    Its options are ``gymnasium.make``'s keyword arguments (see the module docstring).
+    """
+
+    gym_id: str = ""
+
+    def __init__(self, **make_kwargs: Any):
+        super().__init__()
+        if not self.gym_id:
+            raise OptionError("GymEnvironment needs a gym id; expected a gym:<id> name")
+        self.gym_env = gymnasium.make(self.gym_id, **make_kwargs)
+        self.observation_codec = GymSpaceCodec(self.gym_env.observation_space,
+                                               f"gym:{self.gym_id} observation space", arrays=True)
+        self.action_codec = GymSpaceCodec(self.gym_env.action_space,
+                                          f"gym:{self.gym_id} action space", arrays=False)
+        self.next_seed: int | None = DEFAULT_SEED
+        self.last_info: dict = {}
+
+    def env_init(self) -> TaskSpec:
+        return TaskSpec(observations=self.observation_codec.space_spec(),
+                        actions=self.action_codec.space_spec(), extra=f"gym {self.gym_id}")
+
+    def seed(self, seed: int) -> None:
+        self.next_seed = seed
+
+    def env_start(self) -> Value:
+        observation, self.last_info = self.gym_env.reset(seed=self.next_seed)
+        self.next_seed = None
+        return self.observation_codec.to_value(observation)
+
+    def env_step(self, action: Value) -> StepResult:
+        element = self.action_codec.from_value(action)
+        observation, reward, terminated, truncated, info = self.gym_env.step(element)
+        self.last_info = info
+        extra = {key: plain for key, value in info.items()
+                 if isinstance(key, str) and (plain := _plain(value)) is not None}
+        if truncated and not terminated:
+            extra["truncated"] = True
+        return StepResult(float(reward), self.observation_codec.to_value(observation),
+                          bool(terminated or truncated), extra or None)
+
+    def legal_actions(self) -> list[int] | None:
+        mask = self.last_info.get("action_mask") if isinstance(self.last_info, dict) else None
+        space = self.gym_env.action_space
+        if mask is None or not isinstance(space, gymnasium.spaces.Discrete):
+            return None
+        return [int(space.start) + int(i) for i in np.flatnonzero(mask)]
+
+    def env_cleanup(self) -> None:
+        return None
+
+
+def is_gym_name(name: str) -> bool:
+    return name.startswith(GYM_PREFIX)
+
+
+def environment_class(name: str) -> type[GymEnvironment]:
+    """The GymEnvironment subclass for ``gym:<id>``; OptionError for an unknown id."""
+    gym_id = name[len(GYM_PREFIX):] if is_gym_name(name) else name
+    _spec(gym_id)
+    return type(f"Gym[{gym_id}]", (GymEnvironment,),
+                {"gym_id": gym_id, "name": GYM_PREFIX + gym_id, "__module__": __name__,
+                 "__doc__": f"Gymnasium's {gym_id} as an rlbridge environment."})

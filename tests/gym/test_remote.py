@@ -1,0 +1,143 @@
+"""rlbridge games served by real `rlbridge env` processes, used through gymnasium.Env and make_vec."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env, data_equivalence
+
+from rlbridge.gym import RLBridgeEnv, make_vec
+from rlbridge.protocol.errors import InvalidAction, OptionError
+from rlbridge.registry import ENVIRONMENTS
+
+RENDERED = ("minesweeper", "blackjack", "tetris", "reversi", "2048")
+#: Generous reply bounds: eight engineers share two cores, and a loaded server answers late.
+SLOW = {"timeout_ms": 60_000, "connect_timeout_ms": 60_000}
+
+
+@pytest.mark.parametrize("game", list(ENVIRONMENTS))
+def test_check_env_passes_over_the_wire(game):
+    env = RLBridgeEnv.spawn(game, **SLOW, render_mode="rgb_array" if game in RENDERED else None)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            check_env(env)
+        problems = [str(w.message) for w in caught if "not having a spec" not in str(w.message)]
+        assert problems == []
+        if game in RENDERED:
+            frame = env.render()
+            assert frame.dtype == np.uint8 and frame.shape[2] == 3
+    finally:
+        env.close()
+    assert env.owned_server.process.returncode is not None
+
+
+def test_a_server_started_by_hand_is_reachable_by_address(processes, ipc_dir):
+    address = f"ipc://{ipc_dir}/env.sock"
+    processes.start("env", "reversi", "--bind", address)
+    remote = RLBridgeEnv.remote(address, **SLOW)
+    local = RLBridgeEnv("reversi")
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*not having a spec")
+            check_env(remote)
+        for env in (remote, local):
+            env.trace = [env.reset(seed=4)]
+            for _ in range(10):
+                mask = env.trace[-1][-1]["action_mask"]
+                env.trace.append(env.step(int(np.flatnonzero(mask)[0]) - 1))
+        assert data_equivalence(remote.trace, local.trace, exact=True)
+    finally:
+        remote.close()
+
+
+def test_make_vec_shapes_autoreset_and_seeds():
+    vec = make_vec("countdown", num_envs=3)
+    try:
+        assert vec.metadata["autoreset_mode"].value == "NextStep"
+        observations, infos = vec.reset(seed=[1, 2, 3])
+        assert observations.shape == (3,) and observations.tolist() == [5, 5, 5]
+        ends = []
+        for _ in range(5):
+            observations, rewards, terminated, truncated, infos = vec.step(np.ones(3, dtype=np.int64))
+            ends.append(terminated.tolist())
+        assert ends[-1] == [True, True, True] and not any(any(e) for e in ends[:-1])
+        # Next-step autoreset: the action is ignored, the first observation comes back.
+        observations, rewards, terminated, truncated, _ = vec.step(np.ones(3, dtype=np.int64))
+        assert observations.tolist() == [5, 5, 5] and rewards.tolist() == [0, 0, 0]
+        assert not terminated.any() and not truncated.any()
+    finally:
+        vec.close()
+
+
+def test_make_vec_seeds_each_instance_like_a_single_env():
+    vec = make_vec("tetris", num_envs=2, max_episode_steps=50)
+    singles = [RLBridgeEnv("tetris") for _ in range(2)]
+    try:
+        observations, infos = vec.reset(seed=20)
+        for index, env in enumerate(singles):
+            single, _ = env.reset(seed=20 + index)
+            assert np.array_equal(observations["array_0"][index], single["array_0"])
+        assert infos["action_mask"].shape == (2, 20)
+    finally:
+        vec.close()
+
+
+def test_make_vec_remote_runs_one_server_per_instance():
+    vec = make_vec("2048", num_envs=2, remote=True, **SLOW)
+    local = make_vec("2048", num_envs=2)
+    try:
+        remote_start, _ = vec.reset(seed=9)
+        local_start, _ = local.reset(seed=9)
+        assert data_equivalence(remote_start, local_start, exact=True)
+        actions = np.array([1, 2])
+        assert data_equivalence(vec.step(actions)[:4], local.step(actions)[:4], exact=True)
+        servers = [env.owned_server for env in vec.envs]
+        assert len({server.address for server in servers}) == 2
+    finally:
+        vec.close()
+        local.close()
+    assert all(server.process.returncode is not None for server in servers)
+
+
+def test_make_vec_refuses_no_instances():
+    with pytest.raises(OptionError, match="num_envs"):
+        make_vec("gridwalk", num_envs=0)
+
+
+@pytest.mark.parametrize("where", ["local", "remote"])
+def test_actions_the_environment_refuses_follow_the_illegal_option(where):
+    def make(illegal: str) -> RLBridgeEnv:
+        if where == "local":
+            return RLBridgeEnv("tests.gym.helpers:OddOnlyEnv", illegal=illegal)
+        return RLBridgeEnv.spawn("tests.gym.helpers:OddOnlyEnv", **SLOW, illegal=illegal)
+
+    envs = {illegal: make(illegal) for illegal in ("raise", "penalty", "random")}
+    try:
+        for env in envs.values():
+            assert env.reset(seed=0)[1]["action_mask"].tolist() == [0, 1, 0, 1]
+            env.last_mask = None  # as if no mask were known: the environment must refuse
+        with pytest.raises(InvalidAction, match="must be odd"):
+            envs["raise"].step(2)
+        assert envs["raise"].step(1)[1] == 1.0  # still playable
+        observation, reward, terminated, _, info = envs["penalty"].step(0)
+        assert (observation, reward, terminated, info["illegal_action"]) == (0, -1.0, False, True)
+        observation, reward, _, _, info = envs["random"].step(2)
+        assert observation in (1, 3) and reward == 1.0 and info["illegal_action"]
+    finally:
+        for env in envs.values():
+            env.close()
+
+
+def test_human_rendering_draws_in_a_window(monkeypatch):
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    env = RLBridgeEnv("2048", render_mode="human")
+    try:
+        env.reset(seed=0)
+        env.step(int(np.flatnonzero(env.last_mask)[0]))
+        assert env._window is not None and env._window.get_size()[0] > 0
+    finally:
+        env.close()
+    assert env._window is None
