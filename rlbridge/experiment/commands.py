@@ -12,7 +12,8 @@ from rlbridge.options import build, typed_options
 from rlbridge.protocol.errors import RLBridgeError
 from rlbridge.registry import AGENTS, ENVIRONMENTS, target
 
-ENV_HELP = "a built-in environment (" + ", ".join(ENVIRONMENTS) + ") or module:Class"
+ENV_HELP = ("a built-in environment (" + ", ".join(ENVIRONMENTS) + "), gym:<id> (a Gymnasium env) "
+            "or module:Class")
 AGENT_HELP = "a built-in agent (" + ", ".join(AGENTS) + ") or module:Class"
 
 
