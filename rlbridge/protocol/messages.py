@@ -8,6 +8,7 @@ that breaks PROTOCOL.md with a specific :class:`ProtocolError`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import IntEnum
 from typing import Any, NamedTuple
 
@@ -212,3 +213,12 @@ def read_hello(body: Any) -> Hello:
         raise ProtocolError(f"hello role must be experiment, environment or agent; got {role!r}")
     return Hello(role, read_int(version, "hello version"), read_str(implementation, "implementation"),
                  read_str(language, "language"))
+
+
+def answer_seed(args: list[str], seed: Callable[[int], None]) -> str:
+    """The reply to ``seed N`` (PROTOCOL.md, "Messages"): "ok" after ``seed(N)`` for a
+    non-negative int N, else an error string; messages never raise."""
+    if len(args) == 1 and args[0].isascii() and args[0].isdigit():
+        seed(int(args[0]))
+        return "ok"
+    return f"error: seed takes a non-negative integer; got {' '.join(args)!r}"

@@ -8,7 +8,7 @@ import pytest
 
 from rlbridge.agents.random_agent import RandomAgent
 from rlbridge.environments.toy import GridWalk
-from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.api import Experiment, StepByStepLoop, choose_loop
 from rlbridge.experiment.net.episode import EpisodeRunner
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.experiment.net.server import AgentServer, EnvironmentServer
@@ -73,6 +73,8 @@ def test_step_by_step_and_delegated_episodes_through_both_servers(served):
         assert 1 <= delegated_steps <= 20
         assert runners[0].agent_address == agent_side.server.address
         agent.address = None  # without an address to delegate to, the experiment steps itself
+        experiment.loop = choose_loop(env, agent)  # the loop is chosen once, at construction
+        assert isinstance(experiment.loop, StepByStepLoop)
         experiment.RL_episode(20)
         assert 1 <= experiment.RL_num_steps() <= 20
         experiment.RL_cleanup()

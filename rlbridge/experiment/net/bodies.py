@@ -8,7 +8,14 @@ a malformed body gets BAD_FIELD in every state.
 from __future__ import annotations
 
 from rlbridge.protocol.errors import ProtocolError
-from rlbridge.protocol.messages import MessageType, read_int, read_reward, read_str
+from rlbridge.protocol.messages import (
+    Hello,
+    MessageType,
+    read_hello,
+    read_int,
+    read_reward,
+    read_str,
+)
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import decode_value
 
@@ -57,3 +64,7 @@ def agent_step_body(message) -> tuple[float, object]:
 
 def reward_body(message) -> float:
     return read_reward(message.body)
+
+
+def hello_body(message) -> Hello:
+    return read_hello(message.body)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from rlbridge.experiment.net.bodies import (
     agent_step_body,
+    hello_body,
     nil_body,
     reward_body,
     run_episode_body,
@@ -70,7 +71,6 @@ from rlbridge.protocol.messages import (
     decode,
     encode,
     envelope_ids,
-    read_hello,
     step_body,
 )
 from rlbridge.protocol.taskspec import TaskSpec, parse
@@ -111,7 +111,7 @@ class RequestServer:
         self.handle_signals = handle_signals  # only the main thread may install handlers
         self.stopping = False
         self.handlers: dict[int, tuple[Reader, Action]] = {
-            T.HELLO: (read_hello, self._hello), T.HEARTBEAT: (whole_body, self._heartbeat),
+            T.HELLO: (hello_body, self._hello), T.HEARTBEAT: (whole_body, self._heartbeat),
             T.SHUTDOWN: (shutdown_body, self._shutdown),
         }
         # One experiment session at a time (PROTOCOL.md, "Sessions"): its owner's identity,
@@ -219,9 +219,11 @@ class RequestServer:
                 self.session_seen = time.monotonic()
             return
         now = time.monotonic()
-        if msg_type == self.init_type and \
+        # A stranger's SHUTDOWN would end the owner's experiment as surely as its INIT.
+        if msg_type in (self.init_type, T.SHUTDOWN) and \
                 (now - self.session_seen) * 1000 < self.session_idle_ms:
-            raise WrongState(busy_text(self.role, self.init_type, now - self.session_started))
+            raise WrongState(busy_text(self.role, self.init_type, now - self.session_started,
+                                       msg_type))
 
     def _follow_session(self, msg_type: int, identity: bytes) -> None:
         """Start a session at a successful INIT; end it at its owner's CLEANUP."""

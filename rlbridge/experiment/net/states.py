@@ -56,14 +56,15 @@ ENV_ALLOWED: dict[EnvState, frozenset[int]] = {
     EnvState.ENDED: _ENV_INITIALISED,
 }
 
-_AGENT_ANY_STATE = _ANY_STATE | {T.AGENT_INIT, T.AGENT_CLEANUP, T.AGENT_MESSAGE}
+_AGENT_ANY_STATE = _ANY_STATE | {T.AGENT_INIT, T.AGENT_MESSAGE}
+_AGENT_INITIALISED = _AGENT_ANY_STATE | {T.AGENT_START, T.AGENT_CLEANUP}
 
 #: The requests each agent state serves. AGENT_START while RUNNING starts a new episode
 #: (RL_start after an episode a step limit cut off).
 AGENT_ALLOWED: dict[AgentState, frozenset[int]] = {
     AgentState.FRESH: _AGENT_ANY_STATE,
-    AgentState.READY: _AGENT_ANY_STATE | {T.AGENT_START},
-    AgentState.RUNNING: _AGENT_ANY_STATE | {T.AGENT_START, T.AGENT_STEP, T.AGENT_END},
+    AgentState.READY: _AGENT_INITIALISED,
+    AgentState.RUNNING: _AGENT_INITIALISED | {T.AGENT_STEP, T.AGENT_END},
 }
 
 #: The roles whose HELLO each server accepts; another role gets WRONG_STATE.
@@ -104,8 +105,12 @@ def wrong_state_text(role: str, msg_type: int, state: IntEnum, meaning: str,
             f"({meaning}); in {state.name} it serves {served}")
 
 
-def busy_text(role: str, init_type: int, age_s: float) -> str:
-    """The refusal of a second experiment's ENV_INIT or AGENT_INIT (one session at a time)."""
-    return (f"this {role} already serves an experiment (session started by "
-            f"{MessageType(init_type).name} {age_s:.0f} s ago); start another {role} process "
-            "for a second experiment")
+def busy_text(role: str, init_type: int, age_s: float, refused_type: int) -> str:
+    """The refusal of a second experiment's INIT (one session at a time), or of a SHUTDOWN
+    from anyone but the session's owner."""
+    started = f"session started by {MessageType(init_type).name} {age_s:.0f} s ago"
+    if refused_type == T.SHUTDOWN:
+        return (f"this {role} serves another client's experiment ({started}); only that "
+                f"client may SHUTDOWN it (or stop the process with SIGTERM)")
+    return (f"this {role} already serves an experiment ({started}); start another {role} "
+            "process for a second experiment")
