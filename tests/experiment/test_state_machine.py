@@ -153,6 +153,9 @@ def test_every_cell_of_the_environment_table(processes, ipc_dir):
     raw, agent = Raw(env_address), Raw(agent_address)
     bodies = request_bodies(agent_address)
     assert outcome(agent.call("AGENT_INIT", SPEC), "AGENT_INIT") == OK  # as RL_init does
+    raw.call("ENV_INIT")
+    undelegated = raw.call("RUN_EPISODE", [0])
+    assert undelegated[4][0] == W and "DELEGATE" in undelegated[4][1], undelegated
     assert outcome(raw.call("DELEGATE", bodies["DELEGATE"]), "DELEGATE") == OK
     assert check_cells(raw, ENV_TABLE, ENV_STATES, ENV_PATHS, "ENV_CLEANUP", bodies) == []
     raw.close()
@@ -170,7 +173,7 @@ def test_every_cell_of_the_agent_table(processes, ipc_dir):
 
 
 @pytest.mark.parametrize("role", ["env", "agent"])
-def test_shutdown_is_served_in_every_state(role, processes, ipc_dir):
+def test_shutdown_with_a_string_or_nil_is_served_in_every_state(role, processes, ipc_dir):
     states, paths = (ENV_STATES, ENV_PATHS) if role == "env" else (AGENT_STATES, AGENT_PATHS)
     options = ("countdown", "--opt", "length=1") if role == "env" else ("random",)
     children = {state: start_server(processes, role, *options, "--bind", f"ipc://{ipc_dir}/{state}")
@@ -180,19 +183,10 @@ def test_shutdown_is_served_in_every_state(role, processes, ipc_dir):
         raw = Raw(f"ipc://{ipc_dir}/{state}")
         for step in paths[state]:
             assert outcome(raw.call(step, bodies[step]), step) == OK
+        assert raw.call("SHUTDOWN", 5)[4][0] == ErrorCode.BAD_FIELD  # a string or nil
         assert outcome(raw.call("SHUTDOWN", "done"), "SHUTDOWN") == OK
         assert child.wait(timeout=30) == 0
         raw.close()
-
-
-def test_run_episode_needs_a_successful_delegate(processes, ipc_dir):
-    address = f"ipc://{ipc_dir}/e"
-    start_server(processes, "env", "countdown", "--bind", address)
-    raw = Raw(address)
-    raw.call("ENV_INIT")
-    reply = raw.call("RUN_EPISODE", [0])
-    assert reply[4][0] == W and "DELEGATE" in reply[4][1], reply
-    raw.close()
 
 
 # --- the order of checks and the seq/episode every ERROR reply echoes ------------------
