@@ -13,10 +13,11 @@ from rlbridge.environments.toy import Countdown
 from rlbridge.experiment.api import DelegatedLoop, Experiment, LocalLoop, StepByStepLoop
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.experiment.rlglue3.adapters import run_legacy_client
+from rlbridge.experiment.rlglue3.framing import FramedSocket, configure
 from rlbridge.experiment.rlglue3.peers import LegacyAgent, LegacyEnvironment
 from rlbridge.experiment.rlglue3.session import ForwardingLoop, LegacyExperiment
 from rlbridge.protocol.errors import WrongState
-from rlbridge.protocol.rlglue3 import HEADER, HEADER_SIZE, FramedSocket, Role, configure
+from rlbridge.protocol.rlglue3 import HEADER, HEADER_SIZE, Role
 
 from .helpers import CountingAgent
 

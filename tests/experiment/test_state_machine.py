@@ -38,7 +38,7 @@ ENV_TABLE = {
     "SHUTDOWN":      (OK,   OK,    OK,      OK),
     "ENV_INIT":      (OK,   OK,    OK,      OK),   # re-init resets to READY
     "ENV_START":     (W,    OK,    OK,      OK),
-    "ENV_STEP":      (W,    W,     OK,      W),
+    "ENV_STEP":      (W,    W,     OK,      OK),   # in ENDED: RL_step past the end
     "ENV_CLEANUP":   (W,    OK,    OK,      OK),   # back to FRESH
     "ENV_MESSAGE":   (OK,   OK,    OK,      OK),
     "DELEGATE":      (OK,   OK,    OK,      OK),
@@ -51,31 +51,32 @@ ENV_TABLE = {
     "AGENT_CLEANUP": (W,    W,     W,       W),
     "AGENT_MESSAGE": (W,    W,     W,       W),
 }
-AGENT_STATES = ("FRESH", "READY", "RUNNING")
+AGENT_STATES = ("FRESH", "READY", "RUNNING", "ENDED")
 AGENT_TABLE = {
-    #                FRESH  READY  RUNNING
-    "HELLO":         (OK,   OK,    OK),
-    "HEARTBEAT":     (OK,   OK,    OK),
-    "SHUTDOWN":      (OK,   OK,    OK),
-    "AGENT_INIT":    (OK,   OK,    OK),
-    "AGENT_START":   (W,    OK,    OK),       # while RUNNING: a new episode
-    "AGENT_STEP":    (W,    W,     OK),
-    "AGENT_END":     (W,    W,     OK),       # back to READY
-    "AGENT_CLEANUP": (W,    OK,    OK),       # back to FRESH
-    "AGENT_MESSAGE": (OK,   OK,    OK),
-    "ERROR":         (W,    W,     W),
-    "ENV_INIT":      (W,    W,     W),
-    "ENV_START":     (W,    W,     W),
-    "ENV_STEP":      (W,    W,     W),
-    "ENV_CLEANUP":   (W,    W,     W),
-    "ENV_MESSAGE":   (W,    W,     W),
-    "DELEGATE":      (W,    W,     W),
-    "RUN_EPISODE":   (W,    W,     W),
+    #                FRESH  READY  RUNNING  ENDED
+    "HELLO":         (OK,   OK,    OK,      OK),
+    "HEARTBEAT":     (OK,   OK,    OK,      OK),
+    "SHUTDOWN":      (OK,   OK,    OK,      OK),
+    "AGENT_INIT":    (OK,   OK,    OK,      OK),   # back to READY
+    "AGENT_START":   (W,    OK,    OK,      OK),   # while RUNNING: a new episode
+    "AGENT_STEP":    (W,    W,     OK,      OK),   # in ENDED: RL_step past the end
+    "AGENT_END":     (W,    W,     OK,      OK),   # to ENDED
+    "AGENT_CLEANUP": (W,    OK,    OK,      OK),   # back to FRESH
+    "AGENT_MESSAGE": (OK,   OK,    OK,      OK),
+    "ERROR":         (W,    W,     W,       W),
+    "ENV_INIT":      (W,    W,     W,       W),
+    "ENV_START":     (W,    W,     W,       W),
+    "ENV_STEP":      (W,    W,     W,       W),
+    "ENV_CLEANUP":   (W,    W,     W,       W),
+    "ENV_MESSAGE":   (W,    W,     W,       W),
+    "DELEGATE":      (W,    W,     W,       W),
+    "RUN_EPISODE":   (W,    W,     W,       W),
 }
 # How a client reaches each state from FRESH.
 ENV_PATHS = {"FRESH": (), "READY": ("ENV_INIT",), "RUNNING": ("ENV_INIT", "ENV_START"),
              "ENDED": ("ENV_INIT", "ENV_START", "ENV_STEP")}  # countdown of length 1
-AGENT_PATHS = {"FRESH": (), "READY": ("AGENT_INIT",), "RUNNING": ("AGENT_INIT", "AGENT_START")}
+AGENT_PATHS = {"FRESH": (), "READY": ("AGENT_INIT",), "RUNNING": ("AGENT_INIT", "AGENT_START"),
+               "ENDED": ("AGENT_INIT", "AGENT_START", "AGENT_END")}
 
 SPEC = str(Countdown(length=1).env_init())
 OBSERVATION = encode_value(Value(ints=(1,)))

@@ -27,8 +27,9 @@ class EnvState(IntEnum):
 
 class AgentState(IntEnum):
     FRESH = 0  # before AGENT_INIT, or after AGENT_CLEANUP
-    READY = 1  # after AGENT_INIT or AGENT_END: no episode running
+    READY = 1  # after AGENT_INIT: no episode yet
     RUNNING = 2  # after AGENT_START, until AGENT_END
+    ENDED = 3  # after AGENT_END
 
 
 STATE_MEANINGS = {
@@ -39,8 +40,9 @@ STATE_MEANINGS = {
 }
 AGENT_STATE_MEANINGS = {
     AgentState.FRESH: "not initialised: send AGENT_INIT first",
-    AgentState.READY: "no episode running: send AGENT_START first",
+    AgentState.READY: "no episode started: send AGENT_START first",
     AgentState.RUNNING: "inside an episode",
+    AgentState.ENDED: "the episode ended",
 }
 
 _ANY_STATE = frozenset({T.HELLO, T.HEARTBEAT, T.SHUTDOWN})
@@ -48,23 +50,26 @@ _ENV_ANY_STATE = _ANY_STATE | {T.ENV_INIT, T.ENV_MESSAGE, T.DELEGATE}
 _ENV_INITIALISED = _ENV_ANY_STATE | {T.ENV_START, T.ENV_CLEANUP, T.RUN_EPISODE}
 
 #: The requests each environment state serves. RUN_EPISODE also needs a successful
-#: DELEGATE, which the episode runner checks.
+#: DELEGATE, which the episode runner checks. ENV_STEP in ENDED is RL-Glue 3.0.4's
+#: RL_step past a terminal step (PROTOCOL.md, "Counting rules"): the game decides.
 ENV_ALLOWED: dict[EnvState, frozenset[int]] = {
     EnvState.FRESH: _ENV_ANY_STATE,
     EnvState.READY: _ENV_INITIALISED,
     EnvState.RUNNING: _ENV_INITIALISED | {T.ENV_STEP},
-    EnvState.ENDED: _ENV_INITIALISED,
+    EnvState.ENDED: _ENV_INITIALISED | {T.ENV_STEP},
 }
 
 _AGENT_ANY_STATE = _ANY_STATE | {T.AGENT_INIT, T.AGENT_MESSAGE}
 _AGENT_INITIALISED = _AGENT_ANY_STATE | {T.AGENT_START, T.AGENT_CLEANUP}
 
 #: The requests each agent state serves. AGENT_START while RUNNING starts a new episode
-#: (RL_start after an episode a step limit cut off).
+#: (RL_start after an episode a step limit cut off); AGENT_STEP and AGENT_END in ENDED
+#: are RL-Glue 3.0.4's RL_step past a terminal step.
 AGENT_ALLOWED: dict[AgentState, frozenset[int]] = {
     AgentState.FRESH: _AGENT_ANY_STATE,
     AgentState.READY: _AGENT_INITIALISED,
     AgentState.RUNNING: _AGENT_INITIALISED | {T.AGENT_STEP, T.AGENT_END},
+    AgentState.ENDED: _AGENT_INITIALISED | {T.AGENT_STEP, T.AGENT_END},
 }
 
 #: The roles whose HELLO each server accepts; another role gets WRONG_STATE.
@@ -73,7 +78,8 @@ HELLO_ROLES = {"environment": ("experiment",), "agent": ("experiment", "environm
 _ENV_NEXT = {T.ENV_INIT: EnvState.READY, T.ENV_START: EnvState.RUNNING,
              T.ENV_CLEANUP: EnvState.FRESH}
 _AGENT_NEXT = {T.AGENT_INIT: AgentState.READY, T.AGENT_START: AgentState.RUNNING,
-               T.AGENT_END: AgentState.READY, T.AGENT_CLEANUP: AgentState.FRESH}
+               T.AGENT_STEP: AgentState.RUNNING, T.AGENT_END: AgentState.ENDED,
+               T.AGENT_CLEANUP: AgentState.FRESH}
 
 
 def next_env_state(state: EnvState, msg_type: int, reply: object, succeeded: bool) -> EnvState:
