@@ -12,6 +12,7 @@ when a step limit cuts the episode off); ``agent_cleanup`` at the end; and
 
 from __future__ import annotations
 
+from rlbridge.protocol.messages import answer_seed
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 
@@ -51,10 +52,10 @@ class Agent:
         return None
 
     def agent_message(self, message: str) -> str:
+        """``seed N`` seeds the agent's own generator; unknown messages answer ``""``."""
         words = message.split()
-        if len(words) == 2 and words[0] == "seed":
-            self.seed(int(words[1]))
-            return "ok"
+        if words and words[0] == "seed":
+            return answer_seed(words[1:], self.seed)
         return ""
 
     def seed(self, seed: int) -> None:

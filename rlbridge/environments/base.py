@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
+from rlbridge.protocol.messages import answer_seed
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 
@@ -44,10 +45,11 @@ class Environment:
         leaves the state unchanged.
       * ``env_message(text)`` answers a string with a string. The base class serves the
         commands every environment has: ``seed N`` (calls :meth:`seed`), ``legal_actions``
-        (:meth:`legal_actions` as space-separated ints; empty means "any action the task
-        spec allows") and ``get_state`` (:meth:`state_snapshot` as JSON). Anything else goes
-        to :meth:`game_message`; unknown commands get a reply starting ``"error: "`` that
-        lists the known ones (``MESSAGES`` holds a game's own, as usage strings).
+        (:meth:`legal_actions` as space-separated ints in increasing order; empty at a
+        terminal state, before ``env_start``, or when every action the task spec allows
+        is legal) and ``get_state`` (:meth:`state_snapshot` as JSON). Anything else goes to
+        :meth:`game_message`; unknown commands get ``""``, as in every role and language
+        (``MESSAGES`` lists a game's own commands, as usage strings).
       * ``env_cleanup()`` releases resources.
 
     Environments never use global random state: :meth:`seed` gets the experiment's seed.
@@ -55,7 +57,7 @@ class Environment:
 
     #: Name used in logs and registries; defaults to the class name.
     name: str = ""
-    #: Usage of this environment's own ``env_message`` commands, listed in error replies.
+    #: Usage of this environment's own ``env_message`` commands, for readers and tests.
     MESSAGES: tuple[str, ...] = ()
 
     def __init__(self) -> None:
@@ -76,26 +78,24 @@ class Environment:
     def env_message(self, message: str) -> str:
         words = message.split()
         command, args = (words[0], words[1:]) if words else ("", [])
-        if command == "seed" and len(args) == 1:
-            self.seed(int(args[0]))
-            return "ok"
+        if command == "seed":
+            return answer_seed(args, self.seed)
         if command == "legal_actions" and not args:
             legal = self.legal_actions()
-            return "" if legal is None else " ".join(map(str, legal))
+            return "" if legal is None else " ".join(map(str, sorted(legal)))
         if command == "get_state" and not args:
             return json.dumps(self.state_snapshot())
         reply = self.game_message(command, args)
-        if reply is not None:
-            return reply
-        known = ", ".join(("seed N", "legal_actions", "get_state", *self.MESSAGES))
-        return f"error: unknown command {message!r}; known: {known}"
+        return "" if reply is None else reply
 
     def game_message(self, command: str, args: list[str]) -> str | None:
         """A game's own ``env_message`` commands; None for a command it does not know."""
         return None
 
     def legal_actions(self) -> list[int] | None:
-        """The legal action ints now, or None when every action in the task spec is legal."""
+        """The legal action ints now, or None when every action in the task spec is legal.
+
+        A game returns ``[]`` before its first ``env_start`` and at a terminal state."""
         return None
 
     def seed(self, seed: int) -> None:

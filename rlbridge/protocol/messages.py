@@ -8,6 +8,7 @@ that breaks PROTOCOL.md with a specific :class:`ProtocolError`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import IntEnum
 from typing import Any, NamedTuple
 
@@ -27,6 +28,10 @@ PROTOCOL_VERSION = 1
 
 #: Default limit on the bytes of one message (all frames); receivers reply TOO_LARGE above it.
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+#: Limit on the frames of one message, the envelope included; receivers reply TOO_LARGE
+#: above it and drop the excess frames unread.
+MAX_MESSAGE_FRAMES = 1024
 
 
 class MessageType(IntEnum):
@@ -94,12 +99,14 @@ def encode(msg_type: int, seq: int, episode: int, body: Any = None, frames: list
     return [head]
 
 
-def decode(payload: bytes, frames: tuple = (), *, max_bytes: int = MAX_MESSAGE_BYTES,
+def decode(payload: bytes, frames: tuple = (), *, max_bytes: int | None = MAX_MESSAGE_BYTES,
            expected_version: int = PROTOCOL_VERSION) -> Envelope:
-    """Check and decode the first frame of a message. Raises a specific ProtocolError."""
-    size = len(payload) + sum(len(memoryview(f)) for f in frames) if frames else len(payload)
-    if size > max_bytes:
-        raise MessageTooLarge(f"message of {size} bytes exceeds the limit of {max_bytes} bytes")
+    """Check and decode the first frame of a message. Raises a specific ProtocolError.
+
+    The checks run in PROTOCOL.md's order: msgpack, a 5-item array, integer header
+    fields, the version, a known type, then (unless ``max_bytes`` is None, for a server
+    that checks its role first) the size of all frames.
+    """
     try:
         raw = _unpackb(payload, strict_map_key=False)
     except Exception as err:  # msgpack raises several unrelated classes for bad bytes
@@ -129,7 +136,31 @@ def decode(payload: bytes, frames: tuple = (), *, max_bytes: int = MAX_MESSAGE_B
             f"unknown message type {msg_type}; expected one of "
             + ", ".join(f"{t.name}={int(t)}" for t in MessageType)
         )
+    if max_bytes is not None:
+        check_size(payload, frames, max_bytes)
     return _new_tuple(Envelope, (version, msg_type, seq, episode, body, frames))
+
+
+def check_size(payload: bytes, frames: tuple, max_bytes: int) -> None:
+    """Raise TOO_LARGE when all frames of a message together exceed ``max_bytes``."""
+    size = len(payload) + sum(len(memoryview(f)) for f in frames) if frames else len(payload)
+    if size > max_bytes:
+        raise MessageTooLarge(f"message of {size} bytes exceeds the limit of {max_bytes} bytes")
+
+
+def envelope_ids(payload: bytes) -> tuple[int, int]:
+    """The ``(seq, episode)`` an ERROR reply to ``payload`` must echo (PROTOCOL.md, "Errors").
+
+    They are read whenever the frame is one msgpack 5-item array whose seq and episode
+    items are ints, whatever else is wrong with it; otherwise they are ``(0, 0)``.
+    """
+    try:
+        raw = _unpackb(payload, strict_map_key=False)
+    except Exception:  # not msgpack: nothing can be read
+        return 0, 0
+    if type(raw) is list and len(raw) == 5 and type(raw[2]) is int and type(raw[3]) is int:
+        return raw[2], raw[3]
+    return 0, 0
 
 
 # -- body helpers ----------------------------------------------------------------
@@ -182,3 +213,12 @@ def read_hello(body: Any) -> Hello:
         raise ProtocolError(f"hello role must be experiment, environment or agent; got {role!r}")
     return Hello(role, read_int(version, "hello version"), read_str(implementation, "implementation"),
                  read_str(language, "language"))
+
+
+def answer_seed(args: list[str], seed: Callable[[int], None]) -> str:
+    """The reply to ``seed N`` (PROTOCOL.md, "Messages"): "ok" after ``seed(N)`` for a
+    non-negative int N, else an error string; messages never raise."""
+    if len(args) == 1 and args[0].isascii() and args[0].isdigit():
+        seed(int(args[0]))
+        return "ok"
+    return f"error: seed takes a non-negative integer; got {' '.join(args)!r}"

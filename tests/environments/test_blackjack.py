@@ -148,9 +148,14 @@ def test_start_clear_cancels_a_pending_start():
 
 def test_messages_legal_actions_and_unknown():
     env = BlackjackEnv()
+    env.env_init()
+    assert env.env_message("legal_actions") == ""  # before env_start
+    env.env_message("deal 6,9 7,10")
+    env.env_start()
     assert env.env_message("legal_actions") == "0 1"
-    reply = env.env_message("fly away")
-    assert reply.startswith("error: ") and "start PLAYER_SUM" in reply
+    env.env_step(Value(ints=(0,)))  # stick: the hand is over
+    assert env.env_message("legal_actions") == ""  # at a terminal state
+    assert env.env_message("fly away") == ""  # unknown messages answer ""
 
 
 def test_out_of_range_action_raises_and_changes_nothing():

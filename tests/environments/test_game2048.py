@@ -178,7 +178,7 @@ def test_messages_state_and_options():
     state = json.loads(env.env_message("get_state"))
     assert set(state) == {"game", "board", "score", "done"} and state["game"] == "2048"
     assert len(state["board"]) == 16 and sorted(state["board"])[-2:] == [2, 2]
-    assert env.env_message("fly").startswith("error: ") and "legal_actions" in env.env_message("x")
+    assert env.env_message("fly") == ""  # unknown messages answer ""
     assert env.env_message("set_board 3 " + "0 " * 15).startswith("error: ")
     assert env.env_message("set_board 2 2").startswith("error: ")
     assert len(env.env_message("render").splitlines()) == 4

@@ -71,6 +71,15 @@ class BadActionAgent(Agent):
         return Value(ints=(99,))
 
 
+class RaisingMessageEnv(Environment):
+    """Its ``env_message("raise")`` raises: the served object's own bug, not bad input."""
+
+    def env_message(self, message: str) -> str:
+        if message == "raise":
+            raise RuntimeError("this message raises")
+        return super().env_message(message)
+
+
 class ThrottleEnv(Environment):
     """One double in [0, 1] as the action; the observation counts the env_step calls served."""
 

@@ -9,7 +9,7 @@ import pytest
 import zmq
 
 from rlbridge.experiment.net.remote import RemoteEnvironment
-from rlbridge.protocol.errors import ErrorCode, InvalidAction, VersionMismatch
+from rlbridge.protocol.errors import ErrorCode, InvalidAction, PeerError, VersionMismatch
 from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType, encode
 from rlbridge.protocol.values import Value, encode_value
 
@@ -23,6 +23,7 @@ def env_server(processes, ipc_dir):
                             "--max-message-bytes", str(LIMIT_BYTES))
     env = RemoteEnvironment(address)
     env.env_init()
+    env.env_start()  # ENV_STEP is served only inside an episode
     yield address, env, child
     env.close()
 
@@ -107,10 +108,23 @@ def test_version_mismatch_is_reported_on_both_sides(env_server, raw):
         decode(encode(MessageType.HELLO, 1, 0, None, version=7)[0])
 
 
-def test_an_application_error_is_reported_and_serving_continues(raw, env_server):
+def test_an_application_error_is_reported_and_serving_continues(processes, ipc_dir):
+    address = f"ipc://{ipc_dir}/r"
+    processes.start("env", "tests.experiment.helpers:RaisingMessageEnv", "--bind", address)
+    env = RemoteEnvironment(address)
+    try:
+        with pytest.raises(PeerError, match="RuntimeError: this message raises") as caught:
+            env.env_message("raise")
+        assert caught.value.remote_code == ErrorCode.APPLICATION
+        assert env.env_message("anything else") == ""
+    finally:
+        env.close()
+
+
+def test_a_bad_seed_is_answered_with_an_error_string(raw, env_server):
     reply = raw(encode(MessageType.ENV_MESSAGE, 1, 0, "seed not-a-number")[0])
-    assert reply[4][0] == ErrorCode.APPLICATION
-    assert "ValueError" in reply[4][1]
+    assert reply[1:] == [MessageType.ENV_MESSAGE, 1, 0,
+                         "error: seed takes a non-negative integer; got 'not-a-number'"]
     still_serves(env_server[1])
 
 

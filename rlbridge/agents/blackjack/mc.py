@@ -21,6 +21,7 @@ import numpy as np
 
 from rlbridge.agents.base import Agent
 from rlbridge.agents.blackjack import dp as blackjack_dp
+from rlbridge.protocol.messages import answer_seed
 from rlbridge.protocol.values import Value
 
 TABLE_SHAPE = (22, 11, 2, 2)
@@ -180,9 +181,8 @@ class BlackjackTabularAgent(Agent):
     def agent_message(self, message: str) -> str:
         words = message.split()
         command = words[0] if words else ""
-        if command == "seed" and len(words) == 2:
-            self.seed(int(words[1]))
-            return "ok"
+        if command == "seed":
+            return answer_seed(words[1:], self.seed)
         if command in ("save", "load", "plot") and len(words) == 2:
             try:
                 if command == "save":
@@ -198,8 +198,7 @@ class BlackjackTabularAgent(Agent):
             return repr(self.exact_return())
         if command == "episodes" and len(words) == 1:
             return str(self.episodes)
-        return (f"error: unknown message {message!r}; known: seed N, save PATH, load PATH, "
-                "plot PREFIX, exact, episodes")
+        return ""  # unknown messages answer "" in every role (PROTOCOL.md, "Messages")
 
     def plot(self, prefix: str) -> list[str]:
         """Write PREFIX_policy.png and PREFIX_value.png; return their paths."""

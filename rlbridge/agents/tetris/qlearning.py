@@ -184,18 +184,20 @@ class QLearningAgent(Agent):
 
     def agent_message(self, message: str) -> str:
         words = message.split()
-        if len(words) == 2 and words[0] in ("save", "load"):
-            (self.save if words[0] == "save" else self.load)(words[1])
-            return "ok"
-        if len(words) == 2 and words[0] == "epsilon":
-            self.epsilon = float(words[1])
-            return "ok"
+        try:  # messages never raise: a bad argument is answered with an error string
+            if len(words) == 2 and words[0] in ("save", "load"):
+                (self.save if words[0] == "save" else self.load)(words[1])
+                return "ok"
+            if len(words) == 2 and words[0] == "epsilon":
+                self.epsilon = float(words[1])
+                return "ok"
+        except (OSError, ValueError, KeyError) as err:
+            return f"error: {words[0]} {words[1]}: {err}"
         if len(words) == 2 and words[0] == "learn":
             self.learn = words[1] not in ("0", "false", "no")
             return "ok"
-        if len(words) == 2 and words[0] == "seed":
+        if words and words[0] == "seed":
             return super().agent_message(message)
         if words and words[0] == "stats":
             return f"games={self.games} states={len(self.q)} entries={sum(map(len, self.q.values()))}"
-        return ("error: unknown message " + repr(message)
-                + "; expected one of: seed N, save PATH, load PATH, epsilon X, learn 0|1, stats")
+        return ""  # unknown messages answer "" in every role (PROTOCOL.md, "Messages")

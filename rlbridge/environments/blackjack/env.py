@@ -129,7 +129,7 @@ class BlackjackEnv(Environment):
     MESSAGES = ("start PLAYER_SUM DEALER_CARD USABLE_ACE", "start clear", "deal P1,P2,.. D1,D2,..")
 
     def legal_actions(self) -> list[int]:
-        return [STICK, HIT]
+        return [STICK, HIT] if self._started and not self.core.done else []
 
     def game_message(self, command: str, args: list[str]) -> str | None:
         try:

@@ -159,7 +159,9 @@ class ReversiEnv(Environment):
     MESSAGES = ("render", "score", "opponent NAME [DEPTH]")
 
     def legal_actions(self) -> list[int]:
-        return self.core.legal_actions() if self.core.to_move == AGENT else []
+        if self.done or self.core.to_move != AGENT:  # done before env_start too
+            return []
+        return self.core.legal_actions()
 
     def game_message(self, command: str, args: list[str]) -> str | None:
         if command == "render" and not args:

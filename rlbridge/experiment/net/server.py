@@ -1,8 +1,9 @@
 """Serve a local Environment or Agent on a ZeroMQ ROUTER socket, one request at a time.
 
 :class:`EnvironmentServer` and :class:`AgentServer` each have their own handler table
-(message type -> method) on top of :class:`RequestServer`, which owns the socket, the
-loop, replies and error replies. ``serve_forever()`` runs until a SHUTDOWN request,
+(message type -> body reader, action) and state machine (states.py) on top of
+:class:`RequestServer`, which owns the socket, the loop, the order of checks, the one
+experiment session it serves at a time, replies and error replies. ``serve_forever()`` runs until a SHUTDOWN request,
 SIGTERM/SIGINT, or the idle timeout. Bad input (malformed bytes, unknown types, wrong
 fields, oversized messages, another protocol version, invalid actions) gets a specific
 ERROR reply and the server goes on serving. Exceptions raised by the served object
@@ -18,54 +19,90 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
+from rlbridge.experiment.net.bodies import (
+    agent_step_body,
+    hello_body,
+    nil_body,
+    reward_body,
+    run_episode_body,
+    shutdown_body,
+    str_body,
+    task_spec_body,
+    value_body,
+    whole_body,
+)
 from rlbridge.experiment.net.episode import EpisodeRunner
+from rlbridge.experiment.net.states import (
+    AGENT_ALLOWED,
+    AGENT_STATE_MEANINGS,
+    ENV_ALLOWED,
+    HELLO_ROLES,
+    SESSION_IDLE_MS,
+    STATE_MEANINGS,
+    AgentState,
+    EnvState,
+    busy_text,
+    next_agent_state,
+    next_env_state,
+    wrong_state_text,
+)
 from rlbridge.experiment.net.transport import (
     IMPLEMENTATION,
     LANGUAGE,
+    DelimitedIdentity,
+    TooManyFrames,
     recv_request,
     send_reply,
     server_socket,
 )
 from rlbridge.protocol.errors import (
     ErrorCode,
-    ProtocolError,
+    MessageTooLarge,
     RLBridgeError,
     VersionMismatch,
     WrongState,
 )
 from rlbridge.protocol.messages import (
     MAX_MESSAGE_BYTES,
+    MAX_MESSAGE_FRAMES,
     PROTOCOL_VERSION,
     MessageType,
+    check_size,
     decode,
     encode,
-    read_hello,
-    read_reward,
-    read_str,
+    envelope_ids,
     step_body,
 )
 from rlbridge.protocol.taskspec import TaskSpec, parse
-from rlbridge.protocol.values import decode_value, encode_value
+from rlbridge.protocol.values import encode_value
 
 if TYPE_CHECKING:
     from rlbridge.experiment.net.curve import CurveKeys
 
 T = MessageType
 
-#: A handler gets the decoded request, the list its reply's array frames go into, and the
-#: sender's identity; it returns the reply body.
-Handler = Callable[..., object]
+#: A reader checks a request's body (BAD_FIELD) and returns what its action needs; it
+#: runs before the state check, so a malformed body is BAD_FIELD in every state.
+Reader = Callable[..., object]
+#: An action gets the decoded request, what its reader returned, the list its reply's
+#: array frames go into, and the sender's identity; it returns the reply body.
+Action = Callable[..., object]
 
 
 class RequestServer:
-    """The request loop shared by both servers: subclasses add their handlers to ``handlers``."""
+    """The request loop shared by both servers: subclasses add their entries to ``handlers``
+    and give their state machine (``allowed``, ``next_state``, ``meanings``, ``state``)."""
 
     #: Who this server is, in HELLO replies and in messages: "environment" or "agent".
     role = ""
+    #: The request that starts a session (ENV_INIT or AGENT_INIT) and the one that ends it.
+    init_type = 0
+    cleanup_type = 0
 
     def __init__(self, address: str, *, bind: bool = True, curve: CurveKeys | None = None,
                  max_message_bytes: int = MAX_MESSAGE_BYTES, idle_timeout_ms: int | None = None,
-                 log: TextIO | None = sys.stderr, handle_signals: bool = True):
+                 log: TextIO | None = sys.stderr, handle_signals: bool = True,
+                 session_idle_ms: int = SESSION_IDLE_MS):
         self.socket, self.address = server_socket(address, bind=bind, curve=curve)
         self.curve = curve  # also the client keys an environment calls its agent with
         self.max_message_bytes = max_message_bytes
@@ -73,9 +110,15 @@ class RequestServer:
         self.log = log
         self.handle_signals = handle_signals  # only the main thread may install handlers
         self.stopping = False
-        self.handlers: dict[int, Handler] = {
-            T.HELLO: self._hello, T.HEARTBEAT: self._heartbeat, T.SHUTDOWN: self._shutdown,
+        self.handlers: dict[int, tuple[Reader, Action]] = {
+            T.HELLO: (hello_body, self._hello), T.HEARTBEAT: (whole_body, self._heartbeat),
+            T.SHUTDOWN: (shutdown_body, self._shutdown),
         }
+        # One experiment session at a time (PROTOCOL.md, "Sessions"): its owner's identity,
+        # and the monotonic seconds when it started and when its owner last sent anything.
+        self.session_idle_ms = session_idle_ms
+        self.session_owner: bytes | None = None
+        self.session_started = self.session_seen = 0.0
 
     # -- the loop ----------------------------------------------------------------
     def serve_forever(self, keep_serving: Callable[[bool], bool] | None = None) -> int:
@@ -118,29 +161,87 @@ class RequestServer:
         self.stopping = True
 
     def handle(self, identity: bytes, payload: bytes, frames: tuple = ()) -> None:
-        """Answer one request: its handler's reply, or an ERROR reply saying what went wrong."""
-        seq = episode = 0
+        """Answer one request: its handler's reply, or an ERROR reply saying what went wrong.
+
+        The checks run in PROTOCOL.md's order: the envelope, the role, the size, the body,
+        the state, then the served object's own code.
+        """
+        seq = episode = msg_type = 0
+        decoded = acting = False
         try:
-            message = decode(payload, frames, max_bytes=self.max_message_bytes)
-            seq, episode = message.seq, message.episode
-            handler = self.handlers.get(message.type)
-            if handler is None:
+            message = decode(payload, frames, max_bytes=None)
+            decoded = True
+            seq, episode, msg_type = message.seq, message.episode, message.type
+            entry = self.handlers.get(msg_type)
+            if entry is None:
                 raise WrongState(
-                    f"the {self.role} does not serve {MessageType(message.type).name}; "
+                    f"the {self.role} does not serve {MessageType(msg_type).name}; "
                     f"it serves {', '.join(MessageType(t).name for t in self.handlers)}"
                 )
+            if type(frames) is TooManyFrames:
+                raise MessageTooLarge(f"message of {frames.count} frames exceeds the limit of "
+                                      f"{MAX_MESSAGE_FRAMES} frames")
+            if frames or len(payload) > self.max_message_bytes:
+                check_size(payload, frames, self.max_message_bytes)
+            read, act = entry
+            arguments = read(message)
+            self._check_state(msg_type, identity)
+            acting = True
             out_frames: list = []
-            body = handler(message, out_frames, identity)
-            send_reply(self.socket, identity, encode(message.type, seq, episode, body, out_frames))
+            body = act(message, arguments, out_frames, identity)
+            self.state = self.next_state(self.state, msg_type, body, True)
+            self._follow_session(msg_type, identity)
+            send_reply(self.socket, identity, encode(msg_type, seq, episode, body, out_frames))
         except RLBridgeError as err:
-            self._reply_error(identity, seq, episode, err.code, str(err))
+            self._failed(identity, payload, decoded, acting, msg_type, seq, episode,
+                         err.code, str(err))
         except Exception as err:  # the served object's own bug: report it, keep serving
-            self._reply_error(identity, seq, episode, ErrorCode.APPLICATION,
-                              f"{self.role} raised {type(err).__name__}: {err}")
+            self._failed(identity, payload, decoded, acting, msg_type, seq, episode,
+                         ErrorCode.APPLICATION, f"{self.role} raised {type(err).__name__}: {err}")
+
+    def _failed(self, identity, payload, decoded, acting, msg_type, seq, episode, code,
+                text) -> None:
+        if not decoded:
+            seq, episode = envelope_ids(payload)
+        if acting:
+            self.state = self.next_state(self.state, msg_type, None, False)
+        self._reply_error(identity, seq, episode, code, text)
+
+    def _check_state(self, msg_type: int, identity: bytes) -> None:
+        """WRONG_STATE unless the state serves ``msg_type`` and any session allows it."""
+        state = self.state
+        if msg_type not in self.allowed[state]:
+            raise WrongState(wrong_state_text(self.role, msg_type, state, self.meanings[state],
+                                              self.allowed[state]))
+        owner = self.session_owner
+        if owner is None or owner == identity:
+            if owner is not None:
+                self.session_seen = time.monotonic()
+            return
+        now = time.monotonic()
+        # A stranger's SHUTDOWN would end the owner's experiment as surely as its INIT.
+        if msg_type in (self.init_type, T.SHUTDOWN) and \
+                (now - self.session_seen) * 1000 < self.session_idle_ms:
+            raise WrongState(busy_text(self.role, self.init_type, now - self.session_started,
+                                       msg_type))
+
+    def _follow_session(self, msg_type: int, identity: bytes) -> None:
+        """Start a session at a successful INIT; end it at its owner's CLEANUP."""
+        if msg_type == self.init_type:
+            if self.session_owner != identity:
+                self.session_owner = identity
+                self.session_started = time.monotonic()
+            self.session_seen = time.monotonic()
+        elif msg_type == self.cleanup_type and identity == self.session_owner:
+            self.session_owner = None
 
     def send(self, identity: bytes, frames: list) -> None:
-        """Send an encoded message to ``identity`` outside a reply (delegated heartbeats)."""
-        send_reply(self.socket, identity, frames)
+        """Send an encoded message to ``identity`` outside a reply (delegated heartbeats).
+
+        Not to a REQ client, which would take it for its reply.
+        """
+        if type(identity) is not DelimitedIdentity:
+            send_reply(self.socket, identity, frames)
 
     def _reply_error(self, identity, seq, episode, code, text) -> None:
         self._warn(f"error {ErrorCode(code).name}: {text}")
@@ -155,18 +256,22 @@ class RequestServer:
         self.socket.close()
 
     # -- requests both servers answer ----------------------------------------------
-    def _hello(self, message, frames, identity):
-        hello = read_hello(message.body)
+    def _hello(self, message, hello, frames, identity):
         if hello.version != PROTOCOL_VERSION:
             raise VersionMismatch(f"protocol version mismatch: expected {PROTOCOL_VERSION}, "
                                   f"got {hello.version} from {hello.implementation}")
+        if hello.role not in HELLO_ROLES[self.role]:
+            raise WrongState(f"the {self.role} talks to {' and '.join(HELLO_ROLES[self.role])} "
+                             f"peers; got HELLO from an {hello.role}")
         return [self.role, PROTOCOL_VERSION, IMPLEMENTATION, LANGUAGE]
 
-    def _heartbeat(self, message, frames, identity):
-        return message.body
+    def _heartbeat(self, message, body, frames, identity):
+        return body
 
-    def _shutdown(self, message, frames, identity):
+    def _shutdown(self, message, body, frames, identity):
         self.stopping = True
+        if identity == self.session_owner:
+            self.session_owner = None
         return None
 
 
@@ -178,6 +283,10 @@ class EnvironmentServer(RequestServer):
     """
 
     role = "environment"
+    init_type, cleanup_type = T.ENV_INIT, T.ENV_CLEANUP
+    allowed = ENV_ALLOWED
+    meanings = STATE_MEANINGS
+    next_state = staticmethod(next_env_state)
 
     def __init__(self, env, address: str, *,
                  episode_runner: Callable[[EnvironmentServer], EpisodeRunner] = EpisodeRunner,
@@ -186,10 +295,14 @@ class EnvironmentServer(RequestServer):
         self.env = env
         self.publisher = publisher
         self.task_spec: TaskSpec | None = None
+        self.state = EnvState.FRESH
         self.handlers.update({
-            T.ENV_INIT: self._env_init, T.ENV_START: self._env_start, T.ENV_STEP: self._env_step,
-            T.ENV_CLEANUP: self._env_cleanup, T.ENV_MESSAGE: self._env_message,
-            T.DELEGATE: self._delegate, T.RUN_EPISODE: self._run_episode,
+            T.ENV_INIT: (nil_body, self._env_init), T.ENV_START: (nil_body, self._env_start),
+            T.ENV_STEP: (value_body, self._env_step),
+            T.ENV_CLEANUP: (nil_body, self._env_cleanup),
+            T.ENV_MESSAGE: (str_body, self._env_message),
+            T.DELEGATE: (whole_body, self._delegate),
+            T.RUN_EPISODE: (run_episode_body, self._run_episode),
         })
         # Last: the runner may read the server's parts.
         self.episode_runner = episode_runner(self)
@@ -200,92 +313,84 @@ class EnvironmentServer(RequestServer):
             self.publisher.close()
         super().close()
 
-    def _need_spec(self, call: str) -> TaskSpec:
-        if self.task_spec is None:
-            raise WrongState(f"{call} needs env_init first")
-        return self.task_spec
-
-    def _env_init(self, message, frames, identity):
+    def _env_init(self, message, _, frames, identity):
         spec = self.env.env_init()
         self.task_spec = spec if isinstance(spec, TaskSpec) else parse(spec)
         return spec if isinstance(spec, str) else str(spec)
 
-    def _env_start(self, message, frames, identity):
-        self._need_spec("env_start")
+    def _env_start(self, message, _, frames, identity):
         observation = self.env.env_start()
         if self.publisher is not None:
             self.publisher.offer(self.env.state_snapshot, message.episode, 0, False)
         return encode_value(observation, frames)
 
-    def _env_step(self, message, frames, identity):
-        spec = self._need_spec("env_step")
-        action = decode_value(message.body, message.frames)
-        spec.check_action(action)
+    def _env_step(self, message, action, frames, identity):
+        self.task_spec.check_action(action)
         result = self.env.env_step(action)
         if self.publisher is not None:
             self.publisher.offer(self.env.state_snapshot, message.episode, -1, bool(result[2]))
         info = result[3] if len(result) > 3 else None
         return step_body(result[0], result[1], result[2], info, frames)
 
-    def _env_cleanup(self, message, frames, identity):
+    def _env_cleanup(self, message, _, frames, identity):
         self.env.env_cleanup()
         return None
 
-    def _env_message(self, message, frames, identity):
-        return self.env.env_message(read_str(message.body, "env_message text"))
+    def _env_message(self, message, text, frames, identity):
+        return self.env.env_message(text)
 
-    def _delegate(self, message, frames, identity):
-        self.episode_runner.configure(message.body)
+    def _delegate(self, message, body, frames, identity):
+        self.episode_runner.configure(body)
         return None
 
-    def _run_episode(self, message, frames, identity):
-        spec = self._need_spec("run_episode")
-        return self.episode_runner.run(message, spec, identity, frames)
+    def _run_episode(self, message, _, frames, identity):
+        return self.episode_runner.run(message, self.task_spec, identity, frames)
 
 
 class AgentServer(RequestServer):
     """Serves an Agent's ``agent_*`` calls."""
 
     role = "agent"
+    init_type, cleanup_type = T.AGENT_INIT, T.AGENT_CLEANUP
+    allowed = AGENT_ALLOWED
+    meanings = AGENT_STATE_MEANINGS
+    next_state = staticmethod(next_agent_state)
 
     def __init__(self, agent, address: str, **options):
         super().__init__(address, **options)
         self.agent = agent
         self.task_spec: TaskSpec | None = None
+        self.state = AgentState.FRESH
         self.handlers.update({
-            T.AGENT_INIT: self._agent_init, T.AGENT_START: self._agent_start,
-            T.AGENT_STEP: self._agent_step, T.AGENT_END: self._agent_end,
-            T.AGENT_CLEANUP: self._agent_cleanup, T.AGENT_MESSAGE: self._agent_message,
+            T.AGENT_INIT: (task_spec_body, self._agent_init),
+            T.AGENT_START: (value_body, self._agent_start),
+            T.AGENT_STEP: (agent_step_body, self._agent_step),
+            T.AGENT_END: (reward_body, self._agent_end),
+            T.AGENT_CLEANUP: (nil_body, self._agent_cleanup),
+            T.AGENT_MESSAGE: (str_body, self._agent_message),
         })
 
-    def _agent_init(self, message, frames, identity):
-        self.task_spec = parse(read_str(message.body, "task spec"))
-        self.agent.agent_init(self.task_spec)
+    def _agent_init(self, message, spec, frames, identity):
+        self.task_spec = spec
+        self.agent.agent_init(spec)
         return None
 
-    def _agent_start(self, message, frames, identity):
-        if self.task_spec is None:
-            raise WrongState("agent_start needs agent_init first")
-        observation = decode_value(message.body, message.frames)
+    def _agent_start(self, message, observation, frames, identity):
         return encode_value(self.agent.agent_start(observation), frames)
 
-    def _agent_step(self, message, frames, identity):
-        body = message.body
-        if type(body) is not list or len(body) != 2:
-            raise ProtocolError(f"agent_step body must be [reward, observation]; got {body!r:.80}")
-        action = self.agent.agent_step(read_reward(body[0]), decode_value(body[1], message.frames))
-        return encode_value(action, frames)
+    def _agent_step(self, message, reward_observation, frames, identity):
+        return encode_value(self.agent.agent_step(*reward_observation), frames)
 
-    def _agent_end(self, message, frames, identity):
-        self.agent.agent_end(read_reward(message.body))
+    def _agent_end(self, message, reward, frames, identity):
+        self.agent.agent_end(reward)
         return None
 
-    def _agent_cleanup(self, message, frames, identity):
+    def _agent_cleanup(self, message, _, frames, identity):
         self.agent.agent_cleanup()
         return None
 
-    def _agent_message(self, message, frames, identity):
-        return self.agent.agent_message(read_str(message.body, "agent_message text"))
+    def _agent_message(self, message, text, frames, identity):
+        return self.agent.agent_message(text)
 
 
 #: The server class for each role a process can serve.

@@ -31,6 +31,7 @@ from rlbridge.protocol.errors import (
 from rlbridge.protocol.messages import (
     CALL_NAMES,
     MAX_MESSAGE_BYTES,
+    MAX_MESSAGE_FRAMES,
     PROTOCOL_VERSION,
     Hello,
     MessageType,
@@ -161,9 +162,29 @@ def server_socket(address: str, *, bind: bool = True, curve=None) -> tuple[zmq.S
     return socket, socket.getsockopt_string(zmq.LAST_ENDPOINT) or address
 
 
+class DelimitedIdentity(bytes):
+    """The identity of a REQ client: its replies need REQ's empty delimiter frame back."""
+
+
+class TooManyFrames(tuple):
+    """Stands for the extra frames of a message with more than MAX_MESSAGE_FRAMES frames.
+
+    It holds none of them: the receiver drained them unread. ``count`` is how many
+    frames the whole message had.
+    """
+
+    count = 0
+
+
 def recv_request(socket) -> tuple[bytes, bytes, tuple] | None:
     """The next request on a ROUTER socket as ``(identity, payload, frames)``; None when
-    the socket's receive timeout passes first."""
+    the socket's receive timeout passes first.
+
+    An empty frame right after the identity, with more frames after it, is a REQ
+    socket's delimiter: the identity comes back as a :class:`DelimitedIdentity` so the
+    reply carries the delimiter too. A message of more than MAX_MESSAGE_FRAMES frames
+    comes back with a :class:`TooManyFrames` in place of its extra frames.
+    """
     try:
         # A ROUTER always delivers the sender's identity and then its message.
         identity = _recv_frame(socket, 0, True)
@@ -173,12 +194,43 @@ def recv_request(socket) -> tuple[bytes, bytes, tuple] | None:
     frame = _recv_frame(socket, 0, False)
     if not frame.more:
         return identity, frame.bytes, ()
-    return identity, frame.bytes, _recv_extra_frames(socket)
+    if not frame.bytes:
+        identity = DelimitedIdentity(identity)
+        frame = _recv_frame(socket, 0, False)
+        if not frame.more:
+            return identity, frame.bytes, ()
+    return identity, frame.bytes, _recv_bounded_frames(socket)
+
+
+def _recv_bounded_frames(socket) -> tuple:
+    extra = []
+    more = True
+    limit = MAX_MESSAGE_FRAMES - 1  # the envelope is one of them
+    while more:
+        part = _recv_frame(socket, 0, False)
+        more = part.more
+        if len(extra) == limit:
+            return _drain(socket, MAX_MESSAGE_FRAMES + 1, more)
+        extra.append(part.buffer)
+    return tuple(extra)
+
+
+def _drain(socket, count: int, more: bool) -> TooManyFrames:
+    while more:
+        # A copying receive of an empty or small frame is cheaper than a Frame object.
+        _recv_frame(socket, 0, True)
+        more = socket.rcvmore
+        count += 1
+    excess = TooManyFrames()
+    excess.count = count
+    return excess
 
 
 def send_reply(socket, identity: bytes, frames: list) -> None:
     """Send ``frames`` (an encoded message) to the peer ``identity`` on a ROUTER socket."""
     _send_frame(socket, identity, _SNDMORE)
+    if type(identity) is DelimitedIdentity:
+        _send_frame(socket, b"", _SNDMORE)
     if len(frames) == 1:
         _send_frame(socket, frames[0])
         return
