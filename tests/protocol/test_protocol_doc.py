@@ -11,6 +11,7 @@ import pytest
 from rlbridge.agents.random_agent import RandomAgent
 from rlbridge.environments.toy import GridWalk
 from rlbridge.experiment.net.server import AgentServer, EnvironmentServer
+from rlbridge.experiment.net.states import AGENT_ALLOWED, ENV_ALLOWED, AgentState, EnvState
 from rlbridge.protocol.errors import ErrorCode
 from rlbridge.protocol.messages import MessageType
 from rlbridge.protocol.vectors import load_vectors
@@ -117,8 +118,8 @@ def _types_in(columns: list[str]) -> set[int]:
 
 def test_state_tables_name_the_types_each_server_serves(ipc_dir):
     (env_columns, env_states), (agent_columns, agent_states) = _state_tables()
-    assert env_states == ["FRESH", "READY", "RUNNING", "ENDED"]
-    assert agent_states == ["FRESH", "READY", "RUNNING"]
+    assert env_states == [state.name for state in EnvState]
+    assert agent_states == [state.name for state in AgentState]
     assert env_columns[-1] == agent_columns[-1] == "any other type"
     servers = (EnvironmentServer(GridWalk(), f"ipc://{ipc_dir}/env", log=None,
                                  handle_signals=False),
@@ -130,6 +131,22 @@ def test_state_tables_name_the_types_each_server_serves(ipc_dir):
     finally:
         for server in servers:
             server.close()
+
+
+@pytest.mark.parametrize("table, allowed, states", [
+    (0, ENV_ALLOWED, EnvState), (1, AGENT_ALLOWED, AgentState)], ids=["environment", "agent"])
+def test_state_table_cells_refuse_exactly_what_the_servers_refuse(table, allowed, states):
+    block = [b for b in re.split(r"\n\s*\n", section(12))
+             if b.lstrip().startswith("| state |")][table]
+    lines = [line for line in block.splitlines() if line.startswith("| ") and "---" not in line]
+    header = [c.strip() for c in lines[0].strip("|").split("|")][1:-1]  # not "any other type"
+    for line in lines[1:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        state = states[cells[0].strip("`")]
+        for column, cell in zip(header, cells[1:-1], strict=True):
+            served = {int(MessageType[name]) for name in re.findall(r"`([A-Z_]+)`", column)}
+            refused = cell.startswith("`WRONG_STATE`")
+            assert refused == (not served <= allowed[state]), (state.name, column, cell)
 
 
 def test_state_table_rows_have_a_cell_per_column():
