@@ -63,7 +63,7 @@ static int read_i64(const msgpack_object *o, int64_t *out) {
     return 0;
 }
 
-static const char *kind(const msgpack_object *o) {
+const char *rlb_kind_name(const msgpack_object *o) {
     switch (o->type) {
     case MSGPACK_OBJECT_NIL: return "nil";
     case MSGPACK_OBJECT_BOOLEAN: return "bool";
@@ -79,27 +79,20 @@ static const char *kind(const msgpack_object *o) {
     }
 }
 
-int rlb_decode_envelope(const msgpack_object *root, rlb_envelope *out, char *error) {
-    if (root->type != MSGPACK_OBJECT_ARRAY || root->via.array.size != 5) {
-        if (root->type == MSGPACK_OBJECT_ARRAY)
-            fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; got an "
-                 "array of %u items", root->via.array.size);
-        else
-            fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; got %s",
-                 kind(root));
-        return RLB_MALFORMED;
+/* Steps 3 to 5 of the envelope checks, on the first four items whatever they were read from. */
+static int check_header(const int is_int[4], const int64_t field[4], const char *kinds[4],
+                        rlb_envelope *out, char *error) {
+    out->ids_read = is_int[2] && is_int[3];
+    if (out->ids_read) {
+        out->seq = field[2];
+        out->episode = field[3];
     }
-    const msgpack_object *f = root->via.array.ptr;
-    int64_t version, type;
-    if (!read_i64(&f[0], &version) || !read_i64(&f[1], &type) || !read_i64(&f[2], &out->seq)
-        || !read_i64(&f[3], &out->episode)) {
+    if (!is_int[0] || !is_int[1] || !is_int[2] || !is_int[3]) {
         fail(error, "envelope fields version, type, seq and episode must be integers; got "
-             "(%s, %s, %s, %s)", kind(&f[0]), kind(&f[1]), kind(&f[2]), kind(&f[3]));
+             "(%s, %s, %s, %s)", kinds[0], kinds[1], kinds[2], kinds[3]);
         return RLB_BAD_FIELD;
     }
-    out->version = (int)version;
-    out->type = (int)type;
-    out->body = f[4];
+    int64_t version = field[0], type = field[1];
     if (version != RLB_PROTOCOL_VERSION) {
         fail(error, "protocol version mismatch: expected %d, got %lld", RLB_PROTOCOL_VERSION,
              (long long)version);
@@ -111,7 +104,35 @@ int rlb_decode_envelope(const msgpack_object *root, rlb_envelope *out, char *err
              "RUN_EPISODE=30, DELEGATE=31", (long long)type);
         return RLB_UNKNOWN_TYPE;
     }
+    out->version = (int)version;
+    out->type = (int)type;
     return RLB_OK;
+}
+
+static int not_an_envelope(const msgpack_object *root, char *error) {
+    if (root->type == MSGPACK_OBJECT_ARRAY)
+        fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; got an "
+             "array of %u items", root->via.array.size);
+    else
+        fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; got %s",
+             rlb_kind_name(root));
+    return RLB_MALFORMED;
+}
+
+int rlb_decode_envelope(const msgpack_object *root, rlb_envelope *out, char *error) {
+    out->ids_read = 0;
+    if (root->type != MSGPACK_OBJECT_ARRAY || root->via.array.size != 5)
+        return not_an_envelope(root, error);
+    const msgpack_object *f = root->via.array.ptr;
+    int is_int[4];
+    int64_t field[4] = {0};
+    const char *kinds[4];
+    for (int i = 0; i < 4; i++) {
+        is_int[i] = read_i64(&f[i], &field[i]);
+        kinds[i] = rlb_kind_name(&f[i]);
+    }
+    out->body = f[4];
+    return check_header(is_int, field, kinds, out, error);
 }
 
 int rlb_decode_message(const char *payload, size_t length, msgpack_unpacked *root,
@@ -125,6 +146,140 @@ int rlb_decode_message(const char *payload, size_t length, msgpack_unpacked *roo
         return RLB_MALFORMED;
     }
     return rlb_decode_envelope(&root->data, out, error);
+}
+
+/* ---- reading an envelope's first items from its bytes -------------------------------------- */
+
+#define PEEK_MAX_DEPTH 16
+
+typedef struct {
+    const uint8_t *at, *end;
+} cursor;
+
+static int take(cursor *c, size_t n, uint64_t *out) {
+    if ((size_t)(c->end - c->at) < n)
+        return 0;
+    uint64_t value = 0;
+    for (size_t i = 0; i < n; i++)
+        value = value << 8 | c->at[i];
+    c->at += n;
+    *out = value;
+    return 1;
+}
+
+static int skip_bytes(cursor *c, uint64_t n) {
+    if ((uint64_t)(c->end - c->at) < n)
+        return 0;
+    c->at += n;
+    return 1;
+}
+
+/* Read one msgpack item: an int64 into *value (and *is_int = 1), anything else skipped with
+ * its name in *what. Returns 0 when the bytes end first or nest deeper than PEEK_MAX_DEPTH. */
+static int peek_item(cursor *c, int depth, int *is_int, int64_t *value, const char **what) {
+    uint64_t n = 0, items = 0;
+    int signed_bytes = 0, unsigned_bytes = 0;
+    if (c->at >= c->end || depth > PEEK_MAX_DEPTH)
+        return 0;
+    uint8_t b = *c->at++;
+    *is_int = 0;
+    *what = "int";
+    if (b <= 0x7f || b >= 0xe0) {
+        *is_int = 1;
+        *value = (int8_t)b;
+        if (b <= 0x7f)
+            *value = b;
+        return 1;
+    }
+    switch (b) {
+    case 0xcc: unsigned_bytes = 1; break;
+    case 0xcd: unsigned_bytes = 2; break;
+    case 0xce: unsigned_bytes = 4; break;
+    case 0xcf: unsigned_bytes = 8; break;
+    case 0xd0: signed_bytes = 1; break;
+    case 0xd1: signed_bytes = 2; break;
+    case 0xd2: signed_bytes = 4; break;
+    case 0xd3: signed_bytes = 8; break;
+    default: break;
+    }
+    if (unsigned_bytes || signed_bytes) {
+        if (!take(c, (size_t)(unsigned_bytes + signed_bytes), &n))
+            return 0;
+        if (signed_bytes) {
+            int shift = 64 - 8 * signed_bytes;
+            *value = (int64_t)(n << shift) >> shift;
+            *is_int = 1;
+        } else if (n <= INT64_MAX) {
+            *value = (int64_t)n;
+            *is_int = 1;
+        }
+        return 1;
+    }
+    if (b == 0xc0) { *what = "nil"; return 1; }
+    if (b == 0xc2 || b == 0xc3) { *what = "bool"; return 1; }
+    if (b == 0xca || b == 0xcb) { *what = "float"; return skip_bytes(c, b == 0xca ? 4 : 8); }
+    if ((b >= 0xa0 && b <= 0xbf) || (b >= 0xd9 && b <= 0xdb)) {
+        *what = "str";
+        if (b <= 0xbf)
+            n = b & 0x1f;
+        else if (!take(c, (size_t)1 << (b - 0xd9), &n))
+            return 0;
+        return skip_bytes(c, n);
+    }
+    if (b >= 0xc4 && b <= 0xc6) {
+        *what = "bin";
+        return take(c, (size_t)1 << (b - 0xc4), &n) && skip_bytes(c, n);
+    }
+    if (b >= 0xd4 && b <= 0xd8) {
+        *what = "ext";
+        return skip_bytes(c, 1 + ((uint64_t)1 << (b - 0xd4)));
+    }
+    if (b >= 0xc7 && b <= 0xc9) {
+        *what = "ext";
+        return take(c, (size_t)1 << (b - 0xc7), &n) && skip_bytes(c, n + 1);
+    }
+    int map = (b >= 0x80 && b <= 0x8f) || b == 0xde || b == 0xdf;
+    if (b >= 0x80 && b <= 0x9f)
+        items = b & 0x0f;
+    else if (b == 0xdc || b == 0xde) {
+        if (!take(c, 2, &items))
+            return 0;
+    } else if (b == 0xdd || b == 0xdf) {
+        if (!take(c, 4, &items))
+            return 0;
+    } else {
+        return 0; /* 0xc1: never used */
+    }
+    *what = map ? "map" : "array";
+    int inner_int;
+    int64_t inner;
+    const char *inner_what;
+    for (uint64_t i = 0; i < (map ? 2 * items : items); i++)
+        if (!peek_item(c, depth + 1, &inner_int, &inner, &inner_what))
+            return 0;
+    return 1;
+}
+
+int rlb_peek_envelope(const char *payload, size_t length, rlb_envelope *out, char *error) {
+    memset(out, 0, sizeof *out);
+    cursor c = {(const uint8_t *)payload, (const uint8_t *)payload + length};
+    uint64_t items = 0;
+    uint8_t b = length ? c.at[0] : 0;
+    int header = b == 0x95 ? (c.at++, 1)
+        : b == 0xdc ? (c.at++, take(&c, 2, &items) && items == 5)
+        : b == 0xdd ? (c.at++, take(&c, 4, &items) && items == 5) : 0;
+    int is_int[4];
+    int64_t field[4] = {0};
+    const char *kinds[4];
+    for (int i = 0; header && i < 4; i++)
+        header = peek_item(&c, 1, &is_int[i], &field[i], &kinds[i]);
+    if (!header) {
+        fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; the first "
+             "of %zu bytes do not start one", length);
+        return RLB_MALFORMED;
+    }
+    out->body.type = MSGPACK_OBJECT_NIL;
+    return check_header(is_int, field, kinds, out, error);
 }
 
 size_t rlb_dtype_size(const char *dtype, size_t length) {
@@ -161,22 +316,36 @@ static int decode_array(const msgpack_object *entry, const void *const *frames,
     }
     memcpy(out->dtype, f[0].via.str.ptr, 3);
     out->dtype[3] = '\0';
-    if (f[1].type != MSGPACK_OBJECT_ARRAY || f[1].via.array.size > RLB_MAX_DIMS) {
-        fail(error, "array shape must be a list of at most %d non-negative ints", RLB_MAX_DIMS);
+    if (f[1].type != MSGPACK_OBJECT_ARRAY) {
+        fail(error, "array shape must be a list of non-negative ints; got %s", rlb_kind_name(&f[1]));
+        return RLB_BAD_FIELD;
+    }
+    if (f[1].via.array.size > RLB_MAX_DIMS) {
+        fail(error, "an array has at most %d dimensions; got %u", RLB_MAX_DIMS,
+             f[1].via.array.size);
         return RLB_BAD_FIELD;
     }
     out->ndim = f[1].via.array.size;
-    size_t count = 1;
+    /* The extent skips zero dimensions: what a reader must be able to address. */
+    uint64_t extent = itemsize;
+    int empty = 0;
     for (size_t i = 0; i < out->ndim; i++) {
         const msgpack_object *n = &f[1].via.array.ptr[i];
         if (n->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
-            fail(error, "array shape must be a list of non-negative ints; got %s", kind(n));
+            fail(error, "array shape must be a list of non-negative ints; got %s", rlb_kind_name(n));
             return RLB_BAD_FIELD;
         }
         out->shape[i] = n->via.u64;
-        count *= (size_t)n->via.u64;
+        empty |= n->via.u64 == 0;
+        if (n->via.u64 > 1 && extent > RLB_MAX_ARRAY_EXTENT_BYTES / n->via.u64) {
+            fail(error, "array shape spans more than %llu bytes without its zero dimensions "
+                 "(dimension %zu is %llu)", (unsigned long long)RLB_MAX_ARRAY_EXTENT_BYTES, i,
+                 (unsigned long long)n->via.u64);
+            return RLB_BAD_FIELD;
+        }
+        extent *= n->via.u64 ? n->via.u64 : 1;
     }
-    size_t expected = count * itemsize;
+    uint64_t expected = empty ? 0 : extent;
     if (f[2].type == MSGPACK_OBJECT_BIN) {
         out->data = (const uint8_t *)f[2].via.bin.ptr;
         out->nbytes = f[2].via.bin.size;
@@ -189,11 +358,12 @@ static int decode_array(const msgpack_object *entry, const void *const *frames,
         out->data = frames[f[2].via.u64];
         out->nbytes = frame_sizes[f[2].via.u64];
     } else {
-        fail(error, "array data must be bin bytes or a frame index; got %s", kind(&f[2]));
+        fail(error, "array data must be bin bytes or a frame index; got %s", rlb_kind_name(&f[2]));
         return RLB_BAD_FIELD;
     }
     if (out->nbytes != expected) {
-        fail(error, "array %s needs %zu bytes; got %zu", out->dtype, expected, out->nbytes);
+        fail(error, "array %s needs %llu bytes; got %zu", out->dtype,
+             (unsigned long long)expected, out->nbytes);
         return RLB_BAD_FIELD;
     }
     return RLB_OK;
@@ -203,14 +373,14 @@ int rlb_decode_value(const msgpack_object *raw, const void *const *frames,
                      const size_t *frame_sizes, size_t n_frames, rlb_value *out, char *error) {
     memset(out, 0, sizeof *out);
     if (raw->type != MSGPACK_OBJECT_ARRAY || raw->via.array.size != 4) {
-        fail(error, "a value must be the array [ints, doubles, chars, arrays]; got %s", kind(raw));
+        fail(error, "a value must be the array [ints, doubles, chars, arrays]; got %s", rlb_kind_name(raw));
         return RLB_BAD_FIELD;
     }
     const msgpack_object *f = raw->via.array.ptr;
     if (f[0].type != MSGPACK_OBJECT_ARRAY || f[1].type != MSGPACK_OBJECT_ARRAY
         || f[2].type != MSGPACK_OBJECT_STR) {
         fail(error, "a value's fields must be (array of ints, array of doubles, str); got "
-             "(%s, %s, %s)", kind(&f[0]), kind(&f[1]), kind(&f[2]));
+             "(%s, %s, %s)", rlb_kind_name(&f[0]), rlb_kind_name(&f[1]), rlb_kind_name(&f[2]));
         return RLB_BAD_FIELD;
     }
     out->n_ints = f[0].via.array.size;
@@ -219,7 +389,7 @@ int rlb_decode_value(const msgpack_object *raw, const void *const *frames,
     out->doubles = calloc(out->n_doubles + 1, sizeof *out->doubles);
     for (size_t i = 0; i < out->n_ints; i++) {
         if (!read_i64(&f[0].via.array.ptr[i], &out->ints[i])) {
-            fail(error, "value ints must all be integers; got %s", kind(&f[0].via.array.ptr[i]));
+            fail(error, "value ints must all be integers; got %s", rlb_kind_name(&f[0].via.array.ptr[i]));
             rlb_value_free(out);
             return RLB_BAD_FIELD;
         }
@@ -232,7 +402,7 @@ int rlb_decode_value(const msgpack_object *raw, const void *const *frames,
         else if (read_i64(d, &whole))
             out->doubles[i] = (double)whole;
         else {
-            fail(error, "value doubles must all be numbers; got %s", kind(d));
+            fail(error, "value doubles must all be numbers; got %s", rlb_kind_name(d));
             rlb_value_free(out);
             return RLB_BAD_FIELD;
         }
@@ -242,7 +412,7 @@ int rlb_decode_value(const msgpack_object *raw, const void *const *frames,
     if (f[3].type == MSGPACK_OBJECT_NIL)
         return RLB_OK;
     if (f[3].type != MSGPACK_OBJECT_ARRAY) {
-        fail(error, "value arrays must be an array; got %s", kind(&f[3]));
+        fail(error, "value arrays must be an array; got %s", rlb_kind_name(&f[3]));
         rlb_value_free(out);
         return RLB_BAD_FIELD;
     }
@@ -269,7 +439,7 @@ int rlb_read_reward(const msgpack_object *raw, double *out, char *error) {
         *out = (double)whole;
         return RLB_OK;
     }
-    fail(error, "reward must be a float; got %s", kind(raw));
+    fail(error, "reward must be a float; got %s", rlb_kind_name(raw));
     return RLB_BAD_FIELD;
 }
 
