@@ -67,7 +67,7 @@ const char *rlb_kind_name(const msgpack_object *o) {
     switch (o->type) {
     case MSGPACK_OBJECT_NIL: return "nil";
     case MSGPACK_OBJECT_BOOLEAN: return "bool";
-    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: return o->via.u64 <= INT64_MAX ? "int" : "uint64";
     case MSGPACK_OBJECT_NEGATIVE_INTEGER: return "int";
     case MSGPACK_OBJECT_FLOAT32:
     case MSGPACK_OBJECT_FLOAT64: return "float";
@@ -212,6 +212,8 @@ static int peek_item(cursor *c, int depth, int *is_int, int64_t *value, const ch
         } else if (n <= INT64_MAX) {
             *value = (int64_t)n;
             *is_int = 1;
+        } else {
+            *what = "uint64";
         }
         return 1;
     }

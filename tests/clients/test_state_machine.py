@@ -211,6 +211,7 @@ ENVELOPES = [
     ("a body on AGENT_CLEANUP", msgpack.packb([1, 24, 7, 3, 0]), E.BAD_FIELD, True),
     ("a list body on SHUTDOWN", msgpack.packb([1, 4, 7, 3, []]), E.BAD_FIELD, True),
     ("a list message", msgpack.packb([1, 25, 7, 3, []]), E.BAD_FIELD, True),
+    ("a seq past int64", msgpack.packb([1, 20, 2**64 - 1, 3, None]), E.BAD_FIELD, False),
     ("too many bytes", msgpack.packb([1, 25, 7, 3, "x" * 100001]), E.TOO_LARGE, True),
     ("too many bytes of an unknown type", msgpack.packb([1, 99, 7, 3, "x" * 100001]),
      E.UNKNOWN_TYPE, True),
@@ -229,6 +230,11 @@ def test_checks_follow_protocol_order_and_errors_echo_seq_and_episode(language, 
             if reply[:4] != expected or reply[4][0] != code:
                 wrong.append(f"{name}: expected {expected} {code.name}, got {reply!r:.200}")
         assert client.request(T.HEARTBEAT, [1], seq=8, episode=5) == [1, T.HEARTBEAT, 8, 5, [1]]
+        for seq, episode in ((2**63 - 1, -2**63), (2**53 + 1, 2**32)):  # int64 ends, and past
+            reply = client.ask(msgpack.packb(["1", 20, seq, episode, None]))  # JS's exact ints
+            assert reply[:4] == [1, T.ERROR, seq, episode], reply
+            assert client.request(T.HEARTBEAT, [1], seq=seq, episode=episode)[2:4] == \
+                [seq, episode]
     finally:
         client.close()
         stop([child])

@@ -61,10 +61,13 @@ class Float64 {
   }
 }
 
+// A seq or episode past 2**53 is a BigInt (see peekItem): encoded as the int64 it came as.
 class WireEncoder extends Encoder {
   doEncode(object, depth) {
     if (object instanceof Float64) {
       this.encodeNumberAsFloat(object.value);
+    } else if (typeof object === "bigint") {
+      this.encodeBigInt64(object);
     } else {
       super.doEncode(object, depth);
     }
@@ -91,9 +94,16 @@ function encodeMessage(type, seq, episode, body = null, frames = [], version = P
   return [head, ...frames];
 }
 
+const INT64_MAX = 2n ** 63n - 1n;
+
+/** An int64 as a number when that is exact, else as a BigInt. */
+function exactInt(value) {
+  return BigInt(Number(value)) === value ? Number(value) : value;
+}
+
 /**
  * Read one msgpack item at `offset` of `bytes`: { end, kind, int } with `int` the value of an
- * integer that is a safe JavaScript number. null when the bytes end first (or nest too deep).
+ * int64 integer (a BigInt past 2**53). null when the bytes end first (or nest too deep).
  * This tells a msgpack int from a whole float, which the decoder's numbers cannot.
  */
 function peekItem(bytes, offset, depth = 0) {
@@ -102,8 +112,7 @@ function peekItem(bytes, offset, depth = 0) {
   const b = bytes[offset];
   const at = offset + 1;
   const fits = (n) => at + n <= bytes.length;
-  const int = (end, value) => (end <= bytes.length
-    ? { end, kind: "int", int: Number.isSafeInteger(value) ? value : undefined } : null);
+  const int = (end, value) => (end <= bytes.length ? { end, kind: "int", int: value } : null);
   const scalar = (end, kind) => (end <= bytes.length ? { end, kind } : null);
   const sized = (n, kind, extra = 0) => {
     if (!fits(n)) return null;
@@ -116,11 +125,15 @@ function peekItem(bytes, offset, depth = 0) {
     case 0xcc: return fits(1) ? int(at + 1, view.getUint8(at)) : null;
     case 0xcd: return fits(2) ? int(at + 2, view.getUint16(at)) : null;
     case 0xce: return fits(4) ? int(at + 4, view.getUint32(at)) : null;
-    case 0xcf: return fits(8) ? int(at + 8, Number(view.getBigUint64(at))) : null;
+    case 0xcf: {
+      if (!fits(8)) return null;
+      const value = view.getBigUint64(at);
+      return value <= INT64_MAX ? int(at + 8, exactInt(value)) : scalar(at + 8, "uint64");
+    }
     case 0xd0: return fits(1) ? int(at + 1, view.getInt8(at)) : null;
     case 0xd1: return fits(2) ? int(at + 2, view.getInt16(at)) : null;
     case 0xd2: return fits(4) ? int(at + 4, view.getInt32(at)) : null;
-    case 0xd3: return fits(8) ? int(at + 8, Number(view.getBigInt64(at))) : null;
+    case 0xd3: return fits(8) ? int(at + 8, exactInt(view.getBigInt64(at))) : null;
     case 0xc0: return scalar(at, "nil");
     case 0xc2: case 0xc3: return scalar(at, "bool");
     case 0xca: return scalar(at + 4, "float");
