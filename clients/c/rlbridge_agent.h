@@ -4,9 +4,11 @@
  * library binds a ZeroMQ ROUTER socket, answers HELLO, HEARTBEAT and SHUTDOWN
  * itself, checks every envelope, decodes observations, calls the agent, and
  * encodes its actions. Errors get the ERROR replies of PROTOCOL.md section 5 and
- * the server goes on serving. With a CURVE key directory (made by
- * `rlbridge keys DIR`) it encrypts the socket and refuses clients whose public
- * key is not in DIR/authorized_clients, logging each refusal.
+ * the server goes on serving. Requests outside the agent state machine are
+ * WRONG_STATE, one experiment (session) is served at a time, and REQ clients
+ * work. With a CURVE key directory (made by `rlbridge keys DIR`) it encrypts the
+ * socket and refuses clients whose public key is not in DIR/authorized_clients,
+ * logging each refusal.
  */
 #ifndef RLBRIDGE_AGENT_H
 #define RLBRIDGE_AGENT_H
@@ -149,6 +151,9 @@ void rlb_pack_value(msgpack_packer *pk, const rlb_value *value, const rlb_array 
 void rlb_pack_str(msgpack_packer *pk, const char *text);
 /* Start an envelope [version, type, seq, episode, <body follows>]. */
 void rlb_pack_header(msgpack_packer *pk, int type, int64_t seq, int64_t episode);
+
+/* Read an int64 (1), or say it is none (0): another type, or a uint64 past INT64_MAX. */
+int rlb_read_i64(const msgpack_object *o, int64_t *out);
 
 /* The msgpack kind of an object, for error texts: "nil", "int", "str", "array", ... */
 const char *rlb_kind_name(const msgpack_object *o);

@@ -186,7 +186,8 @@ class AgentServer {
     }
   }
 
-  // Body fields are checked first, then the state, then the agent is called.
+  // Body fields are checked first, then the state, then the agent is called. A request that
+  // fails leaves the state as it was.
   dispatch(message, outFrames, identity) {
     const { body } = message;
     const agent = this.agent;
@@ -206,7 +207,6 @@ class AgentServer {
       case T.AGENT_INIT: {
         const spec = this.text(body, "task spec");
         this.claimSession(identity);
-        this.state = AgentState.FRESH; // until the agent accepts the new task
         agent.agentInit(parseTaskSpec(spec));
         this.state = AgentState.READY;
         this.startSession(identity);
@@ -215,8 +215,9 @@ class AgentServer {
       case T.AGENT_START: {
         const observation = decodeValue(body, message.frames);
         this.needState(message.type);
+        const action = encodeValue(agent.agentStart(observation), outFrames);
         this.state = AgentState.RUNNING;
-        return encodeValue(agent.agentStart(observation), outFrames);
+        return action;
       }
       case T.AGENT_STEP: {
         if (!Array.isArray(body) || body.length !== 2) {
@@ -230,17 +231,17 @@ class AgentServer {
       case T.AGENT_END: {
         const reward = readReward(body);
         this.needState(message.type);
-        this.state = AgentState.READY;
         agent.agentEnd(reward);
+        this.state = AgentState.READY;
         return null;
       }
       case T.AGENT_CLEANUP:
         if (body !== null) {
           throw new ProtocolError(ErrorCode.BAD_FIELD, `AGENT_CLEANUP takes a nil body; got ${describe(body)}`);
         }
+        agent.agentCleanup();
         this.state = AgentState.FRESH;
         if (this.isOwner(identity)) this.session = null;
-        agent.agentCleanup();
         return null;
       case T.AGENT_MESSAGE:
         return String(agent.agentMessage(this.text(body, "agent_message text")));
@@ -301,7 +302,7 @@ class AgentServer {
 
   claimSession(identity) {
     if (this.session === null || this.isOwner(identity)) return;
-    const seconds = Math.floor((performance.now() - this.session.startedMs) / 1000);
+    const seconds = Math.round((performance.now() - this.session.startedMs) / 1000);
     throw new ProtocolError(ErrorCode.WRONG_STATE, "this agent already serves an experiment " +
       `(session started by AGENT_INIT ${seconds} s ago); start another agent process for a ` +
       "second experiment");
