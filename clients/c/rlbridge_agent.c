@@ -1,15 +1,12 @@
-/* The agent side of the rlbridge protocol: envelope and value codec, the ROUTER request loop,
- * task-spec reading, CURVE keys and the ZAP handler that refuses unknown clients. */
+/* The agent side of the rlbridge protocol: the value codec, task-spec reading and the seeded
+ * generator (the envelope is in rlbridge_envelope.c, the command line in rlbridge_args.c). */
 #define _POSIX_C_SOURCE 200809L
 #include "rlbridge_agent.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 
 static void fail(char *error, const char *format, ...) {
@@ -17,114 +14,6 @@ static void fail(char *error, const char *format, ...) {
     va_start(args, format);
     vsnprintf(error, RLB_ERROR_TEXT_BYTES, format, args);
     va_end(args);
-}
-
-const char *rlb_type_name(int type) {
-    switch (type) {
-    case RLB_HELLO: return "HELLO";
-    case RLB_ERROR: return "ERROR";
-    case RLB_HEARTBEAT: return "HEARTBEAT";
-    case RLB_SHUTDOWN: return "SHUTDOWN";
-    case RLB_ENV_INIT: return "ENV_INIT";
-    case RLB_ENV_START: return "ENV_START";
-    case RLB_ENV_STEP: return "ENV_STEP";
-    case RLB_ENV_CLEANUP: return "ENV_CLEANUP";
-    case RLB_ENV_MESSAGE: return "ENV_MESSAGE";
-    case RLB_AGENT_INIT: return "AGENT_INIT";
-    case RLB_AGENT_START: return "AGENT_START";
-    case RLB_AGENT_STEP: return "AGENT_STEP";
-    case RLB_AGENT_END: return "AGENT_END";
-    case RLB_AGENT_CLEANUP: return "AGENT_CLEANUP";
-    case RLB_AGENT_MESSAGE: return "AGENT_MESSAGE";
-    case RLB_RUN_EPISODE: return "RUN_EPISODE";
-    case RLB_DELEGATE: return "DELEGATE";
-    default: return NULL;
-    }
-}
-
-const char *rlb_error_name(int code) {
-    static const char *names[] = {"OK", "MALFORMED", "UNKNOWN_TYPE", "BAD_FIELD", "TOO_LARGE",
-                                  "VERSION_MISMATCH", "INVALID_ACTION", "WRONG_STATE",
-                                  "PEER_TIMEOUT", "PEER_ERROR", "APPLICATION", "SHUTDOWN"};
-    return code >= 0 && code <= 11 ? names[code] : "UNKNOWN";
-}
-
-/* ---- codec ------------------------------------------------------------------------------- */
-
-static int read_i64(const msgpack_object *o, int64_t *out) {
-    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX) {
-        *out = (int64_t)o->via.u64;
-        return 1;
-    }
-    if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
-        *out = o->via.i64;
-        return 1;
-    }
-    return 0;
-}
-
-static const char *kind(const msgpack_object *o) {
-    switch (o->type) {
-    case MSGPACK_OBJECT_NIL: return "nil";
-    case MSGPACK_OBJECT_BOOLEAN: return "bool";
-    case MSGPACK_OBJECT_POSITIVE_INTEGER:
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER: return "int";
-    case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64: return "float";
-    case MSGPACK_OBJECT_STR: return "str";
-    case MSGPACK_OBJECT_ARRAY: return "array";
-    case MSGPACK_OBJECT_MAP: return "map";
-    case MSGPACK_OBJECT_BIN: return "bin";
-    default: return "ext";
-    }
-}
-
-int rlb_decode_envelope(const msgpack_object *root, rlb_envelope *out, char *error) {
-    if (root->type != MSGPACK_OBJECT_ARRAY || root->via.array.size != 5) {
-        if (root->type == MSGPACK_OBJECT_ARRAY)
-            fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; got an "
-                 "array of %u items", root->via.array.size);
-        else
-            fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; got %s",
-                 kind(root));
-        return RLB_MALFORMED;
-    }
-    const msgpack_object *f = root->via.array.ptr;
-    int64_t version, type;
-    if (!read_i64(&f[0], &version) || !read_i64(&f[1], &type) || !read_i64(&f[2], &out->seq)
-        || !read_i64(&f[3], &out->episode)) {
-        fail(error, "envelope fields version, type, seq and episode must be integers; got "
-             "(%s, %s, %s, %s)", kind(&f[0]), kind(&f[1]), kind(&f[2]), kind(&f[3]));
-        return RLB_BAD_FIELD;
-    }
-    out->version = (int)version;
-    out->type = (int)type;
-    out->body = f[4];
-    if (version != RLB_PROTOCOL_VERSION) {
-        fail(error, "protocol version mismatch: expected %d, got %lld", RLB_PROTOCOL_VERSION,
-             (long long)version);
-        return RLB_VERSION_MISMATCH;
-    }
-    if (type < 0 || type > 255 || rlb_type_name((int)type) == NULL) {
-        fail(error, "unknown message type %lld; expected one of HELLO=1, ERROR=2, HEARTBEAT=3, "
-             "SHUTDOWN=4, ENV_INIT=10..ENV_MESSAGE=14, AGENT_INIT=20..AGENT_MESSAGE=25, "
-             "RUN_EPISODE=30, DELEGATE=31", (long long)type);
-        return RLB_UNKNOWN_TYPE;
-    }
-    return RLB_OK;
-}
-
-int rlb_decode_message(const char *payload, size_t length, msgpack_unpacked *root,
-                       rlb_envelope *out, char *error) {
-    size_t offset = 0;
-    memset(out, 0, sizeof *out);
-    int status = msgpack_unpack_next(root, payload, length, &offset);
-    if (status != MSGPACK_UNPACK_SUCCESS || offset != length) {
-        fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; could not "
-             "decode %zu bytes", length);
-        return RLB_MALFORMED;
-    }
-    return rlb_decode_envelope(&root->data, out, error);
 }
 
 size_t rlb_dtype_size(const char *dtype, size_t length) {
@@ -161,22 +50,36 @@ static int decode_array(const msgpack_object *entry, const void *const *frames,
     }
     memcpy(out->dtype, f[0].via.str.ptr, 3);
     out->dtype[3] = '\0';
-    if (f[1].type != MSGPACK_OBJECT_ARRAY || f[1].via.array.size > RLB_MAX_DIMS) {
-        fail(error, "array shape must be a list of at most %d non-negative ints", RLB_MAX_DIMS);
+    if (f[1].type != MSGPACK_OBJECT_ARRAY) {
+        fail(error, "array shape must be a list of non-negative ints; got %s", rlb_kind_name(&f[1]));
+        return RLB_BAD_FIELD;
+    }
+    if (f[1].via.array.size > RLB_MAX_DIMS) {
+        fail(error, "an array has at most %d dimensions; got %u", RLB_MAX_DIMS,
+             f[1].via.array.size);
         return RLB_BAD_FIELD;
     }
     out->ndim = f[1].via.array.size;
-    size_t count = 1;
+    /* The extent skips zero dimensions: what a reader must be able to address. */
+    uint64_t extent = itemsize;
+    int empty = 0;
     for (size_t i = 0; i < out->ndim; i++) {
         const msgpack_object *n = &f[1].via.array.ptr[i];
         if (n->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
-            fail(error, "array shape must be a list of non-negative ints; got %s", kind(n));
+            fail(error, "array shape must be a list of non-negative ints; got %s", rlb_kind_name(n));
             return RLB_BAD_FIELD;
         }
         out->shape[i] = n->via.u64;
-        count *= (size_t)n->via.u64;
+        empty |= n->via.u64 == 0;
+        if (n->via.u64 > 1 && extent > RLB_MAX_ARRAY_EXTENT_BYTES / n->via.u64) {
+            fail(error, "array shape spans more than %llu bytes without its zero dimensions "
+                 "(dimension %zu is %llu)", (unsigned long long)RLB_MAX_ARRAY_EXTENT_BYTES, i,
+                 (unsigned long long)n->via.u64);
+            return RLB_BAD_FIELD;
+        }
+        extent *= n->via.u64 ? n->via.u64 : 1;
     }
-    size_t expected = count * itemsize;
+    uint64_t expected = empty ? 0 : extent;
     if (f[2].type == MSGPACK_OBJECT_BIN) {
         out->data = (const uint8_t *)f[2].via.bin.ptr;
         out->nbytes = f[2].via.bin.size;
@@ -189,11 +92,12 @@ static int decode_array(const msgpack_object *entry, const void *const *frames,
         out->data = frames[f[2].via.u64];
         out->nbytes = frame_sizes[f[2].via.u64];
     } else {
-        fail(error, "array data must be bin bytes or a frame index; got %s", kind(&f[2]));
+        fail(error, "array data must be bin bytes or a frame index; got %s", rlb_kind_name(&f[2]));
         return RLB_BAD_FIELD;
     }
     if (out->nbytes != expected) {
-        fail(error, "array %s needs %zu bytes; got %zu", out->dtype, expected, out->nbytes);
+        fail(error, "array %s needs %llu bytes; got %zu", out->dtype,
+             (unsigned long long)expected, out->nbytes);
         return RLB_BAD_FIELD;
     }
     return RLB_OK;
@@ -203,14 +107,14 @@ int rlb_decode_value(const msgpack_object *raw, const void *const *frames,
                      const size_t *frame_sizes, size_t n_frames, rlb_value *out, char *error) {
     memset(out, 0, sizeof *out);
     if (raw->type != MSGPACK_OBJECT_ARRAY || raw->via.array.size != 4) {
-        fail(error, "a value must be the array [ints, doubles, chars, arrays]; got %s", kind(raw));
+        fail(error, "a value must be the array [ints, doubles, chars, arrays]; got %s", rlb_kind_name(raw));
         return RLB_BAD_FIELD;
     }
     const msgpack_object *f = raw->via.array.ptr;
     if (f[0].type != MSGPACK_OBJECT_ARRAY || f[1].type != MSGPACK_OBJECT_ARRAY
         || f[2].type != MSGPACK_OBJECT_STR) {
         fail(error, "a value's fields must be (array of ints, array of doubles, str); got "
-             "(%s, %s, %s)", kind(&f[0]), kind(&f[1]), kind(&f[2]));
+             "(%s, %s, %s)", rlb_kind_name(&f[0]), rlb_kind_name(&f[1]), rlb_kind_name(&f[2]));
         return RLB_BAD_FIELD;
     }
     out->n_ints = f[0].via.array.size;
@@ -218,8 +122,8 @@ int rlb_decode_value(const msgpack_object *raw, const void *const *frames,
     out->ints = calloc(out->n_ints + 1, sizeof *out->ints);
     out->doubles = calloc(out->n_doubles + 1, sizeof *out->doubles);
     for (size_t i = 0; i < out->n_ints; i++) {
-        if (!read_i64(&f[0].via.array.ptr[i], &out->ints[i])) {
-            fail(error, "value ints must all be integers; got %s", kind(&f[0].via.array.ptr[i]));
+        if (!rlb_read_i64(&f[0].via.array.ptr[i], &out->ints[i])) {
+            fail(error, "value ints must all be integers; got %s", rlb_kind_name(&f[0].via.array.ptr[i]));
             rlb_value_free(out);
             return RLB_BAD_FIELD;
         }
@@ -229,10 +133,10 @@ int rlb_decode_value(const msgpack_object *raw, const void *const *frames,
         int64_t whole;
         if (d->type == MSGPACK_OBJECT_FLOAT64 || d->type == MSGPACK_OBJECT_FLOAT32)
             out->doubles[i] = d->via.f64;
-        else if (read_i64(d, &whole))
+        else if (rlb_read_i64(d, &whole))
             out->doubles[i] = (double)whole;
         else {
-            fail(error, "value doubles must all be numbers; got %s", kind(d));
+            fail(error, "value doubles must all be numbers; got %s", rlb_kind_name(d));
             rlb_value_free(out);
             return RLB_BAD_FIELD;
         }
@@ -242,7 +146,7 @@ int rlb_decode_value(const msgpack_object *raw, const void *const *frames,
     if (f[3].type == MSGPACK_OBJECT_NIL)
         return RLB_OK;
     if (f[3].type != MSGPACK_OBJECT_ARRAY) {
-        fail(error, "value arrays must be an array; got %s", kind(&f[3]));
+        fail(error, "value arrays must be an array; got %s", rlb_kind_name(&f[3]));
         rlb_value_free(out);
         return RLB_BAD_FIELD;
     }
@@ -265,11 +169,11 @@ int rlb_read_reward(const msgpack_object *raw, double *out, char *error) {
         *out = raw->via.f64;
         return RLB_OK;
     }
-    if (read_i64(raw, &whole)) {
+    if (rlb_read_i64(raw, &whole)) {
         *out = (double)whole;
         return RLB_OK;
     }
-    fail(error, "reward must be a float; got %s", kind(raw));
+    fail(error, "reward must be a float; got %s", rlb_kind_name(raw));
     return RLB_BAD_FIELD;
 }
 
@@ -412,120 +316,4 @@ uint64_t rlb_rng_next(rlb_rng *rng) {
 
 uint64_t rlb_rng_below(rlb_rng *rng, uint64_t n) {
     return n == 0 ? 0 : (uint64_t)((rlb_rng_next(rng) >> 11) * 0x1.0p-53 * (double)n);
-}
-
-/* ---- command line ------------------------------------------------------------------------ */
-
-/* The default ipc directory sits in a shared temporary directory: had another user created it
- * first, they could swap our socket for theirs. Ours, a directory, and closed to others. */
-static int check_private_directory(const char *directory) {
-    struct stat info;
-    if (lstat(directory, &info) != 0 || !S_ISDIR(info.st_mode)) {
-        fprintf(stderr, "rlbridge agent: %s must be a directory owned by uid %u; it is a link, a "
-                "file or missing\n", directory, (unsigned)getuid());
-        return -1;
-    }
-    if (info.st_uid != getuid()) {
-        fprintf(stderr, "rlbridge agent: %s must be owned by uid %u, but uid %u owns it: refusing "
-                "to bind sockets inside it\n", directory, (unsigned)getuid(),
-                (unsigned)info.st_uid);
-        return -1;
-    }
-    if (info.st_mode & 022) {
-        fprintf(stderr, "rlbridge agent: %s must have mode 0700 (no group or other access), but "
-                "has %04o, writable by others: check its contents, then chmod 700 it\n",
-                directory, (unsigned)(info.st_mode & 07777));
-        return -1;
-    }
-    if (info.st_mode & 077)
-        chmod(directory, 0700); /* readable only: nobody else can have put a socket in it */
-    return 0;
-}
-
-static int is_loopback_tcp(const char *address) {
-    if (strncmp(address, "tcp://", 6) != 0)
-        return 1; /* ipc:// and inproc:// never leave the machine */
-    const char *host = address + 6;
-    return strncmp(host, "127.", 4) == 0 || strncmp(host, "localhost:", 10) == 0
-        || strncmp(host, "[::1]:", 6) == 0;
-}
-
-int rlb_parse_args(int argc, char **argv, rlb_options *options, char *address_buffer,
-                   size_t address_size,
-                   int (*opt_callback)(void *state, const char *key, const char *value),
-                   void *state) {
-    memset(options, 0, sizeof *options);
-    const char *address = NULL;
-    int no_curve = 0;
-    options->curve_dir = getenv("RLBRIDGE_CURVE_DIR");
-    if (options->curve_dir != NULL && options->curve_dir[0] == '\0')
-        options->curve_dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(arg, "--no-curve") == 0) {
-            no_curve = 1;
-            continue;
-        }
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0)
-            goto usage;
-        if (next == NULL)
-            goto usage;
-        if (strcmp(arg, "--bind") == 0) {
-            address = next;
-        } else if (strcmp(arg, "--connect") == 0) {
-            address = next;
-            options->connect = 1;
-        } else if (strcmp(arg, "--curve-dir") == 0) {
-            options->curve_dir = next;
-        } else if (strcmp(arg, "--idle-timeout-ms") == 0) {
-            options->idle_timeout_ms = atol(next);
-        } else if (strcmp(arg, "--max-message-bytes") == 0) {
-            options->max_message_bytes = (size_t)atoll(next);
-        } else if (strcmp(arg, "--opt") == 0) {
-            char pair[512];
-            snprintf(pair, sizeof pair, "%s", next);
-            char *equals = strchr(pair, '=');
-            if (equals == NULL || equals == pair) {
-                fprintf(stderr, "--opt takes key=value; got '%s'\n", next);
-                return 2;
-            }
-            *equals = '\0';
-            if (opt_callback == NULL || opt_callback(state, pair, equals + 1) != 0) {
-                fprintf(stderr, "unknown option --opt %s\n", next);
-                return 2;
-            }
-        } else {
-            goto usage;
-        }
-        i++;
-    }
-    if (address == NULL)
-        address = getenv("RLBRIDGE_AGENT_ADDR");
-    if (address == NULL || address[0] == '\0') {
-        const char *tmp = getenv("TMPDIR");
-        char directory[900];
-        snprintf(directory, sizeof directory, "%s/rlbridge-%u", tmp && tmp[0] ? tmp : "/tmp",
-                 (unsigned)getuid());
-        mkdir(directory, 0700);
-        if (check_private_directory(directory) != 0)
-            return 2;
-        snprintf(address_buffer, address_size, "ipc://%s/agent.sock", directory);
-    } else {
-        snprintf(address_buffer, address_size, "%s", address);
-    }
-    options->address = address_buffer;
-    if (no_curve)
-        options->curve_dir = NULL;
-    else if (!options->connect && !is_loopback_tcp(address_buffer) && options->curve_dir == NULL) {
-        fprintf(stderr, "rlbridge agent: binding %s (not loopback) needs CURVE keys: run "
-                "`rlbridge keys DIR` and pass --curve-dir DIR (or set RLBRIDGE_CURVE_DIR), or "
-                "pass --no-curve to accept anyone\n", address_buffer);
-        return 2;
-    }
-    return 0;
-usage:
-    fprintf(stderr, "usage: %s [--bind ADDR | --connect ADDR] [--curve-dir DIR | --no-curve] "
-            "[--idle-timeout-ms N] [--max-message-bytes N] [--opt KEY=VALUE]...\n", argv[0]);
-    return 2;
 }

@@ -4,9 +4,11 @@
  * library binds a ZeroMQ ROUTER socket, answers HELLO, HEARTBEAT and SHUTDOWN
  * itself, checks every envelope, decodes observations, calls the agent, and
  * encodes its actions. Errors get the ERROR replies of PROTOCOL.md section 5 and
- * the server goes on serving. With a CURVE key directory (made by
- * `rlbridge keys DIR`) it encrypts the socket and refuses clients whose public
- * key is not in DIR/authorized_clients, logging each refusal.
+ * the server goes on serving. Requests outside the agent state machine are
+ * WRONG_STATE, one experiment (session) is served at a time, and REQ clients
+ * work. With a CURVE key directory (made by `rlbridge keys DIR`) it encrypts the
+ * socket and refuses clients whose public key is not in DIR/authorized_clients,
+ * logging each refusal.
  */
 #ifndef RLBRIDGE_AGENT_H
 #define RLBRIDGE_AGENT_H
@@ -17,7 +19,10 @@
 #include <msgpack.h>
 
 #define RLB_PROTOCOL_VERSION 1
-#define RLB_MAX_DIMS 8
+#define RLB_MAX_DIMS 32
+#define RLB_MAX_ARRAY_EXTENT_BYTES (1ull << 62) /* itemsize x the non-zero dimensions */
+#define RLB_MAX_MESSAGE_FRAMES 1024             /* frames per message, the envelope included */
+#define RLB_SESSION_IDLE_MS 60000               /* a silent session owner loses its session */
 #define RLB_ZERO_COPY_THRESHOLD_BYTES (64 * 1024)
 #define RLB_MAX_MESSAGE_BYTES (256u * 1024u * 1024u)
 #define RLB_POLL_INTERVAL_MS 100
@@ -112,16 +117,23 @@ int rlb_main(int argc, char **argv, const rlb_agent *agent,
 typedef struct {
     int version, type;
     int64_t seq, episode;
+    int ids_read;               /* 1: seq and episode were ints, even if the envelope is refused */
     msgpack_object body;
 } rlb_envelope;
 
-/* Check and decode an envelope. Returns RLB_OK or an error code with a message in `error`. */
+/* Check and decode an envelope in the order of PROTOCOL.md: a 5-item array (MALFORMED), int
+ * version, type, seq, episode (BAD_FIELD), version (VERSION_MISMATCH), type (UNKNOWN_TYPE).
+ * Returns RLB_OK or an error code with a message in `error`; sets out->ids_read either way. */
 int rlb_decode_envelope(const msgpack_object *root, rlb_envelope *out, char *error);
 
 /* Unpack the first frame and check its envelope: root must be initialised with
  * msgpack_unpacked_init and destroyed by the caller. Returns RLB_OK or an error code. */
 int rlb_decode_message(const char *payload, size_t length, msgpack_unpacked *root,
                        rlb_envelope *out, char *error);
+
+/* The checks of rlb_decode_envelope on the envelope's first four items only, read from the
+ * bytes without decoding the body: for a message too large to decode. out->body stays nil. */
+int rlb_peek_envelope(const char *payload, size_t length, rlb_envelope *out, char *error);
 
 /* Decode a value; `frames`/`frame_sizes` are the message's extra frames. The value's
  * buffers are malloc'ed: free them with rlb_value_free. */
@@ -139,6 +151,12 @@ void rlb_pack_value(msgpack_packer *pk, const rlb_value *value, const rlb_array 
 void rlb_pack_str(msgpack_packer *pk, const char *text);
 /* Start an envelope [version, type, seq, episode, <body follows>]. */
 void rlb_pack_header(msgpack_packer *pk, int type, int64_t seq, int64_t episode);
+
+/* Read an int64 (1), or say it is none (0): another type, or a uint64 past INT64_MAX. */
+int rlb_read_i64(const msgpack_object *o, int64_t *out);
+
+/* The msgpack kind of an object, for error texts: "nil", "int", "str", "array", ... */
+const char *rlb_kind_name(const msgpack_object *o);
 
 /* Names of message types and error codes (NULL / "UNKNOWN" when not in PROTOCOL.md). */
 const char *rlb_type_name(int type);

@@ -264,6 +264,7 @@ def test_bad_input_gets_the_protocol_error_and_the_agent_keeps_serving(language,
         assert request(MessageType.AGENT_START, bad_arrays)[4][0] == ErrorCode.BAD_FIELD
         short = [[], [], "", [["<i4", [2], b"\x00"]]]
         assert request(MessageType.AGENT_START, short)[4][0] == ErrorCode.BAD_FIELD
+        assert request(MessageType.AGENT_START, [[5], [], "", []])[4] == [[0], [], "", []]
         assert request(MessageType.AGENT_STEP, [1, [[4], [], "", []]], seq=8) == \
             [1, 22, 8, 1, [[0], [], "", []]]  # an int reward is accepted
         # A 70 000-byte array in its own frame (PROTOCOL.md section 3), then a bad frame index.

@@ -13,6 +13,13 @@ const { Encoder, Decoder } = require("@msgpack/msgpack");
 const PROTOCOL_VERSION = 1;
 const ZERO_COPY_THRESHOLD_BYTES = 64 * 1024;
 const MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
+/** Frames per message, the envelope included (PROTOCOL.md): more is TOO_LARGE. */
+const MAX_MESSAGE_FRAMES = 1024;
+const MAX_ARRAY_DIMS = 32;
+/** The item size times the non-zero dimensions of an array's shape. */
+const MAX_ARRAY_EXTENT_BYTES = 2n ** 62n;
+/** Deeper nesting in the envelope's first items is not read from the bytes. */
+const PEEK_MAX_DEPTH = 16;
 
 const MessageType = Object.freeze({
   HELLO: 1, ERROR: 2, HEARTBEAT: 3, SHUTDOWN: 4,
@@ -34,11 +41,16 @@ const DTYPE_SIZES = Object.freeze({
   "<f4": 4, "<f8": 8,
 });
 
-/** An error that becomes an ERROR reply [code, message]. */
+/**
+ * An error that becomes an ERROR reply [code, message]. `seq` and `episode` are the request's
+ * when its envelope could be read that far (the reply echoes them), else undefined.
+ */
 class ProtocolError extends Error {
-  constructor(code, message) {
+  constructor(code, message, ids = {}) {
     super(message);
     this.code = code;
+    this.seq = ids.seq;
+    this.episode = ids.episode;
   }
 }
 
@@ -49,10 +61,13 @@ class Float64 {
   }
 }
 
+// A seq or episode past 2**53 is a BigInt (see peekItem): encoded as the int64 it came as.
 class WireEncoder extends Encoder {
   doEncode(object, depth) {
     if (object instanceof Float64) {
       this.encodeNumberAsFloat(object.value);
+    } else if (typeof object === "bigint") {
+      this.encodeBigInt64(object);
     } else {
       super.doEncode(object, depth);
     }
@@ -79,42 +94,159 @@ function encodeMessage(type, seq, episode, body = null, frames = [], version = P
   return [head, ...frames];
 }
 
-/** Check and decode the first frame; throws ProtocolError with the code of PROTOCOL.md. */
-function decodeEnvelope(payload, frames = [], maxBytes = MAX_MESSAGE_BYTES) {
+const INT64_MAX = 2n ** 63n - 1n;
+
+/** An int64 as a number when that is exact, else as a BigInt. */
+function exactInt(value) {
+  return BigInt(Number(value)) === value ? Number(value) : value;
+}
+
+/**
+ * Read one msgpack item at `offset` of `bytes`: { end, kind, int } with `int` the value of an
+ * int64 integer (a BigInt past 2**53). null when the bytes end first (or nest too deep).
+ * This tells a msgpack int from a whole float, which the decoder's numbers cannot.
+ */
+function peekItem(bytes, offset, depth = 0) {
+  if (offset >= bytes.length || depth > PEEK_MAX_DEPTH) return null;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const b = bytes[offset];
+  const at = offset + 1;
+  const fits = (n) => at + n <= bytes.length;
+  const int = (end, value) => (end <= bytes.length ? { end, kind: "int", int: value } : null);
+  const scalar = (end, kind) => (end <= bytes.length ? { end, kind } : null);
+  const sized = (n, kind, extra = 0) => {
+    if (!fits(n)) return null;
+    const length = n === 1 ? bytes[at] : n === 2 ? view.getUint16(at) : view.getUint32(at);
+    return scalar(at + n + extra + length, kind);
+  };
+  if (b <= 0x7f) return int(at, b);
+  if (b >= 0xe0) return int(at, b - 0x100);
+  switch (b) {
+    case 0xcc: return fits(1) ? int(at + 1, view.getUint8(at)) : null;
+    case 0xcd: return fits(2) ? int(at + 2, view.getUint16(at)) : null;
+    case 0xce: return fits(4) ? int(at + 4, view.getUint32(at)) : null;
+    case 0xcf: {
+      if (!fits(8)) return null;
+      const value = view.getBigUint64(at);
+      return value <= INT64_MAX ? int(at + 8, exactInt(value)) : scalar(at + 8, "uint64");
+    }
+    case 0xd0: return fits(1) ? int(at + 1, view.getInt8(at)) : null;
+    case 0xd1: return fits(2) ? int(at + 2, view.getInt16(at)) : null;
+    case 0xd2: return fits(4) ? int(at + 4, view.getInt32(at)) : null;
+    case 0xd3: return fits(8) ? int(at + 8, exactInt(view.getBigInt64(at))) : null;
+    case 0xc0: return scalar(at, "nil");
+    case 0xc2: case 0xc3: return scalar(at, "bool");
+    case 0xca: return scalar(at + 4, "float");
+    case 0xcb: return scalar(at + 8, "float");
+    case 0xd9: return sized(1, "str");
+    case 0xda: return sized(2, "str");
+    case 0xdb: return sized(4, "str");
+    case 0xc4: return sized(1, "bin");
+    case 0xc5: return sized(2, "bin");
+    case 0xc6: return sized(4, "bin");
+    case 0xc7: return sized(1, "ext", 1);
+    case 0xc8: return sized(2, "ext", 1);
+    case 0xc9: return sized(4, "ext", 1);
+    case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8:
+      return scalar(at + 1 + (1 << (b - 0xd4)), "ext");
+    default: break;
+  }
+  if (b >= 0xa0 && b <= 0xbf) return scalar(at + (b & 0x1f), "str");
+  let items;
+  let end = at;
+  if (b >= 0x80 && b <= 0x9f) items = b & 0x0f;
+  else if ((b === 0xdc || b === 0xde) && fits(2)) { items = view.getUint16(at); end += 2; }
+  else if ((b === 0xdd || b === 0xdf) && fits(4)) { items = view.getUint32(at); end += 4; }
+  else return null; // 0xc1 is never used; or the bytes end
+  const map = b <= 0x8f || b === 0xde || b === 0xdf;
+  for (let i = 0; i < (map ? 2 * items : items); i++) {
+    const item = peekItem(bytes, end, depth + 1);
+    if (item === null) return null;
+    end = item.end;
+  }
+  return { end, kind: map ? "map" : "array" };
+}
+
+/** The envelope's first four items read from its bytes, or null when it is no 5-item array. */
+function peekHeader(payload) {
+  const bytes = payload instanceof Uint8Array ? payload : new Uint8Array(payload);
+  let offset;
+  if (bytes[0] === 0x95) offset = 1;
+  else if (bytes[0] === 0xdc && bytes.length >= 3 && bytes[1] === 0 && bytes[2] === 5) offset = 3;
+  else if (bytes[0] === 0xdd && bytes.length >= 5 && bytes[1] === 0 && bytes[2] === 0 &&
+    bytes[3] === 0 && bytes[4] === 5) offset = 5;
+  else return null;
+  const items = [];
+  for (let i = 0; i < 4; i++) {
+    const item = peekItem(bytes, offset);
+    if (item === null) return null;
+    items.push(item);
+    offset = item.end;
+  }
+  return items;
+}
+
+const NOT_AN_ENVELOPE = "expected a msgpack envelope [version, type, seq, episode, body]";
+
+/**
+ * Check and decode the first frame in the order of PROTOCOL.md; throws ProtocolError with
+ * the request's seq and episode whenever they are ints. `checkType(type)` (optional) throws
+ * for a type the receiver's role does not serve, before the size check. A message with more
+ * bytes than `maxBytes` or frames than MAX_MESSAGE_FRAMES is not decoded: only its first four
+ * items are read, then it is TOO_LARGE.
+ */
+function decodeEnvelope(payload, frames = [], maxBytes = MAX_MESSAGE_BYTES, checkType = null) {
   const size = payload.length + frames.reduce((sum, f) => sum + f.length, 0);
-  if (size > maxBytes) {
-    throw new ProtocolError(ErrorCode.TOO_LARGE,
-      `message of ${size} bytes exceeds the limit of ${maxBytes} bytes`);
+  const count = 1 + frames.length;
+  const tooLarge = size > maxBytes || count > MAX_MESSAGE_FRAMES;
+  let raw = null;
+  if (!tooLarge) {
+    try {
+      raw = decoder.decode(payload);
+    } catch (err) {
+      throw new ProtocolError(ErrorCode.MALFORMED,
+        `${NOT_AN_ENVELOPE}; could not decode ${payload.length} bytes: ${err.message}`);
+    }
+    if (!Array.isArray(raw) || raw.length !== 5) {
+      throw new ProtocolError(ErrorCode.MALFORMED, `${NOT_AN_ENVELOPE}; got ` +
+        (Array.isArray(raw) ? `an array of ${raw.length} items` : describe(raw)));
+    }
   }
-  let raw;
-  try {
-    raw = decoder.decode(payload);
-  } catch (err) {
+  const header = peekHeader(payload);
+  if (header === null) {
     throw new ProtocolError(ErrorCode.MALFORMED,
-      "expected a msgpack envelope [version, type, seq, episode, body]; could not decode " +
-      `${payload.length} bytes: ${err.message}`);
+      `${NOT_AN_ENVELOPE}; the first of ${payload.length} bytes do not start one`);
   }
-  if (!Array.isArray(raw) || raw.length !== 5) {
-    throw new ProtocolError(ErrorCode.MALFORMED,
-      "expected a msgpack envelope [version, type, seq, episode, body]; got " +
-      (Array.isArray(raw) ? `an array of ${raw.length} items` : describe(raw)));
-  }
-  const [version, type, seq, episode, body] = raw;
-  if (![version, type, seq, episode].every((x) => Number.isInteger(x))) {
+  const [version, type, seq, episode] = header.map((item) => item.int);
+  const ids = seq !== undefined && episode !== undefined ? { seq, episode } : {};
+  if (header.some((item) => item.int === undefined)) {
     throw new ProtocolError(ErrorCode.BAD_FIELD,
       "envelope fields version, type, seq and episode must be integers; got " +
-      `(${[version, type, seq, episode].map(describe).join(", ")})`);
+      `(${header.map((item) => item.kind).join(", ")})`, ids);
   }
   if (version !== PROTOCOL_VERSION) {
     throw new ProtocolError(ErrorCode.VERSION_MISMATCH,
-      `protocol version mismatch: expected ${PROTOCOL_VERSION}, got ${version}`);
+      `protocol version mismatch: expected ${PROTOCOL_VERSION}, got ${version}`, ids);
   }
   if (!(type in TYPE_NAMES)) {
     throw new ProtocolError(ErrorCode.UNKNOWN_TYPE,
       `unknown message type ${type}; expected one of ` +
-      Object.entries(MessageType).map(([k, v]) => `${k}=${v}`).join(", "));
+      Object.entries(MessageType).map(([k, v]) => `${k}=${v}`).join(", "), ids);
   }
-  return { version, type, seq, episode, body, frames };
+  if (checkType !== null) {
+    try {
+      checkType(type);
+    } catch (err) {
+      if (err instanceof ProtocolError) Object.assign(err, ids);
+      throw err;
+    }
+  }
+  if (tooLarge) {
+    throw new ProtocolError(ErrorCode.TOO_LARGE, count > MAX_MESSAGE_FRAMES
+      ? `message of ${count} frames exceeds the limit of ${MAX_MESSAGE_FRAMES} frames`
+      : `message of ${size} bytes exceeds the limit of ${maxBytes} bytes`, ids);
+  }
+  return { version, type, seq, episode, body: raw[4], frames };
 }
 
 /**
@@ -160,6 +292,16 @@ function decodeArray(entry, frames) {
   }
   if (!Array.isArray(shape) || !shape.every((n) => Number.isInteger(n) && n >= 0)) {
     throw new ProtocolError(ErrorCode.BAD_FIELD, "array shape must be a list of non-negative ints");
+  }
+  if (shape.length > MAX_ARRAY_DIMS) {
+    throw new ProtocolError(ErrorCode.BAD_FIELD,
+      `an array has at most ${MAX_ARRAY_DIMS} dimensions; got ${shape.length}`);
+  }
+  // The extent skips zero dimensions: what a reader must be able to address.
+  const extent = shape.reduce((bytes, n) => bytes * BigInt(n || 1), BigInt(itemsize));
+  if (extent > MAX_ARRAY_EXTENT_BYTES) {
+    throw new ProtocolError(ErrorCode.BAD_FIELD, `array shape [${shape.join(", ")}] spans ` +
+      `${extent} bytes without its zero dimensions; the limit is ${MAX_ARRAY_EXTENT_BYTES}`);
   }
   if (Number.isInteger(data)) {
     if (data < 0 || data >= frames.length) {
@@ -222,7 +364,8 @@ function flatInts(value) {
 }
 
 module.exports = {
-  PROTOCOL_VERSION, ZERO_COPY_THRESHOLD_BYTES, MAX_MESSAGE_BYTES, MessageType, TYPE_NAMES,
+  PROTOCOL_VERSION, ZERO_COPY_THRESHOLD_BYTES, MAX_MESSAGE_BYTES, MAX_MESSAGE_FRAMES,
+  MAX_ARRAY_DIMS, MAX_ARRAY_EXTENT_BYTES, MessageType, TYPE_NAMES, describe,
   ErrorCode, ERROR_NAMES, DTYPE_SIZES, ProtocolError, Float64, encodeMessage, decodeEnvelope,
   decodeValue, encodeValue, readReward, flatInts, encoder,
 };

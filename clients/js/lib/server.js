@@ -3,80 +3,43 @@
  * The agent side of PROTOCOL.md over a ZeroMQ ROUTER socket: serve(agent, options) answers
  * HELLO, HEARTBEAT and SHUTDOWN itself, checks every envelope, and calls the agent's
  * agentInit / agentStart / agentStep / agentEnd / agentCleanup / agentMessage. Bad input gets
- * the ERROR reply of PROTOCOL.md section 5 and the server goes on serving. With a CURVE key
- * directory (made by `rlbridge keys DIR`) the socket is encrypted and a ZAP handler refuses,
- * and logs, clients whose public key is not in DIR/authorized_clients.
+ * the ERROR reply of PROTOCOL.md section 5 and the server goes on serving. Requests outside
+ * the agent state machine are WRONG_STATE, and one experiment (session) is served at a time.
+ * REQ clients work too. With a CURVE key directory (made by `rlbridge keys DIR`, see curve.js)
+ * the socket is encrypted and clients whose public key is not authorized are refused.
  */
 const fs = require("node:fs");
 const os = require("node:os");
 const path = require("node:path");
 const zmq = require("zeromq");
+const { performance } = require("node:perf_hooks");
 const {
   PROTOCOL_VERSION, MAX_MESSAGE_BYTES, MessageType: T, TYPE_NAMES, ErrorCode, ERROR_NAMES,
-  ProtocolError, encodeMessage, decodeEnvelope, decodeValue, encodeValue, readReward,
+  ProtocolError, encodeMessage, decodeEnvelope, decodeValue, encodeValue, readReward, describe,
 } = require("./protocol");
 const { parseTaskSpec } = require("./taskspec");
+const { loadCurve, runZap, z85Encode } = require("./curve");
 
 const IMPLEMENTATION = "rlbridge-js";
 const LANGUAGE = "javascript";
 const LINGER_MS = 200;
+/** A session whose owner has sent nothing for this long ends: another experiment may start. */
+const SESSION_IDLE_MS = 60000;
+const SERVED = new Set([T.HELLO, T.HEARTBEAT, T.SHUTDOWN, T.AGENT_INIT, T.AGENT_START,
+  T.AGENT_STEP, T.AGENT_END, T.AGENT_CLEANUP, T.AGENT_MESSAGE]);
+/** HELLO roles that may talk to an agent; the other known role ("agent") gets WRONG_STATE. */
+const PEER_ROLES = ["experiment", "environment"];
+
+/**
+ * PROTOCOL.md's agent states: AGENT_INIT makes READY, AGENT_START RUNNING, AGENT_END READY
+ * again, AGENT_CLEANUP FRESH.
+ */
+const AgentState = Object.freeze({
+  FRESH: "FRESH (before AGENT_INIT)", READY: "READY (no episode running)", RUNNING: "RUNNING",
+});
 
 function log(text) {
   process.stderr.write(`rlbridge agent: ${text}\n`);
-}
-
-// ---- CURVE ----------------------------------------------------------------------------------
-
-const Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
-
-function z85Encode(bytes) {
-  let out = "";
-  for (let i = 0; i < bytes.length; i += 4) {
-    let value = ((bytes[i] << 24) >>> 0) + (bytes[i + 1] << 16) + (bytes[i + 2] << 8) + bytes[i + 3];
-    let chunk = "";
-    for (let k = 0; k < 5; k++) {
-      chunk = Z85[value % 85] + chunk;
-      value = Math.floor(value / 85);
-    }
-    out += chunk;
-  }
-  return out;
-}
-
-/** A key (Z85) from a ZeroMQ certificate file: `public-key = "..."` or `secret-key = "..."`. */
-function readKey(file, field) {
-  const match = fs.readFileSync(file, "utf8").match(new RegExp(`${field}\\s*=\\s*"([^"]{40})"`));
-  if (!match) throw new Error(`${file} has no ${field}`);
-  return match[1];
-}
-
-function loadCurve(directory) {
-  const secretFile = path.join(directory, "server.key_secret");
-  const authorizedDir = path.join(directory, "authorized_clients");
-  const authorized = new Set(fs.readdirSync(authorizedDir)
-    .filter((name) => name.endsWith(".key"))
-    .map((name) => readKey(path.join(authorizedDir, name), "public-key")));
-  return {
-    publicKey: readKey(secretFile, "public-key"),
-    secretKey: readKey(secretFile, "secret-key"),
-    authorized,
-  };
-}
-
-/** Answer ZAP requests (RFC 27) for this process's context: allow authorized client keys. */
-async function runZap(zap, authorized) {
-  for await (const frames of zap) {
-    const [version, requestId, , address, , mechanism, key] = frames;
-    const mechanismName = mechanism ? mechanism.toString() : "";
-    const clientKey = key && key.length === 32 ? z85Encode(key) : "";
-    const allowed = mechanismName === "CURVE" && authorized.has(clientKey);
-    if (!allowed) {
-      log(`refused a ${mechanismName} client from ${address}: its public key ` +
-        `${clientKey || "(none)"} is not in authorized_clients`);
-    }
-    await zap.send([version, requestId, allowed ? "200" : "400",
-      allowed ? "OK" : "client key not authorized", allowed ? clientKey : "", ""]);
-  }
 }
 
 // ---- command line ---------------------------------------------------------------------------
@@ -157,19 +120,24 @@ function parseArgs(argv) {
 
 // ---- the request loop -----------------------------------------------------------------------
 
-/** Base class: seeds on "seed N" (reply "ok") and answers "" to other messages. */
+/**
+ * Base class: "seed N" seeds (reply "ok"), a bad seed argument gets an "error: ..." string
+ * (messages are free text: they never raise), other messages "".
+ */
 class Agent {
   agentInit(spec) { this.spec = spec; }
   agentEnd() {}
   agentCleanup() {}
   seed() {}
   agentMessage(text) {
-    const words = text.trim().split(/\s+/);
-    if (words.length === 2 && words[0] === "seed" && /^\d+$/.test(words[1])) {
-      this.seed(Number(words[1]));
-      return "ok";
+    const [command, ...rest] = text.trim().split(/\s+/);
+    if (command !== "seed") return "";
+    const argument = rest.join(" ");
+    if (rest.length !== 1 || !/^\d+$/.test(argument)) {
+      return `error: seed takes a non-negative integer; got '${argument.slice(0, 200)}'`;
     }
-    return "";
+    this.seed(Number(argument));
+    return "ok";
   }
 }
 
@@ -177,21 +145,25 @@ class AgentServer {
   constructor(agent, options) {
     this.agent = agent;
     this.options = options;
-    this.initialized = false;
+    this.state = AgentState.FRESH;
+    this.session = null; // { owner: Buffer, startedMs, lastHeardMs } of the experiment served
     this.stopping = false;
   }
 
-  handle(parts) {
+  /** The reply frames to a request's frames (the envelope first) from client `identity`. */
+  handle(parts, identity = Buffer.alloc(0)) {
     const [payload, ...frames] = parts;
+    this.trackSession(identity);
     let message;
     try {
-      message = decodeEnvelope(payload, frames, this.options.maxMessageBytes);
+      message = decodeEnvelope(payload, frames, this.options.maxMessageBytes,
+        (type) => this.checkServed(type));
     } catch (err) {
-      return this.error(0, 0, err);
+      return this.error(err.seq ?? 0, err.episode ?? 0, err);
     }
     try {
       const outFrames = [];
-      const body = this.dispatch(message, outFrames);
+      const body = this.dispatch(message, outFrames, identity);
       return encodeMessage(message.type, message.seq, message.episode, body, outFrames);
     } catch (err) {
       return this.error(message.seq, message.episode, err);
@@ -206,64 +178,140 @@ class AgentServer {
     return encodeMessage(T.ERROR, seq, episode, [code, text]);
   }
 
-  dispatch(message, outFrames) {
+  checkServed(type) {
+    if (!SERVED.has(type)) {
+      throw new ProtocolError(ErrorCode.WRONG_STATE,
+        `the agent does not serve ${TYPE_NAMES[type]}; it serves ` +
+        [...SERVED].map((t) => TYPE_NAMES[t]).join(", "));
+    }
+  }
+
+  // Body fields are checked first, then the state, then the agent is called. A request that
+  // fails leaves the state as it was.
+  dispatch(message, outFrames, identity) {
     const { body } = message;
     const agent = this.agent;
     switch (message.type) {
-      case T.HELLO: {
-        if (!Array.isArray(body) || body.length !== 4) {
-          throw new ProtocolError(ErrorCode.BAD_FIELD, "hello body must be [role, version, implementation, language]");
-        }
-        if (!["experiment", "environment", "agent"].includes(body[0])) {
-          throw new ProtocolError(ErrorCode.BAD_FIELD, `hello role must be experiment, environment or agent; got ${body[0]}`);
-        }
-        if (body[1] !== PROTOCOL_VERSION) {
-          throw new ProtocolError(ErrorCode.VERSION_MISMATCH,
-            `protocol version mismatch: expected ${PROTOCOL_VERSION}, got ${body[1]} from ${body[2]}`);
-        }
+      case T.HELLO:
+        this.checkHello(body);
         return ["agent", PROTOCOL_VERSION, IMPLEMENTATION, LANGUAGE];
-      }
       case T.HEARTBEAT:
         return body;
       case T.SHUTDOWN:
+        if (body !== null && typeof body !== "string") {
+          throw new ProtocolError(ErrorCode.BAD_FIELD, `SHUTDOWN takes a str or nil body; got ${describe(body)}`);
+        }
+        if (this.isOwner(identity)) this.session = null;
         this.stopping = true;
         return null;
-      case T.AGENT_INIT:
-        agent.agentInit(parseTaskSpec(this.text(body, "task spec")));
-        this.initialized = true;
+      case T.AGENT_INIT: {
+        const spec = this.text(body, "task spec");
+        this.claimSession(identity);
+        agent.agentInit(parseTaskSpec(spec));
+        this.state = AgentState.READY;
+        this.startSession(identity);
         return null;
-      case T.AGENT_START:
-        this.needInit("agent_start");
-        return encodeValue(agent.agentStart(decodeValue(body, message.frames)), outFrames);
-      case T.AGENT_STEP:
-        this.needInit("agent_step");
+      }
+      case T.AGENT_START: {
+        const observation = decodeValue(body, message.frames);
+        this.needState(message.type);
+        const action = encodeValue(agent.agentStart(observation), outFrames);
+        this.state = AgentState.RUNNING;
+        return action;
+      }
+      case T.AGENT_STEP: {
         if (!Array.isArray(body) || body.length !== 2) {
           throw new ProtocolError(ErrorCode.BAD_FIELD, "agent_step body must be [reward, observation]");
         }
-        return encodeValue(agent.agentStep(readReward(body[0]), decodeValue(body[1], message.frames)),
-          outFrames);
-      case T.AGENT_END:
-        agent.agentEnd(readReward(body));
+        const reward = readReward(body[0]);
+        const observation = decodeValue(body[1], message.frames);
+        this.needState(message.type);
+        return encodeValue(agent.agentStep(reward, observation), outFrames);
+      }
+      case T.AGENT_END: {
+        const reward = readReward(body);
+        this.needState(message.type);
+        agent.agentEnd(reward);
+        this.state = AgentState.READY;
         return null;
+      }
       case T.AGENT_CLEANUP:
+        if (body !== null) {
+          throw new ProtocolError(ErrorCode.BAD_FIELD, `AGENT_CLEANUP takes a nil body; got ${describe(body)}`);
+        }
         agent.agentCleanup();
+        this.state = AgentState.FRESH;
+        if (this.isOwner(identity)) this.session = null;
         return null;
       case T.AGENT_MESSAGE:
         return String(agent.agentMessage(this.text(body, "agent_message text")));
-      default:
-        throw new ProtocolError(ErrorCode.WRONG_STATE,
-          `the agent does not serve ${TYPE_NAMES[message.type]}; it serves HELLO, HEARTBEAT, ` +
-          "SHUTDOWN, AGENT_INIT, AGENT_START, AGENT_STEP, AGENT_END, AGENT_CLEANUP, AGENT_MESSAGE");
+      default: // checkServed let through only the types above
+        throw new ProtocolError(ErrorCode.WRONG_STATE, `the agent does not serve ${TYPE_NAMES[message.type]}`);
+    }
+  }
+
+  checkHello(body) {
+    if (!Array.isArray(body) || body.length !== 4 || typeof body[0] !== "string" ||
+        !Number.isInteger(body[1]) || typeof body[2] !== "string" || typeof body[3] !== "string") {
+      throw new ProtocolError(ErrorCode.BAD_FIELD,
+        "hello body must be [role str, version int, implementation str, language str]");
+    }
+    const [role, version, implementation] = body;
+    if (![...PEER_ROLES, "agent"].includes(role)) {
+      throw new ProtocolError(ErrorCode.BAD_FIELD,
+        `hello role must be experiment, environment or agent; got '${role.slice(0, 64)}'`);
+    }
+    if (version !== PROTOCOL_VERSION) {
+      throw new ProtocolError(ErrorCode.VERSION_MISMATCH,
+        `protocol version mismatch: expected ${PROTOCOL_VERSION}, got ${version} from ${implementation}`);
+    }
+    if (!PEER_ROLES.includes(role)) {
+      throw new ProtocolError(ErrorCode.WRONG_STATE,
+        `an agent takes HELLO from an experiment or an environment; got role ${role}`);
     }
   }
 
   text(body, what) {
-    if (typeof body !== "string") throw new ProtocolError(ErrorCode.BAD_FIELD, `${what} must be a str`);
+    if (typeof body !== "string") {
+      throw new ProtocolError(ErrorCode.BAD_FIELD, `${what} must be a str; got ${describe(body)}`);
+    }
     return body;
   }
 
-  needInit(call) {
-    if (!this.initialized) throw new ProtocolError(ErrorCode.WRONG_STATE, `${call} needs agent_init first`);
+  needState(type) {
+    const start = type === T.AGENT_START;
+    if (start ? this.state !== AgentState.FRESH : this.state === AgentState.RUNNING) return;
+    throw new ProtocolError(ErrorCode.WRONG_STATE, `${TYPE_NAMES[type]} needs ` +
+      `${start ? "a successful AGENT_INIT first" : "a running episode (after AGENT_START)"}; ` +
+      `the agent is ${this.state}`);
+  }
+
+  // ---- sessions: one experiment at a time, owned by the identity whose AGENT_INIT began it --
+
+  isOwner(identity) {
+    return this.session !== null && Buffer.compare(this.session.owner, identity) === 0;
+  }
+
+  /** A session ends when its owner says so or has been silent for SESSION_IDLE_MS. */
+  trackSession(identity) {
+    if (this.session === null) return;
+    const now = performance.now();
+    if (this.isOwner(identity)) this.session.lastHeardMs = now;
+    else if (now - this.session.lastHeardMs >= SESSION_IDLE_MS) this.session = null;
+  }
+
+  claimSession(identity) {
+    if (this.session === null || this.isOwner(identity)) return;
+    const seconds = Math.round((performance.now() - this.session.startedMs) / 1000);
+    throw new ProtocolError(ErrorCode.WRONG_STATE, "this agent already serves an experiment " +
+      `(session started by AGENT_INIT ${seconds} s ago); start another agent process for a ` +
+      "second experiment");
+  }
+
+  startSession(identity) {
+    if (this.isOwner(identity)) return;
+    const now = performance.now();
+    this.session = { owner: Buffer.from(identity), startedMs: now, lastHeardMs: now };
   }
 }
 
@@ -329,7 +377,10 @@ async function serve(agent, options, name = "agent") {
         throw err;
       }
       const [identity, ...message] = parts;
-      await socket.send([identity, ...server.handle(message.length ? message : [Buffer.alloc(0)])]);
+      // A REQ client puts an empty delimiter frame first; its reply must carry it back.
+      const delimiter = message.length > 1 && message[0].length === 0 ? message.splice(0, 1) : [];
+      const reply = server.handle(message.length ? message : [Buffer.alloc(0)], identity);
+      await socket.send([identity, ...delimiter, ...reply]);
       resetIdle();
     }
   } finally {
@@ -342,4 +393,7 @@ async function serve(agent, options, name = "agent") {
   return exitCode;
 }
 
-module.exports = { Agent, AgentServer, serve, parseArgs, isLoopback, z85Encode, IMPLEMENTATION, LANGUAGE };
+module.exports = {
+  Agent, AgentServer, AgentState, serve, parseArgs, isLoopback, z85Encode, IMPLEMENTATION, LANGUAGE,
+  SESSION_IDLE_MS,
+};

@@ -113,3 +113,45 @@ test("Q-learning learns the corridor, and saves and loads its table", () => {
   assert.equal(loaded.agentMessage("states"), agent.agentMessage("states"));
   assert.equal(corridorEpisode(loaded), -3);
 });
+
+test("checks run in PROTOCOL.md's order and errors echo seq and episode when readable", () => {
+  const server = new AgentServer(new FirstAgent(), { maxMessageBytes: 1 << 20 });
+  const { encode } = require("@msgpack/msgpack");
+  const raw = (...items) => decode(server.handle([Buffer.from(encode(items))])[0]);
+  // A string version is BAD_FIELD; version 2 with an unknown type is VERSION_MISMATCH.
+  assert.deepEqual(raw("1", T.HELLO, 7, 3, null).slice(1, 4), [T.ERROR, 7, 3]);
+  assert.equal(raw("1", T.HELLO, 7, 3, null)[4][0], ErrorCode.BAD_FIELD);
+  assert.equal(raw(2, 99, 7, 3, null)[4][0], ErrorCode.VERSION_MISMATCH);
+  assert.deepEqual(raw(1, 99, 8, 4, null)[4][0], ErrorCode.UNKNOWN_TYPE);
+  assert.deepEqual(raw(1, T.ENV_STEP, 9, 5, null).slice(2, 4), [9, 5]);
+  // A whole float is not an int, though JavaScript numbers cannot tell: the bytes can.
+  const float = decode(server.handle([Buffer.from("95cb3ff000000000000001" + "0203c0", "hex")])[0]);
+  assert.deepEqual(float.slice(1, 4), [T.ERROR, 2, 3]);
+  assert.equal(float[4][0], ErrorCode.BAD_FIELD);
+  // A string seq cannot be echoed.
+  assert.deepEqual(raw(1, T.HELLO, "7", 3, null).slice(2, 4), [0, 0]);
+  // A body error comes before a state error: AGENT_STEP with a bad body in FRESH.
+  assert.equal(raw(1, T.AGENT_STEP, 1, 1, 5)[4][0], ErrorCode.BAD_FIELD);
+  assert.equal(raw(1, T.AGENT_CLEANUP, 1, 1, 5)[4][1], "AGENT_CLEANUP takes a nil body; got int");
+});
+
+test("array shapes are bounded; frames are bounded; seed answers never raise", () => {
+  const server = new AgentServer(new FirstAgent(), { maxMessageBytes: 1 << 20 });
+  const reply = (type, body, frames = []) =>
+    decode(server.handle([...encodeMessage(type, 5, 2, body), ...frames])[0]);
+  assert.deepEqual(reply(T.AGENT_INIT, BLACKJACK), [1, T.AGENT_INIT, 5, 2, null]);
+  const array = (shape) => [[], [], "", [["|u1", shape, new Uint8Array(0)]]];
+  assert.equal(reply(T.AGENT_START, array(new Array(33).fill(0)))[4][0], ErrorCode.BAD_FIELD);
+  assert.equal(reply(T.AGENT_START, array([2 ** 31, 2 ** 31, 2]))[4][0], ErrorCode.BAD_FIELD);
+  // Zero dimensions are left out of the extent: an empty array may have a huge dimension.
+  assert.deepEqual(reply(T.AGENT_START, array([0, 2 ** 40]))[4], [[0], [], "", []]);
+  assert.equal(reply(T.AGENT_START, array([0, 2 ** 40, 2 ** 30]))[4][0], ErrorCode.BAD_FIELD);
+  const many = Array.from({ length: 1024 }, () => Buffer.alloc(0));
+  assert.deepEqual(reply(T.AGENT_MESSAGE, "x", many).slice(1, 4), [T.ERROR, 5, 2]);
+  assert.equal(reply(T.AGENT_MESSAGE, "x", many)[4][0], ErrorCode.TOO_LARGE);
+  assert.equal(reply(T.AGENT_MESSAGE, "x", many.slice(1))[4], "");
+  assert.equal(reply(T.AGENT_MESSAGE, "seed 3")[4], "ok");
+  assert.equal(reply(T.AGENT_MESSAGE, "seed x")[4], "error: seed takes a non-negative integer; got 'x'");
+  assert.equal(reply(T.AGENT_MESSAGE, "seed -1")[4], "error: seed takes a non-negative integer; got '-1'");
+  assert.equal(reply(T.AGENT_MESSAGE, "seed")[4], "error: seed takes a non-negative integer; got ''");
+});

@@ -1,0 +1,388 @@
+/* The agent server's requests: PROTOCOL.md's order of checks, ERROR replies that echo seq and
+ * episode, the agent state machine, one experiment (session) at a time, and the agent's calls. */
+#define _POSIX_C_SOURCE 200809L
+#include "rlbridge_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define IMPLEMENTATION "rlbridge-c"
+#define LANGUAGE "c"
+#define MAX_OUT_FRAMES 16
+#define MESSAGE_REPLY_BYTES 65536
+
+static void fail_text(char *error, const char *text) {
+    snprintf(error, RLB_ERROR_TEXT_BYTES, "%s", text);
+}
+
+/* ---- replies ----------------------------------------------------------------------------- */
+
+static void send_reply(server *s, const msgpack_sbuffer *head, const rlb_array **frames,
+                       size_t n_frames) {
+    zmq_msg_t copy;
+    zmq_msg_init(&copy);
+    zmq_msg_copy(&copy, &s->request.identity);
+    zmq_msg_send(&copy, s->socket, ZMQ_SNDMORE);
+    if (s->request.delimited)
+        zmq_send(s->socket, "", 0, ZMQ_SNDMORE);
+    zmq_send(s->socket, head->data, head->size, n_frames ? ZMQ_SNDMORE : 0);
+    for (size_t i = 0; i < n_frames; i++)
+        zmq_send(s->socket, frames[i]->data, frames[i]->nbytes, i + 1 < n_frames ? ZMQ_SNDMORE : 0);
+}
+
+static void reply_error(server *s, int64_t seq, int64_t episode, int code, const char *text) {
+    rlb_warn("error %s: %s", rlb_error_name(code), text);
+    msgpack_sbuffer buffer;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&buffer);
+    msgpack_packer_init(&pk, &buffer, msgpack_sbuffer_write);
+    rlb_pack_header(&pk, RLB_ERROR, seq, episode);
+    msgpack_pack_array(&pk, 2);
+    msgpack_pack_int(&pk, code);
+    rlb_pack_str(&pk, text);
+    send_reply(s, &buffer, NULL, 0);
+    msgpack_sbuffer_destroy(&buffer);
+}
+
+/* ---- requests ---------------------------------------------------------------------------- */
+
+typedef struct {
+    const void *data[RLB_MAX_MESSAGE_FRAMES];
+    size_t size[RLB_MAX_MESSAGE_FRAMES];
+    size_t count;
+} extra_frames;
+
+static int string_is(const msgpack_object *o, const char *text) {
+    return o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(text)
+        && memcmp(o->via.str.ptr, text, o->via.str.size) == 0;
+}
+
+static int handle_hello(const msgpack_object *body, char *error) {
+    if (body->type != MSGPACK_OBJECT_ARRAY || body->via.array.size != 4) {
+        fail_text(error, "hello body must be [role, version, implementation, language]");
+        return RLB_BAD_FIELD;
+    }
+    const msgpack_object *f = body->via.array.ptr;
+    if (f[0].type != MSGPACK_OBJECT_STR || f[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER
+        || f[2].type != MSGPACK_OBJECT_STR || f[3].type != MSGPACK_OBJECT_STR) {
+        fail_text(error, "hello body must be [role str, version int, implementation str, "
+                         "language str]");
+        return RLB_BAD_FIELD;
+    }
+    if (!string_is(&f[0], "experiment") && !string_is(&f[0], "environment")
+        && !string_is(&f[0], "agent")) {
+        snprintf(error, RLB_ERROR_TEXT_BYTES,
+                 "hello role must be experiment, environment or agent; got '%.*s'",
+                 (int)(f[0].via.str.size < 64 ? f[0].via.str.size : 64), f[0].via.str.ptr);
+        return RLB_BAD_FIELD;
+    }
+    if (f[1].via.u64 != RLB_PROTOCOL_VERSION) {
+        snprintf(error, RLB_ERROR_TEXT_BYTES,
+                 "protocol version mismatch: expected %d, got %llu from %.*s",
+                 RLB_PROTOCOL_VERSION, (unsigned long long)f[1].via.u64,
+                 (int)(f[2].via.str.size < 64 ? f[2].via.str.size : 64), f[2].via.str.ptr);
+        return RLB_VERSION_MISMATCH;
+    }
+    if (string_is(&f[0], "agent")) {
+        fail_text(error, "an agent takes HELLO from an experiment or an environment; got role "
+                         "agent");
+        return RLB_WRONG_STATE;
+    }
+    return RLB_OK;
+}
+
+static int read_text(const msgpack_object *body, const char *what, char **out, char *error) {
+    if (body->type != MSGPACK_OBJECT_STR) {
+        snprintf(error, RLB_ERROR_TEXT_BYTES, "%s must be a str; got %s", what,
+                 rlb_kind_name(body));
+        return RLB_BAD_FIELD;
+    }
+    *out = malloc(body->via.str.size + 1);
+    memcpy(*out, body->via.str.ptr, body->via.str.size);
+    (*out)[body->via.str.size] = '\0';
+    return RLB_OK;
+}
+
+/* Default agent_message: "seed N" seeds through agent->seed and answers "ok"; a bad seed
+ * argument answers an error string (messages are free text: they never raise); else "". */
+static void default_message(const rlb_agent *agent, const char *text, char *reply,
+                            size_t reply_size) {
+    reply[0] = '\0';
+    while (*text == ' ' || *text == '\t' || *text == '\n')
+        text++;
+    if (strncmp(text, "seed", 4) != 0 || (text[4] != '\0' && strchr(" \t\n", text[4]) == NULL))
+        return;
+    const char *argument = text + 4;
+    while (*argument == ' ' || *argument == '\t' || *argument == '\n')
+        argument++;
+    size_t length = strlen(argument);
+    while (length > 0 && strchr(" \t\n", argument[length - 1]) != NULL)
+        length--;
+    size_t digits = strspn(argument, "0123456789");
+    errno = 0;
+    unsigned long long seed = digits ? strtoull(argument, NULL, 10) : 0;
+    if (digits == 0 || digits != length || errno == ERANGE) {
+        snprintf(reply, reply_size, "error: seed takes a non-negative integer; got '%.*s'",
+                 (int)(length < 200 ? length : 200), argument);
+        return;
+    }
+    if (agent->seed != NULL)
+        agent->seed(agent->state, (uint64_t)seed);
+    snprintf(reply, reply_size, "ok");
+}
+
+static int serves(int type) {
+    return type == RLB_HELLO || type == RLB_HEARTBEAT || type == RLB_SHUTDOWN
+        || (type >= RLB_AGENT_INIT && type <= RLB_AGENT_MESSAGE);
+}
+
+static int is_owner(const server *s) {
+    const zmq_msg_t *identity = &s->request.identity;
+    return s->session.active && zmq_msg_size((zmq_msg_t *)identity) == s->session.owner_size
+        && memcmp(zmq_msg_data((zmq_msg_t *)identity), s->session.owner,
+                  s->session.owner_size) == 0;
+}
+
+/* A session ends when its owner says so or has been silent for RLB_SESSION_IDLE_MS. */
+static void track_session(server *s) {
+    if (!s->session.active)
+        return;
+    if (is_owner(s))
+        s->session.last_heard_ms = rlb_now_ms();
+    else if (rlb_now_ms() - s->session.last_heard_ms >= RLB_SESSION_IDLE_MS)
+        s->session.active = 0;
+}
+
+static int claim_session(server *s, char *error) {
+    if (s->session.active && !is_owner(s)) {
+        snprintf(error, RLB_ERROR_TEXT_BYTES,
+                 "this agent already serves an experiment (session started by AGENT_INIT %lld s "
+                 "ago); start another agent process for a second experiment",
+                 (rlb_now_ms() - s->session.started_ms + 500) / 1000);
+        return RLB_WRONG_STATE;
+    }
+    return RLB_OK;
+}
+
+static void start_session(server *s) {
+    if (is_owner(s))
+        return;
+    zmq_msg_t *identity = &s->request.identity;
+    size_t size = zmq_msg_size(identity);
+    s->session.owner_size = size < RLB_MAX_IDENTITY_BYTES ? size : RLB_MAX_IDENTITY_BYTES;
+    memcpy(s->session.owner, zmq_msg_data(identity), s->session.owner_size);
+    s->session.started_ms = s->session.last_heard_ms = rlb_now_ms();
+    s->session.active = 1;
+}
+
+static int need_state(const server *s, int type, char *error) {
+    const char *names[] = {"FRESH (before AGENT_INIT)", "READY (no episode running)",
+                           "RUNNING"};
+    int allowed = type == RLB_AGENT_START ? s->state != FRESH : s->state == RUNNING;
+    if (!allowed)
+        snprintf(error, RLB_ERROR_TEXT_BYTES, "%s needs %s; the agent is %s",
+                 rlb_type_name(type),
+                 type == RLB_AGENT_START ? "a successful AGENT_INIT first"
+                                         : "a running episode (after AGENT_START)",
+                 names[s->state]);
+    return allowed ? RLB_OK : RLB_WRONG_STATE;
+}
+
+/* Handle one request: body fields, then state, then the agent. Packs the reply body into pk;
+ * returns RLB_OK or an error code with its text in `error`. A request that fails leaves the
+ * state as it was. */
+static int dispatch(server *s, const rlb_envelope *message, const extra_frames *frames,
+                    msgpack_packer *pk, const rlb_array **out_frames, size_t *n_out,
+                    rlb_value *action, char *error) {
+    const rlb_agent *agent = s->agent;
+    const msgpack_object *body = &message->body;
+    rlb_value observation;
+    double reward;
+    char *text = NULL;
+    int code = RLB_OK;
+    char application[RLB_ERROR_TEXT_BYTES] = "";
+    switch (message->type) {
+    case RLB_HELLO:
+        if ((code = handle_hello(body, error)) != RLB_OK)
+            return code;
+        msgpack_pack_array(pk, 4);
+        rlb_pack_str(pk, "agent");
+        msgpack_pack_int(pk, RLB_PROTOCOL_VERSION);
+        rlb_pack_str(pk, IMPLEMENTATION);
+        rlb_pack_str(pk, LANGUAGE);
+        return RLB_OK;
+    case RLB_HEARTBEAT:
+        msgpack_pack_object(pk, *body);
+        return RLB_OK;
+    case RLB_SHUTDOWN:
+        if (body->type != MSGPACK_OBJECT_NIL && body->type != MSGPACK_OBJECT_STR) {
+            snprintf(error, RLB_ERROR_TEXT_BYTES, "SHUTDOWN takes a str or nil body; got %s",
+                     rlb_kind_name(body));
+            return RLB_BAD_FIELD;
+        }
+        if (is_owner(s))
+            s->session.active = 0;
+        s->stop = 1;
+        msgpack_pack_nil(pk);
+        return RLB_OK;
+    case RLB_AGENT_INIT:
+        if ((code = read_text(body, "task spec", &text, error)) != RLB_OK
+            || (code = claim_session(s, error)) != RLB_OK) {
+            free(text);
+            return code;
+        }
+        if (agent->init != NULL && agent->init(agent->state, text, application) != 0) {
+            code = RLB_APPLICATION;
+        } else {
+            s->state = READY;
+            start_session(s);
+            msgpack_pack_nil(pk);
+        }
+        free(text);
+        break;
+    case RLB_AGENT_START:
+        code = rlb_decode_value(body, frames->data, frames->size, frames->count, &observation,
+                                error);
+        if (code == RLB_OK && (code = need_state(s, message->type, error)) != RLB_OK)
+            rlb_value_free(&observation);
+        if (code != RLB_OK)
+            return code;
+        if ((agent->start ? agent->start(agent->state, &observation, action, application)
+                          : agent->act(agent->state, &observation, action, application)) != 0)
+            code = RLB_APPLICATION;
+        rlb_value_free(&observation);
+        if (code == RLB_OK) {
+            s->state = RUNNING;
+            rlb_pack_value(pk, action, out_frames, n_out, MAX_OUT_FRAMES);
+        }
+        break;
+    case RLB_AGENT_STEP:
+        if (body->type != MSGPACK_OBJECT_ARRAY || body->via.array.size != 2) {
+            fail_text(error, "agent_step body must be [reward, observation]");
+            return RLB_BAD_FIELD;
+        }
+        if ((code = rlb_read_reward(&body->via.array.ptr[0], &reward, error)) != RLB_OK)
+            return code;
+        code = rlb_decode_value(&body->via.array.ptr[1], frames->data, frames->size,
+                                frames->count, &observation, error);
+        if (code == RLB_OK && (code = need_state(s, message->type, error)) != RLB_OK)
+            rlb_value_free(&observation);
+        if (code != RLB_OK)
+            return code;
+        if ((agent->step ? agent->step(agent->state, reward, &observation, action, application)
+                         : agent->act(agent->state, &observation, action, application)) != 0)
+            code = RLB_APPLICATION;
+        rlb_value_free(&observation);
+        if (code == RLB_OK)
+            rlb_pack_value(pk, action, out_frames, n_out, MAX_OUT_FRAMES);
+        break;
+    case RLB_AGENT_END:
+        if ((code = rlb_read_reward(body, &reward, error)) != RLB_OK
+            || (code = need_state(s, message->type, error)) != RLB_OK)
+            return code;
+        if (agent->end != NULL && agent->end(agent->state, reward, application) != 0) {
+            code = RLB_APPLICATION;
+        } else {
+            s->state = READY;
+            msgpack_pack_nil(pk);
+        }
+        break;
+    case RLB_AGENT_CLEANUP:
+        if (body->type != MSGPACK_OBJECT_NIL) {
+            snprintf(error, RLB_ERROR_TEXT_BYTES, "AGENT_CLEANUP takes a nil body; got %s",
+                     rlb_kind_name(body));
+            return RLB_BAD_FIELD;
+        }
+        if (agent->cleanup != NULL && agent->cleanup(agent->state, application) != 0) {
+            code = RLB_APPLICATION;
+        } else {
+            s->state = FRESH;
+            if (is_owner(s))
+                s->session.active = 0;
+            msgpack_pack_nil(pk);
+        }
+        break;
+    case RLB_AGENT_MESSAGE: {
+        if ((code = read_text(body, "agent_message text", &text, error)) != RLB_OK)
+            return code;
+        char *reply = calloc(1, MESSAGE_REPLY_BYTES);
+        if (agent->message != NULL) {
+            if (agent->message(agent->state, text, reply, MESSAGE_REPLY_BYTES, application) != 0)
+                code = RLB_APPLICATION;
+        } else {
+            default_message(agent, text, reply, MESSAGE_REPLY_BYTES);
+        }
+        if (code == RLB_OK)
+            rlb_pack_str(pk, reply);
+        free(reply);
+        free(text);
+        break;
+    }
+    default: /* serves() let through only the types above */
+        return RLB_WRONG_STATE;
+    }
+    if (code == RLB_APPLICATION)
+        snprintf(error, RLB_ERROR_TEXT_BYTES, "agent raised %.480s", application);
+    return code;
+}
+
+/* Answer the request in s->request, in the order of checks of PROTOCOL.md. */
+void rlb_handle_request(server *s, size_t max_bytes) {
+    request *r = &s->request;
+    char error[RLB_ERROR_TEXT_BYTES] = "";
+    rlb_envelope message = {0};
+    extra_frames frames = {0};
+    for (size_t i = 1; i < r->n_parts; i++) {
+        frames.data[frames.count] = zmq_msg_data(&r->parts[i]);
+        frames.size[frames.count++] = zmq_msg_size(&r->parts[i]);
+    }
+    track_session(s);
+    /* Too large to decode at all: only the envelope's first items are read, from its bytes. */
+    int too_large = r->n_frames > RLB_MAX_MESSAGE_FRAMES || r->total_bytes > max_bytes;
+    msgpack_unpacked root;
+    msgpack_unpacked_init(&root);
+    const char *payload = zmq_msg_data(&r->parts[0]);
+    size_t length = zmq_msg_size(&r->parts[0]);
+    int code = too_large ? rlb_peek_envelope(payload, length, &message, error)
+                         : rlb_decode_message(payload, length, &root, &message, error);
+    if (code == RLB_OK && !serves(message.type)) {
+        snprintf(error, RLB_ERROR_TEXT_BYTES,
+                 "the agent does not serve %s; it serves HELLO, HEARTBEAT, SHUTDOWN, AGENT_INIT, "
+                 "AGENT_START, AGENT_STEP, AGENT_END, AGENT_CLEANUP, AGENT_MESSAGE",
+                 rlb_type_name(message.type));
+        code = RLB_WRONG_STATE;
+    }
+    if (code == RLB_OK && too_large) {
+        if (r->n_frames > RLB_MAX_MESSAGE_FRAMES)
+            snprintf(error, sizeof error, "message of %zu frames exceeds the limit of %d frames",
+                     r->n_frames, RLB_MAX_MESSAGE_FRAMES);
+        else
+            snprintf(error, sizeof error, "message of %zu bytes exceeds the limit of %zu bytes",
+                     r->total_bytes, max_bytes);
+        code = RLB_TOO_LARGE;
+    }
+    int64_t seq = message.ids_read ? message.seq : 0;
+    int64_t episode = message.ids_read ? message.episode : 0;
+    if (code != RLB_OK) {
+        reply_error(s, seq, episode, code, error);
+        msgpack_unpacked_destroy(&root);
+        return;
+    }
+    msgpack_sbuffer buffer;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&buffer);
+    msgpack_packer_init(&pk, &buffer, msgpack_sbuffer_write);
+    rlb_pack_header(&pk, message.type, seq, episode);
+    const rlb_array *out_frames[MAX_OUT_FRAMES];
+    size_t n_out = 0;
+    rlb_value action = {0};
+    code = dispatch(s, &message, &frames, &pk, out_frames, &n_out, &action, error);
+    if (code == RLB_OK)
+        send_reply(s, &buffer, out_frames, n_out);
+    else
+        reply_error(s, seq, episode, code, error);
+    msgpack_sbuffer_destroy(&buffer);
+    msgpack_unpacked_destroy(&root);
+}

@@ -1,0 +1,369 @@
+"""The C and JavaScript agent servers against PROTOCOL.md's agent rules, over a raw DEALER socket.
+
+Every cell of the agent state table (state x request type -> reply and next state) is kept
+here as data and driven against the real agent processes, then the envelope rules: the order
+of checks, ERROR replies that echo seq and episode, the frame bound, REQ clients, array shape
+limits, HELLO roles, seed messages and the one-experiment-at-a-time session.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+
+import msgpack
+import pytest
+import zmq
+
+from rlbridge.protocol.errors import ErrorCode
+from rlbridge.protocol.messages import MessageType
+
+from .helpers import agent_command, build_c, check_js, start, stop
+
+T = MessageType
+E = ErrorCode
+#: The Python AgentServer joins this list once it follows the same table (branch srv-state).
+LANGUAGES = ("c", "javascript")
+REPLY_TIMEOUT_MS = 20000  # two cores shared by many test processes: generous
+COUNTDOWN_SPEC = ("VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS (0 5) "
+                  "ACTIONS INTS (0 1) REWARDS (0.0 5.0) EXTRA")
+OBSERVATION = [[4], [], "", []]
+OK = "ok"
+FRESH, READY, RUNNING = "FRESH", "READY", "RUNNING"
+STATES = (FRESH, READY, RUNNING)
+
+#: A valid body for every request type.
+BODIES: dict[int, object] = {
+    T.HELLO: ["experiment", 1, "test", "python"],
+    T.ERROR: [int(E.APPLICATION), "sent as a request"],
+    T.HEARTBEAT: [3],
+    T.ENV_INIT: None,
+    T.ENV_START: None,
+    T.ENV_STEP: [[0], [], "", []],
+    T.ENV_CLEANUP: None,
+    T.ENV_MESSAGE: "legal_actions",
+    T.AGENT_INIT: COUNTDOWN_SPEC,
+    T.AGENT_START: OBSERVATION,
+    T.AGENT_STEP: [0.5, OBSERVATION],
+    T.AGENT_END: 1.0,
+    T.AGENT_CLEANUP: None,
+    T.AGENT_MESSAGE: "what is this",
+    T.RUN_EPISODE: [100],
+    T.DELEGATE: ["ipc:///nowhere", 1000, None],
+}
+
+WS = E.WRONG_STATE
+#: The agent state table: request -> (reply, next state) in FRESH, READY and RUNNING. A reply is
+#: OK or the ERROR code; an ERROR leaves the state as it was. SHUTDOWN (OK in every state) stops
+#: the process: test_shutdown_is_served_in_every_state covers it.
+AGENT_TABLE: dict[int, tuple[tuple[object, str], tuple[object, str], tuple[object, str]]] = {
+    #                 FRESH                 READY                 RUNNING
+    T.HELLO:         ((OK, FRESH),          (OK, READY),          (OK, RUNNING)),
+    T.HEARTBEAT:     ((OK, FRESH),          (OK, READY),          (OK, RUNNING)),
+    T.AGENT_INIT:    ((OK, READY),          (OK, READY),          (OK, READY)),
+    T.AGENT_START:   ((WS, FRESH),          (OK, RUNNING),        (OK, RUNNING)),
+    T.AGENT_STEP:    ((WS, FRESH),          (WS, READY),          (OK, RUNNING)),
+    T.AGENT_END:     ((WS, FRESH),          (WS, READY),          (OK, READY)),
+    T.AGENT_CLEANUP: ((OK, FRESH),          (OK, FRESH),          (OK, FRESH)),
+    T.AGENT_MESSAGE: ((OK, FRESH),          (OK, READY),          (OK, RUNNING)),
+    # No role but the environment's serves these, and no role at all serves ERROR.
+    **{t: ((WS, FRESH), (WS, READY), (WS, RUNNING))
+       for t in (T.ERROR, T.ENV_INIT, T.ENV_START, T.ENV_STEP, T.ENV_CLEANUP, T.ENV_MESSAGE,
+                 T.RUN_EPISODE, T.DELEGATE)},
+}
+#: How to reach each state from any state.
+SETUP = {FRESH: [T.AGENT_CLEANUP], READY: [T.AGENT_CLEANUP, T.AGENT_INIT],
+         RUNNING: [T.AGENT_CLEANUP, T.AGENT_INIT, T.AGENT_START]}
+
+
+class Client:
+    """A raw DEALER (or REQ) socket that sends hand-made frames and decodes the reply."""
+
+    def __init__(self, address: str, kind: int = zmq.DEALER):
+        self.socket = zmq.Context.instance().socket(kind)
+        self.socket.linger = 0
+        self.socket.rcvtimeo = REPLY_TIMEOUT_MS
+        self.socket.connect(address)
+
+    def frames(self, *frames: bytes) -> list[bytes]:
+        self.socket.send_multipart(list(frames))
+        return self.socket.recv_multipart()
+
+    def ask(self, *frames: bytes) -> list:
+        reply = self.frames(*frames)
+        assert len(reply) == 1, reply
+        return msgpack.unpackb(reply[0], raw=False)
+
+    def request(self, msg_type: int, body: object = None, seq: int = 1, episode: int = 1,
+                *extra: bytes) -> list:
+        return self.ask(msgpack.packb([1, int(msg_type), seq, episode, body], use_bin_type=True),
+                        *extra)
+
+    def call(self, msg_type: int, body: object = None) -> list:
+        """A request that must succeed."""
+        reply = self.request(msg_type, body)
+        assert reply[1] == msg_type, reply
+        return reply
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+def outcome(reply: list, msg_type: int) -> object:
+    """OK, or the ERROR code of a reply (after checking the reply's shape)."""
+    assert len(reply) == 5 and reply[0] == 1, reply
+    if reply[1] == T.ERROR:
+        assert isinstance(reply[4][1], str) and reply[4][1], reply
+        return ErrorCode(reply[4][0])
+    assert reply[1] == msg_type, reply
+    return OK
+
+
+def state_of(client: Client) -> str:
+    """Find the agent's state with requests that change nothing, or (last) nothing that matters."""
+    if outcome(client.request(T.AGENT_STEP, BODIES[T.AGENT_STEP]), T.AGENT_STEP) == OK:
+        return RUNNING
+    started = outcome(client.request(T.AGENT_START, OBSERVATION), T.AGENT_START)
+    return READY if started == OK else FRESH
+
+
+@pytest.fixture(scope="module")
+def directory() -> Iterator[str]:
+    path = tempfile.mkdtemp(prefix="rlbsm-")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def agents(directory) -> Iterator[dict[str, str]]:
+    """One `first` agent per language, shared by the tests that leave no session behind."""
+    build_c()
+    check_js()
+    addresses = {language: f"ipc://{directory}/shared-{language}" for language in LANGUAGES}
+    children = [start(agent_command(language, "first", address))
+                for language, address in addresses.items()]
+    yield addresses
+    stop(children)
+
+
+def own_agent(directory: str, language: str, name: str, *extra: str):
+    if language == "c":
+        build_c()
+    address = f"ipc://{directory}/{name}-{language}"
+    return address, start(agent_command(language, "first", address, *extra))
+
+
+@pytest.mark.parametrize("state", STATES)
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_every_cell_of_the_agent_state_table(language, state, agents):
+    client = Client(agents[language])
+    wrong = []
+    try:
+        column = STATES.index(state)
+        for msg_type, cells in AGENT_TABLE.items():
+            for setup in SETUP[state]:
+                client.call(setup, BODIES[setup])
+            reply = client.request(msg_type, BODIES[msg_type], seq=40 + msg_type, episode=3)
+            assert reply[2:4] == [40 + msg_type, 3], reply  # every reply echoes seq and episode
+            got = (outcome(reply, msg_type), state_of(client))
+            if got != cells[column]:
+                wrong.append(f"{T(msg_type).name} in {state}: expected {cells[column]}, got {got}"
+                             f" ({reply[4]!r:.200})")
+    finally:
+        client.call(T.AGENT_CLEANUP)
+        client.close()
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_shutdown_is_served_in_every_state(language, directory):
+    for state in STATES:
+        address, child = own_agent(directory, language, f"shutdown-{state}")
+        client = Client(address)
+        try:
+            for setup in SETUP[state]:
+                client.call(setup, BODIES[setup])
+            assert client.request(T.SHUTDOWN, "done", seq=9, episode=2) == [1, T.SHUTDOWN, 9, 2, None]
+            assert child.wait(timeout=20) == 0
+        finally:
+            client.close()
+            stop([child])
+
+
+#: (name, first frame, expected code, seq and episode echoed): D1's order and D2's echo.
+ENVELOPES = [
+    ("not msgpack", b"\xc1", E.MALFORMED, False),
+    ("a str, not an envelope", msgpack.packb("abc"), E.MALFORMED, False),
+    ("4 items", msgpack.packb([1, 20, 7, 3]), E.MALFORMED, False),
+    ("trailing bytes", msgpack.packb([1, 1, 7, 3, None]) + b"\x00", E.MALFORMED, False),
+    ("a str seq", msgpack.packb([1, 20, "7", 3, None]), E.BAD_FIELD, False),
+    ("a float episode", msgpack.packb([1, 20, 7, 3.0, None]), E.BAD_FIELD, False),
+    ("a str version", msgpack.packb(["1", 20, 7, 3, None]), E.BAD_FIELD, True),
+    ("a float version", msgpack.packb([1.0, 20, 7, 3, None]), E.BAD_FIELD, True),
+    ("a list type", msgpack.packb([1, [20], 7, 3, None]), E.BAD_FIELD, True),
+    ("version 2 of an unknown type", msgpack.packb([2, 99, 7, 3, None]), E.VERSION_MISMATCH, True),
+    ("an unknown type", msgpack.packb([1, 99, 7, 3, None]), E.UNKNOWN_TYPE, True),
+    ("ERROR as a request", msgpack.packb([1, 2, 7, 3, [10, "x"]]), E.WRONG_STATE, True),
+    ("an environment request", msgpack.packb([1, 12, 7, 3, None]), E.WRONG_STATE, True),
+    ("an int task spec", msgpack.packb([1, 20, 7, 3, 5]), E.BAD_FIELD, True),
+    ("a bad step body before the state", msgpack.packb([1, 22, 7, 3, 5]), E.BAD_FIELD, True),
+    ("a body on AGENT_CLEANUP", msgpack.packb([1, 24, 7, 3, 0]), E.BAD_FIELD, True),
+    ("a list body on SHUTDOWN", msgpack.packb([1, 4, 7, 3, []]), E.BAD_FIELD, True),
+    ("a list message", msgpack.packb([1, 25, 7, 3, []]), E.BAD_FIELD, True),
+    ("a seq past int64", msgpack.packb([1, 20, 2**64 - 1, 3, None]), E.BAD_FIELD, False),
+    ("too many bytes", msgpack.packb([1, 25, 7, 3, "x" * 100001]), E.TOO_LARGE, True),
+    ("too many bytes of an unknown type", msgpack.packb([1, 99, 7, 3, "x" * 100001]),
+     E.UNKNOWN_TYPE, True),
+]
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_checks_follow_protocol_order_and_errors_echo_seq_and_episode(language, directory):
+    address, child = own_agent(directory, language, "envelopes", "--max-message-bytes", "100000")
+    client = Client(address)
+    wrong = []
+    try:
+        for name, frame, code, echoed in ENVELOPES:
+            reply = client.ask(frame)
+            expected = [1, T.ERROR, 7, 3] if echoed else [1, T.ERROR, 0, 0]
+            if reply[:4] != expected or reply[4][0] != code:
+                wrong.append(f"{name}: expected {expected} {code.name}, got {reply!r:.200}")
+        assert client.request(T.HEARTBEAT, [1], seq=8, episode=5) == [1, T.HEARTBEAT, 8, 5, [1]]
+        for seq, episode in ((2**63 - 1, -2**63), (2**53 + 1, 2**32)):  # int64 ends, and past
+            reply = client.ask(msgpack.packb(["1", 20, seq, episode, None]))  # JS's exact ints
+            assert reply[:4] == [1, T.ERROR, seq, episode], reply
+            assert client.request(T.HEARTBEAT, [1], seq=seq, episode=episode)[2:4] == \
+                [seq, episode]
+    finally:
+        client.close()
+        stop([child])
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_more_than_1024_frames_is_too_large_and_the_agent_keeps_serving(language, agents):
+    client = Client(agents[language])
+    head = msgpack.packb([1, T.AGENT_MESSAGE, 12, 4, "seed 5"])
+    try:
+        # The envelope and 1023 more frames: within the bound.
+        assert client.ask(head, *[b""] * 1023) == [1, T.AGENT_MESSAGE, 12, 4, "ok"]
+        reply = client.ask(head, *[b""] * 1024)
+        assert reply[:4] == [1, T.ERROR, 12, 4] and reply[4][0] == E.TOO_LARGE, reply
+        assert "1025 frames" in reply[4][1]
+        reply = client.ask(head, *[b"x"] * 100_000)
+        assert reply[:4] == [1, T.ERROR, 12, 4] and reply[4][0] == E.TOO_LARGE, reply
+        assert client.request(T.HEARTBEAT, [2], seq=13) == [1, T.HEARTBEAT, 13, 1, [2]]
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_req_client_gets_its_delimiter_back(language, agents):
+    req = Client(agents[language], zmq.REQ)
+    dealer = Client(agents[language])
+    try:
+        assert req.request(T.HELLO, BODIES[T.HELLO], seq=21)[:4] == [1, T.HELLO, 21, 1]
+        assert req.ask(b"\xc1")[:4] == [1, T.ERROR, 0, 0]  # errors too
+        assert req.request(T.AGENT_MESSAGE, "seed 1", seq=22) == [1, T.AGENT_MESSAGE, 22, 1, "ok"]
+        # What a REQ socket sends, by hand: the reply starts with the empty delimiter too.
+        reply = dealer.frames(b"", msgpack.packb([1, T.HEARTBEAT, 23, 1, [7]]))
+        assert reply[0] == b"" and msgpack.unpackb(reply[1]) == [1, T.HEARTBEAT, 23, 1, [7]]
+    finally:
+        req.close()
+        dealer.close()
+
+
+def observation_with(shape: list[int], data: bytes = b"") -> list:
+    return [[4], [], "", [["|u1", shape, data]]]
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_array_shapes_are_bounded(language, agents):
+    client = Client(agents[language])
+    try:
+        client.call(T.AGENT_INIT, COUNTDOWN_SPEC)
+        bad = [
+            [1] * 33,                   # more than 32 dimensions
+            [2**31, 2**31, 2],          # 2**63 bytes
+            [2**62, 2],
+            [0, 2**40, 2**30],          # zero dimensions do not hide the rest
+            [2**64 - 1, 2**64 - 1],     # products that overflow 64 bits
+        ]
+        for shape in bad:
+            reply = client.request(T.AGENT_START, observation_with(shape))
+            assert reply[1] == T.ERROR and reply[4][0] == E.BAD_FIELD, (shape, reply)
+        for shape, data in (([1] * 32, b"\x01"), ([0, 2**40], b""), ([2, 3], bytes(6))):
+            reply = client.request(T.AGENT_START, observation_with(shape, data))
+            assert reply[1] == T.AGENT_START, (shape, reply)
+    finally:
+        client.call(T.AGENT_CLEANUP)
+        client.close()
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_hello_is_optional_and_checks_the_role(language, agents):
+    client = Client(agents[language])
+    try:
+        # Served without any HELLO first.
+        assert client.request(T.AGENT_MESSAGE, "x", seq=2) == [1, T.AGENT_MESSAGE, 2, 1, ""]
+        for role, expected in (("experiment", OK), ("environment", OK), ("agent", E.WRONG_STATE),
+                               ("robot", E.BAD_FIELD)):
+            reply = client.request(T.HELLO, [role, 1, "test", "python"], seq=3)
+            assert outcome(reply, T.HELLO) == expected, (role, reply)
+            assert reply[2:4] == [3, 1]
+        reply = client.request(T.HELLO, ["experiment", 2, "test", "python"])
+        assert outcome(reply, T.HELLO) == E.VERSION_MISMATCH
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_seed_messages_answer_text_and_never_raise(language, agents):
+    client = Client(agents[language])
+    try:
+        for text, expected in (
+                ("seed 5", "ok"),
+                ("  seed   12  ", "ok"),
+                ("seed x", "error: seed takes a non-negative integer; got 'x'"),
+                ("seed -3", "error: seed takes a non-negative integer; got '-3'"),
+                ("seed", "error: seed takes a non-negative integer; got ''"),
+                ("seed 1 2", "error: seed takes a non-negative integer; got '1 2'"),
+                ("seeds 5", ""),
+                ("anything else", "")):
+            assert client.request(T.AGENT_MESSAGE, text)[4] == expected, text
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_second_experiment_is_refused_at_agent_init_while_a_session_is_active(language,
+                                                                                directory):
+    address, child = own_agent(directory, language, "sessions")
+    first, second = Client(address), Client(address)
+    try:
+        first.call(T.AGENT_INIT, COUNTDOWN_SPEC)
+        reply = second.request(T.AGENT_INIT, COUNTDOWN_SPEC, seq=5, episode=2)
+        assert reply[:4] == [1, T.ERROR, 5, 2] and reply[4][0] == E.WRONG_STATE, reply
+        assert reply[4][1].startswith("this agent already serves an experiment (session started "
+                                      "by AGENT_INIT 0 s ago); start another agent process"), reply
+        # A bad body is still BAD_FIELD: body fields come before the state.
+        assert second.request(T.AGENT_INIT, 5)[4][0] == E.BAD_FIELD
+        # Every other request is served: the delegated environment calls the agent this way.
+        assert second.call(T.HELLO, ["environment", 1, "test", "python"])
+        assert second.call(T.AGENT_START, OBSERVATION)[4] == [[0], [], "", []]
+        assert second.call(T.AGENT_END, 0.0)
+        # The owner may init again; its cleanup ends the session and another may start one.
+        first.call(T.AGENT_INIT, COUNTDOWN_SPEC)
+        first.call(T.AGENT_CLEANUP)
+        second.call(T.AGENT_INIT, COUNTDOWN_SPEC)
+        assert first.request(T.AGENT_INIT, COUNTDOWN_SPEC)[4][0] == E.WRONG_STATE
+        # A cleanup by someone else resets the state but leaves the session with its owner.
+        first.call(T.AGENT_CLEANUP)
+        assert first.request(T.AGENT_INIT, COUNTDOWN_SPEC)[4][0] == E.WRONG_STATE
+        second.call(T.AGENT_CLEANUP)
+        first.call(T.AGENT_INIT, COUNTDOWN_SPEC)
+    finally:
+        first.close()
+        second.close()
+        stop([child])
