@@ -20,6 +20,8 @@ from rlbridge.protocol.errors import InvalidAction, RLBridgeError
 
 #: How long each agent server may take to start and answer HELLO (a loaded machine).
 AGENT_START_TIMEOUT_MS = 60000
+#: The default bound on one agent call (a search agent's move included).
+MOVE_TIMEOUT_MS = 30000
 
 
 @dataclass
@@ -67,7 +69,8 @@ def play_game(game, players: dict, task_spec) -> dict[str, float]:
 
 
 def selfplay(agent_a: str, agent_b: str, games: int, size: int, options_a: list[str],
-             options_b: list[str], seed: int, out=sys.stdout) -> list[Tally]:
+             options_b: list[str], seed: int, move_timeout_ms: int = MOVE_TIMEOUT_MS,
+             out=sys.stdout) -> list[Tally]:
     """Start both agent servers, play ``games`` games alternating colours, print one result
     line per agent; return the tallies."""
     from rlbridge.environments.reversi.env import ReversiEnv
@@ -90,7 +93,8 @@ def selfplay(agent_a: str, agent_b: str, games: int, size: int, options_a: list[
                 for option in options:
                     command += ["--opt", option]
                 children.append(start_child(command, None))
-                remotes.append(RemoteAgent(address, connect_timeout_ms=AGENT_START_TIMEOUT_MS))
+                remotes.append(RemoteAgent(address, timeout_ms=move_timeout_ms,
+                                           connect_timeout_ms=AGENT_START_TIMEOUT_MS))
             for index, remote in enumerate(remotes):
                 remote.agent_init(task_spec)
                 remote.agent_message(f"seed {derive_seeds(seed + index)[1]}")
@@ -126,6 +130,8 @@ def register(subparsers) -> None:
     parser.add_argument("--b-opt", action="append", default=[], metavar="KEY=VALUE",
                         help="an option for AGENT_B; repeatable")
     parser.add_argument("--seed", type=int, default=0, help="seeds both agents (default 0)")
+    parser.add_argument("--timeout-ms", type=int, default=MOVE_TIMEOUT_MS, metavar="MS",
+                        help=f"bound on one agent call (default {MOVE_TIMEOUT_MS})")
     parser.set_defaults(func=_selfplay)
 
 
@@ -135,7 +141,7 @@ def _selfplay(args: argparse.Namespace) -> int:
         return 2
     try:
         selfplay(args.agent_a, args.agent_b, args.games, args.size, args.a_opt, args.b_opt,
-                 args.seed)
+                 args.seed, args.timeout_ms)
     except (RLBridgeError, ValueError) as err:
         print(f"rlbridge selfplay: {err}", file=sys.stderr)
         return 1

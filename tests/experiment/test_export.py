@@ -24,7 +24,9 @@ def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 def logged_run(tmp_path, game: str, *extra: str) -> str:
     log = str(tmp_path / f"{game}.log")
-    run("run", game, "random", "--seed", "3", "--log", log, "--quiet", *extra)
+    # A generous step timeout: a loaded machine must not fail the export tests.
+    run("run", game, "random", "--seed", "3", "--log", log, "--quiet", "--timeout-ms", "60000",
+        *extra)
     return log
 
 
@@ -128,6 +130,11 @@ def test_spaces_follow_the_task_spec():
     assert space["doubles"].high.tolist() == [np.inf, np.inf]
     action = gym_space(reversi.actions)
     assert (action.n, action.start) == (37, -1)
+    texts = parse("VERSION RL-Glue-3.0 OBSERVATIONS CHARCOUNT 5 ACTIONS DOUBLES (-1 1) "
+                  "REWARDS (0 1) EXTRA")
+    assert gym_space(texts.observations).contains("")
+    assert gym_space(texts.observations).contains("a b!")
+    assert gym_space(texts.actions).shape == (1,)
 
 
 def test_export_without_a_target_says_what_it_expects(tmp_path):

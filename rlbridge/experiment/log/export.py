@@ -16,6 +16,7 @@ the environment took and flags the last one as truncated.
 from __future__ import annotations
 
 import math
+import string
 import warnings
 from dataclasses import dataclass
 
@@ -113,7 +114,8 @@ def gym_space(space: SpaceSpec):
             low, high = int(part.low), int(part.high)
             built[part.name] = spaces.Discrete(high - low + 1, start=low)
         elif part.source == "chars":
-            built[part.name] = spaces.Text(max_length=space.charcount)
+            built[part.name] = spaces.Text(max_length=space.charcount, min_length=0,
+                                              charset=string.printable)
         else:
             built[part.name] = spaces.Box(part.low, part.high, part.shape, part.dtype)
     if len(built) == 1:
