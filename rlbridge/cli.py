@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "rlbridge.bridge.commands",  # view, play, blocks
     "rlbridge.experiment.net.curve",  # keys
     "rlbridge.describe",  # describe
+    "rlbridge.multiagent.selfplay",  # selfplay
 ]
 
 

@@ -18,10 +18,17 @@ def register(subparsers) -> None:
     show = log_commands.add_parser("show", help="episodes, steps, returns, duration, peers")
     show.add_argument("file")
     show.set_defaults(func=_show)
-    export = log_commands.add_parser("export", help="write transitions as arrays for offline RL")
+    export = log_commands.add_parser(
+        "export", help="write transitions as arrays for offline RL",
+        description="Write the agent's transitions as an npz file and/or a Minari dataset "
+                    "(docs/datasets.md).")
     export.add_argument("file")
-    export.add_argument("--npz", required=True, metavar="OUT",
-                        help="observations, actions, rewards, terminals, episode_starts")
+    export.add_argument("--npz", metavar="OUT",
+                        help="observations, next_observations, actions, rewards, terminals, "
+                             "truncations, episode_starts, episode_ids")
+    export.add_argument("--minari", metavar="NAME",
+                        help="a Minari dataset id such as rlbridge/blackjack/random-v0, written "
+                             "under MINARI_DATASETS_PATH (needs pip install rlbridge[rl])")
     export.set_defaults(func=_export)
 
     replay = subparsers.add_parser(
@@ -82,14 +89,23 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from rlbridge.experiment.log.replay import export_npz
+    from rlbridge.experiment.log import export
 
+    if not args.npz and not args.minari:
+        print("rlbridge log export: expected --npz OUT, --minari NAME or both; got neither",
+              file=sys.stderr)
+        return 2
     try:
-        rows = export_npz(_reader(args.file), args.npz)
+        reader = _reader(args.file)
+        if args.npz:
+            rows = export.export_npz(reader, args.npz)
+            print(f"wrote {rows} transitions to {args.npz}")
+        if args.minari:
+            episodes, steps = export.export_minari(reader, args.minari)
+            print(f"wrote Minari dataset {args.minari}: {episodes} episodes, {steps} steps")
     except RLBridgeError as err:
         print(f"rlbridge log: {err}", file=sys.stderr)
         return 1
-    print(f"wrote {rows} transitions to {args.npz}")
     return 0
 
 

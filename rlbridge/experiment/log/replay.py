@@ -1,4 +1,4 @@
-"""Reading a message log back: episodes, summaries, verification by re-running, agent comparison, export.
+"""Reading a message log back: episodes, summaries, verification by re-running, agent comparison.
 
 Transitions are read from the messages the agent saw (AGENT_START, AGENT_STEP,
 AGENT_END and its replies), which every log has whichever path ran. Verification
@@ -9,8 +9,6 @@ RUN_EPISODE) and re-runs them on a fresh environment from the logged seed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from rlbridge.experiment.api import derive_seeds
 from rlbridge.experiment.log.format import RECEIVED, SENT, Record
@@ -240,23 +238,3 @@ def summary(reader: LogReader) -> dict:
         "truncated": reader.truncated_at is not None,
     }
 
-
-def export_npz(reader: LogReader, path: str) -> int:
-    """Write observations, actions, rewards, terminals and episode starts; return row count."""
-    observations, actions, rewards, terminals, starts = [], [], [], [], []
-    for episode in read_episodes(reader):
-        rows = min(len(episode.actions), len(episode.rewards))
-        for index in range(rows):
-            observation = episode.observations[index]
-            action = episode.actions[index]
-            observations.append(observation.flat_ints() + observation.flat_doubles())
-            actions.append(action.flat_ints() + action.flat_doubles())
-            rewards.append(episode.rewards[index])
-            terminals.append(episode.terminal and index == rows - 1)
-            starts.append(index == 0)
-    np.savez(path, observations=np.asarray(observations, dtype=np.float64),
-             actions=np.asarray(actions, dtype=np.float64),
-             rewards=np.asarray(rewards, dtype=np.float64),
-             terminals=np.asarray(terminals, dtype=bool),
-             episode_starts=np.asarray(starts, dtype=bool))
-    return len(rewards)

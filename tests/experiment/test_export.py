@@ -1,0 +1,144 @@
+"""`rlbridge log export`: npz arrays and Minari datasets from real logged runs of real games."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import minari
+import numpy as np
+
+from rlbridge.experiment.log.export import gym_space, value_parts
+from rlbridge.experiment.log.reader import LogReader
+from rlbridge.experiment.log.replay import read_episodes
+from rlbridge.protocol.taskspec import parse
+
+
+def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "-m", "rlbridge", *args], capture_output=True,
+                            text=True, timeout=180, env={**os.environ, **(env or {})})
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def logged_run(tmp_path, game: str, *extra: str) -> str:
+    log = str(tmp_path / f"{game}.log")
+    # A generous step timeout: a loaded machine must not fail the export tests.
+    run("run", game, "random", "--seed", "3", "--log", log, "--quiet", "--timeout-ms", "60000",
+        *extra)
+    return log
+
+
+def test_npz_keeps_dtypes_shapes_truncations_and_next_observations(tmp_path):
+    # --max-steps 3 cuts most minesweeper episodes off: their last step must stay, flagged.
+    log = logged_run(tmp_path, "minesweeper", "--episodes", "6", "--max-steps", "3")
+    out = str(tmp_path / "ms.npz")
+    assert "transitions" in run("log", "export", log, "--npz", out).stdout
+    data = np.load(out)
+    episodes = read_episodes(LogReader(log))
+    steps = sum(len(e.rewards) for e in episodes)
+    assert data["observations_array0"].dtype == np.int8
+    assert data["observations_array0"].shape == (steps, 12, 12, 2)
+    assert data["observations_array1"].dtype == bool
+    assert data["observations_array1"].shape == (steps, 144)
+    assert data["actions"].dtype == np.int64 and data["actions"].shape == (steps,)
+    row = 0
+    cut_off = 0
+    for number, episode in enumerate(episodes):
+        count = len(episode.rewards)
+        for index in range(count):
+            observed = episode.observations[index].arrays
+            assert np.array_equal(data["observations_array0"][row], observed[0])
+            assert np.array_equal(data["observations_array1"][row], observed[1])
+            assert data["actions"][row] == episode.actions[index].ints[0]
+            assert data["rewards"][row] == episode.rewards[index]
+            assert data["episode_ids"][row] == number
+            assert data["episode_starts"][row] == (index == 0)
+            last = index == count - 1
+            assert data["terminals"][row] == (last and episode.terminal)
+            assert data["truncations"][row] == (last and not episode.terminal)
+            if last and episode.terminal:  # the log never holds the ending observation
+                assert not data["next_observations_array0"][row].any()
+            else:
+                assert np.array_equal(data["next_observations_array0"][row],
+                                      episode.observations[index + 1].arrays[0])
+            row += 1
+        cut_off += not episode.terminal
+    assert row == steps and cut_off >= 1
+    assert data["truncations"].sum() == cut_off
+
+
+def test_minari_dataset_loads_back_and_matches_the_blackjack_log(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
+    log = logged_run(tmp_path, "blackjack", "--episodes", "20")
+    shown = run("log", "export", log, "--minari", "rlbridge/blackjack/random-v0").stdout
+    assert "wrote Minari dataset rlbridge/blackjack/random-v0: 20 episodes" in shown
+    dataset = minari.load_dataset("rlbridge/blackjack/random-v0")
+    spec = parse(LogReader(log).header["task_spec"])
+    assert dataset.observation_space == gym_space(spec.observations)
+    assert str(dataset.action_space) == "Discrete(2)"
+    metadata = dataset.storage.metadata
+    assert (metadata["game"], metadata["agent"], metadata["seed"]) == ("blackjack", "random", 3)
+    assert metadata["rlbridge_version"] and metadata["env_options"] == {}
+    episodes = read_episodes(LogReader(log))
+    assert dataset.total_episodes == len(episodes) == 20
+    for logged, stored in zip(episodes, dataset.iterate_episodes(), strict=True):
+        count = len(logged.rewards)
+        assert stored.observations.dtype == np.int64
+        assert stored.observations[:count].tolist() == [list(o.ints) for o in
+                                                        logged.observations[:count]]
+        assert stored.actions.tolist() == [a.ints[0] for a in logged.actions[:count]]
+        assert stored.rewards.tolist() == logged.rewards
+        assert stored.terminations.tolist() == [i == count - 1 for i in range(count)]
+        assert not stored.truncations.any()
+
+
+def test_minari_dataset_of_a_cut_off_minesweeper_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
+    log = logged_run(tmp_path, "minesweeper", "--episodes", "5", "--max-steps", "4")
+    out = str(tmp_path / "ms.npz")
+    run("log", "export", log, "--minari", "rlbridge/minesweeper/random-v0", "--npz", out)
+    dataset = minari.load_dataset("rlbridge/minesweeper/random-v0")
+    assert set(dataset.observation_space.spaces) == {"array0", "array1"}
+    assert dataset.observation_space["array0"].dtype == np.int8
+    data = np.load(out)
+    start = 0
+    for stored in dataset.iterate_episodes():
+        count = len(stored.rewards)
+        rows = slice(start, start + count)
+        assert np.array_equal(stored.observations["array0"][:count],
+                              data["observations_array0"][rows])
+        assert np.array_equal(stored.observations["array1"][1:],
+                              data["next_observations_array1"][rows])
+        assert np.array_equal(stored.actions, data["actions"][rows])
+        assert np.array_equal(stored.rewards, data["rewards"][rows])
+        assert np.array_equal(stored.terminations, data["terminals"][rows])
+        assert np.array_equal(stored.truncations, data["truncations"][rows])
+        start += count
+    assert start == len(data["rewards"])
+
+
+def test_spaces_follow_the_task_spec():
+    reversi = parse("VERSION RL-Glue-3.0 OBSERVATIONS INTS (144 0 1) (37 0 1) DOUBLES (2 -1 "
+                    "UNSPEC) ACTIONS INTS (-1 35) REWARDS (-1.0 1.0) EXTRA ARRAYS "
+                    '{"observations":[["|b1",[37]]],"legal_mask":0}')
+    names = [part.name for part in value_parts(reversi.observations)]
+    assert names == ["ints", "doubles", "array0"]
+    space = gym_space(reversi.observations)
+    assert space["ints"].shape == (144,) and space["array0"].dtype == bool
+    assert space["doubles"].high.tolist() == [np.inf, np.inf]
+    action = gym_space(reversi.actions)
+    assert (action.n, action.start) == (37, -1)
+    texts = parse("VERSION RL-Glue-3.0 OBSERVATIONS CHARCOUNT 5 ACTIONS DOUBLES (-1 1) "
+                  "REWARDS (0 1) EXTRA")
+    assert gym_space(texts.observations).contains("")
+    assert gym_space(texts.observations).contains("a b!")
+    assert gym_space(texts.actions).shape == (1,)
+
+
+def test_export_without_a_target_says_what_it_expects(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "rlbridge", "log", "export", "x.log"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "expected --npz OUT, --minari NAME or both" in result.stderr
