@@ -98,6 +98,9 @@ class RequestServer:
     #: The request that starts a session (ENV_INIT or AGENT_INIT) and the one that ends it.
     init_type = 0
     cleanup_type = 0
+    #: What only a session's owner may send while it lasts (PROTOCOL.md, "Sessions"): from
+    #: anyone else these would end, reset or take over the owner's experiment.
+    owner_only: frozenset[int] = frozenset({T.SHUTDOWN})
 
     def __init__(self, address: str, *, bind: bool = True, curve: CurveKeys | None = None,
                  max_message_bytes: int = MAX_MESSAGE_BYTES, idle_timeout_ms: int | None = None,
@@ -219,8 +222,8 @@ class RequestServer:
                 self.session_seen = time.monotonic()
             return
         now = time.monotonic()
-        # A stranger's SHUTDOWN would end the owner's experiment as surely as its INIT.
-        if msg_type in (self.init_type, T.SHUTDOWN) and \
+        if (msg_type == self.init_type or msg_type == self.cleanup_type
+                or msg_type in self.owner_only) and \
                 (now - self.session_seen) * 1000 < self.session_idle_ms:
             raise WrongState(busy_text(self.role, self.init_type, now - self.session_started,
                                        msg_type))
@@ -284,6 +287,9 @@ class EnvironmentServer(RequestServer):
 
     role = "environment"
     init_type, cleanup_type = T.ENV_INIT, T.ENV_CLEANUP
+    # Another client's DELEGATE would redirect the owner's episodes; its RUN_EPISODE would
+    # play one of them.
+    owner_only = frozenset({T.SHUTDOWN, T.DELEGATE, T.RUN_EPISODE})
     allowed = ENV_ALLOWED
     meanings = STATE_MEANINGS
     next_state = staticmethod(next_env_state)

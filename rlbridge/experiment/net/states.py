@@ -112,11 +112,13 @@ def wrong_state_text(role: str, msg_type: int, state: IntEnum, meaning: str,
 
 
 def busy_text(role: str, init_type: int, age_s: float, refused_type: int) -> str:
-    """The refusal of a second experiment's INIT (one session at a time), or of a SHUTDOWN
-    from anyone but the session's owner."""
+    """The refusal of a second experiment's INIT (one session at a time), or of a request
+    that only the session's owner may send (its CLEANUP, SHUTDOWN, and for an environment
+    DELEGATE and RUN_EPISODE)."""
     started = f"session started by {MessageType(init_type).name} {age_s:.0f} s ago"
-    if refused_type == T.SHUTDOWN:
+    if refused_type != init_type:
+        stop = " (or stop the process with SIGTERM)" if refused_type == T.SHUTDOWN else ""
         return (f"this {role} serves another client's experiment ({started}); only that "
-                f"client may SHUTDOWN it (or stop the process with SIGTERM)")
+                f"client may send {MessageType(refused_type).name}{stop}")
     return (f"this {role} already serves an experiment ({started}); start another {role} "
             "process for a second experiment")
