@@ -73,13 +73,13 @@ def _sweep(args: argparse.Namespace) -> int:
     from rlbridge.sweep.runner import run_sweep
 
     grid = grid_from_args(args)
-    _check_names(grid)
+    check_names(grid)
     return run_sweep(grid, args.out, address=args.address, log=args.log, retries=args.retries,
                      max_trials=args.max_trials, num_cpus=args.num_cpus,
                      timeout_s=args.trial_timeout_s, progress=not args.quiet)
 
 
-def _check_names(grid) -> None:
+def check_names(grid) -> None:
     """Typos in names and built-ins' options fail here in a second, not in every trial;
     a ``module:Class`` is only imported where its trial runs."""
     from rlbridge.options import typed_options
