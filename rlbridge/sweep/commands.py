@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from rlbridge.protocol.errors import SweepError
 
@@ -72,7 +73,11 @@ def _sweep(args: argparse.Namespace) -> int:
     from rlbridge.sweep.grid import grid_from_args
     from rlbridge.sweep.runner import run_sweep
 
-    grid = grid_from_args(args)
+    try:
+        grid = grid_from_args(args)
+    except SweepError as err:  # a mistake in the grid: exit 2, like any command-line mistake
+        print(f"rlbridge sweep: {err}", file=sys.stderr)
+        return 2
     check_names(grid)
     return run_sweep(grid, args.out, address=args.address, log=args.log, retries=args.retries,
                      max_trials=args.max_trials, num_cpus=args.num_cpus,

@@ -91,3 +91,14 @@ def test_log_plot_draws_one_line_per_log(tmp_path):
     image = matplotlib.image.imread(out)
     assert image.shape[:2] == (FIGURE_INCHES[1] * FIGURE_DPI, FIGURE_INCHES[0] * FIGURE_DPI)
     assert (~np.all(image[..., :3] > 0.99, axis=-1)).sum() > 1000
+
+
+def test_without_ray_the_sweep_says_how_to_install_it(tmp_path):
+    code = ("import sys; sys.modules['ray'] = None\n"  # what an environment without Ray sees
+            "from rlbridge.cli import main\n"
+            f"sys.exit(main(['sweep', '--games', 'countdown', '--agents', 'random', "
+            f"'--out', {str(tmp_path)!r}]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1
+    assert "pip install 'rlbridge[sweep]'" in done.stderr
