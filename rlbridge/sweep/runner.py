@@ -169,10 +169,3 @@ def first_line(text) -> str:
 def say(text: str) -> None:
     print(f"rlbridge sweep: {text}", file=sys.stderr, flush=True)
 
-
-def wall_clock_of(rows: list[dict]) -> float:
-    """Seconds from the first trial's start to the last one's end."""
-    starts = [row["started"] for row in rows if "started" in row]
-    ends = [row["finished"] for row in rows if "finished" in row]
-    return max(ends) - min(starts) if starts and ends else 0.0
-
