@@ -9,6 +9,7 @@ TOML (every key optional except ``games`` and ``agents``; docs/sweeps.md shows o
     max_steps = 100
     env_opt = {rows = 6}        # every trial's fixed options
     agent_opt = {}
+    program = ""                # `rlbridge run --program MODULE:FUNCTION` for every trial
     [[options]]                 # the options axis: one entry per setting (default: one, empty)
     name = "eps 0.1"
     agent = {epsilon = 0.1}
@@ -52,6 +53,7 @@ class Trial:
     seed: int
     episodes: int
     max_steps: int
+    program: str = ""  # `rlbridge run --program`, when set
 
     @property
     def id(self) -> str:
@@ -79,6 +81,8 @@ class Trial:
             arguments += ["--agent-opt", f"{key}={value}"]
         arguments += ["--episodes", str(self.episodes), "--max-steps", str(self.max_steps),
                       "--seed", str(self.seed)]
+        if self.program:
+            arguments += ["--program", self.program]
         return arguments
 
     def fields(self) -> dict:
@@ -95,12 +99,13 @@ class Grid:
     env_options: dict[str, str] = field(default_factory=dict)
     agent_options: dict[str, str] = field(default_factory=dict)
     option_sets: list[OptionSet] = field(default_factory=lambda: [OptionSet()])
+    program: str = ""
 
     def trials(self) -> list[Trial]:
         """Every trial, seeds innermost, so that a setting's seeds finish close together."""
         return [Trial(game, agent, {**self.env_options, **options.env},
                       {**self.agent_options, **options.agent}, options.name, seed,
-                      self.episodes, self.max_steps)
+                      self.episodes, self.max_steps, self.program)
                 for game in self.games for agent in self.agents
                 for options in self.option_sets for seed in self.seeds]
 
@@ -148,7 +153,7 @@ def load_toml(path: str) -> Grid:
     except tomllib.TOMLDecodeError as err:
         raise SweepError(f"sweep file {path} is not valid TOML: {err}") from None
     known = {"games", "agents", "seeds", "episodes", "max_steps", "env_opt", "agent_opt",
-             "options"}
+             "options", "program"}
     unknown = sorted(set(config) - known)
     if unknown:
         raise SweepError(f"sweep file {path}: unknown keys {unknown}; expected some of "
@@ -163,7 +168,7 @@ def load_toml(path: str) -> Grid:
         max_steps=int(config.get("max_steps", 0)),
         env_options=_strings(config.get("env_opt", {}), "env_opt"),
         agent_options=_strings(config.get("agent_opt", {}), "agent_opt"),
-        option_sets=option_sets))
+        option_sets=option_sets, program=str(config.get("program", ""))))
 
 
 def grid_from_args(args) -> Grid:
@@ -179,6 +184,8 @@ def grid_from_args(args) -> Grid:
         grid.episodes = args.episodes
     if args.max_steps is not None:
         grid.max_steps = args.max_steps
+    if args.program:
+        grid.program = args.program
     grid.env_options.update(parse_options(args.env_opt))
     grid.agent_options.update(parse_options(args.agent_opt))
     return check(grid)

@@ -23,7 +23,7 @@ EXAMPLES = Path(__file__).parents[2] / "examples" / "sweeps"
 
 def args(**overrides) -> Namespace:
     fields = dict(config=None, games=None, agents=None, seeds=None, episodes=None,
-                  max_steps=None, env_opt=[], agent_opt=[])
+                  max_steps=None, env_opt=[], agent_opt=[], program=None)
     return Namespace(**{**fields, **overrides})
 
 
