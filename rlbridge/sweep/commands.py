@@ -17,7 +17,7 @@ def register(subparsers) -> None:
                     "holding one Ray CPU and placed on a CPU of its own. Ray starts embedded "
                     "unless --address names a cluster. Rows go to DIR/results.jsonl and message "
                     "logs to DIR/logs/; a re-run skips finished trials. "
-                    "`rlbridge sweep report DIR` prints a table per setting with 95%% CIs "
+                    "`rlbridge sweep report DIR` prints a table per setting with 95% CIs "
                     "across seeds and writes learning curves (docs/sweeps.md).")
     parser.add_argument("config", nargs="?", metavar="CONFIG.toml|report",
                         help="a TOML grid (flags below override it), or `report`")
