@@ -13,7 +13,7 @@ RUN_ARGS ?= minesweeper minesweeper-solver --env-opt first_click=safe --episodes
 $(STAMP): pyproject.toml
 	$(SYSTEM_PYTHON) -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet -e '.[dev,plots,rl]'
+	$(PYTHON) -m pip install --quiet -e '.[dev,plots,rl,sweep]'
 	touch $(STAMP)
 
 setup-python: $(STAMP)

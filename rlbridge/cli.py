@@ -12,6 +12,7 @@ COMMAND_MODULES = [
     "rlbridge.experiment.commands",  # env, agent, experiment, run
     "rlbridge.experiment.log.commands",  # log, replay
     "rlbridge.bench.commands",  # bench
+    "rlbridge.sweep.commands",  # sweep, sweep report
     "rlbridge.experiment.rlglue3.commands",  # glue, legacy-env, legacy-agent
     "rlbridge.bridge.commands",  # view, play, blocks
     "rlbridge.experiment.net.curve",  # keys

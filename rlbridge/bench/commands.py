@@ -16,6 +16,7 @@ SUITES: dict[str, str] = {
     "bridge": "rlbridge.bench.bridge:run",
     "legacy": "rlbridge.bench.legacy:run",
     "faults": "rlbridge.bench.faults:run",
+    "sweep": "rlbridge.sweep.bench:run",  # needs Ray (the sweep extra)
 }
 #: One game's rows alone, e.g. `rlbridge bench tetris-agents` or `rlbridge bench 2048-games`.
 for _module, _game in (("minesweeper", "minesweeper"), ("blackjack", "blackjack"),

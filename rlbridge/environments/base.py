@@ -47,7 +47,8 @@ class Environment:
         commands every environment has: ``seed N`` (calls :meth:`seed`), ``legal_actions``
         (:meth:`legal_actions` as space-separated ints in increasing order; empty at a
         terminal state, before ``env_start``, or when every action the task spec allows
-        is legal) and ``get_state`` (:meth:`state_snapshot` as JSON). Anything else goes to
+        is legal), ``get_state`` (:meth:`state_snapshot` as JSON) and ``outcomes`` (each
+        episode's outcome, see :meth:`outcomes_reply`). Anything else goes to
         :meth:`game_message`; unknown commands get ``""``, as in every role and language
         (``MESSAGES`` lists a game's own commands, as usage strings).
       * ``env_cleanup()`` releases resources.
@@ -59,6 +60,10 @@ class Environment:
     name: str = ""
     #: Usage of this environment's own ``env_message`` commands, for readers and tests.
     MESSAGES: tuple[str, ...] = ()
+    #: The outcome the game's docs quote, as ``(name, kind)``: kind ``"rate"`` when
+    #: :meth:`episode_outcome` is 1.0 or 0.0 (a win rate), ``"mean"`` when it is a number
+    #: to average (lines cleared). None: the game reports no outcome.
+    OUTCOME: tuple[str, str] | None = None
 
     def __init__(self) -> None:
         """No options: a subclass's own keyword arguments are its options."""
@@ -85,6 +90,8 @@ class Environment:
             return "" if legal is None else " ".join(map(str, sorted(legal)))
         if command == "get_state" and not args:
             return json.dumps(self.state_snapshot())
+        if command == "outcomes" and not args:
+            return self.outcomes_reply()
         reply = self.game_message(command, args)
         return "" if reply is None else reply
 
@@ -105,3 +112,33 @@ class Environment:
     def state_snapshot(self) -> dict | None:
         """A msgpack-ready dict of the state for renderers, or None if nothing to show."""
         return None
+
+    # -- outcomes: what the game's docs quote besides the return ----------------------
+    def episode_outcome(self) -> float | None:
+        """The outcome of the episode in play or just ended, as it stands (a cut-off episode
+        counts as not won); None when no episode has started. Games with ``OUTCOME`` override it."""
+        return None
+
+    def file_outcome(self) -> None:
+        """Called by a game's ``env_start`` before it resets: files the ended episode's outcome."""
+        if self.OUTCOME is None:
+            return
+        value = self.episode_outcome()
+        if value is not None:
+            self.__dict__.setdefault("_filed_outcomes", []).append(float(value))
+
+    def outcomes_reply(self) -> str:
+        """The reply to ``outcomes``: JSON ``{"name", "kind", "values"}``, one value per episode
+        since the environment was built, the one in play last; ``""`` for a game with no outcome.
+
+        Experiments ask once, after their last episode, so the query changes no message
+        sequence number of the episodes (docs/sweeps.md, "Outcome statistics").
+        """
+        if self.OUTCOME is None:
+            return ""
+        values = list(self.__dict__.get("_filed_outcomes", []))
+        current = self.episode_outcome()
+        if current is not None:
+            values.append(float(current))
+        name, kind = self.OUTCOME
+        return json.dumps({"name": name, "kind": kind, "values": values})

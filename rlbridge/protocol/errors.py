@@ -139,6 +139,10 @@ class LogError(RLBridgeError):
     """The message log could not be written or read (full disk, corrupt file)."""
 
 
+class SweepError(RLBridgeError):
+    """A sweep that cannot run: a bad grid or TOML file, a results directory, Ray missing."""
+
+
 _BY_CODE: dict[int, type[RLBridgeError]] = {
     ErrorCode.MALFORMED: MalformedMessage,
     ErrorCode.UNKNOWN_TYPE: UnknownMessageType,

@@ -98,6 +98,7 @@ class BlackjackEnv(Environment):
         return Value(ints=self.core.observation())
 
     def env_start(self) -> Value:
+        self.file_outcome()
         core = self.core
         core.deal()
         pending, self._pending = self._pending, None
@@ -125,6 +126,14 @@ class BlackjackEnv(Environment):
                 else core.dealer_score,
                 "outcome": "win" if reward > 0 else ("loss" if reward < 0 else "draw")}
         return StepResult(reward, Value(ints=core.observation()), True, info)
+
+    OUTCOME = ("win rate", "rate")
+
+    def episode_outcome(self) -> float | None:
+        """A win: the hand is over with a positive reward (draws and losses are not wins)."""
+        if not self._started:
+            return None
+        return float(self.core.done and (self.core.reward or 0.0) > 0)
 
     MESSAGES = ("start PLAYER_SUM DEALER_CARD USABLE_ACE", "start clear", "deal P1,P2,.. D1,D2,..")
 

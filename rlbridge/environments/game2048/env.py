@@ -79,6 +79,10 @@ class Game2048Env(Environment):
     name = "2048"
     illegal_action = "noop"
     MESSAGES = ("set_board V1 ... V16", "render")
+    OUTCOME = ("max tile", "mean")
+
+    def episode_outcome(self) -> float | None:
+        return float(self.core.max_tile()) if self.played else None
 
     def __init__(self, spawn: Literal["two", "standard"] = "two",
                  scoring: Literal["full", "half"] = "full", win_tile: int = 2048, seed: int = 0):
@@ -86,6 +90,7 @@ class Game2048Env(Environment):
         self.core = Game2048Core(seed, spawn=spawn, scoring=scoring, win_tile=win_tile)
         self.episode_length = 0
         self.done = True
+        self.played = False  # an episode has started: its outcome is worth reporting
         self._spec = TaskSpec(
             observations=SpaceSpec(
                 ints=(Range(0, MAX_EXPONENT, 16), Range(0, 1, 4)),
@@ -122,6 +127,8 @@ class Game2048Env(Environment):
         }
 
     def env_start(self) -> Value:
+        self.file_outcome()
+        self.played = True
         self.core.reset()
         self.episode_length = 0
         return self._observe(False)[0]

@@ -100,6 +100,7 @@ class MinesweeperEnv(Environment):
         self.rng = np.random.default_rng(seed)
 
     def env_start(self) -> Value:
+        self.file_outcome()
         self.core = MinesweeperCore(self.rows, self.cols, self.num_mines, self.first_click, self.rng)
         return self._observation()
 
@@ -116,6 +117,10 @@ class MinesweeperEnv(Environment):
         return StepResult(reward, self._observation(), core.is_terminal(), info)
 
     MESSAGES = ("elimination",)
+    OUTCOME = ("win rate", "rate")
+
+    def episode_outcome(self) -> float | None:
+        return None if self.core is None else float(self.core.won)
 
     def legal_actions(self) -> list[int]:
         return self.core.legal_actions() if self.core else []

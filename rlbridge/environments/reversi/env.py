@@ -93,6 +93,7 @@ class ReversiEnv(Environment):
         self.opponent = self._opponent(opponent, depth)
         self.rng = np.random.default_rng(seed)
         self.done = True
+        self.played = False  # an episode has started: its outcome is worth reporting
         self._spec = TaskSpec(
             observations=SpaceSpec(
                 ints=(Range(0, 1, 4 * self.cells), Range(0, 1, self.cells + 1)),
@@ -131,8 +132,10 @@ class ReversiEnv(Environment):
         return Value(ints=core.layers(), arrays=(mask,))
 
     def env_start(self) -> Value:
+        self.file_outcome()
         self.core.reset()
         self.done = False
+        self.played = True
         return self._observation()
 
     def env_step(self, action: Value) -> StepResult:
@@ -157,6 +160,14 @@ class ReversiEnv(Environment):
                 "last": core.last, "done": core.is_terminal()}
 
     MESSAGES = ("render", "score", "opponent NAME [DEPTH]")
+    OUTCOME = ("win rate", "rate")
+
+    def episode_outcome(self) -> float | None:
+        """A win: the game is over and the agent has more stones (the return is positive)."""
+        if not self.played:
+            return None
+        agent, env = self.core.counts()
+        return float(self.core.is_terminal() and agent > env)
 
     def legal_actions(self) -> list[int]:
         if self.done or self.core.to_move != AGENT:  # done before env_start too

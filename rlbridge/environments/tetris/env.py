@@ -130,6 +130,7 @@ class TetrisEnv(Environment):
         self.rng = np.random.default_rng(seed)
 
     def env_start(self) -> Value:
+        self.file_outcome()
         self.core = TetrisCore(self.rows, self.cols, self.rng, self.reward, self.actions,
                                self.gravity)
         return self._observation()
@@ -147,6 +148,10 @@ class TetrisEnv(Environment):
         return StepResult(reward, self._observation(), core.is_terminal(), info)
 
     MESSAGES = ("render",)
+    OUTCOME = ("lines", "mean")
+
+    def episode_outcome(self) -> float | None:
+        return None if self.core is None else float(self.core.lines)
 
     def legal_actions(self) -> list[int]:
         return self.core.legal_actions() if self.core else []

@@ -1,4 +1,4 @@
-"""The `rlbridge log show|export` and `rlbridge replay` subcommands."""
+"""The `rlbridge log show|export|plot` and `rlbridge replay` subcommands."""
 
 from __future__ import annotations
 
@@ -30,6 +30,14 @@ def register(subparsers) -> None:
                         help="a Minari dataset id such as rlbridge/blackjack/random-v0, written "
                              "under MINARI_DATASETS_PATH (needs pip install rlbridge[rl])")
     export.set_defaults(func=_export)
+    plot = log_commands.add_parser(
+        "plot", help="PNG learning curve: return per episode, smoothed, one line per log")
+    plot.add_argument("files", nargs="+", metavar="FILE")
+    plot.add_argument("--out", default="curves.png", metavar="PNG",
+                      help="where the PNG goes (default curves.png)")
+    plot.add_argument("--smooth", type=int, default=0, metavar="EPISODES",
+                      help="moving-average window (default: episodes / 20)")
+    plot.set_defaults(func=_plot)
 
     replay = subparsers.add_parser(
         "replay", help="play a logged run back, verify it, or compare an agent with it",
@@ -106,6 +114,24 @@ def _export(args: argparse.Namespace) -> int:
     except RLBridgeError as err:
         print(f"rlbridge log: {err}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    import os
+
+    from rlbridge.sweep.plots import episode_returns, plot_curves
+
+    try:
+        names = [os.path.basename(path) for path in args.files]
+        if len(set(names)) < len(names):  # same file names in different directories
+            names = list(args.files)
+        curves = {name: [episode_returns(path)] for name, path in zip(names, args.files, strict=True)}
+        window = plot_curves(curves, args.out, "return per episode", args.smooth)
+    except RLBridgeError as err:
+        print(f"rlbridge log: {err}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.out} (moving average of {window} episodes)")
     return 0
 
 

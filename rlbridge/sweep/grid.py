@@ -1,0 +1,206 @@
+"""A sweep's grid: games x agents x option sets x seeds, from a TOML file or the command line.
+
+TOML (every key optional except ``games`` and ``agents``; docs/sweeps.md shows one)::
+
+    games = ["countdown", "gridwalk"]
+    agents = ["random", "first"]
+    seeds = [0, 1, 2]          # or a count: seeds = 3 means 0, 1, 2
+    episodes = 20
+    max_steps = 100
+    env_opt = {rows = 6}        # every trial's fixed options
+    agent_opt = {}
+    program = ""                # `rlbridge run --program MODULE:FUNCTION` for every trial
+    [[options]]                 # the options axis: one entry per setting (default: one, empty)
+    name = "eps 0.1"
+    agent = {epsilon = 0.1}
+    env = {}
+
+Each :class:`Trial` has an id made from everything that decides its result, so a re-run
+recognises the trials it has already finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+
+from rlbridge.protocol.errors import SweepError
+from rlbridge.registry import parse_options
+
+DEFAULT_EPISODES = 10
+
+
+@dataclass(frozen=True)
+class OptionSet:
+    """One value of the options axis: environment and agent options, as --opt strings."""
+
+    name: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    agent: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One full experiment of the grid: what `rlbridge run` is given."""
+
+    game: str
+    agent: str
+    env_options: dict[str, str]
+    agent_options: dict[str, str]
+    setting: str  # the option set's name
+    seed: int
+    episodes: int
+    max_steps: int
+    program: str = ""  # `rlbridge run --program`, when set
+
+    @property
+    def id(self) -> str:
+        """Readable and stable: game, agent, seed and a hash of every field."""
+        digest = hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.game}-{self.agent}-s{self.seed}")
+        return f"{name}-{digest}"
+
+    @property
+    def setting_key(self) -> str:
+        """Which setting the trial belongs to: all its fields but the seed."""
+        parts = [self.game, self.agent]
+        parts += [f"{k}={v}" for k, v in sorted(self.env_options.items())]
+        parts += [f"{k}={v}" for k, v in sorted(self.agent_options.items())]
+        if self.setting:
+            parts.append(f"[{self.setting}]")
+        return " ".join(parts)
+
+    def run_arguments(self) -> list[str]:
+        """The `rlbridge run` arguments of this trial (no placement, log or output flags)."""
+        arguments = [self.game, self.agent]
+        for key, value in sorted(self.env_options.items()):
+            arguments += ["--env-opt", f"{key}={value}"]
+        for key, value in sorted(self.agent_options.items()):
+            arguments += ["--agent-opt", f"{key}={value}"]
+        arguments += ["--episodes", str(self.episodes), "--max-steps", str(self.max_steps),
+                      "--seed", str(self.seed)]
+        if self.program:
+            arguments += ["--program", self.program]
+        return arguments
+
+    def fields(self) -> dict:
+        return {"id": self.id, **asdict(self), "setting_key": self.setting_key}
+
+
+@dataclass
+class Grid:
+    games: list[str]
+    agents: list[str]
+    seeds: list[int]
+    episodes: int = DEFAULT_EPISODES
+    max_steps: int = 0
+    env_options: dict[str, str] = field(default_factory=dict)
+    agent_options: dict[str, str] = field(default_factory=dict)
+    option_sets: list[OptionSet] = field(default_factory=lambda: [OptionSet()])
+    program: str = ""
+
+    def trials(self) -> list[Trial]:
+        """Every trial, seeds innermost, so that a setting's seeds finish close together."""
+        return [Trial(game, agent, {**self.env_options, **options.env},
+                      {**self.agent_options, **options.agent}, options.name, seed,
+                      self.episodes, self.max_steps, self.program)
+                for game in self.games for agent in self.agents
+                for options in self.option_sets for seed in self.seeds]
+
+
+def _strings(table, where: str) -> dict[str, str]:
+    if not isinstance(table, dict):
+        raise SweepError(f"{where}: expected a table of options, got {table!r}")
+    return {str(k): _option_text(v) for k, v in table.items()}
+
+
+def _option_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def seeds_from(value) -> list[int]:
+    """A seed list from a count (3 or "3" -> 0, 1, 2), a list, or text "0-4" / "1,5,7"."""
+    if isinstance(value, bool):
+        raise SweepError(f"seeds: expected a count, a list or 'A-B'; got {value!r}")
+    if isinstance(value, int):
+        return list(range(value))
+    if isinstance(value, list):
+        return [int(v) for v in value]
+    text = str(value).strip()
+    if text.isdigit():
+        return list(range(int(text)))
+    match = re.fullmatch(r"(\d+)-(\d+)", text)
+    if match:
+        return list(range(int(match[1]), int(match[2]) + 1))
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise SweepError(f"seeds: expected a count, a list or 'A-B'; got {value!r}") from None
+
+
+def load_toml(path: str) -> Grid:
+    import tomllib
+
+    try:
+        with open(path, "rb") as file:
+            config = tomllib.load(file)
+    except OSError as err:
+        raise SweepError(f"cannot read sweep file {path}: {err.strerror}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise SweepError(f"sweep file {path} is not valid TOML: {err}") from None
+    known = {"games", "agents", "seeds", "episodes", "max_steps", "env_opt", "agent_opt",
+             "options", "program"}
+    unknown = sorted(set(config) - known)
+    if unknown:
+        raise SweepError(f"sweep file {path}: unknown keys {unknown}; expected some of "
+                         f"{sorted(known)}")
+    option_sets = [OptionSet(str(entry.get("name", "")), _strings(entry.get("env", {}), "env"),
+                             _strings(entry.get("agent", {}), "agent"))
+                   for entry in config.get("options", [])] or [OptionSet()]
+    return check(Grid(
+        games=list(config.get("games", [])), agents=list(config.get("agents", [])),
+        seeds=seeds_from(config.get("seeds", 1)),
+        episodes=int(config.get("episodes", DEFAULT_EPISODES)),
+        max_steps=int(config.get("max_steps", 0)),
+        env_options=_strings(config.get("env_opt", {}), "env_opt"),
+        agent_options=_strings(config.get("agent_opt", {}), "agent_opt"),
+        option_sets=option_sets, program=str(config.get("program", ""))))
+
+
+def grid_from_args(args) -> Grid:
+    """The grid of a sweep: the TOML file's, with the command line's flags on top."""
+    grid = load_toml(args.config) if args.config else Grid([], [], [0])
+    if args.games:
+        grid.games = list(args.games)
+    if args.agents:
+        grid.agents = list(args.agents)
+    if args.seeds is not None:
+        grid.seeds = seeds_from(args.seeds)
+    if args.episodes is not None:
+        grid.episodes = args.episodes
+    if args.max_steps is not None:
+        grid.max_steps = args.max_steps
+    if args.program:
+        grid.program = args.program
+    grid.env_options.update(parse_options(args.env_opt))
+    grid.agent_options.update(parse_options(args.agent_opt))
+    return check(grid)
+
+
+def check(grid: Grid) -> Grid:
+    if not grid.games or not grid.agents:
+        raise SweepError(f"a sweep needs at least one game and one agent; got games "
+                         f"{grid.games} and agents {grid.agents}")
+    if not grid.seeds:
+        raise SweepError("a sweep needs at least one seed; got none")
+    if grid.episodes < 1 or grid.max_steps < 0:
+        raise SweepError(f"expected episodes >= 1 and max_steps >= 0; got {grid.episodes} "
+                         f"and {grid.max_steps}")
+    names = [options.name for options in grid.option_sets]
+    if len(set(names)) != len(names):
+        raise SweepError(f"option sets need distinct names; got {names}")
+    return grid

@@ -1,0 +1,94 @@
+"""Learning curves as PNG: return per episode, smoothed, mean +- 95% CI across seeds, one line
+per setting (matplotlib, Agg backend: no display needed).
+
+Per-episode returns come from message logs (:func:`episode_returns`), which every path
+(delegated or step by step) writes with the same agent messages.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlbridge.protocol.errors import SweepError
+
+#: The PNG's size: FIGURE_INCHES at FIGURE_DPI is 900 x 500 pixels.
+FIGURE_INCHES = (9.0, 5.0)
+FIGURE_DPI = 100
+#: Episodes per smoothing window when none is given: 1/SMOOTH_FRACTION of the run.
+SMOOTH_FRACTION = 20
+
+
+def episode_returns(log_path: str) -> list[float]:
+    """Each episode's return, in order, from a message log."""
+    from rlbridge.experiment.log.reader import LogReader
+    from rlbridge.experiment.log.replay import read_episodes
+
+    return [episode.total for episode in read_episodes(LogReader(log_path))]
+
+
+def default_window(episodes: int) -> int:
+    return max(1, episodes // SMOOTH_FRACTION)
+
+
+def smooth(values: list[float], window: int) -> np.ndarray:
+    """Trailing moving average; the first ``window - 1`` points average what came before."""
+    data = np.asarray(values, dtype=float)
+    if window <= 1 or data.size == 0:
+        return data
+    sums = np.cumsum(data)
+    out = np.empty_like(data)
+    out[:window] = sums[:window] / np.arange(1, min(window, data.size) + 1)
+    out[window:] = (sums[window:] - sums[:-window]) / window
+    return out
+
+
+def mean_and_band(curves: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean across seeds at each episode and its 95% t-interval (the mean alone for one seed);
+    seeds are cut to the shortest run."""
+    from scipy.stats import t
+
+    length = min(len(curve) for curve in curves)
+    stacked = np.stack([curve[:length] for curve in curves])
+    mean = stacked.mean(axis=0)
+    if len(curves) < 2:
+        return mean, mean, mean
+    half = t.ppf(0.975, len(curves) - 1) * stacked.std(axis=0, ddof=1) / np.sqrt(len(curves))
+    return mean, mean - half, mean + half
+
+
+def plot_curves(settings: dict[str, list[list[float]]], path: str, title: str,
+                window: int = 0) -> int:
+    """Write a PNG with one line per setting (its seeds' returns per episode); return the
+    smoothing window used."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise SweepError("plots need matplotlib, which is not installed: "
+                         "pip install 'rlbridge[plots]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = {label: seeds for label, seeds in settings.items() if seeds and min(map(len, seeds))}
+    if not runs:
+        raise SweepError(f"no episode returns to plot for {title!r}: expected message logs "
+                         "with at least one episode")
+    if window <= 0:
+        window = default_window(max(min(map(len, seeds)) for seeds in runs.values()))
+    figure, axes = plt.subplots(figsize=FIGURE_INCHES, dpi=FIGURE_DPI)
+    try:
+        for label, seeds in runs.items():
+            mean, low, high = mean_and_band([smooth(seed, window) for seed in seeds])
+            episodes = np.arange(1, len(mean) + 1)
+            line, = axes.plot(episodes, mean, label=f"{label} ({len(seeds)} seeds)")
+            if len(seeds) > 1:
+                axes.fill_between(episodes, low, high, color=line.get_color(), alpha=0.2)
+        axes.set_xlabel("episode")
+        axes.set_ylabel(f"return (moving average of {window})")
+        axes.set_title(title)
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize="small")
+        figure.tight_layout()
+        figure.savefig(path, dpi=FIGURE_DPI)
+    finally:
+        plt.close(figure)
+    return window

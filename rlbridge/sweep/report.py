@@ -1,0 +1,148 @@
+"""`rlbridge sweep report DIR`: a table per setting with 95% CIs across seeds, and learning curves.
+
+A setting is a trial's game, agent and options (every field but the seed). Its mean
+return and steps/s get a t-interval across seeds (scipy.stats); a rate outcome (win
+rate) is pooled over every seed's episodes with a Wilson interval; a mean outcome
+(lines, max tile) gets a t-interval across seeds' means.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from rlbridge.protocol.errors import SweepError
+from rlbridge.sweep.runner import read_rows
+
+
+@dataclass(frozen=True)
+class Estimate:
+    value: float
+    low: float
+    high: float
+
+    def text(self) -> str:
+        if math.isnan(self.value):
+            return "-"
+        return f"{_number(self.value)} [{_number(self.low)}, {_number(self.high)}]"
+
+
+def _number(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
+def t_interval(values: list[float]) -> Estimate:
+    """Mean and 95% t-interval; the mean alone for one value."""
+    if not values:
+        return Estimate(math.nan, math.nan, math.nan)
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return Estimate(mean, mean, mean)
+    from scipy import stats
+
+    spread = stats.sem(values)
+    if spread == 0:
+        return Estimate(mean, mean, mean)
+    low, high = stats.t.interval(0.95, len(values) - 1, loc=mean, scale=spread)
+    return Estimate(mean, float(low), float(high))
+
+
+@dataclass
+class SettingStats:
+    key: str
+    game: str
+    seeds: int
+    failed: int
+    mean_return: Estimate
+    steps_per_s: Estimate
+    outcome_name: str
+    outcome: Estimate | None
+
+    def outcome_text(self) -> str:
+        if self.outcome is None:
+            return "-"
+        return f"{self.outcome_name} {self.outcome.text()}"
+
+
+def setting_stats(rows: list[dict]) -> list[SettingStats]:
+    """One entry per setting, in the order settings first appear."""
+    from rlbridge.bench.report import wilson_interval
+
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(row["setting_key"], []).append(row)
+    stats = []
+    for key, group in groups.items():
+        ok = [row for row in group if row.get("status") == "ok"]
+        outcomes = [row["outcome"] for row in ok if row.get("outcome")]
+        outcome, name = None, ""
+        if outcomes:
+            name = outcomes[0]["name"]
+            if outcomes[0]["kind"] == "rate":
+                successes = sum(o["successes"] for o in outcomes)
+                count = sum(o["count"] for o in outcomes)
+                low, high = wilson_interval(successes, count)
+                outcome = Estimate(successes / count if count else math.nan, low, high)
+            else:
+                outcome = t_interval([o["value"] for o in outcomes])
+        stats.append(SettingStats(
+            key, group[0]["game"], len(ok), len(group) - len(ok),
+            t_interval([row["summary"]["mean_return"] for row in ok]),
+            t_interval([row["summary"]["steps_per_s"] for row in ok]), name, outcome))
+    return stats
+
+
+def format_table(stats: list[SettingStats]) -> str:
+    from rlbridge.bench.report import _table
+
+    header = ("setting", "seeds", "mean return [95% CI]", "outcome [95% CI]",
+              "steps/s [95% CI]", "failed")
+    rows = [header] + [(s.key, str(s.seeds), s.mean_return.text(), s.outcome_text(),
+                        s.steps_per_s.text(), str(s.failed)) for s in stats]
+    return _table(rows)
+
+
+def curves_by_game(directory: str, rows: list[dict]) -> dict[str, dict[str, list[list[float]]]]:
+    """game -> setting -> each seed's returns per episode, from the trials' logs."""
+    from rlbridge.sweep.plots import episode_returns
+
+    games: dict[str, dict[str, list[list[float]]]] = {}
+    for row in sorted(rows, key=lambda r: r["seed"]):
+        if row.get("status") != "ok" or not row.get("log"):
+            continue
+        path = os.path.join(directory, row["log"])
+        if os.path.exists(path):
+            games.setdefault(row["game"], {}).setdefault(row["setting_key"], []).append(
+                episode_returns(path))
+    return games
+
+
+def report(directory: str, *, smooth: int = 0, png: str | None = None) -> int:
+    """Print the table; write one PNG of curves per game (or all to ``png``); return 0."""
+    rows = list(read_rows(directory).values())
+    if not rows:
+        raise SweepError(f"no sweep results in {directory}: expected "
+                         f"{os.path.join(directory, 'results.jsonl')} with at least one row")
+    print(format_table(setting_stats(rows)))
+    games = curves_by_game(directory, rows)
+    if not games:
+        print("no learning curves: the trials kept no message logs (run the sweep with --log)")
+        return 0
+    from rlbridge.sweep.plots import plot_curves
+
+    if png is not None:
+        merged = {f"{label}": seeds for settings in games.values()
+                  for label, seeds in settings.items()}
+        window = plot_curves(merged, png, "return per episode", smooth)
+        print(f"curves: {png} (moving average of {window} episodes)")
+        return 0
+    for game, settings in games.items():
+        path = os.path.join(directory, f"curves-{_file_name(game)}.png")
+        window = plot_curves(settings, path, f"{game}: return per episode", smooth)
+        print(f"curves: {path} (moving average of {window} episodes)")
+    return 0
+
+
+def _file_name(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)

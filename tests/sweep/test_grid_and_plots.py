@@ -1,0 +1,104 @@
+"""The sweep's grid from TOML and flags, its trial ids, the report's statistics, and `rlbridge log plot`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from rlbridge.protocol.errors import SweepError
+from rlbridge.sweep.commands import check_names
+from rlbridge.sweep.grid import grid_from_args, load_toml, seeds_from
+from rlbridge.sweep.plots import FIGURE_DPI, FIGURE_INCHES, episode_returns, smooth
+from rlbridge.sweep.report import setting_stats, t_interval
+
+GOLDEN = Path(__file__).parents[1] / "experiment" / "golden"
+EXAMPLES = Path(__file__).parents[2] / "examples" / "sweeps"
+
+
+def args(**overrides) -> Namespace:
+    fields = dict(config=None, games=None, agents=None, seeds=None, episodes=None,
+                  max_steps=None, env_opt=[], agent_opt=[], program=None)
+    return Namespace(**{**fields, **overrides})
+
+
+def test_a_toml_grid_with_an_options_axis(tmp_path):
+    path = tmp_path / "grid.toml"
+    path.write_text('games = ["minesweeper"]\nagents = ["random", "first"]\nseeds = "3-4"\n'
+                    'episodes = 7\nenv_opt = {rows = 6, cols = 5, mines = 4}\n'
+                    '[[options]]\nname = "none"\nenv = {first_click = "none"}\n'
+                    '[[options]]\nname = "safe"\nenv = {first_click = "safe"}\n')
+    trials = load_toml(str(path)).trials()
+    assert len(trials) == 1 * 2 * 2 * 2
+    assert {t.seed for t in trials} == {3, 4} and {t.episodes for t in trials} == {7}
+    assert trials[0].env_options == {"rows": "6", "cols": "5", "mines": "4", "first_click": "none"}
+    assert len({t.id for t in trials}) == len(trials)
+    assert trials[0].id == load_toml(str(path)).trials()[0].id  # stable across reads
+    assert "--env-opt" in trials[0].run_arguments()
+    flags = grid_from_args(args(config=str(path), seeds="1", agents=["random"]))
+    assert [t.seed for t in flags.trials()] == [0, 0]
+
+
+def test_grid_mistakes_say_what_was_expected(tmp_path):
+    path = tmp_path / "grid.toml"
+    path.write_text('games = ["countdown"]\nagent = ["random"]\n')
+    with pytest.raises(SweepError, match="unknown keys \\['agent'\\]"):
+        load_toml(str(path))
+    with pytest.raises(SweepError, match="at least one game and one agent"):
+        grid_from_args(args(games=["countdown"]))
+    assert seeds_from("1,5,7") == [1, 5, 7] and seeds_from(2) == [0, 1]
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.toml")), ids=lambda p: p.name)
+def test_the_example_sweeps_name_real_games_agents_and_options(path):
+    grid = load_toml(str(path))
+    assert grid.trials()
+    check_names(grid)  # raises OptionError on an unknown name or option
+
+
+def test_statistics_pool_rates_and_take_t_intervals_across_seeds():
+    def row(seed, mean_return, successes):
+        return {"setting_key": "g a", "game": "g", "status": "ok", "seed": seed,
+                "summary": {"mean_return": mean_return, "steps_per_s": 100.0 + seed},
+                "outcome": {"name": "win rate", "kind": "rate", "successes": successes,
+                            "count": 10, "value": successes / 10}}
+
+    stats, = setting_stats([row(0, 1.0, 3), row(1, 2.0, 5), row(2, 3.0, 7),
+                            {"setting_key": "g a", "game": "g", "status": "failed", "seed": 3}])
+    assert stats.seeds == 3 and stats.failed == 1
+    assert stats.outcome.value == pytest.approx(0.5)  # 15 of 30 episodes
+    assert stats.mean_return.value == 2.0
+    assert stats.mean_return.low == pytest.approx(2.0 - 4.302653 / np.sqrt(3), rel=1e-5)
+    assert t_interval([4.0]).low == 4.0
+
+
+def test_smoothing_is_a_trailing_mean():
+    assert smooth([1, 2, 3, 4], 2).tolist() == [1.0, 1.5, 2.5, 3.5]
+
+
+def test_log_plot_draws_one_line_per_log(tmp_path):
+    logs = [str(GOLDEN / "tetris.rlog"), str(GOLDEN / "blackjack.rlog")]
+    assert len(episode_returns(logs[0])) == 2
+    out = tmp_path / "curves.png"
+    done = subprocess.run([sys.executable, "-m", "rlbridge", "log", "plot", *logs, "--out",
+                           str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    image = matplotlib.image.imread(out)
+    assert image.shape[:2] == (FIGURE_INCHES[1] * FIGURE_DPI, FIGURE_INCHES[0] * FIGURE_DPI)
+    assert (~np.all(image[..., :3] > 0.99, axis=-1)).sum() > 1000
+
+
+def test_without_ray_the_sweep_says_how_to_install_it(tmp_path):
+    code = ("import sys; sys.modules['ray'] = None\n"  # what an environment without Ray sees
+            "from rlbridge.cli import main\n"
+            f"sys.exit(main(['sweep', '--games', 'countdown', '--agents', 'random', "
+            f"'--out', {str(tmp_path)!r}]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1
+    assert "pip install 'rlbridge[sweep]'" in done.stderr

@@ -1,0 +1,154 @@
+"""`rlbridge sweep` on a real embedded Ray: rows equal single runs, placement, resuming, a crashing
+trial, and the report's table and PNG."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from rlbridge.experiment.driver import parse_summary_line
+from rlbridge.sweep.grid import Grid
+from rlbridge.sweep.plots import FIGURE_DPI, FIGURE_INCHES
+from rlbridge.sweep.runner import RESULTS_FILE, read_rows
+from tests.experiment.helpers import children_of
+
+#: Generous: Ray's start-up alone takes ~10 s on a loaded 2-core machine.
+SWEEP_TIMEOUT_S = 300
+POLL_S = 0.2
+MISSING_AGENT = "tests.sweep.no_such_module:Agent"
+
+
+def rlbridge(*args: str, timeout: float = SWEEP_TIMEOUT_S) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rlbridge", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def comparable(summary: dict) -> dict:
+    """What must match between runs: everything but the timings."""
+    return {key: summary[key] for key in ("episodes", "steps", "mean_return")}
+
+
+def test_sweep_rows_equal_single_runs_and_the_report_draws_them(tmp_path):
+    out = tmp_path / "sweep"
+    grid_args = ["--games", "blackjack", "gridwalk", "--agents", "random", "first",
+                 "--seeds", "3", "--episodes", "12", "--max-steps", "40"]
+    done = rlbridge("sweep", *grid_args, "--out", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    rows = read_rows(str(out))
+    trials = Grid(["blackjack", "gridwalk"], ["random", "first"], [0, 1, 2], 12, 40).trials()
+    assert sorted(rows) == sorted(trial.id for trial in trials)
+    assert all(row["status"] == "ok" and row["attempts"] == 1 for row in rows.values())
+    assert all((out / row["log"]).stat().st_size > 0 for row in rows.values())
+
+    # Trials that ran at the same time on this node held different CPUs.
+    placed = [row for row in rows.values() if row["cpu"] is not None]
+    for a in placed:
+        for b in placed:
+            if a is not b and a["started"] < b["finished"] and b["started"] < a["finished"]:
+                assert a["cpu"] != b["cpu"], (a["id"], b["id"])
+
+    def single(trial):
+        run = rlbridge("run", *trial.run_arguments(), "--quiet", timeout=120)
+        assert run.returncode == 0, run.stderr
+        return trial, parse_summary_line(run.stdout)
+
+    with ThreadPoolExecutor(2) as pool:
+        for trial, summary in pool.map(single, trials):
+            row = rows[trial.id]
+            assert comparable(row["summary"]) == comparable(summary), trial.id
+            assert row["outcome"] == summary["outcome"], trial.id
+    assert rows[trials[0].id]["outcome"]["name"] == "win rate"  # blackjack reports one
+
+    report = rlbridge("sweep", "report", str(out), timeout=120)
+    assert report.returncode == 0, report.stderr
+    for setting in ("blackjack random", "blackjack first", "gridwalk random", "gridwalk first"):
+        assert any(line.startswith(setting + " ") for line in report.stdout.splitlines())
+    assert "win rate" in report.stdout
+    import matplotlib.image
+
+    for game in ("blackjack", "gridwalk"):
+        image = matplotlib.image.imread(out / f"curves-{game}.png")
+        width, height = (int(inches * FIGURE_DPI) for inches in FIGURE_INCHES)
+        assert image.shape[:2] == (height, width)
+        background = np.all(image[..., :3] > 0.99, axis=-1)
+        assert (~background).sum() > 0.02 * width * height  # axes, text and lines
+
+
+def _results_lines(out: Path) -> list[dict]:
+    path = out / RESULTS_FILE
+    rows = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue
+    return rows
+
+
+def _descendants(pid: int) -> set[int]:
+    found, frontier = set(), [pid]
+    while frontier:
+        children = children_of(frontier.pop())
+        found.update(children)
+        frontier.extend(children)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_killed_sweep_resumes_and_a_crashing_trial_is_reported(tmp_path):
+    out = tmp_path / "sweep"
+    grid_args = ["--games", "countdown", "--agents", "random", MISSING_AGENT, "--seeds", "3",
+                 "--episodes", "3", "--out", str(out), "--quiet"]
+    # Its own process group, as a shell job is: the kill takes Ray's processes with it.
+    sweep = subprocess.Popen([sys.executable, "-m", "rlbridge", "sweep", *grid_args],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    deadline = time.monotonic() + SWEEP_TIMEOUT_S
+    try:
+        while not any(row["status"] == "ok" for row in _results_lines(out)):
+            assert sweep.poll() is None, "the sweep ended before it could be killed"
+            assert time.monotonic() < deadline, "no trial finished in time"
+            time.sleep(POLL_S)
+        family = _descendants(sweep.pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(sweep.pid, signal.SIGKILL)
+        sweep.wait()
+    # Ray's processes and the trials' runs share the sweep's fate.
+    deadline = time.monotonic() + 60
+    while any(_alive(pid) for pid in family):
+        assert time.monotonic() < deadline, [pid for pid in family if _alive(pid)]
+        time.sleep(POLL_S)
+
+    before = {row["id"] for row in _results_lines(out) if row["status"] == "ok"}
+    resumed = rlbridge("sweep", *grid_args)
+    assert resumed.returncode == 1, resumed.stderr  # the crashing trials failed
+    assert f"6 trials: {len(before)} already finished" in resumed.stderr
+    rows = _results_lines(out)
+    ok_ids = [row["id"] for row in rows if row["status"] == "ok"]
+    assert len(ok_ids) == len(set(ok_ids)) == 3  # every random trial, none run twice
+    assert before <= set(ok_ids)
+    failed = {row["id"]: row for row in rows if row["status"] == "failed"}
+    assert len(failed) == 3
+    for row in failed.values():
+        assert row["agent"] == MISSING_AGENT and row["attempts"] == 2
+        assert "no_such_module" in row["error"]
+    assert "failed after 2 attempts" in resumed.stderr
+    assert all(os.path.exists(out / row["log"]) for row in rows if row["status"] == "ok")
