@@ -7,6 +7,8 @@ a malformed body gets BAD_FIELD in every state.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.messages import (
     Hello,
@@ -41,6 +43,34 @@ def value_body(message):
 def shutdown_body(message) -> None:
     if message.body is not None and type(message.body) is not str:
         raise ProtocolError(f"SHUTDOWN takes a string or nil body; got {type(message.body).__name__}")
+
+
+#: The longest step_timeout_ms a DELEGATE may ask for (ten minutes).
+MAX_STEP_TIMEOUT_MS = 600_000
+
+
+class Delegation(NamedTuple):
+    """A DELEGATE body, checked: where the agent is, how long each call may take, whether to
+    return the episode's log records."""
+
+    agent_address: str
+    step_timeout_ms: int
+    log: bool
+
+
+def delegate_body(message) -> Delegation:
+    body = message.body
+    if type(body) is not list or len(body) != 3:
+        raise ProtocolError("DELEGATE body must be [agent_address, step_timeout_ms, log]; "
+                            f"got {body!r:.80}")
+    address = read_str(body[0], "agent_address")
+    timeout_ms = read_int(body[1], "step_timeout_ms")
+    if not 1 <= timeout_ms <= MAX_STEP_TIMEOUT_MS:
+        raise ProtocolError(f"step_timeout_ms must be in 1..{MAX_STEP_TIMEOUT_MS}; got {timeout_ms}")
+    if body[2] is not None and type(body[2]) is not bool:
+        raise ProtocolError(f"DELEGATE log must be nil, true or false; got "
+                            f"{type(body[2]).__name__} {body[2]!r:.60}")
+    return Delegation(address, timeout_ms, bool(body[2]))
 
 
 def run_episode_body(message) -> None:

@@ -18,6 +18,7 @@ import time
 
 from rlbridge.experiment.counting import EpisodeCounter
 from rlbridge.experiment.log.writer import RecordList
+from rlbridge.experiment.net.bodies import Delegation
 from rlbridge.experiment.net.transport import (
     DELEGATE_TIMEOUT_MS,
     HEARTBEAT_INTERVAL_MS,
@@ -31,13 +32,12 @@ from rlbridge.protocol.errors import (
     RLBridgeError,
     WrongState,
 )
-from rlbridge.protocol.messages import MessageType, encode, read_int, read_str
+from rlbridge.protocol.messages import MessageType, encode, read_int
 from rlbridge.protocol.values import decode_value, encode_value
 
 T = MessageType
 AGENT_START, AGENT_STEP, AGENT_END = int(T.AGENT_START), int(T.AGENT_STEP), int(T.AGENT_END)
 #: The bounds of DELEGATE's step_timeout_ms: the longest one agent call may take.
-MAX_STEP_TIMEOUT_MS = 600_000
 
 
 class EpisodeRunner:
@@ -52,28 +52,17 @@ class EpisodeRunner:
         self.agent_address = ""
         self.records: RecordList | None = None  # set when DELEGATE asked for a log
 
-    def configure(self, body) -> None:
-        """DELEGATE: where the agent is, how long each of its calls may take, and whether to
-        record. A DELEGATE that fails for any reason leaves no delegation at all."""
+    def configure(self, delegation: Delegation) -> None:
+        """DELEGATE (its body checked by the server): connect to the agent. A DELEGATE that
+        fails here leaves no delegation at all."""
         self.agent = None
         self.records = None
         self.agent_address = ""
-        if type(body) is not list or len(body) != 3:
-            raise ProtocolError("DELEGATE body must be [agent_address, step_timeout_ms, log]; "
-                                f"got {body!r:.80}")
-        address = read_str(body[0], "agent_address")
-        timeout_ms = read_int(body[1], "step_timeout_ms")
-        if not 1 <= timeout_ms <= MAX_STEP_TIMEOUT_MS:
-            raise ProtocolError(f"step_timeout_ms must be in 1..{MAX_STEP_TIMEOUT_MS}; "
-                                f"got {timeout_ms}")
-        if body[2] is not None and type(body[2]) is not bool:
-            raise ProtocolError(f"DELEGATE log must be nil, true or false; got "
-                                f"{type(body[2]).__name__} {body[2]!r:.60}")
-        client = self._connect(address)
-        client.set_timeout(timeout_ms)
-        self.records = RecordList("environment") if body[2] else None
+        client = self._connect(delegation.agent_address)
+        client.set_timeout(delegation.step_timeout_ms)
+        self.records = RecordList("environment") if delegation.log else None
         client.recorder = None if self.records is None else self.records.record
-        self.agent, self.agent_address = client, address
+        self.agent, self.agent_address = client, delegation.agent_address
 
     def _connect(self, address: str) -> RequestClient:
         """The agent's connection: the current one when it is to ``address``, else a new one

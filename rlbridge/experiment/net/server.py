@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from rlbridge.experiment.net.bodies import (
     agent_step_body,
+    delegate_body,
     hello_body,
     nil_body,
     reward_body,
@@ -307,7 +308,7 @@ class EnvironmentServer(RequestServer):
             T.ENV_STEP: (value_body, self._env_step),
             T.ENV_CLEANUP: (nil_body, self._env_cleanup),
             T.ENV_MESSAGE: (str_body, self._env_message),
-            T.DELEGATE: (whole_body, self._delegate),
+            T.DELEGATE: (delegate_body, self._delegate),
             T.RUN_EPISODE: (run_episode_body, self._run_episode),
         })
         # Last: the runner may read the server's parts.
