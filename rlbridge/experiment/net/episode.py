@@ -54,10 +54,8 @@ class EpisodeRunner:
 
     def configure(self, body) -> None:
         """DELEGATE: where the agent is, how long each of its calls may take, and whether to
-        record. A DELEGATE that fails for any reason leaves no delegation at all."""
-        self.agent = None
-        self.records = None
-        self.agent_address = ""
+        record. A body of the wrong form leaves the delegation as it was (PROTOCOL.md, section
+        6); a DELEGATE that fails later leaves no delegation at all."""
         if type(body) is not list or len(body) != 3:
             raise ProtocolError("DELEGATE body must be [agent_address, step_timeout_ms, log]; "
                                 f"got {body!r:.80}")
@@ -69,6 +67,9 @@ class EpisodeRunner:
         if body[2] is not None and type(body[2]) is not bool:
             raise ProtocolError(f"DELEGATE log must be nil, true or false; got "
                                 f"{type(body[2]).__name__} {body[2]!r:.60}")
+        self.agent = None
+        self.records = None
+        self.agent_address = ""
         client = self._connect(address)
         client.set_timeout(timeout_ms)
         self.records = RecordList("environment") if body[2] else None
