@@ -24,7 +24,7 @@ from rlbridge.bench.faults.oracle import Verdict, judge
 from rlbridge.protocol.errors import PeerTimeout, RLBridgeError
 from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: Receivers' size limit during the campaign, so that oversize probes stay small.
 LIMIT_BYTES = 1 << 20
 #: How long a server may take to start and answer its first HELLO.
