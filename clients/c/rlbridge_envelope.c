@@ -128,11 +128,30 @@ int rlb_decode_envelope(const msgpack_object *root, rlb_envelope *out, char *err
     return check_header(is_int, field, kinds, out, error);
 }
 
+/* msgpack-c's MSGPACK_EMBED_STACK_SIZE: it reads this many nested arrays and maps, and says NOMEM
+ * past them. */
+#define MSGPACK_C_MAX_DEPTH 32
+
+/* Nested deeper than msgpack-c reads: the header is read from the bytes instead, so that the
+ * reply echoes seq and episode as other receivers' replies do (PROTOCOL.md section 5): its own
+ * error when a header field is wrong, else MALFORMED for the body. */
+static int too_deep(const char *payload, size_t length, rlb_envelope *out, char *error) {
+    int code = rlb_peek_envelope(payload, length, out, error);
+    if (code != RLB_OK)
+        return code;
+    fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; could not "
+         "decode %zu bytes: the body nests arrays or maps more than %d deep", length,
+         MSGPACK_C_MAX_DEPTH);
+    return RLB_MALFORMED;
+}
+
 int rlb_decode_message(const char *payload, size_t length, msgpack_unpacked *root,
                        rlb_envelope *out, char *error) {
     size_t offset = 0;
     memset(out, 0, sizeof *out);
     int status = msgpack_unpack_next(root, payload, length, &offset);
+    if (status == MSGPACK_UNPACK_NOMEM_ERROR)
+        return too_deep(payload, length, out, error);
     if (status != MSGPACK_UNPACK_SUCCESS || offset != length) {
         fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; could not "
              "decode %zu bytes", length);
@@ -143,7 +162,8 @@ int rlb_decode_message(const char *payload, size_t length, msgpack_unpacked *roo
 
 /* ---- reading an envelope's first items from its bytes -------------------------------------- */
 
-#define PEEK_MAX_DEPTH 16
+/* Deeper than any msgpack reader of the project goes (Python's reads 1024 levels). */
+#define PEEK_MAX_DEPTH 1100
 
 typedef struct {
     const uint8_t *at, *end;

@@ -18,9 +18,9 @@ typedef struct {
     int count;
 } rlb_authorized;
 
-/* PROTOCOL.md's agent states: AGENT_INIT makes READY, AGENT_START RUNNING, AGENT_END READY
- * again, AGENT_CLEANUP FRESH. */
-typedef enum { FRESH, READY, RUNNING } agent_state;
+/* PROTOCOL.md section 12's agent states: AGENT_INIT makes READY, AGENT_START and AGENT_STEP
+ * RUNNING, AGENT_END ENDED, AGENT_CLEANUP FRESH; a failed request leaves the state as it was. */
+typedef enum { FRESH, READY, RUNNING, ENDED } agent_state;
 
 /* The experiment this agent serves: the client identity whose AGENT_INIT started it. */
 typedef struct {

@@ -177,16 +177,20 @@ static void start_session(server *s) {
     s->session.active = 1;
 }
 
+/* PROTOCOL.md section 12's agent table: AGENT_START and AGENT_CLEANUP need an AGENT_INIT
+ * since the last cleanup; AGENT_STEP and AGENT_END need an episode started (in ENDED too: RL-Glue
+ * 3.0.4's RL_step after a terminal step calls agent_step or agent_end again). */
 static int need_state(const server *s, int type, char *error) {
-    const char *names[] = {"FRESH (before AGENT_INIT)", "READY (no episode running)",
-                           "RUNNING"};
-    int allowed = type == RLB_AGENT_START ? s->state != FRESH : s->state == RUNNING;
+    static const char *const meanings[] = {
+        "not initialised: send AGENT_INIT first", "no episode started: send AGENT_START first",
+        "inside an episode", "the episode ended"};
+    static const char *const names[] = {"FRESH", "READY", "RUNNING", "ENDED"};
+    int allowed = type == RLB_AGENT_START || type == RLB_AGENT_CLEANUP
+                      ? s->state != FRESH
+                      : s->state == RUNNING || s->state == ENDED;
     if (!allowed)
-        snprintf(error, RLB_ERROR_TEXT_BYTES, "%s needs %s; the agent is %s",
-                 rlb_type_name(type),
-                 type == RLB_AGENT_START ? "a successful AGENT_INIT first"
-                                         : "a running episode (after AGENT_START)",
-                 names[s->state]);
+        snprintf(error, RLB_ERROR_TEXT_BYTES, "the agent cannot serve %s in state %s (%s)",
+                 rlb_type_name(type), names[s->state], meanings[s->state]);
     return allowed ? RLB_OK : RLB_WRONG_STATE;
 }
 
@@ -275,8 +279,10 @@ static int dispatch(server *s, const rlb_envelope *message, const extra_frames *
                          : agent->act(agent->state, &observation, action, application)) != 0)
             code = RLB_APPLICATION;
         rlb_value_free(&observation);
-        if (code == RLB_OK)
+        if (code == RLB_OK) {
+            s->state = RUNNING;
             rlb_pack_value(pk, action, out_frames, n_out, MAX_OUT_FRAMES);
+        }
         break;
     case RLB_AGENT_END:
         if ((code = rlb_read_reward(body, &reward, error)) != RLB_OK
@@ -285,7 +291,7 @@ static int dispatch(server *s, const rlb_envelope *message, const extra_frames *
         if (agent->end != NULL && agent->end(agent->state, reward, application) != 0) {
             code = RLB_APPLICATION;
         } else {
-            s->state = READY;
+            s->state = ENDED;
             msgpack_pack_nil(pk);
         }
         break;
@@ -295,6 +301,8 @@ static int dispatch(server *s, const rlb_envelope *message, const extra_frames *
                      rlb_kind_name(body));
             return RLB_BAD_FIELD;
         }
+        if ((code = need_state(s, message->type, error)) != RLB_OK)
+            return code;
         if (agent->cleanup != NULL && agent->cleanup(agent->state, application) != 0) {
             code = RLB_APPLICATION;
         } else {

@@ -99,6 +99,9 @@ def encode(msg_type: int, seq: int, episode: int, body: Any = None, frames: list
     return [head]
 
 
+INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
+
+
 def decode(payload: bytes, frames: tuple = (), *, max_bytes: int | None = MAX_MESSAGE_BYTES,
            expected_version: int = PROTOCOL_VERSION) -> Envelope:
     """Check and decode the first frame of a message. Raises a specific ProtocolError.
@@ -120,12 +123,11 @@ def decode(payload: bytes, frames: tuple = (), *, max_bytes: int | None = MAX_ME
             + (f"an array of {len(raw)} items" if isinstance(raw, list) else type(raw).__name__)
         )
     version, msg_type, seq, episode, body = raw
-    if type(version) is not int or type(msg_type) is not int or type(seq) is not int \
-            or type(episode) is not int:
+    if not (_is_int64(version) and _is_int64(msg_type) and _is_int64(seq)
+            and _is_int64(episode)):
         raise ProtocolError(
-            "envelope fields version, type, seq and episode must be integers; got "
-            f"({type(version).__name__}, {type(msg_type).__name__}, "
-            f"{type(seq).__name__}, {type(episode).__name__})"
+            "envelope fields version, type, seq and episode must be int64 integers; got ("
+            + ", ".join(_kind(item) for item in raw[:4]) + ")"
         )
     if version != expected_version:
         raise VersionMismatch(
@@ -158,9 +160,19 @@ def envelope_ids(payload: bytes) -> tuple[int, int]:
         raw = _unpackb(payload, strict_map_key=False)
     except Exception:  # not msgpack: nothing can be read
         return 0, 0
-    if type(raw) is list and len(raw) == 5 and type(raw[2]) is int and type(raw[3]) is int:
+    if type(raw) is list and len(raw) == 5 and _is_int64(raw[2]) and _is_int64(raw[3]):
         return raw[2], raw[3]
     return 0, 0
+
+
+def _is_int64(item: Any) -> bool:
+    """Envelope ints are int64 (PROTOCOL.md, "Messages"): a uint64 past 2**63 - 1 is not one,
+    as in the C and JavaScript receivers."""
+    return type(item) is int and INT64_MIN <= item <= INT64_MAX
+
+
+def _kind(item: Any) -> str:
+    return "uint64" if type(item) is int and item > INT64_MAX else type(item).__name__
 
 
 # -- body helpers ----------------------------------------------------------------

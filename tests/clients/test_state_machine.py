@@ -1,9 +1,11 @@
-"""The C and JavaScript agent servers against PROTOCOL.md's agent rules, over a raw DEALER socket.
+"""The Python, C and JavaScript agent servers against PROTOCOL.md's agent rules, over a raw
+DEALER socket.
 
 Every cell of the agent state table (state x request type -> reply and next state) is kept
-here as data and driven against the real agent processes, then the envelope rules: the order
-of checks, ERROR replies that echo seq and episode, the frame bound, REQ clients, array shape
-limits, HELLO roles, seed messages and the one-experiment-at-a-time session.
+here as data and driven against the real agent processes of all three languages, then the
+envelope rules: the order of checks, ERROR replies that echo seq and episode, the frame bound,
+REQ clients, array shape limits, HELLO roles, seed messages and the one-experiment-at-a-time
+session.
 """
 
 from __future__ import annotations
@@ -23,15 +25,14 @@ from .helpers import agent_command, build_c, check_js, start, stop
 
 T = MessageType
 E = ErrorCode
-#: The Python AgentServer joins this list once it follows the same table (branch srv-state).
-LANGUAGES = ("c", "javascript")
+LANGUAGES = ("python", "c", "javascript")
 REPLY_TIMEOUT_MS = 20000  # two cores shared by many test processes: generous
 COUNTDOWN_SPEC = ("VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS (0 5) "
                   "ACTIONS INTS (0 1) REWARDS (0.0 5.0) EXTRA")
 OBSERVATION = [[4], [], "", []]
 OK = "ok"
-FRESH, READY, RUNNING = "FRESH", "READY", "RUNNING"
-STATES = (FRESH, READY, RUNNING)
+FRESH, READY, RUNNING, ENDED = "FRESH", "READY", "RUNNING", "ENDED"
+STATES = (FRESH, READY, RUNNING, ENDED)
 
 #: A valid body for every request type.
 BODIES: dict[int, object] = {
@@ -54,27 +55,37 @@ BODIES: dict[int, object] = {
 }
 
 WS = E.WRONG_STATE
-#: The agent state table: request -> (reply, next state) in FRESH, READY and RUNNING. A reply is
-#: OK or the ERROR code; an ERROR leaves the state as it was. SHUTDOWN (OK in every state) stops
-#: the process: test_shutdown_is_served_in_every_state covers it.
-AGENT_TABLE: dict[int, tuple[tuple[object, str], tuple[object, str], tuple[object, str]]] = {
-    #                 FRESH                 READY                 RUNNING
-    T.HELLO:         ((OK, FRESH),          (OK, READY),          (OK, RUNNING)),
-    T.HEARTBEAT:     ((OK, FRESH),          (OK, READY),          (OK, RUNNING)),
-    T.AGENT_INIT:    ((OK, READY),          (OK, READY),          (OK, READY)),
-    T.AGENT_START:   ((WS, FRESH),          (OK, RUNNING),        (OK, RUNNING)),
-    T.AGENT_STEP:    ((WS, FRESH),          (WS, READY),          (OK, RUNNING)),
-    T.AGENT_END:     ((WS, FRESH),          (WS, READY),          (OK, READY)),
-    T.AGENT_CLEANUP: ((OK, FRESH),          (OK, FRESH),          (OK, FRESH)),
-    T.AGENT_MESSAGE: ((OK, FRESH),          (OK, READY),          (OK, RUNNING)),
+Cell = tuple[object, str]
+#: PROTOCOL.md section 12's agent table (and AGENT_ALLOWED with next_agent_state in
+#: rlbridge/experiment/net/states.py): request -> (reply, next state) in FRESH, READY, RUNNING
+#: and ENDED. A reply is OK or the ERROR code; an ERROR leaves the state as it was. SHUTDOWN
+#: (OK in every state) stops the process: test_shutdown_is_served_in_every_state covers it.
+AGENT_TABLE: dict[int, tuple[Cell, Cell, Cell, Cell]] = {
+    #                 FRESH          READY           RUNNING         ENDED
+    T.HELLO:         ((OK, FRESH),   (OK, READY),    (OK, RUNNING),  (OK, ENDED)),
+    T.HEARTBEAT:     ((OK, FRESH),   (OK, READY),    (OK, RUNNING),  (OK, ENDED)),
+    T.AGENT_INIT:    ((OK, READY),   (OK, READY),    (OK, READY),    (OK, READY)),
+    T.AGENT_START:   ((WS, FRESH),   (OK, RUNNING),  (OK, RUNNING),  (OK, RUNNING)),
+    # In ENDED: RL-Glue 3.0.4's RL_step after a terminal step, with no RL_start between.
+    T.AGENT_STEP:    ((WS, FRESH),   (WS, READY),    (OK, RUNNING),  (OK, RUNNING)),
+    T.AGENT_END:     ((WS, FRESH),   (WS, READY),    (OK, ENDED),    (OK, ENDED)),
+    T.AGENT_CLEANUP: ((WS, FRESH),   (OK, FRESH),    (OK, FRESH),    (OK, FRESH)),
+    T.AGENT_MESSAGE: ((OK, FRESH),   (OK, READY),    (OK, RUNNING),  (OK, ENDED)),
     # No role but the environment's serves these, and no role at all serves ERROR.
-    **{t: ((WS, FRESH), (WS, READY), (WS, RUNNING))
+    **{t: ((WS, FRESH), (WS, READY), (WS, RUNNING), (WS, ENDED))
        for t in (T.ERROR, T.ENV_INIT, T.ENV_START, T.ENV_STEP, T.ENV_CLEANUP, T.ENV_MESSAGE,
                  T.RUN_EPISODE, T.DELEGATE)},
 }
-#: How to reach each state from any state.
-SETUP = {FRESH: [T.AGENT_CLEANUP], READY: [T.AGENT_CLEANUP, T.AGENT_INIT],
-         RUNNING: [T.AGENT_CLEANUP, T.AGENT_INIT, T.AGENT_START]}
+#: How to reach each state from FRESH.
+SETUP = {FRESH: [], READY: [T.AGENT_INIT], RUNNING: [T.AGENT_INIT, T.AGENT_START],
+         ENDED: [T.AGENT_INIT, T.AGENT_START, T.AGENT_END]}
+#: RUNNING and ENDED serve the same requests with the same successors, so no request tells
+#: them apart from outside: a probe sees one "episode started" state for both.
+STARTED = "RUNNING or ENDED"
+
+
+def observable(state: str) -> str:
+    return STARTED if state in (RUNNING, ENDED) else state
 
 
 class Client:
@@ -121,11 +132,18 @@ def outcome(reply: list, msg_type: int) -> object:
 
 
 def state_of(client: Client) -> str:
-    """Find the agent's state with requests that change nothing, or (last) nothing that matters."""
+    """The agent's observable state, found with requests that change nothing that matters here:
+    an AGENT_STEP that is served (RUNNING or ENDED, and then RUNNING), else an AGENT_START."""
     if outcome(client.request(T.AGENT_STEP, BODIES[T.AGENT_STEP]), T.AGENT_STEP) == OK:
-        return RUNNING
+        return STARTED
     started = outcome(client.request(T.AGENT_START, OBSERVATION), T.AGENT_START)
     return READY if started == OK else FRESH
+
+
+def reset(client: Client) -> None:
+    """Back to FRESH from any state: AGENT_CLEANUP, which is WRONG_STATE in FRESH itself."""
+    reply = client.request(T.AGENT_CLEANUP)
+    assert outcome(reply, T.AGENT_CLEANUP) in (OK, E.WRONG_STATE), reply
 
 
 @pytest.fixture(scope="module")
@@ -162,16 +180,43 @@ def test_every_cell_of_the_agent_state_table(language, state, agents):
     try:
         column = STATES.index(state)
         for msg_type, cells in AGENT_TABLE.items():
+            reset(client)
             for setup in SETUP[state]:
                 client.call(setup, BODIES[setup])
             reply = client.request(msg_type, BODIES[msg_type], seq=40 + msg_type, episode=3)
             assert reply[2:4] == [40 + msg_type, 3], reply  # every reply echoes seq and episode
+            expected_reply, expected_state = cells[column]
             got = (outcome(reply, msg_type), state_of(client))
-            if got != cells[column]:
+            if got != (expected_reply, observable(expected_state)):
                 wrong.append(f"{T(msg_type).name} in {state}: expected {cells[column]}, got {got}"
                              f" ({reply[4]!r:.200})")
     finally:
-        client.call(T.AGENT_CLEANUP)
+        reset(client)
+        client.close()
+    assert not wrong, "\n".join(wrong)
+
+
+#: A body of the wrong form for each agent request: BAD_FIELD in every state.
+BAD_BODIES = {T.AGENT_INIT: 5, T.AGENT_START: [1, 2], T.AGENT_STEP: [0.5], T.AGENT_END: "x",
+              T.AGENT_CLEANUP: 0, T.AGENT_MESSAGE: [], T.HELLO: ["agent", "1", "x", "y"]}
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_failed_request_leaves_the_state_as_it_was(language, agents):
+    client = Client(agents[language])
+    wrong = []
+    try:
+        for state in STATES:
+            for msg_type, body in BAD_BODIES.items():
+                reset(client)
+                for setup in SETUP[state]:
+                    client.call(setup, BODIES[setup])
+                got = (outcome(client.request(msg_type, body), msg_type), state_of(client))
+                if got != (E.BAD_FIELD, observable(state)):
+                    wrong.append(f"bad {T(msg_type).name} in {state}: expected BAD_FIELD, "
+                                 f"{observable(state)}; got {got}")
+    finally:
+        reset(client)
         client.close()
     assert not wrong, "\n".join(wrong)
 
@@ -297,7 +342,7 @@ def test_array_shapes_are_bounded(language, agents):
             reply = client.request(T.AGENT_START, observation_with(shape, data))
             assert reply[1] == T.AGENT_START, (shape, reply)
     finally:
-        client.call(T.AGENT_CLEANUP)
+        reset(client)
         client.close()
 
 
@@ -314,6 +359,10 @@ def test_hello_is_optional_and_checks_the_role(language, agents):
             assert reply[2:4] == [3, 1]
         reply = client.request(T.HELLO, ["experiment", 2, "test", "python"])
         assert outcome(reply, T.HELLO) == E.VERSION_MISMATCH
+        # Fields of the wrong type are BAD_FIELD before the role or the version is looked at.
+        for body in (["agent", "1", "x", "y"], ["agent", 1, 2, 3], ["experiment", 1, "x", None],
+                     ["experiment", 1.0, "x", "y"], ["experiment", 1, "x"], "experiment"):
+            assert outcome(client.request(T.HELLO, body), T.HELLO) == E.BAD_FIELD, body
     finally:
         client.close()
 
@@ -361,9 +410,54 @@ def test_a_second_experiment_is_refused_at_agent_init_while_a_session_is_active(
         # A cleanup by someone else resets the state but leaves the session with its owner.
         first.call(T.AGENT_CLEANUP)
         assert first.request(T.AGENT_INIT, COUNTDOWN_SPEC)[4][0] == E.WRONG_STATE
+        # The agent is FRESH, where AGENT_CLEANUP is WRONG_STATE, even for the session's owner;
+        # a refused cleanup leaves the session with it.
+        assert second.request(T.AGENT_CLEANUP)[4][0] == E.WRONG_STATE
+        assert first.request(T.AGENT_INIT, COUNTDOWN_SPEC)[4][0] == E.WRONG_STATE
+        second.call(T.AGENT_INIT, COUNTDOWN_SPEC)
         second.call(T.AGENT_CLEANUP)
         first.call(T.AGENT_INIT, COUNTDOWN_SPEC)
     finally:
         first.close()
         second.close()
         stop([child])
+
+
+def nested(depth: int) -> bytes:
+    """A body of ``depth`` arrays around one str (msgpack's packer stops far earlier)."""
+    return b"\x91" * depth + b"\xa1x"
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_body_nested_too_deep_is_malformed_and_the_agent_keeps_serving(language, agents):
+    client = Client(agents[language])
+    # Seq and episode are echoed whenever the receiver can read them (PROTOCOL.md section 5):
+    # C and JS read the header from the bytes; Python's msgpack reader stops at 1024 levels,
+    # before it has the envelope at all.
+    ids = [0, 0] if language == "python" else [7, 3]
+    try:
+        for msg_type in (T.HEARTBEAT, T.AGENT_MESSAGE, T.AGENT_START):
+            reply = client.ask(b"\x95\x01" + bytes([msg_type]) + b"\x07\x03" + nested(2000))
+            assert reply[:4] == [1, T.ERROR, *ids] and reply[4][0] == E.MALFORMED, reply
+        # Header fields nested deeper than a reader's limit are still the header's errors.
+        reply = client.ask(b"\x95\x01" + nested(200) + b"\x07\x03\xc0")
+        assert reply[:4] == [1, T.ERROR, 7, 3] and reply[4][0] == E.BAD_FIELD, reply
+        assert client.request(T.HEARTBEAT, [2], seq=13) == [1, T.HEARTBEAT, 13, 1, [2]]
+    finally:
+        client.close()
+
+
+def test_javascript_bodies_nest_at_most_100_deep(agents):
+    """The JS decoder reads any depth, its encoder only 100: deeper is MALFORMED at once,
+    never APPLICATION from echoing a HEARTBEAT."""
+    client = Client(agents["javascript"])
+    head = b"\x95\x01" + bytes([T.HEARTBEAT]) + b"\x07\x03"
+    try:
+        reply = client.ask(head + nested(100))
+        assert reply[:4] == [1, T.HEARTBEAT, 7, 3], reply
+        for depth in (101, 5000):
+            reply = client.ask(head + nested(depth))
+            assert reply[:4] == [1, T.ERROR, 7, 3] and reply[4][0] == E.MALFORMED, reply
+            assert "more than 100 deep" in reply[4][1], reply
+    finally:
+        client.close()

@@ -139,6 +139,22 @@ def test_an_address_zeromq_cannot_connect_to_is_bad_field(pair):
         client.close()
 
 
+def test_a_delegate_body_of_the_wrong_form_leaves_the_delegation_as_it_was(pair):
+    """PROTOCOL.md section 6: BAD_FIELD leaves it unchanged, so that a stranger's bad DELEGATE
+    (the fault campaign's) does not stop an experiment's delegated episodes."""
+    env_server, agent_server = pair()
+    client = env_client(env_server, agent_server)
+    try:
+        client.request(T.DELEGATE, [agent_server.address, 5000, None])
+        for body in (["ipc://x"], [agent_server.address, 0, None], [agent_server.address, 5, 3]):
+            with pytest.raises(ProtocolError) as caught:
+                client.request(T.DELEGATE, body)
+            assert caught.value.code == ErrorCode.BAD_FIELD
+            assert client.request(T.RUN_EPISODE, [5]).body[1] <= 5
+    finally:
+        client.close()
+
+
 @pytest.mark.parametrize("timeout_ms", [0, -5, 600001])
 def test_step_timeout_out_of_range_is_bad_field(pair, timeout_ms):
     env_server, agent_server = pair()

@@ -93,3 +93,13 @@ def test_a_heartbeat_must_come_back_unchanged():
     sent = msgpack.unpackb(probe.frames[0])
     assert judge(probe, encode(T.HEARTBEAT, sent[2], sent[3], sent[4])).kind == "ok"
     assert judge(probe, encode(T.HEARTBEAT, sent[2], sent[3], "other")).kind == "wrong"
+
+
+def test_the_campaign_finds_the_built_c_and_javascript_agents():
+    """Their paths are relative to the source tree: the campaign fuzzes them whenever built."""
+    from rlbridge.bench.faults.targets import c_agent_command, js_agent_command
+
+    build_c()
+    check_js()
+    assert c_agent_command() is not None
+    assert js_agent_command() is not None

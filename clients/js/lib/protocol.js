@@ -19,7 +19,12 @@ const MAX_ARRAY_DIMS = 32;
 /** The item size times the non-zero dimensions of an array's shape. */
 const MAX_ARRAY_EXTENT_BYTES = 2n ** 62n;
 /** Deeper nesting in the envelope's first items is not read from the bytes. */
-const PEEK_MAX_DEPTH = 16;
+const PEEK_MAX_DEPTH = 1100; // deeper than any msgpack reader of the project (Python's: 1024)
+/**
+ * Arrays and maps nested deeper than this in a body make the envelope MALFORMED (it cannot be
+ * decoded), rather than an error later where the body is encoded again (a HEARTBEAT's echo).
+ */
+const MAX_BODY_DEPTH = 100;
 
 const MessageType = Object.freeze({
   HELLO: 1, ERROR: 2, HEARTBEAT: 3, SHUTDOWN: 4,
@@ -74,7 +79,8 @@ class WireEncoder extends Encoder {
   }
 }
 
-const encoder = new WireEncoder();
+// The envelope array and the body add two levels to the deepest body MAX_BODY_DEPTH allows.
+const encoder = new WireEncoder({ maxDepth: MAX_BODY_DEPTH + 2 });
 const decoder = new Decoder();
 
 function describe(value) {
@@ -186,6 +192,43 @@ function peekHeader(payload) {
   return items;
 }
 
+/** Whether `value` has arrays or maps nested more than `limit` deep (without recursion). */
+function nestedDeeperThan(value, limit) {
+  const pending = [[value, 0]];
+  while (pending.length > 0) {
+    const [item, enclosing] = pending.pop();
+    if (item === null || typeof item !== "object" || item instanceof Uint8Array) continue;
+    if (enclosing + 1 > limit) return true;
+    for (const child of Array.isArray(item) ? item : Object.values(item)) {
+      pending.push([child, enclosing + 1]);
+    }
+  }
+  return false;
+}
+
+/**
+ * The msgpack kinds ("int", "float", "str", ...) of the items of the array at `offset` of
+ * `payload`, or null when no array starts there: whether a whole number came as an int, which
+ * the decoded numbers cannot say.
+ */
+function arrayItemKinds(payload, offset) {
+  const bytes = payload instanceof Uint8Array ? payload : new Uint8Array(payload);
+  const b = bytes[offset];
+  let items;
+  let at = offset + 1;
+  if (b >= 0x90 && b <= 0x9f) items = b & 0x0f;
+  else if (b === 0xdc && at + 2 <= bytes.length) { items = (bytes[at] << 8) | bytes[at + 1]; at += 2; }
+  else return null;
+  const kinds = [];
+  for (let i = 0; i < items; i++) {
+    const item = peekItem(bytes, at);
+    if (item === null) return null;
+    kinds.push(item.kind);
+    at = item.end;
+  }
+  return kinds;
+}
+
 const NOT_AN_ENVELOPE = "expected a msgpack envelope [version, type, seq, episode, body]";
 
 /**
@@ -233,6 +276,12 @@ function decodeEnvelope(payload, frames = [], maxBytes = MAX_MESSAGE_BYTES, chec
       `unknown message type ${type}; expected one of ` +
       Object.entries(MessageType).map(([k, v]) => `${k}=${v}`).join(", "), ids);
   }
+  // After the header's own checks, as in the C receiver, whose reader stops at 32 levels.
+  if (raw !== null && nestedDeeperThan(raw[4], MAX_BODY_DEPTH)) {
+    throw new ProtocolError(ErrorCode.MALFORMED, `${NOT_AN_ENVELOPE}; could not decode ` +
+      `${payload.length} bytes: the body nests arrays or maps more than ${MAX_BODY_DEPTH} deep`,
+    ids);
+  }
   if (checkType !== null) {
     try {
       checkType(type);
@@ -246,7 +295,7 @@ function decodeEnvelope(payload, frames = [], maxBytes = MAX_MESSAGE_BYTES, chec
       ? `message of ${count} frames exceeds the limit of ${MAX_MESSAGE_FRAMES} frames`
       : `message of ${size} bytes exceeds the limit of ${maxBytes} bytes`, ids);
   }
-  return { version, type, seq, episode, body: raw[4], frames };
+  return { version, type, seq, episode, body: raw[4], frames, payload, bodyOffset: header[3].end };
 }
 
 /**
@@ -365,7 +414,8 @@ function flatInts(value) {
 
 module.exports = {
   PROTOCOL_VERSION, ZERO_COPY_THRESHOLD_BYTES, MAX_MESSAGE_BYTES, MAX_MESSAGE_FRAMES,
-  MAX_ARRAY_DIMS, MAX_ARRAY_EXTENT_BYTES, MessageType, TYPE_NAMES, describe,
+  MAX_BODY_DEPTH, MAX_ARRAY_DIMS, MAX_ARRAY_EXTENT_BYTES, MessageType, TYPE_NAMES, describe,
   ErrorCode, ERROR_NAMES, DTYPE_SIZES, ProtocolError, Float64, encodeMessage, decodeEnvelope,
+  arrayItemKinds,
   decodeValue, encodeValue, readReward, flatInts, encoder,
 };

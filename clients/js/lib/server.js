@@ -16,6 +16,7 @@ const { performance } = require("node:perf_hooks");
 const {
   PROTOCOL_VERSION, MAX_MESSAGE_BYTES, MessageType: T, TYPE_NAMES, ErrorCode, ERROR_NAMES,
   ProtocolError, encodeMessage, decodeEnvelope, decodeValue, encodeValue, readReward, describe,
+  arrayItemKinds,
 } = require("./protocol");
 const { parseTaskSpec } = require("./taskspec");
 const { loadCurve, runZap, z85Encode } = require("./curve");
@@ -31,11 +32,17 @@ const SERVED = new Set([T.HELLO, T.HEARTBEAT, T.SHUTDOWN, T.AGENT_INIT, T.AGENT_
 const PEER_ROLES = ["experiment", "environment"];
 
 /**
- * PROTOCOL.md's agent states: AGENT_INIT makes READY, AGENT_START RUNNING, AGENT_END READY
- * again, AGENT_CLEANUP FRESH.
+ * PROTOCOL.md section 12's agent states: AGENT_INIT makes READY, AGENT_START and AGENT_STEP
+ * RUNNING, AGENT_END ENDED, AGENT_CLEANUP FRESH; a failed request leaves the state as it was.
  */
 const AgentState = Object.freeze({
-  FRESH: "FRESH (before AGENT_INIT)", READY: "READY (no episode running)", RUNNING: "RUNNING",
+  FRESH: "FRESH", READY: "READY", RUNNING: "RUNNING", ENDED: "ENDED",
+});
+const STATE_MEANINGS = Object.freeze({
+  FRESH: "not initialised: send AGENT_INIT first",
+  READY: "no episode started: send AGENT_START first",
+  RUNNING: "inside an episode",
+  ENDED: "the episode ended",
 });
 
 function log(text) {
@@ -193,7 +200,7 @@ class AgentServer {
     const agent = this.agent;
     switch (message.type) {
       case T.HELLO:
-        this.checkHello(body);
+        this.checkHello(body, arrayItemKinds(message.payload, message.bodyOffset));
         return ["agent", PROTOCOL_VERSION, IMPLEMENTATION, LANGUAGE];
       case T.HEARTBEAT:
         return body;
@@ -226,19 +233,22 @@ class AgentServer {
         const reward = readReward(body[0]);
         const observation = decodeValue(body[1], message.frames);
         this.needState(message.type);
-        return encodeValue(agent.agentStep(reward, observation), outFrames);
+        const action = encodeValue(agent.agentStep(reward, observation), outFrames);
+        this.state = AgentState.RUNNING;
+        return action;
       }
       case T.AGENT_END: {
         const reward = readReward(body);
         this.needState(message.type);
         agent.agentEnd(reward);
-        this.state = AgentState.READY;
+        this.state = AgentState.ENDED;
         return null;
       }
       case T.AGENT_CLEANUP:
         if (body !== null) {
           throw new ProtocolError(ErrorCode.BAD_FIELD, `AGENT_CLEANUP takes a nil body; got ${describe(body)}`);
         }
+        this.needState(message.type);
         agent.agentCleanup();
         this.state = AgentState.FRESH;
         if (this.isOwner(identity)) this.session = null;
@@ -250,9 +260,11 @@ class AgentServer {
     }
   }
 
-  checkHello(body) {
+  /** `kinds`: the msgpack kinds of the body's items (a version 1.0 is a float, not an int). */
+  checkHello(body, kinds) {
     if (!Array.isArray(body) || body.length !== 4 || typeof body[0] !== "string" ||
-        !Number.isInteger(body[1]) || typeof body[2] !== "string" || typeof body[3] !== "string") {
+        kinds === null || kinds[1] !== "int" || typeof body[2] !== "string" ||
+        typeof body[3] !== "string") {
       throw new ProtocolError(ErrorCode.BAD_FIELD,
         "hello body must be [role str, version int, implementation str, language str]");
     }
@@ -278,12 +290,16 @@ class AgentServer {
     return body;
   }
 
+  // PROTOCOL.md section 12: AGENT_START and AGENT_CLEANUP need an AGENT_INIT since the last
+  // cleanup; AGENT_STEP and AGENT_END need an episode started (in ENDED too: RL-Glue 3.0.4's
+  // RL_step after a terminal step calls agentStep or agentEnd again, with no agentStart).
   needState(type) {
-    const start = type === T.AGENT_START;
-    if (start ? this.state !== AgentState.FRESH : this.state === AgentState.RUNNING) return;
-    throw new ProtocolError(ErrorCode.WRONG_STATE, `${TYPE_NAMES[type]} needs ` +
-      `${start ? "a successful AGENT_INIT first" : "a running episode (after AGENT_START)"}; ` +
-      `the agent is ${this.state}`);
+    const initialised = type === T.AGENT_START || type === T.AGENT_CLEANUP;
+    const allowed = initialised ? this.state !== AgentState.FRESH
+      : this.state === AgentState.RUNNING || this.state === AgentState.ENDED;
+    if (allowed) return;
+    throw new ProtocolError(ErrorCode.WRONG_STATE, `the agent cannot serve ${TYPE_NAMES[type]} ` +
+      `in state ${this.state} (${STATE_MEANINGS[this.state]})`);
   }
 
   // ---- sessions: one experiment at a time, owned by the identity whose AGENT_INIT began it --

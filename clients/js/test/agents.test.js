@@ -155,3 +155,48 @@ test("array shapes are bounded; frames are bounded; seed answers never raise", (
   assert.equal(reply(T.AGENT_MESSAGE, "seed -1")[4], "error: seed takes a non-negative integer; got '-1'");
   assert.equal(reply(T.AGENT_MESSAGE, "seed")[4], "error: seed takes a non-negative integer; got ''");
 });
+
+test("the agent state table: ENDED after AGENT_END, stepping past it, no cleanup when FRESH", () => {
+  const server = new AgentServer(new FirstAgent(), { maxMessageBytes: 1 << 20 });
+  const reply = (type, body) => decode(server.handle(encodeMessage(type, 5, 1, body))[0]);
+  const code = (type, body) => { const r = reply(type, body); return r[1] === T.ERROR ? r[4][0] : "ok"; };
+  const observation = encodeValue({ ints: [13, 2, 0] });
+  assert.equal(code(T.AGENT_CLEANUP, null), ErrorCode.WRONG_STATE);
+  assert.equal(server.state, "FRESH");
+  assert.equal(code(T.AGENT_INIT, BLACKJACK), "ok");
+  assert.equal(code(T.AGENT_END, 1.0), ErrorCode.WRONG_STATE);
+  assert.equal(code(T.AGENT_START, observation), "ok");
+  assert.equal(code(T.AGENT_END, 1.0), "ok");
+  assert.equal(server.state, "ENDED");
+  // RL-Glue 3.0.4's RL_step after a terminal step: agent_step or agent_end again.
+  assert.equal(code(T.AGENT_END, 1.0), "ok");
+  assert.equal(server.state, "ENDED");
+  assert.equal(code(T.AGENT_STEP, [0.5, observation]), "ok");
+  assert.equal(server.state, "RUNNING");
+  // A failed request leaves the state as it was.
+  assert.equal(code(T.AGENT_END, "x"), ErrorCode.BAD_FIELD);
+  assert.equal(server.state, "RUNNING");
+  assert.equal(code(T.AGENT_CLEANUP, null), "ok");
+  assert.equal(server.state, "FRESH");
+  assert.match(reply(T.AGENT_STEP, [0.5, observation])[4][1],
+    /^the agent cannot serve AGENT_STEP in state FRESH \(not initialised: send AGENT_INIT first\)$/);
+});
+
+test("HELLO fields have their msgpack types, and bodies nest at most 100 deep", () => {
+  const server = new AgentServer(new FirstAgent(), { maxMessageBytes: 1 << 20 });
+  const reply = (type, body) => decode(server.handle(encodeMessage(type, 5, 1, body))[0]);
+  for (const body of [["agent", "1", "x", "y"], ["agent", 1, 2, 3], ["experiment", 1, "x", null]]) {
+    assert.equal(reply(T.HELLO, body)[4][0], ErrorCode.BAD_FIELD, JSON.stringify(body));
+  }
+  // ["experiment", 1.0, "x", "y"]: a float version, which the decoded number cannot show.
+  const floatVersion = Buffer.from("95010105019" + "4aa6578706572696d656e74cb3ff0000000000000a178a179", "hex");
+  assert.equal(decode(server.handle([floatVersion])[0])[4][0], ErrorCode.BAD_FIELD);
+  const nested = (depth) => Buffer.concat([Buffer.from("9501030703", "hex"),
+    Buffer.alloc(depth, 0x91), Buffer.from("a178", "hex")]);
+  assert.deepEqual(decode(server.handle([nested(100)])[0]).slice(0, 4), [1, T.HEARTBEAT, 7, 3]);
+  for (const depth of [101, 100000]) {
+    const error = decode(server.handle([nested(depth)])[0]);
+    assert.deepEqual(error.slice(0, 4), [1, T.ERROR, 7, 3]); // seq and episode can be read
+    assert.equal(error[4][0], ErrorCode.MALFORMED);
+  }
+});
