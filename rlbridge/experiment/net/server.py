@@ -100,7 +100,7 @@ class RequestServer:
     init_type = 0
     cleanup_type = 0
     #: What only a session's owner may send while it lasts (PROTOCOL.md, "Sessions"): from
-    #: anyone else these would end, reset or take over the owner's experiment.
+    #: anyone else these would stop or take over the owner's experiment.
     owner_only: frozenset[int] = frozenset({T.SHUTDOWN})
 
     def __init__(self, address: str, *, bind: bool = True, curve: CurveKeys | None = None,
@@ -223,8 +223,7 @@ class RequestServer:
                 self.session_seen = time.monotonic()
             return
         now = time.monotonic()
-        if (msg_type == self.init_type or msg_type == self.cleanup_type
-                or msg_type in self.owner_only) and \
+        if (msg_type == self.init_type or msg_type in self.owner_only) and \
                 (now - self.session_seen) * 1000 < self.session_idle_ms:
             raise WrongState(busy_text(self.role, self.init_type, now - self.session_started,
                                        msg_type))

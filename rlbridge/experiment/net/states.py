@@ -113,8 +113,8 @@ def wrong_state_text(role: str, msg_type: int, state: IntEnum, meaning: str,
 
 def busy_text(role: str, init_type: int, age_s: float, refused_type: int) -> str:
     """The refusal of a second experiment's INIT (one session at a time), or of a request
-    that only the session's owner may send (its CLEANUP, SHUTDOWN, and for an environment
-    DELEGATE and RUN_EPISODE)."""
+    that only the session's owner may send (SHUTDOWN, and for an environment DELEGATE and
+    RUN_EPISODE)."""
     started = f"session started by {MessageType(init_type).name} {age_s:.0f} s ago"
     if refused_type != init_type:
         stop = " (or stop the process with SIGTERM)" if refused_type == T.SHUTDOWN else ""
