@@ -160,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
 
         title = (f"PPO on rlbridge gridwalk {args.size}x{args.size} over ipc "
                  f"(seed {args.seed}, {args.eval_episodes} eval episodes)")
-        save_curve(args.png, timesteps, greedy_returns, sampled_returns, random_return, best_return, title)
+        save_curve(args.png, timesteps, greedy_returns, sampled_returns, random_return,
+                   best_return, title)
         print(f"curve saved to {args.png}")
     finally:
         for env in envs:
