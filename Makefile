@@ -8,7 +8,7 @@ SYSTEM_PYTHON ?= python3
 # The main job: three processes, a real game and a real agent, with a progress bar.
 RUN_ARGS ?= minesweeper minesweeper-solver --env-opt first_click=safe --episodes 200 --seed 0
 
-.PHONY: setup setup-python setup-clients setup-servers test run bench lint clean
+.PHONY: setup setup-python setup-clients setup-servers test run bench lint clean example-sb3
 
 $(STAMP): pyproject.toml
 	$(SYSTEM_PYTHON) -m venv $(VENV)
@@ -37,6 +37,14 @@ run: setup-python
 
 bench: setup
 	$(RLB) bench
+
+# Stable-Baselines3 PPO trained on a game another process serves (docs/gymnasium.md).
+# Not part of `make test`: torch and SB3 are installed here only. torch is pinned first
+# because its CPU wheel is the one this machine holds; a bare `torch` means a CUDA build.
+example-sb3: setup-python
+	$(PYTHON) -m pip install --quiet torch==2.13.0
+	$(PYTHON) -m pip install --quiet stable-baselines3
+	$(PYTHON) examples/sb3_train.py $(SB3_ARGS)
 
 lint: setup
 	$(PYTHON) -m ruff check rlbridge tests
