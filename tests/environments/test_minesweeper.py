@@ -115,6 +115,29 @@ def test_mine_hit_with_one_safe_cell_left_is_a_loss_not_a_win():
     assert json.loads(env.env_message("get_state"))["won"] is False
 
 
+def test_a_hit_mine_with_hint_zero_opens_its_neighbours_like_the_seed():
+    layout = np.zeros((5, 5), dtype=int)
+    layout[1, 1] = layout[4, 4] = 1  # (1,1) has no mined neighbour: its hint is 0
+    env = env_with_layout(layout)
+    lost = env.env_step(Value(ints=(1 * 5 + 1,)))
+    assert lost.reward == -10.0 and lost.terminal and lost.info == {"won": False, "lost": True}
+    is_open = lost.observation.arrays[0][..., 1]
+    # The seed's step floods from any hint-0 cell; every neighbour of a mine shows a
+    # number, so the flood stops there: the mine and its 8 neighbours, nothing else.
+    expected = np.zeros((5, 5), dtype=np.int8)
+    expected[0:3, 0:3] = 1
+    assert is_open.tolist() == expected.tolist()
+    assert lost.observation.arrays[0][0, 0, 0] == 1 and not lost.observation.arrays[1].any()
+
+
+def test_a_hit_mine_with_a_mined_neighbour_opens_alone():
+    layout = np.zeros((4, 4), dtype=int)
+    layout[1, 1] = layout[1, 2] = 1
+    env = env_with_layout(layout)
+    lost = env.env_step(Value(ints=(1 * 4 + 1,)))
+    assert lost.terminal and int(lost.observation.arrays[0][..., 1].sum()) == 1
+
+
 def test_reopening_an_open_cell_is_invalid_and_changes_nothing():
     env = MinesweeperEnv(first_click="safe")
     env.env_init()
