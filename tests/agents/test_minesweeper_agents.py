@@ -44,6 +44,27 @@ def test_agents_accept_the_task_spec_string_and_need_a_mine_count():
     assert other.num_mines == 4
 
 
+def first_move(rows: int, cols: int, mines: int, first_click: str) -> tuple[int, int]:
+    env = MinesweeperEnv(rows=rows, cols=cols, mines=mines, first_click=first_click)
+    agent = SolverAgent()
+    agent.agent_init(env.env_init())
+    return divmod(agent.agent_start(env.env_start()).ints[0], cols)
+
+
+@pytest.mark.parametrize(("rows", "cols", "mines", "expected"), [
+    (9, 9, 10, (2, 2)), (16, 30, 99, (2, 2)), (4, 4, 3, (2, 2)), (3, 7, 4, (1, 2)),
+    (2, 6, 2, (0, 2)),
+])
+def test_solver_opens_where_first_click_zero_guarantees_the_most(rows, cols, mines, expected):
+    # A full 3x3 block of sure-safe cells wherever the board allows one, never a corner
+    # (only 4 sure cells there).
+    assert first_move(rows, cols, mines, "zero") == expected
+
+
+def test_solver_still_opens_in_a_corner_when_only_the_first_cell_is_safe():
+    assert first_move(9, 9, 10, "safe") == (0, 0)
+
+
 def brute_force_probabilities(core: MinesweeperCore) -> dict[int, float]:
     """Mine frequency per unopened cell over every layout consistent with what is shown."""
     is_open = core.open_mask()

@@ -5,11 +5,14 @@ import pytest
 
 from rlbridge.agents.reversi.dqn import ReversiDQNAgent
 from rlbridge.agents.reversi.search import ReversiSearchAgent, core_from_observation
+from rlbridge.bench.reversi import SEARCH_OPTIONS
 from rlbridge.environments.reversi.core import AGENT, PASS, ReversiCore
 from rlbridge.environments.reversi.env import ReversiEnv
 from rlbridge.environments.reversi.search import AlphaBeta
 from rlbridge.experiment.api import Experiment
+from rlbridge.options import build
 from rlbridge.protocol.values import Value
+from rlbridge.registry import AGENTS
 
 
 def run_games(env, agent, games, seed=1):
@@ -49,6 +52,14 @@ def random_position(size, empties, rng):
 def test_search_agent_plays_whole_games_in_process():
     returns = run_games(ReversiEnv(size=6), ReversiSearchAgent(time=0.05, depth=2), 3)
     assert len(returns) == 3 and all(r in (1.0, -1.0, -0.5) for r in returns)
+
+
+def test_search_defaults_are_the_documented_and_benched_options():
+    agent = build("reversi-search", AGENTS, {})
+    assert (agent.engine.time_limit, agent.engine.depth, agent.engine.endgame) == (1.0, 4, 10)
+    assert SEARCH_OPTIONS == {"time": 1.0, "depth": 4, "endgame": 10}
+    uncapped = build("reversi-search", AGENTS, {"depth": "0", "time": "0.5"})
+    assert (uncapped.engine.time_limit, uncapped.engine.depth) == (0.5, None)
 
 
 def test_endgame_solver_picks_a_move_with_the_best_exact_outcome():

@@ -45,6 +45,31 @@ def seed_elimination(core: MinesweeperCore) -> np.ndarray:
     return elim.ravel()
 
 
+def seed_step_open(state_open: np.ndarray, state_num: np.ndarray, x: int, y: int) -> None:
+    """The opening part of the seed's ``step``, transcribed (mines included: it does not
+    check for a mine before flooding from a 0)."""
+    rows, cols = state_num.shape
+
+    def round_set(i, j):
+        return [(r, c) for r in range(i - 1, i + 2) for c in range(j - 1, j + 2)
+                if 0 <= r < rows and 0 <= c < cols and (r, c) != (i, j)]
+
+    if state_num[x, y] >= 1:
+        state_open[x, y] = 1
+    if state_num[x, y] == 0:
+        stack = [(x, y)]
+        while stack:
+            row, col = stack.pop()
+            state_open[row, col] = 1
+            for one in round_set(row, col):
+                if state_open[one] == 1:
+                    continue
+                if state_num[one] >= 1:
+                    state_open[one] = 1
+                else:
+                    stack.append(one)
+
+
 def env_with_layout(layout, **options) -> MinesweeperEnv:
     layout = np.asarray(layout)
     env = MinesweeperEnv(rows=layout.shape[0], cols=layout.shape[1],
@@ -113,6 +138,42 @@ def test_mine_hit_with_one_safe_cell_left_is_a_loss_not_a_win():
     result = env.env_step(Value(ints=(0,)))  # 2 unopened cells = 2 mines: the seed paid +10
     assert result.reward == -10.0 and result.terminal
     assert json.loads(env.env_message("get_state"))["won"] is False
+
+
+def test_observation_is_the_seeds_array_channels_last_in_int8():
+    layout = np.array(SEED_MINES)
+    env = env_with_layout(layout)
+    state_open = np.zeros((5, 5))
+    for row, col in ((3, 2), (4, 1)):  # a safe 2, then a mine whose hint is 0 (a loss)
+        grid = env.env_step(Value(ints=(row * 5 + col,))).observation.arrays[0]
+        seed_step_open(state_open, np.array(SEED_HINTS), row, col)
+        assert grid.dtype == np.int8 and grid.shape == (5, 5, 2)
+        seed_observation = np.array([np.array(SEED_HINTS) * state_open, state_open])  # (2, R, C)
+        assert np.array_equal(np.moveaxis(grid, -1, 0).astype(float), seed_observation)
+    assert env.core.lost and int(state_open.sum()) == 6  # (4,1) and its 5 neighbours, (3,2) among them
+
+
+def test_a_hit_mine_with_hint_zero_opens_its_neighbours_like_the_seed():
+    layout = np.zeros((5, 5), dtype=int)
+    layout[1, 1] = layout[4, 4] = 1  # (1,1) has no mined neighbour: its hint is 0
+    env = env_with_layout(layout)
+    lost = env.env_step(Value(ints=(1 * 5 + 1,)))
+    assert lost.reward == -10.0 and lost.terminal and lost.info == {"won": False, "lost": True}
+    is_open = lost.observation.arrays[0][..., 1]
+    # The seed's step floods from any hint-0 cell; every neighbour of a mine shows a
+    # number, so the flood stops there: the mine and its 8 neighbours, nothing else.
+    expected = np.zeros((5, 5), dtype=np.int8)
+    expected[0:3, 0:3] = 1
+    assert is_open.tolist() == expected.tolist()
+    assert lost.observation.arrays[0][0, 0, 0] == 1 and not lost.observation.arrays[1].any()
+
+
+def test_a_hit_mine_with_a_mined_neighbour_opens_alone():
+    layout = np.zeros((4, 4), dtype=int)
+    layout[1, 1] = layout[1, 2] = 1
+    env = env_with_layout(layout)
+    lost = env.env_step(Value(ints=(1 * 4 + 1,)))
+    assert lost.terminal and int(lost.observation.arrays[0][..., 1].sum()) == 1
 
 
 def test_reopening_an_open_cell_is_invalid_and_changes_nothing():

@@ -106,6 +106,8 @@ class SolverAgent(MinesweeperAgentBase):
     def choose(self, hints: list[int], is_open: list[bool]) -> int:
         self.last_probabilities = {}
         first = not any(is_open)
+        if first and self.first_click == "zero":
+            return self._zero_rule_opening()
         if first and self.opening is not None:
             return self.opening
         self.safe = {c for c in self.safe if not is_open[c]}
@@ -133,6 +135,15 @@ class SolverAgent(MinesweeperAgentBase):
         if first:
             self.opening = move
         return move
+
+    def _zero_rule_opening(self) -> int:
+        """With ``first_click=zero`` the first cell and its neighbours are mine-free, so the
+        opening goes where that guarantees the most cells: a full 3x3 block (a corner
+        guarantees only 4), at (2, 2) when the board allows; it won 98.45% of 2000 games
+        on 12x12/15 against 97.5% from the corner (docs/minesweeper.md)."""
+        row = max(0, min(2, self.rows - 2))
+        col = max(0, min(2, self.cols - 2))
+        return row * self.cols + col
 
     def _zero_chance(self, cell: int, p: float, probabilities: dict[int, float], is_open: list[bool]) -> float:
         """Chance that the cell is safe and shows a 0 (neighbours taken as independent)."""

@@ -182,8 +182,10 @@ class MinesweeperCore:
         self.moves += 1
         self.last = action
         if self._mine[action]:
-            self._open[action] = 1
-            self.unopened -= 1
+            # The seed opens a hit mine like any cell: a mine with no mined neighbour has
+            # hint 0, so its (mine-free) region floods open too.
+            opened, _ = self._flood(action)
+            self.unopened -= len(opened)
             self.lost = True
             self.total += REWARD_LOSS
             return REWARD_LOSS
@@ -209,6 +211,9 @@ class MinesweeperCore:
     # -- rules -------------------------------------------------------------------
     def _flood(self, start: int) -> tuple[list[int], list[int]]:
         """Open ``start``; if its hint is 0, open its whole mine-free region (explicit stack).
+
+        ``start`` may be a mine (a loss): with hint 0 its neighbours are all safe, and the
+        flood only spreads through safe zeros, so no other mine is ever opened.
 
         Returns the opened cells and the already-open hint cells next to opened zeros
         (their neighbourhoods changed; the elimination update re-checks them).
