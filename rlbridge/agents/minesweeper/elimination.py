@@ -1,4 +1,4 @@
-"""The seed's Minesweeper agent: open a cell proven safe by elimination, else the locally safest one.
+"""The elimination Minesweeper agent (the project's own; the seed plays random moves): open a proven-safe cell, else the locally safest.
 
 Also holds what both Minesweeper agents share: reading the board from the observation
 (two-channel or one-hot), the board size and mine count from the task spec, and
@@ -172,7 +172,7 @@ class MinesweeperAgentBase(Agent):
 
 
 class EliminationAgent(MinesweeperAgentBase):
-    """The seed's algorithm: open a cell the elimination rule proved safe; otherwise the
+    """The algorithm: open a cell the elimination rule proved safe; otherwise the
     unopened cell with the lowest local mine probability (N - N_m) / N_unknown.
 
     A cell next to several hints takes the highest of their local estimates; a cell next
