@@ -102,9 +102,11 @@ function encodeMessage(type, seq, episode, body = null, frames = [], version = P
 
 const INT64_MAX = 2n ** 63n - 1n;
 
-/** An int64 as a number when that is exact, else as a BigInt. */
+/** An int64 as a number when it is a safe integer, else as a BigInt. A number past 2**53
+ * (even one a double holds exactly, such as -2**63) would be encoded back as a float. */
 function exactInt(value) {
-  return BigInt(Number(value)) === value ? Number(value) : value;
+  const number = Number(value);
+  return Number.isSafeInteger(number) && BigInt(number) === value ? number : value;
 }
 
 /**
