@@ -222,9 +222,12 @@ class RequestServer:
             if owner is not None:
                 self.session_seen = time.monotonic()
             return
+        # A stranger's other requests (the delegated environment's AGENT_STEP on the
+        # per-step path among them) pass on the type test alone, without reading the clock.
+        if msg_type != self.init_type and msg_type not in self.owner_only:
+            return
         now = time.monotonic()
-        if (msg_type == self.init_type or msg_type in self.owner_only) and \
-                (now - self.session_seen) * 1000 < self.session_idle_ms:
+        if (now - self.session_seen) * 1000 < self.session_idle_ms:
             raise WrongState(busy_text(self.role, self.init_type, now - self.session_started,
                                        msg_type))
 
