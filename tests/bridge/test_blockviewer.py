@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -58,23 +59,31 @@ def test_viewer_ignores_bad_lines_and_snapshots(tmp_path):
     viewer.close()
 
 
+@contextlib.contextmanager
+def viewer_process(address: str, *extra: str):
+    """A headless `rlbridge blocks viewer` process and a bridge that feeds it; the process is
+    killed if the test leaves it running."""
+    process = subprocess.Popen([sys.executable, "-m", "rlbridge", "blocks", "viewer", "--bind",
+                                address, "--headless", *extra], stderr=subprocess.PIPE, text=True)
+    bridge = BlockBridge(ViewerSink(address))
+    try:
+        yield process, bridge
+    finally:
+        bridge.close()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 def test_viewer_process_after_a_known_command_stream(tmp_path):
     address = "ipc://" + str(tmp_path / "blocks.sock")
     snapshot_path = tmp_path / "view.png"
-    process = subprocess.Popen([sys.executable, "-m", "rlbridge", "blocks", "viewer", "--bind", address,
-                                "--headless"], stderr=subprocess.PIPE, text=True)
-    try:
-        bridge = BlockBridge(ViewerSink(address))
+    with viewer_process(address) as (process, bridge):
         bridge.show(tetris_snapshot(["1111", "1111", "1111"]))
         bridge.show(tetris_snapshot(["....", "....", "...."]))
         bridge.show(tetris_snapshot(BOARD))
         bridge.sink.control(f"#snapshot {snapshot_path}\n#quit")  # same socket: arrives last
         _, stderr = process.communicate(timeout=30)
-        bridge.close()
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     assert process.returncode == 0, stderr
     check_pixels(pygame.image.load(str(snapshot_path)))
 
@@ -99,12 +108,8 @@ def test_window_mode_saves_on_s_key(tmp_path, monkeypatch):
 def test_a_headless_viewer_saves_its_snapshot_when_stopped_by_a_signal(tmp_path, stop):
     address = "ipc://" + str(tmp_path / "blocks.sock")
     probe, final = tmp_path / "probe.png", tmp_path / "final.png"
-    process = subprocess.Popen([sys.executable, "-m", "rlbridge", "blocks", "viewer", "--bind",
-                                address, "--headless", "--snapshot", str(final)],
-                               stderr=subprocess.PIPE, text=True)
-    try:
+    with viewer_process(address, "--snapshot", str(final)) as (process, bridge):
         assert "block viewer on" in process.stderr.readline()
-        bridge = BlockBridge(ViewerSink(address))
         bridge.show(tetris_snapshot(BOARD))
         bridge.sink.control(f"#snapshot {probe}")  # arrives after the board: then it is drawn
         deadline = time.monotonic() + 30
@@ -113,10 +118,5 @@ def test_a_headless_viewer_saves_its_snapshot_when_stopped_by_a_signal(tmp_path,
         assert probe.exists()
         process.send_signal(stop)
         _, stderr = process.communicate(timeout=30)
-        bridge.close()
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     assert process.returncode == 0, stderr
     check_pixels(pygame.image.load(str(final)))
