@@ -13,11 +13,14 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.progress import ProgressBar
 from rlbridge.protocol.errors import RLBridgeError
+
+if TYPE_CHECKING:
+    from rlbridge.experiment.net.remote import RemoteEnvironment
 
 
 class Outcome(NamedTuple):
@@ -94,23 +97,16 @@ def parse_summary_line(text: str) -> dict | None:
     return fields
 
 
-def query_outcome(env, episodes: int) -> Outcome | None:
+def query_outcome(env: RemoteEnvironment, episodes: int) -> Outcome | None:
     """Ask the environment for its episodes' outcomes; None when it reports none.
 
     The query is left out of the message log, like DELEGATE's session set-up: it reads
     state and changes nothing, so a log is the same whether or not it was asked.
     """
-    client = getattr(env, "client", None)
-    recorder = getattr(client, "recorder", None)
-    if client is not None:
-        client.recorder = None
     try:
-        reply = env.env_message("outcomes")
+        reply = env.env_message("outcomes", record=False)
     except RLBridgeError:
         return None  # a peer that cannot answer has no outcome to report
-    finally:
-        if client is not None:
-            client.recorder = recorder
     try:
         report = json.loads(reply) if reply else None
     except ValueError:

@@ -96,8 +96,11 @@ class RemoteEnvironment(_Remote):
     def env_cleanup(self) -> None:
         self.client.request(T.ENV_CLEANUP)
 
-    def env_message(self, message: str) -> str:
-        return read_str(self.client.request(T.ENV_MESSAGE, message).body, "env_message reply")
+    def env_message(self, message: str, *, record: bool = True) -> str:
+        """ENV_MESSAGE; ``record=False`` leaves it out of the message log (a read-only query
+        such as ``outcomes``, which must not make a log depend on whether it was asked)."""
+        reply = self.client.request(T.ENV_MESSAGE, message, record=record)
+        return read_str(reply.body, "env_message reply")
 
     def run_episode(self, max_steps: int, agent, episode: int) -> EpisodeSummary:
         """Delegate a whole episode to the environment process (PROTOCOL.md, "Fast path")."""

@@ -318,7 +318,8 @@ class RequestClient:
         return hello
 
     def request(self, msg_type: int, body=None, frames: list | None = None, *,
-                timeout_ms: int | None = None, stop: Callable[[], bool] | None = None):
+                timeout_ms: int | None = None, stop: Callable[[], bool] | None = None,
+                record: bool = True):
         """Send a request and return the reply Envelope; raise the peer's error or PeerTimeout.
 
         With ``stop``, the wait goes in slices of ``POLL_INTERVAL_MS`` and ends early when
@@ -326,7 +327,7 @@ class RequestClient:
         self.seq = seq = self.seq + 1
         out = encode(msg_type, seq, self.episode, body, frames)
         socket = self.socket
-        recorder = self.recorder
+        recorder = self.recorder if record else None  # record=False: left out of the log
         if recorder is not None:  # before sending, so the log keeps wire order
             recorder("sent", self.peer_role, msg_type, seq, self.episode, self.step, out[0],
                      tuple(out[1:]))
