@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
-from rlbridge.bridge.canvas import HEADER, MARGIN, Rect, draw_header, draw_text, load_pygame
+from rlbridge.bridge.canvas import HEADER, MARGIN, Rect, Scaled, draw_header, draw_text, load_pygame
 from rlbridge.bridge.games.board import BlockGrid, Grid
 from rlbridge.bridge.palette import RGB, TEXT, WOOL_COLOURS, wool
 
@@ -31,24 +31,30 @@ WORDS = {"s": 0, "stick": 0, "h": 1, "hit": 1}
 
 #: Card slots drawn per row at least (on screen) and block columns kept per row at least.
 SCREEN_SLOTS, BLOCK_SLOTS = 5, 8
-LABEL = 20  # the height of the line above each row that names the hand and its total
 
 
 @dataclass(frozen=True)
-class CardRows:
-    """Row 0 the dealer's cards, row 1 the player's, each under a label line."""
+class CardRows(Scaled):
+    """Row 0 the dealer's cards, row 1 the player's, each under a label line (lengths at scale 1)."""
 
-    width: int = 56
-    height: int = 80
-    gap: int = 10
+    width: int = 84
+    height: int = 120
+    gap: int = 14
+    label: int = 30  # the line above each row that names the hand and its total
+    header: int = HEADER
+    scale: float = 1.0
+
+    def _row_height(self) -> int:
+        return self.px(self.height) + 2 * self.px(MARGIN) + self.px(self.label)
 
     def cell_rect(self, row: int, col: int) -> Rect:
-        top = HEADER + LABEL + row * (self.height + 2 * MARGIN + LABEL)
-        return Rect(MARGIN + col * (self.width + self.gap), top, self.width, self.height)
+        top = self.px(self.header) + self.px(self.label) + row * self._row_height()
+        step = self.px(self.width) + self.px(self.gap)
+        return Rect(self.px(MARGIN) + col * step, top, self.px(self.width), self.px(self.height))
 
     def canvas_size(self, rows: int, cols: int) -> tuple[int, int]:
-        width = 2 * MARGIN + cols * (self.width + self.gap)
-        return (width, HEADER + rows * (self.height + 2 * MARGIN + LABEL))
+        width = 2 * self.px(MARGIN) + cols * (self.px(self.width) + self.px(self.gap)) - self.px(self.gap)
+        return (width, self.px(self.header) + rows * self._row_height())
 
 
 CARDS = CardRows()
@@ -68,25 +74,41 @@ def hand_total(cards: list[int]) -> int:
     return total + 10 if 1 in cards and total + 10 <= 21 else total
 
 
-def draw(surface, snap: BlackjackSnapshot) -> None:
+def rank(card: int) -> str:
+    """A card value as its rank: "A" for the ace, the number otherwise (10 stands for any ten)."""
+    return "A" if card == 1 else str(card)
+
+
+def outcome(snap: BlackjackSnapshot) -> str | None:
+    """The player's result once the hand is over ("won +1", "lost -1", "draw"), None before."""
+    reward = snap.get("reward")
+    if not snap.get("done") or reward is None:
+        return None
+    return f"won {reward:+g}" if reward > 0 else f"lost {reward:+g}" if reward < 0 else "draw"
+
+
+def draw(surface, snap: BlackjackSnapshot, layout: CardRows) -> None:
     pygame = load_pygame()
     done = bool(snap.get("done"))
-    reward = snap.get("reward")
-    draw_header(surface, f"result {reward:+g}" if done and reward is not None else "hit (h) or stick (s)")
+    draw_header(surface, outcome(snap) or "the hand is in play", layout)
     shown = dealer_shown(snap)
     hidden = 0 if done else max(1, len(snap["dealer"]) - 1)  # at least one card lies face down
     labels = (f"dealer {hand_total(shown)}" + ("" if done else " + ?"),
               f"player {hand_total(snap['player'])}")
+    radius = layout.px(8)
     for row, (hand, backs) in enumerate(((shown, hidden), (snap["player"], 0))):
-        first = CARDS.cell_rect(row, 0)
-        draw_text(surface, labels[row], (first.left + 60, first.top - 11), TEXT, 20)
+        first = layout.cell_rect(row, 0)
+        label_y = first.top - layout.px(layout.label) // 2 - layout.px(2)
+        draw_text(surface, labels[row], (first.left, label_y), TEXT, layout.px(28),
+                  max_width=surface.get_width() - 2 * layout.px(MARGIN), anchor="midleft")
         for col, card in enumerate(list(hand) + [None] * backs):
-            rect = CARDS.cell_rect(row, col).to_pygame()
+            rect = layout.cell_rect(row, col).to_pygame()
             if card is None:
-                pygame.draw.rect(surface, CARD_BACK, rect, border_radius=6)
+                pygame.draw.rect(surface, CARD_BACK, rect, border_radius=radius)
             else:
-                pygame.draw.rect(surface, CARD_FACE, rect, border_radius=6)
-                draw_text(surface, "A" if card == 1 else str(card), rect.center, CARD_INK, 34)
+                pygame.draw.rect(surface, CARD_FACE, rect, border_radius=radius)
+                draw_text(surface, rank(card), rect.center, CARD_INK, layout.px(52),
+                          max_width=rect.width - 2 * layout.px(6))
 
 
 def block_grid(snap: BlackjackSnapshot) -> BlockGrid:

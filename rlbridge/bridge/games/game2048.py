@@ -5,7 +5,7 @@ from __future__ import annotations
 import colorsys
 from typing import Literal, TypedDict
 
-from rlbridge.bridge.canvas import SQUARES, draw_header, draw_text, load_pygame
+from rlbridge.bridge.canvas import SquareCells, draw_header, draw_text, load_pygame
 from rlbridge.bridge.games.board import BlockGrid, cells
 from rlbridge.bridge.palette import AIR, RGB, WOOL_COLOURS, wool
 
@@ -64,16 +64,30 @@ def tile_block(value: int) -> str:
     return TILE_WOOLS[(value.bit_length() - 2) % len(TILE_WOOLS)]
 
 
-def draw(surface, snap: Game2048Snapshot) -> None:
+#: 2048's tiles: 100 px, about the size of the usual web game's.
+LAYOUT = SquareCells(cell=100)
+#: Tile font sizes at scale 1 by digit count; longer numbers shrink to fit the tile.
+TILE_FONT = {1: 64, 2: 64, 3: 54, 4: 44}
+TILE_PADDING = 8  # at scale 1, each side of a tile's number
+
+
+def outcome(snap: Game2048Snapshot) -> str | None:
+    """"over, max tile N" once the game is over, None while it runs."""
+    return f"over, max tile {max(snap['board'])}" if snap.get("done") else None
+
+
+def draw(surface, snap: Game2048Snapshot, layout: SquareCells) -> None:
     pygame = load_pygame()
-    draw_header(surface, f"score {snap.get('score', 0)}" + ("  (over)" if snap.get("done") else ""))
+    result = outcome(snap)
+    draw_header(surface, f"score {snap.get('score', 0)}" + (f"  ({result})" if result else ""), layout)
     for cell, value in cells(snap["board"], SIDE):
-        rect = SQUARES.cell_rect(*cell)
+        rect = layout.cell_rect(*cell)
         pygame.draw.rect(surface, tile_rgb(value), rect.to_pygame())
         if value:
             label = str(value)
-            draw_text(surface, label, rect.centre, tile_ink(value), 26 if len(label) < 4 else 18)
-    SQUARES.draw_lines(surface, SIDE, SIDE)
+            draw_text(surface, label, rect.centre, tile_ink(value), layout.px(TILE_FONT.get(len(label), 40)),
+                      max_width=rect.width - 2 * layout.px(TILE_PADDING))
+    layout.draw_lines(surface, SIDE, SIDE)
 
 
 def block_grid(snap: Game2048Snapshot) -> BlockGrid:
