@@ -16,6 +16,22 @@ from rlbridge.registry import ENVIRONMENTS, parse_options
 SINKS = ("text", "viewer", "rcon", "malmo")
 
 
+def scale_factor(text: str) -> float:
+    """``--scale``: a positive number, converted at the CLI edge (argparse reports the error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number such as 1.5; got {text!r}") from None
+    if not 0 < value <= 16:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 16]; got {text!r}")
+    return value
+
+
+def add_scale_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scale", type=scale_factor, default=1.0, metavar="X",
+                        help="draw X times the default size (cells, lines and text; default 1)")
+
+
 def register(subparsers) -> None:
     view = subparsers.add_parser(
         "view", help="draw the states a running experiment publishes (pygame)",
@@ -27,6 +43,7 @@ def register(subparsers) -> None:
     view.add_argument("--max-frames", type=int, default=None, help="stop after N frames")
     view.add_argument("--idle-timeout", type=float, default=None, metavar="S",
                       help="stop after S seconds without a frame")
+    add_scale_argument(view)
     view.set_defaults(func=_view)
 
     play = subparsers.add_parser(
@@ -38,6 +55,7 @@ def register(subparsers) -> None:
     play.add_argument("--text", action="store_true",
                       help="type moves on stdin (row,col or words) instead of a window")
     play.add_argument("--frames", metavar="DIR", help="save a PNG after every move")
+    add_scale_argument(play)
     play.set_defaults(func=_play)
 
     blocks = subparsers.add_parser(
@@ -122,7 +140,7 @@ def _view(args: argparse.Namespace) -> int:
     if not args.headless:
         require_display("rlbridge view", "use --headless --frames DIR to write PNG frames")
     drawn = run_view(args.address, headless=args.headless, frames_dir=args.frames,
-                     max_frames=args.max_frames, idle_timeout=args.idle_timeout)
+                     max_frames=args.max_frames, idle_timeout=args.idle_timeout, scale=args.scale)
     print(f"drew {drawn} frame(s)", file=sys.stderr)
     return 0
 
@@ -135,7 +153,8 @@ def _play(args: argparse.Namespace) -> int:
         require_display("rlbridge play", "play in the terminal with --text")
     session = HumanSession(args.game, parse_options(args.opt), seed=args.seed)
     try:
-        total = play_text(session, sys.stdin) if args.text else play_window(session, args.frames)
+        total = (play_text(session, sys.stdin) if args.text
+                 else play_window(session, args.frames, scale=args.scale))
     finally:
         session.close()
     print(f"return {total:+g}", file=sys.stderr)
