@@ -10,12 +10,9 @@ PNG of the current view and ``#quit`` stops the viewer. In a window, the s key s
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass
 
 import zmq
-
-os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 
 from rlbridge.bridge.blocks import apply_commands
 from rlbridge.bridge.palette import BACKGROUND, block_rgb

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 
 import zmq
 
-os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-
 from rlbridge.bridge.publish import END_OF_STREAM, decode_frame
 from rlbridge.protocol.errors import NoDisplay
 
@@ -129,6 +127,9 @@ class Window:
         self._pygame = pygame
         self._screen = None
         self.closed = False
+
+    def set_title(self, title: str) -> None:
+        self._pygame.display.set_caption(title)
 
     def show(self, surface) -> None:
         pygame = self._pygame
