@@ -1,4 +1,8 @@
-"""The built-in block viewer: setblock/fill lines over ZeroMQ drawn as isometric blocks, no game server.
+"""The built-in block viewer: setblock/fill lines over ZeroMQ drawn as blocks in 3D, no game server.
+
+The view is what a player standing south of a board (boards are walls facing +z) sees:
+the wall face-on, and each block's top and east side receding up and to the right, so
+that block digits read as they would in the world.
 
 Run it as its own process (``rlbridge blocks viewer --bind ADDR``): it binds a PULL socket,
 applies each received batch of command lines (newline-separated) to a block world and
@@ -20,7 +24,8 @@ from rlbridge.bridge.palette import BACKGROUND, block_rgb
 Position = tuple[int, int, int]
 #: Brightness of each visible face: the top, the east (+x) side and the south (+z) front.
 FACE_SHADE = {"top": 1.0, "east": 0.75, "south": 0.9}
-COS30 = 0.8660254
+#: How far one block of depth (-z) recedes, up and to the right, in block edges on screen.
+DEPTH = 0.35
 
 
 def shade(rgb: tuple[int, int, int], face: str) -> tuple[int, int, int]:
@@ -30,15 +35,16 @@ def shade(rgb: tuple[int, int, int], face: str) -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class Projection:
-    """Isometric projection: +x goes right-down, +z left-down, +y up; ``scale`` pixels per block."""
+    """Oblique projection: +x goes right, +y up, +z toward the viewer (down and to the left by
+    ``DEPTH``); ``scale`` pixels per block edge."""
 
     scale: int
     offset_x: float
     offset_y: float
 
     def project(self, x: float, y: float, z: float) -> tuple[float, float]:
-        return (self.offset_x + (x - z) * self.scale * COS30,
-                self.offset_y + (x + z) * self.scale * 0.5 - y * self.scale)
+        return (self.offset_x + (x - DEPTH * z) * self.scale,
+                self.offset_y + (DEPTH * z - y) * self.scale)
 
     def face_centre(self, position: Position, face: str = "south") -> tuple[int, int]:
         x, y, z = position
@@ -90,14 +96,15 @@ def fit_projection(bounds: tuple[Position, Position], scale: int, margin: int) -
 
 def draw_world(world: BlockWorld, scale: int = 16, margin: int = 12,
                bounds: tuple[Position, Position] | None = None):
-    """(surface, projection) of the world drawn isometrically; far blocks first."""
+    """(surface, projection) of the world drawn; far blocks first (north to south, then bottom
+    to top and west to east, so that each block covers the faces it hides)."""
     import pygame
 
     bounds = bounds or world.bounds() or ((0, 0, 0), (1, 1, 1))
     projection, size = fit_projection(bounds, scale, margin)
     surface = pygame.Surface(size)
     surface.fill(BACKGROUND)
-    for position in sorted(world.blocks, key=lambda p: (p[0] + p[1] + p[2], p[1])):
+    for position in sorted(world.blocks, key=lambda p: (p[2], p[1], p[0])):
         rgb = block_rgb(world.blocks[position])
         for face, corners in face_polygons(position).items():
             points = [projection.project(*c) for c in corners]

@@ -178,22 +178,32 @@ def _blocks_viewer(args: argparse.Namespace) -> int:
 
 
 def _blocks_stream(args: argparse.Namespace) -> int:
+    """Published states to a sink. Between episode ends a sink may drop batches; each
+    episode's last state, the stream's last state, and SIGUSR1 send the whole board."""
     from rlbridge.bridge.view import StateSubscriber
 
     bridge = make_bridge(args)
     subscriber = StateSubscriber(args.address)
+    asked = []
+    signal.signal(signal.SIGUSR1, lambda _signum, _frame: asked.append(True))
     frames = 0
     try:
         last = time.monotonic()
-        while args.max_frames is None or frames < args.max_frames:
-            frame = subscriber.latest(timeout_ms=100)
-            if frame is None:
+        while (args.max_frames is None or frames < args.max_frames) and not subscriber.ended:
+            if asked:
+                asked.clear()
+                bridge.refresh()
+            queued = subscriber.queued(timeout_ms=100)
+            if not queued:
                 if args.idle_timeout is not None and time.monotonic() - last > args.idle_timeout:
                     break
                 continue
             last = time.monotonic()
-            bridge.show(frame.snapshot)
-            frames += 1
+            for index, frame in enumerate(queued):  # the newest, and every episode's end
+                if frame.terminal or index == len(queued) - 1:
+                    bridge.show(frame.snapshot, final=frame.terminal)
+                    frames += 1
+        bridge.refresh()
     finally:
         subscriber.close()
         bridge.close()
@@ -212,7 +222,8 @@ def _blocks_demo(args: argparse.Namespace) -> int:
             session.restart()
         legal = session.legal()
         session.act(int(legal[rng.integers(len(legal))]))
-        commands += len(bridge.show(session.snapshot()))
+        commands += len(bridge.show(session.snapshot(), final=session.terminal))
+    commands += len(bridge.refresh())
     bridge.close()
     session.close()
     print(f"{args.steps} steps, {commands} block command(s)", file=sys.stderr)

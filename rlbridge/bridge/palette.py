@@ -102,6 +102,12 @@ def contrast(first: RGB, second: RGB) -> float:
     return (high + 0.05) / (low + 0.05)
 
 
+def ink_wool(background: str) -> str:
+    """Black or white wool, whichever stands out more on the block ``background`` (for block digits)."""
+    back = block_rgb(background)
+    return max((wool("black"), wool("white")), key=lambda ink: contrast(block_rgb(ink), back))
+
+
 def lifted(rgb: RGB, against: RGB, ratio: float = GRAPHICS_CONTRAST) -> RGB:
     """``rgb``, or, when it stands out from ``against`` less than ``ratio``, the least mix of it
     with white that does (for a dark colour on a dark background)."""

@@ -1,13 +1,15 @@
-"""Blackjack drawn: dealer's and player's cards in two rows, the dealer's hidden cards face down till the end."""
+"""Blackjack drawn: dealer's and player's cards in two rows, the dealer's hidden cards face down till
+the end; as blocks, cards with their ranks in block letters."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
+from rlbridge.bridge.blockfont import GLYPH_HEIGHT, glyph_cells, text_width
 from rlbridge.bridge.canvas import HEADER, MARGIN, Rect, Scaled, draw_header, draw_text, load_pygame
 from rlbridge.bridge.games.board import BlockGrid, Grid
-from rlbridge.bridge.palette import RGB, TEXT, WOOL_COLOURS, wool
+from rlbridge.bridge.palette import RGB, TEXT, wool
 
 
 class BlackjackSnapshot(TypedDict):
@@ -29,8 +31,8 @@ HELP = "h hits, s sticks"
 KEYS = {"K_s": 0, "K_h": 1}
 WORDS = {"s": 0, "stick": 0, "h": 1, "hit": 1}
 
-#: Card slots drawn per row at least (on screen) and block columns kept per row at least.
-SCREEN_SLOTS, BLOCK_SLOTS = 5, 8
+#: Card slots drawn per row at least, on screen and as blocks.
+SCREEN_SLOTS = BLOCK_SLOTS = 5
 
 
 @dataclass(frozen=True)
@@ -111,13 +113,50 @@ def draw(surface, snap: BlackjackSnapshot, layout: CardRows) -> None:
                           max_width=rect.width - 2 * layout.px(6))
 
 
+#: Cards as blocks: white wool with the rank in black block letters, blue wool face down;
+#: "D" (dealer) and "P" (player) in white before the rows; once the hand is over, a strip
+#: under the cards: lime won, red lost, yellow a draw.
+CARD_FACE_BLOCK, CARD_INK_BLOCK, CARD_BACK_BLOCK = wool("white"), wool("black"), wool("blue")
+HAND_LABEL_BLOCK = wool("white")
+RESULT_BLOCKS = {1: wool("lime"), -1: wool("red"), 0: wool("yellow")}
+CARD_BLOCK_WIDTH, CARD_BLOCK_HEIGHT = text_width("10") + 2, GLYPH_HEIGHT + 2
+CARDS_LEFT = text_width("D") + 1  # the first card's column, right of the hand's letter
+
+
+def card_block_origin(row: int, slot: int) -> tuple[int, int]:
+    """The block (row, col) of the top-left corner of card ``slot`` in hand ``row`` (0 dealer)."""
+    return row * (CARD_BLOCK_HEIGHT + 1), CARDS_LEFT + slot * (CARD_BLOCK_WIDTH + 1)
+
+
 def block_grid(snap: BlackjackSnapshot) -> BlockGrid:
-    """Card value v as ``wool v`` (10 is purple)."""
     grid: Grid = {}
-    for row, hand in enumerate((dealer_shown(snap), snap["player"])):
-        for col, card in enumerate(hand):
-            grid[(row, col)] = wool(WOOL_COLOURS[card])
-    return BlockGrid(2, max(BLOCK_SLOTS, len(snap["dealer"]), len(snap["player"])), grid)
+    done = bool(snap.get("done"))
+    hidden = 0 if done else max(1, len(snap["dealer"]) - 1)
+    hands = ((dealer_shown(snap) + [None] * hidden, "D"), (list(snap["player"]), "P"))
+    slots = max(BLOCK_SLOTS, len(hands[0][0]), len(hands[1][0]))
+    for row, (hand, letter) in enumerate(hands):
+        top, _ = card_block_origin(row, 0)
+        for cell in glyph_cells(letter, top + 1, 0):
+            grid[cell] = HAND_LABEL_BLOCK
+        for slot, card in enumerate(hand):
+            top, left = card_block_origin(row, slot)
+            face = CARD_BACK_BLOCK if card is None else CARD_FACE_BLOCK
+            for r in range(top, top + CARD_BLOCK_HEIGHT):
+                for c in range(left, left + CARD_BLOCK_WIDTH):
+                    grid[(r, c)] = face
+            if card is not None:
+                label = rank(card)
+                for cell in glyph_cells(label, top + 1, left + (CARD_BLOCK_WIDTH - text_width(label)) // 2):
+                    grid[cell] = CARD_INK_BLOCK
+    rows = 2 * (CARD_BLOCK_HEIGHT + 1)  # the result strip's row included
+    cols = CARDS_LEFT + slots * (CARD_BLOCK_WIDTH + 1) - 1
+    reward = snap.get("reward")
+    if done and reward is not None:
+        strip = RESULT_BLOCKS[(reward > 0) - (reward < 0)]
+        widest = max(len(hands[0][0]), len(hands[1][0]))
+        for c in range(CARDS_LEFT, card_block_origin(0, widest)[1] - 1):
+            grid[(rows - 1, c)] = strip
+    return BlockGrid(rows, cols, grid)
 
 
 def text(snap: BlackjackSnapshot) -> str:

@@ -1,13 +1,15 @@
-"""2048 drawn: the usual tile colours (and past 2048 a turning hue), wool tiles as blocks; arrow keys slide."""
+"""2048 drawn: the usual tile colours (and past 2048 a turning hue); as blocks, wool tiles with their
+numbers in block digits; arrow keys slide."""
 
 from __future__ import annotations
 
 import colorsys
 from typing import Literal, TypedDict
 
+from rlbridge.bridge.blockfont import GLYPH_HEIGHT, glyph_cells, text_width
 from rlbridge.bridge.canvas import SquareCells, draw_header, draw_text, load_pygame
-from rlbridge.bridge.games.board import BlockGrid, cells
-from rlbridge.bridge.palette import AIR, RGB, WOOL_COLOURS, wool
+from rlbridge.bridge.games.board import BlockGrid, Grid, cells
+from rlbridge.bridge.palette import AIR, RGB, WOOL_COLOURS, ink_wool, wool
 
 
 class Game2048Snapshot(TypedDict):
@@ -90,8 +92,40 @@ def draw(surface, snap: Game2048Snapshot, layout: SquareCells) -> None:
     layout.draw_lines(surface, SIDE, SIDE)
 
 
+#: A tile as blocks: its wool with the number in block digits, one block of border around
+#: the digits and one of air between tiles. Tiles are as wide as MIN_DIGITS digits, or the
+#: longest number on the board.
+MIN_DIGITS = 4
+TILE_BLOCK_HEIGHT = GLYPH_HEIGHT + 2
+
+
+def tile_block_width(board: list[int]) -> int:
+    digits = max([MIN_DIGITS] + [len(str(value)) for value in board if value])
+    return text_width("0" * digits) + 2
+
+
+def tile_block_origin(board: list[int], row: int, col: int) -> tuple[int, int]:
+    """The block (row, col) of tile (row, col)'s top-left corner."""
+    return row * (TILE_BLOCK_HEIGHT + 1), col * (tile_block_width(board) + 1)
+
+
 def block_grid(snap: Game2048Snapshot) -> BlockGrid:
-    return BlockGrid(SIDE, SIDE, {cell: tile_block(v) for cell, v in cells(snap["board"], SIDE) if v})
+    board = snap["board"]
+    width = tile_block_width(board)
+    grid: Grid = {}
+    for (row, col), value in cells(board, SIDE):
+        if not value:
+            continue
+        top, left = tile_block_origin(board, row, col)
+        background = tile_block(value)
+        for r in range(top, top + TILE_BLOCK_HEIGHT):
+            for c in range(left, left + width):
+                grid[(r, c)] = background
+        label = str(value)
+        ink = ink_wool(background)
+        for cell in glyph_cells(label, top + 1, left + (width - text_width(label)) // 2):
+            grid[cell] = ink
+    return BlockGrid(SIDE * (TILE_BLOCK_HEIGHT + 1) - 1, SIDE * (width + 1) - 1, grid)
 
 
 def text(snap: Game2048Snapshot) -> str:

@@ -221,6 +221,7 @@ class _Painter:
             if self.window is not None:
                 self.window.close()
         else:
+            self.bridge.refresh()  # the last state whole, whatever was dropped before
             self.bridge.close()
 
 
