@@ -19,11 +19,13 @@ from dataclasses import dataclass
 import zmq
 
 from rlbridge.bridge.blocks import apply_commands
-from rlbridge.bridge.palette import BACKGROUND, block_rgb
+from rlbridge.bridge.palette import BACKGROUND, GRAPHICS_CONTRAST, block_rgb, contrast, lifted
 
 Position = tuple[int, int, int]
 #: Brightness of each visible face: the top, the east (+x) side and the south (+z) front.
 FACE_SHADE = {"top": 1.0, "east": 0.75, "south": 0.9}
+#: Blocks drawn with a band across their front, in this colour, as in the game's texture.
+BANDED = {"minecraft:tnt": (235, 235, 230)}
 #: How far one block of depth (-z) recedes, up and to the right, in block edges on screen.
 DEPTH = 0.35
 
@@ -31,6 +33,14 @@ DEPTH = 0.35
 def shade(rgb: tuple[int, int, int], face: str) -> tuple[int, int, int]:
     factor = FACE_SHADE[face]
     return (round(rgb[0] * factor), round(rgb[1] * factor), round(rgb[2] * factor))
+
+
+def edge_rgb(rgb: tuple[int, int, int]) -> tuple[int, int, int]:
+    """The colour of a block's edges against air: its shaded side, or, for a block as dark as
+    the background (black and gray wool), a light edge that shows its outline."""
+    if contrast(rgb, BACKGROUND) < GRAPHICS_CONTRAST:
+        return lifted(rgb, BACKGROUND)
+    return shade(rgb, "east")
 
 
 @dataclass(frozen=True)
@@ -106,10 +116,26 @@ def draw_world(world: BlockWorld, scale: int = 16, margin: int = 12,
     surface.fill(BACKGROUND)
     for position in sorted(world.blocks, key=lambda p: (p[2], p[1], p[0])):
         rgb = block_rgb(world.blocks[position])
+        outline, inner = edge_rgb(rgb), shade(rgb, "east")
         for face, corners in face_polygons(position).items():
             points = [projection.project(*c) for c in corners]
             pygame.draw.polygon(surface, shade(rgb, face), points)
-            pygame.draw.polygon(surface, shade(rgb, "east"), points, 1)
+            if face != "south":
+                pygame.draw.polygon(surface, outline, points, 1)
+                continue
+            if world.blocks[position] in BANDED:  # TNT's white band: not a red wool block
+                x, y, z = position
+                band = [projection.project(*c) for c in
+                        ((x, y + 0.35, z + 1), (x + 1, y + 0.35, z + 1), (x + 1, y + 0.65, z + 1),
+                         (x, y + 0.65, z + 1))]
+                pygame.draw.polygon(surface, BANDED[world.blocks[position]], band)
+            # The front face's edges: light against air, so that a dark block's outline
+            # shows; between blocks the shaded edge, so that block digits stay solid.
+            x, y, z = position
+            beside = ((x, y - 1, z), (x + 1, y, z), (x, y + 1, z), (x - 1, y, z))  # below, right, above, left
+            for index, neighbour in enumerate(beside):
+                colour = inner if neighbour in world.blocks else outline
+                pygame.draw.line(surface, colour, points[index], points[(index + 1) % 4])
     return surface, projection
 
 

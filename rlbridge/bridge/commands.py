@@ -1,4 +1,5 @@
-"""CLI of the rendering bridge: `rlbridge view`, `rlbridge play` and `rlbridge blocks ...`."""
+"""CLI of the rendering bridge: `rlbridge view`, `rlbridge play`, `rlbridge blocks ...` and
+`rlbridge screenshots`."""
 
 from __future__ import annotations
 
@@ -57,6 +58,14 @@ def register(subparsers) -> None:
     play.add_argument("--frames", metavar="DIR", help="save a PNG after every move")
     add_scale_argument(play)
     play.set_defaults(func=_play)
+
+    shots = subparsers.add_parser(
+        "screenshots", help="every game drawn by pygame and by the block viewer, as PNGs",
+        description="Write NAME-pygame.png and NAME-blocks.png for a state of each game "
+                    "(the same pictures every time) into DIR; docs/img holds them.")
+    shots.add_argument("directory", metavar="DIR")
+    add_scale_argument(shots)
+    shots.set_defaults(func=_screenshots)
 
     blocks = subparsers.add_parser(
         "blocks", help="boards as Minecraft blocks: viewer, streaming to sinks, RCON",
@@ -158,6 +167,14 @@ def _play(args: argparse.Namespace) -> int:
     finally:
         session.close()
     print(f"return {total:+g}", file=sys.stderr)
+    return 0
+
+
+def _screenshots(args: argparse.Namespace) -> int:
+    from rlbridge.bridge.screenshots import take_all
+
+    for path in take_all(args.directory, args.scale):
+        print(path)
     return 0
 
 

@@ -95,8 +95,9 @@ def draw(surface, snap: BlackjackSnapshot, layout: CardRows) -> None:
     draw_header(surface, outcome(snap) or "the hand is in play", layout)
     shown = dealer_shown(snap)
     hidden = 0 if done else max(1, len(snap["dealer"]) - 1)  # at least one card lies face down
-    labels = (f"dealer {hand_total(shown)}" + ("" if done else " + ?"),
-              f"player {hand_total(snap['player'])}")
+    labels = tuple(f"{name} {total}" + (" (bust)" if total > 21 else "") for name, total in
+                   (("dealer", hand_total(shown)), ("player", hand_total(snap["player"]))))
+    labels = (labels[0] + ("" if done else " + ?"), labels[1])
     radius = layout.px(8)
     for row, (hand, backs) in enumerate(((shown, hidden), (snap["player"], 0))):
         first = layout.cell_rect(row, 0)

@@ -26,7 +26,8 @@ REVERSI_ENV: RGB = (240, 240, 240)
 REVERSI_HINT: RGB = (120, 200, 140)
 REVERSI_LAST: RGB = (230, 60, 60)
 
-REVERSI_BLOCKS = {1: wool("black"), -1: wool("white")}
+#: The agent black wool, the environment white, on a board of green wool.
+REVERSI_BLOCKS = {1: wool("black"), -1: wool("white"), 0: wool("green")}
 STONE_MARKS = {1: "X", -1: "O"}
 
 HELP = "click a cell to place a stone (hints are legal moves), p to pass"
@@ -73,7 +74,7 @@ def draw(surface, snap: ReversiSnapshot, layout: SquareCells) -> None:
 
 def block_grid(snap: ReversiSnapshot) -> BlockGrid:
     stones = cells(snap["board"], snap["size"])
-    return BlockGrid(*shape(snap), {cell: REVERSI_BLOCKS[v] for cell, v in stones if v})
+    return BlockGrid(*shape(snap), {cell: REVERSI_BLOCKS[v] for cell, v in stones})
 
 
 def text(snap: ReversiSnapshot) -> str:
