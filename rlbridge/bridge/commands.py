@@ -73,7 +73,7 @@ def register(subparsers) -> None:
     actions = blocks.add_subparsers(dest="blocks_command", metavar="ACTION")
     actions.required = True
 
-    viewer = actions.add_parser("viewer", help="the built-in isometric block viewer (PULL socket)")
+    viewer = actions.add_parser("viewer", help="the built-in block viewer (PULL socket)")
     viewer.add_argument("--bind", default="tcp://127.0.0.1:5591", metavar="ADDR")
     viewer.add_argument("--headless", action="store_true")
     viewer.add_argument("--scale", type=int, default=16, help="pixels per block edge")
