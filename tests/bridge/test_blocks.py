@@ -95,7 +95,10 @@ def test_random_sequences_match_the_reference_world():
 def test_grids_of_every_game():
     rows, cols, grid = snapshot_grid({"game": "reversi", "size": 4, "board": [0, 1, -1, 0] + [0] * 12,
                                       "legal": [], "last": None, "done": False})
-    assert (rows, cols) == (4, 4) and grid == {(0, 1): "minecraft:black_wool", (0, 2): "minecraft:white_wool"}
+    assert (rows, cols) == (4, 4) and grid[(0, 1)] == "minecraft:black_wool"
+    assert grid[(0, 2)] == "minecraft:white_wool"
+    assert {grid[(r, c)] for r in range(4) for c in range(4)} - {grid[(0, 1)], grid[(0, 2)]} == {
+        "minecraft:green_wool"}  # the board
     board = [2, 4, 2048, 4096] + [0] * 11 + [131072]
     _, _, grid = snapshot_grid({"game": "2048", "board": board, "score": 0, "done": False})
     width = tile_block_width(board)
