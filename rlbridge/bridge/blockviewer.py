@@ -1,4 +1,8 @@
-"""The built-in block viewer: setblock/fill lines over ZeroMQ drawn as isometric blocks, no game server.
+"""The built-in block viewer: setblock/fill lines over ZeroMQ drawn as blocks in 3D, no game server.
+
+The view is what a player standing south of a board (boards are walls facing +z) sees:
+the wall face-on, and each block's top and east side receding up and to the right, so
+that block digits read as they would in the world.
 
 Run it as its own process (``rlbridge blocks viewer --bind ADDR``): it binds a PULL socket,
 applies each received batch of command lines (newline-separated) to a block world and
@@ -10,20 +14,20 @@ PNG of the current view and ``#quit`` stops the viewer. In a window, the s key s
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass
 
 import zmq
 
-os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-
 from rlbridge.bridge.blocks import apply_commands
-from rlbridge.bridge.palette import BACKGROUND, block_rgb
+from rlbridge.bridge.palette import BACKGROUND, GRAPHICS_CONTRAST, block_rgb, contrast, lifted
 
 Position = tuple[int, int, int]
 #: Brightness of each visible face: the top, the east (+x) side and the south (+z) front.
 FACE_SHADE = {"top": 1.0, "east": 0.75, "south": 0.9}
-COS30 = 0.8660254
+#: Blocks drawn with a band across their front, in this colour, as in the game's texture.
+BANDED = {"minecraft:tnt": (235, 235, 230)}
+#: How far one block of depth (-z) recedes, up and to the right, in block edges on screen.
+DEPTH = 0.35
 
 
 def shade(rgb: tuple[int, int, int], face: str) -> tuple[int, int, int]:
@@ -31,17 +35,26 @@ def shade(rgb: tuple[int, int, int], face: str) -> tuple[int, int, int]:
     return (round(rgb[0] * factor), round(rgb[1] * factor), round(rgb[2] * factor))
 
 
+def edge_rgb(rgb: tuple[int, int, int]) -> tuple[int, int, int]:
+    """The colour of a block's edges against air: its shaded side, or, for a block as dark as
+    the background (black and gray wool), a light edge that shows its outline."""
+    if contrast(rgb, BACKGROUND) < GRAPHICS_CONTRAST:
+        return lifted(rgb, BACKGROUND)
+    return shade(rgb, "east")
+
+
 @dataclass(frozen=True)
 class Projection:
-    """Isometric projection: +x goes right-down, +z left-down, +y up; ``scale`` pixels per block."""
+    """Oblique projection: +x goes right, +y up, +z toward the viewer (down and to the left by
+    ``DEPTH``); ``scale`` pixels per block edge."""
 
     scale: int
     offset_x: float
     offset_y: float
 
     def project(self, x: float, y: float, z: float) -> tuple[float, float]:
-        return (self.offset_x + (x - z) * self.scale * COS30,
-                self.offset_y + (x + z) * self.scale * 0.5 - y * self.scale)
+        return (self.offset_x + (x - DEPTH * z) * self.scale,
+                self.offset_y + (DEPTH * z - y) * self.scale)
 
     def face_centre(self, position: Position, face: str = "south") -> tuple[int, int]:
         x, y, z = position
@@ -93,19 +106,36 @@ def fit_projection(bounds: tuple[Position, Position], scale: int, margin: int) -
 
 def draw_world(world: BlockWorld, scale: int = 16, margin: int = 12,
                bounds: tuple[Position, Position] | None = None):
-    """(surface, projection) of the world drawn isometrically; far blocks first."""
+    """(surface, projection) of the world drawn; far blocks first (north to south, then bottom
+    to top and west to east, so that each block covers the faces it hides)."""
     import pygame
 
     bounds = bounds or world.bounds() or ((0, 0, 0), (1, 1, 1))
     projection, size = fit_projection(bounds, scale, margin)
     surface = pygame.Surface(size)
     surface.fill(BACKGROUND)
-    for position in sorted(world.blocks, key=lambda p: (p[0] + p[1] + p[2], p[1])):
+    for position in sorted(world.blocks, key=lambda p: (p[2], p[1], p[0])):
         rgb = block_rgb(world.blocks[position])
+        outline, inner = edge_rgb(rgb), shade(rgb, "east")
         for face, corners in face_polygons(position).items():
             points = [projection.project(*c) for c in corners]
             pygame.draw.polygon(surface, shade(rgb, face), points)
-            pygame.draw.polygon(surface, shade(rgb, "east"), points, 1)
+            if face != "south":
+                pygame.draw.polygon(surface, outline, points, 1)
+                continue
+            if world.blocks[position] in BANDED:  # TNT's white band: not a red wool block
+                x, y, z = position
+                band = [projection.project(*c) for c in
+                        ((x, y + 0.35, z + 1), (x + 1, y + 0.35, z + 1), (x + 1, y + 0.65, z + 1),
+                         (x, y + 0.65, z + 1))]
+                pygame.draw.polygon(surface, BANDED[world.blocks[position]], band)
+            # The front face's edges: light against air, so that a dark block's outline
+            # shows; between blocks the shaded edge, so that block digits stay solid.
+            x, y, z = position
+            beside = ((x, y - 1, z), (x + 1, y, z), (x, y + 1, z), (x - 1, y, z))  # below, right, above, left
+            for index, neighbour in enumerate(beside):
+                colour = inner if neighbour in world.blocks else outline
+                pygame.draw.line(surface, colour, points[index], points[(index + 1) % 4])
     return surface, projection
 
 

@@ -1,4 +1,5 @@
-"""CLI of the rendering bridge: `rlbridge view`, `rlbridge play` and `rlbridge blocks ...`."""
+"""CLI of the rendering bridge: `rlbridge view`, `rlbridge play`, `rlbridge blocks ...` and
+`rlbridge screenshots`."""
 
 from __future__ import annotations
 
@@ -16,6 +17,22 @@ from rlbridge.registry import ENVIRONMENTS, parse_options
 SINKS = ("text", "viewer", "rcon", "malmo")
 
 
+def scale_factor(text: str) -> float:
+    """``--scale``: a positive number, converted at the CLI edge (argparse reports the error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number such as 1.5; got {text!r}") from None
+    if not 0 < value <= 16:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 16]; got {text!r}")
+    return value
+
+
+def add_scale_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scale", type=scale_factor, default=1.0, metavar="X",
+                        help="draw X times the default size (cells, lines and text; default 1)")
+
+
 def register(subparsers) -> None:
     view = subparsers.add_parser(
         "view", help="draw the states a running experiment publishes (pygame)",
@@ -27,6 +44,7 @@ def register(subparsers) -> None:
     view.add_argument("--max-frames", type=int, default=None, help="stop after N frames")
     view.add_argument("--idle-timeout", type=float, default=None, metavar="S",
                       help="stop after S seconds without a frame")
+    add_scale_argument(view)
     view.set_defaults(func=_view)
 
     play = subparsers.add_parser(
@@ -38,7 +56,16 @@ def register(subparsers) -> None:
     play.add_argument("--text", action="store_true",
                       help="type moves on stdin (row,col or words) instead of a window")
     play.add_argument("--frames", metavar="DIR", help="save a PNG after every move")
+    add_scale_argument(play)
     play.set_defaults(func=_play)
+
+    shots = subparsers.add_parser(
+        "screenshots", help="every game drawn by pygame and by the block viewer, as PNGs",
+        description="Write NAME-pygame.png and NAME-blocks.png for a state of each game "
+                    "(the same pictures every time) into DIR; docs/img holds them.")
+    shots.add_argument("directory", metavar="DIR")
+    add_scale_argument(shots)
+    shots.set_defaults(func=_screenshots)
 
     blocks = subparsers.add_parser(
         "blocks", help="boards as Minecraft blocks: viewer, streaming to sinks, RCON",
@@ -46,7 +73,7 @@ def register(subparsers) -> None:
     actions = blocks.add_subparsers(dest="blocks_command", metavar="ACTION")
     actions.required = True
 
-    viewer = actions.add_parser("viewer", help="the built-in isometric block viewer (PULL socket)")
+    viewer = actions.add_parser("viewer", help="the built-in block viewer (PULL socket)")
     viewer.add_argument("--bind", default="tcp://127.0.0.1:5591", metavar="ADDR")
     viewer.add_argument("--headless", action="store_true")
     viewer.add_argument("--scale", type=int, default=16, help="pixels per block edge")
@@ -122,7 +149,7 @@ def _view(args: argparse.Namespace) -> int:
     if not args.headless:
         require_display("rlbridge view", "use --headless --frames DIR to write PNG frames")
     drawn = run_view(args.address, headless=args.headless, frames_dir=args.frames,
-                     max_frames=args.max_frames, idle_timeout=args.idle_timeout)
+                     max_frames=args.max_frames, idle_timeout=args.idle_timeout, scale=args.scale)
     print(f"drew {drawn} frame(s)", file=sys.stderr)
     return 0
 
@@ -135,10 +162,19 @@ def _play(args: argparse.Namespace) -> int:
         require_display("rlbridge play", "play in the terminal with --text")
     session = HumanSession(args.game, parse_options(args.opt), seed=args.seed)
     try:
-        total = play_text(session, sys.stdin) if args.text else play_window(session, args.frames)
+        total = (play_text(session, sys.stdin) if args.text
+                 else play_window(session, args.frames, scale=args.scale))
     finally:
         session.close()
     print(f"return {total:+g}", file=sys.stderr)
+    return 0
+
+
+def _screenshots(args: argparse.Namespace) -> int:
+    from rlbridge.bridge.screenshots import take_all
+
+    for path in take_all(args.directory, args.scale):
+        print(path)
     return 0
 
 
@@ -159,22 +195,32 @@ def _blocks_viewer(args: argparse.Namespace) -> int:
 
 
 def _blocks_stream(args: argparse.Namespace) -> int:
+    """Published states to a sink. Between episode ends a sink may drop batches; each
+    episode's last state, the stream's last state, and SIGUSR1 send the whole board."""
     from rlbridge.bridge.view import StateSubscriber
 
     bridge = make_bridge(args)
     subscriber = StateSubscriber(args.address)
+    asked = []
+    signal.signal(signal.SIGUSR1, lambda _signum, _frame: asked.append(True))
     frames = 0
     try:
         last = time.monotonic()
-        while args.max_frames is None or frames < args.max_frames:
-            frame = subscriber.latest(timeout_ms=100)
-            if frame is None:
+        while (args.max_frames is None or frames < args.max_frames) and not subscriber.ended:
+            if asked:
+                asked.clear()
+                bridge.refresh()
+            queued = subscriber.queued(timeout_ms=100)
+            if not queued:
                 if args.idle_timeout is not None and time.monotonic() - last > args.idle_timeout:
                     break
                 continue
             last = time.monotonic()
-            bridge.show(frame.snapshot)
-            frames += 1
+            for index, frame in enumerate(queued):  # the newest, and every episode's end
+                if frame.terminal or index == len(queued) - 1:
+                    bridge.show(frame.snapshot, final=frame.terminal)
+                    frames += 1
+        bridge.refresh()
     finally:
         subscriber.close()
         bridge.close()
@@ -193,7 +239,8 @@ def _blocks_demo(args: argparse.Namespace) -> int:
             session.restart()
         legal = session.legal()
         session.act(int(legal[rng.integers(len(legal))]))
-        commands += len(bridge.show(session.snapshot()))
+        commands += len(bridge.show(session.snapshot(), final=session.terminal))
+    commands += len(bridge.refresh())
     bridge.close()
     session.close()
     print(f"{args.steps} steps, {commands} block command(s)", file=sys.stderr)

@@ -79,3 +79,41 @@ def legacy_block(name: str) -> str:
 BACKGROUND: RGB = (40, 40, 46)
 TEXT: RGB = (235, 235, 235)
 GRID_LINE: RGB = (80, 80, 80)  # seed 000's separator lines
+
+
+# -- contrast (WCAG 2's relative luminance and ratio) ----------------------------------------------
+#: WCAG 2's least contrast for graphics a person must make out (shapes, not text).
+GRAPHICS_CONTRAST = 3.0
+
+
+def luminance(rgb: RGB) -> float:
+    """WCAG 2's relative luminance of an sRGB colour, 0 (black) to 1 (white)."""
+    def linear(value: int) -> float:
+        v = value / 255
+        return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
+    red, green, blue = (linear(v) for v in rgb)
+    return 0.2126 * red + 0.7152 * green + 0.0722 * blue
+
+
+def contrast(first: RGB, second: RGB) -> float:
+    """WCAG 2's contrast ratio, 1 (the same) to 21 (black on white)."""
+    high, low = sorted((luminance(first), luminance(second)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def ink_wool(background: str) -> str:
+    """Black or white wool, whichever stands out more on the block ``background`` (for block digits)."""
+    back = block_rgb(background)
+    return max((wool("black"), wool("white")), key=lambda ink: contrast(block_rgb(ink), back))
+
+
+def lifted(rgb: RGB, against: RGB, ratio: float = GRAPHICS_CONTRAST) -> RGB:
+    """``rgb``, or, when it stands out from ``against`` less than ``ratio``, the least mix of it
+    with white that does (for a dark colour on a dark background)."""
+    for step in range(21):
+        share = step / 20
+        mixed = tuple(round(v + share * (255 - v)) for v in rgb)
+        if contrast(mixed, against) >= ratio:
+            return mixed  # type: ignore[return-value]
+    return (255, 255, 255)

@@ -52,6 +52,25 @@ class HumanSession:
             raise ValueError(f"{self.game} has no state_snapshot() to draw")
         return snapshot
 
+    def outcome(self) -> str | None:
+        """How the episode ended in words ("lost", "won +1", "game over"), None while it runs
+        (or when the game has no drawing and no win rate)."""
+        if not self.terminal:
+            return None
+        if self.game in GAMES:
+            return GAMES[self.game].outcome(self.snapshot())
+        value = self.env.episode_outcome()
+        if self.env.OUTCOME is None or value is None:
+            return None
+        name, kind = self.env.OUTCOME
+        return ("won" if value else "not won") if kind == "rate" else f"{name} {value:g}"
+
+    def ending(self) -> str:
+        """The line said when an episode ends: its outcome, return and length."""
+        outcome = self.outcome()
+        said = f"{outcome}; " if outcome else ""
+        return f"episode over: {said}return {self.total:+g} in {self.steps} steps"
+
     def legal(self) -> list[int]:
         reply = self.env.env_message("legal_actions")
         if reply.startswith("error"):
@@ -74,15 +93,15 @@ class HumanSession:
         self.env.env_cleanup()
 
 
-def action_for_event(snapshot: dict, event) -> int | None:
-    """The action a pygame mouse or key event asks for in this state, or None."""
+def action_for_event(snapshot: dict, event, scale: float = 1.0) -> int | None:
+    """The action a pygame mouse or key event asks for in this state (drawn at ``scale``), or None."""
     import pygame
 
     from rlbridge.bridge.render import cell_at
 
     controls = controls_of(snapshot["game"])
     if event.type == pygame.MOUSEBUTTONDOWN and event.button == 1:
-        cell = cell_at(snapshot, *event.pos)
+        cell = cell_at(snapshot, *event.pos, scale=scale)
         if cell is None or not controls.clicks_pick_cells or controls.pair_action is None:
             return None
         return controls.pair_action(snapshot, *cell)
@@ -128,21 +147,22 @@ def play_text(session: HumanSession, lines: Iterable[str], out: Callable[[str], 
             continue
         out(describe(session.snapshot()))
         if session.terminal:
-            out(f"episode over: return {session.total:+g} in {session.steps} steps")
+            out(session.ending())
             break
     return session.total
 
 
-def play_window(session: HumanSession, frames_dir: str | None = None) -> float:
-    """Mouse/keyboard play in a pygame window; returns the last episode's return."""
+def play_window(session: HumanSession, frames_dir: str | None = None, scale: float = 1.0) -> float:
+    """Mouse/keyboard play in a pygame window drawn at ``scale``; returns the last episode's return."""
     import pygame
 
     from rlbridge.bridge.render import render
     from rlbridge.bridge.view import FrameWriter, Window
 
-    window = Window(f"rlbridge play {session.game}: {session.controls.help}")
+    title = f"rlbridge play {session.game}: {session.controls.help}"
+    window = Window(title)
     writer = FrameWriter(frames_dir) if frames_dir else None
-    surface = render(session.snapshot())
+    surface = render(session.snapshot(), scale=scale)
     window.show(surface)
     clock = pygame.time.Clock()
     try:
@@ -155,15 +175,18 @@ def play_window(session: HumanSession, frames_dir: str | None = None) -> float:
                     break
                 if event.type == pygame.KEYDOWN and event.key == pygame.K_r and session.terminal:
                     session.restart()
+                    window.set_title(title)
                     changed = True
                     continue
-                action = action_for_event(session.snapshot(), event)
+                action = action_for_event(session.snapshot(), event, scale)
                 if action is not None and session.act(action) is not None:
                     changed = True
                     if session.terminal:
-                        print(f"episode over: return {session.total:+g} (r restarts)", file=sys.stderr)
+                        ending = f"{session.ending()} (r restarts)"
+                        window.set_title(f"rlbridge play {session.game}: {ending}")
+                        print(ending, file=sys.stderr)
             if changed:
-                surface = render(session.snapshot(), surface)
+                surface = render(session.snapshot(), surface, scale)
                 window.show(surface)
                 if writer is not None:
                     writer.write(surface)

@@ -2,7 +2,8 @@
 
 Every sink checks each command's block against the palette before sending anything, and
 has ``send(lines) -> bool`` (False when the commands were dropped, so the caller should
-redraw from scratch with ``BlockStream.forget()``) and ``close()``.
+redraw from scratch with ``BlockStream.forget()``) and ``close()``; a sink that may drop
+(:class:`ViewerSink`) also has ``send_waiting(lines)``, which waits for room instead.
 :class:`BlockBridge` ties a :class:`BlockStream` to a sink.
 """
 
@@ -54,9 +55,11 @@ class TextSink:
 class ViewerSink:
     """Command batches to a block viewer over ZeroMQ (PUSH connecting to the viewer's PULL).
 
-    Never blocks: when the viewer is not keeping up (or not there), a batch is dropped and
-    ``send`` returns False.
+    ``send`` never blocks: when the viewer is not keeping up (or not there), a batch is
+    dropped and ``send`` returns False. ``send_waiting`` waits up to ``wait_ms`` for room.
     """
+
+    wait_ms = 10_000
 
     def __init__(self, address: str, high_water_mark: int = 64):
         self._socket = zmq.Context.instance().socket(zmq.PUSH)
@@ -67,11 +70,23 @@ class ViewerSink:
         self.dropped = 0
 
     def send(self, lines: list[str]) -> bool:
+        return self._send(lines, zmq.NOBLOCK)
+
+    def send_waiting(self, lines: list[str]) -> bool:
+        """Send, waiting up to ``wait_ms`` for the viewer to make room (the last picture of an
+        episode must not be dropped); False if it did not."""
+        self._socket.setsockopt(zmq.SNDTIMEO, self.wait_ms)
+        try:
+            return self._send(lines, 0)
+        finally:
+            self._socket.setsockopt(zmq.SNDTIMEO, -1)
+
+    def _send(self, lines: list[str], flags: int) -> bool:
         check_commands(lines)
         if not lines:
             return True
         try:
-            self._socket.send_string("\n".join(lines), zmq.NOBLOCK)
+            self._socket.send_string("\n".join(lines), flags)
         except zmq.Again:
             self.dropped += len(lines)
             return False
@@ -186,23 +201,38 @@ def malmo_available() -> bool:
 
 
 class BlockBridge:
-    """Snapshots to a sink: diffs through a :class:`BlockStream`, full redraw after a drop."""
+    """Snapshots to a sink: diffs through a :class:`BlockStream`, full redraw after a drop.
+
+    A sink may drop batches while an episode runs, but the picture it is left with is the
+    last state's: ``show(snapshot, final=True)`` (the end of an episode) and :meth:`refresh`
+    (on demand) send the whole board, waiting for room rather than dropping it.
+    """
 
     def __init__(self, sink: BlockSink, origin: Origin | None = None,
                  palette: frozenset[str] = PALETTE):
         self.sink = sink
         self.stream = BlockStream(origin, palette)
+        self.last: dict | None = None  # the last snapshot shown
 
-    def show(self, snapshot: dict) -> list[str]:
+    def show(self, snapshot: dict, final: bool = False) -> list[str]:
+        """Send what changed since the last snapshot; with ``final``, the whole board, delivered."""
+        if final:
+            self.stream.forget()
         lines = self.stream.update(snapshot)
+        self.last = snapshot
+        send = getattr(self.sink, "send_waiting", self.sink.send) if final else self.sink.send
         try:
-            delivered = self.sink.send(lines)
+            delivered = send(lines)
         except BaseException:
             self.stream.forget()  # the world may hold part of the batch: redraw next time
             raise
         if not delivered:
             self.stream.forget()
         return lines
+
+    def refresh(self) -> list[str]:
+        """Send the last snapshot again, whole (a viewer started late, or restarted)."""
+        return [] if self.last is None else self.show(self.last, final=True)
 
     def show_all(self, snapshots: Iterable[dict]) -> int:
         return sum(len(self.show(s)) for s in snapshots)

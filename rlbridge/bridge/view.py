@@ -1,7 +1,9 @@
 """`rlbridge view`: subscribe to a published state stream and draw it, in a window or to PNG frames.
 
-The viewer keeps only the newest frame: when drawing falls behind, older frames are
-dropped (counted in ``dropped``). Headless mode never opens a display.
+A window shows only the newest frame: when drawing falls behind, older frames are dropped
+(counted in ``dropped``). Writing PNG frames draws every frame received, one file each.
+The viewer stops when the stream ends (the publisher closed). Headless mode never opens a
+display.
 """
 
 from __future__ import annotations
@@ -15,9 +17,7 @@ from dataclasses import dataclass
 
 import zmq
 
-os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-
-from rlbridge.bridge.publish import decode_frame
+from rlbridge.bridge.publish import END_OF_STREAM, decode_frame
 from rlbridge.protocol.errors import NoDisplay
 
 #: SDL video drivers that draw nowhere a person can see.
@@ -66,26 +66,34 @@ class StateSubscriber:
         self.received = 0
         self.dropped = 0
         self.malformed = 0
+        self.ended = False  # the publisher sent END_OF_STREAM
 
-    def latest(self, timeout_ms: int) -> Frame | None:
-        """Wait up to ``timeout_ms`` for a frame; return the newest queued one, dropping older ones."""
-        if not self._socket.poll(timeout_ms, zmq.POLLIN):
-            return None
-        newest: Frame | None = None
-        while True:
+    def queued(self, timeout_ms: int, limit: int | None = None) -> list[Frame]:
+        """Wait up to ``timeout_ms`` for a frame; return the queued ones (at most ``limit``),
+        oldest first. Nothing after the end of the stream."""
+        if self.ended or not self._socket.poll(timeout_ms, zmq.POLLIN):
+            return []
+        frames: list[Frame] = []
+        while limit is None or len(frames) < limit:
             try:
                 data = self._socket.recv(zmq.NOBLOCK)
             except zmq.Again:
-                return newest
+                break
+            if data == END_OF_STREAM:
+                self.ended = True
+                break
             try:
-                frame = Frame(*decode_frame(data))
+                frames.append(Frame(*decode_frame(data)))
             except ValueError:
                 self.malformed += 1
-                continue
-            self.received += 1
-            if newest is not None:
-                self.dropped += 1
-            newest = frame
+        self.received += len(frames)
+        return frames
+
+    def latest(self, timeout_ms: int) -> Frame | None:
+        """Wait up to ``timeout_ms`` for a frame; return the newest queued one, dropping older ones."""
+        frames = self.queued(timeout_ms)
+        self.dropped += max(0, len(frames) - 1)
+        return frames[-1] if frames else None
 
     def close(self) -> None:
         self._socket.close()
@@ -120,6 +128,9 @@ class Window:
         self._screen = None
         self.closed = False
 
+    def set_title(self, title: str) -> None:
+        self._pygame.display.set_caption(title)
+
     def show(self, surface) -> None:
         pygame = self._pygame
         if self._screen is None or self._screen.get_size() != surface.get_size():
@@ -139,9 +150,11 @@ class Window:
 
 def run_view(address: str, headless: bool = False, frames_dir: str | None = None,
              max_frames: int | None = None, idle_timeout: float | None = None,
-             on_frame: Callable[[Frame], None] | None = None) -> int:
-    """Draw frames from ``address`` until ``max_frames`` drawn, ``idle_timeout`` seconds pass
-    without a frame, or the window closes. Returns the number of frames drawn."""
+             on_frame: Callable[[Frame], None] | None = None, scale: float = 1.0) -> int:
+    """Draw frames from ``address`` at ``scale`` until ``max_frames`` drawn, ``idle_timeout``
+    seconds pass without a frame, the stream ends, or the window closes. With ``frames_dir``
+    every received frame is drawn and written; a window alone skips to the newest. Returns
+    the number of frames drawn."""
     from rlbridge.bridge import render
 
     if headless:
@@ -153,25 +166,30 @@ def run_view(address: str, headless: bool = False, frames_dir: str | None = None
     surface = None
     last_frame_at = time.monotonic()
     try:
-        while max_frames is None or drawn < max_frames:
-            frame = subscriber.latest(timeout_ms=100)
+        while (max_frames is None or drawn < max_frames) and not subscriber.ended:
+            if writer is not None:
+                frames = subscriber.queued(timeout_ms=100, limit=64)  # then check the window
+            else:
+                newest = subscriber.latest(timeout_ms=100)
+                frames = [] if newest is None else [newest]
             if window is not None:
                 window.events()
                 if window.closed:
                     break
-            if frame is None:
+            if not frames:
                 if idle_timeout is not None and time.monotonic() - last_frame_at > idle_timeout:
                     break
                 continue
             last_frame_at = time.monotonic()
-            surface = render.render(frame.snapshot, surface)
-            if window is not None:
-                window.show(surface)
-            if writer is not None:
-                writer.write(surface)
-            if on_frame is not None:
-                on_frame(frame)
-            drawn += 1
+            for frame in frames[:None if max_frames is None else max_frames - drawn]:
+                surface = render.render(frame.snapshot, surface, scale)
+                if window is not None:
+                    window.show(surface)
+                if writer is not None:
+                    writer.write(surface)
+                if on_frame is not None:
+                    on_frame(frame)
+                drawn += 1
     finally:
         subscriber.close()
         if window is not None:
@@ -179,9 +197,9 @@ def run_view(address: str, headless: bool = False, frames_dir: str | None = None
     return drawn
 
 
-def start_viewer_process(address: str, headless: bool = False, frames_dir: str | None = None,
-                         max_frames: int | None = None) -> subprocess.Popen:
-    """Start ``rlbridge view ADDR`` as its own process (for ``rlbridge run --render pygame``)."""
+def viewer_command(address: str, headless: bool = False, frames_dir: str | None = None,
+                   max_frames: int | None = None, scale: float = 1.0) -> list[str]:
+    """The ``rlbridge view ADDR ...`` command line."""
     command = [sys.executable, "-m", "rlbridge", "view", address]
     if headless:
         command.append("--headless")
@@ -189,4 +207,12 @@ def start_viewer_process(address: str, headless: bool = False, frames_dir: str |
         command += ["--frames", frames_dir]
     if max_frames is not None:
         command += ["--max-frames", str(max_frames)]
-    return subprocess.Popen(command)
+    if scale != 1.0:
+        command += ["--scale", repr(scale)]
+    return command
+
+
+def start_viewer_process(address: str, headless: bool = False, frames_dir: str | None = None,
+                         max_frames: int | None = None, scale: float = 1.0) -> subprocess.Popen:
+    """Start ``rlbridge view ADDR`` as its own process."""
+    return subprocess.Popen(viewer_command(address, headless, frames_dir, max_frames, scale))

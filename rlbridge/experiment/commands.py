@@ -39,6 +39,9 @@ def register(subparsers) -> None:
         if role == "env":
             parser.add_argument("--publish", metavar="ADDR",
                                 help="publish state snapshots for viewers on this PUB address")
+            parser.add_argument("--publish-every-step", action="store_true",
+                                help="with --publish: send every state, waiting for a slow "
+                                     "viewer, instead of at most 60 a second (for PNG frames)")
             parser.add_argument("--wait-viewer-ms", type=int, default=0, metavar="MS",
                                 help="with --publish: before serving, wait up to MS for a "
                                      "viewer to subscribe, so short runs are seen from the start")
@@ -87,9 +90,17 @@ def register(subparsers) -> None:
     parser.add_argument("--render", choices=("pygame",), default=None,
                         help="also start a viewer process on the environment's state stream")
     parser.add_argument("--render-frames", metavar="DIR", default=None,
-                        help="with --render: draw headless and write PNG frames to DIR")
+                        help="draw headless and write one PNG per state to DIR: each "
+                             "episode's start and every step")
+    add_scale_argument(parser)
     add_curve_arguments(parser)
     parser.set_defaults(func=_run)
+
+
+def add_scale_argument(parser: argparse.ArgumentParser) -> None:
+    from rlbridge.bridge.commands import add_scale_argument as add
+
+    add(parser)
 
 
 def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
@@ -149,7 +160,7 @@ def _publisher(args: argparse.Namespace):
         return None
     from rlbridge.bridge.publish import StatePublisher
 
-    publisher = StatePublisher(args.publish)
+    publisher = StatePublisher(args.publish, every_step=args.publish_every_step)
     if args.wait_viewer_ms and not publisher.subscribers(timeout_ms=args.wait_viewer_ms):
         print(f"rlbridge environment: no viewer subscribed within {args.wait_viewer_ms} ms; "
               "serving anyway", file=sys.stderr, flush=True)

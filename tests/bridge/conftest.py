@@ -10,8 +10,13 @@ from rlbridge.bridge.squid import FlyingSquid, ServerUnavailable
 init_headless()  # before anything imports pygame: these tests never touch a display
 
 
-def tetris_snapshot(board_rows: list[str], piece=None, lines: int = 0) -> dict:
-    """A tetris snapshot from rows of digits ('.' or 0 empty), row 0 on top."""
+#: A falling piece still above the well: the game runs, and no cell of the well shows it.
+PIECE_ABOVE = {"kind": 1, "cells": [[-1, 0]]}
+
+
+def tetris_snapshot(board_rows: list[str], piece=PIECE_ABOVE, lines: int = 0) -> dict:
+    """A tetris snapshot from rows of digits ('.' or 0 empty), row 0 on top; ``piece=None``
+    is the game over."""
     cols = len(board_rows[0])
     board = [0 if ch in ".0" else int(ch) for row in board_rows for ch in row]
     return {"game": "tetris", "rows": len(board_rows), "cols": cols, "board": board,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rlbridge.bridge.blockfont import read_text, text_width
 from rlbridge.bridge.blocks import (
     BlockStream,
     Fill,
@@ -16,9 +17,18 @@ from rlbridge.bridge.blocks import (
     snapshot_grid,
     to_malmo_chat,
 )
-from rlbridge.bridge.games.game2048 import tile_block
+from rlbridge.bridge.games.blackjack import (
+    CARD_BACK_BLOCK,
+    CARD_BLOCK_HEIGHT,
+    CARD_BLOCK_WIDTH,
+    CARD_FACE_BLOCK,
+    CARD_INK_BLOCK,
+    RESULT_BLOCKS,
+    card_block_origin,
+)
+from rlbridge.bridge.games.game2048 import tile_block, tile_block_origin, tile_block_width
 from rlbridge.bridge.games.tetris import tetris_block
-from rlbridge.bridge.palette import AIR, UnknownBlock
+from rlbridge.bridge.palette import AIR, UnknownBlock, ink_wool
 
 from .conftest import tetris_snapshot
 
@@ -85,19 +95,47 @@ def test_random_sequences_match_the_reference_world():
 def test_grids_of_every_game():
     rows, cols, grid = snapshot_grid({"game": "reversi", "size": 4, "board": [0, 1, -1, 0] + [0] * 12,
                                       "legal": [], "last": None, "done": False})
-    assert (rows, cols) == (4, 4) and grid == {(0, 1): "minecraft:black_wool", (0, 2): "minecraft:white_wool"}
-    _, _, grid = snapshot_grid({"game": "2048", "board": [2, 4, 2048, 4096] + [0] * 12, "score": 0, "done": False})
-    assert grid[(0, 0)] == "minecraft:white_wool" and grid[(0, 1)] == "minecraft:orange_wool"
-    assert grid[(0, 2)] == tile_block(2048) and grid[(0, 3)] == tile_block(4096) != tile_block(2048)
-    assert tile_block(2 ** 40).endswith("_wool")
+    assert (rows, cols) == (4, 4) and grid[(0, 1)] == "minecraft:black_wool"
+    assert grid[(0, 2)] == "minecraft:white_wool"
+    assert {grid[(r, c)] for r in range(4) for c in range(4)} - {grid[(0, 1)], grid[(0, 2)]} == {
+        "minecraft:green_wool"}  # the board
+    board = [2, 4, 2048, 4096] + [0] * 11 + [131072]
+    _, _, grid = snapshot_grid({"game": "2048", "board": board, "score": 0, "done": False})
+    width = tile_block_width(board)
+    assert width == text_width("131072") + 2  # tiles widen for the longest number
+    for index, value in enumerate(board):
+        top, left = tile_block_origin(board, *divmod(index, 4))
+        if not value:
+            assert (top, left) not in grid
+            continue
+        assert grid[(top, left)] == tile_block(value)  # the tile's wool frames its number
+        ink = {cell for cell, block in grid.items() if block == ink_wool(tile_block(value))
+               and top <= cell[0] < top + 7 and left <= cell[1] < left + width}
+        digits = len(str(value))
+        start = left + (width - text_width(str(value))) // 2
+        assert read_text(ink, top + 1, start, digits) == str(value)
+    assert tile_block(2048) != tile_block(4096) and tile_block(2 ** 40).endswith("_wool")
     mines = {"game": "minesweeper", "rows": 1, "cols": 3, "hints": [1, -1, -1],
              "open": [True, False, False], "mines": [False, True, False], "lost": False, "won": False, "last": 0}
     _, _, grid = snapshot_grid(mines)
     assert grid == {(0, 0): "minecraft:light_blue_wool", (0, 1): "minecraft:gray_wool", (0, 2): "minecraft:gray_wool"}
     _, _, grid = snapshot_grid(dict(mines, lost=True))
     assert grid[(0, 1)] == "minecraft:tnt"
-    _, _, grid = snapshot_grid({"game": "blackjack", "player": [10, 2], "dealer": [1, 5], "done": False})
-    assert grid == {(0, 0): "minecraft:orange_wool", (1, 0): "minecraft:purple_wool", (1, 1): "minecraft:magenta_wool"}
+    hand = {"game": "blackjack", "player": [10, 2], "dealer": [1, 5], "done": False, "reward": None}
+    for snap, dealer in ((hand, ["A", None]), (dict(hand, done=True, reward=-1.0), ["A", "5"])):
+        _, _, grid = snapshot_grid(snap)
+        ink = {cell for cell, block in grid.items() if block == CARD_INK_BLOCK}
+        for row, cards in enumerate((dealer, ["10", "2"])):
+            for slot, card in enumerate(cards):
+                top, left = card_block_origin(row, slot)
+                if card is None:  # the hidden card lies face down
+                    assert grid[(top + 3, left + 4)] == CARD_BACK_BLOCK
+                    continue
+                assert grid[(top, left)] == CARD_FACE_BLOCK
+                start = left + (CARD_BLOCK_WIDTH - text_width(card)) // 2
+                assert read_text(ink, top + 1, start, len(card)) == card
+        strip = {block for (r, _), block in grid.items() if r == 2 * (CARD_BLOCK_HEIGHT + 1) - 1}
+        assert strip == ({RESULT_BLOCKS[-1]} if snap["done"] else set())
     with pytest.raises(ValueError, match="no block mapping"):
         snapshot_grid({"game": "chess"})
 

@@ -35,3 +35,17 @@ def test_rcon_address_must_be_host_port(capsys):
     assert main(["blocks", "rcon", "list", "--rcon", "localhost"]) == 2
     assert capsys.readouterr().err == ("rlbridge blocks: --rcon takes HOST:PORT such as "
                                        "127.0.0.1:25575; got 'localhost'\n")
+
+
+def test_screenshots_cover_every_game_in_both_views(tmp_path, capsys):
+    import pygame
+
+    from rlbridge.bridge.games import GAMES
+
+    assert main(["screenshots", str(tmp_path)]) == 0
+    written = capsys.readouterr().out.split()
+    for game in GAMES:
+        for view in ("pygame", "blocks"):
+            path = tmp_path / f"{game}-{view}.png"
+            assert str(path) in written
+            assert min(pygame.image.load(str(path)).get_size()) > 150, path  # not a sliver

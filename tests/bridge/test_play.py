@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import re
+import subprocess
+import sys
 
 import numpy as np
 import pygame
@@ -102,3 +105,40 @@ def test_every_game_snapshot_renders_and_streams(game):
             continue
         legal = session.legal()
         session.act(int(legal[rng.integers(len(legal))]))
+
+
+PLAY_TO_A_BUST = """
+import os, sys
+os.environ["SDL_VIDEODRIVER"] = "dummy"
+from rlbridge.bridge.play import HumanSession, play_window
+session = HumanSession("blackjack", {}, seed=5)
+import pygame
+pygame.display.init()
+for _ in range(12):  # hits until the hand is bust; the ones after the end are ignored
+    pygame.event.post(pygame.event.Event(pygame.KEYDOWN, key=pygame.K_h))
+pygame.event.post(pygame.event.Event(pygame.KEYDOWN, key=pygame.K_q))
+play_window(session, scale=1.5)
+"""
+
+
+def test_window_play_says_the_outcome_and_prints_no_pygame_banner():
+    """The first import of pygame comes through rlbridge.bridge, so no "Hello from the pygame
+    community"; a lost hand is called lost, next to its return."""
+    result = subprocess.run([sys.executable, "-c", PLAY_TO_A_BUST], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "pygame" not in result.stdout.lower()
+    assert re.search(r"^episode over: lost -1; return -1 in \d+ steps \(r restarts\)$", result.stderr,
+                     re.MULTILINE), result.stderr
+
+
+def test_the_ending_names_the_outcome_even_when_the_return_looks_like_a_win():
+    """Minesweeper's shaped reward pays for opened cells, so a loss can have a positive return."""
+    session = HumanSession("minesweeper", {}, seed=2)
+    snapshot = session.snapshot()
+    safe = [i for i, mine in enumerate(snapshot["mines"]) if not mine]
+    for cell in safe[:40]:
+        session.act(cell)  # a cell opened already by a flood is refused: no step
+    session.act(session.snapshot()["mines"].index(True))
+    assert session.terminal and session.outcome() == "lost" and session.total > 0
+    assert session.ending() == f"episode over: lost; return {session.total:+g} in {session.steps} steps"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pygame
 import pytest
 
+from rlbridge.bridge.games import GAMES
 from rlbridge.bridge.games.blackjack import CARD_BACK, CARD_FACE, CARD_INK, CARD_TABLE
 from rlbridge.bridge.games.game2048 import tile_rgb
 from rlbridge.bridge.games.minesweeper import (
@@ -21,7 +22,8 @@ from rlbridge.bridge.games.reversi import (
     REVERSI_HINT,
     REVERSI_LAST,
 )
-from rlbridge.bridge.games.tetris import TETRIS_EMPTY, TETRIS_RGB
+from rlbridge.bridge.games.tetris import GAME_OVER_INK, TETRIS_EMPTY, TETRIS_RGB
+from rlbridge.bridge.palette import GRID_LINE, WOOL_RGB, contrast
 from rlbridge.bridge.render import canvas_size, cell_at, cell_rect, render, save_png
 
 from .conftest import tetris_snapshot
@@ -153,3 +155,71 @@ def test_cell_at_inverts_cell_rect():
 def test_unknown_game_is_refused():
     with pytest.raises(ValueError, match="no renderer"):
         render({"game": "chess"})
+
+
+def _frame_is_background(surface, background, width: int) -> bool:
+    """Whether the outer ``width`` pixels all round are ``background``: nothing runs off the edge."""
+    w, h = surface.get_size()
+    edge = [(x, y) for x in range(w) for y in (*range(width), *range(h - width, h))]
+    edge += [(x, y) for y in range(h) for x in (*range(width), *range(w - width, w))]
+    return all(colour_at(surface, point) == background for point in edge)
+
+
+CROWDED = [
+    tetris_snapshot(["....."] * 12, lines=160) | {"pieces": 210, "next": None},
+    tetris_snapshot(["....."] * 12, lines=123456) | {"pieces": 9876543, "next": 7},
+    tetris_snapshot(["77777"] * 12, piece=None, lines=160) | {"pieces": 210},
+    {"game": "2048", "board": [2 ** k for k in range(5, 21)], "score": 98765432, "done": True},
+    {"game": "blackjack", "player": [1, 1, 1, 1, 2, 2, 2, 2, 10], "dealer": [10, 6, 5, 1],
+     "done": True, "reward": -1.0},
+    {"game": "reversi", "size": 8, "board": [1] * 32 + [-1] * 32, "legal": [], "last": 3, "done": True},
+]
+
+
+@pytest.mark.parametrize("scale", [0.5, 1.0, 2.0])
+@pytest.mark.parametrize("snap", CROWDED, ids=lambda s: s["game"])
+def test_no_text_runs_off_the_canvas(snap, scale):
+    """Headers and counts shrink to fit (a 5-wide Tetris well once cut "lines 160 pieces
+    210 next -" at both edges): the canvas's margin stays empty at any scale."""
+    surface = render(snap, scale=scale)
+    assert surface.get_size() == canvas_size(snap, scale)
+    assert _frame_is_background(surface, GAMES[snap["game"]].background, max(1, round(6 * scale)))
+
+
+@pytest.mark.parametrize("value", [16384, 131072, 2 ** 20])
+def test_2048_numbers_fit_their_tiles(value):
+    snap = {"game": "2048", "board": [0, value] + [0] * 14, "score": 0, "done": False}
+    surface = render(snap)
+    tile = cell_rect(snap, 0, 1)
+    inked = [(x, y) for x in range(tile.left, tile.left + tile.width)
+             for y in range(tile.top, tile.top + tile.height)
+             if colour_at(surface, (x, y)) not in (tile_rgb(value), GRID_LINE)]
+    assert inked  # the number is drawn
+    xs = [x for x, _ in inked]
+    assert min(xs) > tile.left + 2 and max(xs) < tile.left + tile.width - 3
+    for neighbour in (cell_rect(snap, 0, 0), cell_rect(snap, 0, 2)):  # nothing spills over
+        assert colours_in(surface, neighbour) <= {tile_rgb(0), GRID_LINE}
+
+
+def test_every_tetris_colour_stands_out_on_the_dark_well():
+    for kind, colour in TETRIS_RGB.items():
+        assert contrast(colour, TETRIS_EMPTY) >= 3.0, kind  # WCAG's least for graphics
+    assert TETRIS_RGB[7] != WOOL_RGB["gray"]  # gray wool itself would not (1.8:1)
+
+
+def test_tetris_says_game_over_only_when_it_is():
+    rows = ["....."] * 6 + ["77.77"] * 6
+    running, over = tetris_snapshot(rows), tetris_snapshot(rows, piece=None)
+    well = cell_rect(running, 0, 0)
+    well_area = type(well)(well.left, well.top, well.width * 5, well.height * 12)
+    assert GAME_OVER_INK in colours_in(render(over), well_area)
+    assert GAME_OVER_INK not in colours_in(render(running), well_area)
+
+
+@pytest.mark.parametrize("snap", CROWDED[:1] + CROWDED[3:], ids=lambda s: s["game"])
+def test_scale_enlarges_the_whole_picture(snap):
+    small, large = render(snap), render(snap, scale=2)
+    assert large.get_size() == (2 * small.get_width(), 2 * small.get_height())
+    for row, col in ((0, 0), (1, 1)):
+        assert (colour_at(large, cell_rect(snap, row, col, scale=2).inset(8, 8))
+                == colour_at(small, cell_rect(snap, row, col).inset(4, 4)))

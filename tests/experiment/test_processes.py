@@ -187,16 +187,20 @@ def test_servers_can_connect_to_an_experiment_that_binds(processes, ipc_dir):
     assert env.wait(timeout=10) == 0 and agent.wait(timeout=10) == 0
 
 
-def test_run_with_a_viewer_draws_frames(tmp_path):
+def test_render_frames_alone_writes_one_png_per_state(tmp_path):
+    """Each episode's start and every step, headless, with no --render: K steps in E episodes
+    make K + E frames, however fast the steps come (a live viewer would drop most)."""
     frames = tmp_path / "frames"
     result = subprocess.run(
-        [sys.executable, "-m", "rlbridge", "run", "tetris", "random", "--episodes", "3",
-         "--render", "pygame", "--render-frames", str(frames), "--quiet"],
-        capture_output=True, text=True, timeout=120)
+        [sys.executable, "-m", "rlbridge", "run", "2048", "random", "--episodes", "2", "--seed", "3",
+         "--render-frames", str(frames), "--quiet"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "DISPLAY": ""})
     assert result.returncode == 0, result.stderr
-    assert SUMMARY.search(result.stdout)
+    episodes, steps = (int(n) for n in SUMMARY.search(result.stdout).groups()[:2])
+    assert steps > 100  # faster than the 60 frames/s a live viewer gets
     drawn = sorted(frames.glob("frame_*.png"))
-    assert drawn, result.stderr  # at least the terminal states, which are always published
+    assert len(drawn) == steps + episodes, result.stderr
+    assert drawn[-1].name == f"frame_{steps + episodes - 1:06d}.png"
 
 
 def test_an_experiment_with_nobody_listening_says_at_once_what_it_waits_for(processes, ipc_dir):

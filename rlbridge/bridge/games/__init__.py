@@ -35,13 +35,16 @@ class Controls:
 
 @dataclass(frozen=True)
 class GameDrawing:
-    """One game's parts: its snapshot schema, screen drawing, block grid, text board and controls."""
+    """One game's parts: its snapshot schema, screen drawing, block grid, text board, outcome
+    and controls."""
 
     schema: type  # the TypedDict of its state_snapshot()
     shape: Callable[[Snapshot], tuple[int, int]]  # (rows, cols) of the grid drawn on screen
-    draw: Callable[[Any, Snapshot], None]  # onto a Surface of layout.canvas_size(*shape)
+    draw: Callable[[Any, Snapshot, Any], None]  # (surface of layout.canvas_size(*shape), snap, layout)
     blocks: Callable[[Snapshot], BlockGrid]
     text: Callable[[Snapshot], str]
+    #: How the episode ended, in words ("lost", "won +1", "game over"); None while it runs.
+    outcome: Callable[[Snapshot], str | None]
     controls: Controls
     layout: Layout = SQUARES
     background: pal.RGB = pal.BACKGROUND
@@ -50,23 +53,26 @@ class GameDrawing:
 GAMES: dict[str, GameDrawing] = {
     "minesweeper": GameDrawing(
         minesweeper.MinesweeperSnapshot, minesweeper.shape, minesweeper.draw, minesweeper.block_grid,
-        minesweeper.text,
+        minesweeper.text, minesweeper.outcome,
         Controls(minesweeper.HELP, pair_action=minesweeper.cell_action, clicks_pick_cells=True)),
     "blackjack": GameDrawing(
         blackjack.BlackjackSnapshot, blackjack.shape, blackjack.draw, blackjack.block_grid, blackjack.text,
-        Controls(blackjack.HELP, blackjack.KEYS, blackjack.WORDS),
+        blackjack.outcome, Controls(blackjack.HELP, blackjack.KEYS, blackjack.WORDS),
         layout=blackjack.CARDS, background=blackjack.CARD_TABLE),
     "tetris": GameDrawing(
         tetris.TetrisSnapshot, tetris.shape, tetris.draw, tetris.block_grid, tetris.text,
-        Controls(tetris.HELP, tetris.KEYS, tetris.WORDS, pair_action=tetris.placement_action,
-                 options=tetris.PLAY_OPTIONS)),
+        tetris.outcome, Controls(tetris.HELP, tetris.KEYS, tetris.WORDS,
+                                 pair_action=tetris.placement_action, options=tetris.PLAY_OPTIONS),
+        layout=tetris.LAYOUT),
     "reversi": GameDrawing(
         reversi.ReversiSnapshot, reversi.shape, reversi.draw, reversi.block_grid, reversi.text,
-        Controls(reversi.HELP, reversi.KEYS, reversi.WORDS, pair_action=reversi.cell_action,
-                 clicks_pick_cells=True)),
+        reversi.outcome, Controls(reversi.HELP, reversi.KEYS, reversi.WORDS,
+                                  pair_action=reversi.cell_action, clicks_pick_cells=True),
+        layout=reversi.LAYOUT),
     "2048": GameDrawing(
         game2048.Game2048Snapshot, game2048.shape, game2048.draw, game2048.block_grid, game2048.text,
-        Controls(game2048.HELP, game2048.KEYS, game2048.WORDS)),
+        game2048.outcome, Controls(game2048.HELP, game2048.KEYS, game2048.WORDS),
+        layout=game2048.LAYOUT),
 }
 
 

@@ -1,13 +1,15 @@
-"""Blackjack drawn: dealer's and player's cards in two rows, the dealer's hidden cards face down till the end."""
+"""Blackjack drawn: dealer's and player's cards in two rows, the dealer's hidden cards face down till
+the end; as blocks, cards with their ranks in block letters."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
-from rlbridge.bridge.canvas import HEADER, MARGIN, Rect, draw_header, draw_text, load_pygame
+from rlbridge.bridge.blockfont import GLYPH_HEIGHT, glyph_cells, text_width
+from rlbridge.bridge.canvas import HEADER, MARGIN, Rect, Scaled, draw_header, draw_text, load_pygame
 from rlbridge.bridge.games.board import BlockGrid, Grid
-from rlbridge.bridge.palette import RGB, TEXT, WOOL_COLOURS, wool
+from rlbridge.bridge.palette import RGB, TEXT, wool
 
 
 class BlackjackSnapshot(TypedDict):
@@ -29,26 +31,32 @@ HELP = "h hits, s sticks"
 KEYS = {"K_s": 0, "K_h": 1}
 WORDS = {"s": 0, "stick": 0, "h": 1, "hit": 1}
 
-#: Card slots drawn per row at least (on screen) and block columns kept per row at least.
-SCREEN_SLOTS, BLOCK_SLOTS = 5, 8
-LABEL = 20  # the height of the line above each row that names the hand and its total
+#: Card slots drawn per row at least, on screen and as blocks.
+SCREEN_SLOTS = BLOCK_SLOTS = 5
 
 
 @dataclass(frozen=True)
-class CardRows:
-    """Row 0 the dealer's cards, row 1 the player's, each under a label line."""
+class CardRows(Scaled):
+    """Row 0 the dealer's cards, row 1 the player's, each under a label line (lengths at scale 1)."""
 
-    width: int = 56
-    height: int = 80
-    gap: int = 10
+    width: int = 84
+    height: int = 120
+    gap: int = 14
+    label: int = 30  # the line above each row that names the hand and its total
+    header: int = HEADER
+    scale: float = 1.0
+
+    def _row_height(self) -> int:
+        return self.px(self.height) + 2 * self.px(MARGIN) + self.px(self.label)
 
     def cell_rect(self, row: int, col: int) -> Rect:
-        top = HEADER + LABEL + row * (self.height + 2 * MARGIN + LABEL)
-        return Rect(MARGIN + col * (self.width + self.gap), top, self.width, self.height)
+        top = self.px(self.header) + self.px(self.label) + row * self._row_height()
+        step = self.px(self.width) + self.px(self.gap)
+        return Rect(self.px(MARGIN) + col * step, top, self.px(self.width), self.px(self.height))
 
     def canvas_size(self, rows: int, cols: int) -> tuple[int, int]:
-        width = 2 * MARGIN + cols * (self.width + self.gap)
-        return (width, HEADER + rows * (self.height + 2 * MARGIN + LABEL))
+        width = 2 * self.px(MARGIN) + cols * (self.px(self.width) + self.px(self.gap)) - self.px(self.gap)
+        return (width, self.px(self.header) + rows * self._row_height())
 
 
 CARDS = CardRows()
@@ -68,34 +76,88 @@ def hand_total(cards: list[int]) -> int:
     return total + 10 if 1 in cards and total + 10 <= 21 else total
 
 
-def draw(surface, snap: BlackjackSnapshot) -> None:
+def rank(card: int) -> str:
+    """A card value as its rank: "A" for the ace, the number otherwise (10 stands for any ten)."""
+    return "A" if card == 1 else str(card)
+
+
+def outcome(snap: BlackjackSnapshot) -> str | None:
+    """The player's result once the hand is over ("won +1", "lost -1", "draw"), None before."""
+    reward = snap.get("reward")
+    if not snap.get("done") or reward is None:
+        return None
+    return f"won {reward:+g}" if reward > 0 else f"lost {reward:+g}" if reward < 0 else "draw"
+
+
+def draw(surface, snap: BlackjackSnapshot, layout: CardRows) -> None:
     pygame = load_pygame()
     done = bool(snap.get("done"))
-    reward = snap.get("reward")
-    draw_header(surface, f"result {reward:+g}" if done and reward is not None else "hit (h) or stick (s)")
+    draw_header(surface, outcome(snap) or "the hand is in play", layout)
     shown = dealer_shown(snap)
     hidden = 0 if done else max(1, len(snap["dealer"]) - 1)  # at least one card lies face down
-    labels = (f"dealer {hand_total(shown)}" + ("" if done else " + ?"),
-              f"player {hand_total(snap['player'])}")
+    labels = tuple(f"{name} {total}" + (" (bust)" if total > 21 else "") for name, total in
+                   (("dealer", hand_total(shown)), ("player", hand_total(snap["player"]))))
+    labels = (labels[0] + ("" if done else " + ?"), labels[1])
+    radius = layout.px(8)
     for row, (hand, backs) in enumerate(((shown, hidden), (snap["player"], 0))):
-        first = CARDS.cell_rect(row, 0)
-        draw_text(surface, labels[row], (first.left + 60, first.top - 11), TEXT, 20)
+        first = layout.cell_rect(row, 0)
+        label_y = first.top - layout.px(layout.label) // 2 - layout.px(2)
+        draw_text(surface, labels[row], (first.left, label_y), TEXT, layout.px(28),
+                  max_width=surface.get_width() - 2 * layout.px(MARGIN), anchor="midleft")
         for col, card in enumerate(list(hand) + [None] * backs):
-            rect = CARDS.cell_rect(row, col).to_pygame()
+            rect = layout.cell_rect(row, col).to_pygame()
             if card is None:
-                pygame.draw.rect(surface, CARD_BACK, rect, border_radius=6)
+                pygame.draw.rect(surface, CARD_BACK, rect, border_radius=radius)
             else:
-                pygame.draw.rect(surface, CARD_FACE, rect, border_radius=6)
-                draw_text(surface, "A" if card == 1 else str(card), rect.center, CARD_INK, 34)
+                pygame.draw.rect(surface, CARD_FACE, rect, border_radius=radius)
+                draw_text(surface, rank(card), rect.center, CARD_INK, layout.px(52),
+                          max_width=rect.width - 2 * layout.px(6))
+
+
+#: Cards as blocks: white wool with the rank in black block letters, blue wool face down;
+#: "D" (dealer) and "P" (player) in white before the rows; once the hand is over, a strip
+#: under the cards: lime won, red lost, yellow a draw.
+CARD_FACE_BLOCK, CARD_INK_BLOCK, CARD_BACK_BLOCK = wool("white"), wool("black"), wool("blue")
+HAND_LABEL_BLOCK = wool("white")
+RESULT_BLOCKS = {1: wool("lime"), -1: wool("red"), 0: wool("yellow")}
+CARD_BLOCK_WIDTH, CARD_BLOCK_HEIGHT = text_width("10") + 2, GLYPH_HEIGHT + 2
+CARDS_LEFT = text_width("D") + 1  # the first card's column, right of the hand's letter
+
+
+def card_block_origin(row: int, slot: int) -> tuple[int, int]:
+    """The block (row, col) of the top-left corner of card ``slot`` in hand ``row`` (0 dealer)."""
+    return row * (CARD_BLOCK_HEIGHT + 1), CARDS_LEFT + slot * (CARD_BLOCK_WIDTH + 1)
 
 
 def block_grid(snap: BlackjackSnapshot) -> BlockGrid:
-    """Card value v as ``wool v`` (10 is purple)."""
     grid: Grid = {}
-    for row, hand in enumerate((dealer_shown(snap), snap["player"])):
-        for col, card in enumerate(hand):
-            grid[(row, col)] = wool(WOOL_COLOURS[card])
-    return BlockGrid(2, max(BLOCK_SLOTS, len(snap["dealer"]), len(snap["player"])), grid)
+    done = bool(snap.get("done"))
+    hidden = 0 if done else max(1, len(snap["dealer"]) - 1)
+    hands = ((dealer_shown(snap) + [None] * hidden, "D"), (list(snap["player"]), "P"))
+    slots = max(BLOCK_SLOTS, len(hands[0][0]), len(hands[1][0]))
+    for row, (hand, letter) in enumerate(hands):
+        top, _ = card_block_origin(row, 0)
+        for cell in glyph_cells(letter, top + 1, 0):
+            grid[cell] = HAND_LABEL_BLOCK
+        for slot, card in enumerate(hand):
+            top, left = card_block_origin(row, slot)
+            face = CARD_BACK_BLOCK if card is None else CARD_FACE_BLOCK
+            for r in range(top, top + CARD_BLOCK_HEIGHT):
+                for c in range(left, left + CARD_BLOCK_WIDTH):
+                    grid[(r, c)] = face
+            if card is not None:
+                label = rank(card)
+                for cell in glyph_cells(label, top + 1, left + (CARD_BLOCK_WIDTH - text_width(label)) // 2):
+                    grid[cell] = CARD_INK_BLOCK
+    rows = 2 * (CARD_BLOCK_HEIGHT + 1)  # the result strip's row included
+    cols = CARDS_LEFT + slots * (CARD_BLOCK_WIDTH + 1) - 1
+    reward = snap.get("reward")
+    if done and reward is not None:
+        strip = RESULT_BLOCKS[(reward > 0) - (reward < 0)]
+        widest = max(len(hands[0][0]), len(hands[1][0]))
+        for c in range(CARDS_LEFT, card_block_origin(0, widest)[1] - 1):
+            grid[(rows - 1, c)] = strip
+    return BlockGrid(rows, cols, grid)
 
 
 def text(snap: BlackjackSnapshot) -> str:

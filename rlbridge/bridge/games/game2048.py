@@ -1,13 +1,15 @@
-"""2048 drawn: the usual tile colours (and past 2048 a turning hue), wool tiles as blocks; arrow keys slide."""
+"""2048 drawn: the usual tile colours (and past 2048 a turning hue); as blocks, wool tiles with their
+numbers in block digits; arrow keys slide."""
 
 from __future__ import annotations
 
 import colorsys
 from typing import Literal, TypedDict
 
-from rlbridge.bridge.canvas import SQUARES, draw_header, draw_text, load_pygame
-from rlbridge.bridge.games.board import BlockGrid, cells
-from rlbridge.bridge.palette import AIR, RGB, WOOL_COLOURS, wool
+from rlbridge.bridge.blockfont import GLYPH_HEIGHT, glyph_cells, text_width
+from rlbridge.bridge.canvas import SquareCells, draw_header, draw_text, load_pygame
+from rlbridge.bridge.games.board import BlockGrid, Grid, cells
+from rlbridge.bridge.palette import AIR, RGB, WOOL_COLOURS, ink_wool, wool
 
 
 class Game2048Snapshot(TypedDict):
@@ -64,20 +66,66 @@ def tile_block(value: int) -> str:
     return TILE_WOOLS[(value.bit_length() - 2) % len(TILE_WOOLS)]
 
 
-def draw(surface, snap: Game2048Snapshot) -> None:
+#: 2048's tiles: 100 px, about the size of the usual web game's.
+LAYOUT = SquareCells(cell=100)
+#: Tile font sizes at scale 1 by digit count; longer numbers shrink to fit the tile.
+TILE_FONT = {1: 64, 2: 64, 3: 54, 4: 44}
+TILE_PADDING = 8  # at scale 1, each side of a tile's number
+
+
+def outcome(snap: Game2048Snapshot) -> str | None:
+    """"over, max tile N" once the game is over, None while it runs."""
+    return f"over, max tile {max(snap['board'])}" if snap.get("done") else None
+
+
+def draw(surface, snap: Game2048Snapshot, layout: SquareCells) -> None:
     pygame = load_pygame()
-    draw_header(surface, f"score {snap.get('score', 0)}" + ("  (over)" if snap.get("done") else ""))
+    result = outcome(snap)
+    draw_header(surface, f"score {snap.get('score', 0)}" + (f"  ({result})" if result else ""), layout)
     for cell, value in cells(snap["board"], SIDE):
-        rect = SQUARES.cell_rect(*cell)
+        rect = layout.cell_rect(*cell)
         pygame.draw.rect(surface, tile_rgb(value), rect.to_pygame())
         if value:
             label = str(value)
-            draw_text(surface, label, rect.centre, tile_ink(value), 26 if len(label) < 4 else 18)
-    SQUARES.draw_lines(surface, SIDE, SIDE)
+            draw_text(surface, label, rect.centre, tile_ink(value), layout.px(TILE_FONT.get(len(label), 40)),
+                      max_width=rect.width - 2 * layout.px(TILE_PADDING))
+    layout.draw_lines(surface, SIDE, SIDE)
+
+
+#: A tile as blocks: its wool with the number in block digits, one block of border around
+#: the digits and one of air between tiles. Tiles are as wide as MIN_DIGITS digits, or the
+#: longest number on the board.
+MIN_DIGITS = 4
+TILE_BLOCK_HEIGHT = GLYPH_HEIGHT + 2
+
+
+def tile_block_width(board: list[int]) -> int:
+    digits = max([MIN_DIGITS] + [len(str(value)) for value in board if value])
+    return text_width("0" * digits) + 2
+
+
+def tile_block_origin(board: list[int], row: int, col: int) -> tuple[int, int]:
+    """The block (row, col) of tile (row, col)'s top-left corner."""
+    return row * (TILE_BLOCK_HEIGHT + 1), col * (tile_block_width(board) + 1)
 
 
 def block_grid(snap: Game2048Snapshot) -> BlockGrid:
-    return BlockGrid(SIDE, SIDE, {cell: tile_block(v) for cell, v in cells(snap["board"], SIDE) if v})
+    board = snap["board"]
+    width = tile_block_width(board)
+    grid: Grid = {}
+    for (row, col), value in cells(board, SIDE):
+        if not value:
+            continue
+        top, left = tile_block_origin(board, row, col)
+        background = tile_block(value)
+        for r in range(top, top + TILE_BLOCK_HEIGHT):
+            for c in range(left, left + width):
+                grid[(r, c)] = background
+        label = str(value)
+        ink = ink_wool(background)
+        for cell in glyph_cells(label, top + 1, left + (width - text_width(label)) // 2):
+            grid[cell] = ink
+    return BlockGrid(SIDE * (TILE_BLOCK_HEIGHT + 1) - 1, SIDE * (width + 1) - 1, grid)
 
 
 def text(snap: Game2048Snapshot) -> str:

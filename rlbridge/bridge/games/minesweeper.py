@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
-from rlbridge.bridge.canvas import CELL, SQUARES, draw_header, draw_text, load_pygame
+from rlbridge.bridge.canvas import SquareCells, draw_header, draw_text, load_pygame
 from rlbridge.bridge.games.board import BlockGrid, Grid, text_grid
 from rlbridge.bridge.palette import RGB, wool
 
@@ -59,24 +59,28 @@ def face(snap: MinesweeperSnapshot, index: int) -> int | str:
     return snap["hints"][index] if is_open else CLOSED
 
 
-def draw(surface, snap: MinesweeperSnapshot) -> None:
+def outcome(snap: MinesweeperSnapshot) -> str | None:
+    """"won" or "lost" once the game is over, None while it runs."""
+    return "lost" if snap.get("lost") else "won" if snap.get("won") else None
+
+
+def draw(surface, snap: MinesweeperSnapshot, layout: SquareCells) -> None:
     pygame = load_pygame()
     rows, cols = shape(snap)
     lost = bool(snap.get("lost"))
-    state = "lost" if lost else "won" if snap.get("won") else "playing"
-    draw_header(surface, f"minesweeper {rows}x{cols}: {state}")
+    draw_header(surface, f"minesweeper {rows}x{cols}: {outcome(snap) or 'playing'}", layout)
     for index in range(rows * cols):
-        rect = SQUARES.cell_rect(*divmod(index, cols))
+        rect = layout.cell_rect(*divmod(index, cols))
         is_open, is_mine = snap["open"][index], snap["mines"][index]
         colour = (MINE_EXPLODED if is_open and is_mine else
                   MINE_OPENED if is_open else MINE_UNOPENED)
         pygame.draw.rect(surface, colour, rect.to_pygame())
         hint = snap["hints"][index]
         if is_open and not is_mine and hint >= 1:
-            draw_text(surface, str(hint), rect.centre, HINT_RGB[hint], 28)
+            draw_text(surface, str(hint), rect.centre, HINT_RGB[hint], layout.px(30))
         if lost and is_mine:  # seed 000 draws every mine once the game is over
-            pygame.draw.circle(surface, MINE_DOT, rect.centre, CELL // 4)
-    SQUARES.draw_lines(surface, rows, cols)
+            pygame.draw.circle(surface, MINE_DOT, rect.centre, rect.width // 4)
+    layout.draw_lines(surface, rows, cols)
 
 
 def block_grid(snap: MinesweeperSnapshot) -> BlockGrid:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
-from rlbridge.bridge.canvas import CELL, SQUARES, draw_header, load_pygame
+from rlbridge.bridge.canvas import SquareCells, draw_header, load_pygame
 from rlbridge.bridge.games.board import BlockGrid, cells, text_grid
 from rlbridge.bridge.palette import RGB, wool
 
@@ -26,7 +26,8 @@ REVERSI_ENV: RGB = (240, 240, 240)
 REVERSI_HINT: RGB = (120, 200, 140)
 REVERSI_LAST: RGB = (230, 60, 60)
 
-REVERSI_BLOCKS = {1: wool("black"), -1: wool("white")}
+#: The agent black wool, the environment white, on a board of green wool.
+REVERSI_BLOCKS = {1: wool("black"), -1: wool("white"), 0: wool("green")}
 STONE_MARKS = {1: "X", -1: "O"}
 
 HELP = "click a cell to place a stone (hints are legal moves), p to pass"
@@ -38,28 +39,42 @@ def shape(snap: ReversiSnapshot) -> tuple[int, int]:
     return snap["size"], snap["size"]
 
 
-def draw(surface, snap: ReversiSnapshot) -> None:
+#: A reversi board's cells: 6x6 at 72 px is as large as 2048's board.
+LAYOUT = SquareCells(cell=72)
+
+
+def outcome(snap: ReversiSnapshot) -> str | None:
+    """The agent's (black's) result once the game is over: "won", "lost" or "draw"."""
+    if not snap.get("done"):
+        return None
+    agent, env = snap["board"].count(1), snap["board"].count(-1)
+    return "won" if agent > env else "lost" if agent < env else "draw"
+
+
+def draw(surface, snap: ReversiSnapshot, layout: SquareCells) -> None:
     pygame = load_pygame()
     board = snap["board"]
     agent, env = board.count(1), board.count(-1)
-    draw_header(surface, f"you {agent} : {env} env" + ("  (over)" if snap.get("done") else ""))
+    result = outcome(snap)
+    draw_header(surface, f"black {agent} : {env} white" + (f"  (black {result})" if result else ""),
+                layout)
     legal = set(snap.get("legal") or ())
     for index, stone in enumerate(board):
-        rect = SQUARES.cell_rect(*divmod(index, snap["size"]))
+        rect = layout.cell_rect(*divmod(index, snap["size"]))
         pygame.draw.rect(surface, REVERSI_BOARD, rect.to_pygame())
         if stone:
             colour = REVERSI_AGENT if stone == 1 else REVERSI_ENV
-            pygame.draw.circle(surface, colour, rect.centre, CELL // 2 - 4)
+            pygame.draw.circle(surface, colour, rect.centre, rect.width * 7 // 16)
         elif index in legal:
-            pygame.draw.circle(surface, REVERSI_HINT, rect.centre, CELL // 8)
+            pygame.draw.circle(surface, REVERSI_HINT, rect.centre, rect.width // 8)
         if snap.get("last") == index:
-            pygame.draw.rect(surface, REVERSI_LAST, rect.to_pygame(), 2)
-    SQUARES.draw_lines(surface, *shape(snap))
+            pygame.draw.rect(surface, REVERSI_LAST, rect.to_pygame(), layout.px(3))
+    layout.draw_lines(surface, *shape(snap))
 
 
 def block_grid(snap: ReversiSnapshot) -> BlockGrid:
     stones = cells(snap["board"], snap["size"])
-    return BlockGrid(*shape(snap), {cell: REVERSI_BLOCKS[v] for cell, v in stones if v})
+    return BlockGrid(*shape(snap), {cell: REVERSI_BLOCKS[v] for cell, v in stones})
 
 
 def text(snap: ReversiSnapshot) -> str:

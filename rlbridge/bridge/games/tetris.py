@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
-from rlbridge.bridge.canvas import SQUARES, draw_header, load_pygame
+from rlbridge.bridge.canvas import MARGIN, SquareCells, draw_text, load_pygame
 from rlbridge.bridge.games.board import BlockGrid, Cell, cells, text_grid
-from rlbridge.bridge.palette import AIR, RGB, WOOL_COLOURS, WOOL_RGB, wool
+from rlbridge.bridge.palette import AIR, RGB, TEXT, WOOL_COLOURS, WOOL_RGB, lifted, wool
 
 
 class TetrisPiece(TypedDict):
@@ -27,9 +27,17 @@ class TetrisSnapshot(TypedDict):
     pieces: int
 
 
-#: The empty cell, then kinds 1..7 in the seed's wool colours (``wool <kind>``).
+#: The empty cell, then kinds 1..7 in the seed's wool colours (``wool <kind>``), each lifted
+#: toward white where it would not stand out on the dark well (gray, kind 7).
 TETRIS_EMPTY: RGB = (24, 24, 30)
-TETRIS_RGB: dict[int, RGB] = {k: WOOL_RGB[WOOL_COLOURS[k]] for k in range(1, 8)}
+TETRIS_RGB: dict[int, RGB] = {k: lifted(WOOL_RGB[WOOL_COLOURS[k]], TETRIS_EMPTY) for k in range(1, 8)}
+GAME_OVER_BAND: RGB = (10, 10, 14)
+GAME_OVER_INK: RGB = (240, 80, 70)
+
+#: The well's cells, with the counts in a panel to its right: a 5-wide well has no room
+#: for them above it.
+LAYOUT = SquareCells(header=MARGIN, side=130, side_height=250)
+PANEL_FONT, PANEL_LINE = 26, 30  # at scale 1
 
 HELP = "left/right move, up rotates, down drops one row, space drops"
 KEYS = {"K_LEFT": 0, "K_RIGHT": 1, "K_UP": 2, "K_DOWN": 3, "K_SPACE": 4}
@@ -63,17 +71,57 @@ def tetris_block(kind: int) -> str:
     return wool(WOOL_COLOURS[kind])
 
 
-def draw(surface, snap: TetrisSnapshot) -> None:
+def outcome(snap: TetrisSnapshot) -> str | None:
+    """"game over" once the well is full (no falling piece), None while it runs."""
+    return "game over" if snap.get("piece") is None else None
+
+
+def draw(surface, snap: TetrisSnapshot, layout: SquareCells) -> None:
     pygame = load_pygame()
-    draw_header(surface, f"lines {snap.get('lines', 0)}  pieces {snap.get('pieces', 0)}  "
-                         f"next {snap.get('next') or '-'}")
+    rows, cols = shape(snap)
     for (row, col), kind in kinds(snap).items():
         colour = TETRIS_RGB[kind] if kind else TETRIS_EMPTY
-        rect = SQUARES.cell_rect(row, col).to_pygame()
+        rect = layout.cell_rect(row, col).to_pygame()
         pygame.draw.rect(surface, colour, rect)
-        if kind:  # a light bevel keeps dark pieces (7 is gray wool) visible on the dark well
-            pygame.draw.rect(surface, tuple(min(255, c + 70) for c in colour), rect.inflate(-2, -2), 2)
-    SQUARES.draw_lines(surface, *shape(snap))
+        if kind:  # a light bevel sets each square apart from its neighbours of the same kind
+            bevel = layout.px(2)
+            pygame.draw.rect(surface, tuple(min(255, c + 70) for c in colour),
+                             rect.inflate(-bevel, -bevel), bevel)
+    layout.draw_lines(surface, rows, cols)
+    _draw_panel(surface, snap, layout)
+    if outcome(snap):
+        _draw_game_over(surface, layout.board_rect(rows, cols), layout)
+
+
+def _draw_panel(surface, snap: TetrisSnapshot, layout: SquareCells) -> None:
+    """The counts right of the well: lines, pieces, and the next kind's colour (with preview)."""
+    pygame = load_pygame()
+    well = layout.board_rect(*shape(snap))
+    left = well.left + well.width + layout.px(MARGIN)
+    width = surface.get_width() - left - layout.px(MARGIN)
+    centre_x = left + width // 2
+    y = well.top + layout.px(PANEL_LINE) // 2
+    font, line = layout.px(PANEL_FONT), layout.px(PANEL_LINE)
+    for label, value in (("lines", snap.get("lines", 0)), ("pieces", snap.get("pieces", 0))):
+        draw_text(surface, label, (centre_x, y), TEXT, font, max_width=width)
+        draw_text(surface, str(value), (centre_x, y + line), TEXT, font + layout.px(6), max_width=width)
+        y += 2 * line + layout.px(8)
+    upcoming = snap.get("next")
+    if upcoming:
+        draw_text(surface, "next", (centre_x, y), TEXT, font, max_width=width)
+        side = layout.px(layout.cell)
+        swatch = pygame.Rect(centre_x - side // 2, y + line // 2, side, side)
+        pygame.draw.rect(surface, TETRIS_RGB.get(upcoming, TEXT), swatch)
+
+
+def _draw_game_over(surface, well, layout: SquareCells) -> None:
+    """A dark band across the middle of the well saying "game over"."""
+    pygame = load_pygame()
+    height = layout.px(2 * layout.cell)
+    band = pygame.Rect(well.left, well.top + (well.height - height) // 2, well.width, height)
+    pygame.draw.rect(surface, GAME_OVER_BAND, band)
+    draw_text(surface, "game over", band.center, GAME_OVER_INK, layout.px(40),
+              max_width=well.width - 2 * layout.px(4))
 
 
 def block_grid(snap: TetrisSnapshot) -> BlockGrid:

@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 
+from rlbridge.bridge.commands import add_scale_argument
 from rlbridge.protocol.errors import RLBridgeError
 from rlbridge.registry import parse_options
 
@@ -51,6 +52,7 @@ def register(subparsers) -> None:
     replay.add_argument("--render", choices=("pygame", "blocks", "rcon"), default=None)
     replay.add_argument("--headless", action="store_true", help="pygame: no window")
     replay.add_argument("--frames", metavar="DIR", help="pygame: write PNG frames to DIR")
+    add_scale_argument(replay)
     replay.add_argument("--blocks-out", default="-", metavar="FILE",
                         help="blocks: write setblock command lines here (default stdout)")
     replay.add_argument("--rcon", default="127.0.0.1:25575", metavar="HOST:PORT")
@@ -185,6 +187,7 @@ class _Painter:
 
             self.frames = FrameWriter(args.frames) if args.frames else None
             self.surface = None
+            self.scale = args.scale
         else:
             from rlbridge.bridge.sinks import BlockBridge, RconSink, TextSink
 
@@ -204,7 +207,7 @@ class _Painter:
                 time.sleep(delay)  # pacing for a human watcher, not synchronisation
             self.next_at = max(self.next_at, time.monotonic()) + self.interval_s
         if self.kind == "pygame":
-            self.surface = self.canvas.render(snapshot, self.surface)
+            self.surface = self.canvas.render(snapshot, self.surface, self.scale)
             if self.window is not None:
                 self.window.events()
                 self.window.show(self.surface)
@@ -218,6 +221,7 @@ class _Painter:
             if self.window is not None:
                 self.window.close()
         else:
+            self.bridge.refresh()  # the last state whole, whatever was dropped before
             self.bridge.close()
 
 
