@@ -1,9 +1,13 @@
 """Reversi agents: search plays legal moves and solves endgames exactly; DQN learns, saves, loads."""
 
+import re
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
-from rlbridge.agents.reversi.dqn import ReversiDQNAgent
+from rlbridge.agents.reversi.dqn import ReversiDQNAgent, shipped_weights
 from rlbridge.agents.reversi.search import ReversiSearchAgent, core_from_observation
 from rlbridge.bench.reversi import SEARCH_OPTIONS
 from rlbridge.environments.reversi.core import AGENT, PASS, ReversiCore
@@ -98,7 +102,7 @@ def test_core_from_observation_matches_the_environment():
 
 
 def small_dqn(**options):
-    settings = dict(hidden=(16, 16), memory=400, batch=16, warmup=32, train_every=1,
+    settings = dict(mode="train", hidden=(16, 16), memory=400, batch=16, warmup=32, train_every=1,
                     target_every=10, epsilon_steps=200)
     settings.update(options)
     return ReversiDQNAgent(**settings)
@@ -114,7 +118,7 @@ def test_dqn_trains_and_only_plays_legal_moves():
 
 def test_dqn_passes_when_forced():
     env = ReversiEnv(size=4)
-    agent = small_dqn(mode="test")
+    agent = small_dqn()
     agent.agent_init(env.env_init())
     core = ReversiCore.from_board([[-1, 1, 0, 0], [0] * 4, [0] * 4, [0] * 4])
     mask = np.zeros(17, dtype=bool)
@@ -129,8 +133,11 @@ def test_dqn_save_load_round_trip_and_curve(tmp_path):
     assert agent.agent_message(f"save {path}") == "ok"
     loaded = small_dqn(mode="test", hidden=(8,), load=str(path))  # the file's shape wins
     loaded.agent_init(ReversiEnv(size=4).env_init())
-    probe = np.random.default_rng(0).random((5, agent.net.sizes[0]), dtype=np.float32)
-    assert np.array_equal(agent.net.predict(probe), loaded.net.predict(probe))
+    assert loaded.net.sizes == agent.net.sizes
+    for mine, theirs in zip(agent.net.params(), loaded.net.params(), strict=True):
+        # stored as float16, read back as float32
+        assert theirs.dtype == np.float32
+        assert np.array_equal(mine.astype(np.float16).astype(np.float32), theirs)
     assert loaded.returns == pytest.approx(agent.returns)
     with np.load(path, allow_pickle=False) as data:
         assert "meta" in data
@@ -143,18 +150,40 @@ def test_dqn_save_load_round_trip_and_curve(tmp_path):
 
 
 def test_dqn_test_mode_does_not_learn():
-    agent = small_dqn(mode="test")
+    agent = small_dqn()
+    assert agent.agent_message("mode test") == "ok"
     run_games(ReversiEnv(size=4), agent, 5)
     assert agent.net.updates == 0 and agent.memory.size == 0
+    assert agent.weights == "fresh"  # switching to test later keeps the trained net
     assert agent.agent_message("mode train") == "ok" and agent.mode == "train"
     with pytest.raises(ValueError):
         small_dqn(mode="play")
 
 
-def test_committed_dqn_weights_load_and_play():
-    from rlbridge.bench.reversi import DQN_WEIGHTS
-
-    agent = ReversiDQNAgent(mode="test", load=str(DQN_WEIGHTS))
+def test_dqn_plays_the_shipped_weights_by_default():
+    agent = ReversiDQNAgent()
     returns = run_games(ReversiEnv(size=6), agent, 5)
-    assert agent.net.sizes[0] == 9 * 4 * 36 and agent.net.sizes[-1] == 36
+    assert agent.mode == "test" and agent.agent_message("weights") == str(shipped_weights(36))
+    assert agent.net.sizes == [9 * 4 * 36, *[64] * 8, 36]  # the seed's eight hidden layers
     assert len(returns) == 5 and agent.net.updates == 0
+    trainee = ReversiDQNAgent(mode="train")
+    trainee.agent_init(ReversiEnv(size=6).env_init())
+    assert trainee.agent_message("weights") == "fresh"
+
+
+def test_dqn_without_shipped_weights_for_the_board_names_the_way_out():
+    with pytest.raises(ValueError, match="ships weights for 6x6 only; got a 4x4 board: pass "
+                                         "mode=train"):
+        ReversiDQNAgent().agent_init(ReversiEnv(size=4).env_init())
+
+
+def test_run_from_another_directory_plays_the_shipped_weights(tmp_path):
+    # An untrained network wins about one game in ten against the seed heuristic; the shipped
+    # weights win most, whatever the working directory.
+    done = subprocess.run([sys.executable, "-m", "rlbridge", "run", "reversi", "reversi-dqn",
+                           "--episodes", "20", "--quiet"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    wins = re.search(r"win rate [0-9.]+ \((\d+)/20\)", done.stdout)
+    assert wins, done.stdout
+    assert int(wins.group(1)) > 10, done.stdout

@@ -7,7 +7,7 @@ import json
 import math
 from collections import deque
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -16,6 +16,20 @@ from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 
 PASS = -1
+#: The shipped weights, one file per board size, inside the package so that any working
+#: directory finds them.
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+
+
+def shipped_weights(cells: int) -> Path:
+    """The packaged weights for a board of ``cells`` cells; ValueError when none ship."""
+    size = math.isqrt(cells)
+    path = WEIGHTS_DIR / f"reversi_dqn_{size}x{size}.npz"
+    if not path.exists():
+        shipped = sorted(p.stem.removeprefix("reversi_dqn_") for p in WEIGHTS_DIR.glob("*.npz"))
+        raise ValueError(f"reversi-dqn ships weights for {', '.join(shipped)} only; got a "
+                         f"{size}x{size} board: pass mode=train to train, or load=PATH")
+    return path
 
 
 class MLP:
@@ -131,10 +145,14 @@ class ReversiDQNAgent(Agent):
     the argmax over legal cells (a forced pass is played without asking the network).
     Double DQN targets with a target network, Huber loss, Adam, epsilon-greedy.
 
-    ``agent_message``: ``save PATH``, ``load PATH``, ``mode train|test``, ``plot PATH``, ``stats``.
+    By default the agent plays greedily with the shipped weights (``weights/``);
+    ``mode=train`` learns, from fresh weights unless ``load`` names a file.
+
+    ``agent_message``: ``save PATH``, ``load PATH``, ``mode train|test``, ``plot PATH``,
+    ``stats``, ``weights`` (the file the network was loaded from, or ``fresh``).
 
     Options:
-        mode: train (default) | test.
+        mode: test (default: greedy, no learning) | train.
         n_frames: observations stacked as the input (9).
         hidden: the hidden layers' widths, comma-separated (eight layers of 64, as the
             seed's eight).
@@ -150,14 +168,15 @@ class ReversiDQNAgent(Agent):
         target_every: updates between target-network copies (500).
         warmup: transitions stored before the first update (2000).
         save: write the npz weights here at cleanup (default: nowhere).
-        load: start from these npz weights; the file's shape wins (default: fresh).
+        load: start from these npz weights; the file's shape wins (default: the shipped
+            weights in test mode, fresh ones in train mode).
         curve: draw the learning curve to this PNG at cleanup (default: none).
         seed: the generator seed (0).
     """
 
     name = "reversi-dqn"
 
-    def __init__(self, mode: Literal["train", "test"] = "train", n_frames: int = 9,
+    def __init__(self, mode: Literal["train", "test"] = "test", n_frames: int = 9,
                  hidden: tuple[int, ...] = (64,) * 8, memory: int = 20000, batch: int = 128,
                  gamma: float = 0.99, lr: float = 0.0005, epsilon_start: float = 1.0,
                  epsilon_end: float = 0.05, epsilon_steps: int = 100000,
@@ -174,8 +193,10 @@ class ReversiDQNAgent(Agent):
         self.train_every, self.target_every = train_every, target_every
         self.warmup = warmup
         self.save_path, self.load_path, self.curve_path = save, load, curve
+        self.play_shipped = mode == "test" and load is None
         self.rng = np.random.default_rng(seed)
         self.net: MLP | None = None
+        self.weights = "fresh"  # or the npz file the network was loaded from
         self.returns: list[float] = []
         self.moves = 0
         self.losses: deque[float] = deque(maxlen=200)
@@ -195,15 +216,22 @@ class ReversiDQNAgent(Agent):
             raise ValueError("reversi-dqn needs the reversi task spec (a legal-action mask)")
         self.cells = task_spec.observations.arrays[task_spec.legal_mask].shape[0] - 1
         self.frame_size = 4 * self.cells
+        self._build()
+        if self.play_shipped and self.weights == "fresh":
+            self.load_path = shipped_weights(self.cells)  # an untrained net plays at random
+        if self.load_path:
+            path, self.load_path = self.load_path, None
+            self.load(path)
+
+    def _build(self) -> None:
+        """Fresh networks and memory, unless the current ones already have this shape."""
         sizes = [self.frame_size * self.n_frames, *self.hidden, self.cells]
         if self.net is None or self.net.sizes != sizes:
             self.net = MLP(sizes, self.rng, self.lr)
             self.target = MLP(sizes, self.rng, self.lr)
             self.target.copy_from(self.net)
             self.memory = ReplayMemory(self.capacity, sizes[0], self.cells)
-        if self.load_path:
-            path, self.load_path = self.load_path, None
-            self.load(path)
+            self.weights = "fresh"
 
     # -- acting ------------------------------------------------------------------------
     def _push(self, observation: Value) -> tuple[np.ndarray, np.ndarray]:
@@ -279,7 +307,9 @@ class ReversiDQNAgent(Agent):
     def save(self, path: str) -> None:
         meta = {"n_frames": self.n_frames, "hidden": self.hidden, "cells": self.cells,
                 "moves": self.moves, "episodes": len(self.returns)}
-        arrays = self.net.arrays()
+        # float16 halves the file (the bench measures the weights as stored); training
+        # resumes from it in float32, and the optimiser's moments are not saved anyway.
+        arrays = {name: array.astype(np.float16) for name, array in self.net.arrays().items()}
         np.savez_compressed(path, meta=np.array(json.dumps(meta)),
                             returns=np.asarray(self.returns, dtype=np.float32), **arrays)
 
@@ -294,11 +324,11 @@ class ReversiDQNAgent(Agent):
                                  f"this board has {self.cells}")
             if meta["n_frames"] != self.n_frames or meta["hidden"] != self.hidden:
                 self.n_frames, self.hidden = meta["n_frames"], meta["hidden"]
-                self.net = None
-                self.agent_init(self.task_spec)
+                self._build()
             self.net.load_arrays(data)
             self.target.copy_from(self.net)
             self.returns = data["returns"].tolist()
+        self.weights = str(path)
         self.moves = max(self.moves, meta["moves"])
 
     def plot(self, path: str, window: int = 500) -> None:
@@ -337,6 +367,8 @@ class ReversiDQNAgent(Agent):
                 return "ok"
         except (OSError, ValueError, KeyError) as err:
             return f"error: {err}"
+        if message.strip() == "weights":
+            return self.weights
         if message.strip() == "stats":
             recent = self.returns[-500:]
             wins = sum(r > 0 for r in recent) / len(recent) if recent else 0.0
@@ -344,55 +376,3 @@ class ReversiDQNAgent(Agent):
             return (f"episodes {len(self.returns)} moves {self.moves} epsilon {self.epsilon():.3f} "
                     f"recent_win_rate {wins:.3f} loss {loss:.4f}")
         return super().agent_message(message)
-
-
-def train(size: int = 6, episodes: int = 20000, opponent: str = "seed", seed: int = 0,
-          report_every: int = 1000, **agent_options: Any) -> ReversiDQNAgent:
-    """Train in-process against the reversi environment, with a progress bar."""
-    import time
-
-    from rlbridge.environments.reversi.env import ReversiEnv
-    from rlbridge.experiment.api import Experiment
-    from rlbridge.experiment.progress import ProgressBar
-
-    agent = ReversiDQNAgent(mode="train", **agent_options)
-    experiment = Experiment(ReversiEnv(size=size, opponent=opponent), agent, seed=seed)
-    experiment.RL_init()
-    bar = ProgressBar(episodes, "episodes")
-    started = time.monotonic()
-    for episode in range(1, episodes + 1):
-        experiment.RL_episode(0)
-        bar.update(1, agent.agent_message("stats").split(" loss")[0])
-        if episode % report_every == 0:
-            print(f"[{time.monotonic() - started:7.0f}s] {agent.agent_message('stats')}",
-                  flush=True)
-            if agent.save_path:  # checkpoint, so that a cut-short run still leaves weights
-                agent.save(agent.save_path)
-    bar.close()
-    experiment.RL_cleanup()
-    return agent
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m rlbridge.agents.reversi.dqn --episodes N --opt key=value ...``"""
-    import argparse
-
-    from rlbridge.options import convert_options
-    from rlbridge.registry import parse_options
-
-    parser = argparse.ArgumentParser(description="Train the reversi DQN against the seed opponent.")
-    parser.add_argument("--size", type=int, default=6)
-    parser.add_argument("--episodes", type=int, default=20000)
-    parser.add_argument("--opponent", default="seed",
-                        choices=("seed", "random", "greedy", "alphabeta"))
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--opt", action="append", help="agent option key=value (save=, curve=...)")
-    args = parser.parse_args(argv)
-    options = convert_options(ReversiDQNAgent, parse_options(args.opt), owner="reversi-dqn")
-    options.pop("mode", None)  # training is the point of this command
-    train(args.size, args.episodes, args.opponent, args.seed, **options)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
