@@ -84,6 +84,8 @@ class BatchRunner:
     def __init__(self, server, delegation):
         self.server = server
         self.delegation = delegation  # the EpisodeRunner: agent, agent_address, records
+        #: Seconds each batched step of the last RUN_BATCH took (``batch_timing``).
+        self.timing: list[float] = []
 
     def run(self, message, body: RunBatch, identity: bytes, frames: list) -> list:
         delegation = self.delegation
@@ -103,10 +105,15 @@ class BatchRunner:
         server = self.server
         heartbeat_s = delegation.heartbeat_interval_ms / 1000.0
         next_beat = time.monotonic() + heartbeat_s
+        timing = self.timing = []
+        last = [time.perf_counter()]
 
         def on_step(steps: int, episodes_ended: int) -> None:
             nonlocal next_beat
             agent.step = steps + 1
+            clock = time.perf_counter()
+            timing.append(clock - last[0])
+            last[0] = clock
             now = time.monotonic()
             if now >= next_beat:
                 next_beat = now + heartbeat_s

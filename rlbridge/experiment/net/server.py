@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import json
 import signal
 import sys
 import time
@@ -397,6 +398,8 @@ class EnvironmentServer(RequestServer):
 
     def _env_message(self, message, text, frames, identity):
         if self.env_batch is not None:
+            if text == "batch_timing":
+                return json.dumps({"seconds": self.batch_runner.timing})
             return self.env_batch.batch_message(text)
         return self.env.env_message(text)
 
