@@ -318,8 +318,8 @@ class EnvironmentServer(RequestServer):
     ``episode_runner`` builds the object that plays delegated episodes from this server;
     ``publisher`` (a StatePublisher) sends the environment's state to renderers.
     ``make_env`` builds the instances of a batch (ENV_BATCH_INIT, PROTOCOL.md 16.2; by
-    default copies of ``env`` as it was given), and ``batch`` is the number of instances
-    an ENV_BATCH_INIT for 0 gets.
+    default deep copies of ``env``, which env_init and ``seed`` then reset), and ``batch``
+    is the number of instances an ENV_BATCH_INIT for 0 gets.
     """
 
     role = "environment"
@@ -340,9 +340,6 @@ class EnvironmentServer(RequestServer):
         self.publisher = publisher
         self.task_spec: TaskSpec | None = None
         self.state = EnvState.FRESH
-        if make_env is None:
-            template = copy.deepcopy(env)
-            make_env = lambda: copy.deepcopy(template)  # noqa: E731
         self.make_env = make_env
         self.batch = batch
         self.env_batch: EnvironmentBatch | None = None  # set by ENV_BATCH_INIT
@@ -409,7 +406,7 @@ class EnvironmentServer(RequestServer):
         if count > MAX_INSTANCES:
             raise ProtocolError(f"num_instances must be at most {MAX_INSTANCES}; got {count}")
         self._end_batch()
-        batch = EnvironmentBatch(self.make_env, count, body.first_instance)
+        batch = EnvironmentBatch(self.make_env or self._copy_env, count, body.first_instance)
         spec = batch.batch_init()
         self.env_batch, self.task_spec = batch, spec
         self.batch_loop = BatchLoop(count, body.first_instance)
@@ -424,6 +421,14 @@ class EnvironmentServer(RequestServer):
 
     def _run_batch(self, message, body, frames, identity):
         return self.batch_runner.run(message, body, identity, frames)
+
+    def _copy_env(self):
+        try:
+            return copy.deepcopy(self.env)
+        except Exception as err:  # an environment holding sockets or files, say
+            raise RLBridgeError(f"this environment cannot serve a batch: copying it for "
+                                f"more instances failed ({type(err).__name__}: {err}); serve "
+                                "it with make_env, a function that builds one") from None
 
     def _end_batch(self) -> None:
         self.env_batch = None
