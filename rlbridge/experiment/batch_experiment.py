@@ -33,7 +33,7 @@ from rlbridge.experiment.batch import (
     split_quota,
 )
 from rlbridge.experiment.log.writer import RecordList
-from rlbridge.experiment.net.remote import (
+from rlbridge.experiment.net.remote_batch import (
     RemoteAgentBatch,
     RunBatchCall,
     agent_batch_init,

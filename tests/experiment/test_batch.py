@@ -202,6 +202,8 @@ def servers(processes, ipc_dir):
     processes.start("agent", "random", "--bind", agent_address)
     env = RequestClient(env_address, "environment", "experiment")
     agent = RequestClient(agent_address, "agent", "experiment")
+    env.hello()  # waits for the processes to come up, as long as CONNECT_TIMEOUT_MS
+    agent.hello()
     yield env, agent
     env.close()
     agent.close()
