@@ -38,6 +38,7 @@ from rlbridge.protocol.values import Value
 MAX_INSTANCES = 65536
 
 _STEP, _START, _NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
+_RUNNING, _ENDED = int(InstanceState.RUNNING), int(InstanceState.ENDED)
 
 
 class BatchStep(NamedTuple):
@@ -110,9 +111,10 @@ class EnvironmentBatch:
         return spec
 
     # -- stepping ----------------------------------------------------------------
-    def batch_step(self, calls: np.ndarray, actions: Batch | list[Value]) -> BatchStep:
+    def batch_step(self, calls: np.ndarray | list[int],
+                   actions: Batch | list[Value]) -> BatchStep:
         count = self.num_instances
-        call_list = calls.tolist()
+        call_list = calls.tolist() if type(calls) is np.ndarray else calls
         if len(call_list) != count:
             raise ProtocolError(f"ENV_BATCH_STEP has {len(call_list)} calls; this environment "
                                 f"serves {count} instances")
@@ -151,37 +153,44 @@ class EnvironmentBatch:
         infos: list | None = None
         states = self.instances.states
         envs = self.envs
-        mask_index = self._mask_index
-        next_action = iter(actions)
-        for index, call in enumerate(calls):
-            if call == _NONE:
-                continue
-            env = envs[index]
-            try:
+        next_action = iter(actions).__next__
+        index = 0
+        try:
+            for index, call in enumerate(calls):
                 if call == _STEP:
-                    result = env.env_step(next(next_action))
-                    observation = result[1]
-                    rewards[index] = float(result[0])
-                    terminal = terminals[index] = bool(result[2])
-                    states[index] = InstanceState.ENDED if terminal else InstanceState.RUNNING
+                    result = envs[index].env_step(next_action())
+                    observations.append(result[1])
+                    rewards[index] = result[0]
+                    if result[2]:
+                        terminals[index] = True
+                        states[index] = _ENDED
+                    else:
+                        states[index] = _RUNNING
                     if len(result) > 3 and result[3] is not None:
                         if infos is None:
                             infos = [None] * count
                         infos[index] = result[3]
-                else:
-                    observation = env.env_start()
-                    states[index] = InstanceState.RUNNING
-            except RLBridgeError as err:  # keeps its wire code, and names the instance
-                err.args = (f"instance {self.first_instance + index}: {err}",)
-                raise
-            except Exception as err:
-                raise RLBridgeError(f"instance {self.first_instance + index}: the environment "
-                                    f"raised {type(err).__name__}: {err}") from err
-            if mask_index is not None:
-                self._masks[index] = observation.arrays[mask_index]
-            observations.append(observation)
+                elif call == _START:
+                    observations.append(envs[index].env_start())
+                    states[index] = _RUNNING
+        except RLBridgeError as err:  # keeps its wire code, and names the instance
+            err.args = (f"instance {self.first_instance + index}: {err}",)
+            raise
+        except Exception as err:
+            raise RLBridgeError(f"instance {self.first_instance + index}: the environment "
+                                f"raised {type(err).__name__}: {err}") from err
+        if self._mask_index is not None:
+            self._keep_masks(calls, observations)
         return BatchStep(np.array(rewards, dtype=np.float64), Batch.stack(observations),
                          np.array(terminals, dtype=bool), infos)
+
+    def _keep_masks(self, calls: list[int], observations: list[Value]) -> None:
+        """Each instance's legal mask from the observation it just returned."""
+        mask_index, masks = self._mask_index, self._masks
+        returned = iter(observations)
+        for index, call in enumerate(calls):
+            if call != _NONE:
+                masks[index] = next(returned).arrays[mask_index]
 
     # -- messages and the rest -------------------------------------------------------
     def batch_message(self, text: str) -> str:

