@@ -295,3 +295,13 @@ def test_the_agent_adapter_keeps_each_instances_generator():
         single.agent_message(f"seed {instance_seed(8, instance)}")
         alone.append(single.agent_start(observation))
     assert [a.ints for a in starts] == [a.ints for a in alone]
+
+
+def test_the_docs_python_example_runs_as_printed():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "batching.md").read_text()
+    code = re.search(r"In process, with no sockets:\n\n```python\n(.*?)```", text, re.S).group(1)
+    namespace: dict = {}
+    exec(compile(code.replace("print(", "printed = ("), "docs/batching.md", "exec"), namespace)
+    assert len(namespace["result"].episodes) == 100
