@@ -40,7 +40,7 @@ from rlbridge.experiment.net.remote_batch import (
     env_batch_init,
     env_batch_step,
 )
-from rlbridge.protocol.errors import ProtocolError, WrongState
+from rlbridge.protocol.errors import ProtocolError, UnknownMessageType, WrongState
 from rlbridge.protocol.taskspec import TaskSpec, parse
 
 #: With several shards, the most batched steps in one round of RUN_BATCH calls: the log
@@ -101,6 +101,23 @@ class BatchExperiment:
     # -- init and cleanup --------------------------------------------------------------
     def init(self) -> str:
         """Initialise every instance and the agent, then send the seeds; returns the task spec."""
+        try:
+            spec_text = self._init_peers()
+        except UnknownMessageType as err:  # PROTOCOL.md 16: a peer without batching
+            raise UnknownMessageType(f"{err}; that peer does not run batched: run it without "
+                                     "--batch") from None
+        self.task_spec = parse(spec_text)
+        self.loop.reset()
+        self.rounds = 0
+        if self.seed is not None:
+            env_seed, agent_seed = derive_seeds(self.seed)
+            self.env_message(f"seed {env_seed}")
+            self._agent_message(f"seed {agent_seed}")
+        for listener in self.on_init:
+            listener(self, spec_text)
+        return spec_text
+
+    def _init_peers(self) -> str:
         if self.remote:
             spec_text = self._init_shards()
             if self.mode == "delegated":
@@ -115,15 +132,6 @@ class BatchExperiment:
             spec_text = str(spec)
             self.batch_agent = as_batch_agent(self.agent)
             self.batch_agent.batch_init(spec, self.num_instances)
-        self.task_spec = parse(spec_text)
-        self.loop.reset()
-        self.rounds = 0
-        if self.seed is not None:
-            env_seed, agent_seed = derive_seeds(self.seed)
-            self.env_message(f"seed {env_seed}")
-            self._agent_message(f"seed {agent_seed}")
-        for listener in self.on_init:
-            listener(self, spec_text)
         return spec_text
 
     def _init_shards(self) -> str:
