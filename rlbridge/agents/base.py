@@ -27,6 +27,11 @@ class Agent:
     """
 
     name: str = ""
+    #: The attributes that belong to one instance when the agent answers for many
+    #: (PROTOCOL.md 16.4): its episode so far and its generator. The batch adapter
+    #: (:class:`rlbridge.agents.batch.AgentBatch`) keeps one copy per instance, so
+    #: everything else (what the agent learns) is shared by all instances.
+    INSTANCE_STATE: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self.task_spec: TaskSpec | None = None

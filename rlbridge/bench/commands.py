@@ -11,6 +11,7 @@ from rlbridge.bench.report import AgentResult, Figure, format_agent_results, for
 #: Figure or AgentResult rows. `make bench` runs the suites listed in DEFAULT_SUITES.
 SUITES: dict[str, str] = {
     "core": "rlbridge.bench.core:run",
+    "batched": "rlbridge.bench.batched:run",
     "games": "rlbridge.bench.suites:games",
     "agents": "rlbridge.bench.suites:agents",
     "bridge": "rlbridge.bench.bridge:run",
@@ -23,7 +24,7 @@ for _module, _game in (("minesweeper", "minesweeper"), ("blackjack", "blackjack"
                        ("tetris", "tetris"), ("reversi", "reversi"), ("game2048", "2048")):
     SUITES[f"{_game}-games"] = f"rlbridge.bench.{_module}:game_speed"
     SUITES[f"{_game}-agents"] = f"rlbridge.bench.{_module}:agent_strength"
-DEFAULT_SUITES = ["core", "games", "bridge", "legacy", "agents"]
+DEFAULT_SUITES = ["core", "batched", "games", "bridge", "legacy", "agents"]
 
 
 def register(subparsers) -> None:

@@ -37,6 +37,9 @@ def register(subparsers) -> None:
         parser.add_argument("--idle-timeout-ms", type=int, default=None,
                             help="stop after this long without a request (default: never)")
         if role == "env":
+            parser.add_argument("--batch", type=int, default=1, metavar="N",
+                                help="instances an experiment's ENV_BATCH_INIT for 0 gets "
+                                     "(default 1; PROTOCOL.md section 16)")
             parser.add_argument("--publish", metavar="ADDR",
                                 help="publish state snapshots for viewers on this PUB address")
             parser.add_argument("--publish-every-step", action="store_true",
@@ -52,8 +55,9 @@ def register(subparsers) -> None:
         "experiment", help="drive a running environment and agent",
         description="Connect to an environment and an agent and run episodes with RL_episode.")
     add_experiment_arguments(parser)
-    parser.add_argument("--env", dest="env_address", metavar="ADDR",
-                        default=None, help="the environment's address")
+    parser.add_argument("--env", dest="env_addresses", metavar="ADDR", action="append",
+                        default=None, help="the environment's address; repeated, the "
+                        "shards of a batched run (--batch), in instance order")
     parser.add_argument("--agent", dest="agent_address", metavar="ADDR",
                         default=None, help="the agent's address")
     parser.add_argument("--bind", action="store_true",
@@ -83,6 +87,9 @@ def register(subparsers) -> None:
     add_experiment_arguments(parser)
     parser.add_argument("--transport", choices=("ipc", "tcp"), default="ipc",
                         help="ipc:// sockets in a private directory (default) or tcp on 127.0.0.1")
+    parser.add_argument("--shards", type=int, default=1, metavar="S",
+                        help="with --batch: spread the instances over S environment "
+                             "processes, each on its own CPU where there are enough")
     parser.add_argument("--cpu", default="shared",
                         help="CPU placement: 'shared' puts all three on one CPU (the default: "
                              "processes that wake each other across cores cost ~3x), "
@@ -122,6 +129,16 @@ def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-flush", choices=("episode", "step"), default="episode",
                         help="flush the log at every episode end (default) or every step")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--batch", type=int, default=0, metavar="N",
+                        help="run N instances of the game at once, one round trip per "
+                             "batched step (PROTOCOL.md section 16; default: unbatched)")
+    parser.add_argument("--groups", type=int, default=0, metavar="G",
+                        help="with --batch: split each environment process's instances into "
+                             "G groups, stepped while the agent answers another "
+                             "(default: 2 when a process has 2 or more instances)")
+    parser.add_argument("--batched-steps", type=int, default=0, metavar="K",
+                        help="with --batch: stop after K batched steps instead of "
+                             "--episodes episodes")
     parser.add_argument("--no-wait-hint", action="store_true", help=argparse.SUPPRESS)
 
 
@@ -145,7 +162,13 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     options.update(bind=args.connect is None, idle_timeout_ms=args.idle_timeout_ms, curve=curve)
     if args.role == "environment":
-        server = EnvironmentServer(obj, address, publisher=_publisher(args), **options)
+        if args.batch < 1:
+            print(f"rlbridge environment: --batch takes a number of instances >= 1; got "
+                  f"{args.batch}", file=sys.stderr)
+            return 2
+        server = EnvironmentServer(obj, address, publisher=_publisher(args),
+                                   make_env=lambda: build(args.name, registry, args.opt),
+                                   batch=args.batch, **options)
     else:
         server = AgentServer(obj, address, **options)
     print(f"rlbridge {args.role}: serving {args.name} on {server.address}"
@@ -196,21 +219,32 @@ def _experiment(args: argparse.Namespace) -> int:
     from rlbridge.experiment.driver import run_experiment
     from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 
-    env_address = args.env_address or default_address("environment")
+    env_addresses = args.env_addresses or [default_address("environment")]
     agent_address = args.agent_address or default_address("agent")
     check_recorded_options(args)
-    env = agent = None
+    problem = batch_problem(args, len(env_addresses))
+    if problem:
+        print(f"rlbridge experiment: {problem}", file=sys.stderr, flush=True)
+        return 2
+    envs: list = []
+    agent = None
     try:
-        curve = curve_for(args, env_address, bind=args.bind)
+        curve = None
+        for address in env_addresses:
+            curve = curve_for(args, address, bind=args.bind) or curve
         curve = curve_for(args, agent_address, bind=args.bind) or curve
-        env = RemoteEnvironment(env_address, timeout_ms=args.timeout_ms,
-                                connect_timeout_ms=args.connect_timeout_ms, bind=args.bind,
-                                curve=curve,
-                                on_wait=None if args.no_wait_hint else _wait_hint("environment", args.bind))
+        for address in env_addresses:
+            envs.append(RemoteEnvironment(
+                address, timeout_ms=args.timeout_ms, connect_timeout_ms=args.connect_timeout_ms,
+                bind=args.bind, curve=curve,
+                on_wait=None if args.no_wait_hint else _wait_hint("environment", args.bind)))
         agent = RemoteAgent(agent_address, timeout_ms=args.timeout_ms,
                             connect_timeout_ms=args.connect_timeout_ms, bind=args.bind,
                             curve=curve,
                             on_wait=None if args.no_wait_hint else _wait_hint("agent", args.bind))
+        if args.batch:
+            return _batch_experiment(envs, agent, args)
+        env = envs[0]
         if args.no_fast_path:
             env.run_episode = None
         program = _load_program(args.program) if args.program else default_program
@@ -219,11 +253,51 @@ def _experiment(args: argparse.Namespace) -> int:
         print(f"rlbridge experiment: {err}", file=sys.stderr, flush=True)
         return 1
     finally:
-        for peer in (env, agent):
+        for peer in (*envs, agent):
             if peer is not None:
                 if args.shutdown_peers:
                     peer.shutdown()
                 peer.close()
+
+
+def batch_problem(args: argparse.Namespace, shards: int) -> str:
+    """What is wrong with the batching arguments, in one line; "" when nothing is."""
+    if args.batch < 0:
+        return f"--batch takes a number of instances >= 1; got {args.batch}"
+    if not args.batch:
+        if shards > 1:
+            return f"{shards} environments (--env) are the shards of a batched run: add --batch N"
+        if args.batched_steps or args.groups:
+            return "--batched-steps and --groups need --batch N"
+        return ""
+    if not 1 <= shards <= args.batch:
+        return f"{args.batch} instances cannot be spread over {shards} environment processes"
+    if args.groups < 0 or args.groups > args.batch // shards:
+        return (f"--groups must be in 1..{args.batch // shards} (the instances of one "
+                f"environment process); got {args.groups}")
+    if args.program:
+        return "--program runs RL_* calls, which drive one instance: it does not combine with --batch"
+    if args.batched_steps < 0:
+        return f"--batched-steps must be >= 0; got {args.batched_steps}"
+    if shards > 1 and args.no_fast_path:
+        return "several shards need the fast path: each environment process reaches the agent itself"
+    return ""
+
+
+def default_groups(num_instances: int, shards: int) -> int:
+    """Two groups when each environment process has two or more instances: it then steps
+    one group while the agent answers the other (docs/batching.md)."""
+    return 2 if num_instances // shards >= 2 else 1
+
+
+def _batch_experiment(envs, agent, args: argparse.Namespace) -> int:
+    from rlbridge.experiment.batch_experiment import BatchExperiment
+    from rlbridge.experiment.driver import run_batch_experiment
+
+    groups = args.groups or default_groups(args.batch, len(envs))
+    experiment = BatchExperiment(envs, agent, num_instances=args.batch, seed=args.seed,
+                                 groups=groups, delegate=not args.no_fast_path)
+    return run_batch_experiment(experiment, args)
 
 
 def check_recorded_options(args: argparse.Namespace) -> None:
@@ -245,5 +319,15 @@ def _run(args: argparse.Namespace) -> int:
     target(args.agent_name, AGENTS)
     typed_options(args.env_name, ENVIRONMENTS, args.env_opt)
     typed_options(args.agent_name, AGENTS, args.agent_opt)
+    if args.shards < 1:
+        return _refuse(f"--shards takes a number of processes >= 1; got {args.shards}")
+    problem = batch_problem(args, args.shards)
+    if problem:
+        return _refuse(problem)
     return run_local(args)
+
+
+def _refuse(problem: str) -> int:
+    print(f"rlbridge run: {problem}", file=sys.stderr, flush=True)
+    return 2
 

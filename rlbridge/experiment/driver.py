@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, NamedTuple
 
 from rlbridge.experiment.api import Experiment
@@ -152,3 +153,66 @@ def run_experiment(env, agent, args, program) -> int:
     outcome = query_outcome(env, len(returns)) if returns else None
     print(Summary(len(returns), steps[0], mean, elapsed, outcome).line(), flush=True)
     return 0
+
+
+def run_batch_experiment(experiment, args) -> int:
+    """Run a :class:`~rlbridge.experiment.batch_experiment.BatchExperiment` for
+    ``args.episodes`` episodes (or ``args.batched_steps`` batched steps) with a progress bar;
+    print the summary line, whose steps are instance steps."""
+    log = None
+    if args.log:
+        from rlbridge.experiment.log.writer import attach_log
+
+        log = attach_log(experiment, args.log, args)
+    steps_mode = getattr(args, "batched_steps", 0) > 0
+    progress = ProgressBar(0 if steps_mode else args.episodes, "episodes",
+                           enabled=not args.quiet)
+    shown = [0]
+
+    def advance(episodes_ended: int) -> None:
+        if episodes_ended > shown[0]:
+            progress.update(episodes_ended - shown[0])
+            shown[0] = episodes_ended
+
+    started = time.monotonic()
+    try:
+        experiment.init()
+        result = experiment.run(episodes=0 if steps_mode else args.episodes,
+                                num_steps=args.batched_steps if steps_mode else 0,
+                                max_steps=args.max_steps, on_progress=advance)
+        experiment.cleanup()
+    finally:
+        progress.close()
+        if log is not None:
+            log.close()
+    elapsed = time.monotonic() - started
+    returns = result.episodes.total_reward
+    mean = sum(returns) / len(returns) if returns else 0.0
+    outcome = None
+    if returns and experiment.remote:
+        outcome = pooled_outcome(experiment.shards, experiment.ranges, result.episodes.instance)
+    print(Summary(len(returns), sum(result.episodes.num_steps), mean, elapsed, outcome).line(),
+          flush=True)
+    return 0
+
+
+def pooled_outcome(shards, ranges, ended_instances: list[int]) -> Outcome | None:
+    """The outcome of the episodes that ended, over every shard's instances: instance i's
+    first k outcomes, where k episodes of instance i ended (its episode in play, if any,
+    is left out)."""
+    ended = Counter(ended_instances)
+    name, kind, values = None, None, []
+    for env, (first, _end) in zip(shards, ranges, strict=True):
+        try:
+            reply = env.env_message("outcomes", record=False)
+            report = json.loads(reply) if reply else None
+        except (RLBridgeError, ValueError):
+            return None
+        if not isinstance(report, dict) or report.get("kind") not in ("rate", "mean"):
+            return None
+        name, kind = str(report.get("name", "outcome")), report["kind"]
+        for offset, outcomes in enumerate(report.get("instances", [])):
+            values.extend(float(v) for v in outcomes[:ended[first + offset]])
+    if not values:
+        return None
+    return Outcome.from_values(name, kind, values)

@@ -55,10 +55,16 @@ def _free_tcp_port() -> int:
         return probe.getsockname()[1]
 
 
-def plan_addresses(transport: str, directory: str) -> dict[str, str]:
+def shard_names(shards: int) -> list[str]:
+    """The names of the environment processes: \"env\", or \"env0\", \"env1\", ... for shards."""
+    return ["env"] if shards <= 1 else [f"env{index}" for index in range(shards)]
+
+
+def plan_addresses(transport: str, directory: str, shards: int = 1) -> dict[str, str]:
+    roles = (*shard_names(shards), "agent", "view")
     if transport == "tcp":
-        return {role: f"tcp://127.0.0.1:{_free_tcp_port()}" for role in ("env", "agent", "view")}
-    return {role: f"ipc://{directory}/{role}.sock" for role in ("env", "agent", "view")}
+        return {role: f"tcp://127.0.0.1:{_free_tcp_port()}" for role in roles}
+    return {role: f"ipc://{directory}/{role}.sock" for role in roles}
 
 
 def cpu_set(choice: str) -> set[int] | None:
@@ -84,18 +90,23 @@ def watcher_cpus(loop_cpus: set[int] | None) -> set[int] | None:
 
 def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
     python = [sys.executable, "-m", "rlbridge"]
-    env_cmd = [*python, "env", args.env_name, "--bind", addresses["env"]]
-    for opt in args.env_opt:
-        env_cmd += ["--opt", opt]
-    if args.render or args.render_frames:
-        env_cmd += ["--publish", addresses["view"], "--wait-viewer-ms", "15000"]
-        if args.render_frames:
-            env_cmd.append("--publish-every-step")
+    shards = shard_names(getattr(args, "shards", 1))
+    env_cmds = {}
+    for index, name in enumerate(shards):
+        env_cmd = [*python, "env", args.env_name, "--bind", addresses[name]]
+        for opt in args.env_opt:
+            env_cmd += ["--opt", opt]
+        if (args.render or args.render_frames) and index == 0:
+            env_cmd += ["--publish", addresses["view"], "--wait-viewer-ms", "15000"]
+            if args.render_frames:
+                env_cmd.append("--publish-every-step")
+        env_cmds[name] = env_cmd
     agent_cmd = [*python, "agent", args.agent_name, "--bind", addresses["agent"]]
     for opt in args.agent_opt:
         agent_cmd += ["--opt", opt]
     experiment_cmd = [
-        *python, "experiment", "--env", addresses["env"], "--agent", addresses["agent"],
+        *python, "experiment", *(word for name in shards for word in ("--env", addresses[name])),
+        "--agent", addresses["agent"],
         "--episodes", str(args.episodes), "--max-steps", str(args.max_steps),
         "--seed", str(args.seed), "--timeout-ms", str(args.timeout_ms),
         "--connect-timeout-ms", str(args.connect_timeout_ms),
@@ -104,6 +115,9 @@ def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
     for flag in ("no_fast_path", "quiet"):
         if getattr(args, flag):
             experiment_cmd.append("--" + flag.replace("_", "-"))
+    for option in ("batch", "groups", "batched_steps"):
+        if getattr(args, option, 0):
+            experiment_cmd += ["--" + option.replace("_", "-"), str(getattr(args, option))]
     if args.program:
         experiment_cmd += ["--program", args.program]
     if args.log:
@@ -113,7 +127,7 @@ def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
             experiment_cmd += ["--env-opt", opt]
         for opt in args.agent_opt:
             experiment_cmd += ["--agent-opt", opt]
-    commands = {"env": env_cmd, "agent": agent_cmd, "experiment": experiment_cmd}
+    commands = {**env_cmds, "agent": agent_cmd, "experiment": experiment_cmd}
     for command in commands.values():  # CURVE keys, when given, go to all three
         if getattr(args, "curve_dir", None):
             command += ["--curve-dir", args.curve_dir]
@@ -140,7 +154,8 @@ def run_local(args) -> int:
                   file=sys.stderr, flush=True)
             args.render = None
     with tempfile.TemporaryDirectory(prefix="rlbridge-run-") as directory:
-        commands = build_commands(args, plan_addresses(args.transport, directory))
+        commands = build_commands(args, plan_addresses(args.transport, directory,
+                                                       getattr(args, "shards", 1)))
         # After a peer dies, the experiment needs its step timeout to notice and report it.
         grace_s = args.timeout_ms / 1000 + 2 * TERMINATE_GRACE_S
         # The environment, closing its publisher, waits for the viewer to take the last frames.

@@ -46,14 +46,19 @@ class MessageType(IntEnum):
     ENV_STEP = 12
     ENV_CLEANUP = 13
     ENV_MESSAGE = 14
+    ENV_BATCH_INIT = 15
+    ENV_BATCH_STEP = 16
     AGENT_INIT = 20
     AGENT_START = 21
     AGENT_STEP = 22
     AGENT_END = 23
     AGENT_CLEANUP = 24
     AGENT_MESSAGE = 25
+    AGENT_BATCH_INIT = 26
+    AGENT_BATCH_STEP = 27
     RUN_EPISODE = 30
     DELEGATE = 31
+    RUN_BATCH = 32
 
 
 #: RL-Glue call names, for error messages such as "did not answer agent_step".

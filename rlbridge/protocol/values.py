@@ -129,15 +129,17 @@ def encode_value(value: Value, frames: list | None = None) -> list:
     arrays = value.arrays
     if not arrays:
         return [value.ints, value.doubles, value.chars, ()]
-    wire_arrays = []
-    for array in arrays:
-        array, code = _wire_array(array if type(array) is np.ndarray else np.asarray(array))
-        if frames is not None and array.nbytes >= ZERO_COPY_THRESHOLD_BYTES:
-            frames.append(array.data)
-            wire_arrays.append([code, array.shape, len(frames) - 1])
-        else:
-            wire_arrays.append([code, array.shape, array.tobytes()])
-    return [value.ints, value.doubles, value.chars, wire_arrays]
+    return [value.ints, value.doubles, value.chars, [encode_array(a, frames) for a in arrays]]
+
+
+def encode_array(array: np.ndarray, frames: list | None = None) -> list:
+    """The wire form ``[dtype, shape, data]`` of one array; with ``frames``, an array of
+    :data:`ZERO_COPY_THRESHOLD_BYTES` or more goes there and ``data`` is its index."""
+    array, code = _wire_array(array if type(array) is np.ndarray else np.asarray(array))
+    if frames is not None and array.nbytes >= ZERO_COPY_THRESHOLD_BYTES:
+        frames.append(array.data)
+        return [code, array.shape, len(frames) - 1]
+    return [code, array.shape, array.tobytes()]
 
 
 def decode_value(raw: Any, frames: list | tuple = ()) -> Value:
@@ -163,11 +165,12 @@ def decode_value(raw: Any, frames: list | tuple = ()) -> Value:
         return _new_tuple(Value, (tuple(ints), tuple(doubles), chars, ()))
     if type(arrays) is not list:
         raise ProtocolError(f"value arrays must be an array; got {type(arrays).__name__}")
-    decoded = tuple([_decode_array(entry, frames) for entry in arrays])
+    decoded = tuple([decode_array(entry, frames) for entry in arrays])
     return _new_tuple(Value, (tuple(ints), tuple(doubles), chars, decoded))
 
 
-def _decode_array(entry: Any, frames: list | tuple) -> np.ndarray:
+def decode_array(entry: Any, frames: list | tuple) -> np.ndarray:
+    """One array from its wire form ``[dtype, shape, data]`` (``data`` bin or a frame index)."""
     if type(entry) is not list or len(entry) != 3:
         raise ProtocolError("an array must be [dtype, shape, data]")
     dtype, shape, data = entry

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlbridge.protocol.batch_vectors import batch_vectors
 from rlbridge.protocol.errors import ErrorCode
 from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType, encode, pack
 from rlbridge.protocol.values import ZERO_COPY_THRESHOLD_BYTES, Value, encode_value
@@ -150,7 +151,8 @@ def build_vectors() -> dict:
                        for f in out[1:]],
         })
     return {"protocol_version": PROTOCOL_VERSION, "messages": vectors, "invalid": _invalid(),
-            "seeds": _seeds(), "run_episode_records": [_run_episode_with_records()]}
+            "seeds": _seeds(), "run_episode_records": [_run_episode_with_records()],
+            "batch": batch_vectors()}
 
 
 def _invalid() -> list[dict]:

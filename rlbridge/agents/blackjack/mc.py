@@ -60,6 +60,7 @@ class BlackjackTabularAgent(Agent):
     """
 
     algorithm = "tabular"
+    INSTANCE_STATE = ("trajectory", "rng", "_uniforms", "_next_uniform")
 
     def __init__(self, seed: int = 0, train: bool = True, save: Path | None = None,
                  load: Path | None = None):

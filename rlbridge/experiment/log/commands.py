@@ -26,7 +26,7 @@ def register(subparsers) -> None:
     export.add_argument("file")
     export.add_argument("--npz", metavar="OUT",
                         help="observations, next_observations, actions, rewards, terminals, "
-                             "truncations, episode_starts, episode_ids")
+                             "truncations, episode_starts, episode_ids, episode_instances")
     export.add_argument("--minari", metavar="NAME",
                         help="a Minari dataset id such as rlbridge/blackjack/random-v0, written "
                              "under MINARI_DATASETS_PATH (needs pip install rlbridge[rl])")

@@ -141,6 +141,7 @@ class Steps:
     actions: dict[str, np.ndarray]
     rewards: np.ndarray
     terminal: bool
+    instance: int = 0  # the instance that played it, in a batched log
 
     def __len__(self) -> int:
         return len(self.rewards)
@@ -169,7 +170,7 @@ def episode_steps(spec: TaskSpec, episode: Episode) -> Steps | None:
                        f"{len(episode.observations)}")
     return Steps(_stack(observation_parts, observations),
                  _stack(value_parts(spec.actions), episode.actions[:steps]),
-                 np.asarray(episode.rewards, np.float64), episode.terminal)
+                 np.asarray(episode.rewards, np.float64), episode.terminal, episode.instance)
 
 
 def log_steps(reader: LogReader) -> tuple[TaskSpec, list[Steps]]:
@@ -192,7 +193,8 @@ def export_npz(reader: LogReader, path: str) -> int:
 
     Keys: ``observations``, ``next_observations`` and ``actions`` (or
     ``observations_<part>`` ... for values of several parts), ``rewards``,
-    ``terminals``, ``truncations``, ``episode_starts`` and ``episode_ids``.
+    ``terminals``, ``truncations``, ``episode_starts``, ``episode_ids`` and
+    ``episode_instances`` (the instance of a batched run, PROTOCOL.md 16.8; else 0).
     """
     spec, episodes = log_steps(reader)
 
@@ -220,6 +222,8 @@ def export_npz(reader: LogReader, path: str) -> int:
         "episode_starts": _concat([np.arange(len(steps)) == 0 for steps in episodes], bool),
         "episode_ids": _concat([np.full(len(steps), number, np.int64)
                                 for number, steps in enumerate(episodes)], np.int64),
+        "episode_instances": _concat([np.full(len(steps), steps.instance, np.int64)
+                                      for steps in episodes], np.int64),
     }
     np.savez(path, **arrays)
     return len(arrays["rewards"])

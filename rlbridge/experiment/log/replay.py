@@ -8,62 +8,37 @@ RUN_EPISODE) and re-runs them on a fresh environment from the logged seed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from rlbridge.experiment.api import derive_seeds
-from rlbridge.experiment.log.format import RECEIVED, SENT, Record
+from rlbridge.experiment.log.batch_replay import (
+    compare_batch_agent,
+    is_batched,
+    read_batch_episodes,
+    verify_batch,
+)
+from rlbridge.experiment.log.calls import (
+    Divergence,
+    EnvCall,
+    Episode,
+    check_call,
+    make_environment,
+    record_body,
+    record_value,
+    wire_bytes,
+)
+from rlbridge.experiment.log.format import RECEIVED, SENT
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.options import build
-from rlbridge.protocol.errors import LogError
-from rlbridge.protocol.messages import MessageType, decode, pack
+from rlbridge.protocol.messages import MessageType
 from rlbridge.protocol.taskspec import parse
-from rlbridge.protocol.values import Value, decode_value, encode_value
-from rlbridge.registry import AGENTS, ENVIRONMENTS
+from rlbridge.protocol.values import Value
+from rlbridge.registry import AGENTS
 
 T = MessageType
 
 
-@dataclass
-class Episode:
-    """What the agent saw in one episode: observations[i] led to actions[i] and rewards[i]."""
-
-    number: int
-    observations: list = field(default_factory=list)
-    actions: list = field(default_factory=list)
-    rewards: list = field(default_factory=list)
-    terminal: bool = False
-
-    @property
-    def total(self) -> float:
-        return float(sum(self.rewards))
-
-
-@dataclass
-class EnvCall:
-    """One environment call to re-run, with what the log says it returned."""
-
-    kind: str  # "message", "start" or "step"
-    episode: int
-    step: int
-    argument: object = None  # message text or action Value
-    reward: float | None = None
-    observation: Value | None = None  # None where the log does not hold it
-    terminal: bool | None = None
-
-
-def _body(record: Record):
-    try:
-        return decode(record.payload, record.frames).body
-    except Exception as err:
-        raise LogError(f"logged {T(record.type).name} (episode {record.episode}, step "
-                       f"{record.step}) does not decode: {err}") from None
-
-
-def _value(raw, record: Record) -> Value:
-    return decode_value(raw, record.frames)
-
-
 def read_episodes(reader: LogReader) -> list[Episode]:
+    if is_batched(reader):
+        return read_batch_episodes(reader)
     episodes: list[Episode] = []
     current: Episode | None = None
     for record in reader.records():
@@ -73,18 +48,18 @@ def read_episodes(reader: LogReader) -> list[Episode]:
         if kind == (SENT, T.AGENT_START):
             current = Episode(record.episode)
             episodes.append(current)
-            current.observations.append(_value(_body(record), record))
+            current.observations.append(record_value(record_body(record), record))
         elif current is None:
             continue
         elif kind == (SENT, T.AGENT_STEP):
-            reward, observation = _body(record)
+            reward, observation = record_body(record)
             current.rewards.append(float(reward))
-            current.observations.append(_value(observation, record))
+            current.observations.append(record_value(observation, record))
         elif kind == (SENT, T.AGENT_END):
-            current.rewards.append(float(_body(record)))
+            current.rewards.append(float(record_body(record)))
             current.terminal = True
         elif record.direction == RECEIVED and record.type in (T.AGENT_START, T.AGENT_STEP):
-            current.actions.append(_value(_body(record), record))
+            current.actions.append(record_value(record_body(record), record))
     return episodes
 
 
@@ -96,67 +71,35 @@ def env_calls(reader: LogReader) -> list[EnvCall]:
     for record in reader.records():
         kind = (record.writer, record.peer, record.direction, record.type)
         if kind == ("experiment", "environment", SENT, T.ENV_MESSAGE):
-            calls.append(EnvCall("message", record.episode, 0, _body(record)))
+            calls.append(EnvCall("message", record.episode, 0, record_body(record)))
         elif kind == ("experiment", "environment", RECEIVED, T.ENV_START):
             step = 0
             calls.append(EnvCall("start", record.episode, 0, None, None,
-                                 _value(_body(record), record), False))
+                                 record_value(record_body(record), record), False))
         elif kind == ("experiment", "environment", SENT, T.ENV_STEP):
-            pending_action = _value(_body(record), record)
+            pending_action = record_value(record_body(record), record)
         elif kind == ("experiment", "environment", RECEIVED, T.ENV_STEP):
-            reward, observation, terminal, _info = _body(record)
+            reward, observation, terminal, _info = record_body(record)
             step += 1
             calls.append(EnvCall("step", record.episode, step, pending_action, float(reward),
-                                 _value(observation, record), terminal))
+                                 record_value(observation, record), terminal))
         elif record.writer == "environment" and record.peer == "agent":
             if (record.direction, record.type) == (SENT, T.AGENT_START):
                 step = 0
                 calls.append(EnvCall("start", record.episode, 0, None, None,
-                                     _value(_body(record), record), False))
+                                     record_value(record_body(record), record), False))
             elif record.direction == RECEIVED and record.type in (T.AGENT_START, T.AGENT_STEP):
-                pending_action = _value(_body(record), record)
+                pending_action = record_value(record_body(record), record)
             elif (record.direction, record.type) == (SENT, T.AGENT_STEP):
-                reward, observation = _body(record)
+                reward, observation = record_body(record)
                 step += 1
                 calls.append(EnvCall("step", record.episode, step, pending_action, float(reward),
-                                     _value(observation, record), False))
+                                     record_value(observation, record), False))
             elif (record.direction, record.type) == (SENT, T.AGENT_END):
                 step += 1
                 calls.append(EnvCall("step", record.episode, step, pending_action,
-                                     float(_body(record)), None, True))
+                                     float(record_body(record)), None, True))
     return calls
-
-
-def make_environment(header: dict):
-    name = header.get("env")
-    if not name:
-        raise LogError("the log does not name its environment (run the experiment with "
-                       "--env-name, or use `rlbridge run ... --log`)")
-    return build(name, ENVIRONMENTS, header.get("env_options", {}))  # the user's strings
-
-
-def _wire(value: Value) -> bytes:
-    return pack(encode_value(value))
-
-
-def _show(value: Value | None, limit: int = 60) -> str:
-    if value is None:
-        return "None"
-    text = _wire(value).hex()
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text) // 2} bytes)"
-
-
-@dataclass
-class Divergence:
-    episode: int
-    step: int
-    field: str
-    expected: str
-    actual: str
-
-    def __str__(self) -> str:
-        return (f"first divergence: episode {self.episode}, step {self.step}, {self.field}: "
-                f"expected {self.expected}, actual {self.actual}")
 
 
 def verify(reader: LogReader, on_snapshot=None) -> tuple[int, Divergence | None]:
@@ -164,6 +107,8 @@ def verify(reader: LogReader, on_snapshot=None) -> tuple[int, Divergence | None]
 
     ``on_snapshot(snapshot, call)`` is called after each call (used by replay to renderers).
     """
+    if is_batched(reader):
+        return verify_batch(reader, on_snapshot)
     env = make_environment(reader.header)
     spec_text = env.env_init()
     if str(spec_text) != reader.header.get("task_spec", str(spec_text)):
@@ -173,21 +118,10 @@ def verify(reader: LogReader, on_snapshot=None) -> tuple[int, Divergence | None]
         if call.kind == "message":
             env.env_message(call.argument)
             continue
-        if call.kind == "start":
-            observation = env.env_start()
-            reward, terminal = None, False
-        else:
-            reward, observation, terminal = env.env_step(call.argument)[:3]
         checked += 1
-        if call.reward is not None and float(reward) != call.reward:
-            return checked, Divergence(call.episode, call.step, "reward", repr(call.reward),
-                                       repr(float(reward)))
-        if call.terminal is not None and bool(terminal) != call.terminal:
-            return checked, Divergence(call.episode, call.step, "terminal", repr(call.terminal),
-                                       repr(bool(terminal)))
-        if call.observation is not None and _wire(observation) != _wire(call.observation):
-            return checked, Divergence(call.episode, call.step, "observation",
-                                       _show(call.observation), _show(observation))
+        divergence = check_call(env, call)
+        if divergence is not None:
+            return checked, divergence
         if on_snapshot is not None:
             on_snapshot(env.state_snapshot(), call)
     return checked, None
@@ -197,8 +131,11 @@ def compare_agent(reader: LogReader, agent_name: str, options: dict[str, str]) -
     """Feed the logged observations to an agent built from string options; return
     (actions compared, differences)."""
     agent = build(agent_name, AGENTS, options)
-    agent.agent_init(parse(reader.header["task_spec"]))
     seed = reader.header.get("seed")
+    if is_batched(reader):
+        return compare_batch_agent(reader, agent,
+                                   None if seed is None else derive_seeds(seed)[1])
+    agent.agent_init(parse(reader.header["task_spec"]))
     if seed is not None:
         agent.agent_message(f"seed {derive_seeds(seed)[1]}")
     compared, differences = 0, []
@@ -210,7 +147,7 @@ def compare_agent(reader: LogReader, agent_name: str, options: dict[str, str]) -
             else:
                 action = agent.agent_step(episode.rewards[index - 1], observation)
             compared += 1
-            if _wire(action) != _wire(logged):
+            if wire_bytes(action) != wire_bytes(logged):
                 differences.append(f"episode {episode.number}, step {index + 1}: logged action "
                                    f"{logged.ints or logged.doubles}, agent chose "
                                    f"{action.ints or action.doubles}")

@@ -29,7 +29,8 @@ _time_ns = time.time_ns
 _DIRECTIONS = {"sent": SENT, "received": RECEIVED, SENT: SENT, RECEIVED: RECEIVED}
 #: Records after which the default writer flushes: an episode handed over or ended.
 _FLUSH_AFTER = frozenset({(SENT, int(MessageType.RUN_EPISODE)),
-                          (RECEIVED, int(MessageType.AGENT_END))})
+                          (RECEIVED, int(MessageType.AGENT_END)),
+                          (SENT, int(MessageType.RUN_BATCH))})
 
 
 def encode_entry(record: list | dict) -> bytes:
@@ -160,6 +161,9 @@ def attach_log(experiment, path: str, args) -> LogWriter:
     """
     writer = LogWriter(path, "experiment", truncate=True,
                        flush_every=getattr(args, "log_flush", "episode"))
+    peers = getattr(experiment, "peers", None)
+    if peers is None:
+        peers = (experiment.env, experiment.agent)
     header = {
         "rlbridge_version": _version(),
         "env": getattr(args, "env_name", None) or "",
@@ -168,14 +172,20 @@ def attach_log(experiment, path: str, args) -> LogWriter:
         "agent_options": _options(getattr(args, "agent_opt", None)),
         "seed": experiment.seed,
         "start_time_ns": time.time_ns(),
-        "peers": [list(peer.hello) for peer in (experiment.env, experiment.agent)
+        "peers": [list(peer.hello) for peer in peers
                   if getattr(peer, "hello", None) is not None],
     }
-    for peer in (experiment.env, experiment.agent):
+    num_instances = getattr(experiment, "num_instances", None)
+    if num_instances is not None:  # a batched experiment (PROTOCOL.md 16.8)
+        header["batch"] = {"instances": num_instances, "shards": max(len(experiment.shards), 1),
+                           "groups": experiment.groups}
+    for peer in peers:
         client = getattr(peer, "client", None)
         if client is not None:
             client.recorder = writer.record
-    if getattr(experiment.env, "is_remote", False):
+    if num_instances is not None:
+        experiment.log_writer = writer  # receives the records of RUN_BATCH
+    elif getattr(experiment.env, "is_remote", False):
         experiment.env.log_writer = writer  # receives the records of delegated episodes
     experiment.on_init.append(
         lambda experiment, task_spec: writer.header({**header, "task_spec": task_spec}))

@@ -9,6 +9,17 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
+from rlbridge.protocol.batch import (
+    AGENT_TAKES_OBSERVATION,
+    AgentCall,
+    Batch,
+    EnvCall,
+    decode_batch,
+    decode_calls,
+    decode_column,
+)
 from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.messages import (
     Hello,
@@ -98,3 +109,103 @@ def reward_body(message) -> float:
 
 def hello_body(message) -> Hello:
     return read_hello(message.body)
+
+
+# -- batched requests (PROTOCOL.md section 16) ----------------------------------------
+class BatchInit(NamedTuple):
+    """ENV_BATCH_INIT: how many instances (0: the process's own number) and the first one's."""
+
+    num_instances: int
+    first_instance: int
+
+
+class EnvBatchStep(NamedTuple):
+    calls: np.ndarray  # one EnvCall per instance
+    actions: Batch  # one per STEP
+
+
+class AgentBatchInit(NamedTuple):
+    task_spec: TaskSpec
+    num_instances: int
+
+
+class AgentBatchStep(NamedTuple):
+    first_instance: int
+    calls: np.ndarray  # one AgentCall per instance of the range
+    rewards: np.ndarray
+    observations: Batch
+
+
+class RunBatch(NamedTuple):
+    """RUN_BATCH: the episodes' cut-off, the batched steps to take (0: no limit), each
+    instance's episodes (None: no limit) and the number of groups."""
+
+    max_steps: int
+    num_steps: int
+    quotas: list[int] | None
+    groups: int
+
+
+def _items(message, count: int, form: str) -> list:
+    body = message.body
+    if type(body) is not list or len(body) != count:
+        raise ProtocolError(f"{MessageType(message.type).name} body must be {form}; "
+                            f"got {body!r:.80}")
+    return body
+
+
+def _count(value, name: str) -> int:
+    number = read_int(value, name)
+    if number < 0:
+        raise ProtocolError(f"{name} must be an int >= 0; got {number}")
+    return number
+
+
+def env_batch_init_body(message) -> BatchInit:
+    num_instances, first = _items(message, 2, "[num_instances, first_instance]")
+    return BatchInit(_count(num_instances, "num_instances"), _count(first, "first_instance"))
+
+
+def env_batch_step_body(message) -> EnvBatchStep:
+    calls, actions = _items(message, 2, "[calls, actions]")
+    return EnvBatchStep(decode_calls(calls, message.frames, EnvCall, "ENV_BATCH_STEP calls"),
+                        decode_batch(actions, message.frames, "ENV_BATCH_STEP actions"))
+
+
+def agent_batch_init_body(message) -> AgentBatchInit:
+    spec, num_instances = _items(message, 2, "[task_spec, num_instances]")
+    count = _count(num_instances, "num_instances")
+    if count == 0:
+        raise ProtocolError("AGENT_BATCH_INIT num_instances must be at least 1; got 0")
+    return AgentBatchInit(parse(read_str(spec, "task spec")), count)
+
+
+def agent_batch_step_body(message) -> AgentBatchStep:
+    first, calls, rewards, observations = _items(
+        message, 4, "[first_instance, calls, rewards, observations]")
+    frames = message.frames
+    calls = decode_calls(calls, frames, AgentCall, "AGENT_BATCH_STEP calls")
+    rewards = decode_column(rewards, frames, "<f8", "AGENT_BATCH_STEP rewards", len(calls))
+    observations = decode_batch(observations, frames, "AGENT_BATCH_STEP observations")
+    taking = int(AGENT_TAKES_OBSERVATION[calls].sum())
+    if observations.count != taking:
+        raise ProtocolError(f"AGENT_BATCH_STEP has {taking} calls that take an observation "
+                            f"(STEP, START, END_START) but {observations.count} observations")
+    return AgentBatchStep(_count(first, "first_instance"), calls, rewards, observations)
+
+
+def run_batch_body(message) -> RunBatch:
+    max_steps, num_steps, quotas, groups = _items(
+        message, 4, "[max_steps, num_steps, quotas, groups]")
+    max_steps, num_steps = _count(max_steps, "max_steps"), _count(num_steps, "num_steps")
+    if quotas is not None:
+        quotas = decode_column(quotas, message.frames, "<i8", "RUN_BATCH quotas").tolist()
+        if any(q < 0 for q in quotas):
+            raise ProtocolError(f"RUN_BATCH quotas must be >= 0; got {min(quotas)}")
+    elif num_steps == 0:
+        raise ProtocolError("RUN_BATCH needs num_steps > 0 or quotas; with neither it would "
+                            "never stop")
+    groups = read_int(groups, "groups")
+    if groups < 1:
+        raise ProtocolError(f"RUN_BATCH groups must be >= 1; got {groups}")
+    return RunBatch(max_steps, num_steps, quotas, groups)

@@ -102,6 +102,25 @@ class RemoteEnvironment(_Remote):
         reply = self.client.request(T.ENV_MESSAGE, message, record=record)
         return read_str(reply.body, "env_message reply")
 
+    def delegate(self, agent) -> None:
+        """Send DELEGATE when it is new or changed: where the agent is, how long each of its
+        calls may take, and whether to return log records (PROTOCOL.md, "Fast path")."""
+        client = self.client
+        delegation = [agent.address, agent.timeout_ms, client.recorder is not None]
+        if delegation == self._delegation:
+            return
+        # Session set-up carries addresses; the log leaves it out so that the same
+        # seed gives the same log anywhere (PROTOCOL.md, "The message log").
+        recorder, client.recorder = client.recorder, None
+        self._delegation = None
+        try:
+            client.request(T.DELEGATE, delegation,
+                           timeout_ms=max(client.timeout_ms,
+                                          DELEGATE_TIMEOUT_MS + 2 * HEARTBEAT_INTERVAL_MS))
+        finally:
+            client.recorder = recorder
+        self._delegation = delegation
+
     def run_episode(self, max_steps: int, agent, episode: int) -> EpisodeSummary:
         """Delegate a whole episode to the environment process (PROTOCOL.md, "Fast path")."""
         client = self.client
@@ -117,24 +136,12 @@ class RemoteEnvironment(_Remote):
             if isinstance(body, list) and body and type(body[0]) is int:
                 client.progress_step = body[0]
                 if writer is not None and len(body) == 2 and message.episode == episode:
-                    writer.append_records(_records(body[1]))
+                    writer.append_records(records_of(body[1]))
 
-        delegation = [agent.address, step_timeout, writer is not None]
-        if delegation != self._delegation:
-            # Session set-up carries addresses; the log leaves it out so that the same
-            # seed gives the same log anywhere (PROTOCOL.md, "The message log").
-            recorder, client.recorder = client.recorder, None
-            self._delegation = None
-            try:
-                client.request(T.DELEGATE, delegation,
-                               timeout_ms=max(client.timeout_ms,
-                                              DELEGATE_TIMEOUT_MS + 2 * HEARTBEAT_INTERVAL_MS))
-            finally:
-                client.recorder = recorder
-            self._delegation = delegation
+        self.delegate(agent)
         recorder = client.recorder
         if writer is not None and recorder is not None:
-            client.recorder = _ReplyRecorder(recorder, writer)
+            client.recorder = ReplyRecorder(recorder, writer.append_records, T.RUN_EPISODE, 4)
         client.on_heartbeat = on_heartbeat
         client.progress_step = 0
         try:
@@ -150,7 +157,7 @@ class RemoteEnvironment(_Remote):
                                 f"last_action, records]; got {body!r:.80}")
         terminal, num_steps, total, last, records = body
         if writer is not None and recorder is None:  # records come in; nobody recorded the reply
-            writer.append_records(_records(records))
+            writer.append_records(records_of(records))
         last_action = None if last is None else decode_value(last, reply.frames)
         summary = EpisodeSummary(read_bool(terminal, "terminal"), read_int(num_steps, "num_steps"),
                                  float(total), last_action)
@@ -160,28 +167,33 @@ class RemoteEnvironment(_Remote):
         return summary
 
 
-class _ReplyRecorder:
-    """Records RUN_EPISODE's reply as the records it brings, then the reply without them.
+class ReplyRecorder:
+    """Records a delegated reply (RUN_EPISODE's, RUN_BATCH's) as the records it brings, then
+    the reply without them.
 
     The log thus holds the environment's records where they happened, between the
-    experiment's RUN_EPISODE and its reply, and the reply as ``[terminal, num_steps,
-    total_reward, last_action]``: the same bytes whoever wrote the records."""
+    experiment's request and its reply, and the reply as its first ``keep`` items (RUN_EPISODE:
+    ``[terminal, num_steps, total_reward, last_action]``): the same bytes whoever wrote the
+    records. ``sink`` takes the records."""
 
-    def __init__(self, recorder, writer):
+    def __init__(self, recorder, sink, msg_type: int, keep: int):
         self.recorder = recorder
-        self.writer = writer
+        self.sink = sink
+        self.msg_type = msg_type
+        self.keep = keep
 
     def __call__(self, direction, peer, msg_type, seq, episode, step, payload, frames=()):
-        if direction == "received" and msg_type == T.RUN_EPISODE:
+        if direction == "received" and msg_type == self.msg_type:
             reply = decode(payload, frames)
-            if type(reply.body) is list and len(reply.body) == 5:
-                self.writer.append_records(_records(reply.body[4]))
-                payload = encode(msg_type, reply.seq, reply.episode, reply.body[:4],
+            body = reply.body
+            if type(body) is list and len(body) == self.keep + 1:
+                self.sink(records_of(body[self.keep]))
+                payload = encode(msg_type, reply.seq, reply.episode, body[:self.keep],
                                  version=reply.version)[0]
         self.recorder(direction, peer, msg_type, seq, episode, step, payload, frames)
 
 
-def _records(records) -> list[bytes]:
+def records_of(records) -> list[bytes]:
     """The environment's log records from a reply or heartbeat: nil or a list of bytes."""
     if records is None:
         return []
@@ -220,3 +232,4 @@ class RemoteAgent(_Remote):
 
     def agent_message(self, message: str) -> str:
         return read_str(self.client.request(T.AGENT_MESSAGE, message).body, "agent_message reply")
+

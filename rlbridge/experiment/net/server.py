@@ -12,19 +12,30 @@ become APPLICATION errors and do not stop the server either.
 
 from __future__ import annotations
 
+import copy
 import gc
+import json
 import signal
 import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
+from rlbridge.agents.batch import BatchAgent, as_batch_agent
+from rlbridge.environments.batch import MAX_INSTANCES, EnvironmentBatch
+from rlbridge.experiment.batch import BatchLoop
+from rlbridge.experiment.net.batch_runner import BatchRunner
 from rlbridge.experiment.net.bodies import (
+    agent_batch_init_body,
+    agent_batch_step_body,
     agent_step_body,
     delegate_body,
+    env_batch_init_body,
+    env_batch_step_body,
     hello_body,
     nil_body,
     reward_body,
+    run_batch_body,
     run_episode_body,
     shutdown_body,
     str_body,
@@ -56,9 +67,18 @@ from rlbridge.experiment.net.transport import (
     send_reply,
     server_socket,
 )
+from rlbridge.protocol.batch import (
+    AgentCall,
+    InstanceState,
+    InstanceStates,
+    as_batch,
+    encode_batch,
+    encode_column,
+)
 from rlbridge.protocol.errors import (
     ErrorCode,
     MessageTooLarge,
+    ProtocolError,
     RLBridgeError,
     VersionMismatch,
     WrongState,
@@ -81,6 +101,14 @@ if TYPE_CHECKING:
     from rlbridge.experiment.net.curve import CurveKeys
 
 T = MessageType
+#: AgentCall codes that need an episode on their instance, and each call's instance state after.
+_AGENT_NEEDS_EPISODE = frozenset({int(AgentCall.STEP), int(AgentCall.END),
+                                  int(AgentCall.END_START)})
+_AGENT_NONE = int(AgentCall.NONE)
+_AGENT_NEXT_INSTANCE = {int(AgentCall.STEP): InstanceState.RUNNING,
+                        int(AgentCall.START): InstanceState.RUNNING,
+                        int(AgentCall.END): InstanceState.ENDED,
+                        int(AgentCall.END_START): InstanceState.RUNNING}
 
 #: A reader checks a request's body (BAD_FIELD) and returns what its action needs; it
 #: runs before the state check, so a malformed body is BAD_FIELD in every state.
@@ -96,8 +124,9 @@ class RequestServer:
 
     #: Who this server is, in HELLO replies and in messages: "environment" or "agent".
     role = ""
-    #: The request that starts a session (ENV_INIT or AGENT_INIT) and the one that ends it.
-    init_type = 0
+    #: The requests that start a session (ENV_INIT or AGENT_INIT, and their batched forms)
+    #: and the one that ends it.
+    init_types: frozenset[int] = frozenset()
     cleanup_type = 0
     #: What only a session's owner may send while it lasts (PROTOCOL.md, "Sessions"): from
     #: anyone else these would stop or take over the owner's experiment.
@@ -123,6 +152,7 @@ class RequestServer:
         self.session_idle_ms = session_idle_ms
         self.session_owner: bytes | None = None
         self.session_started = self.session_seen = 0.0
+        self.session_init = 0  # the INIT type that started the current session
 
     # -- the loop ----------------------------------------------------------------
     def serve_forever(self, keep_serving: Callable[[bool], bool] | None = None) -> int:
@@ -224,19 +254,20 @@ class RequestServer:
             return
         # A stranger's other requests (the delegated environment's AGENT_STEP on the
         # per-step path among them) pass on the type test alone, without reading the clock.
-        if msg_type != self.init_type and msg_type not in self.owner_only:
+        if msg_type not in self.init_types and msg_type not in self.owner_only:
             return
         now = time.monotonic()
         if (now - self.session_seen) * 1000 < self.session_idle_ms:
-            raise WrongState(busy_text(self.role, self.init_type, now - self.session_started,
-                                       msg_type))
+            raise WrongState(busy_text(self.role, self.session_init, now - self.session_started,
+                                       msg_type, msg_type in self.init_types))
 
     def _follow_session(self, msg_type: int, identity: bytes) -> None:
         """Start a session at a successful INIT; end it at its owner's CLEANUP."""
-        if msg_type == self.init_type:
+        if msg_type in self.init_types:
             if self.session_owner != identity:
                 self.session_owner = identity
                 self.session_started = time.monotonic()
+                self.session_init = msg_type
             self.session_seen = time.monotonic()
         elif msg_type == self.cleanup_type and identity == self.session_owner:
             self.session_owner = None
@@ -286,25 +317,33 @@ class EnvironmentServer(RequestServer):
 
     ``episode_runner`` builds the object that plays delegated episodes from this server;
     ``publisher`` (a StatePublisher) sends the environment's state to renderers.
+    ``make_env`` builds the instances of a batch (ENV_BATCH_INIT, PROTOCOL.md 16.2; by
+    default deep copies of ``env``, which env_init and ``seed`` then reset), and ``batch``
+    is the number of instances an ENV_BATCH_INIT for 0 gets.
     """
 
     role = "environment"
-    init_type, cleanup_type = T.ENV_INIT, T.ENV_CLEANUP
-    # Another client's DELEGATE would redirect the owner's episodes; its RUN_EPISODE would
-    # play one of them.
-    owner_only = frozenset({T.SHUTDOWN, T.DELEGATE, T.RUN_EPISODE})
+    init_types, cleanup_type = frozenset({T.ENV_INIT, T.ENV_BATCH_INIT}), T.ENV_CLEANUP
+    # Another client's DELEGATE would redirect the owner's episodes; its RUN_EPISODE or
+    # RUN_BATCH would play some of them.
+    owner_only = frozenset({T.SHUTDOWN, T.DELEGATE, T.RUN_EPISODE, T.RUN_BATCH})
     allowed = ENV_ALLOWED
     meanings = STATE_MEANINGS
     next_state = staticmethod(next_env_state)
 
     def __init__(self, env, address: str, *,
                  episode_runner: Callable[[EnvironmentServer], EpisodeRunner] = EpisodeRunner,
-                 publisher=None, **options):
+                 publisher=None, make_env: Callable[[], object] | None = None, batch: int = 1,
+                 **options):
         super().__init__(address, **options)
         self.env = env
         self.publisher = publisher
         self.task_spec: TaskSpec | None = None
         self.state = EnvState.FRESH
+        self.make_env = make_env
+        self.batch = batch
+        self.env_batch: EnvironmentBatch | None = None  # set by ENV_BATCH_INIT
+        self.batch_loop: BatchLoop | None = None
         self.handlers.update({
             T.ENV_INIT: (nil_body, self._env_init), T.ENV_START: (nil_body, self._env_start),
             T.ENV_STEP: (value_body, self._env_step),
@@ -312,9 +351,13 @@ class EnvironmentServer(RequestServer):
             T.ENV_MESSAGE: (str_body, self._env_message),
             T.DELEGATE: (delegate_body, self._delegate),
             T.RUN_EPISODE: (run_episode_body, self._run_episode),
+            T.ENV_BATCH_INIT: (env_batch_init_body, self._env_batch_init),
+            T.ENV_BATCH_STEP: (env_batch_step_body, self._env_batch_step),
+            T.RUN_BATCH: (run_batch_body, self._run_batch),
         })
-        # Last: the runner may read the server's parts.
+        # Last: the runners may read the server's parts.
         self.episode_runner = episode_runner(self)
+        self.batch_runner = BatchRunner(self, self.episode_runner)
 
     def close(self) -> None:
         self.episode_runner.close()
@@ -323,6 +366,7 @@ class EnvironmentServer(RequestServer):
         super().close()
 
     def _env_init(self, message, _, frames, identity):
+        self._end_batch()
         spec = self.env.env_init()
         self.task_spec = spec if isinstance(spec, TaskSpec) else parse(spec)
         return spec if isinstance(spec, str) else str(spec)
@@ -342,11 +386,53 @@ class EnvironmentServer(RequestServer):
         return step_body(result[0], result[1], result[2], info, frames)
 
     def _env_cleanup(self, message, _, frames, identity):
-        self.env.env_cleanup()
+        if self.env_batch is not None:
+            self.env_batch.batch_cleanup()
+            self._end_batch()
+        else:
+            self.env.env_cleanup()
         return None
 
     def _env_message(self, message, text, frames, identity):
+        if self.env_batch is not None:
+            if text == "batch_timing":
+                return json.dumps({"seconds": self.batch_runner.timing})
+            return self.env_batch.batch_message(text)
         return self.env.env_message(text)
+
+    # -- batches (PROTOCOL.md section 16) ------------------------------------------------
+    def _env_batch_init(self, message, body, frames, identity):
+        count = body.num_instances or self.batch
+        if count > MAX_INSTANCES:
+            raise ProtocolError(f"num_instances must be at most {MAX_INSTANCES}; got {count}")
+        self._end_batch()
+        batch = EnvironmentBatch(self.make_env or self._copy_env, count, body.first_instance)
+        spec = batch.batch_init()
+        self.env_batch, self.task_spec = batch, spec
+        self.batch_loop = BatchLoop(count, body.first_instance)
+        return [str(spec), count]
+
+    def _env_batch_step(self, message, body, frames, identity):
+        result = self.env_batch.batch_step(body.calls, body.actions)
+        # Stepping from outside leaves no episode of RUN_BATCH's loop in progress.
+        self.batch_loop.abandon()
+        return [encode_column(result.rewards), encode_batch(result.observations, frames),
+                encode_column(result.terminals), result.infos]
+
+    def _run_batch(self, message, body, frames, identity):
+        return self.batch_runner.run(message, body, identity, frames)
+
+    def _copy_env(self):
+        try:
+            return copy.deepcopy(self.env)
+        except Exception as err:  # an environment holding sockets or files, say
+            raise RLBridgeError(f"this environment cannot serve a batch: copying it for "
+                                f"more instances failed ({type(err).__name__}: {err}); serve "
+                                "it with make_env, a function that builds one") from None
+
+    def _end_batch(self) -> None:
+        self.env_batch = None
+        self.batch_loop = None
 
     def _delegate(self, message, body, frames, identity):
         self.episode_runner.configure(body)
@@ -360,7 +446,7 @@ class AgentServer(RequestServer):
     """Serves an Agent's ``agent_*`` calls."""
 
     role = "agent"
-    init_type, cleanup_type = T.AGENT_INIT, T.AGENT_CLEANUP
+    init_types, cleanup_type = frozenset({T.AGENT_INIT, T.AGENT_BATCH_INIT}), T.AGENT_CLEANUP
     allowed = AGENT_ALLOWED
     meanings = AGENT_STATE_MEANINGS
     next_state = staticmethod(next_agent_state)
@@ -377,9 +463,14 @@ class AgentServer(RequestServer):
             T.AGENT_END: (reward_body, self._agent_end),
             T.AGENT_CLEANUP: (nil_body, self._agent_cleanup),
             T.AGENT_MESSAGE: (str_body, self._agent_message),
+            T.AGENT_BATCH_INIT: (agent_batch_init_body, self._agent_batch_init),
+            T.AGENT_BATCH_STEP: (agent_batch_step_body, self._agent_batch_step),
         })
+        self.batch_agent: BatchAgent | None = None  # set by AGENT_BATCH_INIT
+        self.instances: InstanceStates | None = None
 
     def _agent_init(self, message, spec, frames, identity):
+        self.batch_agent = None
         self.task_spec = spec
         self.agent.agent_init(spec)
         return None
@@ -395,11 +486,49 @@ class AgentServer(RequestServer):
         return None
 
     def _agent_cleanup(self, message, _, frames, identity):
-        self.agent.agent_cleanup()
+        if self.batch_agent is not None:
+            self.batch_agent.agent_cleanup()
+            self.batch_agent = None
+        else:
+            self.agent.agent_cleanup()
         return None
 
     def _agent_message(self, message, text, frames, identity):
+        if self.batch_agent is not None:
+            return self.batch_agent.agent_message(text)
         return self.agent.agent_message(text)
+
+    # -- batches (PROTOCOL.md 16.4) --------------------------------------------------
+    def _agent_batch_init(self, message, body, frames, identity):
+        self.task_spec = body.task_spec
+        batch_agent = as_batch_agent(self.agent)
+        batch_agent.batch_init(body.task_spec, body.num_instances)
+        self.batch_agent = batch_agent
+        self.instances = InstanceStates(body.num_instances)
+        return None
+
+    def _agent_batch_step(self, message, body, frames, identity):
+        instances = self.instances
+        calls = body.calls.tolist()
+        first, count = body.first_instance, len(instances.states)
+        if first + len(calls) > count:
+            raise ProtocolError(f"AGENT_BATCH_STEP asks for instances {first}.."
+                                f"{first + len(calls) - 1}; the agent answers for {count} "
+                                f"instances (0..{count - 1}, AGENT_BATCH_INIT)")
+        instances.refuse_new([offset for offset, call in enumerate(calls)
+                              if call in _AGENT_NEEDS_EPISODE],
+                             calls, AgentCall, "START or NONE", first)
+        actions = self.batch_agent.batch_step(first, body.calls, body.rewards,
+                                              body.observations)
+        actions = as_batch(actions)
+        if actions.count != body.observations.count:
+            raise RLBridgeError(f"the agent returned {actions.count} actions for "
+                                f"{body.observations.count} calls that take one")
+        states = instances.states
+        for offset, call in enumerate(calls):
+            if call != _AGENT_NONE:
+                states[first + offset] = _AGENT_NEXT_INSTANCE[call]
+        return encode_batch(actions, frames)
 
 
 #: The server class for each role a process can serve.

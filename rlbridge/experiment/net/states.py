@@ -23,6 +23,7 @@ class EnvState(IntEnum):
     READY = 1  # after ENV_INIT, before the first ENV_START
     RUNNING = 2  # inside an episode
     ENDED = 3  # after a terminal ENV_STEP (or an abandoned delegated episode)
+    BATCHED = 4  # after ENV_BATCH_INIT: serving a batch of instances (PROTOCOL.md 16.7)
 
 
 class AgentState(IntEnum):
@@ -30,6 +31,7 @@ class AgentState(IntEnum):
     READY = 1  # after AGENT_INIT: no episode yet
     RUNNING = 2  # after AGENT_START, until AGENT_END
     ENDED = 3  # after AGENT_END
+    BATCHED = 4  # after AGENT_BATCH_INIT: answering for a batch of instances
 
 
 STATE_MEANINGS = {
@@ -37,16 +39,20 @@ STATE_MEANINGS = {
     EnvState.READY: "initialised, no episode started: send ENV_START first",
     EnvState.RUNNING: "inside an episode",
     EnvState.ENDED: "the episode ended: send ENV_START for the next one",
+    EnvState.BATCHED: "serving a batch since ENV_BATCH_INIT: send ENV_BATCH_STEP or "
+                      "RUN_BATCH, or ENV_INIT for one instance",
 }
 AGENT_STATE_MEANINGS = {
     AgentState.FRESH: "not initialised: send AGENT_INIT first",
     AgentState.READY: "no episode started: send AGENT_START first",
     AgentState.RUNNING: "inside an episode",
     AgentState.ENDED: "the episode ended",
+    AgentState.BATCHED: "answering for a batch since AGENT_BATCH_INIT: send AGENT_BATCH_STEP, "
+                        "or AGENT_INIT for one instance",
 }
 
 _ANY_STATE = frozenset({T.HELLO, T.HEARTBEAT, T.SHUTDOWN})
-_ENV_ANY_STATE = _ANY_STATE | {T.ENV_INIT, T.ENV_MESSAGE, T.DELEGATE}
+_ENV_ANY_STATE = _ANY_STATE | {T.ENV_INIT, T.ENV_BATCH_INIT, T.ENV_MESSAGE, T.DELEGATE}
 _ENV_INITIALISED = _ENV_ANY_STATE | {T.ENV_START, T.ENV_CLEANUP, T.RUN_EPISODE}
 
 #: The requests each environment state serves. RUN_EPISODE also needs a successful
@@ -57,9 +63,10 @@ ENV_ALLOWED: dict[EnvState, frozenset[int]] = {
     EnvState.READY: _ENV_INITIALISED,
     EnvState.RUNNING: _ENV_INITIALISED | {T.ENV_STEP},
     EnvState.ENDED: _ENV_INITIALISED | {T.ENV_STEP},
+    EnvState.BATCHED: _ENV_ANY_STATE | {T.ENV_CLEANUP, T.ENV_BATCH_STEP, T.RUN_BATCH},
 }
 
-_AGENT_ANY_STATE = _ANY_STATE | {T.AGENT_INIT, T.AGENT_MESSAGE}
+_AGENT_ANY_STATE = _ANY_STATE | {T.AGENT_INIT, T.AGENT_BATCH_INIT, T.AGENT_MESSAGE}
 _AGENT_INITIALISED = _AGENT_ANY_STATE | {T.AGENT_START, T.AGENT_CLEANUP}
 
 #: The requests each agent state serves. AGENT_START while RUNNING starts a new episode
@@ -70,16 +77,17 @@ AGENT_ALLOWED: dict[AgentState, frozenset[int]] = {
     AgentState.READY: _AGENT_INITIALISED,
     AgentState.RUNNING: _AGENT_INITIALISED | {T.AGENT_STEP, T.AGENT_END},
     AgentState.ENDED: _AGENT_INITIALISED | {T.AGENT_STEP, T.AGENT_END},
+    AgentState.BATCHED: _AGENT_ANY_STATE | {T.AGENT_CLEANUP, T.AGENT_BATCH_STEP},
 }
 
 #: The roles whose HELLO each server accepts; another role gets WRONG_STATE.
 HELLO_ROLES = {"environment": ("experiment",), "agent": ("experiment", "environment")}
 
 _ENV_NEXT = {T.ENV_INIT: EnvState.READY, T.ENV_START: EnvState.RUNNING,
-             T.ENV_CLEANUP: EnvState.FRESH}
+             T.ENV_CLEANUP: EnvState.FRESH, T.ENV_BATCH_INIT: EnvState.BATCHED}
 _AGENT_NEXT = {T.AGENT_INIT: AgentState.READY, T.AGENT_START: AgentState.RUNNING,
                T.AGENT_STEP: AgentState.RUNNING, T.AGENT_END: AgentState.ENDED,
-               T.AGENT_CLEANUP: AgentState.FRESH}
+               T.AGENT_CLEANUP: AgentState.FRESH, T.AGENT_BATCH_INIT: AgentState.BATCHED}
 
 
 def next_env_state(state: EnvState, msg_type: int, reply: object, succeeded: bool) -> EnvState:
@@ -111,12 +119,13 @@ def wrong_state_text(role: str, msg_type: int, state: IntEnum, meaning: str,
             f"({meaning}); in {state.name} it serves {served}")
 
 
-def busy_text(role: str, init_type: int, age_s: float, refused_type: int) -> str:
+def busy_text(role: str, init_type: int, age_s: float, refused_type: int,
+              refused_is_init: bool = False) -> str:
     """The refusal of a second experiment's INIT (one session at a time), or of a request
-    that only the session's owner may send (SHUTDOWN, and for an environment DELEGATE and
-    RUN_EPISODE)."""
+    that only the session's owner may send (SHUTDOWN, and for an environment DELEGATE,
+    RUN_EPISODE and RUN_BATCH)."""
     started = f"session started by {MessageType(init_type).name} {age_s:.0f} s ago"
-    if refused_type != init_type:
+    if not refused_is_init:
         stop = " (or stop the process with SIGTERM)" if refused_type == T.SHUTDOWN else ""
         return (f"this {role} serves another client's experiment ({started}); only that "
                 f"client may send {MessageType(refused_type).name}{stop}")

@@ -381,6 +381,62 @@ class RequestClient:
             )
         return reply
 
+    def send_request(self, msg_type: int, body=None, frames: list | None = None) -> int:
+        """Send a request without waiting for its reply; returns its seq for
+        :meth:`receive_reply`. Several may be outstanding: a batched environment sends one
+        group's request while the agent answers another's (PROTOCOL.md 16.6)."""
+        self.seq = seq = self.seq + 1
+        out = encode(msg_type, seq, self.episode, body, frames)
+        if self.recorder is not None:
+            self.recorder("sent", self.peer_role, msg_type, seq, self.episode, self.step, out[0],
+                          tuple(out[1:]))
+        try:
+            if frames:
+                self.socket.send_multipart(out, copy=False)
+            else:
+                _send_frame(self.socket, out[0])
+        except zmq.Again:
+            raise PeerTimeout(f"{self.peer_role} at {self.address} could not be reached to send "
+                              f"{describe(msg_type)} within {self.timeout_ms} ms (episode "
+                              f"{self.episode}, step {self.step})") from None
+        return seq
+
+    def receive_reply(self, seq: int, msg_type: int, timeout_ms: int | None = None):
+        """The reply to the request ``seq`` that :meth:`send_request` sent, each message
+        awaited at most ``timeout_ms`` (default: the client's). Replies come in the order of
+        their requests, so anything older is a stale reply and is dropped; heartbeats go to
+        ``on_heartbeat``."""
+        socket = self.socket
+        other_timeout = timeout_ms is not None and timeout_ms != self.timeout_ms
+        if other_timeout:
+            socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
+        try:
+            while True:
+                try:
+                    payload, extra = recv_message(socket)
+                except zmq.Again:
+                    raise PeerTimeout(self.timeout_text(msg_type, timeout_ms)) from None
+                try:
+                    reply = decode(payload, extra, max_bytes=self.max_message_bytes)
+                except VersionMismatch as err:
+                    raise VersionMismatch(f"{self.peer_role} at {self.address}: {err}") from None
+                if reply.seq == seq and reply.type != HEARTBEAT:
+                    break
+                if reply.type == HEARTBEAT and self.on_heartbeat is not None:
+                    self.on_heartbeat(reply)
+        finally:
+            if other_timeout:
+                socket.setsockopt(zmq.RCVTIMEO, self.timeout_ms)
+        if self.recorder is not None:
+            self.recorder("received", self.peer_role, reply.type, seq, self.episode, self.step,
+                          payload, reply.frames)
+        if reply.type != msg_type:
+            if reply.type == ERROR:
+                raise _remote_error(reply.body, self.peer_role, self.address)
+            raise ProtocolError(f"{self.peer_role} at {self.address} answered "
+                                f"{describe(msg_type)} with {describe(reply.type)}")
+        return reply
+
     on_heartbeat = None
     progress_step = 0  # the step a delegated episode last reported in a heartbeat
 

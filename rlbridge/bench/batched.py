@@ -1,0 +1,214 @@
+"""`rlbridge bench batched`: batched stepping (PROTOCOL.md section 16) against the bare in-process loop.
+
+For gridwalk and 2048 with the random agent, at N = 1, 8 and 64 instances, each with at
+least ``INSTANCE_STEPS`` instance-steps, one run measures:
+
+* **bare loop** (the baseline, "the limit"): one process steps the N environment objects
+  in turn and calls the one agent object for each (agent_start, agent_step, agent_end),
+  with no protocol, no checks and no batching machinery;
+* **in process, batched**: the same objects through BatchExperiment's in-process loop;
+* **3 processes, 1 CPU**: environment and agent processes and this process as the
+  experiment, all on one CPU, RUN_BATCH with one group;
+* **3 processes, 2 CPUs**: the environment and the agent each on its own CPU, two groups,
+  so the environment steps one half while the agent answers the other;
+* **2 shards, 2 CPUs** (N = 64): two environment processes of N/2 instances, one per CPU;
+* **gymnasium SyncVectorEnv / AsyncVectorEnv**: the same game through ``rlbridge.gym``'s
+  ``gymnasium.Env`` adapter, N envs in process or a process each (N <= 8 for Async:
+  at 64 processes start-up alone takes longer than the run), random actions from a
+  seeded generator, legal ones when the game masks actions.
+
+Each row prints instance-steps per second, the p50 and p99 of one batched step (for the
+process rows, timed inside the environment process: ``batch_timing``), and its ratio to
+the bare loop of the same game and N.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from rlbridge.bench.report import Figure
+from rlbridge.experiment.batch_experiment import BatchExperiment
+from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
+from rlbridge.experiment.runner import start_child, stop_peers
+from rlbridge.options import build
+from rlbridge.registry import AGENTS, ENVIRONMENTS
+
+#: The fewest instance-steps each row measures (the issue's figure).
+INSTANCE_STEPS = 20_000
+SIZES = (1, 8, 64)
+GAMES = ("gridwalk", "2048")
+
+
+def _percentiles(latencies: list[float]) -> tuple[float, float]:
+    if not latencies:
+        return math.nan, math.nan
+    p50, p99 = np.percentile(np.asarray(latencies) * 1e6, [50, 99])
+    return float(p50), float(p99)
+
+
+def bare_loop(game: str, count: int, batched_steps: int) -> tuple[float, list[float]]:
+    """Instance-steps per second and per-batched-step seconds of the plain loop."""
+    envs = [build(game, ENVIRONMENTS) for _ in range(count)]
+    agent = build("random", AGENTS)
+    spec = [env.env_init() for env in envs][0]
+    agent.agent_init(spec)
+    agent.agent_message("seed 1")
+    for index, env in enumerate(envs):
+        env.env_message(f"seed {index + 1}")
+    actions = [agent.agent_start(env.env_start()) for env in envs]
+    latencies = []
+    clock = time.perf_counter
+    started = clock()
+    for _ in range(batched_steps):
+        begin = clock()
+        for index, env in enumerate(envs):
+            reward, observation, terminal = env.env_step(actions[index])[:3]
+            if terminal:
+                agent.agent_end(reward)
+                actions[index] = agent.agent_start(env.env_start())
+            else:
+                actions[index] = agent.agent_step(reward, observation)
+        latencies.append(clock() - begin)
+    return count * batched_steps / (clock() - started), latencies
+
+
+def in_process_batched(game: str, count: int, batched_steps: int) -> tuple[float, list[float]]:
+    experiment = BatchExperiment(lambda: build(game, ENVIRONMENTS), build("random", AGENTS),
+                                 num_instances=count, seed=1)
+    experiment.init()
+    latencies = []
+    last = [time.perf_counter()]
+
+    def tick(_episodes: int) -> None:
+        now = time.perf_counter()
+        latencies.append(now - last[0])
+        last[0] = now
+
+    started = time.perf_counter()
+    last[0] = started
+    experiment.run(num_steps=batched_steps, on_progress=tick)
+    return count * batched_steps / (time.perf_counter() - started), latencies
+
+
+def processes(game: str, count: int, batched_steps: int, *, shards: int, groups: int,
+              env_cpus: list[set[int] | None], agent_cpus: set[int] | None,
+              directory: str) -> tuple[float, list[float]]:
+    """Environment shards and an agent as processes; this process is the experiment."""
+    python = [sys.executable, "-m", "rlbridge"]
+    addresses = [f"ipc://{directory}/e{index}.sock" for index in range(shards)]
+    agent_address = f"ipc://{directory}/a.sock"
+    children = [start_child([*python, "env", game, "--bind", address], cpus,
+                            stderr=subprocess.DEVNULL)
+                for address, cpus in zip(addresses, env_cpus, strict=True)]
+    children.append(start_child([*python, "agent", "random", "--bind", agent_address],
+                                agent_cpus, stderr=subprocess.DEVNULL))
+    envs, agent = [], None
+    try:
+        envs = [RemoteEnvironment(address) for address in addresses]
+        agent = RemoteAgent(agent_address)
+        experiment = BatchExperiment(envs, agent, num_instances=count, seed=1, groups=groups)
+        experiment.init()
+        experiment.run(num_steps=max(batched_steps // 20, 1))  # warm up
+        started = time.perf_counter()
+        experiment.run(num_steps=batched_steps)
+        rate = count * batched_steps / (time.perf_counter() - started)
+        latencies = _timing(envs[0])
+    finally:
+        stop_peers((*envs, agent), children)
+    return rate, latencies
+
+
+def _timing(env: RemoteEnvironment) -> list[float]:
+    """Seconds per batched step of the environment's last RUN_BATCH (``batch_timing``)."""
+    import json
+
+    reply = env.env_message("batch_timing", record=False)
+    return [float(seconds) for seconds in json.loads(reply)["seconds"]] if reply else []
+
+
+def gym_vector(game: str, count: int, batched_steps: int, kind: str) -> tuple[float, list[float]]:
+    """Gymnasium's SyncVectorEnv or AsyncVectorEnv over rlbridge.gym's adapter."""
+    import gymnasium
+
+    import rlbridge.gym  # noqa: F401  (registers rlbridge/<Game>-v0)
+
+    game_id = {"gridwalk": "rlbridge/GridWalk-v0", "2048": "rlbridge/Game2048-v0"}[game]
+    makers = [lambda: gymnasium.make(game_id) for _ in range(count)]
+    if kind == "sync":
+        vector = gymnasium.vector.SyncVectorEnv(makers)
+    else:
+        vector = gymnasium.vector.AsyncVectorEnv(makers, context="fork")
+    rng = np.random.default_rng(1)
+    try:
+        _observations, infos = vector.reset(seed=1)
+        latencies = []
+        clock = time.perf_counter
+        started = clock()
+        for _ in range(batched_steps):
+            begin = clock()
+            masks = infos.get("action_mask")
+            if masks is None:
+                actions = rng.integers(0, vector.single_action_space.n, size=count)
+            else:  # a uniform legal action per env, as the random agent picks
+                actions = np.array([rng.choice(np.flatnonzero(mask)) if mask.any() else 0
+                                    for mask in masks])
+            _observations, _rewards, _terminated, _truncated, infos = vector.step(actions)
+            latencies.append(clock() - begin)
+        return count * batched_steps / (clock() - started), latencies
+    finally:
+        vector.close()
+
+
+def _row(game: str, count: int, name: str, measured, baseline: float | None, target: str = "",
+         passed: bool | None = None) -> Figure:
+    rate, latencies = measured
+    p50, p99 = _percentiles(latencies)
+    return Figure(f"batched {game} N={count}", name, rate, "instance-steps/s", baseline, target,
+                  passed, note=f"per batched step p50 {p50:,.0f} us, p99 {p99:,.0f} us")
+
+
+def run(quick: bool = False) -> list[Figure]:
+    cpus = sorted(os.sched_getaffinity(0))
+    two = len(cpus) >= 2
+    figures: list[Figure] = []
+    sizes = (1, 8) if quick else SIZES
+    with tempfile.TemporaryDirectory(prefix="rlbridge-batched-") as directory:
+        for game in GAMES:
+            for count in sizes:
+                batched_steps = math.ceil((2_000 if quick else INSTANCE_STEPS) / count)
+                bare = bare_loop(game, count, batched_steps)
+                base = bare[0]
+                figures.append(_row(game, count, "bare in-process loop (the limit)", bare, None))
+                figures.append(_row(game, count, "in process, batched",
+                                    in_process_batched(game, count, batched_steps), base))
+                one_cpu = processes(game, count, batched_steps, shards=1, groups=1,
+                                    env_cpus=[{cpus[-1]}], agent_cpus={cpus[-1]},
+                                    directory=directory)
+                figures.append(_row(game, count, "3 processes, 1 CPU, 1 group", one_cpu, base))
+                if two and count >= 2:
+                    rate = processes(game, count, batched_steps, shards=1, groups=2,
+                                     env_cpus=[{cpus[0]}], agent_cpus={cpus[1]},
+                                     directory=directory)
+                    target = ">= 0.8x" if count == 64 else ""
+                    figures.append(_row(game, count, "3 processes, 2 CPUs, 2 groups", rate, base,
+                                        target, rate[0] >= 0.8 * base if target else None))
+                    if count == 64:
+                        shards = processes(game, count, batched_steps, shards=2, groups=1,
+                                           env_cpus=[{cpus[0]}, {cpus[1]}],
+                                           agent_cpus=set(cpus[:2]), directory=directory)
+                        figures.append(_row(game, count, "2 shards, 2 CPUs (against 1 shard, "
+                                            "1 CPU)", shards, one_cpu[0], ">= 1.3x",
+                                            shards[0] >= 1.3 * one_cpu[0]))
+                figures.append(_row(game, count, "gymnasium SyncVectorEnv (rlbridge.gym)",
+                                    gym_vector(game, count, batched_steps, "sync"), base))
+                if count <= 8:
+                    figures.append(_row(game, count, "gymnasium AsyncVectorEnv (rlbridge.gym)",
+                                        gym_vector(game, count, batched_steps, "async"), base))
+    return figures

@@ -1,0 +1,234 @@
+"""N instances of one game behind one batched call: the BatchEnvironment contract and its adapter.
+
+A :class:`BatchEnvironment` serves ``ENV_BATCH_STEP`` (PROTOCOL.md 16.3): for each
+instance an :class:`~rlbridge.protocol.batch.EnvCall` (STEP with the next action, START,
+or NONE), and back a reward and a terminal for every instance and an observation for
+each instance that stepped or started. :class:`EnvironmentBatch` is that contract over N
+ordinary :class:`~rlbridge.environments.base.Environment` objects, stepped in instance
+order; a natively vectorised game can implement the contract itself.
+
+Every check runs before any instance is touched, so a refused call changes nothing:
+the number of calls and actions, that no instance is stepped before it has started,
+and each action against the task spec and the legal-action mask of the observation that
+instance last returned.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
+
+import numpy as np
+
+from rlbridge.environments.base import Environment
+from rlbridge.protocol.batch import (
+    Batch,
+    EnvCall,
+    InstanceState,
+    InstanceStates,
+    instance_seed,
+)
+from rlbridge.protocol.errors import InvalidAction, ProtocolError, RLBridgeError
+from rlbridge.protocol.messages import answer_seed
+from rlbridge.protocol.taskspec import TaskSpec, parse
+from rlbridge.protocol.values import Value
+
+#: The most instances one environment process serves (PROTOCOL.md 16.2, ``MAX_INSTANCES``).
+MAX_INSTANCES = 65536
+
+_STEP, _START, _NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
+_RUNNING, _ENDED = int(InstanceState.RUNNING), int(InstanceState.ENDED)
+
+
+class BatchStep(NamedTuple):
+    """What a batched step returns: a reward and a terminal per instance (0.0 and False
+    where the call was START or NONE), the observations of the instances whose call was
+    STEP or START in instance order, and per-instance infos (or None)."""
+
+    rewards: np.ndarray
+    observations: Batch
+    terminals: np.ndarray
+    infos: list | None = None
+
+
+class BatchEnvironment(Protocol):
+    """N instances of one game, numbered ``first_instance`` .. ``first_instance + N - 1``.
+
+    ``batch_init()`` initialises every instance and returns the task spec;
+    ``batch_step(calls, actions)`` applies one EnvCall per instance (``actions`` holds one
+    action per STEP, in instance order) and refuses bad calls before touching any
+    instance; ``batch_message(text)`` answers ENV_MESSAGE (PROTOCOL.md 16.5);
+    ``batch_cleanup()`` releases the instances.
+    """
+
+    num_instances: int
+    first_instance: int
+
+    def batch_init(self) -> TaskSpec: ...
+
+    def batch_step(self, calls: np.ndarray, actions: Batch | list[Value]) -> BatchStep: ...
+
+    def batch_message(self, text: str) -> str: ...
+
+    def batch_cleanup(self) -> None: ...
+
+
+class EnvironmentBatch:
+    """``num_instances`` Environments made by ``make_env``, served as one BatchEnvironment.
+
+    Instance i (global number ``first_instance + i``) is seeded with
+    ``instance_seed(E, first_instance + i)`` when the batch gets ``seed E``, so instance 0
+    plays exactly as an unbatched environment and an instance plays the same in any shard.
+    """
+
+    def __init__(self, make_env: Callable[[], Environment], num_instances: int,
+                 first_instance: int = 0):
+        if not 1 <= num_instances <= MAX_INSTANCES:
+            raise ProtocolError(f"num_instances must be in 1..{MAX_INSTANCES}; got {num_instances}")
+        if first_instance < 0:
+            raise ProtocolError(f"first_instance must be >= 0; got {first_instance}")
+        self.num_instances = num_instances
+        self.first_instance = first_instance
+        self.envs = [make_env() for _ in range(num_instances)]
+        self.instances = InstanceStates(num_instances, first_instance)
+        self.task_spec: TaskSpec | None = None
+        self._masks: list = [None] * num_instances  # each instance's last legal mask
+
+    @property
+    def name(self) -> str:
+        return self.envs[0].name or type(self.envs[0]).__name__
+
+    def batch_init(self) -> TaskSpec:
+        specs = [env.env_init() for env in self.envs]
+        spec = specs[0] if isinstance(specs[0], TaskSpec) else parse(specs[0])
+        self.task_spec = spec
+        self.instances.reset()
+        self._masks = [None] * self.num_instances
+        self._check = spec.action_checker()
+        self._mask_index = spec.legal_mask
+        self._mask_low = int(spec.actions.ints[0].low) if spec.legal_mask is not None else 0
+        return spec
+
+    # -- stepping ----------------------------------------------------------------
+    def batch_step(self, calls: np.ndarray | list[int],
+                   actions: Batch | list[Value]) -> BatchStep:
+        count = self.num_instances
+        call_list = calls.tolist() if type(calls) is np.ndarray else calls
+        if len(call_list) != count:
+            raise ProtocolError(f"ENV_BATCH_STEP has {len(call_list)} calls; this environment "
+                                f"serves {count} instances")
+        stepping = [index for index, call in enumerate(call_list) if call == _STEP]
+        values = actions.values() if type(actions) is Batch else list(actions)
+        if len(values) != len(stepping):
+            raise ProtocolError(f"ENV_BATCH_STEP has {len(stepping)} STEP calls but "
+                                f"{len(values)} actions")
+        self.instances.refuse_new(stepping, call_list, EnvCall, "START or NONE")
+        self._check_actions(stepping, values)
+        return self._apply(call_list, values)
+
+    def _check_actions(self, stepping: list[int], actions: list[Value]) -> None:
+        check, mask_index, first = self._check, self._mask_index, self.first_instance
+        for index, action in zip(stepping, actions, strict=True):
+            try:
+                check(action)
+            except InvalidAction as err:
+                raise InvalidAction(f"instance {first + index}: {err}") from None
+            if mask_index is None:
+                continue
+            mask = self._masks[index]
+            move = action.ints[0] - self._mask_low if action.ints else -1
+            if mask is not None and not (0 <= move < len(mask) and mask[move]):
+                legal = [self._mask_low + int(i) for i in np.flatnonzero(mask)]
+                shown = action.ints[0] if action.ints else None
+                raise InvalidAction(f"instance {first + index}: action {shown} is not legal "
+                                    f"under its last observation's mask; the legal actions "
+                                    f"are {legal}")
+
+    def _apply(self, calls: list[int], actions: list[Value]) -> BatchStep:
+        count = self.num_instances
+        rewards = [0.0] * count
+        terminals = [False] * count
+        observations: list[Value] = []
+        infos: list | None = None
+        states = self.instances.states
+        envs = self.envs
+        next_action = iter(actions).__next__
+        index = 0
+        try:
+            for index, call in enumerate(calls):
+                if call == _STEP:
+                    result = envs[index].env_step(next_action())
+                    observations.append(result[1])
+                    rewards[index] = result[0]
+                    if result[2]:
+                        terminals[index] = True
+                        states[index] = _ENDED
+                    else:
+                        states[index] = _RUNNING
+                    if len(result) > 3 and result[3] is not None:
+                        if infos is None:
+                            infos = [None] * count
+                        infos[index] = result[3]
+                elif call == _START:
+                    observations.append(envs[index].env_start())
+                    states[index] = _RUNNING
+        except RLBridgeError as err:  # keeps its wire code, and names the instance
+            err.args = (f"instance {self.first_instance + index}: {err}",)
+            raise
+        except Exception as err:
+            raise RLBridgeError(f"instance {self.first_instance + index}: the environment "
+                                f"raised {type(err).__name__}: {err}") from err
+        if self._mask_index is not None:
+            self._keep_masks(calls, observations)
+        return BatchStep(np.array(rewards, dtype=np.float64), Batch.stack(observations),
+                         np.array(terminals, dtype=bool), infos)
+
+    def _keep_masks(self, calls: list[int], observations: list[Value]) -> None:
+        """Each instance's legal mask from the observation it just returned."""
+        mask_index, masks = self._mask_index, self._masks
+        returned = iter(observations)
+        for index, call in enumerate(calls):
+            if call != _NONE:
+                masks[index] = next(returned).arrays[mask_index]
+
+    # -- messages and the rest -------------------------------------------------------
+    def batch_message(self, text: str) -> str:
+        """``seed E`` seeds every instance (PROTOCOL.md 16.5); ``outcomes`` answers every
+        instance's; ``instance I TEXT`` goes to instance I; anything else to the first."""
+        words = text.split()
+        command, args = (words[0], words[1:]) if words else ("", [])
+        if command == "seed":
+            return answer_seed(args, self.seed)
+        if command == "outcomes" and not args:
+            return self._outcomes()
+        if command == "instance" and args:
+            index = int(args[0]) - self.first_instance if args[0].isdigit() else -1
+            if not 0 <= index < self.num_instances:
+                return (f"error: instance takes a number in {self.first_instance}.."
+                        f"{self.first_instance + self.num_instances - 1}; got {args[0]!r}")
+            return self.envs[index].env_message(text.split(None, 2)[2] if len(args) > 1 else "")
+        return self.envs[0].env_message(text)
+
+    def seed(self, seed: int) -> None:
+        for index, env in enumerate(self.envs):
+            env.seed(instance_seed(seed, self.first_instance + index))
+
+    def _outcomes(self) -> str:
+        """Every instance's outcomes: ``values`` pooled in instance order, and ``instances``
+        one list per instance (each with its episode in play last, as an unbatched reply)."""
+        reports = [env.outcomes_reply() for env in self.envs]
+        if not reports[0]:
+            return ""
+        pooled = json.loads(reports[0])
+        pooled["instances"] = [json.loads(report)["values"] for report in reports]
+        pooled["values"] = [value for values in pooled["instances"] for value in values]
+        return json.dumps(pooled)
+
+    def batch_cleanup(self) -> None:
+        for env in self.envs:
+            env.env_cleanup()
+
+    def state_snapshot(self) -> dict | None:
+        """The first instance's state, for renderers."""
+        return self.envs[0].state_snapshot()

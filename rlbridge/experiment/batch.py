@@ -1,0 +1,268 @@
+"""The batched episode loop, written once (PROTOCOL.md 16.6): N instances, each counted on its own.
+
+:class:`BatchLoop` keeps one :class:`~rlbridge.experiment.counting.EpisodeCounter` and
+one pending action per instance and plays batched steps: it decides each instance's
+environment call (STEP, START or NONE), counts each step with section 7's rules,
+restarts an instance whose episode ended terminally in the same batched step (the
+agent's call is then END_START), and asks the agent for the next actions, one group of
+instances at a time. The same loop runs in every mode:
+
+* in process: the environment is an EnvironmentBatch and the agent a
+  :class:`LocalAgentPort` (no sockets);
+* in the environment process (RUN_BATCH): the agent is a remote port whose requests
+  go out as soon as a group has stepped, so the environment steps one group while the
+  agent answers another;
+* step by step from the experiment: the environment's calls are ENV_BATCH_STEP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
+
+import numpy as np
+
+from rlbridge.agents.batch import BatchAgent
+from rlbridge.experiment.counting import EpisodeCounter
+from rlbridge.protocol.batch import AgentCall, Batch, EnvCall, as_batch, interleave
+from rlbridge.protocol.errors import InvalidAction, ProtocolError
+from rlbridge.protocol.values import Value
+
+_ENV_STEP, _ENV_START, _ENV_NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
+_STEP, _START, _END, _END_START, _NONE = (int(c) for c in AgentCall)
+
+
+class EndedEpisodes(NamedTuple):
+    """Episodes that ended (terminally or cut off), in the order they ended: four columns."""
+
+    instance: list
+    terminal: list
+    num_steps: list
+    total_reward: list
+
+    @classmethod
+    def empty(cls) -> EndedEpisodes:
+        return cls([], [], [], [])
+
+    def add(self, instance: int, counter: EpisodeCounter) -> None:
+        self.instance.append(instance)
+        self.terminal.append(bool(counter.terminal))
+        self.num_steps.append(counter.num_steps)
+        self.total_reward.append(counter.total_reward)
+
+    def extend(self, other: EndedEpisodes) -> None:
+        for mine, theirs in zip(self, other, strict=True):
+            mine.extend(theirs)
+
+    def __len__(self) -> int:  # type: ignore[override]
+        return len(self.instance)
+
+
+class AgentPort(Protocol):
+    """Where a group's AGENT_BATCH_STEP goes: ``send`` it, later ``receive`` its actions.
+
+    Replies are received in the order the requests were sent."""
+
+    def send(self, group: int, first_instance: int, calls: np.ndarray, rewards: np.ndarray,
+             observations: Batch) -> None: ...
+
+    def receive(self, group: int) -> Batch | list[Value]: ...
+
+
+class LocalAgentPort:
+    """An in-process BatchAgent: ``send`` answers at once, ``receive`` hands the answer over."""
+
+    def __init__(self, agent: BatchAgent):
+        self.agent = agent
+        self.replies: dict[int, Batch | list[Value]] = {}
+
+    def send(self, group, first_instance, calls, rewards, observations) -> None:
+        self.replies[group] = self.agent.batch_step(first_instance, calls, rewards, observations)
+
+    def receive(self, group: int):
+        return self.replies.pop(group)
+
+
+#: ``env_step(calls, actions)`` -> a BatchStep (rewards, observations, terminals, infos).
+EnvStep = Callable[[np.ndarray, list], object]
+
+
+def group_bounds(count: int, groups: int) -> list[tuple[int, int]]:
+    """``groups`` contiguous ranges over ``count`` instances, sizes differing by at most one,
+    larger first (PROTOCOL.md 16.6)."""
+    if not 1 <= groups <= max(count, 1):
+        raise ProtocolError(f"groups must be in 1..{count} (the number of instances); got {groups}")
+    size, extra = divmod(count, groups)
+    bounds, low = [], 0
+    for group in range(groups):
+        high = low + size + (1 if group < extra else 0)
+        bounds.append((low, high))
+        low = high
+    return bounds
+
+
+class BatchLoop:
+    """The counters of ``num_instances`` instances (numbered from ``first_instance``) and
+    the batched steps that move them."""
+
+    def __init__(self, num_instances: int, first_instance: int = 0):
+        self.num_instances = num_instances
+        self.first_instance = first_instance
+        self.counters = [EpisodeCounter() for _ in range(num_instances)]
+        #: The action each running instance's next STEP applies.
+        self.pending: list[Value | None] = [None] * num_instances
+
+    def reset(self) -> None:
+        """ENV_BATCH_INIT / RL_init: every counter to 0, no episode in progress."""
+        for counter in self.counters:
+            counter.reset()
+        self.pending = [None] * self.num_instances
+
+    def abandon(self) -> None:
+        """After a failure: no instance has an episode in progress (PROTOCOL.md 16.6)."""
+        for counter in self.counters:
+            counter.running = False
+        self.pending = [None] * self.num_instances
+
+    def play(self, env_step: EnvStep, agent: AgentPort, *, max_steps: int = 0,
+             num_steps: int = 0, quotas: list[int] | None = None, groups: int = 1,
+             on_step: Callable[[int, int], None] | None = None) -> tuple[int, EndedEpisodes]:
+        """Play batched steps until ``num_steps`` are done (0: no limit) or every instance has
+        played its quota (``quotas``, None: no limit); return the batched steps taken and the
+        episodes that ended. ``on_step(steps, episodes_ended)`` follows each batched step."""
+        if num_steps <= 0 and quotas is None:
+            raise ProtocolError("a batch needs num_steps > 0 or quotas: it would never stop")
+        if quotas is not None and len(quotas) != self.num_instances:
+            raise ProtocolError(f"quotas must have {self.num_instances} entries, one per "
+                                f"instance; got {len(quotas)}")
+        left = None if quotas is None else [int(q) for q in quotas]
+        bounds = group_bounds(self.num_instances, groups)
+        waiting: list[list[int] | None] = [None] * len(bounds)
+        ended = EndedEpisodes.empty()
+        steps = 0
+        try:
+            while not (num_steps and steps >= num_steps) and (left is None or any(left)):
+                for group, (low, high) in enumerate(bounds):
+                    if waiting[group] is not None:
+                        self._take_actions(agent.receive(group), waiting[group])
+                        waiting[group] = None
+                    waiting[group] = self._step_group(env_step, agent, group, low, high,
+                                                      max_steps, left, ended, steps + 1)
+                steps += 1
+                if on_step is not None:
+                    on_step(steps, len(ended))
+            for group, instances in enumerate(waiting):
+                if instances is not None:
+                    self._take_actions(agent.receive(group), instances)
+        except BaseException:
+            self.abandon()
+            raise
+        return steps, ended
+
+    def _take_actions(self, actions, instances: list[int]) -> None:
+        values = actions.values() if type(actions) is Batch else list(actions)
+        if len(values) != len(instances):
+            raise ProtocolError(f"the agent answered AGENT_BATCH_STEP with {len(values)} "
+                                f"actions; expected {len(instances)}, one per call that takes "
+                                "an observation")
+        pending = self.pending
+        for instance, action in zip(instances, values, strict=True):
+            pending[instance] = action
+
+    def _step_group(self, env_step, agent, group, low, high, max_steps, left, ended,
+                    batched_step) -> list[int]:
+        """One batched step of the instances ``low`` .. ``high - 1``; returns the instances
+        whose actions the agent's reply will hold, in order."""
+        counters, pending = self.counters, self.pending
+        env_calls = [_ENV_NONE] * self.num_instances
+        actions = []
+        for index in range(low, high):
+            if left is not None and left[index] == 0:
+                continue
+            if counters[index].running:
+                env_calls[index] = _ENV_STEP
+                actions.append(pending[index])
+            else:
+                env_calls[index] = _ENV_START
+        try:
+            result = env_step(np.array(env_calls, dtype=np.uint8), actions)
+        except InvalidAction as err:
+            raise InvalidAction(f"in batched step {batched_step}: {err}") from None
+        rewards, terminals = result.rewards.tolist(), result.terminals.tolist()
+        first = self.first_instance
+        agent_calls = [_NONE] * (high - low)
+        agent_rewards = [0.0] * (high - low)
+        kept: list[int] = []  # rows of result.observations the agent sees
+        kept_at: list[int] = []  # where they go in the agent's batch
+        restarts: list[int] = []
+        restart_at: list[int] = []
+        answering: list[int] = []
+        row = 0
+        for index in range(low, high):
+            call = env_calls[index]
+            if call == _ENV_NONE:
+                continue
+            counter = counters[index]
+            offset = index - low
+            if call == _ENV_START:
+                counter.start(max_steps)
+                agent_calls[offset] = _START
+                kept.append(row)
+            else:
+                reward = rewards[index]
+                agent_rewards[offset] = reward
+                if counter.step(reward, terminals[index]):
+                    pending[index] = None
+                    ended.add(first + index, counter)
+                    if left is not None:
+                        left[index] -= 1
+                    if left is None or left[index] > 0:
+                        agent_calls[offset] = _END_START
+                        restarts.append(index)
+                        restart_at.append(len(answering))
+                        answering.append(index)
+                    else:
+                        agent_calls[offset] = _END
+                    row += 1
+                    continue
+                agent_calls[offset] = _STEP
+                kept.append(row)
+            row += 1
+            kept_at.append(len(answering))
+            answering.append(index)
+            if not counter.running:  # cut off by max_steps: its next action is never applied
+                self._cut(index, counter, ended, left)
+        observations = result.observations
+        if len(kept) != observations.count:
+            observations = observations.select(kept)
+        if restarts:
+            observations = interleave(observations, kept_at,
+                                      self._restart(env_step, restarts, max_steps, ended, left),
+                                      restart_at)
+        agent.send(group, first + low, np.array(agent_calls, dtype=np.uint8),
+                   np.array(agent_rewards, dtype=np.float64), observations)
+        return answering
+
+    def _restart(self, env_step, instances: list[int], max_steps, ended, left) -> Batch:
+        """env_start for the instances whose episode just ended: their END_START observations."""
+        calls = np.full(self.num_instances, _ENV_NONE, dtype=np.uint8)
+        calls[instances] = _ENV_START
+        observations = as_batch(env_step(calls, []).observations)
+        for index in instances:
+            counter = self.counters[index]
+            counter.start(max_steps)
+            if not counter.running:
+                self._cut(index, counter, ended, left)
+        return observations
+
+    def _cut(self, index: int, counter: EpisodeCounter, ended: EndedEpisodes, left) -> None:
+        ended.add(self.first_instance + index, counter)
+        if left is not None:
+            left[index] -= 1
+
+
+def split_quota(episodes: int, num_instances: int) -> list[int]:
+    """``episodes`` spread over the instances: each plays ``episodes // N``, and the first
+    ``episodes % N`` one more, so instance i plays as an unbatched run of that many would."""
+    size, extra = divmod(episodes, num_instances)
+    return [size + (1 if index < extra else 0) for index in range(num_instances)]

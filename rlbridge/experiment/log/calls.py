@@ -1,0 +1,111 @@
+"""What replay works with: episodes as the agent saw them, environment calls, and the check of one call.
+
+:mod:`rlbridge.experiment.log.replay` reads unbatched logs into these, and
+:mod:`rlbridge.experiment.log.batch_replay` batched ones (one list per instance).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rlbridge.experiment.log.format import Record
+from rlbridge.options import build
+from rlbridge.protocol.errors import LogError
+from rlbridge.protocol.messages import MessageType, decode, pack
+from rlbridge.protocol.values import Value, decode_value, encode_value
+from rlbridge.registry import ENVIRONMENTS
+
+T = MessageType
+
+
+@dataclass
+class Episode:
+    """What the agent saw in one episode: observations[i] led to actions[i] and rewards[i]."""
+
+    number: int
+    observations: list = field(default_factory=list)
+    actions: list = field(default_factory=list)
+    rewards: list = field(default_factory=list)
+    terminal: bool = False
+    #: The instance that played it, in a batched log (PROTOCOL.md 16.8); 0 otherwise.
+    instance: int = 0
+
+    @property
+    def total(self) -> float:
+        return float(sum(self.rewards))
+
+
+@dataclass
+class EnvCall:
+    """One environment call to re-run, with what the log says it returned."""
+
+    kind: str  # "message", "start" or "step"
+    episode: int
+    step: int
+    argument: object = None  # message text or action Value
+    reward: float | None = None
+    observation: Value | None = None  # None where the log does not hold it
+    terminal: bool | None = None
+
+
+def record_body(record: Record):
+    try:
+        return decode(record.payload, record.frames).body
+    except Exception as err:
+        raise LogError(f"logged {T(record.type).name} (episode {record.episode}, step "
+                       f"{record.step}) does not decode: {err}") from None
+
+
+def record_value(raw, record: Record) -> Value:
+    return decode_value(raw, record.frames)
+
+
+def make_environment(header: dict):
+    name = header.get("env")
+    if not name:
+        raise LogError("the log does not name its environment (run the experiment with "
+                       "--env-name, or use `rlbridge run ... --log`)")
+    return build(name, ENVIRONMENTS, header.get("env_options", {}))  # the user's strings
+
+
+def wire_bytes(value: Value) -> bytes:
+    return pack(encode_value(value))
+
+
+def show_value(value: Value | None, limit: int = 60) -> str:
+    if value is None:
+        return "None"
+    text = wire_bytes(value).hex()
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text) // 2} bytes)"
+
+
+@dataclass
+class Divergence:
+    episode: int
+    step: int
+    field: str
+    expected: str
+    actual: str
+
+    def __str__(self) -> str:
+        return (f"first divergence: episode {self.episode}, step {self.step}, {self.field}: "
+                f"expected {self.expected}, actual {self.actual}")
+
+
+def check_call(env, call: EnvCall) -> Divergence | None:
+    """Make one start or step call on ``env``; the first field that differs from the log."""
+    if call.kind == "start":
+        observation = env.env_start()
+        reward, terminal = None, False
+    else:
+        reward, observation, terminal = env.env_step(call.argument)[:3]
+    if call.reward is not None and float(reward) != call.reward:
+        return Divergence(call.episode, call.step, "reward", repr(call.reward),
+                          repr(float(reward)))
+    if call.terminal is not None and bool(terminal) != call.terminal:
+        return Divergence(call.episode, call.step, "terminal", repr(call.terminal),
+                          repr(bool(terminal)))
+    if call.observation is not None and wire_bytes(observation) != wire_bytes(call.observation):
+        return Divergence(call.episode, call.step, "observation", show_value(call.observation),
+                          show_value(observation))
+    return None
