@@ -66,6 +66,10 @@ class AgentBatch:
     def batch_init(self, task_spec: TaskSpec, num_instances: int) -> None:
         agent = self.agent
         agent.agent_init(task_spec)
+        missing = [name for name in self.names if name not in agent.__dict__]
+        if missing:
+            raise AttributeError(f"{type(agent).__name__}.INSTANCE_STATE names {missing}, which "
+                                 "it does not have after agent_init: set them in __init__")
         # Every instance starts from the state agent_init left; instance 0's is the agent's own.
         fresh = {name: getattr(agent, name) for name in self.names}
         self.saved = [fresh] + [copy.deepcopy(fresh) for _ in range(num_instances - 1)]
@@ -115,7 +119,8 @@ class AgentBatch:
         return self.agent.agent_message(message)
 
     def _seed_instances(self, seed: int) -> None:
-        for instance in range(len(self.saved)):
+        # Instance 0 last: whatever ``seed`` sets outside INSTANCE_STATE (shared) keeps its seed.
+        for instance in reversed(range(len(self.saved))):
             self._switch(instance)
             self.agent.seed(instance_seed(seed, instance))
         self._switch(0)

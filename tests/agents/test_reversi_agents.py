@@ -187,3 +187,25 @@ def test_run_from_another_directory_plays_the_shipped_weights(tmp_path):
     wins = re.search(r"win rate [0-9.]+ \((\d+)/20\)", done.stdout)
     assert wins, done.stdout
     assert int(wins.group(1)) > 10, done.stdout
+
+
+def test_batched_dqn_plays_its_instances_as_the_per_instance_agent_does():
+    """One forward pass for every instance (DQNBatch) chooses what the agent chooses alone."""
+    from rlbridge.agents.batch import AgentBatch
+    from rlbridge.agents.reversi.dqn import ReversiDQNAgent
+    from rlbridge.agents.reversi.dqn_batch import DQNBatch
+    from rlbridge.environments.reversi.env import ReversiEnv
+    from rlbridge.experiment.batch_experiment import BatchExperiment
+
+    class PerInstance(AgentBatch):
+        """The adapter, forced: agent_start and agent_step for each instance in turn."""
+
+    runs, forms = [], []
+    for agent in (ReversiDQNAgent(), PerInstance(ReversiDQNAgent())):
+        experiment = BatchExperiment(ReversiEnv, agent, num_instances=6, seed=3)
+        experiment.init()
+        forms.append(type(getattr(experiment.batch_agent, "_batch", experiment.batch_agent)))
+        runs.append(list(zip(*experiment.run(episodes=24).episodes, strict=True)))
+    assert forms == [DQNBatch, PerInstance]
+    assert runs[0] == runs[1] and len(runs[0]) == 24
+    assert sum(1 for episode in runs[0] if episode[3] > 0) >= 12  # the shipped weights play

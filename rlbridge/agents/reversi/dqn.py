@@ -175,6 +175,9 @@ class ReversiDQNAgent(Agent):
     """
 
     name = "reversi-dqn"
+    #: One episode's frames, pending transition and return per instance (PROTOCOL.md 16.8);
+    #: the networks, memory and generator are shared.
+    INSTANCE_STATE = ("frames", "pending", "episode_return")
 
     def __init__(self, mode: Literal["train", "test"] = "test", n_frames: int = 9,
                  hidden: tuple[int, ...] = (64,) * 8, memory: int = 20000, batch: int = 128,
@@ -200,6 +203,9 @@ class ReversiDQNAgent(Agent):
         self.returns: list[float] = []
         self.moves = 0
         self.losses: deque[float] = deque(maxlen=200)
+        self.frames: deque | None = None  # the episode's last n_frames observations
+        self.pending = None  # the (state, action) whose transition the next reward completes
+        self.episode_return = 0.0
 
     def set_mode(self, mode: str) -> None:
         if mode not in ("train", "test"):
@@ -357,6 +363,21 @@ class ReversiDQNAgent(Agent):
             self.save(self.save_path)
         if self.curve_path and self.returns:
             self.plot(self.curve_path)
+
+    # -- many instances (PROTOCOL.md section 16) ---------------------------------------------
+    def batch_init(self, task_spec: TaskSpec, num_instances: int) -> None:
+        """Playing, one forward pass per batch (DQNBatch); training, instance by instance."""
+        self._batch = self._batch_for(self.mode)
+        self._batch.batch_init(task_spec, num_instances)
+
+    def _batch_for(self, mode: str):
+        from rlbridge.agents.batch import AgentBatch
+        from rlbridge.agents.reversi.dqn_batch import DQNBatch
+
+        return DQNBatch(self) if mode == "test" else AgentBatch(self)
+
+    def batch_step(self, first_instance, calls, rewards, observations):
+        return self._batch.batch_step(first_instance, calls, rewards, observations)
 
     def agent_message(self, message: str) -> str:
         words = message.split()

@@ -1,0 +1,85 @@
+"""reversi-dqn for many instances at once: each instance's frame history, one forward pass for all.
+
+:class:`DQNBatch` is the BatchAgent form of
+:class:`~rlbridge.agents.reversi.dqn.ReversiDQNAgent` when it plays (test mode): it keeps
+every instance's last ``n_frames`` observations as one row of a uint8 array, and each
+AGENT_BATCH_STEP stacks the rows of the instances that need an action into one matrix
+for one forward pass, instead of one pass per instance. It chooses as the agent does:
+the legal cell with the highest Q-value, a pass when no cell is legal, and with
+probability ``epsilon_test`` a uniformly random legal cell. Training (train mode) goes
+through the per-instance adapter instead, whose order of learning updates is the
+unbatched one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlbridge.protocol.batch import AgentCall, Batch
+from rlbridge.protocol.values import Value
+
+_STEP, _START, _END, _END_START, _NONE = (int(c) for c in AgentCall)
+#: The calls that carry an observation, and those that begin an episode.
+_TAKES = np.array([True, True, False, True, False])
+_BEGINS = np.array([False, True, False, True, False])
+_ENDS = np.array([False, False, True, True, False])
+
+
+class DQNBatch:
+    """The playing network of ``agent``, answering for ``num_instances`` instances."""
+
+    def __init__(self, agent):
+        self.agent = agent
+
+    def batch_init(self, task_spec, num_instances: int) -> None:
+        agent = self.agent
+        agent.agent_init(task_spec)
+        self.states = np.zeros((num_instances, agent.frame_size * agent.n_frames), np.uint8)
+        self.returns = np.zeros(num_instances)
+
+    def batch_step(self, first_instance: int, calls: np.ndarray, rewards: np.ndarray,
+                   observations: Batch) -> Batch:
+        agent = self.agent
+        instances = np.arange(first_instance, first_instance + len(calls))
+        ending = instances[_ENDS[calls]]
+        self.returns[instances] += np.where(calls == _NONE, 0.0, rewards)
+        agent.returns.extend(self.returns[ending].tolist())
+        self.returns[ending] = 0.0
+        acting = instances[_TAKES[calls]]
+        if not len(acting):
+            return Batch.stack([])
+        values = None if observations.stacked else observations.values()
+        frames = (observations.ints if values is None
+                  else np.array([v.ints for v in values], dtype=np.int64)).astype(np.uint8)
+        mask_index = agent.task_spec.legal_mask
+        masks = (observations.arrays[mask_index] if values is None
+                 else np.array([v.arrays[mask_index] for v in values]))
+        states = self.states
+        begun = instances[_BEGINS[calls]]
+        states[begun] = 0
+        # The newest frame first, as the agent's deque keeps them.
+        rows = np.concatenate([frames, states[acting, :-agent.frame_size]], axis=1)
+        states[acting] = rows
+        return self._choose(rows, np.asarray(masks[:, 1:], dtype=bool))
+
+    def _choose(self, rows: np.ndarray, legal: np.ndarray) -> Batch:
+        agent = self.agent
+        q = agent.net.predict(rows.astype(np.float32))
+        q = np.where(legal, q, -np.inf)
+        actions = np.argmax(q, axis=1)
+        epsilon = agent.epsilon()
+        if epsilon > 0:
+            for row in np.flatnonzero(agent.rng.random(len(rows)) < epsilon):
+                cells = np.flatnonzero(legal[row])
+                if len(cells):
+                    actions[row] = cells[agent.rng.integers(len(cells))]
+        passing = ~legal.any(axis=1)
+        actions[passing] = -1
+        agent.moves += int((~passing).sum())
+        return Batch.stack([Value(ints=(int(action),)) for action in actions])
+
+    def agent_message(self, message: str) -> str:
+        return self.agent.agent_message(message)
+
+    def agent_cleanup(self) -> None:
+        self.agent.agent_cleanup()
