@@ -305,3 +305,14 @@ def test_the_docs_python_example_runs_as_printed():
     namespace: dict = {}
     exec(compile(code.replace("print(", "printed = ("), "docs/batching.md", "exec"), namespace)
     assert len(namespace["result"].episodes) == 100
+
+
+def test_render_frames_of_a_batched_run_draw_the_first_instance(tmp_path):
+    frames = tmp_path / "frames"
+    result = subprocess.run(
+        [sys.executable, "-m", "rlbridge", "run", "2048", "random", "--batch", "3",
+         "--episodes", "6", "--max-steps", "8", "--render-frames", str(frames), "--quiet"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "DISPLAY": ""})
+    assert result.returncode == 0, result.stderr
+    # Instance 0 plays 2 of the 6 episodes, each cut off at 8 steps: a start and 7 steps.
+    assert len(list(frames.glob("frame_*.png"))) == 2 * 8

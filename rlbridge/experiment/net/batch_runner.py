@@ -18,7 +18,7 @@ import numpy as np
 from rlbridge.experiment.batch import BatchLoop, EndedEpisodes
 from rlbridge.experiment.net.bodies import RunBatch
 from rlbridge.experiment.net.transport import RequestClient
-from rlbridge.protocol.batch import Batch, decode_batch, encode_batch, encode_column
+from rlbridge.protocol.batch import Batch, EnvCall, decode_batch, encode_batch, encode_column
 from rlbridge.protocol.errors import (
     InvalidAction,
     PeerError,
@@ -61,6 +61,20 @@ class RemoteAgentPort:
                             f"AGENT_BATCH_STEP with a bad batch: {err}", int(err.code)) from None
 
 
+def _published(env_batch, publisher, loop: BatchLoop):
+    """``env_batch.batch_step`` that also shows instance 0's state to renderers: a run with
+    ``--render`` and ``--batch`` draws the first instance."""
+    counter = loop.counters[0]
+
+    def env_step(calls, actions):
+        result = env_batch.batch_step(calls, actions)
+        if calls[0] != EnvCall.NONE:  # instance 0 moved
+            publisher.offer(env_batch.state_snapshot, counter.num_episodes + 1,
+                            counter.num_steps, bool(result.terminals[0]))
+        return result
+    return env_step
+
+
 def counters_body(loop: BatchLoop) -> list:
     """RUN_BATCH's ``counters``: each instance's num_episodes, num_steps and total_reward."""
     counters = loop.counters
@@ -86,6 +100,12 @@ class BatchRunner:
         self.delegation = delegation  # the EpisodeRunner: agent, agent_address, records
         #: Seconds each batched step of the last RUN_BATCH took (``batch_timing``).
         self.timing: list[float] = []
+
+    def _env_step(self, loop: BatchLoop):
+        server = self.server
+        if server.publisher is None:
+            return server.env_batch.batch_step
+        return _published(server.env_batch, server.publisher, loop)
 
     def run(self, message, body: RunBatch, identity: bytes, frames: list) -> list:
         delegation = self.delegation
@@ -123,7 +143,7 @@ class BatchRunner:
                 server.send(identity, encode(T.HEARTBEAT, 0, message.episode, beat))
 
         try:
-            steps, ended = loop.play(server.env_batch.batch_step, RemoteAgentPort(agent),
+            steps, ended = loop.play(self._env_step(loop), RemoteAgentPort(agent),
                                      max_steps=body.max_steps, num_steps=body.num_steps,
                                      quotas=body.quotas, groups=body.groups, on_step=on_step)
         except BaseException as err:
