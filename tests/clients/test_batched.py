@@ -4,7 +4,8 @@ Over a raw socket, the C `first` agent answers every batched request with the Py
 bytes, refuses the vectors' malformed bodies in every state, and keeps each instance's
 generator apart; in three real processes (`rlbridge run ENV clients/c/build/first_agent
 --batch 8`) it plays the Python agent's episodes, logged byte for byte, and its death
-mid-batch is reported as the Python agent's is.
+mid-batch is reported as the Python agent's is. An agent that does not batch (JavaScript's)
+is named as such.
 """
 
 from __future__ import annotations
@@ -24,13 +25,14 @@ import msgpack
 import numpy as np
 import pytest
 
+from rlbridge.cli import main
 from rlbridge.experiment.log.format import RECEIVED
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.protocol.batch import AgentCall, instance_seed
 from rlbridge.protocol.batch_vectors import SPEC as MASK_SPEC
 from rlbridge.protocol.values import Value
 
-from .helpers import C_DIR, ROOT, SUMMARY, agent_command, build_c, start, stop
+from .helpers import C_DIR, ROOT, SUMMARY, agent_command, build_c, check_js, start, stop
 from .wire import BATCHING, STATES, Client, T, agent_batch_step, enter, observable, state_of
 
 STEP, START, END, END_START, NONE = (int(call) for call in AgentCall)
@@ -275,3 +277,20 @@ def test_a_sigkill_of_the_agent_mid_batch_is_reported_by_rlbridge_run(agent):
         in err
     assert re.search(r"agent at ipc://\S+ did not answer agent_batch_step within 1000 ms "
                      r"\(episode 1, step \d+\)", err), err
+
+
+def test_an_agent_that_does_not_batch_is_named_by_the_batched_experiment(tmp_path, capsys):
+    """The JavaScript agent answers AGENT_BATCH_INIT with UNKNOWN_TYPE (PROTOCOL.md section 16)."""
+    check_js()
+    env, agent = f"ipc://{tmp_path}/env", f"ipc://{tmp_path}/agent"
+    children = [start([sys.executable, "-m", "rlbridge", "env", "gridwalk", "--bind", env]),
+                start(agent_command("javascript", "first", agent))]
+    try:
+        code = main(["experiment", "--env", env, "--agent", agent, "--batch", "4", "--quiet",
+                     "--connect-timeout-ms", "20000"])
+    finally:
+        stop(children)
+    assert code == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"rlbridge experiment: agent at {agent} cannot run batched: it does not know "
+        "AGENT_BATCH_INIT (PROTOCOL.md section 16); run it without --batch")

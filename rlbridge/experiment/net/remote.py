@@ -30,7 +30,7 @@ from rlbridge.protocol.batch import (
     encode_batch,
     encode_column,
 )
-from rlbridge.protocol.errors import ProtocolError
+from rlbridge.protocol.errors import ProtocolError, UnknownMessageType
 from rlbridge.protocol.messages import (
     MessageType,
     decode,
@@ -261,7 +261,7 @@ class BatchReply(NamedTuple):
 def env_batch_init(env: RemoteEnvironment, num_instances: int,
                    first_instance: int) -> tuple[str, int]:
     """ENV_BATCH_INIT: the task spec and the number of instances the process serves."""
-    body = env.client.request(T.ENV_BATCH_INIT, [num_instances, first_instance]).body
+    body = _batch_init(env.client, T.ENV_BATCH_INIT, [num_instances, first_instance]).body
     if type(body) is not list or len(body) != 2:
         raise ProtocolError(f"ENV_BATCH_INIT reply must be [task_spec, num_instances]; "
                             f"got {body!r:.80}")
@@ -365,7 +365,18 @@ class RunBatchCall:
 
 
 def agent_batch_init(agent: RemoteAgent, task_spec: str, num_instances: int) -> None:
-    agent.client.request(T.AGENT_BATCH_INIT, [str(task_spec), num_instances])
+    _batch_init(agent.client, T.AGENT_BATCH_INIT, [str(task_spec), num_instances])
+
+
+def _batch_init(client, msg_type: int, body: list):
+    """A batched INIT; a peer that answers UNKNOWN_TYPE does not batch (PROTOCOL.md section 16),
+    and the error says so rather than naming a type code."""
+    try:
+        return client.request(msg_type, body)
+    except UnknownMessageType:
+        raise UnknownMessageType(
+            f"{client.peer_role} at {client.address} cannot run batched: it does not know "
+            f"{T(msg_type).name} (PROTOCOL.md section 16); run it without --batch") from None
 
 
 class RemoteAgentBatch:
