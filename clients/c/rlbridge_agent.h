@@ -185,13 +185,17 @@ void rlb_pack_array(msgpack_packer *pk, const rlb_array *array, const rlb_array 
 
 /* ---- batches and columns (PROTOCOL.md 16.1; rlbridge_batch.c) --------------------------- */
 
-/* M values decoded from a batch, stacked or listed. The values' ints and doubles are copies;
- * their chars and array bytes point into the message. Free with rlb_batch_free. */
+/* M values decoded from a batch, stacked or listed: read them with rlb_batch_value. Their chars
+ * and array bytes point into the message. Free with rlb_batch_free. */
 typedef struct {
     size_t count;
     int stacked;                /* 1: it arrived [M, ints, doubles, chars, arrays] */
-    rlb_value *values;
-    void *storage;              /* the copies, for rlb_batch_free */
+    /* internal: the listed values, or the stacked parts and the row rlb_batch_value fills */
+    rlb_value *listed;
+    rlb_array ints, doubles, *arrays;
+    size_t n_arrays;
+    const msgpack_object *chars;
+    rlb_value row;
 } rlb_batch;
 
 /* Decode a batch; `name` starts the BAD_FIELD texts ("AGENT_BATCH_STEP observations"). */
@@ -199,6 +203,9 @@ int rlb_decode_batch(const msgpack_object *raw, const void *const *frames,
                      const size_t *frame_sizes, size_t n_frames, const char *name,
                      rlb_batch *out, char *error);
 void rlb_batch_free(rlb_batch *batch);
+/* Value i of a batch; for a stacked batch, valid until the next call (its ints and doubles are
+ * copied out of the rows, its arrays point at row i). */
+const rlb_value *rlb_batch_value(rlb_batch *batch, size_t i);
 
 /* Values packed as a batch: stacked when they share a layout (the same numbers of ints,
  * doubles and arrays, the same dtypes and shapes), else listed. Arrays of

@@ -119,10 +119,10 @@ static int decode_listed(const msgpack_object *values, const void *const *frames
              item_text(values, got, sizeof got));
         return RLB_BAD_FIELD;
     }
-    out->values = calloc((size_t)count + 1, sizeof *out->values);
+    out->listed = calloc((size_t)count + 1, sizeof *out->listed);
     for (size_t i = 0; i < (size_t)count; i++) {
         int code = rlb_decode_value(&values->via.array.ptr[i], frames, frame_sizes, n_frames,
-                                    &out->values[i], error);
+                                    &out->listed[i], error);
         if (code != RLB_OK) {
             out->count = i;
             rlb_batch_free(out);
@@ -133,48 +133,50 @@ static int decode_listed(const msgpack_object *values, const void *const *frames
     return RLB_OK;
 }
 
-/* The M values of a checked stacked batch: ints and doubles copied out of their rows, chars
- * and array rows pointing into the message; all in one block. */
-static void unstack(size_t count, const rlb_array *ints, const rlb_array *doubles,
-                    const msgpack_object *chars, const rlb_array *arrays, size_t n_arrays,
-                    rlb_batch *out) {
-    size_t k_ints = ints->shape[1], k_doubles = doubles->shape[1];
-    size_t size = count * (sizeof(rlb_value) + (k_ints + k_doubles) * 8
-                           + n_arrays * sizeof(rlb_array));
-    unsigned char *block = calloc(1, size + 1);
-    rlb_value *values = (rlb_value *)block;
-    int64_t *int_store = (int64_t *)(values + count);
-    double *double_store = (double *)(int_store + count * k_ints);
-    rlb_array *array_store = (rlb_array *)(double_store + count * k_doubles);
-    for (size_t i = 0; i < count; i++) {
-        rlb_value *value = &values[i];
-        value->ints = int_store + i * k_ints;
-        value->n_ints = k_ints;
-        for (size_t j = 0; j < k_ints; j++)
-            value->ints[j] = rlb_column_i64(ints, i * k_ints + j);
-        value->doubles = double_store + i * k_doubles;
-        value->n_doubles = k_doubles;
-        for (size_t j = 0; j < k_doubles; j++)
-            value->doubles[j] = rlb_column_f64(doubles, i * k_doubles + j);
-        value->chars = chars->via.array.ptr[i].via.str.ptr;
-        value->n_chars = chars->via.array.ptr[i].via.str.size;
-        value->arrays = array_store + i * n_arrays;
-        value->n_arrays = n_arrays;
-        for (size_t p = 0; p < n_arrays; p++) {
-            const rlb_array *stacked = &arrays[p];
-            rlb_array *row = &value->arrays[p];
-            size_t row_bytes = stacked->nbytes / count;
-            memcpy(row->dtype, stacked->dtype, sizeof row->dtype);
-            row->ndim = stacked->ndim - 1;
-            memcpy(row->shape, stacked->shape + 1, row->ndim * sizeof row->shape[0]);
-            row->data = stacked->data + i * row_bytes;
-            row->nbytes = row_bytes;
-        }
-    }
-    out->values = values;
-    out->storage = block;
+/* A checked stacked batch, kept as it arrived: its values are read one at a time by
+ * rlb_batch_value, into one value whose buffers hold a row (so that no request makes the agent
+ * hold every value's arrays at once). */
+static void keep_stacked(size_t count, const rlb_array *ints, const rlb_array *doubles,
+                         const msgpack_object *chars, rlb_array *arrays, size_t n_arrays,
+                         rlb_batch *out) {
     out->count = count;
     out->stacked = 1;
+    out->ints = *ints;
+    out->doubles = *doubles;
+    out->chars = chars;
+    out->arrays = arrays;
+    out->n_arrays = n_arrays;
+    /* With no values a row may claim any width: allocate rows only for values that exist. */
+    size_t k_ints = count ? ints->shape[1] : 0, k_doubles = count ? doubles->shape[1] : 0;
+    out->row.ints = calloc(k_ints + 1, sizeof *out->row.ints);
+    out->row.n_ints = k_ints;
+    out->row.doubles = calloc(k_doubles + 1, sizeof *out->row.doubles);
+    out->row.n_doubles = k_doubles;
+    out->row.arrays = calloc(n_arrays + 1, sizeof *out->row.arrays);
+    out->row.n_arrays = n_arrays;
+}
+
+const rlb_value *rlb_batch_value(rlb_batch *batch, size_t i) {
+    if (!batch->stacked)
+        return &batch->listed[i];
+    rlb_value *row = &batch->row;
+    for (size_t j = 0; j < row->n_ints; j++)
+        row->ints[j] = rlb_column_i64(&batch->ints, i * row->n_ints + j);
+    for (size_t j = 0; j < row->n_doubles; j++)
+        row->doubles[j] = rlb_column_f64(&batch->doubles, i * row->n_doubles + j);
+    row->chars = batch->chars->via.array.ptr[i].via.str.ptr;
+    row->n_chars = batch->chars->via.array.ptr[i].via.str.size;
+    for (size_t p = 0; p < row->n_arrays; p++) {
+        const rlb_array *stacked = &batch->arrays[p];
+        rlb_array *array = &row->arrays[p];
+        size_t row_bytes = stacked->nbytes / batch->count;
+        memcpy(array->dtype, stacked->dtype, sizeof array->dtype);
+        array->ndim = stacked->ndim - 1;
+        memcpy(array->shape, stacked->shape + 1, array->ndim * sizeof array->shape[0]);
+        array->data = stacked->data + i * row_bytes;
+        array->nbytes = row_bytes;
+    }
+    return row;
 }
 
 int rlb_decode_batch(const msgpack_object *raw, const void *const *frames,
@@ -234,16 +236,17 @@ int rlb_decode_batch(const msgpack_object *raw, const void *const *frames,
             return code;
         }
     }
-    unstack((size_t)count, &ints, &doubles, chars, arrays, n_arrays, out);
-    free(arrays);
+    keep_stacked((size_t)count, &ints, &doubles, chars, arrays, n_arrays, out);
     return RLB_OK;
 }
 
 void rlb_batch_free(rlb_batch *batch) {
-    if (batch->storage == NULL && batch->values != NULL)
+    if (batch->listed != NULL)
         for (size_t i = 0; i < batch->count; i++)
-            rlb_value_free(&batch->values[i]);
-    free(batch->storage ? batch->storage : batch->values);
+            rlb_value_free(&batch->listed[i]);
+    free(batch->listed);
+    free(batch->arrays);
+    rlb_value_free(&batch->row);
     memset(batch, 0, sizeof *batch);
 }
 

@@ -187,7 +187,7 @@ static const char *call_text(int call) {
     }
 }
 
-int rlb_batch_step(server *s, const rlb_agent_batch_step *request, msgpack_packer *pk,
+int rlb_batch_step(server *s, rlb_agent_batch_step *request, msgpack_packer *pk,
                    const rlb_array **frames, size_t *n_frames, size_t max_frames, char *error) {
     int code = check_instances(s, request, error);
     if (code != RLB_OK)
@@ -204,7 +204,8 @@ int rlb_batch_step(server *s, const rlb_agent_batch_step *request, msgpack_packe
         char application[RLB_ERROR_TEXT_BYTES] = "";
         rlb_value action = {0};
         const rlb_value *observation = rlb_call_takes_observation(call)
-                                           ? &request->observations.values[taken] : NULL;
+                                           ? rlb_batch_value(&request->observations, taken)
+                                           : NULL;
         if (call_agent(s->agent, call, rlb_column_f64(&request->rewards, offset), observation,
                        &action, application) != 0) {
             snprintf(error, RLB_ERROR_TEXT_BYTES, "agent raised %.400s (instance %zu, %s)",

@@ -90,7 +90,7 @@ int rlb_read_agent_batch_init(const msgpack_object *body, char **task_spec, size
  * `init` fails (APPLICATION, its text in `application`). */
 int rlb_batch_init(server *s, const char *task_spec, size_t count, char *application);
 /* The calls of an AGENT_BATCH_STEP in state BATCHED, its actions packed into pk. */
-int rlb_batch_step(server *s, const rlb_agent_batch_step *request, msgpack_packer *pk,
+int rlb_batch_step(server *s, rlb_agent_batch_step *request, msgpack_packer *pk,
                    const rlb_array **frames, size_t *n_frames, size_t max_frames, char *error);
 /* Leaving BATCHED (AGENT_INIT, AGENT_CLEANUP): instance 0's bytes go back into the state. */
 void rlb_batch_restore(server *s);

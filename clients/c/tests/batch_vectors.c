@@ -159,7 +159,8 @@ static void check_field(const msgpack_object *raw, const msgpack_object *value,
         check(got.count == count, "batch count");
         check(got.stacked == text_is(json_get(value, "form"), "stacked"), "batch form");
         for (size_t i = 0; i < count && i < got.count; i++)
-            check(same_value(&got.values[i], &want[i]), "batch member decodes into its fields");
+            check(same_value(rlb_batch_value(&got, i), &want[i]),
+                  "batch member decodes into its fields");
         rlb_batch_free(&got);
     } else if (is_column(value)) {
         check_column(raw, value, frames, sizes, n_frames);
