@@ -142,10 +142,10 @@ static int check_instances(const server *s, const rlb_agent_batch_step *request,
     size_t n_calls = request->calls.shape[0];
     uint64_t first = (uint64_t)request->first_instance;
     if (first + n_calls > s->batch.count) {
-        snprintf(error, RLB_ERROR_TEXT_BYTES, "AGENT_BATCH_STEP asks for instances %llu..%lld; "
+        snprintf(error, RLB_ERROR_TEXT_BYTES, "AGENT_BATCH_STEP asks for instances %llu..%llu; "
                  "the agent answers for %zu instances (0..%zu, AGENT_BATCH_INIT)",
-                 (unsigned long long)first, (long long)(first + n_calls) - 1, s->batch.count,
-                 s->batch.count - 1);
+                 (unsigned long long)first, (unsigned long long)(first + n_calls - 1),
+                 s->batch.count, s->batch.count - 1);
         return RLB_BAD_FIELD;
     }
     for (size_t offset = 0; offset < n_calls; offset++) {
