@@ -79,6 +79,7 @@ from rlbridge.protocol.errors import (
     MessageTooLarge,
     ProtocolError,
     RLBridgeError,
+    UnknownMessageType,
     VersionMismatch,
     WrongState,
 )
@@ -339,10 +340,7 @@ class EnvironmentServer(RequestServer):
         self.publisher = publisher
         self.task_spec: TaskSpec | None = None
         self.state = EnvState.FRESH
-        if make_env is None:
-            template = copy.deepcopy(env)
-            make_env = lambda: copy.deepcopy(template)  # noqa: E731
-        self.make_env = make_env
+        self.make_env = make_env if make_env is not None else _copies_of(env)
         self.batch = batch
         self.env_batch: EnvironmentBatch | None = None  # set by ENV_BATCH_INIT
         self.batch_loop: BatchLoop | None = None
@@ -521,6 +519,23 @@ class AgentServer(RequestServer):
             if call != _AGENT_NONE:
                 states[first + offset] = _AGENT_NEXT_INSTANCE[call]
         return encode_batch(actions, frames)
+
+
+def _copies_of(env) -> Callable[[], object]:
+    """The instances of a batch: copies of ``env`` as it is now. An environment that cannot be
+    copied (a legacy one behind a socket) does not batch: ENV_BATCH_INIT is UNKNOWN_TYPE for
+    it, as for any peer that does not implement batching (PROTOCOL.md section 16)."""
+    try:
+        template = copy.deepcopy(env)
+    except Exception as err:  # whatever deepcopy raises (TypeError, PicklingError...)
+        problem = f"{type(err).__name__}: {err}"
+
+        def refuse():
+            raise UnknownMessageType(f"this environment ({type(env).__name__}) cannot be copied "
+                                     f"into the instances of a batch ({problem}); it serves "
+                                     "unbatched requests only")
+        return refuse
+    return lambda: copy.deepcopy(template)
 
 
 #: The server class for each role a process can serve.
