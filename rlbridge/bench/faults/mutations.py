@@ -31,7 +31,7 @@ E = ErrorCode
 NOT_INTS = ("1", 1.5, None, True, [1], {"a": 1}, b"\x01")
 NOT_STRS = (5, 1.5, None, True, ["x"], {"a": "b"}, b"bytes")
 NOT_REWARDS = ("1", None, True, [1.0], {"r": 1}, b"\x00")
-UNKNOWN_TYPES = (0, 5, 9, 15, 19, 26, 29, 32, 99, 255, 65535, -1, 2 ** 31)
+UNKNOWN_TYPES = (0, 5, 9, 17, 19, 28, 29, 33, 99, 255, 65535, -1, 2 ** 31)
 OTHER_VERSIONS = (0, 2, 3, -1, 255, 2 ** 32)
 
 
