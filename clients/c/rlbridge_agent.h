@@ -8,7 +8,8 @@
  * WRONG_STATE, one experiment (session) is served at a time, and REQ clients
  * work. With a CURVE key directory (made by `rlbridge keys DIR`) it encrypts the
  * socket and refuses clients whose public key is not in DIR/authorized_clients,
- * logging each refusal.
+ * logging each refusal. Batched requests (AGENT_BATCH_INIT, AGENT_BATCH_STEP) are served with
+ * the same callbacks, once per instance: see rlb_agent.instance_offset.
  */
 #ifndef RLBRIDGE_AGENT_H
 #define RLBRIDGE_AGENT_H
@@ -215,8 +216,8 @@ const rlb_value *rlb_batch_value(rlb_batch *batch, size_t i);
 void *rlb_pack_batch(msgpack_packer *pk, const rlb_value *values, size_t count,
                      const rlb_array **frames, size_t *n_frames, size_t max_frames);
 
-/* Decode a column: a one-dimensional array of `dtype` (and `count` entries unless count < 0),
- * always inline in its message. */
+/* Decode a column: a one-dimensional array of `dtype` (and `count` entries unless count < 0).
+ * Senders put columns inline; a frame is accepted too, as for any array. */
 int rlb_decode_column(const msgpack_object *raw, const void *const *frames,
                       const size_t *frame_sizes, size_t n_frames, const char *dtype,
                       const char *name, int64_t count, rlb_array *out, char *error);
