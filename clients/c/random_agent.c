@@ -1,5 +1,7 @@
 /* A random agent in C: uniform over the legal actions when the observation has a legal mask,
- * otherwise uniform within each action int range of the task spec. Options: seed=N. */
+ * otherwise uniform within each action int range of the task spec. Options: seed=N. Batched,
+ * each instance draws from its own generator. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +56,7 @@ static int option(void *state, const char *key, const char *value) {
 int main(int argc, char **argv) {
     static random_agent state;
     rlb_agent agent = {.name = "random (C)", .state = &state, .init = init, .act = act,
-                       .seed = seed};
+                       .seed = seed, .instance_offset = offsetof(random_agent, rng),
+                       .instance_size = sizeof(rlb_rng)};
     return rlb_main(argc, argv, &agent, option);
 }

@@ -1,5 +1,6 @@
-/* The agent side of the rlbridge protocol: the value codec, task-spec reading and the seeded
- * generator (the envelope is in rlbridge_envelope.c, the command line in rlbridge_args.c). */
+/* The agent side of the rlbridge protocol: the value codec, task-spec reading, the seeded
+ * generator and the seeds of instances (the envelope is in rlbridge_envelope.c, batches in
+ * rlbridge_batch.c, the command line in rlbridge_args.c). */
 #define _POSIX_C_SOURCE 200809L
 #include "rlbridge_agent.h"
 
@@ -35,8 +36,8 @@ void rlb_value_free(rlb_value *value) {
     memset(value, 0, sizeof *value);
 }
 
-static int decode_array(const msgpack_object *entry, const void *const *frames,
-                        const size_t *frame_sizes, size_t n_frames, rlb_array *out, char *error) {
+int rlb_decode_array(const msgpack_object *entry, const void *const *frames,
+                     const size_t *frame_sizes, size_t n_frames, rlb_array *out, char *error) {
     if (entry->type != MSGPACK_OBJECT_ARRAY || entry->via.array.size != 3) {
         fail(error, "an array must be [dtype, shape, data]");
         return RLB_BAD_FIELD;
@@ -153,7 +154,7 @@ int rlb_decode_value(const msgpack_object *raw, const void *const *frames,
     out->n_arrays = f[3].via.array.size;
     out->arrays = calloc(out->n_arrays + 1, sizeof *out->arrays);
     for (size_t i = 0; i < out->n_arrays; i++) {
-        int code = decode_array(&f[3].via.array.ptr[i], frames, frame_sizes, n_frames,
+        int code = rlb_decode_array(&f[3].via.array.ptr[i], frames, frame_sizes, n_frames,
                                 &out->arrays[i], error);
         if (code != RLB_OK) {
             rlb_value_free(out);
@@ -191,6 +192,24 @@ void rlb_pack_header(msgpack_packer *pk, int type, int64_t seq, int64_t episode)
     msgpack_pack_int64(pk, episode);
 }
 
+void rlb_pack_array(msgpack_packer *pk, const rlb_array *array, const rlb_array **frames,
+                    size_t *n_frames, size_t max_frames) {
+    msgpack_pack_array(pk, 3);
+    msgpack_pack_str(pk, 3);
+    msgpack_pack_str_body(pk, array->dtype, 3);
+    msgpack_pack_array(pk, array->ndim);
+    for (size_t d = 0; d < array->ndim; d++)
+        msgpack_pack_uint64(pk, array->shape[d]);
+    if (frames != NULL && array->nbytes >= RLB_ZERO_COPY_THRESHOLD_BYTES && *n_frames < max_frames) {
+        frames[*n_frames] = array;
+        msgpack_pack_uint64(pk, *n_frames);
+        (*n_frames)++;
+    } else {
+        msgpack_pack_bin(pk, array->nbytes);
+        msgpack_pack_bin_body(pk, array->data, array->nbytes);
+    }
+}
+
 void rlb_pack_value(msgpack_packer *pk, const rlb_value *value, const rlb_array **frames,
                     size_t *n_frames, size_t max_frames) {
     msgpack_pack_array(pk, 4);
@@ -204,24 +223,8 @@ void rlb_pack_value(msgpack_packer *pk, const rlb_value *value, const rlb_array 
     msgpack_pack_str(pk, n_chars);
     msgpack_pack_str_body(pk, value->chars ? value->chars : "", n_chars);
     msgpack_pack_array(pk, value->n_arrays);
-    for (size_t i = 0; i < value->n_arrays; i++) {
-        const rlb_array *array = &value->arrays[i];
-        msgpack_pack_array(pk, 3);
-        msgpack_pack_str(pk, 3);
-        msgpack_pack_str_body(pk, array->dtype, 3);
-        msgpack_pack_array(pk, array->ndim);
-        for (size_t d = 0; d < array->ndim; d++)
-            msgpack_pack_uint64(pk, array->shape[d]);
-        if (frames != NULL && array->nbytes >= RLB_ZERO_COPY_THRESHOLD_BYTES
-            && *n_frames < max_frames) {
-            frames[*n_frames] = array;
-            msgpack_pack_uint64(pk, *n_frames);
-            (*n_frames)++;
-        } else {
-            msgpack_pack_bin(pk, array->nbytes);
-            msgpack_pack_bin_body(pk, array->data, array->nbytes);
-        }
-    }
+    for (size_t i = 0; i < value->n_arrays; i++)
+        rlb_pack_array(pk, &value->arrays[i], frames, n_frames, max_frames);
 }
 
 /* ---- task specs -------------------------------------------------------------------------- */
@@ -316,4 +319,54 @@ uint64_t rlb_rng_next(rlb_rng *rng) {
 
 uint64_t rlb_rng_below(rlb_rng *rng, uint64_t n) {
     return n == 0 ? 0 : (uint64_t)((rlb_rng_next(rng) >> 11) * 0x1.0p-53 * (double)n);
+}
+
+/* ---- seeds of instances: numpy's SeedSequence, pool of 4 words ------------------------------ */
+
+enum {
+    SS_POOL = 4, SS_XSHIFT = 16
+};
+static const uint32_t SS_INIT_A = 0x43b0d7e5u, SS_MULT_A = 0x931e8875u, SS_INIT_B = 0x8b51f9ddu,
+                      SS_MULT_B = 0x58f38dedu, SS_MIX_MULT_L = 0xca01f9ddu,
+                      SS_MIX_MULT_R = 0x4973f715u;
+
+static uint32_t hashmix(uint32_t value, uint32_t *hash_const) {
+    value ^= *hash_const;
+    *hash_const *= SS_MULT_A;
+    value *= *hash_const;
+    return value ^ (value >> SS_XSHIFT);
+}
+
+static uint32_t mix(uint32_t x, uint32_t y) {
+    uint32_t result = SS_MIX_MULT_L * x - SS_MIX_MULT_R * y;
+    return result ^ (result >> SS_XSHIFT);
+}
+
+/* An int as numpy's SeedSequence reads it: 32-bit words, least significant first; 0 is [0]. */
+static size_t append_words(uint64_t value, uint32_t *words, size_t n) {
+    do {
+        words[n++] = (uint32_t)value;
+        value >>= 32;
+    } while (value != 0);
+    return n;
+}
+
+uint64_t rlb_instance_seed(uint64_t seed, uint64_t instance) {
+    if (instance == 0)
+        return seed;
+    uint32_t entropy[4], pool[SS_POOL], hash_const = SS_INIT_A;
+    size_t n = append_words(instance, entropy, append_words(seed, entropy, 0));
+    for (size_t i = 0; i < SS_POOL; i++)
+        pool[i] = hashmix(i < n ? entropy[i] : 0, &hash_const);
+    for (size_t source = 0; source < SS_POOL; source++)
+        for (size_t target = 0; target < SS_POOL; target++)
+            if (source != target)
+                pool[target] = mix(pool[target], hashmix(pool[source], &hash_const));
+    for (size_t source = SS_POOL; source < n; source++)
+        for (size_t target = 0; target < SS_POOL; target++)
+            pool[target] = mix(pool[target], hashmix(entropy[source], &hash_const));
+    /* generate_state(1): the first word. */
+    uint32_t word = pool[0] ^ SS_INIT_B;
+    word *= SS_INIT_B * SS_MULT_B;
+    return word ^ (word >> SS_XSHIFT);
 }

@@ -8,7 +8,8 @@
  * WRONG_STATE, one experiment (session) is served at a time, and REQ clients
  * work. With a CURVE key directory (made by `rlbridge keys DIR`) it encrypts the
  * socket and refuses clients whose public key is not in DIR/authorized_clients,
- * logging each refusal.
+ * logging each refusal. Batched requests (AGENT_BATCH_INIT, AGENT_BATCH_STEP) are served with
+ * the same callbacks, once per instance: see rlb_agent.instance_offset.
  */
 #ifndef RLBRIDGE_AGENT_H
 #define RLBRIDGE_AGENT_H
@@ -28,15 +29,29 @@
 #define RLB_POLL_INTERVAL_MS 100
 #define RLB_LINGER_MS 200
 #define RLB_ERROR_TEXT_BYTES 512
+/* The most instances a C agent answers for (AGENT_BATCH_INIT): 16 full environment shards of
+ * MAX_INSTANCES (65536) each. More is BAD_FIELD. */
+#define RLB_MAX_AGENT_INSTANCES (1u << 20)
 
 enum rlb_message_type {
     RLB_HELLO = 1, RLB_ERROR = 2, RLB_HEARTBEAT = 3, RLB_SHUTDOWN = 4,
     RLB_ENV_INIT = 10, RLB_ENV_START = 11, RLB_ENV_STEP = 12, RLB_ENV_CLEANUP = 13,
-    RLB_ENV_MESSAGE = 14,
+    RLB_ENV_MESSAGE = 14, RLB_ENV_BATCH_INIT = 15, RLB_ENV_BATCH_STEP = 16,
     RLB_AGENT_INIT = 20, RLB_AGENT_START = 21, RLB_AGENT_STEP = 22, RLB_AGENT_END = 23,
-    RLB_AGENT_CLEANUP = 24, RLB_AGENT_MESSAGE = 25,
-    RLB_RUN_EPISODE = 30, RLB_DELEGATE = 31
+    RLB_AGENT_CLEANUP = 24, RLB_AGENT_MESSAGE = 25, RLB_AGENT_BATCH_INIT = 26,
+    RLB_AGENT_BATCH_STEP = 27,
+    RLB_RUN_EPISODE = 30, RLB_DELEGATE = 31, RLB_RUN_BATCH = 32
 };
+
+/* What AGENT_BATCH_STEP asks for one instance (PROTOCOL.md 16.4), a |u1 code each. */
+enum rlb_agent_call {
+    RLB_CALL_STEP = 0,          /* agent_step(reward, observation) -> action */
+    RLB_CALL_START = 1,         /* agent_start(observation) -> action */
+    RLB_CALL_END = 2,           /* agent_end(reward) */
+    RLB_CALL_END_START = 3,     /* agent_end(reward), then agent_start(observation) -> action */
+    RLB_CALL_NONE = 4           /* nothing */
+};
+#define RLB_AGENT_CALLS 5
 
 enum rlb_error_code {
     RLB_OK = 0, RLB_MALFORMED = 1, RLB_UNKNOWN_TYPE = 2, RLB_BAD_FIELD = 3, RLB_TOO_LARGE = 4,
@@ -82,6 +97,14 @@ typedef struct {
     int (*message)(void *state, const char *text, char *reply, size_t reply_size, char *error);
     /* Called for "seed N" when `message` is NULL. */
     void (*seed)(void *state, uint64_t seed);
+    /* Batched calls (PROTOCOL.md section 16). The library makes each instance's start, step
+     * and end calls, in instance order, on this one agent, so what it learns is shared. The
+     * instance_size bytes of `state` from instance_offset are one instance's own (its episode
+     * so far, its generator): the library keeps a copy per instance, every copy starting as
+     * `init` left them, and swaps the right one in before each call. They must be plain data
+     * (no pointer into themselves). With "seed A" in a batch, `seed` is called for each
+     * instance i with rlb_instance_seed(A, i). instance_size 0: everything is shared. */
+    size_t instance_offset, instance_size;
 } rlb_agent;
 
 typedef struct {
@@ -141,6 +164,10 @@ int rlb_decode_value(const msgpack_object *raw, const void *const *frames,
                      const size_t *frame_sizes, size_t n_frames, rlb_value *out, char *error);
 void rlb_value_free(rlb_value *value);
 
+/* Decode one array [dtype, shape, data] of a value (section 3); data points into the message. */
+int rlb_decode_array(const msgpack_object *entry, const void *const *frames,
+                     const size_t *frame_sizes, size_t n_frames, rlb_array *out, char *error);
+
 /* Read a reward (float64, float32 or int). */
 int rlb_read_reward(const msgpack_object *raw, double *out, char *error);
 
@@ -151,6 +178,67 @@ void rlb_pack_value(msgpack_packer *pk, const rlb_value *value, const rlb_array 
 void rlb_pack_str(msgpack_packer *pk, const char *text);
 /* Start an envelope [version, type, seq, episode, <body follows>]. */
 void rlb_pack_header(msgpack_packer *pk, int type, int64_t seq, int64_t episode);
+
+/* Pack [dtype, shape, data]: inline bin, or a frame index when the array is
+ * RLB_ZERO_COPY_THRESHOLD_BYTES or more and frames has room (as rlb_pack_value). */
+void rlb_pack_array(msgpack_packer *pk, const rlb_array *array, const rlb_array **frames,
+                    size_t *n_frames, size_t max_frames);
+
+/* ---- batches and columns (PROTOCOL.md 16.1; rlbridge_batch.c) --------------------------- */
+
+/* M values decoded from a batch, stacked or listed: read them with rlb_batch_value. Their chars
+ * and array bytes point into the message. Free with rlb_batch_free. */
+typedef struct {
+    size_t count;
+    int stacked;                /* 1: it arrived [M, ints, doubles, chars, arrays] */
+    /* internal: the listed values, or the stacked parts and the row rlb_batch_value fills */
+    rlb_value *listed;
+    rlb_array ints, doubles, *arrays;
+    size_t n_arrays;
+    const msgpack_object *chars;
+    rlb_value row;
+} rlb_batch;
+
+/* Decode a batch; `name` starts the BAD_FIELD texts ("AGENT_BATCH_STEP observations"). */
+int rlb_decode_batch(const msgpack_object *raw, const void *const *frames,
+                     const size_t *frame_sizes, size_t n_frames, const char *name,
+                     rlb_batch *out, char *error);
+void rlb_batch_free(rlb_batch *batch);
+/* Value i of a batch; for a stacked batch, valid until the next call (its ints and doubles are
+ * copied out of the rows, its arrays point at row i). */
+const rlb_value *rlb_batch_value(rlb_batch *batch, size_t i);
+
+/* Values packed as a batch: stacked when they share a layout (the same numbers of ints,
+ * doubles and arrays, the same dtypes and shapes), else listed. Arrays of
+ * RLB_ZERO_COPY_THRESHOLD_BYTES or more go to frames, as with rlb_pack_value. Returns the
+ * stacked bytes that those frames point to (NULL when there are none): free it with free()
+ * once the message is sent. */
+void *rlb_pack_batch(msgpack_packer *pk, const rlb_value *values, size_t count,
+                     const rlb_array **frames, size_t *n_frames, size_t max_frames);
+
+/* Decode a column: a one-dimensional array of `dtype` (and `count` entries unless count < 0).
+ * Senders put columns inline; a frame is accepted too, as for any array. */
+int rlb_decode_column(const msgpack_object *raw, const void *const *frames,
+                      const size_t *frame_sizes, size_t n_frames, const char *dtype,
+                      const char *name, int64_t count, rlb_array *out, char *error);
+
+/* Element i of a <i8 or <f8 column or array (little-endian on the wire). */
+int64_t rlb_column_i64(const rlb_array *column, size_t i);
+double rlb_column_f64(const rlb_array *column, size_t i);
+
+/* AGENT_BATCH_STEP's body, read and checked as PROTOCOL.md 16.4 says (BAD_FIELD). */
+typedef struct {
+    int64_t first_instance;
+    rlb_array calls;            /* |u1, one enum rlb_agent_call per instance */
+    rlb_array rewards;          /* <f8, as many */
+    rlb_batch observations;     /* one per STEP, START or END_START; free with rlb_batch_free */
+} rlb_agent_batch_step;
+int rlb_read_agent_batch_step(const msgpack_object *body, const void *const *frames,
+                              const size_t *frame_sizes, size_t n_frames,
+                              rlb_agent_batch_step *out, char *error);
+
+/* Whether an agent call takes an observation (and gives an action): STEP, START, END_START. */
+int rlb_call_takes_observation(int call);
 
 /* Read an int64 (1), or say it is none (0): another type, or a uint64 past INT64_MAX. */
 int rlb_read_i64(const msgpack_object *o, int64_t *out);
@@ -188,5 +276,9 @@ void rlb_rng_seed(rlb_rng *rng, uint64_t seed);
 uint64_t rlb_rng_next(rlb_rng *rng);
 /* Uniform in [0, n). */
 uint64_t rlb_rng_below(rlb_rng *rng, uint64_t n);
+
+/* The seed of instance `instance` of a batch seeded with `seed` (PROTOCOL.md 16.5): `seed`
+ * itself for instance 0, else the first word of numpy's SeedSequence([seed, instance]). */
+uint64_t rlb_instance_seed(uint64_t seed, uint64_t instance);
 
 #endif

@@ -25,14 +25,19 @@ const char *rlb_type_name(int type) {
     case RLB_ENV_STEP: return "ENV_STEP";
     case RLB_ENV_CLEANUP: return "ENV_CLEANUP";
     case RLB_ENV_MESSAGE: return "ENV_MESSAGE";
+    case RLB_ENV_BATCH_INIT: return "ENV_BATCH_INIT";
+    case RLB_ENV_BATCH_STEP: return "ENV_BATCH_STEP";
     case RLB_AGENT_INIT: return "AGENT_INIT";
     case RLB_AGENT_START: return "AGENT_START";
     case RLB_AGENT_STEP: return "AGENT_STEP";
     case RLB_AGENT_END: return "AGENT_END";
     case RLB_AGENT_CLEANUP: return "AGENT_CLEANUP";
     case RLB_AGENT_MESSAGE: return "AGENT_MESSAGE";
+    case RLB_AGENT_BATCH_INIT: return "AGENT_BATCH_INIT";
+    case RLB_AGENT_BATCH_STEP: return "AGENT_BATCH_STEP";
     case RLB_RUN_EPISODE: return "RUN_EPISODE";
     case RLB_DELEGATE: return "DELEGATE";
+    case RLB_RUN_BATCH: return "RUN_BATCH";
     default: return NULL;
     }
 }
@@ -93,8 +98,8 @@ static int check_header(const int is_int[4], const int64_t field[4], const char 
     }
     if (type < 0 || type > 255 || rlb_type_name((int)type) == NULL) {
         fail(error, "unknown message type %lld; expected one of HELLO=1, ERROR=2, HEARTBEAT=3, "
-             "SHUTDOWN=4, ENV_INIT=10..ENV_MESSAGE=14, AGENT_INIT=20..AGENT_MESSAGE=25, "
-             "RUN_EPISODE=30, DELEGATE=31", (long long)type);
+             "SHUTDOWN=4, ENV_INIT=10..ENV_BATCH_STEP=16, AGENT_INIT=20..AGENT_BATCH_STEP=27, "
+             "RUN_EPISODE=30, DELEGATE=31, RUN_BATCH=32", (long long)type);
         return RLB_UNKNOWN_TYPE;
     }
     out->version = (int)version;

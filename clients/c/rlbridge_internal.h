@@ -19,8 +19,22 @@ typedef struct {
 } rlb_authorized;
 
 /* PROTOCOL.md section 12's agent states: AGENT_INIT makes READY, AGENT_START and AGENT_STEP
- * RUNNING, AGENT_END ENDED, AGENT_CLEANUP FRESH; a failed request leaves the state as it was. */
-typedef enum { FRESH, READY, RUNNING, ENDED } agent_state;
+ * RUNNING, AGENT_END ENDED, AGENT_CLEANUP FRESH, AGENT_BATCH_INIT BATCHED; a failed request
+ * leaves the state as it was. */
+typedef enum { FRESH, READY, RUNNING, ENDED, BATCHED } agent_state;
+
+/* Each instance's own state in BATCHED (PROTOCOL.md 16.2). */
+typedef enum { INSTANCE_NEW, INSTANCE_RUNNING, INSTANCE_ENDED } instance_state;
+
+/* The instances since AGENT_BATCH_INIT, and what a batched reply needs until it is sent. */
+typedef struct {
+    size_t count;               /* 0: not batched */
+    uint8_t *states;            /* an instance_state per instance */
+    unsigned char *saved;       /* count x agent->instance_size: each instance's own bytes */
+    size_t current;             /* the instance whose bytes are in the agent's state now */
+    void **reply_blocks;        /* the reply's actions, and their stacked form */
+    size_t n_reply_blocks;
+} batch;
 
 /* The experiment this agent serves: the client identity whose AGENT_INIT started it. */
 typedef struct {
@@ -28,6 +42,7 @@ typedef struct {
     unsigned char owner[RLB_MAX_IDENTITY_BYTES];
     size_t owner_size;
     long long started_ms, last_heard_ms;
+    int init_type;              /* AGENT_INIT or AGENT_BATCH_INIT */
 } session;
 
 /* One received request: the frames after the ROUTER identity (and REQ's delimiter). */
@@ -49,14 +64,41 @@ typedef struct {
     int stop;
     rlb_authorized authorized;
     request request;
+    batch batch;
 } server;
 
 /* Log one line to stderr, prefixed "rlbridge agent: ". */
 void rlb_warn(const char *format, ...);
 long long rlb_now_ms(void);
 
+/* Sessions: whether the request comes from the session's owner; forget a silent owner's session;
+ * WRONG_STATE for a second experiment's INIT; make the sender the owner. */
+int rlb_session_owner(const server *s);
+void rlb_session_track(server *s);
+int rlb_session_claim(server *s, char *error);
+void rlb_session_start(server *s, int init_type);
+
 /* Answer the request in s->request (PROTOCOL.md's order of checks, then the agent). */
 void rlb_handle_request(server *s, size_t max_bytes);
+
+/* ---- batched calls (rlbridge_batched.c) ---- */
+
+/* AGENT_BATCH_INIT's body: the task spec (malloc'ed) and the number of instances (BAD_FIELD). */
+int rlb_read_agent_batch_init(const msgpack_object *body, char **task_spec, size_t *count,
+                              char *error);
+/* Initialise the agent for `count` instances, every one NEW; the state is untouched when
+ * `init` fails (APPLICATION, its text in `application`). */
+int rlb_batch_init(server *s, const char *task_spec, size_t count, char *application);
+/* The calls of an AGENT_BATCH_STEP in state BATCHED, its actions packed into pk. */
+int rlb_batch_step(server *s, rlb_agent_batch_step *request, msgpack_packer *pk,
+                   const rlb_array **frames, size_t *n_frames, size_t max_frames, char *error);
+/* Leaving BATCHED (AGENT_INIT, AGENT_CLEANUP): instance 0's bytes go back into the state. */
+void rlb_batch_restore(server *s);
+void rlb_batch_end(server *s);
+/* Seed the agent: every instance i with rlb_instance_seed(seed, i) when batched. */
+void rlb_seed_agent(server *s, uint64_t seed);
+/* Free what the last batched reply needed, once it is sent. */
+void rlb_batch_reply_sent(server *s);
 
 /* Make `socket` a CURVE server with the keys of curve_dir; 0 after logging why not. */
 int rlb_curve_server(void *socket, const char *curve_dir, rlb_authorized *authorized);

@@ -1,5 +1,6 @@
 /* The agent server's requests: PROTOCOL.md's order of checks, ERROR replies that echo seq and
- * episode, the agent state machine, one experiment (session) at a time, and the agent's calls. */
+ * episode, the agent state machine, and the agent's calls (the batched ones in
+ * rlbridge_batched.c, sessions in rlbridge_serve.c). */
 #define _POSIX_C_SOURCE 200809L
 #include "rlbridge_internal.h"
 
@@ -10,7 +11,7 @@
 
 #define IMPLEMENTATION "rlbridge-c"
 #define LANGUAGE "c"
-#define MAX_OUT_FRAMES 16
+#define MAX_OUT_FRAMES (RLB_MAX_MESSAGE_FRAMES - 1) /* what a receiver takes, the envelope aside */
 #define MESSAGE_REPLY_BYTES 65536
 
 static void fail_text(char *error, const char *text) {
@@ -105,10 +106,10 @@ static int read_text(const msgpack_object *body, const char *what, char **out, c
     return RLB_OK;
 }
 
-/* Default agent_message: "seed N" seeds through agent->seed and answers "ok"; a bad seed
- * argument answers an error string (messages are free text: they never raise); else "". */
-static void default_message(const rlb_agent *agent, const char *text, char *reply,
-                            size_t reply_size) {
+/* Default agent_message: "seed N" seeds through agent->seed (each instance's own seed when
+ * batched) and answers "ok"; a bad seed argument answers an error string (messages are free
+ * text: they never raise); else "". */
+static void default_message(server *s, const char *text, char *reply, size_t reply_size) {
     reply[0] = '\0';
     while (*text == ' ' || *text == '\t' || *text == '\n')
         text++;
@@ -128,66 +129,31 @@ static void default_message(const rlb_agent *agent, const char *text, char *repl
                  (int)(length < 200 ? length : 200), argument);
         return;
     }
-    if (agent->seed != NULL)
-        agent->seed(agent->state, (uint64_t)seed);
+    rlb_seed_agent(s, (uint64_t)seed);
     snprintf(reply, reply_size, "ok");
 }
 
 static int serves(int type) {
     return type == RLB_HELLO || type == RLB_HEARTBEAT || type == RLB_SHUTDOWN
-        || (type >= RLB_AGENT_INIT && type <= RLB_AGENT_MESSAGE);
+        || (type >= RLB_AGENT_INIT && type <= RLB_AGENT_BATCH_STEP);
 }
 
-static int is_owner(const server *s) {
-    const zmq_msg_t *identity = &s->request.identity;
-    return s->session.active && zmq_msg_size((zmq_msg_t *)identity) == s->session.owner_size
-        && memcmp(zmq_msg_data((zmq_msg_t *)identity), s->session.owner,
-                  s->session.owner_size) == 0;
-}
-
-/* A session ends when its owner says so or has been silent for RLB_SESSION_IDLE_MS. */
-static void track_session(server *s) {
-    if (!s->session.active)
-        return;
-    if (is_owner(s))
-        s->session.last_heard_ms = rlb_now_ms();
-    else if (rlb_now_ms() - s->session.last_heard_ms >= RLB_SESSION_IDLE_MS)
-        s->session.active = 0;
-}
-
-static int claim_session(server *s, char *error) {
-    if (s->session.active && !is_owner(s)) {
-        snprintf(error, RLB_ERROR_TEXT_BYTES,
-                 "this agent already serves an experiment (session started by AGENT_INIT %lld s "
-                 "ago); start another agent process for a second experiment",
-                 (rlb_now_ms() - s->session.started_ms + 500) / 1000);
-        return RLB_WRONG_STATE;
-    }
-    return RLB_OK;
-}
-
-static void start_session(server *s) {
-    if (is_owner(s))
-        return;
-    zmq_msg_t *identity = &s->request.identity;
-    size_t size = zmq_msg_size(identity);
-    s->session.owner_size = size < RLB_MAX_IDENTITY_BYTES ? size : RLB_MAX_IDENTITY_BYTES;
-    memcpy(s->session.owner, zmq_msg_data(identity), s->session.owner_size);
-    s->session.started_ms = s->session.last_heard_ms = rlb_now_ms();
-    s->session.active = 1;
-}
-
-/* PROTOCOL.md section 12's agent table: AGENT_START and AGENT_CLEANUP need an AGENT_INIT
- * since the last cleanup; AGENT_STEP and AGENT_END need an episode started (in ENDED too: RL-Glue
- * 3.0.4's RL_step after a terminal step calls agent_step or agent_end again). */
+/* PROTOCOL.md section 12's agent table: AGENT_CLEANUP needs an AGENT_INIT or AGENT_BATCH_INIT
+ * since the last cleanup, AGENT_START an AGENT_INIT; AGENT_STEP and AGENT_END need an episode
+ * started (in ENDED too: RL-Glue 3.0.4's RL_step after a terminal step calls agent_step or
+ * agent_end again); AGENT_BATCH_STEP needs BATCHED. */
 static int need_state(const server *s, int type, char *error) {
     static const char *const meanings[] = {
         "not initialised: send AGENT_INIT first", "no episode started: send AGENT_START first",
-        "inside an episode", "the episode ended"};
-    static const char *const names[] = {"FRESH", "READY", "RUNNING", "ENDED"};
-    int allowed = type == RLB_AGENT_START || type == RLB_AGENT_CLEANUP
-                      ? s->state != FRESH
-                      : s->state == RUNNING || s->state == ENDED;
+        "inside an episode", "the episode ended",
+        "answering for a batch since AGENT_BATCH_INIT: send AGENT_BATCH_STEP, or AGENT_INIT for "
+        "one instance"};
+    static const char *const names[] = {"FRESH", "READY", "RUNNING", "ENDED", "BATCHED"};
+    int allowed = type == RLB_AGENT_CLEANUP ? s->state != FRESH
+                : type == RLB_AGENT_START ? s->state == READY || s->state == RUNNING
+                                            || s->state == ENDED
+                : type == RLB_AGENT_BATCH_STEP ? s->state == BATCHED
+                : s->state == RUNNING || s->state == ENDED;
     if (!allowed)
         snprintf(error, RLB_ERROR_TEXT_BYTES, "the agent cannot serve %s in state %s (%s)",
                  rlb_type_name(type), names[s->state], meanings[s->state]);
@@ -226,22 +192,24 @@ static int dispatch(server *s, const rlb_envelope *message, const extra_frames *
                      rlb_kind_name(body));
             return RLB_BAD_FIELD;
         }
-        if (is_owner(s))
+        if (rlb_session_owner(s))
             s->session.active = 0;
         s->stop = 1;
         msgpack_pack_nil(pk);
         return RLB_OK;
     case RLB_AGENT_INIT:
         if ((code = read_text(body, "task spec", &text, error)) != RLB_OK
-            || (code = claim_session(s, error)) != RLB_OK) {
+            || (code = rlb_session_claim(s, error)) != RLB_OK) {
             free(text);
             return code;
         }
+        rlb_batch_restore(s);
         if (agent->init != NULL && agent->init(agent->state, text, application) != 0) {
             code = RLB_APPLICATION;
         } else {
+            rlb_batch_end(s);
             s->state = READY;
-            start_session(s);
+            rlb_session_start(s, message->type);
             msgpack_pack_nil(pk);
         }
         free(text);
@@ -303,11 +271,13 @@ static int dispatch(server *s, const rlb_envelope *message, const extra_frames *
         }
         if ((code = need_state(s, message->type, error)) != RLB_OK)
             return code;
+        rlb_batch_restore(s);
         if (agent->cleanup != NULL && agent->cleanup(agent->state, application) != 0) {
             code = RLB_APPLICATION;
         } else {
+            rlb_batch_end(s);
             s->state = FRESH;
-            if (is_owner(s))
+            if (rlb_session_owner(s))
                 s->session.active = 0;
             msgpack_pack_nil(pk);
         }
@@ -320,13 +290,38 @@ static int dispatch(server *s, const rlb_envelope *message, const extra_frames *
             if (agent->message(agent->state, text, reply, MESSAGE_REPLY_BYTES, application) != 0)
                 code = RLB_APPLICATION;
         } else {
-            default_message(agent, text, reply, MESSAGE_REPLY_BYTES);
+            default_message(s, text, reply, MESSAGE_REPLY_BYTES);
         }
         if (code == RLB_OK)
             rlb_pack_str(pk, reply);
         free(reply);
         free(text);
         break;
+    }
+    case RLB_AGENT_BATCH_INIT: {
+        size_t count = 0;
+        if ((code = rlb_read_agent_batch_init(body, &text, &count, error)) != RLB_OK
+            || (code = rlb_session_claim(s, error)) != RLB_OK) {
+            free(text);
+            return code;
+        }
+        if ((code = rlb_batch_init(s, text, count, application)) == RLB_OK) {
+            s->state = BATCHED;
+            rlb_session_start(s, message->type);
+            msgpack_pack_nil(pk);
+        }
+        free(text);
+        break;
+    }
+    case RLB_AGENT_BATCH_STEP: {
+        rlb_agent_batch_step request;
+        if ((code = rlb_read_agent_batch_step(body, frames->data, frames->size, frames->count,
+                                              &request, error)) != RLB_OK)
+            return code;
+        if ((code = need_state(s, message->type, error)) == RLB_OK)
+            code = rlb_batch_step(s, &request, pk, out_frames, n_out, MAX_OUT_FRAMES, error);
+        rlb_batch_free(&request.observations);
+        return code; /* rlb_batch_step writes its own APPLICATION text, naming the instance */
     }
     default: /* serves() let through only the types above */
         return RLB_WRONG_STATE;
@@ -346,7 +341,7 @@ void rlb_handle_request(server *s, size_t max_bytes) {
         frames.data[frames.count] = zmq_msg_data(&r->parts[i]);
         frames.size[frames.count++] = zmq_msg_size(&r->parts[i]);
     }
-    track_session(s);
+    rlb_session_track(s);
     /* Too large to decode at all: only the envelope's first items are read, from its bytes. */
     int too_large = r->n_frames > RLB_MAX_MESSAGE_FRAMES || r->total_bytes > max_bytes;
     msgpack_unpacked root;
@@ -358,7 +353,8 @@ void rlb_handle_request(server *s, size_t max_bytes) {
     if (code == RLB_OK && !serves(message.type)) {
         snprintf(error, RLB_ERROR_TEXT_BYTES,
                  "the agent does not serve %s; it serves HELLO, HEARTBEAT, SHUTDOWN, AGENT_INIT, "
-                 "AGENT_START, AGENT_STEP, AGENT_END, AGENT_CLEANUP, AGENT_MESSAGE",
+                 "AGENT_START, AGENT_STEP, AGENT_END, AGENT_CLEANUP, AGENT_MESSAGE, "
+                 "AGENT_BATCH_INIT, AGENT_BATCH_STEP",
                  rlb_type_name(message.type));
         code = RLB_WRONG_STATE;
     }
@@ -391,6 +387,7 @@ void rlb_handle_request(server *s, size_t max_bytes) {
         send_reply(s, &buffer, out_frames, n_out);
     else
         reply_error(s, seq, episode, code, error);
+    rlb_batch_reply_sent(s);
     msgpack_sbuffer_destroy(&buffer);
     msgpack_unpacked_destroy(&root);
 }

@@ -1,4 +1,5 @@
-/* The agent's request loop on a ZeroMQ ROUTER socket, with optional CURVE and a ZAP handler. */
+/* The agent's request loop on a ZeroMQ ROUTER socket, with optional CURVE and a ZAP handler, and
+ * the one experiment (session) it serves at a time. */
 #define _POSIX_C_SOURCE 200809L
 #include "rlbridge_internal.h"
 
@@ -31,6 +32,49 @@ long long rlb_now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* ---- sessions (PROTOCOL.md section 13) ---------------------------------------------------- */
+
+int rlb_session_owner(const server *s) {
+    const zmq_msg_t *identity = &s->request.identity;
+    return s->session.active && zmq_msg_size((zmq_msg_t *)identity) == s->session.owner_size
+        && memcmp(zmq_msg_data((zmq_msg_t *)identity), s->session.owner,
+                  s->session.owner_size) == 0;
+}
+
+/* A session ends when its owner says so or has been silent for RLB_SESSION_IDLE_MS. */
+void rlb_session_track(server *s) {
+    if (!s->session.active)
+        return;
+    if (rlb_session_owner(s))
+        s->session.last_heard_ms = rlb_now_ms();
+    else if (rlb_now_ms() - s->session.last_heard_ms >= RLB_SESSION_IDLE_MS)
+        s->session.active = 0;
+}
+
+int rlb_session_claim(server *s, char *error) {
+    if (s->session.active && !rlb_session_owner(s)) {
+        snprintf(error, RLB_ERROR_TEXT_BYTES,
+                 "this agent already serves an experiment (session started by %s %lld s ago); "
+                 "start another agent process for a second experiment",
+                 rlb_type_name(s->session.init_type),
+                 (rlb_now_ms() - s->session.started_ms + 500) / 1000);
+        return RLB_WRONG_STATE;
+    }
+    return RLB_OK;
+}
+
+void rlb_session_start(server *s, int init_type) {
+    if (rlb_session_owner(s))
+        return;
+    zmq_msg_t *identity = &s->request.identity;
+    size_t size = zmq_msg_size(identity);
+    s->session.owner_size = size < RLB_MAX_IDENTITY_BYTES ? size : RLB_MAX_IDENTITY_BYTES;
+    memcpy(s->session.owner, zmq_msg_data(identity), s->session.owner_size);
+    s->session.started_ms = s->session.last_heard_ms = rlb_now_ms();
+    s->session.active = 1;
+    s->session.init_type = init_type;
 }
 
 /* Receive one request into s->request: the identity, REQ's empty delimiter if there is one,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from rlbridge.experiment.net.curve import CurveError, add_curve_arguments, curve_for
@@ -15,6 +16,8 @@ from rlbridge.registry import AGENTS, ENVIRONMENTS, target
 ENV_HELP = ("a built-in environment (" + ", ".join(ENVIRONMENTS) + "), gym:<id> (a Gymnasium env) "
             "or module:Class")
 AGENT_HELP = "a built-in agent (" + ", ".join(AGENTS) + ") or module:Class"
+RUN_AGENT_HELP = (AGENT_HELP + ", or the path of an agent program in any language that takes "
+                  "--bind ADDR and --opt KEY=VALUE (clients/c/build/first_agent)")
 
 
 def register(subparsers) -> None:
@@ -81,7 +84,7 @@ def register(subparsers) -> None:
                     "all. No process outlives the command, whether it ends, fails or is "
                     "interrupted.")
     parser.add_argument("env_name", metavar="ENV", help=ENV_HELP)
-    parser.add_argument("agent_name", metavar="AGENT", help=AGENT_HELP)
+    parser.add_argument("agent_name", metavar="AGENT", help=RUN_AGENT_HELP)
     parser.add_argument("--env-opt", action="append", metavar="KEY=VALUE", default=[])
     parser.add_argument("--agent-opt", action="append", metavar="KEY=VALUE", default=[])
     add_experiment_arguments(parser)
@@ -312,13 +315,18 @@ def check_recorded_options(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from rlbridge.experiment.runner import run_local
+    from rlbridge.experiment.runner import is_agent_program, run_local
 
     # Before any process starts: a typo fails here in a second, not after connect timeouts.
     target(args.env_name, ENVIRONMENTS)  # both names before either module is imported
-    target(args.agent_name, AGENTS)
+    program = is_agent_program(args.agent_name)
+    if program and not (os.path.isfile(args.agent_name) and os.access(args.agent_name, os.X_OK)):
+        return _refuse(f"agent program {args.agent_name} is not an executable file")
+    if not program:
+        target(args.agent_name, AGENTS)
     typed_options(args.env_name, ENVIRONMENTS, args.env_opt)
-    typed_options(args.agent_name, AGENTS, args.agent_opt)
+    if not program:  # a program checks its own --opt
+        typed_options(args.agent_name, AGENTS, args.agent_opt)
     if args.shards < 1:
         return _refuse(f"--shards takes a number of processes >= 1; got {args.shards}")
     problem = batch_problem(args, args.shards)

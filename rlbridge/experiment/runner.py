@@ -88,6 +88,12 @@ def watcher_cpus(loop_cpus: set[int] | None) -> set[int] | None:
     return others or loop_cpus
 
 
+def is_agent_program(name: str) -> bool:
+    """Whether AGENT names a program (a path) rather than a Python agent: a server in any
+    language with the agents' common command line, such as the C agents of clients/c."""
+    return "/" in name
+
+
 def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
     python = [sys.executable, "-m", "rlbridge"]
     shards = shard_names(getattr(args, "shards", 1))
@@ -101,7 +107,9 @@ def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
             if args.render_frames:
                 env_cmd.append("--publish-every-step")
         env_cmds[name] = env_cmd
-    agent_cmd = [*python, "agent", args.agent_name, "--bind", addresses["agent"]]
+    agent_cmd = [args.agent_name] if is_agent_program(args.agent_name) else \
+        [*python, "agent", args.agent_name]
+    agent_cmd += ["--bind", addresses["agent"]]
     for opt in args.agent_opt:
         agent_cmd += ["--opt", opt]
     experiment_cmd = [

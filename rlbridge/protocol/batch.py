@@ -86,7 +86,7 @@ class Batch(NamedTuple):
             return cls.of_list(values)
         first = values[0].arrays
         arrays = []
-        if first:
+        if first or any(v.arrays for v in values):  # every value must have as many arrays
             width = len(first)
             columns = [v.arrays for v in values]
             if any(len(row) != width for row in columns):
@@ -217,7 +217,7 @@ def encode_batch(batch: Batch | list | tuple, frames: list | None = None) -> lis
     batch = as_batch(batch)
     if batch.listed is not None:
         return [batch.count, [encode_value(v, frames) for v in batch.listed]]
-    return [batch.count, encode_array(batch.ints), encode_array(batch.doubles),
+    return [batch.count, encode_array(batch.ints, frames), encode_array(batch.doubles, frames),
             list(batch.chars), [encode_array(a, frames) for a in batch.arrays]]
 
 

@@ -11,6 +11,7 @@ session.
 from __future__ import annotations
 
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 
@@ -18,132 +19,69 @@ import msgpack
 import pytest
 import zmq
 
-from rlbridge.protocol.errors import ErrorCode
-from rlbridge.protocol.messages import MessageType
-
 from .helpers import agent_command, build_c, check_js, start, stop
-
-T = MessageType
-E = ErrorCode
-LANGUAGES = ("python", "c", "javascript")
-REPLY_TIMEOUT_MS = 20000  # two cores shared by many test processes: generous
-COUNTDOWN_SPEC = ("VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS (0 5) "
-                  "ACTIONS INTS (0 1) REWARDS (0.0 5.0) EXTRA")
-OBSERVATION = [[4], [], "", []]
-OK = "ok"
-FRESH, READY, RUNNING, ENDED = "FRESH", "READY", "RUNNING", "ENDED"
-STATES = (FRESH, READY, RUNNING, ENDED)
-
-#: A valid body for every request type.
-BODIES: dict[int, object] = {
-    T.HELLO: ["experiment", 1, "test", "python"],
-    T.ERROR: [int(E.APPLICATION), "sent as a request"],
-    T.HEARTBEAT: [3],
-    T.ENV_INIT: None,
-    T.ENV_START: None,
-    T.ENV_STEP: [[0], [], "", []],
-    T.ENV_CLEANUP: None,
-    T.ENV_MESSAGE: "legal_actions",
-    T.AGENT_INIT: COUNTDOWN_SPEC,
-    T.AGENT_START: OBSERVATION,
-    T.AGENT_STEP: [0.5, OBSERVATION],
-    T.AGENT_END: 1.0,
-    T.AGENT_CLEANUP: None,
-    T.AGENT_MESSAGE: "what is this",
-    T.RUN_EPISODE: [100],
-    T.DELEGATE: ["ipc:///nowhere", 1000, None],
-}
+from .wire import (
+    BATCHED,
+    BATCHED_TYPES,
+    BATCHING,
+    BODIES,
+    COUNTDOWN_SPEC,
+    ENDED,
+    FRESH,
+    LANGUAGES,
+    OBSERVATION,
+    OK,
+    READY,
+    RUNNING,
+    SETUP,
+    STATES,
+    Client,
+    E,
+    T,
+    enter,
+    observable,
+    outcome,
+    reset,
+    state_of,
+    states_of,
+)
 
 WS = E.WRONG_STATE
 Cell = tuple[object, str]
 #: PROTOCOL.md section 12's agent table (and AGENT_ALLOWED with next_agent_state in
-#: rlbridge/experiment/net/states.py): request -> (reply, next state) in FRESH, READY, RUNNING
-#: and ENDED. A reply is OK or the ERROR code; an ERROR leaves the state as it was. SHUTDOWN
-#: (OK in every state) stops the process: test_shutdown_is_served_in_every_state covers it.
-AGENT_TABLE: dict[int, tuple[Cell, Cell, Cell, Cell]] = {
-    #                 FRESH          READY           RUNNING         ENDED
-    T.HELLO:         ((OK, FRESH),   (OK, READY),    (OK, RUNNING),  (OK, ENDED)),
-    T.HEARTBEAT:     ((OK, FRESH),   (OK, READY),    (OK, RUNNING),  (OK, ENDED)),
-    T.AGENT_INIT:    ((OK, READY),   (OK, READY),    (OK, READY),    (OK, READY)),
-    T.AGENT_START:   ((WS, FRESH),   (OK, RUNNING),  (OK, RUNNING),  (OK, RUNNING)),
+#: rlbridge/experiment/net/states.py): request -> (reply, next state) in FRESH, READY, RUNNING,
+#: ENDED and BATCHED. A reply is OK or the ERROR code; an ERROR leaves the state as it was.
+#: SHUTDOWN (OK in every state) stops the process: test_shutdown_is_served_in_every_state
+#: covers it.
+AGENT_TABLE: dict[int, tuple[Cell, Cell, Cell, Cell, Cell]] = {
+    #                    FRESH          READY          RUNNING         ENDED          BATCHED
+    T.HELLO:            ((OK, FRESH),  (OK, READY),   (OK, RUNNING),  (OK, ENDED),   (OK, BATCHED)),
+    T.HEARTBEAT:        ((OK, FRESH),  (OK, READY),   (OK, RUNNING),  (OK, ENDED),   (OK, BATCHED)),
+    T.AGENT_INIT:       ((OK, READY),  (OK, READY),   (OK, READY),    (OK, READY),   (OK, READY)),
+    T.AGENT_BATCH_INIT: ((OK, BATCHED), (OK, BATCHED), (OK, BATCHED), (OK, BATCHED), (OK, BATCHED)),
+    T.AGENT_START:      ((WS, FRESH),  (OK, RUNNING), (OK, RUNNING),  (OK, RUNNING), (WS, BATCHED)),
     # In ENDED: RL-Glue 3.0.4's RL_step after a terminal step, with no RL_start between.
-    T.AGENT_STEP:    ((WS, FRESH),   (WS, READY),    (OK, RUNNING),  (OK, RUNNING)),
-    T.AGENT_END:     ((WS, FRESH),   (WS, READY),    (OK, ENDED),    (OK, ENDED)),
-    T.AGENT_CLEANUP: ((WS, FRESH),   (OK, FRESH),    (OK, FRESH),    (OK, FRESH)),
-    T.AGENT_MESSAGE: ((OK, FRESH),   (OK, READY),    (OK, RUNNING),  (OK, ENDED)),
+    T.AGENT_STEP:       ((WS, FRESH),  (WS, READY),   (OK, RUNNING),  (OK, RUNNING), (WS, BATCHED)),
+    T.AGENT_END:        ((WS, FRESH),  (WS, READY),   (OK, ENDED),    (OK, ENDED),   (WS, BATCHED)),
+    T.AGENT_CLEANUP:    ((WS, FRESH),  (OK, FRESH),   (OK, FRESH),    (OK, FRESH),   (OK, FRESH)),
+    T.AGENT_MESSAGE:    ((OK, FRESH),  (OK, READY),   (OK, RUNNING),  (OK, ENDED),   (OK, BATCHED)),
+    T.AGENT_BATCH_STEP: ((WS, FRESH),  (WS, READY),   (WS, RUNNING),  (WS, ENDED),   (OK, BATCHED)),
     # No role but the environment's serves these, and no role at all serves ERROR.
-    **{t: ((WS, FRESH), (WS, READY), (WS, RUNNING), (WS, ENDED))
+    **{t: ((WS, FRESH), (WS, READY), (WS, RUNNING), (WS, ENDED), (WS, BATCHED))
        for t in (T.ERROR, T.ENV_INIT, T.ENV_START, T.ENV_STEP, T.ENV_CLEANUP, T.ENV_MESSAGE,
-                 T.RUN_EPISODE, T.DELEGATE)},
+                 T.ENV_BATCH_INIT, T.ENV_BATCH_STEP, T.RUN_EPISODE, T.DELEGATE, T.RUN_BATCH)},
 }
-#: How to reach each state from FRESH.
-SETUP = {FRESH: [], READY: [T.AGENT_INIT], RUNNING: [T.AGENT_INIT, T.AGENT_START],
-         ENDED: [T.AGENT_INIT, T.AGENT_START, T.AGENT_END]}
-#: RUNNING and ENDED serve the same requests with the same successors, so no request tells
-#: them apart from outside: a probe sees one "episode started" state for both.
-STARTED = "RUNNING or ENDED"
 
 
-def observable(state: str) -> str:
-    return STARTED if state in (RUNNING, ENDED) else state
+def expected_cell(language: str, msg_type: int, state: str) -> Cell:
+    """The table's cell; an agent that does not batch answers the batched types UNKNOWN_TYPE
+    (PROTOCOL.md section 16) and stays where it was."""
+    if language not in BATCHING and msg_type in BATCHED_TYPES:
+        return E.UNKNOWN_TYPE, state
+    return AGENT_TABLE[msg_type][STATES.index(state)]
 
 
-class Client:
-    """A raw DEALER (or REQ) socket that sends hand-made frames and decodes the reply."""
-
-    def __init__(self, address: str, kind: int = zmq.DEALER):
-        self.socket = zmq.Context.instance().socket(kind)
-        self.socket.linger = 0
-        self.socket.rcvtimeo = REPLY_TIMEOUT_MS
-        self.socket.connect(address)
-
-    def frames(self, *frames: bytes) -> list[bytes]:
-        self.socket.send_multipart(list(frames))
-        return self.socket.recv_multipart()
-
-    def ask(self, *frames: bytes) -> list:
-        reply = self.frames(*frames)
-        assert len(reply) == 1, reply
-        return msgpack.unpackb(reply[0], raw=False)
-
-    def request(self, msg_type: int, body: object = None, seq: int = 1, episode: int = 1,
-                *extra: bytes) -> list:
-        return self.ask(msgpack.packb([1, int(msg_type), seq, episode, body], use_bin_type=True),
-                        *extra)
-
-    def call(self, msg_type: int, body: object = None) -> list:
-        """A request that must succeed."""
-        reply = self.request(msg_type, body)
-        assert reply[1] == msg_type, reply
-        return reply
-
-    def close(self) -> None:
-        self.socket.close()
-
-
-def outcome(reply: list, msg_type: int) -> object:
-    """OK, or the ERROR code of a reply (after checking the reply's shape)."""
-    assert len(reply) == 5 and reply[0] == 1, reply
-    if reply[1] == T.ERROR:
-        assert isinstance(reply[4][1], str) and reply[4][1], reply
-        return ErrorCode(reply[4][0])
-    assert reply[1] == msg_type, reply
-    return OK
-
-
-def state_of(client: Client) -> str:
-    """The agent's observable state, found with requests that change nothing that matters here:
-    an AGENT_STEP that is served (RUNNING or ENDED, and then RUNNING), else an AGENT_START."""
-    if outcome(client.request(T.AGENT_STEP, BODIES[T.AGENT_STEP]), T.AGENT_STEP) == OK:
-        return STARTED
-    started = outcome(client.request(T.AGENT_START, OBSERVATION), T.AGENT_START)
-    return READY if started == OK else FRESH
-
-
-def reset(client: Client) -> None:
-    """Back to FRESH from any state: AGENT_CLEANUP, which is WRONG_STATE in FRESH itself."""
-    reply = client.request(T.AGENT_CLEANUP)
-    assert outcome(reply, T.AGENT_CLEANUP) in (OK, E.WRONG_STATE), reply
+LANGUAGE_STATES = [(language, state) for language in LANGUAGES for state in states_of(language)]
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +97,8 @@ def agents(directory) -> Iterator[dict[str, str]]:
     build_c()
     check_js()
     addresses = {language: f"ipc://{directory}/shared-{language}" for language in LANGUAGES}
-    children = [start(agent_command(language, "first", address))
+    # Their stderr (a line per refused request) is never read: a pipe would fill and block them.
+    children = [start(agent_command(language, "first", address), stderr=subprocess.DEVNULL)
                 for language, address in addresses.items()]
     yield addresses
     stop(children)
@@ -169,27 +108,24 @@ def own_agent(directory: str, language: str, name: str, *extra: str):
     if language == "c":
         build_c()
     address = f"ipc://{directory}/{name}-{language}"
-    return address, start(agent_command(language, "first", address, *extra))
+    return address, start(agent_command(language, "first", address, *extra),
+                          stderr=subprocess.DEVNULL)
 
 
-@pytest.mark.parametrize("state", STATES)
-@pytest.mark.parametrize("language", LANGUAGES)
+@pytest.mark.parametrize("language, state", LANGUAGE_STATES)
 def test_every_cell_of_the_agent_state_table(language, state, agents):
     client = Client(agents[language])
     wrong = []
     try:
-        column = STATES.index(state)
-        for msg_type, cells in AGENT_TABLE.items():
-            reset(client)
-            for setup in SETUP[state]:
-                client.call(setup, BODIES[setup])
+        for msg_type in AGENT_TABLE:
+            enter(client, state)
             reply = client.request(msg_type, BODIES[msg_type], seq=40 + msg_type, episode=3)
             assert reply[2:4] == [40 + msg_type, 3], reply  # every reply echoes seq and episode
-            expected_reply, expected_state = cells[column]
+            expected_reply, expected_state = expected_cell(language, msg_type, state)
             got = (outcome(reply, msg_type), state_of(client))
             if got != (expected_reply, observable(expected_state)):
-                wrong.append(f"{T(msg_type).name} in {state}: expected {cells[column]}, got {got}"
-                             f" ({reply[4]!r:.200})")
+                wrong.append(f"{T(msg_type).name} in {state}: expected "
+                             f"{(expected_reply, expected_state)}, got {got} ({reply[4]!r:.200})")
     finally:
         reset(client)
         client.close()
@@ -198,7 +134,8 @@ def test_every_cell_of_the_agent_state_table(language, state, agents):
 
 #: A body of the wrong form for each agent request: BAD_FIELD in every state.
 BAD_BODIES = {T.AGENT_INIT: 5, T.AGENT_START: [1, 2], T.AGENT_STEP: [0.5], T.AGENT_END: "x",
-              T.AGENT_CLEANUP: 0, T.AGENT_MESSAGE: [], T.HELLO: ["agent", "1", "x", "y"]}
+              T.AGENT_CLEANUP: 0, T.AGENT_MESSAGE: [], T.HELLO: ["agent", "1", "x", "y"],
+              T.AGENT_BATCH_INIT: [COUNTDOWN_SPEC, 0], T.AGENT_BATCH_STEP: [0]}
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
@@ -206,14 +143,14 @@ def test_a_failed_request_leaves_the_state_as_it_was(language, agents):
     client = Client(agents[language])
     wrong = []
     try:
-        for state in STATES:
+        for state in states_of(language):
             for msg_type, body in BAD_BODIES.items():
-                reset(client)
-                for setup in SETUP[state]:
-                    client.call(setup, BODIES[setup])
+                enter(client, state)
                 got = (outcome(client.request(msg_type, body), msg_type), state_of(client))
-                if got != (E.BAD_FIELD, observable(state)):
-                    wrong.append(f"bad {T(msg_type).name} in {state}: expected BAD_FIELD, "
+                code = E.BAD_FIELD if expected_cell(language, msg_type, state)[0] != \
+                    E.UNKNOWN_TYPE else E.UNKNOWN_TYPE
+                if got != (code, observable(state)):
+                    wrong.append(f"bad {T(msg_type).name} in {state}: expected {code.name}, "
                                  f"{observable(state)}; got {got}")
     finally:
         reset(client)
@@ -223,7 +160,7 @@ def test_a_failed_request_leaves_the_state_as_it_was(language, agents):
 
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_shutdown_is_served_in_every_state(language, directory):
-    for state in STATES:
+    for state in states_of(language):
         address, child = own_agent(directory, language, f"shutdown-{state}")
         client = Client(address)
         try:

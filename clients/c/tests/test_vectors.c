@@ -7,18 +7,19 @@
 
 #include "json.h"
 #include "rlbridge_agent.h"
+#include "vectors.h"
 
-static int failures = 0, passes = 0;
-static char current[128];
+int failures = 0, passes = 0;
+char current[128];
 
-static void check(int ok, const char *what) {
+void check(int ok, const char *what) {
     if (!ok) {
         printf("FAIL %s: %s\n", current, what);
         failures++;
     }
 }
 
-static double number(const msgpack_object *o) {
+double number(const msgpack_object *o) {
     if (o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32)
         return o->via.f64;
     if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
@@ -26,7 +27,7 @@ static double number(const msgpack_object *o) {
     return (double)o->via.u64;
 }
 
-static uint8_t *from_hex(const msgpack_object *hex, size_t *length) {
+uint8_t *from_hex(const msgpack_object *hex, size_t *length) {
     *length = hex->via.str.size / 2;
     uint8_t *out = malloc(*length + 1);
     for (size_t i = 0; i < *length; i++) {
@@ -36,8 +37,30 @@ static uint8_t *from_hex(const msgpack_object *hex, size_t *length) {
     return out;
 }
 
+void array_from_fields(const msgpack_object *fields, rlb_array *array, uint8_t **owned) {
+    const msgpack_object *dtype = json_get(fields, "dtype"), *shape = json_get(fields, "shape");
+    memset(array, 0, sizeof *array);
+    memcpy(array->dtype, dtype->via.str.ptr, 3);
+    array->ndim = shape->via.array.size;
+    size_t count = 1;
+    for (size_t d = 0; d < array->ndim; d++) {
+        array->shape[d] = shape->via.array.ptr[d].via.u64;
+        count *= array->shape[d];
+    }
+    const msgpack_object *hex = json_get(fields, "data_hex");
+    if (hex != NULL) {
+        *owned = from_hex(hex, &array->nbytes);
+    } else { /* "data_rule": "byte i is i mod 256" */
+        array->nbytes = count * rlb_dtype_size(array->dtype, 3);
+        *owned = malloc(array->nbytes + 1);
+        for (size_t b = 0; b < array->nbytes; b++)
+            (*owned)[b] = (uint8_t)(b % 256);
+    }
+    array->data = *owned;
+}
+
 /* Build an rlb_value from a vector's value fields; array bytes are malloc'ed into *owned. */
-static void value_from_fields(const msgpack_object *fields, rlb_value *value, uint8_t **owned) {
+void value_from_fields(const msgpack_object *fields, rlb_value *value, uint8_t **owned) {
     const msgpack_object *ints = json_get(fields, "ints"), *doubles = json_get(fields, "doubles");
     const msgpack_object *chars = json_get(fields, "chars"), *arrays = json_get(fields, "arrays");
     memset(value, 0, sizeof *value);
@@ -53,31 +76,11 @@ static void value_from_fields(const msgpack_object *fields, rlb_value *value, ui
     value->n_chars = chars->via.str.size;
     value->n_arrays = arrays->via.array.size;
     value->arrays = calloc(value->n_arrays + 1, sizeof *value->arrays);
-    for (size_t i = 0; i < value->n_arrays; i++) {
-        const msgpack_object *a = &arrays->via.array.ptr[i];
-        rlb_array *array = &value->arrays[i];
-        const msgpack_object *dtype = json_get(a, "dtype"), *shape = json_get(a, "shape");
-        memcpy(array->dtype, dtype->via.str.ptr, 3);
-        array->ndim = shape->via.array.size;
-        size_t count = 1;
-        for (size_t d = 0; d < array->ndim; d++) {
-            array->shape[d] = shape->via.array.ptr[d].via.u64;
-            count *= array->shape[d];
-        }
-        const msgpack_object *hex = json_get(a, "data_hex");
-        if (hex != NULL) {
-            owned[i] = from_hex(hex, &array->nbytes);
-        } else { /* "data_rule": "byte i is i mod 256" */
-            array->nbytes = count * rlb_dtype_size(array->dtype, 3);
-            owned[i] = malloc(array->nbytes);
-            for (size_t b = 0; b < array->nbytes; b++)
-                owned[i][b] = (uint8_t)(b % 256);
-        }
-        array->data = owned[i];
-    }
+    for (size_t i = 0; i < value->n_arrays; i++)
+        array_from_fields(&arrays->via.array.ptr[i], &value->arrays[i], &owned[i]);
 }
 
-static int same_value(const rlb_value *a, const rlb_value *b) {
+int same_value(const rlb_value *a, const rlb_value *b) {
     if (a->n_ints != b->n_ints || a->n_doubles != b->n_doubles || a->n_chars != b->n_chars
         || a->n_arrays != b->n_arrays)
         return 0;
@@ -101,7 +104,7 @@ static const char *BARE_FIELDS[] = {"task_spec", "text", "reason", "reward", "ob
 static const char *VALUE_FIELDS[] = {"observation", "action", "last_action", NULL};
 static const char *FLOAT_FIELDS[] = {"reward", "total_reward", NULL};
 
-static int named(const msgpack_object *key, const char **names) {
+int named(const msgpack_object *key, const char **names) {
     for (int i = 0; names[i] != NULL; i++)
         if (key->via.str.size == strlen(names[i])
             && memcmp(key->via.str.ptr, names[i], key->via.str.size) == 0)
@@ -293,6 +296,7 @@ int main(int argc, char **argv) {
         run_message(&messages->via.array.ptr[i]);
     for (uint32_t i = 0; i < invalid->via.array.size; i++)
         run_invalid(&invalid->via.array.ptr[i]);
+    run_batch_vectors(json_get(&root, "batch"));
     printf("%d passed, %d failed\n", passes, failures);
     msgpack_zone_destroy(&zone);
     free(text);
