@@ -48,6 +48,17 @@ from rlbridge.protocol.taskspec import TaskSpec, parse
 ROUND_STEPS = 1000
 
 
+def _batched(peer, request: str, call, *args):
+    """``call(*args)``, a batched INIT; a peer that answers UNKNOWN_TYPE does not batch
+    (PROTOCOL.md section 16), and the error says what to do."""
+    try:
+        return call(*args)
+    except UnknownMessageType:
+        raise UnknownMessageType(f"{peer.peer_role} at {peer.client.address} cannot run batched: "
+                                 f"it does not know {request} (PROTOCOL.md section 16); run it "
+                                 "without --batch") from None
+
+
 class BatchResult(NamedTuple):
     """What a batched run returns: the batched steps taken and the episodes that ended."""
 
@@ -101,11 +112,7 @@ class BatchExperiment:
     # -- init and cleanup --------------------------------------------------------------
     def init(self) -> str:
         """Initialise every instance and the agent, then send the seeds; returns the task spec."""
-        try:
-            spec_text = self._init_peers()
-        except UnknownMessageType as err:  # PROTOCOL.md 16: a peer without batching
-            raise UnknownMessageType(f"{err}; that peer does not run batched: run it without "
-                                     "--batch") from None
+        spec_text = self._init_peers()
         self.task_spec = parse(spec_text)
         self.loop.reset()
         self.rounds = 0
@@ -121,11 +128,13 @@ class BatchExperiment:
         if self.remote:
             spec_text = self._init_shards()
             if self.mode == "delegated":
-                agent_batch_init(self.agent, spec_text, self.num_instances)
+                _batched(self.agent, "AGENT_BATCH_INIT", agent_batch_init, self.agent, spec_text,
+                         self.num_instances)
                 self.batch_agent = None
             else:
                 self.batch_agent = RemoteAgentBatch(self.agent)
-                self.batch_agent.batch_init(spec_text, self.num_instances)
+                _batched(self.agent, "AGENT_BATCH_INIT", self.batch_agent.batch_init, spec_text,
+                         self.num_instances)
         else:
             self.env_batch = EnvironmentBatch(self.make_env, self.num_instances)
             spec = self.env_batch.batch_init()
@@ -138,7 +147,7 @@ class BatchExperiment:
         texts = []
         for env, (low, high) in zip(self.shards, self.ranges, strict=True):
             env.episode = 0
-            text, count = env_batch_init(env, high - low, low)
+            text, count = _batched(env, "ENV_BATCH_INIT", env_batch_init, env, high - low, low)
             if count != high - low:
                 raise ProtocolError(f"environment at {env.client.address} serves {count} "
                                     f"instances; asked for {high - low}")
