@@ -40,6 +40,8 @@ def _fastest(*args: str) -> tuple[subprocess.CompletedProcess, float]:
      "valid options: rows, cols, mines, first_click, onehot"),
     (["run", "tetris", "random", "--env-opt", "rows=twelve"],
      "rlbridge run: tetris: option rows expects int; got 'twelve'; valid options: rows, "),
+    (["run", "tetris", "random", "--cpu", "99"],
+     "rlbridge run: --cpu 99: expected 'auto', 'none' or one of the CPUs "),
     (["env", "tetris", "--opt", "colz=4"],
      "rlbridge environment: cannot create 'tetris': tetris: unknown option 'colz' "
      "(did you mean 'cols'?)"),
