@@ -118,6 +118,54 @@ def curves_by_game(directory: str, rows: list[dict]) -> dict[str, dict[str, list
     return games
 
 
+#: game -> the module that draws what a setting's agents learned, rebuilt from its seeds'
+#: logs: ``is_monte_carlo(agent_name)`` says which agents it draws, and
+#: ``setting_figure(setting, log_paths, path)`` writes the PNG.
+AGENT_FIGURES = {"blackjack": "rlbridge.agents.blackjack.replayed"}
+
+
+def figure_module(game: str, agent: str):
+    """The AGENT_FIGURES module that draws ``agent`` on ``game``, or None."""
+    import importlib
+
+    if game not in AGENT_FIGURES:
+        return None
+    module = importlib.import_module(AGENT_FIGURES[game])
+    return module if module.is_monte_carlo(agent) else None
+
+
+def agent_figures(directory: str, rows: list[dict]) -> list[str]:
+    """Write DIR/learned-SETTING.png for each setting that AGENT_FIGURES draws; return paths."""
+    settings: dict[str, tuple[object, list[str]]] = {}
+    for row in sorted(rows, key=lambda r: r["seed"]):
+        if row.get("status") != "ok" or not row.get("log"):
+            continue
+        module = figure_module(row["game"], row["agent"])
+        path = os.path.join(directory, row["log"])
+        if module is not None and os.path.exists(path):
+            settings.setdefault(row["setting_key"], (module, []))[1].append(path)
+    return [module.setting_figure(setting, logs,
+                                  os.path.join(directory, f"learned-{_file_name(setting)}.png"))
+            for setting, (module, logs) in settings.items()]
+
+
+def log_figures(paths: list[str], names: list[str], curves_png: str) -> list[str]:
+    """`rlbridge log plot`: one figure per log that AGENT_FIGURES draws, beside the curves
+    (curves.png -> curves-learned-NAME.png); return their paths."""
+    from rlbridge.experiment.log.reader import LogReader
+
+    written = []
+    stem = curves_png[:-4] if curves_png.endswith(".png") else curves_png
+    for path, name in zip(paths, names, strict=True):
+        header = LogReader(path).header
+        module = figure_module(header.get("env") or "", header.get("agent") or "")
+        if module is not None:
+            written.append(module.setting_figure(
+                f"{header['env']} {header['agent']}", [path],
+                f"{stem}-learned-{_file_name(name)}.png"))
+    return written
+
+
 def report(directory: str, *, smooth: int = 0, png: str | None = None) -> int:
     """Print the table; write one PNG of curves per game (or all to ``png``); return 0."""
     rows = list(read_rows(directory).values())
@@ -125,6 +173,8 @@ def report(directory: str, *, smooth: int = 0, png: str | None = None) -> int:
         raise SweepError(f"no sweep results in {directory}: expected "
                          f"{os.path.join(directory, 'results.jsonl')} with at least one row")
     print(format_table(setting_stats(rows)))
+    for path in agent_figures(directory, rows):
+        print(f"policy and values: {path} (the agents replayed from their logs)")
     games = curves_by_game(directory, rows)
     if not games:
         print("no learning curves: the trials kept no message logs (run the sweep with --log)")
