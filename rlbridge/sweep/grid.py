@@ -14,6 +14,11 @@ TOML (every key optional except ``games`` and ``agents``; docs/sweeps.md shows o
     name = "eps 0.1"
     agent = {epsilon = 0.1}
     env = {}
+    seeds = [5]                 # optional: this setting's own seeds and episodes
+    episodes = 50
+
+``--seeds`` and ``--episodes`` on the command line replace every value of the file,
+the option sets' own included (a smaller version of a long sweep).
 
 Each :class:`Trial` has an id made from everything that decides its result, so a re-run
 recognises the trials it has already finished.
@@ -24,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from rlbridge.protocol.errors import SweepError
 from rlbridge.registry import parse_options
@@ -39,6 +44,8 @@ class OptionSet:
     name: str = ""
     env: dict[str, str] = field(default_factory=dict)
     agent: dict[str, str] = field(default_factory=dict)
+    seeds: tuple[int, ...] | None = None  # None: the grid's
+    episodes: int | None = None  # None: the grid's
 
 
 @dataclass(frozen=True)
@@ -105,9 +112,10 @@ class Grid:
         """Every trial, seeds innermost, so that a setting's seeds finish close together."""
         return [Trial(game, agent, {**self.env_options, **options.env},
                       {**self.agent_options, **options.agent}, options.name, seed,
-                      self.episodes, self.max_steps, self.program)
+                      options.episodes or self.episodes, self.max_steps, self.program)
                 for game in self.games for agent in self.agents
-                for options in self.option_sets for seed in self.seeds]
+                for options in self.option_sets
+                for seed in (self.seeds if options.seeds is None else options.seeds)]
 
 
 def _strings(table, where: str) -> dict[str, str]:
@@ -158,9 +166,7 @@ def load_toml(path: str) -> Grid:
     if unknown:
         raise SweepError(f"sweep file {path}: unknown keys {unknown}; expected some of "
                          f"{sorted(known)}")
-    option_sets = [OptionSet(str(entry.get("name", "")), _strings(entry.get("env", {}), "env"),
-                             _strings(entry.get("agent", {}), "agent"))
-                   for entry in config.get("options", [])] or [OptionSet()]
+    option_sets = [_option_set(entry, path) for entry in config.get("options", [])]
     return check(Grid(
         games=list(config.get("games", [])), agents=list(config.get("agents", [])),
         seeds=seeds_from(config.get("seeds", 1)),
@@ -168,7 +174,21 @@ def load_toml(path: str) -> Grid:
         max_steps=int(config.get("max_steps", 0)),
         env_options=_strings(config.get("env_opt", {}), "env_opt"),
         agent_options=_strings(config.get("agent_opt", {}), "agent_opt"),
-        option_sets=option_sets, program=str(config.get("program", ""))))
+        option_sets=option_sets or [OptionSet()], program=str(config.get("program", ""))))
+
+
+def _option_set(entry, path: str) -> OptionSet:
+    known = {"name", "env", "agent", "seeds", "episodes"}
+    unknown = sorted(set(entry) - known) if isinstance(entry, dict) else None
+    if unknown is None or unknown:
+        raise SweepError(f"sweep file {path}: an [[options]] entry with unknown keys {unknown}; "
+                         f"expected some of {sorted(known)}")
+    seeds = entry.get("seeds")
+    episodes = entry.get("episodes")
+    return OptionSet(str(entry.get("name", "")), _strings(entry.get("env", {}), "env"),
+                     _strings(entry.get("agent", {}), "agent"),
+                     None if seeds is None else tuple(seeds_from(seeds)),
+                     None if episodes is None else int(episodes))
 
 
 def grid_from_args(args) -> Grid:
@@ -180,8 +200,10 @@ def grid_from_args(args) -> Grid:
         grid.agents = list(args.agents)
     if args.seeds is not None:
         grid.seeds = seeds_from(args.seeds)
+        grid.option_sets = [replace(options, seeds=None) for options in grid.option_sets]
     if args.episodes is not None:
         grid.episodes = args.episodes
+        grid.option_sets = [replace(options, episodes=None) for options in grid.option_sets]
     if args.max_steps is not None:
         grid.max_steps = args.max_steps
     if args.program:
@@ -197,9 +219,12 @@ def check(grid: Grid) -> Grid:
                          f"{grid.games} and agents {grid.agents}")
     if not grid.seeds:
         raise SweepError("a sweep needs at least one seed; got none")
-    if grid.episodes < 1 or grid.max_steps < 0:
-        raise SweepError(f"expected episodes >= 1 and max_steps >= 0; got {grid.episodes} "
+    episodes = [grid.episodes] + [o.episodes for o in grid.option_sets if o.episodes is not None]
+    if min(episodes) < 1 or grid.max_steps < 0:
+        raise SweepError(f"expected episodes >= 1 and max_steps >= 0; got {min(episodes)} "
                          f"and {grid.max_steps}")
+    if any(options.seeds == () for options in grid.option_sets):
+        raise SweepError("an option set's seeds, when given, need at least one seed; got none")
     names = [options.name for options in grid.option_sets]
     if len(set(names)) != len(names):
         raise SweepError(f"option sets need distinct names; got {names}")

@@ -13,6 +13,7 @@ from matplotlib import colormaps
 from matplotlib import image as mpimg
 
 from rlbridge.agents.blackjack import plots
+from rlbridge.agents.blackjack.mc import estimated_deal_value
 from rlbridge.agents.blackjack.replayed import replayed_agent
 from rlbridge.protocol.errors import LogError
 from rlbridge.sweep.grid import Trial
@@ -31,7 +32,8 @@ def rlbridge(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("agent, program", [("blackjack-mc-es", EXPLORING_STARTS),
-                                            ("blackjack-mc-offpolicy", None)])
+                                            ("blackjack-mc-offpolicy", None),
+                                            ("blackjack-mc-eval", None)])
 def test_the_replayed_agent_ends_with_the_live_agents_tables(tmp_path, agent, program):
     log, saved = tmp_path / "run.rlog", tmp_path / "live.npz"
     run = rlbridge("run", "blackjack", agent, "--episodes", str(EPISODES), "--seed", "4",
@@ -49,6 +51,12 @@ def test_the_replayed_agent_ends_with_the_live_agents_tables(tmp_path, agent, pr
     figure = tmp_path / "curves-learned-run.rlog.png"
     assert f"wrote {figure} (policy and values" in plotted.stdout
     assert mpimg.imread(figure).shape[:2] == (800, 1000)
+    if agent == "blackjack-mc-eval":  # the figures docs/blackjack.md quotes for each agent
+        estimate, _error = estimated_deal_value(replayed)
+        quoted = f"estimated return per hand of its policy {estimate:.4f}, 95% CI ["
+    else:
+        quoted = f"exact return of the greedy policy {replayed.exact_return():.5f}, "
+    assert f"  blackjack {agent} seed 4: {quoted}" in plotted.stdout, plotted.stdout
 
 
 def test_a_log_the_named_agent_did_not_play_is_refused(processes, ipc_dir, tmp_path):
@@ -84,7 +92,12 @@ def test_the_report_draws_each_monte_carlo_setting_across_its_seeds(tmp_path):
     drawn = [line for line in report.stdout.splitlines() if line.startswith("policy and values")]
     assert drawn == [f"policy and values: {figure} (the agents replayed from their logs)"]
 
-    agents = [replayed_agent(str(log)) for log in sorted((out / "logs").glob("*mc-onpolicy*"))]
+    logs = sorted((out / "logs").glob("*mc-onpolicy*"), key=lambda p: "-s2-" in p.name)
+    agents = [replayed_agent(str(log)) for log in logs]
+    for seed, agent in zip((1, 2), agents, strict=True):  # the figure docs/blackjack.md quotes
+        assert (f"  blackjack blackjack-mc-onpolicy seed {seed}: exact return of the greedy "
+                f"policy {agent.exact_return():.5f}, {REPORT_EPISODES} episodes"
+                in report.stdout.splitlines()), report.stdout
     hit = np.mean([agent.greedy_table() for agent in agents], axis=0)
     values = np.mean([agent.state_values() for agent in agents], axis=0)
     image = mpimg.imread(figure)

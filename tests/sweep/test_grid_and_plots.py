@@ -15,7 +15,7 @@ from rlbridge.protocol.errors import SweepError
 from rlbridge.sweep.commands import check_names
 from rlbridge.sweep.grid import grid_from_args, load_toml, seeds_from
 from rlbridge.sweep.plots import FIGURE_DPI, FIGURE_INCHES, episode_returns, smooth
-from rlbridge.sweep.report import setting_stats, t_interval
+from rlbridge.sweep.report import outcome_counts, setting_stats, t_interval
 
 GOLDEN = Path(__file__).parents[1] / "experiment" / "golden"
 EXAMPLES = Path(__file__).parents[2] / "examples" / "sweeps"
@@ -42,6 +42,22 @@ def test_a_toml_grid_with_an_options_axis(tmp_path):
     assert "--env-opt" in trials[0].run_arguments()
     flags = grid_from_args(args(config=str(path), seeds="1", agents=["random"]))
     assert [t.seed for t in flags.trials()] == [0, 0]
+
+
+def test_an_option_set_may_have_its_own_seeds_and_episodes(tmp_path):
+    path = tmp_path / "grid.toml"
+    path.write_text('games = ["reversi"]\nagents = ["random"]\nseeds = [0, 1]\nepisodes = 9\n'
+                    '[[options]]\nname = "6x6"\nenv = {size = 6}\nseeds = [6]\nepisodes = 30\n'
+                    '[[options]]\nname = "8x8"\nenv = {size = 8}\n')
+    trials = load_toml(str(path)).trials()
+    assert [(t.setting, t.seed, t.episodes) for t in trials] == [
+        ("6x6", 6, 30), ("8x8", 0, 9), ("8x8", 1, 9)]
+    # Flags replace every value of the file: a smaller version of the whole sweep.
+    smaller = grid_from_args(args(config=str(path), seeds="1", episodes=2)).trials()
+    assert [(t.setting, t.seed, t.episodes) for t in smaller] == [("6x6", 0, 2), ("8x8", 0, 2)]
+    path.write_text('games = ["reversi"]\nagents = ["random"]\n[[options]]\nseed = [6]\n')
+    with pytest.raises(SweepError, match="\\[\\[options\\]\\] entry with unknown keys \\['seed'\\]"):
+        load_toml(str(path))
 
 
 def test_grid_mistakes_say_what_was_expected(tmp_path):
@@ -75,6 +91,19 @@ def test_statistics_pool_rates_and_take_t_intervals_across_seeds():
     assert stats.mean_return.value == 2.0
     assert stats.mean_return.low == pytest.approx(2.0 - 4.302653 / np.sqrt(3), rel=1e-5)
     assert t_interval([4.0]).low == 4.0
+
+
+def test_one_game_per_seed_lists_how_many_seeds_reached_each_outcome():
+    def row(key, seed, tile, episodes=1):
+        return {"setting_key": key, "game": "2048", "status": "ok", "seed": seed,
+                "summary": {"mean_return": 0.0, "steps_per_s": 1.0, "episodes": episodes},
+                "outcome": {"name": "max tile", "kind": "mean", "value": float(tile),
+                            "count": episodes}}
+
+    rows = [row("one", seed, tile) for seed, tile in enumerate([8192, 4096, 8192, 2048])]
+    rows += [row("many", seed, 1024, episodes=5) for seed in range(3)]  # means: not listed
+    assert outcome_counts(rows) == [
+        "one: max tile per seed: 8,192 in 2, 4,096 in 1, 2,048 in 1 (of 4 seeds)"]
 
 
 def test_smoothing_is_a_trailing_mean():

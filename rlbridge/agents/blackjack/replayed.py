@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlbridge.agents.blackjack.mc import BlackjackTabularAgent
+from rlbridge.agents.blackjack.mc import BlackjackTabularAgent, MCEvalAgent, estimated_deal_value
+from rlbridge.agents.blackjack.offpolicy import OffPolicyEvalAgent
 from rlbridge.agents.blackjack.plots import plot_policy_and_values
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import replay_agent
@@ -41,18 +42,33 @@ def replayed_agent(log_path: str) -> BlackjackTabularAgent:
     return agent
 
 
-def setting_figure(setting: str, log_paths: list[str], path: str) -> str:
-    """Draw the policy and state values of one setting's seeds (one log each) to ``path``.
+def learned(setting: str, log_paths: list[str], path: str) -> tuple[str, list[str]]:
+    """Draw the policy and state values of one setting's seeds (one log each) to ``path``;
+    return the path and one line per seed with the figure the docs quote for the agent.
 
     One seed: its greedy policy and values. Several: the share of seeds whose greedy
-    policy hits, and the mean of their values.
+    policy hits, and the mean of their values. A control agent's line has the exact
+    return of its greedy policy; an evaluation agent's, its estimate of its policy's
+    return per hand with a 95% interval, and the exact value.
     """
     agents = [replayed_agent(log_path) for log_path in log_paths]
+    seeds = [LogReader(log_path).header.get("seed") for log_path in log_paths]
     hit = np.mean([agent.greedy_table() for agent in agents], axis=0)
     values = np.mean([agent.state_values() for agent in agents], axis=0)
     episodes = sorted({agent.episodes for agent in agents})
     counted = (f"{episodes[0]:,}" if len(episodes) == 1
                else f"{episodes[0]:,} to {episodes[-1]:,}")
-    seeds = f"{len(agents)} seeds" if len(agents) > 1 else "1 seed"
-    return plot_policy_and_values(hit, values, path,
-                                  f"{setting}: {counted} episodes, {seeds}", seeds=len(agents))
+    seed_count = f"{len(agents)} seeds" if len(agents) > 1 else "1 seed"
+    plot_policy_and_values(hit, values, path, f"{setting}: {counted} episodes, {seed_count}",
+                           seeds=len(agents))
+    return path, [f"{setting} seed {seed}: {_quoted_figure(agent)}"
+                  for seed, agent in zip(seeds, agents, strict=True)]
+
+
+def _quoted_figure(agent: BlackjackTabularAgent) -> str:
+    if isinstance(agent, (MCEvalAgent, OffPolicyEvalAgent)):
+        estimate, error = estimated_deal_value(agent)
+        return (f"estimated return per hand of its policy {estimate:.4f}, 95% CI "
+                f"[{estimate - 1.96 * error:.4f}, {estimate + 1.96 * error:.4f}] "
+                f"(exact {agent.exact_return():.6f}), {agent.episodes:,} episodes")
+    return f"exact return of the greedy policy {agent.exact_return():.5f}, {agent.episodes:,} episodes"

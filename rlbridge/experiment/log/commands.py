@@ -131,8 +131,10 @@ def _plot(args: argparse.Namespace) -> int:
         curves = {name: [episode_returns(path)] for name, path in zip(names, args.files, strict=True)}
         window = plot_curves(curves, args.out, "return per episode", args.smooth)
         print(f"wrote {args.out} (moving average of {window} episodes)")
-        for path in log_figures(args.files, names, args.out):
+        for path, lines in log_figures(args.files, names, args.out):
             print(f"wrote {path} (policy and values, the agent replayed from its log)")
+            for line in lines:
+                print(f"  {line}")
     except RLBridgeError as err:
         print(f"rlbridge log: {err}", file=sys.stderr)
         return 1
