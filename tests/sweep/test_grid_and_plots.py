@@ -77,6 +77,12 @@ def test_the_example_sweeps_name_real_games_agents_and_options(path):
     check_names(grid)  # raises OptionError on an unknown name or option
 
 
+def test_docs_sweeps_lists_every_example_sweep():
+    listed = (Path(__file__).parents[2] / "docs" / "sweeps.md").read_text()
+    assert [path.name for path in sorted(EXAMPLES.glob("*.toml"))
+            if f"`examples/sweeps/{path.name}`" not in listed] == []
+
+
 def test_statistics_pool_rates_and_take_t_intervals_across_seeds():
     def row(seed, mean_return, successes):
         return {"setting_key": "g a", "game": "g", "status": "ok", "seed": seed,
