@@ -10,6 +10,7 @@ TOML (every key optional except ``games`` and ``agents``; docs/sweeps.md shows o
     env_opt = {rows = 6}        # every trial's fixed options
     agent_opt = {}
     program = ""                # `rlbridge run --program MODULE:FUNCTION` for every trial
+    timeout_ms = 20000          # `rlbridge run --timeout-ms`: how long a peer may take to answer
     [[options]]                 # the options axis: one entry per setting (default: one, empty)
     name = "eps 0.1"
     agent = {epsilon = 0.1}
@@ -61,11 +62,15 @@ class Trial:
     episodes: int
     max_steps: int
     program: str = ""  # `rlbridge run --program`, when set
+    #: `rlbridge run --timeout-ms`, when set (0: its default). It decides whether a slow
+    #: peer fails the trial, never the result, so it is not part of the id.
+    timeout_ms: int = 0
 
     @property
     def id(self) -> str:
-        """Readable and stable: game, agent, seed and a hash of every field."""
-        digest = hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
+        """Readable and stable: game, agent, seed and a hash of every field but timeout_ms."""
+        deciding = {k: v for k, v in asdict(self).items() if k != "timeout_ms"}
+        digest = hashlib.sha1(json.dumps(deciding, sort_keys=True).encode()).hexdigest()[:10]
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.game}-{self.agent}-s{self.seed}")
         return f"{name}-{digest}"
 
@@ -90,6 +95,8 @@ class Trial:
                       "--seed", str(self.seed)]
         if self.program:
             arguments += ["--program", self.program]
+        if self.timeout_ms:
+            arguments += ["--timeout-ms", str(self.timeout_ms)]
         return arguments
 
     def fields(self) -> dict:
@@ -107,12 +114,14 @@ class Grid:
     agent_options: dict[str, str] = field(default_factory=dict)
     option_sets: list[OptionSet] = field(default_factory=lambda: [OptionSet()])
     program: str = ""
+    timeout_ms: int = 0
 
     def trials(self) -> list[Trial]:
         """Every trial, seeds innermost, so that a setting's seeds finish close together."""
         return [Trial(game, agent, {**self.env_options, **options.env},
                       {**self.agent_options, **options.agent}, options.name, seed,
-                      options.episodes or self.episodes, self.max_steps, self.program)
+                      options.episodes or self.episodes, self.max_steps, self.program,
+                      self.timeout_ms)
                 for game in self.games for agent in self.agents
                 for options in self.option_sets
                 for seed in (self.seeds if options.seeds is None else options.seeds)]
@@ -161,7 +170,7 @@ def load_toml(path: str) -> Grid:
     except tomllib.TOMLDecodeError as err:
         raise SweepError(f"sweep file {path} is not valid TOML: {err}") from None
     known = {"games", "agents", "seeds", "episodes", "max_steps", "env_opt", "agent_opt",
-             "options", "program"}
+             "options", "program", "timeout_ms"}
     unknown = sorted(set(config) - known)
     if unknown:
         raise SweepError(f"sweep file {path}: unknown keys {unknown}; expected some of "
@@ -174,7 +183,8 @@ def load_toml(path: str) -> Grid:
         max_steps=int(config.get("max_steps", 0)),
         env_options=_strings(config.get("env_opt", {}), "env_opt"),
         agent_options=_strings(config.get("agent_opt", {}), "agent_opt"),
-        option_sets=option_sets or [OptionSet()], program=str(config.get("program", ""))))
+        option_sets=option_sets or [OptionSet()], program=str(config.get("program", "")),
+        timeout_ms=int(config.get("timeout_ms", 0))))
 
 
 def _option_set(entry, path: str) -> OptionSet:
@@ -208,6 +218,8 @@ def grid_from_args(args) -> Grid:
         grid.max_steps = args.max_steps
     if args.program:
         grid.program = args.program
+    if args.timeout_ms is not None:
+        grid.timeout_ms = args.timeout_ms
     grid.env_options.update(parse_options(args.env_opt))
     grid.agent_options.update(parse_options(args.agent_opt))
     return check(grid)
@@ -220,6 +232,9 @@ def check(grid: Grid) -> Grid:
     if not grid.seeds:
         raise SweepError("a sweep needs at least one seed; got none")
     episodes = [grid.episodes] + [o.episodes for o in grid.option_sets if o.episodes is not None]
+    if grid.timeout_ms < 0:
+        raise SweepError(f"expected timeout_ms >= 0 (0: rlbridge run's default); got "
+                         f"{grid.timeout_ms}")
     if min(episodes) < 1 or grid.max_steps < 0:
         raise SweepError(f"expected episodes >= 1 and max_steps >= 0; got {min(episodes)} "
                          f"and {grid.max_steps}")

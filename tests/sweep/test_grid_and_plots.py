@@ -23,7 +23,7 @@ EXAMPLES = Path(__file__).parents[2] / "examples" / "sweeps"
 
 def args(**overrides) -> Namespace:
     fields = dict(config=None, games=None, agents=None, seeds=None, episodes=None,
-                  max_steps=None, env_opt=[], agent_opt=[], program=None)
+                  max_steps=None, env_opt=[], agent_opt=[], program=None, timeout_ms=None)
     return Namespace(**{**fields, **overrides})
 
 
@@ -55,6 +55,10 @@ def test_an_option_set_may_have_its_own_seeds_and_episodes(tmp_path):
     # Flags replace every value of the file: a smaller version of the whole sweep.
     smaller = grid_from_args(args(config=str(path), seeds="1", episodes=2)).trials()
     assert [(t.setting, t.seed, t.episodes) for t in smaller] == [("6x6", 0, 2), ("8x8", 0, 2)]
+    # A peer's timeout decides whether a trial fails, not its result: the ids stay.
+    patient = grid_from_args(args(config=str(path), timeout_ms=60000)).trials()
+    assert [t.id for t in patient] == [t.id for t in trials]
+    assert patient[0].run_arguments()[-2:] == ["--timeout-ms", "60000"]
     path.write_text('games = ["reversi"]\nagents = ["random"]\n[[options]]\nseed = [6]\n')
     with pytest.raises(SweepError, match="\\[\\[options\\]\\] entry with unknown keys \\['seed'\\]"):
         load_toml(str(path))
