@@ -42,6 +42,8 @@ def _fastest(*args: str) -> tuple[subprocess.CompletedProcess, float]:
      "rlbridge run: tetris: option rows expects int; got 'twelve'; valid options: rows, "),
     (["run", "gridwalk", "clients/c/build/no_such_agent"],
      "rlbridge run: agent program clients/c/build/no_such_agent is not an executable file"),
+    (["run", "tetris", "random", "--cpu", "99"],
+     "rlbridge run: --cpu 99: expected 'auto', 'none' or one of the CPUs "),
     (["env", "tetris", "--opt", "colz=4"],
      "rlbridge environment: cannot create 'tetris': tetris: unknown option 'colz' "
      "(did you mean 'cols'?)"),

@@ -22,6 +22,7 @@ from rlbridge.agents.blackjack.mc import (
     MCEvalAgent,
     MCExploringStartsAgent,
     MCOnPolicyAgent,
+    estimated_deal_value,
     exploring_starts_program,
 )
 from rlbridge.agents.blackjack.offpolicy import OffPolicyControlAgent, OffPolicyEvalAgent
@@ -89,16 +90,6 @@ def train(agent, episodes: int, *, exploring: bool, seed: int = 1,
         bar.close()
     experiment.RL_cleanup()
     return seconds, moves[0]
-
-
-def estimated_deal_value(agent) -> tuple[float, float]:
-    """An evaluation agent's estimate of the return per hand, and its approximate std error."""
-    weights = blackjack_dp.initial_state_distribution()[..., None] * agent.policy_table()
-    q, variance = agent.q_table(), agent.q_variance()
-    used = weights > 0
-    estimate = float((weights * q).sum())
-    spread = np.where(used, variance, 0.0)
-    return estimate, float(np.sqrt((weights ** 2 * spread).sum()))
 
 
 def game_speed(quick: bool) -> list[Figure]:

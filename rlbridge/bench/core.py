@@ -30,7 +30,8 @@ from rlbridge.bench.report import Figure
 from rlbridge.environments.toy import GridWalk
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
-from rlbridge.experiment.runner import cpu_set, start_child, stop_peers, watcher_cpus
+from rlbridge.experiment.placement import AUTO, placed
+from rlbridge.experiment.runner import start_child, stop_peers, watcher_cpus
 
 _RAW_SERVER = r"""
 import sys, zmq
@@ -253,9 +254,13 @@ def _lat_note(latencies: list[float], what: str = "") -> str:
 
 
 def run(quick: bool = False) -> list[Figure]:
+    with placed(AUTO) as cpus:  # recorded, so that runs started meanwhile take another CPU
+        return measure(quick, cpus)
+
+
+def measure(quick: bool, cpus: set[int]) -> list[Figure]:
     seconds = 0.7 if quick else 2.0
     rounds = 2 if quick else 3
-    cpus = cpu_set("shared")
     figures: list[Figure] = []
     episode_means = " (episode means)"
     with tempfile.TemporaryDirectory(prefix="rlbridge-bench-") as d:

@@ -28,8 +28,9 @@ from rlbridge.agents.random_agent import FirstLegalAgent
 from rlbridge.bench.report import Figure
 from rlbridge.environments.toy import Countdown
 from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.placement import AUTO, placed
 from rlbridge.experiment.rlglue3.framing import FramedSocket, configure
-from rlbridge.experiment.runner import cpu_set, start_child, stop_child
+from rlbridge.experiment.runner import start_child, stop_child
 from rlbridge.protocol.rlglue3 import (
     Code,
     Reader,
@@ -184,10 +185,14 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def run(quick: bool = False) -> list[Figure]:
+    with placed(AUTO) as cpus:  # recorded, so that runs started meanwhile take another CPU
+        return measure(quick, cpus)
+
+
+def measure(quick: bool, cpus: set[int]) -> list[Figure]:
     from rlbridge.bench.core import rlbridge_three_processes
 
     seconds = 1.0 if quick else 3.0
-    cpus = cpu_set("shared")
     figures: list[Figure] = []
     cases = (("1 int", _SMALL_LENGTH, 0, 0), ("600 KB", _LARGE_LENGTH, _LARGE_INTS, 600_000))
     with tempfile.TemporaryDirectory(prefix="rlbridge-bench-") as directory:

@@ -93,10 +93,11 @@ def register(subparsers) -> None:
     parser.add_argument("--shards", type=int, default=1, metavar="S",
                         help="with --batch: spread the instances over S environment "
                              "processes, each on its own CPU where there are enough")
-    parser.add_argument("--cpu", default="shared",
-                        help="CPU placement: 'shared' puts all three on one CPU (the default: "
-                             "processes that wake each other across cores cost ~3x), "
-                             "'none' leaves it to the OS, or a CPU number")
+    parser.add_argument("--cpu", default="auto",
+                        help="CPU placement: all three on one CPU (processes that wake each "
+                             "other across cores cost ~3x); 'auto' (the default) takes the CPU "
+                             "that the fewest of your live runs hold, a number takes that CPU, "
+                             "'none' leaves placement to the OS")
     parser.add_argument("--render", choices=("pygame",), default=None,
                         help="also start a viewer process on the environment's state stream")
     parser.add_argument("--render-frames", metavar="DIR", default=None,
@@ -315,9 +316,11 @@ def check_recorded_options(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from rlbridge.experiment.placement import cpu_choice
     from rlbridge.experiment.runner import is_agent_program, run_local
 
     # Before any process starts: a typo fails here in a second, not after connect timeouts.
+    args.cpu = cpu_choice(args.cpu)
     target(args.env_name, ENVIRONMENTS)  # both names before either module is imported
     program = is_agent_program(args.agent_name)
     if program and not (os.path.isfile(args.agent_name) and os.access(args.agent_name, os.X_OK)):

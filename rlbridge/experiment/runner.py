@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 
+from rlbridge.experiment.placement import placed
+
 #: How long peers may take to exit after the experiment is done, before SIGTERM.
 PEER_EXIT_GRACE_S = 3.0
 #: How long a child may take to exit after SIGTERM, before SIGKILL.
@@ -65,19 +67,6 @@ def plan_addresses(transport: str, directory: str, shards: int = 1) -> dict[str,
     if transport == "tcp":
         return {role: f"tcp://127.0.0.1:{_free_tcp_port()}" for role in roles}
     return {role: f"ipc://{directory}/{role}.sock" for role in roles}
-
-
-def cpu_set(choice: str) -> set[int] | None:
-    """The CPUs all three processes share: one CPU by default, so wake-ups stay on one core."""
-    if choice == "none":
-        return None
-    available = sorted(os.sched_getaffinity(0))
-    if choice == "shared":
-        return {available[-1]}
-    cpu = int(choice)
-    if cpu not in available:
-        raise SystemExit(f"--cpu {cpu}: expected one of {available}, 'shared' or 'none'")
-    return {cpu}
 
 
 def watcher_cpus(loop_cpus: set[int] | None) -> set[int] | None:
@@ -151,7 +140,7 @@ def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
 
 
 def run_local(args) -> int:
-    cpus = cpu_set(args.cpu)
+    """Run ``args`` (``args.cpu`` already a :data:`~rlbridge.experiment.placement.CpuChoice`)."""
     if args.render and not args.render_frames:
         from rlbridge.bridge.view import display_problem
 
@@ -161,7 +150,8 @@ def run_local(args) -> int:
                   "running without a window (--render-frames DIR writes PNG frames instead)",
                   file=sys.stderr, flush=True)
             args.render = None
-    with tempfile.TemporaryDirectory(prefix="rlbridge-run-") as directory:
+    with tempfile.TemporaryDirectory(prefix="rlbridge-run-") as directory, \
+            placed(args.cpu) as cpus:
         commands = build_commands(args, plan_addresses(args.transport, directory,
                                                        getattr(args, "shards", 1)))
         # After a peer dies, the experiment needs its step timeout to notice and report it.

@@ -32,6 +32,10 @@ def register(subparsers) -> None:
     grid.add_argument("--max-steps", type=int, default=None, help="step limit per episode (0)")
     grid.add_argument("--program", default=None, metavar="MODULE:FUNCTION",
                       help="every trial's experiment program (`rlbridge run --program`)")
+    grid.add_argument("--timeout-ms", type=int, default=None, metavar="MS",
+                      help="every trial's `rlbridge run --timeout-ms`: how long a peer may "
+                           "take to answer (an agent that thinks by CPU time needs more on a "
+                           "loaded machine); not part of a trial's id")
     grid.add_argument("--env-opt", action="append", default=[], metavar="KEY=VALUE",
                       help="an environment option for every trial; repeatable")
     grid.add_argument("--agent-opt", action="append", default=[], metavar="KEY=VALUE",

@@ -10,10 +10,16 @@ TOML (every key optional except ``games`` and ``agents``; docs/sweeps.md shows o
     env_opt = {rows = 6}        # every trial's fixed options
     agent_opt = {}
     program = ""                # `rlbridge run --program MODULE:FUNCTION` for every trial
+    timeout_ms = 20000          # `rlbridge run --timeout-ms`: how long a peer may take to answer
     [[options]]                 # the options axis: one entry per setting (default: one, empty)
     name = "eps 0.1"
     agent = {epsilon = 0.1}
     env = {}
+    seeds = [5]                 # optional: this setting's own seeds and episodes
+    episodes = 50
+
+``--seeds`` and ``--episodes`` on the command line replace every value of the file,
+the option sets' own included (a smaller version of a long sweep).
 
 Each :class:`Trial` has an id made from everything that decides its result, so a re-run
 recognises the trials it has already finished.
@@ -24,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from rlbridge.protocol.errors import SweepError
 from rlbridge.registry import parse_options
@@ -39,6 +45,8 @@ class OptionSet:
     name: str = ""
     env: dict[str, str] = field(default_factory=dict)
     agent: dict[str, str] = field(default_factory=dict)
+    seeds: tuple[int, ...] | None = None  # None: the grid's
+    episodes: int | None = None  # None: the grid's
 
 
 @dataclass(frozen=True)
@@ -54,11 +62,15 @@ class Trial:
     episodes: int
     max_steps: int
     program: str = ""  # `rlbridge run --program`, when set
+    #: `rlbridge run --timeout-ms`, when set (0: its default). It decides whether a slow
+    #: peer fails the trial, never the result, so it is not part of the id.
+    timeout_ms: int = 0
 
     @property
     def id(self) -> str:
-        """Readable and stable: game, agent, seed and a hash of every field."""
-        digest = hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
+        """Readable and stable: game, agent, seed and a hash of every field but timeout_ms."""
+        deciding = {k: v for k, v in asdict(self).items() if k != "timeout_ms"}
+        digest = hashlib.sha1(json.dumps(deciding, sort_keys=True).encode()).hexdigest()[:10]
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.game}-{self.agent}-s{self.seed}")
         return f"{name}-{digest}"
 
@@ -83,6 +95,8 @@ class Trial:
                       "--seed", str(self.seed)]
         if self.program:
             arguments += ["--program", self.program]
+        if self.timeout_ms:
+            arguments += ["--timeout-ms", str(self.timeout_ms)]
         return arguments
 
     def fields(self) -> dict:
@@ -100,14 +114,17 @@ class Grid:
     agent_options: dict[str, str] = field(default_factory=dict)
     option_sets: list[OptionSet] = field(default_factory=lambda: [OptionSet()])
     program: str = ""
+    timeout_ms: int = 0
 
     def trials(self) -> list[Trial]:
         """Every trial, seeds innermost, so that a setting's seeds finish close together."""
         return [Trial(game, agent, {**self.env_options, **options.env},
                       {**self.agent_options, **options.agent}, options.name, seed,
-                      self.episodes, self.max_steps, self.program)
+                      options.episodes or self.episodes, self.max_steps, self.program,
+                      self.timeout_ms)
                 for game in self.games for agent in self.agents
-                for options in self.option_sets for seed in self.seeds]
+                for options in self.option_sets
+                for seed in (self.seeds if options.seeds is None else options.seeds)]
 
 
 def _strings(table, where: str) -> dict[str, str]:
@@ -153,14 +170,12 @@ def load_toml(path: str) -> Grid:
     except tomllib.TOMLDecodeError as err:
         raise SweepError(f"sweep file {path} is not valid TOML: {err}") from None
     known = {"games", "agents", "seeds", "episodes", "max_steps", "env_opt", "agent_opt",
-             "options", "program"}
+             "options", "program", "timeout_ms"}
     unknown = sorted(set(config) - known)
     if unknown:
         raise SweepError(f"sweep file {path}: unknown keys {unknown}; expected some of "
                          f"{sorted(known)}")
-    option_sets = [OptionSet(str(entry.get("name", "")), _strings(entry.get("env", {}), "env"),
-                             _strings(entry.get("agent", {}), "agent"))
-                   for entry in config.get("options", [])] or [OptionSet()]
+    option_sets = [_option_set(entry, path) for entry in config.get("options", [])]
     return check(Grid(
         games=list(config.get("games", [])), agents=list(config.get("agents", [])),
         seeds=seeds_from(config.get("seeds", 1)),
@@ -168,7 +183,22 @@ def load_toml(path: str) -> Grid:
         max_steps=int(config.get("max_steps", 0)),
         env_options=_strings(config.get("env_opt", {}), "env_opt"),
         agent_options=_strings(config.get("agent_opt", {}), "agent_opt"),
-        option_sets=option_sets, program=str(config.get("program", ""))))
+        option_sets=option_sets or [OptionSet()], program=str(config.get("program", "")),
+        timeout_ms=int(config.get("timeout_ms", 0))))
+
+
+def _option_set(entry, path: str) -> OptionSet:
+    known = {"name", "env", "agent", "seeds", "episodes"}
+    unknown = sorted(set(entry) - known) if isinstance(entry, dict) else None
+    if unknown is None or unknown:
+        raise SweepError(f"sweep file {path}: an [[options]] entry with unknown keys {unknown}; "
+                         f"expected some of {sorted(known)}")
+    seeds = entry.get("seeds")
+    episodes = entry.get("episodes")
+    return OptionSet(str(entry.get("name", "")), _strings(entry.get("env", {}), "env"),
+                     _strings(entry.get("agent", {}), "agent"),
+                     None if seeds is None else tuple(seeds_from(seeds)),
+                     None if episodes is None else int(episodes))
 
 
 def grid_from_args(args) -> Grid:
@@ -180,12 +210,16 @@ def grid_from_args(args) -> Grid:
         grid.agents = list(args.agents)
     if args.seeds is not None:
         grid.seeds = seeds_from(args.seeds)
+        grid.option_sets = [replace(options, seeds=None) for options in grid.option_sets]
     if args.episodes is not None:
         grid.episodes = args.episodes
+        grid.option_sets = [replace(options, episodes=None) for options in grid.option_sets]
     if args.max_steps is not None:
         grid.max_steps = args.max_steps
     if args.program:
         grid.program = args.program
+    if args.timeout_ms is not None:
+        grid.timeout_ms = args.timeout_ms
     grid.env_options.update(parse_options(args.env_opt))
     grid.agent_options.update(parse_options(args.agent_opt))
     return check(grid)
@@ -197,9 +231,15 @@ def check(grid: Grid) -> Grid:
                          f"{grid.games} and agents {grid.agents}")
     if not grid.seeds:
         raise SweepError("a sweep needs at least one seed; got none")
-    if grid.episodes < 1 or grid.max_steps < 0:
-        raise SweepError(f"expected episodes >= 1 and max_steps >= 0; got {grid.episodes} "
+    episodes = [grid.episodes] + [o.episodes for o in grid.option_sets if o.episodes is not None]
+    if grid.timeout_ms < 0:
+        raise SweepError(f"expected timeout_ms >= 0 (0: rlbridge run's default); got "
+                         f"{grid.timeout_ms}")
+    if min(episodes) < 1 or grid.max_steps < 0:
+        raise SweepError(f"expected episodes >= 1 and max_steps >= 0; got {min(episodes)} "
                          f"and {grid.max_steps}")
+    if any(options.seeds == () for options in grid.option_sets):
+        raise SweepError("an option set's seeds, when given, need at least one seed; got none")
     names = [options.name for options in grid.option_sets]
     if len(set(names)) != len(names):
         raise SweepError(f"option sets need distinct names; got {names}")

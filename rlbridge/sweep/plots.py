@@ -21,9 +21,9 @@ SMOOTH_FRACTION = 20
 def episode_returns(log_path: str) -> list[float]:
     """Each episode's return, in order, from a message log."""
     from rlbridge.experiment.log.reader import LogReader
-    from rlbridge.experiment.log.replay import read_episodes
+    from rlbridge.experiment.log.replay import iter_episodes
 
-    return [episode.total for episode in read_episodes(LogReader(log_path))]
+    return [episode.total for episode in iter_episodes(LogReader(log_path))]
 
 
 def default_window(episodes: int) -> int:

@@ -140,7 +140,7 @@ def run_sweep(grid: Grid, directory: str, *, address: str | None = None, log: bo
                 except Exception as err:  # the worker died or Ray failed: a failed attempt
                     result = {"status": "failed", "error": f"{type(err).__name__}: {err}"}
                 if result.get("status") != "ok" and attempt <= retries:
-                    say(f"trial {trial.id} failed ({first_line(result.get('error'))}); retrying")
+                    say(f"trial {trial.id} failed ({ends(result.get('error'))}); retrying")
                     queue.append((trial, attempt + 1))
                     continue
                 row = results.write(trial, result, attempt)
@@ -162,8 +162,13 @@ def run_sweep(grid: Grid, directory: str, *, address: str | None = None, log: bo
     return 1 if failures else 0
 
 
-def first_line(text) -> str:
-    return str(text or "").strip().splitlines()[0] if str(text or "").strip() else "no message"
+def ends(text) -> str:
+    """The first and last lines of an error: what failed, and the stderr line that says why
+    (the retried attempt's row is not kept, so this is all that remains of it)."""
+    lines = [line.strip() for line in str(text or "").strip().splitlines() if line.strip()]
+    if not lines:
+        return "no message"
+    return lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
 
 
 def say(text: str) -> None:

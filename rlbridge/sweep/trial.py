@@ -1,19 +1,16 @@
-"""One sweep trial, as a Ray worker runs it: claim a CPU of this node, run `rlbridge run` on it.
+"""One sweep trial, as a Ray worker runs it: take a CPU of this node, run `rlbridge run` on it.
 
-Placement: Ray counts CPUs but does not say which one a task holds, so each trial
-claims one itself with a non-blocking ``flock`` on ``$TMPDIR/rlbridge-$UID/cpus/N.lock``
-for the first free CPU N of its affinity set, and keeps the lock for the whole trial.
-Every trial holds one Ray CPU, so a node runs at most as many trials as Ray counts
-CPUs there and, when Ray counts the real ones, every trial finds a CPU of its own.
-The kernel drops the lock when the worker dies, even by SIGKILL. When every CPU is
-taken (Ray told to count more CPUs than the node has, or two sweeps at once), the
-trial runs with ``--cpu none`` and its row says ``"cpu": null``.
+Placement is `rlbridge run`'s own (:mod:`rlbridge.experiment.placement`): the worker
+records itself in the node's registry of live runs on the CPU that the fewest of them
+hold, then runs `rlbridge run --cpu N`, which finds its parent's entry and does not
+count twice. Ray counts CPUs but does not say which one a task holds; every trial holds
+one Ray CPU, so when Ray counts the node's real CPUs every trial finds a CPU of its own,
+and plain `rlbridge run`s started on the node meanwhile go elsewhere too. An entry is
+removed when the trial ends and ignored once its worker is gone, even after a SIGKILL.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import socket
 import subprocess
@@ -22,6 +19,7 @@ import tempfile
 import time
 
 from rlbridge.experiment.driver import parse_summary_line
+from rlbridge.experiment.placement import AUTO, placed
 from rlbridge.experiment.runner import start_child
 from rlbridge.sweep.grid import Trial
 
@@ -29,33 +27,9 @@ from rlbridge.sweep.grid import Trial
 ERROR_TAIL_CHARS = 2000
 
 
-def cpu_lock_directory() -> str:
-    return os.path.join(tempfile.gettempdir(), f"rlbridge-{os.getuid()}", "cpus")
-
-
-@contextlib.contextmanager
-def claimed_cpu():
-    """Yield a CPU number this process holds alone on this node, or None when all are taken."""
-    directory = cpu_lock_directory()
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    for cpu in sorted(os.sched_getaffinity(0)):
-        fd = os.open(os.path.join(directory, f"{cpu}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        try:
-            yield cpu
-        finally:
-            os.close(fd)  # closing drops the lock
-        return
-    yield None
-
-
-def run_command(trial: Trial, cpu: int | None, log_path: str | None) -> list[str]:
+def run_command(trial: Trial, cpu: int, log_path: str | None) -> list[str]:
     command = [sys.executable, "-m", "rlbridge", "run", *trial.run_arguments(),
-               "--cpu", "none" if cpu is None else str(cpu), "--quiet"]
+               "--cpu", str(cpu), "--quiet"]
     if log_path is not None:
         command += ["--log", log_path]
     return command
@@ -68,7 +42,8 @@ def run_trial(trial: Trial, log: bool, timeout_s: float | None = None) -> dict:
     started = time.time()
     result: dict = {"node": socket.gethostname(), "started": started}
     with tempfile.TemporaryDirectory(prefix="rlbridge-trial-") as directory, \
-            claimed_cpu() as cpu:
+            placed(AUTO) as cpus:
+        (cpu,) = cpus
         result["cpu"] = cpu
         log_path = os.path.join(directory, "trial.rlog") if log else None
         child = start_child(run_command(trial, cpu, log_path), None, stdout=subprocess.PIPE,

@@ -15,7 +15,7 @@ from rlbridge.protocol.errors import SweepError
 from rlbridge.sweep.commands import check_names
 from rlbridge.sweep.grid import grid_from_args, load_toml, seeds_from
 from rlbridge.sweep.plots import FIGURE_DPI, FIGURE_INCHES, episode_returns, smooth
-from rlbridge.sweep.report import setting_stats, t_interval
+from rlbridge.sweep.report import outcome_counts, setting_stats, t_interval
 
 GOLDEN = Path(__file__).parents[1] / "experiment" / "golden"
 EXAMPLES = Path(__file__).parents[2] / "examples" / "sweeps"
@@ -23,7 +23,7 @@ EXAMPLES = Path(__file__).parents[2] / "examples" / "sweeps"
 
 def args(**overrides) -> Namespace:
     fields = dict(config=None, games=None, agents=None, seeds=None, episodes=None,
-                  max_steps=None, env_opt=[], agent_opt=[], program=None)
+                  max_steps=None, env_opt=[], agent_opt=[], program=None, timeout_ms=None)
     return Namespace(**{**fields, **overrides})
 
 
@@ -44,6 +44,26 @@ def test_a_toml_grid_with_an_options_axis(tmp_path):
     assert [t.seed for t in flags.trials()] == [0, 0]
 
 
+def test_an_option_set_may_have_its_own_seeds_and_episodes(tmp_path):
+    path = tmp_path / "grid.toml"
+    path.write_text('games = ["reversi"]\nagents = ["random"]\nseeds = [0, 1]\nepisodes = 9\n'
+                    '[[options]]\nname = "6x6"\nenv = {size = 6}\nseeds = [6]\nepisodes = 30\n'
+                    '[[options]]\nname = "8x8"\nenv = {size = 8}\n')
+    trials = load_toml(str(path)).trials()
+    assert [(t.setting, t.seed, t.episodes) for t in trials] == [
+        ("6x6", 6, 30), ("8x8", 0, 9), ("8x8", 1, 9)]
+    # Flags replace every value of the file: a smaller version of the whole sweep.
+    smaller = grid_from_args(args(config=str(path), seeds="1", episodes=2)).trials()
+    assert [(t.setting, t.seed, t.episodes) for t in smaller] == [("6x6", 0, 2), ("8x8", 0, 2)]
+    # A peer's timeout decides whether a trial fails, not its result: the ids stay.
+    patient = grid_from_args(args(config=str(path), timeout_ms=60000)).trials()
+    assert [t.id for t in patient] == [t.id for t in trials]
+    assert patient[0].run_arguments()[-2:] == ["--timeout-ms", "60000"]
+    path.write_text('games = ["reversi"]\nagents = ["random"]\n[[options]]\nseed = [6]\n')
+    with pytest.raises(SweepError, match="\\[\\[options\\]\\] entry with unknown keys \\['seed'\\]"):
+        load_toml(str(path))
+
+
 def test_grid_mistakes_say_what_was_expected(tmp_path):
     path = tmp_path / "grid.toml"
     path.write_text('games = ["countdown"]\nagent = ["random"]\n')
@@ -61,6 +81,12 @@ def test_the_example_sweeps_name_real_games_agents_and_options(path):
     check_names(grid)  # raises OptionError on an unknown name or option
 
 
+def test_docs_sweeps_lists_every_example_sweep():
+    listed = (Path(__file__).parents[2] / "docs" / "sweeps.md").read_text()
+    assert [path.name for path in sorted(EXAMPLES.glob("*.toml"))
+            if f"`examples/sweeps/{path.name}`" not in listed] == []
+
+
 def test_statistics_pool_rates_and_take_t_intervals_across_seeds():
     def row(seed, mean_return, successes):
         return {"setting_key": "g a", "game": "g", "status": "ok", "seed": seed,
@@ -75,6 +101,19 @@ def test_statistics_pool_rates_and_take_t_intervals_across_seeds():
     assert stats.mean_return.value == 2.0
     assert stats.mean_return.low == pytest.approx(2.0 - 4.302653 / np.sqrt(3), rel=1e-5)
     assert t_interval([4.0]).low == 4.0
+
+
+def test_one_game_per_seed_lists_how_many_seeds_reached_each_outcome():
+    def row(key, seed, tile, episodes=1):
+        return {"setting_key": key, "game": "2048", "status": "ok", "seed": seed,
+                "summary": {"mean_return": 0.0, "steps_per_s": 1.0, "episodes": episodes},
+                "outcome": {"name": "max tile", "kind": "mean", "value": float(tile),
+                            "count": episodes}}
+
+    rows = [row("one", seed, tile) for seed, tile in enumerate([8192, 4096, 8192, 2048])]
+    rows += [row("many", seed, 1024, episodes=5) for seed in range(3)]  # means: not listed
+    assert outcome_counts(rows) == [
+        "one: max tile per seed: 8,192 in 2, 4,096 in 1, 2,048 in 1 (of 4 seeds)"]
 
 
 def test_smoothing_is_a_trailing_mean():

@@ -337,6 +337,17 @@ class MCOnPolicyAgent(BlackjackTabularAgent):
             policy[state] = high if q[2 * state + 1] > q[2 * state] else low
 
 
+def estimated_deal_value(agent) -> tuple[float, float]:
+    """An evaluation agent's estimate of the return per hand of its policy, from its q and
+    the distribution of first states, and the estimate's approximate standard error."""
+    weights = blackjack_dp.initial_state_distribution()[..., None] * agent.policy_table()
+    q, variance = agent.q_table(), agent.q_variance()
+    used = weights > 0
+    estimate = float((weights * q).sum())
+    spread = np.where(used, variance, 0.0)
+    return estimate, float(np.sqrt((weights ** 2 * spread).sum()))
+
+
 def exploring_starts_program(experiment, episodes: int, max_steps: int = 0, progress=None) -> None:
     """Run ``episodes`` exploring-start episodes: before each, send ``start SUM CARD ACE``.
 

@@ -32,7 +32,8 @@ def register(subparsers) -> None:
                              "under MINARI_DATASETS_PATH (needs pip install rlbridge[rl])")
     export.set_defaults(func=_export)
     plot = log_commands.add_parser(
-        "plot", help="PNG learning curve: return per episode, smoothed, one line per log")
+        "plot", help="PNG learning curve: return per episode, smoothed, one line per log; "
+                     "for a Monte Carlo Blackjack agent, also its policy and state values")
     plot.add_argument("files", nargs="+", metavar="FILE")
     plot.add_argument("--out", default="curves.png", metavar="PNG",
                       help="where the PNG goes (default curves.png)")
@@ -123,6 +124,7 @@ def _plot(args: argparse.Namespace) -> int:
     import os
 
     from rlbridge.sweep.plots import episode_returns, plot_curves
+    from rlbridge.sweep.report import log_figures
 
     try:
         names = [os.path.basename(path) for path in args.files]
@@ -130,10 +132,14 @@ def _plot(args: argparse.Namespace) -> int:
             names = list(args.files)
         curves = {name: [episode_returns(path)] for name, path in zip(names, args.files, strict=True)}
         window = plot_curves(curves, args.out, "return per episode", args.smooth)
+        print(f"wrote {args.out} (moving average of {window} episodes)")
+        for path, lines in log_figures(args.files, names, args.out):
+            print(f"wrote {path} (policy and values, the agent replayed from its log)")
+            for line in lines:
+                print(f"  {line}")
     except RLBridgeError as err:
         print(f"rlbridge log: {err}", file=sys.stderr)
         return 1
-    print(f"wrote {args.out} (moving average of {window} episodes)")
     return 0
 
 

@@ -8,6 +8,8 @@ RUN_EPISODE) and re-runs them on a fresh environment from the logged seed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from rlbridge.experiment.api import derive_seeds
 from rlbridge.experiment.log.batch_replay import (
     compare_batch_agent,
@@ -39,15 +41,21 @@ T = MessageType
 def read_episodes(reader: LogReader) -> list[Episode]:
     if is_batched(reader):
         return read_batch_episodes(reader)
-    episodes: list[Episode] = []
+    return list(iter_episodes(reader))
+
+
+def iter_episodes(reader: LogReader) -> Iterator[Episode]:
+    """The episodes one at a time, each once the next begins (or the log ends): a long
+    log need not fit in memory as Episodes."""
     current: Episode | None = None
     for record in reader.records():
         if record.peer != "agent":
             continue
         kind = (record.direction, record.type)
         if kind == (SENT, T.AGENT_START):
+            if current is not None:
+                yield current
             current = Episode(record.episode)
-            episodes.append(current)
             current.observations.append(record_value(record_body(record), record))
         elif current is None:
             continue
@@ -60,7 +68,8 @@ def read_episodes(reader: LogReader) -> list[Episode]:
             current.terminal = True
         elif record.direction == RECEIVED and record.type in (T.AGENT_START, T.AGENT_STEP):
             current.actions.append(record_value(record_body(record), record))
-    return episodes
+    if current is not None:
+        yield current
 
 
 def env_calls(reader: LogReader) -> list[EnvCall]:
@@ -130,16 +139,29 @@ def verify(reader: LogReader, on_snapshot=None) -> tuple[int, Divergence | None]
 def compare_agent(reader: LogReader, agent_name: str, options: dict[str, str]) -> tuple[int, list[str]]:
     """Feed the logged observations to an agent built from string options; return
     (actions compared, differences)."""
+    _agent, compared, differences = replay_agent(reader, agent_name, options)
+    return compared, differences
+
+
+def replay_agent(reader: LogReader, agent_name: str, options: dict[str, str],
+                 max_differences: int | None = None) -> tuple[object, int, list[str]]:
+    """Build the agent, seed it as the experiment did, and feed it every logged episode as
+    it saw them; return (the agent after the last episode, actions compared, differences).
+
+    An agent that chooses every logged action learns exactly what the logged one learned,
+    so its tables are the run's. Stops once ``max_differences`` differences are found.
+    """
     agent = build(agent_name, AGENTS, options)
     seed = reader.header.get("seed")
     if is_batched(reader):
-        return compare_batch_agent(reader, agent,
-                                   None if seed is None else derive_seeds(seed)[1])
+        compared, differences = compare_batch_agent(
+            reader, agent, None if seed is None else derive_seeds(seed)[1])
+        return agent, compared, differences
     agent.agent_init(parse(reader.header["task_spec"]))
     if seed is not None:
         agent.agent_message(f"seed {derive_seeds(seed)[1]}")
     compared, differences = 0, []
-    for episode in read_episodes(reader):
+    for episode in iter_episodes(reader):
         for index, logged in enumerate(episode.actions):
             observation = episode.observations[index]
             if index == 0:
@@ -151,9 +173,11 @@ def compare_agent(reader: LogReader, agent_name: str, options: dict[str, str]) -
                 differences.append(f"episode {episode.number}, step {index + 1}: logged action "
                                    f"{logged.ints or logged.doubles}, agent chose "
                                    f"{action.ints or action.doubles}")
+                if max_differences is not None and len(differences) >= max_differences:
+                    return agent, compared, differences
         if episode.terminal:
             agent.agent_end(episode.rewards[-1])
-    return compared, differences
+    return agent, compared, differences
 
 
 def summary(reader: LogReader) -> dict:

@@ -1,0 +1,139 @@
+"""`rlbridge run --cpu auto`: concurrent runs take different CPUs; stale registry entries don't count.
+
+Each test gives its runs a private TMPDIR, so the registry they share is the test's own
+and other runs on the machine do not move them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from rlbridge.experiment.net.transport import private_directory
+from rlbridge.experiment.placement import REGISTRY_DIRECTORY, live_runs, record_run, start_time
+
+from .helpers import children_of
+
+CPUS = sorted(os.sched_getaffinity(0))
+
+
+@pytest.fixture
+def two_cpus():
+    if len(CPUS) < 2:
+        if os.environ.get("CI"):
+            pytest.fail(f"placement tests need 2 CPUs; this process may use {CPUS}")
+        pytest.skip(f"needs 2 CPUs; this process may use {CPUS}")
+
+
+def registry(tmpdir: str) -> str:
+    """The registry that runs started with TMPDIR=tmpdir use."""
+    path = os.path.join(private_directory(os.path.join(tmpdir, f"rlbridge-{os.getuid()}")),
+                        REGISTRY_DIRECTORY)
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def start_run(tmpdir: str, *extra: str) -> subprocess.Popen:
+    """A run that stays mid-episode until killed; its agent prints a line once it is there."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlbridge", "run", "countdown",
+         "tests.experiment.helpers:SignallingAgent", "--env-opt", "length=100000000",
+         "--agent-opt", "signal_at=20", "--episodes", "1", "--quiet", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "TMPDIR": tmpdir})
+
+
+def cpus_of_children(runner: subprocess.Popen) -> list[set[int]]:
+    """Once the run is mid-episode: the CPUs each of its three processes may run on."""
+    line = runner.stdout.readline()
+    assert line, runner.stderr.read()
+    family = children_of(runner.pid)
+    assert len(family) == 3, family
+    return [os.sched_getaffinity(pid) for pid in family]
+
+
+def stop(runner: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(runner.pid, signal.SIGKILL)
+    runner.wait(timeout=10)
+    runner.stdout.close()
+    runner.stderr.close()
+
+
+def test_two_runs_started_together_run_on_different_cpus(two_cpus, ipc_dir):
+    runners = [start_run(ipc_dir), start_run(ipc_dir)]
+    try:
+        placements = [cpus_of_children(runner) for runner in runners]
+        for children in placements:  # each run's three processes share one CPU
+            assert len(children[0]) == 1 and children.count(children[0]) == 3, children
+        first, second = (children[0] for children in placements)
+        assert first != second, placements
+        assert sorted(live_runs(registry(ipc_dir)).values()) == sorted(first | second)
+    finally:
+        for runner in runners:
+            stop(runner)
+    assert live_runs(registry(ipc_dir)) == {}  # killed runners' entries no longer count
+
+
+def test_a_dead_or_reused_pid_entry_is_ignored_and_removed(two_cpus, ipc_dir):
+    directory = registry(ipc_dir)
+    preferred = CPUS[-1]  # where a lone run goes
+    gone = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                            stdin=subprocess.PIPE)
+    dead_entry = record_run(directory, gone.pid, preferred)
+    gone.communicate(b"")  # it exits and is reaped: its pid is gone
+    # A live pid whose start time differs: the pid of an ended run, reused by another process.
+    reused_entry = os.path.join(directory, str(os.getpid()))
+    with open(reused_entry, "w", encoding="ascii") as file:
+        file.write(f"{preferred} {start_time(os.getpid()) + 1}\n")
+
+    runner = start_run(ipc_dir)
+    try:
+        # Had either entry counted, the run would have taken another CPU.
+        assert cpus_of_children(runner) == [{preferred}] * 3
+        assert not os.path.exists(dead_entry) and not os.path.exists(reused_entry)
+    finally:
+        stop(runner)
+
+
+def test_a_run_avoids_a_cpu_that_a_live_run_holds(two_cpus, ipc_dir):
+    directory = registry(ipc_dir)
+    record_run(directory, os.getpid(), CPUS[-1])  # this test process, on the lone-run CPU
+    runner = start_run(ipc_dir)
+    try:
+        assert cpus_of_children(runner) == [{CPUS[-2]}] * 3
+    finally:
+        stop(runner)
+
+
+def test_cpu_none_leaves_placement_to_the_os_and_records_nothing(ipc_dir):
+    runner = start_run(ipc_dir, "--cpu", "none")
+    try:
+        assert cpus_of_children(runner) == [set(CPUS)] * 3
+        assert live_runs(registry(ipc_dir)) == {}
+    finally:
+        stop(runner)
+
+
+def test_a_run_on_a_named_cpu_counts_unless_its_parent_holds_that_cpu_for_it(ipc_dir):
+    directory = registry(ipc_dir)
+    cpu = CPUS[0]
+    runner = start_run(ipc_dir, "--cpu", str(cpu))
+    try:
+        assert cpus_of_children(runner) == [{cpu}] * 3
+        assert live_runs(directory) == {runner.pid: cpu}  # runs started with auto avoid it
+    finally:
+        stop(runner)
+    # A sweep trial's worker records itself, then starts `rlbridge run --cpu N` as its child.
+    record_run(directory, os.getpid(), cpu)
+    runner = start_run(ipc_dir, "--cpu", str(cpu))
+    try:
+        assert cpus_of_children(runner) == [{cpu}] * 3
+        assert live_runs(directory) == {os.getpid(): cpu}  # one entry for the one run
+    finally:
+        stop(runner)
