@@ -288,13 +288,8 @@ def batch_problem(args: argparse.Namespace, shards: int) -> str:
     return ""
 
 
-def default_groups(num_instances: int, shards: int) -> int:
-    """Two groups when each environment process has two or more instances: it then steps
-    one group while the agent answers the other (docs/batching.md)."""
-    return 2 if num_instances // shards >= 2 else 1
-
-
 def _batch_experiment(envs, agent, args: argparse.Namespace) -> int:
+    from rlbridge.experiment.batch import default_groups
     from rlbridge.experiment.batch_experiment import BatchExperiment
     from rlbridge.experiment.driver import run_batch_experiment
 

@@ -70,43 +70,54 @@ def start_time(pid: int) -> int | None:
     return int(fields[19])
 
 
-def live_runs(directory: str) -> dict[int, int]:
-    """pid -> CPU of every live entry; dead and malformed entries are removed."""
+def live_runs(directory: str) -> dict[int, tuple[int, ...]]:
+    """pid -> the CPUs of every live entry; dead and malformed entries are removed."""
     runs = {}
     for name in os.listdir(directory):
         path = os.path.join(directory, name)
         try:
             with open(path, encoding="ascii") as file:
-                cpu, started = (int(word) for word in file.read().split())
-            pid = int(name)
+                cpus, started = file.read().split()
+            cpus = tuple(int(cpu) for cpu in cpus.split(","))
+            pid, started = int(name), int(started)
         except (OSError, ValueError):
             pid = None
         if pid is not None and start_time(pid) == started:
-            runs[pid] = cpu
+            runs[pid] = cpus
         else:
             with contextlib.suppress(OSError):
                 os.unlink(path)
     return runs
 
 
-def record_run(directory: str, pid: int, cpu: int) -> str | None:
-    """Write ``pid``'s entry (call under the lock); return its path, or None if ``pid`` is gone."""
+def record_run(directory: str, pid: int, cpus: int | list[int]) -> str | None:
+    """Write ``pid``'s entry, the CPUs it holds (call under the lock); return its path, or
+    None if ``pid`` is gone."""
     started = start_time(pid)
     if started is None:
         return None
+    held = [cpus] if isinstance(cpus, int) else cpus
     path = os.path.join(directory, str(pid))
     with open(path, "w", encoding="ascii") as file:
-        file.write(f"{cpu} {started}\n")
+        file.write(f"{','.join(map(str, held))} {started}\n")
     return path
 
 
-def least_used_cpu(runs: dict[int, int], available: list[int]) -> int:
-    """The CPU that the fewest runs hold; the highest-numbered among equals."""
+def least_used_cpus(runs: dict[int, tuple[int, ...]], available: list[int],
+                    count: int = 1) -> list[int]:
+    """``count`` CPUs, each the one that the fewest runs (and the CPUs already picked)
+    hold; the highest-numbered among equals. Distinct while there are enough CPUs."""
     load = {cpu: 0 for cpu in available}
-    for cpu in runs.values():
-        if cpu in load:
-            load[cpu] += 1
-    return min(available, key=lambda cpu: (load[cpu], -cpu))
+    for cpus in runs.values():
+        for cpu in cpus:
+            if cpu in load:
+                load[cpu] += 1
+    picked = []
+    for _ in range(count):
+        cpu = min(available, key=lambda cpu: (load[cpu], -cpu))
+        load[cpu] += 1
+        picked.append(cpu)
+    return picked
 
 
 @contextlib.contextmanager
@@ -122,9 +133,19 @@ def registry_lock(directory: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def placed(choice: CpuChoice) -> Iterator[set[int] | None]:
-    """Yield the CPUs for this process's run (None: no placement), recorded while the block runs.
+    """Yield the one CPU this process's run takes, as a set (None: no placement), recorded
+    while the block runs."""
+    with placed_apart(choice, 1) as cpus:
+        yield None if cpus is None else set(cpus)
 
-    A run whose parent already holds an entry on the same CPU is not recorded again: a
+
+@contextlib.contextmanager
+def placed_apart(choice: CpuChoice, count: int) -> Iterator[list[int] | None]:
+    """Yield ``count`` CPUs for a run whose processes work side by side (a batched run's
+    environment and agent, or its shards), the least used first, recorded while the block
+    runs; None: no placement. ``--cpu N`` gives N for each.
+
+    A run whose parent already holds an entry on the same CPUs is not recorded again: a
     sweep trial records its worker, then starts `rlbridge run --cpu N` on that CPU.
     """
     if choice is None:
@@ -133,11 +154,14 @@ def placed(choice: CpuChoice) -> Iterator[set[int] | None]:
     directory = registry_directory()
     with registry_lock(directory):
         runs = live_runs(directory)
-        cpu = least_used_cpu(runs, sorted(os.sched_getaffinity(0))) if choice == AUTO else choice
-        covered = runs.get(os.getppid()) == cpu
-        entry = None if covered else record_run(directory, os.getpid(), cpu)
+        if choice == AUTO:
+            cpus = least_used_cpus(runs, sorted(os.sched_getaffinity(0)), count)
+        else:
+            cpus = [choice] * count
+        covered = set(runs.get(os.getppid(), ())) >= set(cpus)
+        entry = None if covered else record_run(directory, os.getpid(), sorted(set(cpus)))
     try:
-        yield {cpu}
+        yield cpus
     finally:
         if entry is not None:
             with contextlib.suppress(OSError):

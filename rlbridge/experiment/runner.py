@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-from rlbridge.experiment.placement import placed
+from rlbridge.experiment.placement import placed_apart
 
 #: How long peers may take to exit after the experiment is done, before SIGTERM.
 PEER_EXIT_GRACE_S = 3.0
@@ -150,28 +150,58 @@ def run_local(args) -> int:
                   "running without a window (--render-frames DIR writes PNG frames instead)",
                   file=sys.stderr, flush=True)
             args.render = None
+    shards = getattr(args, "shards", 1)
     with tempfile.TemporaryDirectory(prefix="rlbridge-run-") as directory, \
-            placed(args.cpu) as cpus:
-        commands = build_commands(args, plan_addresses(args.transport, directory,
-                                                       getattr(args, "shards", 1)))
+            placed_apart(args.cpu, cpus_wanted(args)) as cpus:
+        commands = build_commands(args, plan_addresses(args.transport, directory, shards))
         # After a peer dies, the experiment needs its step timeout to notice and report it.
         grace_s = args.timeout_ms / 1000 + 2 * TERMINATE_GRACE_S
         # The environment, closing its publisher, waits for the viewer to take the last frames.
         drain = {"viewer": FRAMES_DRAIN_S, "env": FRAMES_DRAIN_S} if args.render_frames else {}
-        return supervise(commands, cpus, grace_s, drain)
+        return supervise(commands, process_cpus(commands, cpus), grace_s, drain)
 
 
-def supervise(commands: dict[str, list[str]], cpus: set[int] | None,
+def cpus_wanted(args) -> int:
+    """How many CPUs a run takes: one, where its processes take turns; for a batched run
+    whose environment process steps one group while the agent answers another, one for
+    the environment and one for the agent; one per shard for several shards."""
+    batch, shards = getattr(args, "batch", 0), getattr(args, "shards", 1)
+    if not batch:
+        return 1
+    from rlbridge.experiment.batch import default_groups  # numpy: only for batched runs
+
+    groups = args.groups or default_groups(batch, shards)
+    wanted = shards if shards > 1 else (2 if groups > 1 else 1)
+    return min(wanted, len(os.sched_getaffinity(0)))
+
+
+def process_cpus(commands: dict[str, list[str]],
+                 cpus: list[int] | None) -> dict[str, set[int] | None]:
+    """Each process's CPUs: shard i on the i-th CPU, the agent on the next one after a lone
+    environment or floating over the shards' CPUs, the experiment (idle while the
+    environments play) with the first, a viewer off the loop's CPUs when there is room."""
+    if cpus is None:
+        return dict.fromkeys(commands)
+    shards = [name for name in commands if name.startswith("env")]
+    placement: dict[str, set[int] | None] = {
+        name: {cpus[index % len(cpus)]} for index, name in enumerate(shards)}
+    placement["agent"] = {cpus[-1]} if len(shards) == 1 else set(cpus)
+    placement["experiment"] = {cpus[0]}
+    placement["viewer"] = watcher_cpus(set(cpus))
+    return {name: placement.get(name, {cpus[0]}) for name in commands}
+
+
+def supervise(commands: dict[str, list[str]], placement: dict[str, set[int] | None],
               experiment_grace_s: float = 10.0, drain: dict[str, float] | None = None) -> int:
-    """Start the commands, wait for the experiment, stop the rest; return the exit code.
+    """Start the commands, each on its CPUs in ``placement``, wait for the experiment, stop
+    the rest; return the exit code.
 
     ``drain`` gives named children longer than ``PEER_EXIT_GRACE_S`` to finish by themselves
     after the experiment (a viewer writing the PNG frames still queued)."""
     children: dict[int, tuple[str, subprocess.Popen]] = {}
 
     def start(name: str) -> None:
-        placement = watcher_cpus(cpus) if name == "viewer" else cpus
-        child = start_child(commands[name], placement)
+        child = start_child(commands[name], placement.get(name))
         children[child.pid] = (name, child)
 
     try:

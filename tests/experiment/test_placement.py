@@ -73,7 +73,7 @@ def test_two_runs_started_together_run_on_different_cpus(two_cpus, ipc_dir):
             assert len(children[0]) == 1 and children.count(children[0]) == 3, children
         first, second = (children[0] for children in placements)
         assert first != second, placements
-        assert sorted(live_runs(registry(ipc_dir)).values()) == sorted(first | second)
+        assert sorted(live_runs(registry(ipc_dir)).values()) == sorted((cpu,) for cpu in first | second)
     finally:
         for runner in runners:
             stop(runner)
@@ -126,7 +126,7 @@ def test_a_run_on_a_named_cpu_counts_unless_its_parent_holds_that_cpu_for_it(ipc
     runner = start_run(ipc_dir, "--cpu", str(cpu))
     try:
         assert cpus_of_children(runner) == [{cpu}] * 3
-        assert live_runs(directory) == {runner.pid: cpu}  # runs started with auto avoid it
+        assert live_runs(directory) == {runner.pid: (cpu,)}  # runs started with auto avoid it
     finally:
         stop(runner)
     # A sweep trial's worker records itself, then starts `rlbridge run --cpu N` as its child.
@@ -134,6 +134,54 @@ def test_a_run_on_a_named_cpu_counts_unless_its_parent_holds_that_cpu_for_it(ipc
     runner = start_run(ipc_dir, "--cpu", str(cpu))
     try:
         assert cpus_of_children(runner) == [{cpu}] * 3
-        assert live_runs(directory) == {os.getpid(): cpu}  # one entry for the one run
+        assert live_runs(directory) == {os.getpid(): (cpu,)}  # one entry for the one run
+    finally:
+        stop(runner)
+
+
+def placement_by_role(runner: subprocess.Popen, count: int) -> dict[str, set[int]]:
+    """Once the run is mid-episode: each child's CPUs, by its role (env, agent, experiment),
+    shards numbered in the order they started."""
+    line = runner.stdout.readline()
+    assert line, runner.stderr.read()
+    family = children_of(runner.pid)
+    assert len(family) == count, family
+    roles: dict[str, set[int]] = {}
+    for pid in sorted(family):
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            role = file.read().split(b"\0")[3].decode()
+        name = role if role != "env" else f"env{sum(r.startswith('env') for r in roles)}"
+        roles[name] = os.sched_getaffinity(pid)
+    return roles
+
+
+def test_a_batched_run_puts_its_environment_and_agent_on_different_cpus(two_cpus, ipc_dir):
+    runner = start_run(ipc_dir, "--batch", "4")
+    try:
+        roles = placement_by_role(runner, 3)
+        assert len(roles["env0"]) == len(roles["agent"]) == 1
+        assert roles["env0"] != roles["agent"], roles  # one group steps while the agent answers
+        assert roles["experiment"] == roles["env0"]
+        assert sorted(cpu for cpus in live_runs(registry(ipc_dir)).values() for cpu in cpus) \
+            == sorted(roles["env0"] | roles["agent"])
+    finally:
+        stop(runner)
+
+
+def test_shards_each_take_a_cpu_and_the_agent_floats_over_them(two_cpus, ipc_dir):
+    runner = start_run(ipc_dir, "--batch", "4", "--shards", "2")
+    try:
+        roles = placement_by_role(runner, 4)
+        assert roles["env0"] != roles["env1"] and len(roles["env0"]) == len(roles["env1"]) == 1
+        assert roles["agent"] == roles["env0"] | roles["env1"]
+    finally:
+        stop(runner)
+
+
+def test_a_batched_run_in_one_group_keeps_to_one_cpu(ipc_dir):
+    runner = start_run(ipc_dir, "--batch", "4", "--groups", "1")
+    try:
+        roles = placement_by_role(runner, 3)
+        assert roles["env0"] == roles["agent"] == roles["experiment"] and len(roles["agent"]) == 1
     finally:
         stop(runner)
