@@ -36,6 +36,9 @@ def register(subparsers) -> None:
                       help="every trial's `rlbridge run --timeout-ms`: how long a peer may "
                            "take to answer (an agent that thinks by CPU time needs more on a "
                            "loaded machine); not part of a trial's id")
+    grid.add_argument("--batch", type=int, default=None, metavar="N",
+                      help="every trial's `rlbridge run --batch`: N instances of the game at "
+                           "once (docs/batching.md; 0: unbatched, the default)")
     grid.add_argument("--env-opt", action="append", default=[], metavar="KEY=VALUE",
                       help="an environment option for every trial; repeatable")
     grid.add_argument("--agent-opt", action="append", default=[], metavar="KEY=VALUE",

@@ -11,6 +11,7 @@ TOML (every key optional except ``games`` and ``agents``; docs/sweeps.md shows o
     agent_opt = {}
     program = ""                # `rlbridge run --program MODULE:FUNCTION` for every trial
     timeout_ms = 20000          # `rlbridge run --timeout-ms`: how long a peer may take to answer
+    batch = 8                   # `rlbridge run --batch`: instances per trial (0: unbatched)
     [[options]]                 # the options axis: one entry per setting (default: one, empty)
     name = "eps 0.1"
     agent = {epsilon = 0.1}
@@ -65,11 +66,15 @@ class Trial:
     #: `rlbridge run --timeout-ms`, when set (0: its default). It decides whether a slow
     #: peer fails the trial, never the result, so it is not part of the id.
     timeout_ms: int = 0
+    #: `rlbridge run --batch`: the trial's instances (0: unbatched, docs/batching.md).
+    batch: int = 0
 
     @property
     def id(self) -> str:
-        """Readable and stable: game, agent, seed and a hash of every field but timeout_ms."""
-        deciding = {k: v for k, v in asdict(self).items() if k != "timeout_ms"}
+        """Readable and stable: game, agent, seed and a hash of every field but timeout_ms
+        (and batch when 0, so that unbatched trials keep the ids they had before it)."""
+        deciding = {k: v for k, v in asdict(self).items()
+                    if k != "timeout_ms" and not (k == "batch" and not v)}
         digest = hashlib.sha1(json.dumps(deciding, sort_keys=True).encode()).hexdigest()[:10]
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.game}-{self.agent}-s{self.seed}")
         return f"{name}-{digest}"
@@ -97,6 +102,8 @@ class Trial:
             arguments += ["--program", self.program]
         if self.timeout_ms:
             arguments += ["--timeout-ms", str(self.timeout_ms)]
+        if self.batch:  # a trial holds one CPU: one group, no message for nothing
+            arguments += ["--batch", str(self.batch), "--groups", "1"]
         return arguments
 
     def fields(self) -> dict:
@@ -115,13 +122,14 @@ class Grid:
     option_sets: list[OptionSet] = field(default_factory=lambda: [OptionSet()])
     program: str = ""
     timeout_ms: int = 0
+    batch: int = 0
 
     def trials(self) -> list[Trial]:
         """Every trial, seeds innermost, so that a setting's seeds finish close together."""
         return [Trial(game, agent, {**self.env_options, **options.env},
                       {**self.agent_options, **options.agent}, options.name, seed,
                       options.episodes or self.episodes, self.max_steps, self.program,
-                      self.timeout_ms)
+                      self.timeout_ms, self.batch)
                 for game in self.games for agent in self.agents
                 for options in self.option_sets
                 for seed in (self.seeds if options.seeds is None else options.seeds)]
@@ -170,7 +178,7 @@ def load_toml(path: str) -> Grid:
     except tomllib.TOMLDecodeError as err:
         raise SweepError(f"sweep file {path} is not valid TOML: {err}") from None
     known = {"games", "agents", "seeds", "episodes", "max_steps", "env_opt", "agent_opt",
-             "options", "program", "timeout_ms"}
+             "options", "program", "timeout_ms", "batch"}
     unknown = sorted(set(config) - known)
     if unknown:
         raise SweepError(f"sweep file {path}: unknown keys {unknown}; expected some of "
@@ -184,7 +192,7 @@ def load_toml(path: str) -> Grid:
         env_options=_strings(config.get("env_opt", {}), "env_opt"),
         agent_options=_strings(config.get("agent_opt", {}), "agent_opt"),
         option_sets=option_sets or [OptionSet()], program=str(config.get("program", "")),
-        timeout_ms=int(config.get("timeout_ms", 0))))
+        timeout_ms=int(config.get("timeout_ms", 0)), batch=int(config.get("batch", 0))))
 
 
 def _option_set(entry, path: str) -> OptionSet:
@@ -220,6 +228,8 @@ def grid_from_args(args) -> Grid:
         grid.program = args.program
     if args.timeout_ms is not None:
         grid.timeout_ms = args.timeout_ms
+    if args.batch is not None:
+        grid.batch = args.batch
     grid.env_options.update(parse_options(args.env_opt))
     grid.agent_options.update(parse_options(args.agent_opt))
     return check(grid)
@@ -232,6 +242,8 @@ def check(grid: Grid) -> Grid:
     if not grid.seeds:
         raise SweepError("a sweep needs at least one seed; got none")
     episodes = [grid.episodes] + [o.episodes for o in grid.option_sets if o.episodes is not None]
+    if grid.batch < 0:
+        raise SweepError(f"expected batch >= 0 (0: unbatched); got {grid.batch}")
     if grid.timeout_ms < 0:
         raise SweepError(f"expected timeout_ms >= 0 (0: rlbridge run's default); got "
                          f"{grid.timeout_ms}")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import subprocess
 import sys
 from argparse import Namespace
+from dataclasses import asdict
 from pathlib import Path
 
 import matplotlib.image
@@ -13,7 +16,7 @@ import pytest
 
 from rlbridge.protocol.errors import SweepError
 from rlbridge.sweep.commands import check_names
-from rlbridge.sweep.grid import grid_from_args, load_toml, seeds_from
+from rlbridge.sweep.grid import Grid, grid_from_args, load_toml, seeds_from
 from rlbridge.sweep.plots import FIGURE_DPI, FIGURE_INCHES, episode_returns, smooth
 from rlbridge.sweep.report import outcome_counts, setting_stats, t_interval
 
@@ -23,7 +26,8 @@ EXAMPLES = Path(__file__).parents[2] / "examples" / "sweeps"
 
 def args(**overrides) -> Namespace:
     fields = dict(config=None, games=None, agents=None, seeds=None, episodes=None,
-                  max_steps=None, env_opt=[], agent_opt=[], program=None, timeout_ms=None)
+                  max_steps=None, env_opt=[], agent_opt=[], program=None, timeout_ms=None,
+                  batch=None)
     return Namespace(**{**fields, **overrides})
 
 
@@ -141,3 +145,15 @@ def test_without_ray_the_sweep_says_how_to_install_it(tmp_path):
                           timeout=120)
     assert done.returncode == 1
     assert "pip install 'rlbridge[sweep]'" in done.stderr
+
+
+def test_a_batched_grid_runs_each_trial_batched_and_keeps_unbatched_ids():
+    plain = Grid(["gridwalk"], ["random"], [0], 12, 40).trials()[0]
+    batched = Grid(["gridwalk"], ["random"], [0], 12, 40, batch=4).trials()[0]
+    # An unbatched trial keeps the id it had before batch existed: finished sweeps resume.
+    assert plain.id == "gridwalk-random-s0-" + hashlib.sha1(json.dumps(
+        {k: v for k, v in asdict(plain).items() if k not in ("timeout_ms", "batch")},
+        sort_keys=True).encode()).hexdigest()[:10]
+    assert batched.id != plain.id
+    assert batched.run_arguments()[-4:] == ["--batch", "4", "--groups", "1"]
+    assert "--batch" not in plain.run_arguments()
