@@ -83,7 +83,8 @@ class LocalAgentPort:
         return self.replies.pop(group)
 
 
-#: ``env_step(calls, actions)`` -> a BatchStep (rewards, observations, terminals, infos).
+#: ``env_step(calls, actions)`` -> a BatchStep (rewards, observations, terminals, infos);
+#: ``calls`` is a list of one EnvCall code per instance.
 EnvStep = Callable[[np.ndarray, list], object]
 
 
@@ -175,21 +176,44 @@ class BatchLoop:
         whose actions the agent's reply will hold, in order."""
         counters, pending = self.counters, self.pending
         env_calls = [_ENV_NONE] * self.num_instances
-        actions = []
+        actions, stepping, starting = [], [], []
         for index in range(low, high):
             if left is not None and left[index] == 0:
                 continue
             if counters[index].running:
                 env_calls[index] = _ENV_STEP
                 actions.append(pending[index])
+                stepping.append(index)
             else:
                 env_calls[index] = _ENV_START
+                starting.append(index)
         try:
-            result = env_step(np.array(env_calls, dtype=np.uint8), actions)
+            result = env_step(env_calls, actions)
         except InvalidAction as err:
             raise InvalidAction(f"in batched step {batched_step}: {err}") from None
         rewards, terminals = result.rewards.tolist(), result.terminals.tolist()
+        ends: set[int] = set()
+        cuts: set[int] = set()
+        for index in stepping:  # section 7's rules, on each instance's own counter
+            counter = counters[index]
+            if counter.step(rewards[index], terminals[index]):
+                ends.add(index)
+            elif not counter.running:
+                cuts.add(index)
         first = self.first_instance
+        if not ends and not cuts and len(stepping) == high - low:
+            # Every instance stepped and goes on: the agent gets each step as it came.
+            agent.send(group, first + low, np.zeros(high - low, dtype=np.uint8),
+                       result.rewards[low:high], result.observations)
+            return stepping
+        return self._send_mixed(env_step, agent, group, low, high, env_calls, result, ends,
+                                cuts, max_steps, left, ended)
+
+    def _send_mixed(self, env_step, agent, group, low, high, env_calls, result, ends, cuts,
+                    max_steps, left, ended) -> list[int]:
+        """The agent's calls when some instances started, ended, were cut off or sat out."""
+        counters, pending, first = self.counters, self.pending, self.first_instance
+        rewards = result.rewards.tolist()
         agent_calls = [_NONE] * (high - low)
         agent_rewards = [0.0] * (high - low)
         kept: list[int] = []  # rows of result.observations the agent sees
@@ -207,26 +231,25 @@ class BatchLoop:
             if call == _ENV_START:
                 counter.start(max_steps)
                 agent_calls[offset] = _START
-                kept.append(row)
+            elif index in ends:
+                agent_rewards[offset] = rewards[index]
+                pending[index] = None
+                ended.add(first + index, counter)
+                if left is not None:
+                    left[index] -= 1
+                if left is None or left[index] > 0:
+                    agent_calls[offset] = _END_START
+                    restarts.append(index)
+                    restart_at.append(len(answering))
+                    answering.append(index)
+                else:
+                    agent_calls[offset] = _END
+                row += 1  # the terminal observation: RL-Glue's agent_end takes none
+                continue
             else:
-                reward = rewards[index]
-                agent_rewards[offset] = reward
-                if counter.step(reward, terminals[index]):
-                    pending[index] = None
-                    ended.add(first + index, counter)
-                    if left is not None:
-                        left[index] -= 1
-                    if left is None or left[index] > 0:
-                        agent_calls[offset] = _END_START
-                        restarts.append(index)
-                        restart_at.append(len(answering))
-                        answering.append(index)
-                    else:
-                        agent_calls[offset] = _END
-                    row += 1
-                    continue
+                agent_rewards[offset] = rewards[index]
                 agent_calls[offset] = _STEP
-                kept.append(row)
+            kept.append(row)
             row += 1
             kept_at.append(len(answering))
             answering.append(index)
@@ -245,8 +268,9 @@ class BatchLoop:
 
     def _restart(self, env_step, instances: list[int], max_steps, ended, left) -> Batch:
         """env_start for the instances whose episode just ended: their END_START observations."""
-        calls = np.full(self.num_instances, _ENV_NONE, dtype=np.uint8)
-        calls[instances] = _ENV_START
+        calls = [_ENV_NONE] * self.num_instances
+        for index in instances:
+            calls[index] = _ENV_START
         observations = as_batch(env_step(calls, []).observations)
         for index in instances:
             counter = self.counters[index]

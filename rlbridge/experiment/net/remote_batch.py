@@ -50,11 +50,12 @@ def env_batch_init(env: RemoteEnvironment, num_instances: int,
     return read_str(body[0], "task spec"), read_int(body[1], "num_instances")
 
 
-def env_batch_step(env: RemoteEnvironment, calls: np.ndarray, actions) -> BatchStep:
+def env_batch_step(env: RemoteEnvironment, calls: np.ndarray | list[int], actions) -> BatchStep:
     """ENV_BATCH_STEP: one round trip for every instance the process serves."""
     frames: list = []
-    reply = env.client.request(T.ENV_BATCH_STEP,
-                               [encode_column(calls), encode_batch(actions, frames)], frames)
+    column = encode_column(np.asarray(calls, dtype=np.uint8))
+    reply = env.client.request(T.ENV_BATCH_STEP, [column, encode_batch(actions, frames)],
+                               frames)
     body = reply.body
     if type(body) is not list or len(body) != 4:
         raise ProtocolError("ENV_BATCH_STEP reply must be [rewards, observations, terminals, "
