@@ -22,7 +22,7 @@ from typing import Protocol
 import numpy as np
 
 from rlbridge.agents.base import Agent
-from rlbridge.protocol.batch import AgentCall, Batch, instance_seed
+from rlbridge.protocol.batch import AgentCall, Batch, instance_seed, values_of
 from rlbridge.protocol.messages import answer_seed
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
@@ -85,7 +85,7 @@ class AgentBatch:
     def batch_step(self, first_instance: int, calls: np.ndarray, rewards: np.ndarray,
                    observations: Batch) -> list[Value]:
         agent = self.agent
-        values = observations.values()
+        values = values_of(observations)
         reward_list = rewards.tolist()
         actions: list[Value] = []
         switch = self._switch if self.names else None
@@ -114,7 +114,7 @@ class AgentBatch:
         """``seed A`` seeds instance i's state with ``instance_seed(A, i)``; the rest goes to
         the agent."""
         words = message.split()
-        if words and words[0] == "seed" and self.names and len(self.saved) > 1:
+        if words and words[0] == "seed" and self.names:
             return answer_seed(words[1:], self._seed_instances)
         return self.agent.agent_message(message)
 

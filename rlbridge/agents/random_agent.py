@@ -74,6 +74,25 @@ class RandomAgent(Agent):
         )
         return Value(ints=ints, doubles=doubles)
 
+    # -- many instances (PROTOCOL.md section 16) ---------------------------------------------
+    def batch_init(self, task_spec, num_instances: int) -> None:
+        """One int per action: RandomBatch draws for every instance; else the adapter."""
+        from rlbridge.agents.batch import AgentBatch
+        from rlbridge.agents.random_batch import RandomBatch
+
+        only_one_int = len(task_spec.actions.int_bounds()) == 1 and not task_spec.actions.doubles
+        self._batch = RandomBatch(self) if only_one_int else AgentBatch(self)
+        self._batch.batch_init(task_spec, num_instances)
+
+    def batch_step(self, first_instance, calls, rewards, observations):
+        return self._batch.batch_step(first_instance, calls, rewards, observations)
+
+    def agent_message(self, message: str) -> str:
+        batch = self.__dict__.get("_batch")
+        if batch is not None and message.split()[:1] == ["seed"]:
+            return batch.agent_message(message)  # every instance's generator
+        return super().agent_message(message)
+
 
 class FirstLegalAgent(Agent):
     """Always the lowest legal action (or the lowest in the task spec): a deterministic policy

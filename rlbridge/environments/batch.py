@@ -27,6 +27,7 @@ from rlbridge.protocol.batch import (
     EnvCall,
     InstanceState,
     InstanceStates,
+    Values,
     instance_seed,
 )
 from rlbridge.protocol.errors import InvalidAction, ProtocolError, RLBridgeError
@@ -44,10 +45,11 @@ _RUNNING, _ENDED = int(InstanceState.RUNNING), int(InstanceState.ENDED)
 class BatchStep(NamedTuple):
     """What a batched step returns: a reward and a terminal per instance (0.0 and False
     where the call was START or NONE), the observations of the instances whose call was
-    STEP or START in instance order, and per-instance infos (or None)."""
+    STEP or START in instance order (a Batch, or the Values unstacked), and per-instance
+    infos (or None)."""
 
     rewards: np.ndarray
-    observations: Batch
+    observations: Values
     terminals: np.ndarray
     infos: list | None = None
 
@@ -181,7 +183,8 @@ class EnvironmentBatch:
                                 f"raised {type(err).__name__}: {err}") from err
         if self._mask_index is not None:
             self._keep_masks(calls, observations)
-        return BatchStep(np.array(rewards, dtype=np.float64), Batch.stack(observations),
+        # Unstacked: in process nothing needs them stacked; the wire stacks them.
+        return BatchStep(np.array(rewards, dtype=np.float64), observations,
                          np.array(terminals, dtype=bool), infos)
 
     def _keep_masks(self, calls: list[int], observations: list[Value]) -> None:

@@ -24,7 +24,15 @@ import numpy as np
 
 from rlbridge.agents.batch import BatchAgent
 from rlbridge.experiment.counting import EpisodeCounter
-from rlbridge.protocol.batch import AgentCall, Batch, EnvCall, as_batch, interleave
+from rlbridge.protocol.batch import (
+    AgentCall,
+    Batch,
+    EnvCall,
+    count_of,
+    interleave,
+    select,
+    values_of,
+)
 from rlbridge.protocol.errors import InvalidAction, ProtocolError
 from rlbridge.protocol.values import Value
 
@@ -161,7 +169,7 @@ class BatchLoop:
         return steps, ended
 
     def _take_actions(self, actions, instances: list[int]) -> None:
-        values = actions.values() if type(actions) is Batch else list(actions)
+        values = values_of(actions)
         if len(values) != len(instances):
             raise ProtocolError(f"the agent answered AGENT_BATCH_STEP with {len(values)} "
                                 f"actions; expected {len(instances)}, one per call that takes "
@@ -256,8 +264,8 @@ class BatchLoop:
             if not counter.running:  # cut off by max_steps: its next action is never applied
                 self._cut(index, counter, ended, left)
         observations = result.observations
-        if len(kept) != observations.count:
-            observations = observations.select(kept)
+        if len(kept) != count_of(observations):
+            observations = select(observations, kept)
         if restarts:
             observations = interleave(observations, kept_at,
                                       self._restart(env_step, restarts, max_steps, ended, left),
@@ -271,7 +279,7 @@ class BatchLoop:
         calls = [_ENV_NONE] * self.num_instances
         for index in instances:
             calls[index] = _ENV_START
-        observations = as_batch(env_step(calls, []).observations)
+        observations = env_step(calls, []).observations
         for index in instances:
             counter = self.counters[index]
             counter.start(max_steps)

@@ -22,3 +22,25 @@ def test_an_agent_without_a_policy_names_what_is_missing():
 
     with pytest.raises(NotImplementedError, match="Empty implements neither act nor"):
         Empty().agent_step(0.0, Value(ints=(1,)))
+
+
+@pytest.mark.parametrize("game", ["gridwalk", "reversi", "minesweeper", "blackjack"])
+def test_the_batched_random_agent_draws_what_the_per_instance_adapter_draws(game):
+    """RandomBatch answers every instance with the draws of its own generator, as the
+    adapter over single RandomAgent calls does, legal masks included."""
+    from rlbridge.agents.batch import AgentBatch
+    from rlbridge.agents.random_agent import RandomAgent
+    from rlbridge.agents.random_batch import RandomBatch
+    from rlbridge.experiment.batch_experiment import BatchExperiment
+    from rlbridge.options import build
+    from rlbridge.registry import ENVIRONMENTS
+
+    runs, forms = [], []
+    for agent in (RandomAgent(), AgentBatch(RandomAgent())):
+        experiment = BatchExperiment(lambda: build(game, ENVIRONMENTS), agent, num_instances=5,
+                                     seed=4)
+        experiment.init()
+        forms.append(type(getattr(experiment.batch_agent, "_batch", experiment.batch_agent)))
+        runs.append(list(zip(*experiment.run(episodes=12, max_steps=30).episodes, strict=True)))
+    assert forms == [RandomBatch, AgentBatch]
+    assert runs[0] == runs[1] and len(runs[0]) == 12

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlbridge.protocol.batch import AgentCall, Batch
+from rlbridge.protocol.batch import AgentCall, Batch, as_batch
 from rlbridge.protocol.values import Value
 
 _STEP, _START, _END, _END_START, _NONE = (int(c) for c in AgentCall)
@@ -48,6 +48,7 @@ class DQNBatch:
         acting = instances[_TAKES[calls]]
         if not len(acting):
             return Batch.stack([])
+        observations = as_batch(observations)
         values = None if observations.stacked else observations.values()
         frames = (observations.ints if values is None
                   else np.array([v.ints for v in values], dtype=np.int64)).astype(np.uint8)
