@@ -107,7 +107,7 @@ class BatchedActions:
         action is not an element of the single action space, before any is used."""
         ints = self.ints(actions)
         if ints is not None:
-            chosen = ints[rows]
+            chosen = ints if len(rows) == self.count else ints[rows]
             outside = (chosen < self.low) | (chosen > self.high)
             if outside.any():
                 row = rows[int(np.flatnonzero(outside)[0])]

@@ -130,8 +130,15 @@ class RLBridgeVectorEnv(VectorEnv):
         self.asks_legal_actions = width > 0 and self.task_spec.legal_mask is None
         if self.asks_legal_actions:
             self.has_mask = None
+        #: Whether any instance has a mask (the step's mask work is skipped when none has).
+        self.masked = self.has_mask is not None and bool(self.has_mask.any())
         self.elapsed = np.zeros(num_envs, dtype=np.int64)
         self.autoreset = np.zeros(num_envs, dtype=bool)
+        self.restarting = False  # self.autoreset.any()
+        # A step where every instance steps (the usual one) reuses these.
+        self.all_rows = list(range(num_envs))
+        self.all_rows_array = np.arange(num_envs)
+        self.all_steps = np.full(num_envs, _STEP, dtype=np.uint8)
         #: Instance i's generator for illegal="random" moves (seeded by reset).
         self.generators = [np.random.default_rng(instance_seed(0, i)) for i in range(num_envs)]
         self.needs_reset = True
@@ -181,7 +188,7 @@ class RLBridgeVectorEnv(VectorEnv):
         if not self.asks_legal_actions:
             return
         first = self.has_mask is None
-        if not first and not self.has_mask[rows].any():
+        if not first and not self.masked:
             return
         self.masks[rows] = 0  # nothing is legal after the end
         asked = rows[~terminal]
@@ -191,13 +198,14 @@ class RLBridgeVectorEnv(VectorEnv):
         if first:  # as a single env decides at its first reset, each instance for itself
             self.has_mask = np.array([bool(reply) and not reply.startswith("error")
                                       for reply in replies])
+            self.masked = bool(self.has_mask.any())
         for row in asked.tolist():
             if self.has_mask[row] and replies[row]:
                 legal = np.array([int(word) for word in replies[row].split()], dtype=np.int64)
                 self.masks[row, legal - self.action_low] = 1
 
     def _mask_info(self, infos: dict[str, Any]) -> dict[str, Any]:
-        if self.has_mask is not None and self.has_mask.any():
+        if self.masked:
             infos["action_mask"] = self.masks.copy()  # zero where an instance has no mask
             infos["_action_mask"] = self.has_mask.copy()
         return infos
@@ -225,13 +233,14 @@ class RLBridgeVectorEnv(VectorEnv):
         self.observations.update(rows, result.observations)
         self.elapsed[rows] = 0
         self.autoreset[rows] = False
+        self.restarting = bool(self.autoreset.any())
         self._update_masks(rows, np.zeros(len(rows), dtype=bool))
         self.needs_reset = False
         return self.observations.current(), self._mask_info({})
 
     def _illegal_rows(self, rows: list[int], values: list[Value]) -> list[int]:
         """The positions in ``rows`` whose action the instance's mask rules out."""
-        if self.has_mask is None or not self.has_mask.any():
+        if not self.masked:
             return []
         moves = np.fromiter((value.ints[0] for value in values), dtype=np.int64,
                             count=len(values)) - self.action_low
@@ -250,7 +259,7 @@ class RLBridgeVectorEnv(VectorEnv):
             raise gymnasium.error.ResetNeeded("call reset() before step(): no episode is in "
                                               "progress in every instance")
         starting = self.autoreset
-        rows = np.flatnonzero(~starting).tolist()
+        rows = np.flatnonzero(~starting).tolist() if self.restarting else self.all_rows
         values = self.actions.values(actions, rows)
         illegal = self._illegal_rows(rows, values)
         penalised: list[int] = []
@@ -267,23 +276,29 @@ class RLBridgeVectorEnv(VectorEnv):
                 penalised = [rows[position] for position in illegal]
                 for position in reversed(illegal):
                     del values[position]
-        calls = np.where(starting, _START, _STEP).astype(np.uint8)
-        calls[penalised] = _NONE
+        if self.restarting or penalised:
+            calls = np.where(starting, _START, _STEP).astype(np.uint8)
+            calls[penalised] = _NONE
+            answered = np.flatnonzero(calls != _NONE)
+        else:
+            calls, answered = self.all_steps, self.all_rows_array
         self.needs_reset = True  # until the batch is known to have stepped
         result = self.instances.batch_step(calls, values)
-        answered = np.flatnonzero(calls != _NONE)
         self.observations.update(answered, result.observations)
         rewards = np.array(result.rewards, dtype=np.float64)
         terminated = np.array(result.terminals, dtype=bool)
         rewards[penalised] = self.illegal_penalty
-        self.elapsed[starting] = 0
-        self.elapsed[~starting] += 1
-        truncated = np.zeros(self.num_envs, dtype=bool)
-        if self.max_episode_steps:
-            truncated = ~starting & ~terminated & (self.elapsed >= self.max_episode_steps)
+        self.elapsed += 1
+        if self.restarting:
+            self.elapsed[starting] = 0
+        if self.max_episode_steps:  # a starting instance's 0 never reaches it
+            truncated = ~terminated & (self.elapsed >= self.max_episode_steps)
+        else:
+            truncated = np.zeros(self.num_envs, dtype=bool)
         self._update_masks(answered, terminated[answered])
         infos = self._step_infos(result.infos, starting, [rows[position] for position in illegal])
         self.autoreset = terminated | truncated
+        self.restarting = bool(self.autoreset.any())
         self.needs_reset = False
         return self.observations.current(), rewards, terminated, truncated, infos
 
@@ -293,6 +308,8 @@ class RLBridgeVectorEnv(VectorEnv):
         as SyncVectorEnv fills them from each instance's own info (a starting instance's
         info is its reset's: the mask alone)."""
         infos: dict[str, Any] = {}
+        if not game_infos and not illegal_rows:
+            return self._mask_info(infos)
         extras = {row: info for row, info in enumerate(game_infos or ())
                   if info and not starting[row]}
         for row in sorted({*extras, *illegal_rows}):
