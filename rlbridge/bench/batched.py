@@ -12,14 +12,19 @@ least ``INSTANCE_STEPS`` instance-steps, one run measures:
 * **3 processes, 2 CPUs**: the environment and the agent each on its own CPU, two groups,
   so the environment steps one half while the agent answers the other;
 * **2 shards, 2 CPUs** (N = 64): two environment processes of N/2 instances, one per CPU;
-* **gymnasium SyncVectorEnv / AsyncVectorEnv**: the same game through ``rlbridge.gym``'s
-  ``gymnasium.Env`` adapter, N envs in process or a process each (N <= 8 for Async:
-  at 64 processes start-up alone takes longer than the run), random actions from a
-  seeded generator, legal ones when the game masks actions.
+* **Gymnasium vector envs**, random actions from a seeded generator (legal ones when the
+  game masks actions), each row naming its vector env:
+  - ``rlbridge.gym.make_vec``'s batched ``RLBridgeVectorEnv``, in process (one
+    EnvironmentBatch) and remote (one ``rlbridge env NAME --batch N`` process, one
+    ENV_BATCH_STEP message each way per step);
+  - Gymnasium's unbatched ``SyncVectorEnv`` of N ``RLBridgeEnv`` s in process, and
+    ``AsyncVectorEnv`` of N, a process each (N <= 8: at 64 processes start-up alone
+    takes longer than the run).
 
 Each row prints instance-steps per second, the p50 and p99 of one batched step (for the
-process rows, timed inside the environment process: ``batch_timing``), and its ratio to
-the bare loop of the same game and N.
+process rows, timed inside the environment process: ``batch_timing``; for the vector
+envs, one ``step`` call as the caller sees it), and its ratio to the bare loop of the
+same game and N.
 """
 
 from __future__ import annotations
@@ -133,34 +138,52 @@ def _timing(env: RemoteEnvironment) -> list[float]:
     return [float(seconds) for seconds in json.loads(reply)["seconds"]] if reply else []
 
 
-def gym_vector(game: str, count: int, batched_steps: int, kind: str) -> tuple[float, list[float]]:
-    """Gymnasium's SyncVectorEnv or AsyncVectorEnv over rlbridge.gym's adapter."""
+#: The Gymnasium vector envs measured: row label -> how ``gym_vector`` makes it.
+VECTOR_ENVS = {
+    "batched": "rlbridge.gym.make_vec: RLBridgeVectorEnv, batched, in process",
+    "batched-remote": "rlbridge.gym.make_vec(remote=True): RLBridgeVectorEnv, batched, "
+                      "1 env process",
+    "sync": "gymnasium SyncVectorEnv of RLBridgeEnv: unbatched, in process",
+    "async": "gymnasium AsyncVectorEnv of RLBridgeEnv: unbatched, a process each",
+}
+
+
+def _vector_env(game: str, count: int, kind: str):
     import gymnasium
 
-    import rlbridge.gym  # noqa: F401  (registers rlbridge/<Game>-v0)
+    import rlbridge.gym
 
-    game_id = {"gridwalk": "rlbridge/GridWalk-v0", "2048": "rlbridge/Game2048-v0"}[game]
+    if kind in ("batched", "batched-remote"):
+        return rlbridge.gym.make_vec(game, num_envs=count, remote=kind == "batched-remote")
+    game_id = next(game_id for game_id, name in rlbridge.gym.GAME_IDS.items() if name == game)
     makers = [lambda: gymnasium.make(game_id) for _ in range(count)]
     if kind == "sync":
-        vector = gymnasium.vector.SyncVectorEnv(makers)
-    else:
-        vector = gymnasium.vector.AsyncVectorEnv(makers, context="fork")
+        return gymnasium.vector.SyncVectorEnv(makers)
+    return gymnasium.vector.AsyncVectorEnv(makers, context="fork")
+
+
+def gym_vector(game: str, count: int, batched_steps: int, kind: str) -> tuple[float, list[float]]:
+    """One of :data:`VECTOR_ENVS`, stepped with random (legal, where masked) actions after a
+    warm-up, as the process rows are."""
+    vector = _vector_env(game, count, kind)
     rng = np.random.default_rng(1)
+    clock = time.perf_counter
     try:
-        _observations, infos = vector.reset(seed=1)
-        latencies = []
-        clock = time.perf_counter
-        started = clock()
-        for _ in range(batched_steps):
-            begin = clock()
-            masks = infos.get("action_mask")
-            if masks is None:
-                actions = rng.integers(0, vector.single_action_space.n, size=count)
-            else:  # a uniform legal action per env, as the random agent picks
-                actions = np.array([rng.choice(np.flatnonzero(mask)) if mask.any() else 0
-                                    for mask in masks])
-            _observations, _rewards, _terminated, _truncated, infos = vector.step(actions)
-            latencies.append(clock() - begin)
+        infos = vector.reset(seed=1)[1]
+        latencies: list[float] = []
+        for steps in (max(batched_steps // 20, 1), batched_steps):  # the warm-up, then the run
+            latencies.clear()
+            started = clock()
+            for _ in range(steps):
+                begin = clock()
+                masks = infos.get("action_mask")
+                if masks is None:
+                    actions = rng.integers(0, vector.single_action_space.n, size=count)
+                else:  # a uniform legal action per env, as the random agent picks
+                    actions = np.array([rng.choice(np.flatnonzero(mask)) if mask.any() else 0
+                                        for mask in masks])
+                infos = vector.step(actions)[4]
+                latencies.append(clock() - begin)
         return count * batched_steps / (clock() - started), latencies
     finally:
         vector.close()
@@ -206,9 +229,8 @@ def run(quick: bool = False) -> list[Figure]:
                         figures.append(_row(game, count, "2 shards, 2 CPUs (against 1 shard, "
                                             "1 CPU)", shards, one_cpu[0], ">= 1.3x",
                                             shards[0] >= 1.3 * one_cpu[0]))
-                figures.append(_row(game, count, "gymnasium SyncVectorEnv (rlbridge.gym)",
-                                    gym_vector(game, count, batched_steps, "sync"), base))
-                if count <= 8:
-                    figures.append(_row(game, count, "gymnasium AsyncVectorEnv (rlbridge.gym)",
-                                        gym_vector(game, count, batched_steps, "async"), base))
+                for kind, label in VECTOR_ENVS.items():
+                    if kind != "async" or count <= 8:
+                        figures.append(_row(game, count, label,
+                                            gym_vector(game, count, batched_steps, kind), base))
     return figures

@@ -198,7 +198,8 @@ class EnvironmentBatch:
     # -- messages and the rest -------------------------------------------------------
     def batch_message(self, text: str) -> str:
         """``seed E`` seeds every instance (PROTOCOL.md 16.5); ``outcomes`` answers every
-        instance's; ``instance I TEXT`` goes to instance I; anything else to the first."""
+        instance's; ``instance I TEXT`` goes to instance I; ``each TEXT`` to every instance,
+        answered as a JSON array of their replies; anything else to the first."""
         words = text.split()
         command, args = (words[0], words[1:]) if words else ("", [])
         if command == "seed":
@@ -211,6 +212,11 @@ class EnvironmentBatch:
                 return (f"error: instance takes a number in {self.first_instance}.."
                         f"{self.first_instance + self.num_instances - 1}; got {args[0]!r}")
             return self.envs[index].env_message(text.split(None, 2)[2] if len(args) > 1 else "")
+        if command == "each" and args:
+            # One round trip for what a client needs of every instance (a Gymnasium vector
+            # env's legal actions at each step, its frames), instead of one per instance.
+            each = text.split(None, 1)[1]
+            return json.dumps([env.env_message(each) for env in self.envs])
         return self.envs[0].env_message(text)
 
     def seed(self, seed: int) -> None:

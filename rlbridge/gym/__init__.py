@@ -25,10 +25,12 @@ GAME_IDS: dict[str, str] = {
 
 
 def register_games() -> None:
-    """Register the built-in games under ``rlbridge/<Game>-v0`` (idempotent)."""
+    """Register the built-in games under ``rlbridge/<Game>-v0`` (idempotent); ``gymnasium.make_vec``
+    makes the batched :class:`RLBridgeVectorEnv` of them unless given a vectorization_mode."""
     for game_id, name in GAME_IDS.items():
         if game_id not in gymnasium.registry:
             gymnasium.register(id=game_id, entry_point="rlbridge.gym.env:RLBridgeEnv",
+                               vector_entry_point="rlbridge.gym.vector:RLBridgeVectorEnv",
                                kwargs={"env": name})
 
 

@@ -1,4 +1,4 @@
-"""Environment server processes that a Gymnasium wrapper starts and owns: `rlbridge env NAME --bind ipc://...`."""
+"""Environment server processes that a Gymnasium wrapper starts and owns: `rlbridge env NAME [--batch N] --bind ipc://...`."""
 
 from __future__ import annotations
 
@@ -17,12 +17,15 @@ SHUTDOWN_WAIT_S = 10.0
 
 
 class ServerProcess:
-    """One `python -m rlbridge env NAME` child on a private ipc address; :meth:`stop` ends it."""
+    """One `python -m rlbridge env NAME` child on a private ipc address; :meth:`stop` ends it.
+    ``batch`` above 1 makes it serve that many instances (``--batch``, PROTOCOL.md 16.2)."""
 
-    def __init__(self, name: str, options: Mapping[str, str] | None = None):
+    def __init__(self, name: str, options: Mapping[str, str] | None = None, batch: int = 1):
         self.directory = tempfile.mkdtemp(prefix="rlbg-")
         self.address = f"ipc://{self.directory}/env.sock"
         command = [sys.executable, "-m", "rlbridge", "env", name, "--bind", self.address]
+        if batch > 1:
+            command += ["--batch", str(batch)]
         for key, text in (options or {}).items():
             command += ["--opt", f"{key}={text}"]
         # A file, not a pipe: a long-lived server's warnings can never block it.

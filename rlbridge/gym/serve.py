@@ -27,22 +27,28 @@ import ast
 import difflib
 import inspect
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium
 import numpy as np
 
 from rlbridge.environments.base import Environment, StepResult
 from rlbridge.gym.taskspec import GymSpaceCodec
-from rlbridge.options import convert_value
+from rlbridge.options import convert_value, type_name
 from rlbridge.protocol.errors import OptionError
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 
 GYM_PREFIX = "gym:"
-#: ``gymnasium.make``'s own keyword arguments that options may set, with their types.
-MAKE_KWARGS: dict[str, type] = {"max_episode_steps": int, "disable_env_checker": bool,
-                                "render_mode": str}
+#: ``gymnasium.make``'s own keyword arguments that options may set: their types and what they do.
+MAKE_KWARGS: dict[str, tuple[type, str]] = {
+    "max_episode_steps": (int, "gymnasium.make's TimeLimit: truncate an episode after this "
+                               "many steps"),
+    "disable_env_checker": (bool, "gymnasium.make: leave out the passive env checker"),
+    "render_mode": (str, "the env's render mode"),
+}
+#: The types an option's text is converted to; any other type reads it by the untyped rule.
+READ_AS = (bool, int, float, str, list, tuple, dict)
 #: The seed an env that was never sent ``seed N`` starts from.
 DEFAULT_SEED = 0
 
@@ -91,44 +97,81 @@ def _untyped(text: str) -> Any:
     return text
 
 
-def _typed(text: str, default: Any, annotation: Any) -> Any:
-    kind = type(default) if default is not None and default is not inspect.Parameter.empty \
-        else annotation
-    if kind in (bool, int, float, str):
-        return convert_value(text, kind)
-    if kind in (list, tuple, dict):
-        return ast.literal_eval(text.strip())
-    return _untyped(text)
+class GymOption(NamedTuple):
+    """One option of a ``gym:<id>`` name: ``kind`` is the type its text is read as (None: the
+    untyped rule), ``default`` what the env gets without it (``inspect.Parameter.empty``:
+    the option is required)."""
+
+    name: str
+    kind: type | None
+    default: Any
+    doc: str = ""
+
+    @property
+    def kind_name(self) -> str:
+        if self.kind is None:
+            return "any"
+        if self.kind in (list, tuple, dict):
+            return f"{self.kind.__name__} (a Python literal)"
+        return type_name(self.kind)
+
+    def read(self, text: str) -> Any:
+        """The option's text as its value; ValueError or SyntaxError when it is not one."""
+        if self.kind in (bool, int, float, str):
+            return convert_value(text, self.kind)
+        if self.kind in (list, tuple, dict):
+            return ast.literal_eval(text.strip())
+        return _untyped(text)
+
+
+def gym_options(gym_id: str) -> tuple[list[GymOption], bool]:
+    """The options of ``gym:<id>`` (``gymnasium.make``'s own, then the id's registered kwargs
+    and its constructor's parameters) and whether the constructor also takes ``**kwargs``."""
+    spec = _spec(gym_id)
+    parameters, opens = _constructor_parameters(spec)
+    make_defaults = {"max_episode_steps": spec.max_episode_steps,
+                     "disable_env_checker": spec.disable_env_checker, "render_mode": None}
+    options = {key: GymOption(key, kind, make_defaults[key], doc)
+               for key, (kind, doc) in MAKE_KWARGS.items()}
+    for key in dict.fromkeys([*spec.kwargs, *parameters]):
+        if key in options:
+            continue
+        parameter = parameters.get(key)
+        # A key takes the type of its registered value, else of the constructor's default,
+        # else its annotation (a string under postponed annotations: the untyped rule).
+        typed_by = spec.kwargs.get(key)
+        if typed_by is None and parameter is not None:
+            typed_by = parameter.default
+        if typed_by is None or typed_by is inspect.Parameter.empty:
+            kind = parameter.annotation if parameter is not None else None
+        else:
+            kind = type(typed_by)
+        registered = key in spec.kwargs
+        default = spec.kwargs[key] if registered else parameter.default
+        options[key] = GymOption(key, kind if kind in READ_AS else None, default,
+                                 "registered with the id" if registered else "")
+    return list(options.values()), opens
 
 
 def convert_gym_options(gym_id: str, strings: Mapping[str, str]) -> dict[str, Any]:
     """``--opt`` strings as ``gymnasium.make(gym_id, **kwargs)`` keyword arguments."""
-    spec = _spec(gym_id)
-    parameters, opens = _constructor_parameters(spec)
-    valid = sorted({*MAKE_KWARGS, *spec.kwargs, *parameters})
+    listed, opens = gym_options(gym_id)
+    options = {option.name: option for option in listed}
     converted: dict[str, Any] = {}
     for key, text in strings.items():
-        if key in MAKE_KWARGS:
-            default, annotation = None, MAKE_KWARGS[key]
-        elif key in spec.kwargs or key in parameters:
-            parameter = parameters.get(key)
-            default = spec.kwargs.get(key, parameter.default if parameter else None)
-            if default is None and parameter is not None:
-                default = parameter.default
-            annotation = parameter.annotation if parameter is not None else None
-        elif opens:
-            default, annotation = None, None
-        else:
-            close = difflib.get_close_matches(key, valid, n=1)
+        option = options.get(key)
+        if option is None and opens:
+            option = GymOption(key, None, None)
+        elif option is None:
+            close = difflib.get_close_matches(key, sorted(options), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise OptionError(f"gym:{gym_id}: unknown option {key!r}{hint}; valid options: "
-                              f"{', '.join(valid)}")
+                              f"{', '.join(sorted(options))}")
         try:
-            converted[key] = _typed(text, default, annotation)
+            converted[key] = option.read(text)
         except (ValueError, SyntaxError):
-            kind = type(default).__name__ if default not in (None, inspect.Parameter.empty) \
-                else getattr(annotation, "__name__", annotation)
-            raise OptionError(f"gym:{gym_id}: option {key} expects {kind}; got {text!r}") from None
+            raise OptionError(f"gym:{gym_id}: option {key} expects {option.kind.__name__}; "
+                              f"got {text!r}") from None
     return converted
 
 

@@ -125,7 +125,7 @@ class ValueCodec:
             spaces.Dict({part.key: part.space for part in parts})
 
     # -- Value -> Gymnasium --------------------------------------------------------
-    def _part_values(self, value: Value) -> dict[str, Any]:
+    def part_values(self, value: Value) -> dict[str, Any]:
         out: dict[str, Any] = {}
         ints = value.ints
         if self.num_ints:
@@ -145,7 +145,7 @@ class ValueCodec:
 
     def to_gym(self, value: Value) -> Any:
         """The space element for ``value`` (which the task spec says fits)."""
-        parts = self._part_values(value)
+        parts = self.part_values(value)
         if len(self.parts) == 1:
             return parts[self.parts[0].key]
         return parts

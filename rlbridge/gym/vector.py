@@ -1,47 +1,361 @@
-"""make_vec: N rlbridge environments as one ``gymnasium.vector.VectorEnv``, one round trip per instance.
+"""RLBridgeVectorEnv and make_vec: N instances of an rlbridge game as one batched ``gymnasium.vector.VectorEnv``.
 
-This is the unbatched version: each ``step`` steps every instance in turn (for remote
-instances, one request and reply each). The batched protocol, one message for all
-instances, is its own issue; when it lands, ``make_vec`` keeps its signature.
+Every ``step`` and ``reset`` is one batched step (PROTOCOL.md section 16): one
+``batch_step`` call over an in-process :class:`~rlbridge.environments.batch.EnvironmentBatch`,
+or, remote, one ``ENV_BATCH_STEP`` message carrying the N actions to one ``rlbridge env
+NAME --batch N`` process and one reply carrying the N observations
+(:mod:`rlbridge.gym.instances`). Each instance behaves as an
+:class:`~rlbridge.gym.env.RLBridgeEnv` of its own: the same spaces, masks, illegal-action
+handling and ``terminated``/``truncated``, which ``tests/gym/test_vector.py`` checks
+step by step against Gymnasium's ``SyncVectorEnv`` of ``RLBridgeEnv`` s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
+import gymnasium
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
 
-from rlbridge.gym.env import RLBridgeEnv
-from rlbridge.protocol.errors import OptionError
+from rlbridge.experiment.api import derive_seeds
+from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
+from rlbridge.gym.batched import BatchedActions, BatchedObservations
+from rlbridge.gym.env import ILLEGAL_MODES, RENDER_FPS, IllegalMode
+from rlbridge.gym.instances import open_instances
+from rlbridge.gym.spaces import ValueCodec, action_index_space
+from rlbridge.protocol.batch import EnvCall, instance_seed
+from rlbridge.protocol.errors import InvalidAction, OptionError
+from rlbridge.protocol.values import Value
+
+_STEP, _START, _NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
 
 
-class RLBridgeVectorEnv(SyncVectorEnv):
-    """RLBridgeEnv instances stepped one after the other (one round trip per instance when
-    remote), with Gymnasium 1.x's default next-step autoreset: the step after an instance's
-    episode ends (terminated or truncated) resets it, returning its first observation with
-    reward 0 and both flags false, and ignores that instance's action.
+class RLBridgeVectorEnv(VectorEnv):
+    """``num_envs`` instances of the environment ``env`` (a built-in name, ``module:Class`` or
+    ``gym:<id>``), stepped as one batch.
 
-    ``reset(seed=S)`` seeds instance ``i`` with ``S + i`` (Gymnasium's rule), each as
-    :meth:`RLBridgeEnv.reset` does.
+    * **Where:** ``remote=False`` builds the instances in this process; ``remote=True``
+      starts one ``rlbridge env NAME --batch N`` child process (``close`` stops it); an
+      address (``"ipc://..."``, ``"tcp://..."``, with ``curve_dir`` for CURVE keys)
+      connects to a process already serving, which ``env`` then only labels.
+    * **Autoreset:** Gymnasium's default next-step mode (``metadata["autoreset_mode"]``):
+      the ``step`` after an instance's episode ends (terminated or truncated) starts its
+      next episode, ignores its action, and returns its first observation with reward 0,
+      both flags false and the reset's info. On the wire that instance's call is START
+      in the batched step after its terminal one (PROTOCOL.md 16.3).
+    * **Observations** are stacked as ``batch_space`` stacks the single observation space;
+      ``info["action_mask"]`` is an ``(N, n)`` int8 array with ``info["_action_mask"]``
+      saying which rows hold one (Gymnasium's vector info convention).
+    * **Seeds:** ``reset(seed=S)`` sends the batch ``seed E``, ``E`` the environment seed
+      of ``rlbridge run ... --batch N --seed S`` (``derive_seeds(S)[0]``), so instance i
+      plays with ``instance_seed(E, i)`` (PROTOCOL.md 16.5) exactly as in that run: instance
+      0 is ``RLBridgeEnv.reset(seed=S)``'s game, the others are not ``S + i``'s, which is
+      Gymnasium's rule. ``reset(seed=[s_0, ..., s_{N-1}])`` seeds instance i as
+      ``RLBridgeEnv.reset(seed=s_i)`` does (None leaves it unseeded), so
+      ``seed=[S + i for i in range(N)]`` is Gymnasium's rule. ``illegal="random"`` draws
+      instance i's moves from ``default_rng(instance_seed(S, i))``, or ``default_rng(s_i)``.
+      A first ``reset()`` without a seed seeds as ``seed=0`` does (``rlbridge run``'s
+      default), where Gymnasium's own vector envs pick a random seed.
+    * **Illegal actions** (masked out) follow ``illegal`` per instance as
+      :class:`RLBridgeEnv` does, checked before anything is sent: ``"raise"`` raises
+      InvalidAction naming the instance and steps no instance; ``"penalty"`` leaves that
+      instance out of the batched step (call NONE); ``"random"`` sends a random legal move.
+      An action outside the single action space raises and steps none. An action the game
+      refuses although no mask ruled it out raises, and the instances before it in the
+      batch have stepped, so ``reset()`` is needed.
+    * **Masks** come from the observation's legal-mask array; a game without one that
+      answers ``legal_actions`` (Blackjack) is asked for every instance in one
+      ``each legal_actions`` message per step (PROTOCOL.md 16.5).
+    * **Rendering:** ``render_mode="rgb_array"``: ``render()`` returns one frame per
+      instance (their states fetched in one ``each get_state`` message). For a window,
+      wrap the vector env in ``gymnasium.wrappers.vector.HumanRendering``.
     """
 
+    def __init__(self, env: str = "gridwalk", num_envs: int = 1,
+                 options: Mapping[str, Any] | None = None, *, remote: bool | str = False,
+                 illegal: IllegalMode = "penalty", illegal_penalty: float = -1.0,
+                 max_episode_steps: int = 0, render_mode: str | None = None,
+                 curve_dir: str | None = None, timeout_ms: int = STEP_TIMEOUT_MS,
+                 connect_timeout_ms: int = CONNECT_TIMEOUT_MS):
+        if not isinstance(num_envs, int) or num_envs < 1:
+            raise OptionError(f"num_envs must be at least 1; got {num_envs!r}")
+        if illegal not in ILLEGAL_MODES:
+            raise OptionError(f"illegal must be one of {', '.join(ILLEGAL_MODES)}; got {illegal!r}")
+        if max_episode_steps < 0:
+            raise OptionError(f"max_episode_steps must be >= 0; got {max_episode_steps}")
+        if render_mode not in (None, "rgb_array"):
+            raise OptionError(f"render_mode must be 'rgb_array' or None for a vector env; got "
+                              f"{render_mode!r} (for a window: gymnasium.wrappers.vector."
+                              f"HumanRendering around an 'rgb_array' vector env)")
+        self.name = env
+        self.num_envs = num_envs
+        self.illegal = illegal
+        self.illegal_penalty = float(illegal_penalty)
+        self.max_episode_steps = max_episode_steps
+        self.render_mode = render_mode
+        connect = {"timeout_ms": timeout_ms, "connect_timeout_ms": connect_timeout_ms}
+        if curve_dir is not None:
+            connect["curve_dir"] = curve_dir
+        self.instances = open_instances(env, num_envs, options, remote, **connect)
+        try:
+            self.task_spec = self.instances.batch_init()
+        except BaseException:
+            self.instances.close()
+            raise
+        self.metadata = {"render_modes": ["rgb_array"] if self.instances.renders else [],
+                         "render_fps": RENDER_FPS, "autoreset_mode": AutoresetMode.NEXT_STEP}
+        if render_mode is not None and not self.instances.renders:
+            self.instances.close()
+            raise OptionError(f"{env} cannot be rendered: it has no state_snapshot; expected a "
+                              f"game with a renderer, got render_mode={render_mode!r}")
+        observation_codec = ValueCodec(self.task_spec.observations, "observation")
+        action_codec = ValueCodec(self.task_spec.actions, "action")
+        self.single_observation_space = observation_codec.space
+        self.single_action_space = action_codec.space
+        self.observations = BatchedObservations(observation_codec, num_envs)
+        self.actions = BatchedActions(action_codec, num_envs)
+        self.observation_space = self.observations.space
+        self.action_space = self.actions.space
+        self.discrete_actions = action_index_space(action_codec)
+        width = self.discrete_actions.n if self.discrete_actions is not None else 0
+        self.action_low = int(self.discrete_actions.start) if width else 0
+        self.masks = np.zeros((num_envs, width), dtype=np.int8)
+        #: Which instances have a mask: all (a legal-mask array), or those whose game
+        #: answered ``legal_actions`` at the first reset (None until then).
+        self.has_mask: np.ndarray | None = np.full(num_envs, self.task_spec.legal_mask is not None
+                                                   and width > 0)
+        self.asks_legal_actions = width > 0 and self.task_spec.legal_mask is None
+        if self.asks_legal_actions:
+            self.has_mask = None
+        #: Whether any instance has a mask (the step's mask work is skipped when none has).
+        self.masked = self.has_mask is not None and bool(self.has_mask.any())
+        self.elapsed = np.zeros(num_envs, dtype=np.int64)
+        self.autoreset = np.zeros(num_envs, dtype=bool)
+        self.restarting = False  # self.autoreset.any()
+        # A step where every instance steps (the usual one) reuses these.
+        self.all_rows = list(range(num_envs))
+        self.all_rows_array = np.arange(num_envs)
+        self.all_steps = np.full(num_envs, _STEP, dtype=np.uint8)
+        #: Instance i's generator for illegal="random" moves (seeded by reset).
+        self.generators = [np.random.default_rng(instance_seed(0, i)) for i in range(num_envs)]
+        self.needs_reset = True
+        self.seeded = False
 
-def make_vec(name: str, num_envs: int = 1, *, remote: bool = False,
+    # -- seeds -------------------------------------------------------------------------
+    def _seed(self, seed: int | Sequence[int | None] | None) -> None:
+        if seed is None:
+            if self.seeded:
+                return
+            seed = 0
+        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            seed = int(seed)
+            if seed < 0:
+                raise OptionError(f"seed must be an int >= 0; got {seed}")
+            super().reset(seed=seed)  # the vector env's own np_random
+            self.instances.batch_message(f"seed {derive_seeds(seed)[0]}")
+            self.generators = [np.random.default_rng(instance_seed(seed, i))
+                               for i in range(self.num_envs)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != self.num_envs:
+                raise OptionError(f"seed must be an int or a list of {self.num_envs} seeds (one "
+                                  f"per instance, or None); got {len(seeds)}")
+            if not self.seeded and None in seeds:
+                self._seed(0)  # the unseeded ones start as with seed=0
+            for index, single in enumerate(seeds):
+                if single is None:
+                    continue
+                if int(single) < 0:
+                    raise OptionError(f"seed of instance {index} must be >= 0; got {single}")
+                self.instances.batch_message(f"instance {index} seed {derive_seeds(int(single))[0]}")
+                self.generators[index] = np.random.default_rng(int(single))
+        self.seeded = True
+
+    # -- the legal-action mask -------------------------------------------------------
+    def _update_masks(self, rows: np.ndarray, terminal: np.ndarray) -> None:
+        """Recompute the masks of ``rows``, which just returned an observation (``terminal``
+        their terminal flags), as :meth:`RLBridgeEnv._mask` does for one."""
+        if not len(rows) or not self.masks.shape[1]:
+            return
+        index = self.task_spec.legal_mask
+        if index is not None:
+            stacked = self.observations.array(f"array_{index}")[rows]
+            self.masks[rows] = stacked.reshape(len(rows), -1)[:, : self.masks.shape[1]]
+            return
+        if not self.asks_legal_actions:
+            return
+        first = self.has_mask is None
+        if not first and not self.masked:
+            return
+        self.masks[rows] = 0  # nothing is legal after the end
+        asked = rows[~terminal]
+        if not len(asked):
+            return
+        replies = json.loads(self.instances.batch_message("each legal_actions"))
+        if first:  # as a single env decides at its first reset, each instance for itself
+            self.has_mask = np.array([bool(reply) and not reply.startswith("error")
+                                      for reply in replies])
+            self.masked = bool(self.has_mask.any())
+        for row in asked.tolist():
+            if self.has_mask[row] and replies[row]:
+                legal = np.array([int(word) for word in replies[row].split()], dtype=np.int64)
+                self.masks[row, legal - self.action_low] = 1
+
+    def _mask_info(self, infos: dict[str, Any]) -> dict[str, Any]:
+        if self.masked:
+            infos["action_mask"] = self.masks.copy()  # zero where an instance has no mask
+            infos["_action_mask"] = self.has_mask.copy()
+        return infos
+
+    # -- Gymnasium's API ---------------------------------------------------------------
+    def reset(self, *, seed: int | Sequence[int | None] | None = None,
+              options: dict[str, Any] | None = None):
+        """Start a new episode in every instance, or in those of ``options["reset_mask"]``
+        (a bool array of ``num_envs``); see the class docstring for ``seed``."""
+        starting = np.ones(self.num_envs, dtype=bool)
+        if options and "reset_mask" in options:
+            starting = np.asarray(options["reset_mask"])
+            if starting.shape != (self.num_envs,) or starting.dtype != np.bool_ or \
+                    not starting.any():
+                raise OptionError(f"options['reset_mask'] must be a bool array of shape "
+                                  f"({self.num_envs},) with a True; got {starting!r:.80}")
+            if self.needs_reset and not starting.all():
+                raise OptionError("the first reset must start every instance; got a "
+                                  "reset_mask with False entries")
+        self._seed(seed)
+        calls = np.where(starting, _START, _NONE).astype(np.uint8)
+        rows = np.flatnonzero(starting)
+        self.needs_reset = True
+        result = self.instances.batch_step(calls, [])
+        self.observations.update(rows, result.observations)
+        self.elapsed[rows] = 0
+        self.autoreset[rows] = False
+        self.restarting = bool(self.autoreset.any())
+        self._update_masks(rows, np.zeros(len(rows), dtype=bool))
+        self.needs_reset = False
+        return self.observations.current(), self._mask_info({})
+
+    def _illegal_rows(self, rows: list[int], values: list[Value]) -> list[int]:
+        """The positions in ``rows`` whose action the instance's mask rules out."""
+        if not self.masked:
+            return []
+        moves = np.fromiter((value.ints[0] for value in values), dtype=np.int64,
+                            count=len(values)) - self.action_low
+        at = np.asarray(rows, dtype=np.intp)
+        return np.flatnonzero(self.has_mask[at] & (self.masks[at, moves] == 0)).tolist()
+
+    def _random_legal(self, row: int) -> Value:
+        legal = np.flatnonzero(self.masks[row]) + self.action_low
+        if not len(legal):
+            raise InvalidAction(f"instance {row}: illegal='random' needs a legal action to play "
+                                f"instead; expected {self.name} to name some, got none")
+        return Value(ints=(int(legal[int(self.generators[row].integers(len(legal)))]),))
+
+    def step(self, actions):
+        if self.needs_reset:
+            raise gymnasium.error.ResetNeeded("call reset() before step(): no episode is in "
+                                              "progress in every instance")
+        starting = self.autoreset
+        rows = np.flatnonzero(~starting).tolist() if self.restarting else self.all_rows
+        values = self.actions.values(actions, rows)
+        illegal = self._illegal_rows(rows, values)
+        penalised: list[int] = []
+        if illegal:
+            if self.illegal == "raise":
+                row = rows[illegal[0]]
+                raise InvalidAction(f"instance {row}: action {values[illegal[0]].ints[0]} is not "
+                                    f"legal now; legal: "
+                                    f"{(np.flatnonzero(self.masks[row]) + self.action_low).tolist()}")
+            if self.illegal == "random":
+                for position in illegal:
+                    values[position] = self._random_legal(rows[position])
+            else:
+                penalised = [rows[position] for position in illegal]
+                for position in reversed(illegal):
+                    del values[position]
+        if self.restarting or penalised:
+            calls = np.where(starting, _START, _STEP).astype(np.uint8)
+            calls[penalised] = _NONE
+            answered = np.flatnonzero(calls != _NONE)
+        else:
+            calls, answered = self.all_steps, self.all_rows_array
+        self.needs_reset = True  # until the batch is known to have stepped
+        result = self.instances.batch_step(calls, values)
+        self.observations.update(answered, result.observations)
+        rewards = np.array(result.rewards, dtype=np.float64)
+        terminated = np.array(result.terminals, dtype=bool)
+        rewards[penalised] = self.illegal_penalty
+        self.elapsed += 1
+        if self.restarting:
+            self.elapsed[starting] = 0
+        if self.max_episode_steps:  # a starting instance's 0 never reaches it
+            truncated = ~terminated & (self.elapsed >= self.max_episode_steps)
+        else:
+            truncated = np.zeros(self.num_envs, dtype=bool)
+        self._update_masks(answered, terminated[answered])
+        infos = self._step_infos(result.infos, starting, [rows[position] for position in illegal])
+        self.autoreset = terminated | truncated
+        self.restarting = bool(self.autoreset.any())
+        self.needs_reset = False
+        return self.observations.current(), rewards, terminated, truncated, infos
+
+    def _step_infos(self, game_infos: list | None, starting: np.ndarray,
+                    illegal_rows: list[int]) -> dict[str, Any]:
+        """Gymnasium's vector infos: each key with its ``_key`` mask, filled in instance order
+        as SyncVectorEnv fills them from each instance's own info (a starting instance's
+        info is its reset's: the mask alone)."""
+        infos: dict[str, Any] = {}
+        if not game_infos and not illegal_rows:
+            return self._mask_info(infos)
+        extras = {row: info for row, info in enumerate(game_infos or ())
+                  if info and not starting[row]}
+        for row in sorted({*extras, *illegal_rows}):
+            info = dict(extras.get(row, {}))
+            if row in illegal_rows:
+                info["illegal_action"] = True
+            self._add_info(infos, info, row)
+        return self._mask_info(infos)
+
+    # -- rendering and the rest ------------------------------------------------------
+    def render(self) -> tuple[np.ndarray, ...] | None:
+        """One ``(height, width, 3)`` uint8 frame per instance (``render_mode="rgb_array"``)."""
+        if self.render_mode is None:
+            gymnasium.logger.warn("render() without a render_mode: pass render_mode='rgb_array' "
+                                  "when making the vector env")
+            return None
+        from rlbridge.bridge.canvas import load_pygame
+        from rlbridge.bridge.render import init_headless, render
+
+        init_headless()
+        surfarray = load_pygame().surfarray
+        frames = []
+        for reply in json.loads(self.instances.batch_message("each get_state")):
+            snapshot = None if reply.startswith("error") else json.loads(reply)
+            if snapshot is None:
+                raise OptionError(f"{self.name} cannot be rendered: an instance has no state "
+                                  f"to draw")
+            frames.append(np.ascontiguousarray(
+                surfarray.array3d(render(snapshot)).transpose(1, 0, 2)))
+        return tuple(frames)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        try:
+            self.instances.batch_cleanup()
+        finally:
+            self.instances.close()
+
+
+def make_vec(name: str, num_envs: int = 1, *, remote: bool | str = False,
              options: Mapping[str, Any] | None = None, **env_kwargs) -> RLBridgeVectorEnv:
-    """``num_envs`` instances of the environment ``name``: in-process objects, or with
-    ``remote=True`` one ``rlbridge env NAME`` server process each (stopped by ``close``).
+    """``num_envs`` instances of the environment ``name`` as one batched vector env: in this
+    process, or with ``remote=True`` in one ``rlbridge env NAME --batch N`` child process
+    (stopped by ``close``), or at the address ``remote``.
 
     ``options`` go to the environment's constructor; ``env_kwargs`` (``illegal``,
-    ``max_episode_steps``, ``render_mode``, ...) to each :class:`RLBridgeEnv`.
+    ``illegal_penalty``, ``max_episode_steps``, ``render_mode``, ``curve_dir``,
+    ``timeout_ms``, ...) to :class:`RLBridgeVectorEnv`.
     """
-    if num_envs < 1:
-        raise OptionError(f"num_envs must be at least 1; got {num_envs}")
-
-    def make_one() -> RLBridgeEnv:
-        if remote:
-            return RLBridgeEnv.spawn(name, options, **env_kwargs)
-        return RLBridgeEnv(name, options, **env_kwargs)
-
-    return RLBridgeVectorEnv([make_one for _ in range(num_envs)],
-                             autoreset_mode=AutoresetMode.NEXT_STEP)
+    return RLBridgeVectorEnv(name, num_envs, options, remote=remote, **env_kwargs)

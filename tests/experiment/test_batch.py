@@ -3,6 +3,7 @@ unbatched run would count it, in every mode, and bad batched input gets a specif
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -233,6 +234,9 @@ def test_bad_batched_input_gets_a_specific_error_and_the_servers_keep_serving(se
                                      encode_batch([Value(ints=(0,))])],
             ProtocolError, "2 STEP calls but 1 actions")
     legal = [int(a) for a in env.request(T.ENV_MESSAGE, "instance 1 legal_actions").body.split()]
+    each = json.loads(env.request(T.ENV_MESSAGE, "each legal_actions").body)
+    assert each == [env.request(T.ENV_MESSAGE, f"instance {i} legal_actions").body
+                    for i in range(3)] and each[1].split() == [str(a) for a in legal]
     illegal = next(a for a in range(37) if a not in legal)
     refused(env, T.ENV_BATCH_STEP, [calls(N, EnvCall.STEP, N),
                                      encode_batch([Value(ints=(illegal,))])],

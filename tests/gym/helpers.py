@@ -1,4 +1,4 @@
-"""An environment without a legal mask that refuses some actions, importable as module:Class by servers."""
+"""Environments without a legal mask that refuse some actions, importable as module:Class by servers."""
 
 from __future__ import annotations
 
@@ -32,3 +32,10 @@ class OddOnlyEnv(Environment):
 
     def legal_actions(self) -> list[int]:
         return [1, 3]
+
+
+class MaskFreeOddOnlyEnv(OddOnlyEnv):
+    """OddOnlyEnv that names no legal actions either: only its refusals tell."""
+
+    def legal_actions(self) -> None:
+        return None

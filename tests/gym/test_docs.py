@@ -1,4 +1,4 @@
-"""docs/gymnasium.md's example runs as printed."""
+"""docs/gymnasium.md's examples run as printed."""
 
 import re
 from pathlib import Path
@@ -12,3 +12,13 @@ def test_the_gymnasium_example_runs():
     namespace: dict = {}
     exec(compile(code, str(DOC), "exec"), namespace)
     assert namespace["env"].unwrapped.closed
+
+
+def test_the_vector_env_example_runs():
+    section = DOC.read_text().split("### Vector environments", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    namespace: dict = {}
+    exec(compile(code, str(DOC), "exec"), namespace)
+    envs = namespace["envs"]
+    assert envs.closed and envs.instances.owned_server.process.returncode is not None
+    assert namespace["observations"]["ints"].shape == (4, 144)

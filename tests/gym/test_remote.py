@@ -1,4 +1,4 @@
-"""rlbridge games served by real `rlbridge env` processes, used through gymnasium.Env and make_vec."""
+"""rlbridge games served by real `rlbridge env` processes, used through gymnasium.Env (make_vec: test_vector.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env, data_equivalence
 
-from rlbridge.gym import RLBridgeEnv, make_vec
-from rlbridge.protocol.errors import InvalidAction, OptionError
+from rlbridge.gym import RLBridgeEnv
+from rlbridge.protocol.errors import InvalidAction
 from rlbridge.registry import ENVIRONMENTS
 
 RENDERED = ("minesweeper", "blackjack", "tetris", "reversi", "2048")
@@ -51,60 +51,6 @@ def test_a_server_started_by_hand_is_reachable_by_address(processes, ipc_dir):
         assert data_equivalence(remote.trace, local.trace, exact=True)
     finally:
         remote.close()
-
-
-def test_make_vec_shapes_autoreset_and_seeds():
-    vec = make_vec("countdown", num_envs=3)
-    try:
-        assert vec.metadata["autoreset_mode"].value == "NextStep"
-        observations, infos = vec.reset(seed=[1, 2, 3])
-        assert observations.shape == (3,) and observations.tolist() == [5, 5, 5]
-        ends = []
-        for _ in range(5):
-            observations, rewards, terminated, truncated, infos = vec.step(np.ones(3, dtype=np.int64))
-            ends.append(terminated.tolist())
-        assert ends[-1] == [True, True, True] and not any(any(e) for e in ends[:-1])
-        # Next-step autoreset: the action is ignored, the first observation comes back.
-        observations, rewards, terminated, truncated, _ = vec.step(np.ones(3, dtype=np.int64))
-        assert observations.tolist() == [5, 5, 5] and rewards.tolist() == [0, 0, 0]
-        assert not terminated.any() and not truncated.any()
-    finally:
-        vec.close()
-
-
-def test_make_vec_seeds_each_instance_like_a_single_env():
-    vec = make_vec("tetris", num_envs=2, max_episode_steps=50)
-    singles = [RLBridgeEnv("tetris") for _ in range(2)]
-    try:
-        observations, infos = vec.reset(seed=20)
-        for index, env in enumerate(singles):
-            single, _ = env.reset(seed=20 + index)
-            assert np.array_equal(observations["array_0"][index], single["array_0"])
-        assert infos["action_mask"].shape == (2, 20)
-    finally:
-        vec.close()
-
-
-def test_make_vec_remote_runs_one_server_per_instance():
-    vec = make_vec("2048", num_envs=2, remote=True, **SLOW)
-    local = make_vec("2048", num_envs=2)
-    try:
-        remote_start, _ = vec.reset(seed=9)
-        local_start, _ = local.reset(seed=9)
-        assert data_equivalence(remote_start, local_start, exact=True)
-        actions = np.array([1, 2])
-        assert data_equivalence(vec.step(actions)[:4], local.step(actions)[:4], exact=True)
-        servers = [env.owned_server for env in vec.envs]
-        assert len({server.address for server in servers}) == 2
-    finally:
-        vec.close()
-        local.close()
-    assert all(server.process.returncode is not None for server in servers)
-
-
-def test_make_vec_refuses_no_instances():
-    with pytest.raises(OptionError, match="num_envs"):
-        make_vec("gridwalk", num_envs=0)
 
 
 @pytest.mark.parametrize("where", ["local", "remote"])

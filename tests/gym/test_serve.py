@@ -43,6 +43,28 @@ def test_option_conversion_rule_and_its_errors():
         environment_class("gym:CartPol-v1")
 
 
+def test_describe_lists_a_gym_envs_options_as_they_are_read(capsys):
+    assert main(["describe", "gym:FrozenLake-v1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "gym:FrozenLake-v1 (Gymnasium env " \
+        "gymnasium.envs.toy_text.frozen_lake:FrozenLakeEnv)"
+    rows = {line.split()[0]: line.split("  ") for line in lines[3:-1]}
+    assert list(rows)[:3] == ["max_episode_steps", "disable_env_checker", "render_mode"]
+    columns = {key: [part.strip() for part in row if part.strip()] for key, row in rows.items()}
+    assert columns["max_episode_steps"][1:3] == ["int", "default 100"]  # the id's TimeLimit
+    assert columns["map_name"][1:] == ["str", "default 4x4", "registered with the id"]
+    assert columns["is_slippery"][2] == "default on" and columns["is_slippery"][1].startswith("bool")
+    assert columns["desc"][1:] == ["any", "default none"] and "read as true/false" in lines[-1]
+    assert columns["reward_schedule"][1] == "tuple (a Python literal)"
+    # Each type shown is the one --opt converts to.
+    assert convert_gym_options("FrozenLake-v1", {"map_name": "8x8", "is_slippery": "off",
+                                                 "desc": "none", "reward_schedule": "(1, 0, 0)"}) \
+        == {"map_name": "8x8", "is_slippery": False, "desc": None, "reward_schedule": (1, 0, 0)}
+    assert main(["describe", "gym:CartPol-v1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "did you mean 'gym:CartPole-v1'" in err
+
+
 def test_task_specs_from_spaces():
     cartpole = build("gym:CartPole-v1", ENVIRONMENTS).env_init()
     assert cartpole.observations.arrays[0].dtype == "<f4"

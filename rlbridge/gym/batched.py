@@ -1,0 +1,131 @@
+"""Gymnasium's batched spaces over rlbridge batches: N observations kept stacked, N actions sent as one Batch.
+
+:class:`BatchedObservations` holds the latest observation of every instance in the layout
+``gymnasium.vector.utils.batch_space`` gives the single observation space (a ``Discrete``
+part becomes an ``(N,)`` int64 array, a ``Box`` part ``(N, *shape)``, ``chars`` a tuple of
+N strings, several parts a ``Dict`` of those) and overwrites the rows of the instances
+that a batched step returned, straight from the stacked :class:`~rlbridge.protocol.batch.Batch`
+columns. :class:`BatchedActions` turns a batched action into the
+:class:`~rlbridge.protocol.batch.Batch` of the instances that step, checking each against
+the single action space (``InvalidAction`` naming the instance).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector.utils import batch_space, create_empty_array, iterate
+
+from rlbridge.gym.spaces import ValueCodec
+from rlbridge.protocol.batch import Batch
+from rlbridge.protocol.errors import InvalidAction
+from rlbridge.protocol.values import Value
+
+
+class BatchedObservations:
+    """The latest observation of each of ``count`` instances, in Gymnasium's batched layout."""
+
+    def __init__(self, codec: ValueCodec, count: int):
+        self.codec = codec
+        self.count = count
+        self.space = batch_space(codec.space, count)
+        empty = create_empty_array(codec.space, n=count, fn=np.zeros)
+        single = len(codec.parts) == 1
+        #: Part key -> its (count, ...) array, or a list of strings for ``chars``.
+        self.parts: dict[str, Any] = {}
+        for part in codec.parts:
+            value = empty if single else empty[part.key]
+            self.parts[part.key] = list(value) if isinstance(part.space, spaces.Text) else value
+        self.discrete_ints = isinstance(codec.parts[0].space, spaces.Discrete)
+        self.arrays = [key for key in self.parts if key.startswith("array_")]
+
+    def update(self, rows: np.ndarray, batch: Batch) -> None:
+        """Overwrite the rows ``rows`` (instance indices, in order) with ``batch``'s values."""
+        if not len(rows):
+            return
+        parts = self.parts
+        if batch.listed is not None or len(batch.arrays) != len(self.arrays):
+            self._update_one_by_one(rows, batch.values())
+            return
+        if "ints" in parts:
+            parts["ints"][rows] = batch.ints[:, 0] if self.discrete_ints else batch.ints
+        if "doubles" in parts:
+            parts["doubles"][rows] = batch.doubles
+        for key, stacked in zip(self.arrays, batch.arrays, strict=True):
+            parts[key][rows] = stacked
+        if "chars" in parts:
+            chars = parts["chars"]
+            for row, text in zip(rows.tolist(), batch.chars, strict=True):
+                chars[row] = text
+
+    def _update_one_by_one(self, rows: np.ndarray, values: list[Value]) -> None:
+        for row, value in zip(rows.tolist(), values, strict=True):
+            for key, part in self.codec.part_values(value).items():
+                self.parts[key][row] = part
+
+    def array(self, key: str) -> np.ndarray:
+        """One part's rows, not a copy (the legal mask is read from it)."""
+        return self.parts[key]
+
+    def current(self) -> Any:
+        """Every instance's observation as an element of :attr:`space`: new arrays each call,
+        since users keep what they are given."""
+        out = {key: tuple(part) if key == "chars" else part.copy()
+               for key, part in self.parts.items()}
+        return out[self.codec.parts[0].key] if len(out) == 1 else out
+
+
+class BatchedActions:
+    """A batched action (an element of ``batch_space(codec.space, count)``) as the Values of
+    the instances that step."""
+
+    def __init__(self, codec: ValueCodec, count: int):
+        self.codec = codec
+        self.count = count
+        self.space = batch_space(codec.space, count)
+        # One int per action, with finite bounds: rows of an int array, checked at once.
+        self.plain_ints = codec.discrete and len(codec.parts) == 1
+        if self.plain_ints:
+            part = codec.parts[0].space
+            self.low = np.asarray(part.start, dtype=np.int64)
+            self.high = self.low + np.asarray(part.n, dtype=np.int64) - 1
+
+    def ints(self, actions: Any) -> np.ndarray | None:
+        """The ``(count,)`` int64 array of a one-int action space's batched action (unchecked);
+        None for other action spaces or an array of another shape."""
+        if not self.plain_ints:
+            return None
+        array = np.asarray(actions)
+        if array.shape != (self.count,) or array.dtype.kind not in "iu":
+            return None
+        return array.astype(np.int64, copy=False)
+
+    def values(self, actions: Any, rows: list[int]) -> list[Value]:
+        """The Values of ``rows``' actions; InvalidAction, naming the first instance whose
+        action is not an element of the single action space, before any is used."""
+        ints = self.ints(actions)
+        if ints is not None:
+            chosen = ints if len(rows) == self.count else ints[rows]
+            outside = (chosen < self.low) | (chosen > self.high)
+            if outside.any():
+                row = rows[int(np.flatnonzero(outside)[0])]
+                raise InvalidAction(f"instance {row}: action must be an element of "
+                                    f"{self.codec.space}; got {int(ints[row])}")
+            return [Value(ints=(action,)) for action in chosen.tolist()]
+        try:
+            elements = list(iterate(self.space, actions))
+        except (TypeError, ValueError, IndexError, KeyError) as err:
+            raise InvalidAction(f"actions must be an element of {self.space}; got "
+                                f"{actions!r:.80} ({err})") from None
+        if len(elements) != self.count:
+            raise InvalidAction(f"actions must hold {self.count} actions, one per instance; "
+                                f"got {len(elements)}")
+        values = []
+        for row in rows:
+            try:
+                values.append(self.codec.from_gym(elements[row]))
+            except InvalidAction as err:
+                raise InvalidAction(f"instance {row}: {err}") from None
+        return values

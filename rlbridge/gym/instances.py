@@ -1,0 +1,112 @@
+"""Where a vector env's instances live: an in-process EnvironmentBatch, or one `rlbridge env --batch N` process.
+
+Both are :class:`~rlbridge.environments.batch.BatchEnvironment` s (``batch_init``,
+``batch_step``, ``batch_message``, ``batch_cleanup``) with a ``close``: the vector env
+steps every instance with one ``batch_step`` call, which for a process is one
+``ENV_BATCH_STEP`` request and one reply (PROTOCOL.md 16.3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from rlbridge.environments.base import Environment
+from rlbridge.environments.batch import BatchStep, EnvironmentBatch
+from rlbridge.experiment.net.remote import RemoteEnvironment, env_batch_init, env_batch_step
+from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
+from rlbridge.gym.env import build_environment
+from rlbridge.gym.launch import ServerProcess
+from rlbridge.protocol.errors import OptionError, PeerError
+from rlbridge.protocol.taskspec import TaskSpec, parse
+
+
+class LocalInstances(EnvironmentBatch):
+    """``num_instances`` environments built in this process by name, stepped in turn."""
+
+    def __init__(self, name: str, num_instances: int, options: Mapping[str, Any] | None = None):
+        super().__init__(lambda: build_environment(name, options), num_instances)
+        self.where = "in process"
+
+    @property
+    def renders(self) -> bool:
+        """Whether the game has a state snapshot to draw."""
+        return type(self.envs[0]).state_snapshot is not Environment.state_snapshot
+
+    def close(self) -> None:
+        return None
+
+
+class RemoteInstances:
+    """The instances that an environment process serves, reached over one
+    :class:`~rlbridge.experiment.net.remote.RemoteEnvironment`; ``owned_server`` is the
+    process :meth:`close` stops, when this object started it."""
+
+    renders = True  # a remote game answers get_state when it can be drawn
+
+    def __init__(self, proxy: RemoteEnvironment, num_instances: int,
+                 owned_server: ServerProcess | None = None):
+        self.proxy = proxy
+        self.num_instances = num_instances
+        self.first_instance = 0
+        self.owned_server = owned_server
+        self.where = proxy.address or "a connected peer"
+
+    @classmethod
+    def spawn(cls, name: str, num_instances: int, options: Mapping[str, Any] | None = None,
+              **connect) -> RemoteInstances:
+        """Start ``rlbridge env NAME --batch N`` on a private ipc address and connect to it."""
+        server = ServerProcess(name, {key: str(value) for key, value in (options or {}).items()},
+                               batch=num_instances)
+        return cls(server.connect(**connect), num_instances, server)
+
+    @classmethod
+    def connect(cls, address: str, num_instances: int, *, curve_dir: str | None = None,
+                timeout_ms: int = STEP_TIMEOUT_MS,
+                connect_timeout_ms: int = CONNECT_TIMEOUT_MS) -> RemoteInstances:
+        """The environment process serving at ``address`` (ipc:// or tcp://, CURVE keys in
+        ``curve_dir`` as ``rlbridge keys DIR`` makes them)."""
+        from rlbridge.experiment.net.curve import CurveKeys
+
+        curve = CurveKeys.load(curve_dir) if curve_dir else None
+        return cls(RemoteEnvironment(address, timeout_ms=timeout_ms,
+                                     connect_timeout_ms=connect_timeout_ms, curve=curve),
+                   num_instances)
+
+    def batch_init(self) -> TaskSpec:
+        text, count = env_batch_init(self.proxy, self.num_instances, 0)
+        if count != self.num_instances:
+            raise PeerError(f"the environment at {self.where} serves {count} instances; "
+                            f"asked for {self.num_instances}")
+        return parse(text)
+
+    def batch_step(self, calls: np.ndarray, actions) -> BatchStep:
+        return env_batch_step(self.proxy, calls, actions)
+
+    def batch_message(self, text: str) -> str:
+        return self.proxy.env_message(text)
+
+    def batch_cleanup(self) -> None:
+        self.proxy.env_cleanup()
+
+    def close(self) -> None:
+        if self.owned_server is not None:
+            self.owned_server.stop(self.proxy)
+        else:
+            self.proxy.close()
+
+
+def open_instances(name: str, num_instances: int, options: Mapping[str, Any] | None,
+                   remote: bool | str, **connect) -> LocalInstances | RemoteInstances:
+    """In process (``remote=False``), a child process of ours (``True``), or the process
+    serving at the address ``remote``."""
+    if remote is False:
+        return LocalInstances(name, num_instances, options)
+    if remote is True:
+        if connect.pop("curve_dir", None):
+            raise OptionError("curve_dir is for a server at an address (remote='tcp://...'); "
+                              "the process remote=True starts listens on a private ipc socket")
+        return RemoteInstances.spawn(name, num_instances, options, **connect)
+    return RemoteInstances.connect(remote, num_instances, **connect)
