@@ -19,7 +19,7 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, create_empty_array, iterate
 
 from rlbridge.gym.spaces import ValueCodec
-from rlbridge.protocol.batch import Batch
+from rlbridge.protocol.batch import Batch, as_batch
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.values import Value
 
@@ -45,6 +45,7 @@ class BatchedObservations:
         """Overwrite the rows ``rows`` (instance indices, in order) with ``batch``'s values."""
         if not len(rows):
             return
+        batch = as_batch(batch)  # in process a batch step returns the Values unstacked
         parts = self.parts
         if batch.listed is not None or len(batch.arrays) != len(self.arrays):
             self._update_one_by_one(rows, batch.values())

@@ -15,7 +15,8 @@ import numpy as np
 
 from rlbridge.environments.base import Environment
 from rlbridge.environments.batch import BatchStep, EnvironmentBatch
-from rlbridge.experiment.net.remote import RemoteEnvironment, env_batch_init, env_batch_step
+from rlbridge.experiment.net.remote import RemoteEnvironment
+from rlbridge.experiment.net.remote_batch import env_batch_init, env_batch_step
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
 from rlbridge.gym.env import build_environment
 from rlbridge.gym.launch import ServerProcess
