@@ -7,6 +7,10 @@ least ``INSTANCE_STEPS`` instance-steps, one run measures:
   in turn and calls the one agent object for each (agent_start, agent_step, agent_end),
   with no protocol, no checks and no batching machinery;
 * **in process, batched**: the same objects through BatchExperiment's in-process loop;
+* **environment side alone, hot**: the environment process's own work (its instances,
+  the loop, the encoding of its messages), in one hot process without the agent's time or
+  a socket: the floor of every placement of the processes, since the environment
+  process must do at least this for each batched step;
 * **3 processes, 1 CPU**: environment and agent processes and this process as the
   experiment, all on one CPU, RUN_BATCH with one group;
 * **3 processes, 2 CPUs**: the environment and the agent each on its own CPU, two groups,
@@ -39,12 +43,18 @@ import time
 import numpy as np
 
 from rlbridge.bench.report import Figure
+from rlbridge.environments.batch import EnvironmentBatch
+from rlbridge.experiment.batch import BatchLoop
 from rlbridge.experiment.batch_experiment import BatchExperiment
+from rlbridge.experiment.net.bodies import agent_batch_step_body
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.experiment.runner import start_child, stop_peers
 from rlbridge.options import build
+from rlbridge.protocol.batch import decode_batch, encode_batch, encode_column
+from rlbridge.protocol.messages import MessageType, decode, encode
 from rlbridge.registry import AGENTS, ENVIRONMENTS
 
+AGENT_BATCH_STEP = int(MessageType.AGENT_BATCH_STEP)
 #: The fewest instance-steps each row measures (the issue's figure).
 INSTANCE_STEPS = 20_000
 SIZES = (1, 8, 64)
@@ -100,6 +110,48 @@ def in_process_batched(game: str, count: int, batched_steps: int) -> tuple[float
     last[0] = started
     experiment.run(num_steps=batched_steps, on_progress=tick)
     return count * batched_steps / (time.perf_counter() - started), latencies
+
+
+class _TimedAgent:
+    """The random agent behind the encoding and decoding of an environment process's
+    messages, with its own time kept apart: what is left is the environment side's work."""
+
+    def __init__(self, agent):
+        self.agent = agent
+        self.seconds = 0.0
+
+    def send(self, group, first_instance, calls, rewards, observations) -> None:
+        frames: list = []
+        request = encode(AGENT_BATCH_STEP, 1, 1, [first_instance, encode_column(calls),
+                                                  encode_column(rewards),
+                                                  encode_batch(observations, frames)], frames)
+        begin = time.perf_counter()
+        message = decode(request[0], tuple(request[1:]))
+        body = agent_batch_step_body(message)
+        actions = self.agent.batch_step(body.first_instance, body.calls, body.rewards,
+                                        body.observations)
+        out: list = []
+        self.reply = encode(AGENT_BATCH_STEP, 1, 1, encode_batch(actions, out), out)
+        self.seconds += time.perf_counter() - begin
+
+    def receive(self, group):
+        message = decode(self.reply[0], tuple(self.reply[1:]))
+        return decode_batch(message.body, message.frames)
+
+
+def environment_side(game: str, count: int, batched_steps: int) -> tuple[float, list[float]]:
+    """Instance-steps per second of the environment process's own work, hot, in one
+    process: its instances, the loop and its messages' encoding, without the agent's time
+    or a socket. No placement of the processes can run faster than this."""
+    envs = EnvironmentBatch(lambda: build(game, ENVIRONMENTS), count)
+    spec = envs.batch_init()
+    agent = build("random", AGENTS)
+    agent.batch_init(spec, count)
+    timed = _TimedAgent(agent)
+    started = time.perf_counter()
+    BatchLoop(count).play(envs.batch_step, timed, num_steps=batched_steps)
+    seconds = time.perf_counter() - started - timed.seconds
+    return count * batched_steps / seconds, []
 
 
 def processes(game: str, count: int, batched_steps: int, *, shards: int, groups: int,
@@ -211,6 +263,8 @@ def run(quick: bool = False) -> list[Figure]:
                 figures.append(_row(game, count, "bare in-process loop (the limit)", bare, None))
                 figures.append(_row(game, count, "in process, batched",
                                     in_process_batched(game, count, batched_steps), base))
+                figures.append(_row(game, count, "environment side alone, hot (the floor)",
+                                    environment_side(game, count, batched_steps), base))
                 one_cpu = processes(game, count, batched_steps, shards=1, groups=1,
                                     env_cpus=[{cpus[-1]}], agent_cpus={cpus[-1]},
                                     directory=directory)
