@@ -10,7 +10,7 @@ from rlbridge.bridge.palette import AIR, RGB, WOOL_COLOURS, WOOL_RGB, wool
 
 
 class TetrisPiece(TypedDict):
-    kind: int  # 1..7
+    kind: int  # 1..5 with the seed's pieces, 1..7 with the tetrominoes
     cells: list[list[int]]  # [row, col] of each square; rows above the well are negative
 
 
@@ -27,7 +27,7 @@ class TetrisSnapshot(TypedDict):
     pieces: int
 
 
-#: The empty cell, then kinds 1..7 in the seed's wool colours (``wool <kind>``).
+#: The empty cell, then kinds 1..7 (either piece set) in the seed's wool colours (``wool <kind>``).
 TETRIS_EMPTY: RGB = (24, 24, 30)
 TETRIS_RGB: dict[int, RGB] = {k: WOOL_RGB[WOOL_COLOURS[k]] for k in range(1, 8)}
 
