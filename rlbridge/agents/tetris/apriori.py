@@ -63,7 +63,7 @@ def seed_apriori(kind: int, first: list[int], second: list[int], cols: int,
 
     ``first`` and ``second`` are the seed's ``state[0]`` and ``state[1]``.
     None where the seed's code has no answer (its monomino rule calls
-    ``randint(0, -1)`` on a full top row; its domino rule falls off its end).
+    ``randint(0, -1)`` on a full first row; its domino rule falls off its end).
     """
     state, rlim = (first, second), cols
     piece = SEED_PIECES.shapes[kind - 1]  # the seed decides before the piece has moved
@@ -87,9 +87,9 @@ def seed_apriori(kind: int, first: list[int], second: list[int], cols: int,
         return None
     if kind in (DIAGONAL, L_TROMINO):
         for i in range(rlim - 1):
-            top_open = state[0][i] == 0 and state[0][i + 1] == 0
-            left_pattern = top_open and state[1][i] == 1 and state[1][i + 1] == 0
-            right_pattern = top_open and state[1][i] == 0 and state[1][i + 1] == 1
+            first_open = state[0][i] == 0 and state[0][i + 1] == 0
+            left_pattern = first_open and state[1][i] == 1 and state[1][i + 1] == 0
+            right_pattern = first_open and state[1][i] == 0 and state[1][i + 1] == 1
             if kind == DIAGONAL:
                 if left_pattern:
                     return (i, 0) if piece[0][1] == 0 else (i, 1)
