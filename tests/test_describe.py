@@ -14,11 +14,12 @@ def test_describe_shows_each_option_with_type_default_and_doc():
     lines = describe("tetris").splitlines()
     assert lines[0] == "tetris (environment rlbridge.environments.tetris.env:TetrisEnv)"
     rows = {line.split()[0]: line for line in lines[3:]}
-    assert list(rows) == ["rows", "cols", "actions", "preview", "reward", "gravity"]
+    assert list(rows) == ["rows", "cols", "actions", "preview", "reward", "gravity", "pieces"]
     assert rows["rows"].split()[:4] == ["rows", "int", "default", "12"]
     assert "board height" in rows["rows"]
     assert "placement|low" in rows["actions"] and "default placement" in rows["actions"]
     assert "bool" in rows["preview"] and "default off" in rows["preview"]
+    assert "seed|tetrominoes" in rows["pieces"] and "default seed" in rows["pieces"]
 
 
 def test_describe_an_agent_includes_its_base_class_options():

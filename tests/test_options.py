@@ -108,9 +108,12 @@ def test_bad_value_names_the_key_the_expected_type_and_the_valid_keys():
     with pytest.raises(OptionError) as caught:
         typed_options("tetris", ENVIRONMENTS, {"rows": "twelve"})
     assert str(caught.value) == ("tetris: option rows expects int; got 'twelve'; valid options: "
-                                 "rows, cols, actions, preview, reward, gravity")
+                                 "rows, cols, actions, preview, reward, gravity, pieces")
     with pytest.raises(OptionError, match=r"option reward expects lines\|shaped\|score; got 'bonus'"):
         typed_options("tetris", ENVIRONMENTS, {"reward": "bonus"})
+    with pytest.raises(OptionError, match=r"option pieces expects seed\|tetrominoes; got 'tetris'"):
+        typed_options("tetris", ENVIRONMENTS, {"pieces": "tetris"})
+    assert typed_options("tetris", ENVIRONMENTS, {"pieces": "tetrominoes"})[1] == {"pieces": "tetrominoes"}
 
 
 def test_option_error_is_a_value_error_for_callers_that_catch_constructor_errors():

@@ -24,6 +24,9 @@ for _module, _game in (("minesweeper", "minesweeper"), ("blackjack", "blackjack"
                        ("tetris", "tetris"), ("reversi", "reversi"), ("game2048", "2048")):
     SUITES[f"{_game}-games"] = f"rlbridge.bench.{_module}:game_speed"
     SUITES[f"{_game}-agents"] = f"rlbridge.bench.{_module}:agent_strength"
+#: Tetris's agents on one piece set: `rlbridge bench tetris-agents-seed`, `...-tetrominoes`.
+SUITES["tetris-agents-seed"] = "rlbridge.bench.tetris:seed_pieces_strength"
+SUITES["tetris-agents-tetrominoes"] = "rlbridge.bench.tetris:tetromino_strength"
 DEFAULT_SUITES = ["core", "batched", "games", "bridge", "legacy", "agents"]
 
 

@@ -1,4 +1,5 @@
-"""Tetris benchmarks: core placements per second and each agent's mean lines per game on 5x12."""
+"""Tetris benchmarks: core placements per second and each agent's lines and pieces per game on
+5x12, for each piece set (the seed's five pieces and the seven tetrominoes)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,17 @@ from rlbridge.agents.tetris.qlearning import QLearningAgent
 from rlbridge.bench.report import AgentResult, Figure, mean_interval
 from rlbridge.environments.tetris.core import TetrisCore
 from rlbridge.environments.tetris.env import TetrisEnv
+from rlbridge.environments.tetris.pieces import PIECE_SETS
 from rlbridge.experiment.api import Experiment
 
 PLACEMENTS_TARGET = 20_000
-#: Issue 4 targets, mean lines per game over >= 200 games.
+#: Issue 4 targets, mean lines per game over >= 200 games, set for the tetrominoes.
 LINES_TARGET, PREVIEW_LINES_TARGET = 80.0, 400.0
-#: Seed 002's reported lines per game, for the table's target column.
+#: Seed 002's reported lines and pieces per game (its own five-piece game), for the target column.
 SEED_LINES = {"random": 0.2, "tetris-qlearning": 0.9, "tetris-apriori": 1.4}
+SEED_PIECES_PER_GAME = {"random": 10, "tetris-qlearning": 16}
+#: The seed trained its Q-learning for about 40,000 games.
+TRAINING_GAMES = 40_000
 #: The placement agents' games are cut at this many pieces (the preview agent's may never end).
 MAX_PIECES = 1000
 
@@ -43,90 +48,127 @@ def _rate(step, seconds: float, repeats: int = 3) -> float:
     return best
 
 
+def _random_moves_per_second(core: TetrisCore, seconds: float) -> float:
+    chooser = random.Random(0)
+
+    def step():
+        if core.terminal:
+            core.reset()
+        legal = core.legal_actions()
+        core.apply_action(legal[chooser.randrange(len(legal))])
+
+    return _rate(step, seconds)
+
+
 def game_speed(quick: bool) -> list[Figure]:
-    """Random legal placements per second on the core (legal_actions + apply_action)."""
+    """Random legal placements (each piece set) and low-level moves per second on the core."""
     seconds = 0.5 if quick else 2.0
     figures = []
-    for mode in ("placement", "low"):
-        core = TetrisCore(12, 5, np.random.default_rng(0), actions=mode)
-        chooser = random.Random(0)
-
-        def step(core=core, chooser=chooser):
-            if core.terminal:
-                core.reset()
-            legal = core.legal_actions()
-            core.apply_action(legal[chooser.randrange(len(legal))])
-
-        rate = _rate(step, seconds)
-        if mode == "placement":
-            figures.append(Figure("tetris", "core placements/s (5x12, random legal)", rate,
-                                  "moves/s", target=f">= {PLACEMENTS_TARGET}",
-                                  passed=rate >= PLACEMENTS_TARGET, note="per CPU second"))
-        else:
-            figures.append(Figure("tetris", "core low-level moves/s (5x12, random)", rate,
-                                  "moves/s", note="per CPU second; no target"))
+    for piece_set in PIECE_SETS.values():
+        rate = _random_moves_per_second(
+            TetrisCore(12, 5, np.random.default_rng(0), piece_set=piece_set), seconds)
+        figures.append(Figure("tetris", f"core placements/s (5x12, pieces={piece_set.name}, "
+                                        "random legal)", rate, "moves/s",
+                              target=f">= {PLACEMENTS_TARGET}", passed=rate >= PLACEMENTS_TARGET,
+                              note="per CPU second"))
+    rate = _random_moves_per_second(TetrisCore(12, 5, np.random.default_rng(0), actions="low"),
+                                    seconds)
+    figures.append(Figure("tetris", "core low-level moves/s (5x12, pieces=seed, random)", rate,
+                          "moves/s", note="per CPU second; no target"))
     return figures
 
 
 def play(agent, episodes: int, seed: int, max_pieces: int | None = None,
-         **env_options: Any) -> tuple[list[int], float, int]:
-    """Lines per game, ms per move and moves, through the in-process glue."""
+         **env_options: Any) -> tuple[list[int], list[int], float]:
+    """Lines and pieces per game and ms per move, through the in-process glue."""
     env = TetrisEnv(**env_options)
     experiment = Experiment(env, agent, seed=seed)
     experiment.RL_init()
-    lines, moves, started = [], 0, time.perf_counter()
+    lines, pieces, started = [], [], time.perf_counter()
     for _ in range(episodes):
         experiment.RL_episode(max_pieces or 0)
         lines.append(env.core.lines)
-        moves += env.core.pieces
+        pieces.append(env.core.pieces)
     elapsed = time.perf_counter() - started
-    return lines, 1000 * elapsed / max(1, moves), moves
+    return lines, pieces, 1000 * elapsed / max(1, sum(pieces))
 
 
-def _row(agent: str, lines: list[int], ms: float, target: str, passed, note: str = "") -> AgentResult:
-    mean, low, high = mean_interval([float(x) for x in lines])
-    return AgentResult("tetris 5x12" + note, agent, "lines/game", mean, low, high, target,
-                       passed, ms, len(lines))
+def _row(agent: str, pieces: str, values: list[int], ms: float, target: str, passed,
+         note: str = "", metric: str = "lines/game") -> AgentResult:
+    mean, low, high = mean_interval([float(x) for x in values])
+    return AgentResult(f"tetris 5x12 pieces={pieces}{note}", agent, metric, mean, low, high,
+                       target, passed, ms, len(values))
 
 
-def train_qlearning(games: int, reward: str, seed: int = 0) -> QLearningAgent:
+def _seed_rows(agent: str, pieces: str, lines: list[int], played: list[int], ms: float,
+               note: str = "") -> list[AgentResult]:
+    """Lines and pieces per game, each next to the seed's figure where it reported one."""
+    rows = [_row(agent, pieces, lines, ms, f"seed {SEED_LINES[agent]}", None, note)]
+    target = f"seed {SEED_PIECES_PER_GAME[agent]}" if agent in SEED_PIECES_PER_GAME else ""
+    rows.append(_row(agent, pieces, played, ms, target, None, note, metric="pieces/game"))
+    return rows
+
+
+def train_qlearning(games: int, reward: str, pieces: str, seed: int = 0) -> QLearningAgent:
     """The seed's Q-learning (its defaults) trained for ``games`` games on ``reward``."""
     agent = QLearningAgent(seed=seed)
-    play(agent, games, seed=seed, reward=reward)
+    play(agent, games, seed=seed, reward=reward, pieces=pieces)
     agent.agent_message("epsilon 0")
     agent.agent_message("learn 0")
     return agent
 
 
-def agent_strength(quick: bool) -> list[AgentResult]:
+def pieces_strength(quick: bool, pieces: str) -> list[AgentResult]:
+    """Every Tetris agent on one piece set."""
     games = 100 if quick else 200
     rows = []
-    for name, agent in (("random", RandomAgent()), ("tetris-apriori", AprioriAgent())):
-        lines, ms, _ = play(agent, games, seed=1)
-        rows.append(_row(name, lines, ms, f"seed {SEED_LINES[name]}", None))
+    for name, agent, note in (("random", RandomAgent(), ""),
+                              ("tetris-apriori", AprioriAgent(), " (window=code)"),
+                              ("tetris-apriori", AprioriAgent(window="table"), " (window=table)")):
+        lines, played, ms = play(agent, games, seed=1, pieces=pieces)
+        rows += _seed_rows(name, pieces, lines, played, ms, note)
 
-    training = 1000 if quick else 10_000
+    training = 1000 if quick else TRAINING_GAMES
     # reward=lines is the environment's default; reward=score is what the seed's act() paid.
     for reward in ("lines",) if quick else ("lines", "score"):
-        q_agent = train_qlearning(training, reward)
-        lines, ms, _ = play(q_agent, games, seed=1, reward=reward)
-        rows.append(_row("tetris-qlearning", lines, ms, f"seed {SEED_LINES['tetris-qlearning']}",
-                         None, f" (reward={reward}, greedy after {training} training games)"))
+        q_agent = train_qlearning(training, reward, pieces)
+        lines, played, ms = play(q_agent, games, seed=1, reward=reward, pieces=pieces)
+        rows += _seed_rows("tetris-qlearning", pieces, lines, played, ms,
+                           f" (reward={reward}, greedy after {training} training games)")
 
-    # No preview: the agent averages over the seven kinds the hidden next piece may be.
+    # The targets were set for the tetrominoes; the seed's small pieces have none.
+    tetrominoes = pieces == "tetrominoes" and not quick
+    # No preview: the agent averages over the kinds the hidden next piece may be.
     placement_games = 20 if quick else 200
-    lines, ms, _ = play(PlacementAgent(), placement_games, seed=1, max_pieces=MAX_PIECES)
-    mean = float(np.mean(lines))
-    rows.append(_row("tetris-placement", lines, ms, f">= {LINES_TARGET:.0f}",
-                     mean >= LINES_TARGET if not quick else None,
+    lines, _, ms = play(PlacementAgent(), placement_games, seed=1, max_pieces=MAX_PIECES,
+                        pieces=pieces)
+    rows.append(_row("tetris-placement", pieces, lines, ms,
+                     f">= {LINES_TARGET:.0f}" if tetrominoes else "",
+                     float(np.mean(lines)) >= LINES_TARGET if tetrominoes else None,
                      f" (no preview, expectation over the next piece; games cut at "
                      f"{MAX_PIECES} pieces)"))
 
     preview_games = 4 if quick else 200
     cap = 200 if quick else MAX_PIECES
-    lines, ms, _ = play(PlacementAgent(), preview_games, seed=1, max_pieces=cap, preview=True)
-    mean = float(np.mean(lines))
-    rows.append(_row("tetris-placement+preview", lines, ms, f">= {PREVIEW_LINES_TARGET:.0f}",
-                     mean >= PREVIEW_LINES_TARGET if not quick else None,
+    lines, _, ms = play(PlacementAgent(), preview_games, seed=1, max_pieces=cap, preview=True,
+                        pieces=pieces)
+    rows.append(_row("tetris-placement+preview", pieces, lines, ms,
+                     f">= {PREVIEW_LINES_TARGET:.0f}" if tetrominoes else "",
+                     float(np.mean(lines)) >= PREVIEW_LINES_TARGET if tetrominoes else None,
                      f" (preview, two-piece search; games cut at {cap} pieces)"))
     return rows
+
+
+def agent_strength(quick: bool) -> list[AgentResult]:
+    """Every Tetris agent on both piece sets."""
+    return [row for pieces in PIECE_SETS for row in pieces_strength(quick, pieces)]
+
+
+def seed_pieces_strength(quick: bool) -> list[AgentResult]:
+    """Every Tetris agent on the seed's pieces (`rlbridge bench tetris-agents-seed`)."""
+    return pieces_strength(quick, "seed")
+
+
+def tetromino_strength(quick: bool) -> list[AgentResult]:
+    """Every Tetris agent on the tetrominoes (`rlbridge bench tetris-agents-tetrominoes`)."""
+    return pieces_strength(quick, "tetrominoes")

@@ -1,11 +1,12 @@
-"""Tetris agents: placement features and choices, the seed's Q-learning and apriori rules."""
+"""Tetris agents on both piece sets: placement features and choices, the seed's Q-learning,
+the apriori rules adapted to tetrominoes (the seed's own rules: test_tetris_apriori.py)."""
 
 import numpy as np
 import pytest
 
 from rlbridge.agents.tetris.apriori import AprioriAgent
 from rlbridge.agents.tetris.cem import tune_weights
-from rlbridge.agents.tetris.expect import PIECE_PROBABILITIES, game_over_value
+from rlbridge.agents.tetris.expect import game_over_value, piece_probabilities
 from rlbridge.agents.tetris.placement import (
     BCTS_WEIGHTS,
     FEATURES,
@@ -16,11 +17,14 @@ from rlbridge.agents.tetris.placement import (
     play_game,
 )
 from rlbridge.agents.tetris.qlearning import QLearningAgent, afterstate_keys, two_row_state
-from rlbridge.environments.tetris.core import TetrisCore, column_heights
+from rlbridge.environments.tetris.board import column_heights
+from rlbridge.environments.tetris.core import TetrisCore
 from rlbridge.environments.tetris.env import TetrisEnv
+from rlbridge.environments.tetris.pieces import PIECE_SETS, SEED_PIECES, TETROMINOES
 from rlbridge.experiment.api import Experiment
 
 I_PIECE, O_PIECE = 6, 7
+BOTH = pytest.mark.parametrize("piece_set", PIECE_SETS.values(), ids=list(PIECE_SETS))
 
 
 def _board(text: str, rows: int = 12) -> list[int]:
@@ -40,12 +44,13 @@ def _episodes(agent, episodes: int, max_steps: int = 0, **options):
     return lines
 
 
-def test_python_and_numpy_features_agree():
-    placer = Placer(12, 5, np.asarray(BCTS_WEIGHTS))
+@BOTH
+def test_python_and_numpy_features_agree(piece_set):
+    placer = Placer(12, 5, np.asarray(BCTS_WEIGHTS), piece_set=piece_set)
     rng = np.random.default_rng(0)
     checked = 0
     for game in range(20):
-        core = TetrisCore(12, 5, np.random.default_rng(game))
+        core = TetrisCore(12, 5, np.random.default_rng(game), piece_set=piece_set)
         for _ in range(int(rng.integers(1, 7))):
             legal = core.legal_actions()
             if not legal:
@@ -71,16 +76,17 @@ def test_features_of_a_known_board():
 
 
 def test_placer_takes_the_line_clear():
-    placer = Placer(12, 5, load_weights())
+    placer = Placer(12, 5, load_weights(), piece_set=TETROMINOES)
     board = _board("####. ####.")
     action = placer.best(board, column_heights(board, 5), I_PIECE)
     assert action == 1 * 5 + 4  # vertical I into the well clears two rows
 
 
-def test_placement_agent_plays_through_the_glue_and_beats_random():
-    lines = _episodes(PlacementAgent(), 2, max_steps=120)
+@pytest.mark.parametrize("pieces", PIECE_SETS)
+def test_placement_agent_plays_through_the_glue_and_beats_random(pieces):
+    lines = _episodes(PlacementAgent(), 2, max_steps=120, pieces=pieces)
     assert np.mean(lines) > 5  # random play clears well under one line per game
-    preview = _episodes(PlacementAgent(), 1, max_steps=60, preview=True)
+    preview = _episodes(PlacementAgent(), 1, max_steps=60, preview=True, pieces=pieces)
     assert preview[0] >= 20
 
 
@@ -105,13 +111,17 @@ def test_two_row_state_follows_the_seed():
 
 def test_afterstates_are_joined_but_not_cleared():
     board = _board("#....")
-    (key,) = afterstate_keys(board, 5, I_PIECE, [0 * 5 + 1])
+    (key,) = afterstate_keys(board, 5, I_PIECE, [0 * 5 + 1], TETROMINOES)
     assert key == 0b11111  # the full row is still there
+    (key,) = afterstate_keys(board, 5, 4, [2 * 5 + 2], SEED_PIECES)  # L-tromino, gap bottom right
+    assert key == 0b00101 | 0b01100 << 5
 
 
-def test_qlearning_learns_saves_and_loads(tmp_path):
+@pytest.mark.parametrize("pieces", PIECE_SETS)
+def test_qlearning_learns_saves_and_loads(tmp_path, pieces):
     agent = QLearningAgent(alpha=1, gamma=1, n=1, epsilon=0.5)
-    _episodes(agent, 30, reward="shaped")
+    _episodes(agent, 30, reward="shaped", pieces=pieces)
+    assert agent.piece_set.name == pieces
     assert agent.games == 30 and len(agent.q) > 5
     path = tmp_path / "q.npz"
     assert agent.agent_message(f"save {path}") == "ok"
@@ -132,15 +142,15 @@ def test_qlearning_n_step_return():
     assert agent.q[2][20] == 2.0 + 0.5 * 4.0 and agent.q[3][30] == 4.0
 
 
-def test_apriori_rules():
-    agent = AprioriAgent()
-    agent.cols = 5
+def test_apriori_rules_on_tetrominoes():
+    agent = AprioriAgent(window="table")  # the window's upper row is the rules' first
+    agent.agent_init(TetrisEnv(pieces="tetrominoes").env_init())
     legal = list(range(20))
     deep = _board("###.# ###.#")
     assert agent.choose(deep, I_PIECE, legal) == 1 * 5 + 3  # vertical I into the deep slot
     flat = _board("##... #####")
     assert agent.choose(flat, O_PIECE, legal) == 2  # O over the first two empty top cells
-    assert np.mean(_episodes(AprioriAgent(), 20)) >= 0
+    assert np.mean(_episodes(AprioriAgent(), 20, pieces="tetrominoes")) >= 0
 
 
 @pytest.mark.parametrize("agent_class", [QLearningAgent, AprioriAgent, PlacementAgent])
@@ -163,12 +173,13 @@ def _pair_search_by_loops(placer: Placer, board, heights, kind: int, next_kind: 
     return best_action
 
 
-def test_vectorised_pair_search_matches_the_loops():
-    placer = Placer(12, 5, load_weights())
+@BOTH
+def test_vectorised_pair_search_matches_the_loops(piece_set):
+    placer = Placer(12, 5, load_weights(), piece_set=piece_set)
     rng = np.random.default_rng(1)
     compared = 0
     for game in range(12):
-        core = TetrisCore(12, 5, np.random.default_rng(game))
+        core = TetrisCore(12, 5, np.random.default_rng(game), piece_set=piece_set)
         for _ in range(int(rng.integers(0, 6))):
             core.apply_action(placer.best(core.board, core.heights, core.kind))
         if core.terminal:
@@ -181,30 +192,35 @@ def test_vectorised_pair_search_matches_the_loops():
 
 def _expectation_by_loops(placer: Placer, board, heights, kind: int) -> int:
     """The no-preview search written plainly: each placement is worth the mean over the
-    seven kinds of that kind's best pair value (a kind that cannot go on ends the game)."""
+    set's kinds of that kind's best pair value (a kind that cannot go on ends the game)."""
     best_value, best_action = -np.inf, None
     for action, board1, heights1, land1, erode1, _ in placer.afterstates(board, heights, kind):
         expected = 0.0
-        for next_kind in range(1, 8):
+        kinds = placer.piece_set.kinds
+        for next_kind in range(1, kinds + 1):
             value = -np.inf
             second = placer.afterstates(board1, heights1, next_kind)
             if second and not placer.top_rows(board1) & placer.spawn_masks[next_kind - 1]:
                 value = placer.values([a[1] for a in second], [land1 + a[3] for a in second],
                                       [erode1 + a[4] for a in second]).max()
-            expected += (value if value > -np.inf else game_over_value(placer)) / 7
+            expected += (value if value > -np.inf else game_over_value(placer)) / kinds
         if expected > best_value:
             best_value, best_action = expected, action
     return best_action
 
 
-def test_vectorised_expectation_matches_the_loops():
-    assert np.allclose(PIECE_PROBABILITIES, 1 / 7)  # TetrisCore draws kinds uniformly
-    placer = Placer(12, 5, load_weights(), expect=True)
-    greedy = Placer(12, 5, load_weights())
+@BOTH
+def test_vectorised_expectation_matches_the_loops(piece_set):
+    kinds = piece_set.kinds
+    assert np.allclose(piece_probabilities(kinds), 1 / kinds)  # TetrisCore draws kinds uniformly
+    draws = TetrisCore(12, 5, np.random.default_rng(0), piece_set=piece_set)._draw
+    assert set(draws() for _ in range(500)) == set(range(1, kinds + 1))
+    placer = Placer(12, 5, load_weights(), expect=True, piece_set=piece_set)
+    greedy = Placer(12, 5, load_weights(), piece_set=piece_set)
     rng = np.random.default_rng(2)
     compared = 0
     for game in range(10):
-        core = TetrisCore(12, 5, np.random.default_rng(game))
+        core = TetrisCore(12, 5, np.random.default_rng(game), piece_set=piece_set)
         for _ in range(int(rng.integers(5, 40))):
             if core.terminal:
                 break
@@ -216,7 +232,7 @@ def test_vectorised_expectation_matches_the_loops():
         compared += 1
     assert compared >= 8
     # Along one game the lookahead picks other placements than the greedy, same weights.
-    core, differ = TetrisCore(12, 5, np.random.default_rng(0)), 0
+    core, differ = TetrisCore(12, 5, np.random.default_rng(0), piece_set=piece_set), 0
     while core.pieces < 60 and not core.terminal:
         chosen = placer.best(core.board, core.heights, core.kind)
         differ += chosen != greedy.best(core.board, core.heights, core.kind)
@@ -224,24 +240,25 @@ def test_vectorised_expectation_matches_the_loops():
     assert core.pieces == 60 and differ >= 3
 
 
-def test_expectation_agent_is_deterministic_and_blind_to_the_next_piece():
+@pytest.mark.parametrize("pieces", PIECE_SETS)
+def test_expectation_agent_is_deterministic_and_blind_to_the_next_piece(pieces):
     agent = PlacementAgent()
-    agent.agent_init(TetrisEnv().env_init())
-    assert agent.placer.expect and not agent.preview
+    agent.agent_init(TetrisEnv(pieces=pieces).env_init())
+    assert agent.placer.expect and not agent.preview and agent.placer.piece_set.name == pieces
     a, b = (play_game(agent.placer, np.random.default_rng(9), max_pieces=40) for _ in range(2))
     assert a.board == b.board and a.lines == b.lines and a.pieces == 40
     # The same board and piece with a different hidden next piece: the same choice.
-    core = TetrisCore(12, 5, np.random.default_rng(3))
+    core = TetrisCore(12, 5, np.random.default_rng(3), piece_set=agent.placer.piece_set)
     for _ in range(6):
         core.apply_action(agent.placer.best(core.board, core.heights, core.kind))
     other = core.clone()
-    other.next_kind = core.next_kind % 7 + 1
-    observations = [_observation(core), _observation(other)]
+    other.next_kind = core.next_kind % core.piece_set.kinds + 1
+    observations = [_observation(core, pieces), _observation(other, pieces)]
     assert observations[0].ints == observations[1].ints  # preview=0 hides next_kind
     assert agent.agent_start(observations[0]).ints == agent.agent_start(observations[1]).ints
 
 
-def _observation(core: TetrisCore):
-    env = TetrisEnv()
+def _observation(core: TetrisCore, pieces: str):
+    env = TetrisEnv(pieces=pieces)
     env.core = core
     return env._observation()

@@ -13,6 +13,7 @@ from rlbridge.environments.game2048.core import Game2048Core
 from rlbridge.environments.minesweeper.core import MinesweeperCore
 from rlbridge.environments.reversi.core import ReversiCore
 from rlbridge.environments.tetris.core import TetrisCore
+from rlbridge.environments.tetris.pieces import TETROMINOES
 from rlbridge.protocol.errors import InvalidAction
 
 CORES = {
@@ -22,6 +23,10 @@ CORES = {
     "blackjack": (lambda rng: BlackjackCore(rng, natural=True), range(2)),
     "tetris": (lambda rng: TetrisCore(rng=rng, reward="shaped"), range(4 * 5)),
     "tetris-low": (lambda rng: TetrisCore(rng=rng, actions="low", reward="score"), range(5)),
+    "tetris-tetrominoes": (lambda rng: TetrisCore(rng=rng, reward="shaped", piece_set=TETROMINOES),
+                           range(4 * 5)),
+    "tetris-tetrominoes-low": (lambda rng: TetrisCore(rng=rng, actions="low", piece_set=TETROMINOES),
+                               range(5)),
     "reversi": (lambda rng: ReversiCore(), range(-1, 36)),  # -1 is the pass
     "game2048": (lambda rng: Game2048Core(rng=rng), range(4)),
     "game2048-standard": (lambda rng: Game2048Core(rng=rng, spawn="standard", win_tile=256),

@@ -1,4 +1,4 @@
-"""Tetris (seed 002): the checker, the seed's pieces and score, placements, clears, options."""
+"""Tetris (seed 002): the checker, both piece sets, the seed's score, placements, clears, options."""
 
 import json
 
@@ -6,19 +6,10 @@ import numpy as np
 import pytest
 
 from rlbridge.environments.checker import check_environment
-from rlbridge.environments.tetris.core import (
-    HARD_DROP,
-    LEFT,
-    ORIENTATIONS,
-    REWARDS_MAP,
-    ROTATE,
-    SOFT_DROP,
-    TetrisCore,
-    column_heights,
-    distinct_rotations,
-    seed_score,
-)
+from rlbridge.environments.tetris.board import REWARDS_MAP, column_heights, seed_score
+from rlbridge.environments.tetris.core import HARD_DROP, LEFT, ROTATE, SOFT_DROP, TetrisCore
 from rlbridge.environments.tetris.env import TetrisEnv
+from rlbridge.environments.tetris.pieces import SEED_PIECES, TETROMINOES
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.values import Value
 
@@ -60,37 +51,82 @@ def _seed_score_as_written(board_with_floor):
     return current_r
 
 
-def _core(board_text: str, kind: int, **kwargs) -> TetrisCore:
+def _core(board_text: str, kind: int, piece_set=TETROMINOES, **kwargs) -> TetrisCore:
     """A 5-wide core whose bottom rows are ``board_text`` ('#' block, '.' empty)."""
-    core = TetrisCore(rng=np.random.default_rng(0), **kwargs)
+    core = TetrisCore(rng=np.random.default_rng(0), piece_set=piece_set, **kwargs)
     lines = board_text.split()
     for i, line in enumerate(lines):
         r = core.rows - len(lines) + i
         core.board[r] = sum(1 << c for c, ch in enumerate(line) if ch == "#")
         core.colours[r] = bytearray(1 if ch == "#" else 0 for ch in line)
     core.heights = column_heights(core.board, core.cols)
-    core.kind, core.rot, core.x, core.y = kind, 0, (core.cols - ORIENTATIONS[kind - 1][0].width) // 2, 0
+    core.kind, core.rot, core.x, core.y = kind, 0, (core.cols - piece_set.orientation(kind, 0).width) // 2, 0
     return core
 
 
-def test_checker_placement_1000_episodes():
-    report = check_environment(TetrisEnv, episodes=1000)
+@pytest.mark.parametrize("pieces", ["seed", "tetrominoes"])
+def test_checker_placement_1000_episodes(pieces):
+    report = check_environment(lambda: TetrisEnv(pieces=pieces), episodes=1000)
     assert report.steps > 5000  # random play places several pieces per game
 
 
 @pytest.mark.parametrize("options", [
     {"actions": "low"}, {"preview": True}, {"reward": "shaped"}, {"reward": "score"},
-    {"rows": 8, "cols": 7},
+    {"rows": 8, "cols": 7}, {"actions": "low", "pieces": "tetrominoes"},
+    {"preview": True, "pieces": "tetrominoes"}, {"reward": "shaped", "pieces": "tetrominoes"},
 ])
 def test_checker_options(options):
     check_environment(lambda: TetrisEnv(**options), episodes=60)
 
 
-def test_seed_pieces_and_colours():
-    assert [o[0].masks for o in ORIENTATIONS] == [
+#: Maltris's tetris_game.py, the seed's game, as written there.
+MALTRIS_SHAPES = [
+    [[1]],
+    [[2, 2]],
+    [[0, 3],
+     [3, 0]],
+    [[0, 4],
+     [4, 4]],
+    [[5, 5],
+     [5, 5]],
+]
+
+
+def _maltris_rotate_clockwise(shape):
+    return [[shape[y][x] for y in range(len(shape))] for x in range(len(shape[0]) - 1, -1, -1)]
+
+
+def test_seed_pieces_and_rotations_are_maltris_s():
+    assert SEED_PIECES.kinds == 5 and SEED_PIECES.tallest == 2
+    for kind, shape in enumerate(MALTRIS_SHAPES, start=1):
+        assert [list(row) for row in SEED_PIECES.shapes[kind - 1]] == shape
+        turned = shape
+        for rotation in range(4):
+            cells = {(r, c) for r, row in enumerate(turned) for c, v in enumerate(row) if v}
+            o = SEED_PIECES.orientation(kind, rotation)
+            assert set(o.cells) == cells and (o.height, o.width) == (len(turned), len(turned[0]))
+            turned = _maltris_rotate_clockwise(turned)
+        for cols in (4, 5, 9):  # new_piece: piece_x = int(cols/2 - len(piece[0])/2)
+            assert SEED_PIECES.spawn_column(kind, cols) == int(cols / 2 - len(shape[0]) / 2)
+    # One turn of the spawn L-tromino moves its empty cell from top left to bottom left.
+    assert SEED_PIECES.orientation(4, 1).masks == (0b11, 0b10)
+    assert [len(SEED_PIECES.distinct_rotations(k)) for k in range(1, 6)] == [1, 2, 2, 4, 1]
+
+
+def test_seed_pieces_fall_in_their_colours():
+    core = _core("..###", 4, piece_set=SEED_PIECES)  # the L-tromino, empty cell top left
+    assert core.apply_action(0 * 5 + 0) == 1.0  # its foot completes the bottom row
+    assert core.colour_grid()[-1].tolist() == [0, 4, 0, 0, 0] and core.lines == 1
+    core.kind = 2
+    assert core.apply_action(1 * 5 + 0) == 0.0  # the upright domino at the left wall
+    assert core.colour_grid()[-2:, 0].tolist() == [2, 2]
+
+
+def test_tetromino_shapes_and_colours():
+    assert [o[0].masks for o in TETROMINOES.orientations] == [
         (0b111, 0b010), (0b110, 0b011), (0b011, 0b110), (0b001, 0b111), (0b100, 0b111),
         (0b1111,), (0b11, 0b11)]
-    assert [len(distinct_rotations(k)) for k in range(1, 8)] == [4, 2, 2, 4, 4, 2, 1]
+    assert [len(TETROMINOES.distinct_rotations(k)) for k in range(1, 8)] == [4, 2, 2, 4, 4, 2, 1]
     core = _core("..... .....", I_PIECE)
     core.apply_action(1 * 5 + 0)  # vertical I at the left wall
     assert core.colour_grid()[8:, 0].tolist() == [I_PIECE] * 4
@@ -186,7 +222,7 @@ def test_low_level_gravity_and_soft_drop_lock():
 
 
 def _play_first_legal(seed: int, pieces: int) -> list[tuple[int, int]]:
-    env = TetrisEnv(preview=True)
+    env = TetrisEnv(preview=True, pieces="tetrominoes")
     env.env_init()
     env.seed(seed)
     obs = env.env_start()
@@ -208,6 +244,15 @@ def test_same_seed_same_pieces_and_preview_shows_the_next():
     assert seen != _play_first_legal(6, 8)
 
 
+@pytest.mark.parametrize("pieces, kinds, lines", [("seed", 5, 2.0), ("tetrominoes", 7, 4.0)])
+def test_task_spec_follows_the_piece_set(pieces, kinds, lines):
+    spec = TetrisEnv(pieces=pieces, preview=True).env_init()
+    assert spec.extra.endswith(f"pieces={pieces}")
+    assert (spec.observations.ints[0].high, spec.observations.ints[4].high) == (kinds, kinds)
+    assert spec.observations.ints[5].high == kinds  # board colours
+    assert spec.rewards.high == lines  # the tallest piece clears this many rows at once
+
+
 def test_info_snapshot_and_messages():
     env = TetrisEnv()
     spec = env.env_init()
@@ -219,7 +264,9 @@ def test_info_snapshot_and_messages():
     assert set(result.info) == {"pieces", "lines", "level"} and result.info["pieces"] == 1
     state = json.loads(env.env_message("get_state"))
     assert set(state) == {"game", "rows", "cols", "board", "piece", "next", "lines", "pieces"}
-    assert len(state["board"]) == 60 and len(state["piece"]["cells"]) == 4
+    kind = state["piece"]["kind"]
+    assert len(state["board"]) == 60
+    assert len(state["piece"]["cells"]) == len(SEED_PIECES.orientation(kind, 0).cells)
     assert env.env_message("legal_actions").split() == [
         str(a) for a in np.flatnonzero(result.observation.arrays[1])]
     assert env.env_message("bogus") == ""  # unknown messages answer ""
@@ -233,3 +280,5 @@ def test_bad_options_are_named():
         TetrisEnv(cols=3)
     with pytest.raises(ValueError, match="actions"):
         TetrisEnv(actions="mouse")
+    with pytest.raises(ValueError, match="pieces must be one of seed, tetrominoes; got 'pentominoes'"):
+        TetrisEnv(pieces="pentominoes")

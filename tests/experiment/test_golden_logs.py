@@ -1,4 +1,5 @@
-"""Golden logs, one per game: they still verify byte for byte, and a fresh run reproduces them."""
+"""Golden logs, one per game (and Tetris piece set): they still verify byte for byte, and a fresh
+run reproduces them."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ RUNS = {
     "minesweeper": ["minesweeper", "random", "--env-opt", "rows=6", "--env-opt", "cols=5",
                     "--env-opt", "mines=4"],
     "blackjack": ["blackjack", "random"],
-    "tetris": ["tetris", "random"],
+    "tetris": ["tetris", "random"],  # the seed's pieces, the default
+    "tetris-tetrominoes": ["tetris", "random", "--env-opt", "pieces=tetrominoes"],
     "reversi": ["reversi", "random", "--env-opt", "size=4"],
     "2048": ["2048", "random", "--env-opt", "win_tile=32"],
 }

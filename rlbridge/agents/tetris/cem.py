@@ -10,7 +10,9 @@ expectation over the next piece), the one the weights' ``weights`` serve.
 
 prints the tuned file (``preview_weights`` carried over) and a 200-game check of
 the tuned weights against the current file on fixed seeds 10000-10199; copy the
-weights into ``weights.json`` only if they win.
+weights into ``weights.json`` only if they win. The committed weights were tuned with
+the tetrominoes (``--pieces tetrominoes``, the default here); the agent uses them for
+both piece sets.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import time
 import numpy as np
 
 from rlbridge.agents.tetris.placement import BCTS_WEIGHTS, FEATURES, WEIGHTS_PATH, Placer, play_game
+from rlbridge.environments.tetris.pieces import PIECE_SETS, TETROMINOES, PieceSet
 
 #: Seeds of the check games, apart from the bench's (seed 1) and the tuner's.
 CHECK_SEED = 10_000
@@ -30,7 +33,7 @@ CHECK_SEED = 10_000
 def tune_weights(generations: int = 12, population: int = 40, elite: int = 8, games: int = 4,
                  max_pieces: int = 1500, rows: int = 12, cols: int = 5, seed: int = 0,
                  noise: float = 4.0, start=None, spread: float = 10.0, expect: bool = False,
-                 log=print) -> dict:
+                 piece_set: PieceSet = TETROMINOES, log=print) -> dict:
     """Cross-entropy method over FEATURES weights, scored by mean lines per game.
 
     Games are capped at ``max_pieces`` so that a generation has a bounded cost;
@@ -48,8 +51,9 @@ def tune_weights(generations: int = 12, population: int = 40, elite: int = 8, ga
         samples = mean + std * rng.standard_normal((population, len(FEATURES)))
         seeds = rng.integers(1 << 31, size=games)
         scores = np.array([
-            np.mean([play_game(Placer(rows, cols, w, expect=expect), np.random.default_rng(s),
-                               max_pieces=max_pieces).lines for s in seeds])
+            np.mean([play_game(Placer(rows, cols, w, expect=expect, piece_set=piece_set),
+                               np.random.default_rng(s), max_pieces=max_pieces).lines
+                     for s in seeds])
             for w in samples
         ])
         top = np.argsort(scores)[::-1][:elite]
@@ -68,7 +72,7 @@ def tune_weights(generations: int = 12, population: int = 40, elite: int = 8, ga
         "tuning": {"method": "cross-entropy", "agent": "expectation" if expect else "greedy",
                    "generations": generations, "population": population, "elite": elite,
                    "games": games, "max_pieces": max_pieces, "rows": rows, "cols": cols,
-                   "seed": seed, "noise": noise, "spread": spread,
+                   "seed": seed, "noise": noise, "spread": spread, "pieces": piece_set.name,
                    "start": [round(float(w), 4) for w in
                              (BCTS_WEIGHTS if start is None else start)],
                    "elite_mean_lines_per_generation": history,
@@ -78,9 +82,9 @@ def tune_weights(generations: int = 12, population: int = 40, elite: int = 8, ga
 
 
 def check_lines(weights, games: int = 200, expect: bool = True, max_pieces: int | None = 1000,
-                seed: int = CHECK_SEED) -> tuple[float, float]:
+                seed: int = CHECK_SEED, piece_set: PieceSet = TETROMINOES) -> tuple[float, float]:
     """Mean lines per game and its standard error over ``games`` fixed-seed games."""
-    placer = Placer(12, 5, np.asarray(weights, dtype=float), expect=expect)
+    placer = Placer(12, 5, np.asarray(weights, dtype=float), expect=expect, piece_set=piece_set)
     lines = [play_game(placer, np.random.default_rng(seed + g), max_pieces=max_pieces).lines
              for g in range(games)]
     return float(np.mean(lines)), float(np.std(lines, ddof=1) / np.sqrt(len(lines)))
@@ -97,21 +101,23 @@ def main(argv=None) -> None:  # pragma: no cover - manual tuning entry point
     parser.add_argument("--spread", type=float, default=4.0)
     parser.add_argument("--noise", type=float, default=1.0)
     parser.add_argument("--expect", action="store_true", help="tune the expectation agent")
+    parser.add_argument("--pieces", choices=list(PIECE_SETS), default=TETROMINOES.name)
     parser.add_argument("--check-games", type=int, default=200)
     parser.add_argument("--check-current", action="store_true",
                         help="also check the current file's weights")
     args = parser.parse_args(argv)
     previous = json.loads(WEIGHTS_PATH.read_text())
+    piece_set = PIECE_SETS[args.pieces]
     tuned = tune_weights(args.generations, args.population, args.elite, args.games,
                          args.max_pieces, seed=args.seed, spread=args.spread, noise=args.noise,
-                         start=previous["weights"], expect=args.expect)
+                         start=previous["weights"], expect=args.expect, piece_set=piece_set)
     tuned["preview_weights"] = previous.get("preview_weights", tuned["weights"])
     print(json.dumps(tuned), flush=True)
     checks = [("tuned", tuned["weights"])]
     if args.check_current:
         checks.append(("current", previous["weights"]))
     for name, weights in checks:
-        mean, se = check_lines(weights, args.check_games, args.expect)
+        mean, se = check_lines(weights, args.check_games, args.expect, piece_set=piece_set)
         print(f"check {name}: {mean:.2f} +- {se:.2f} (s.e.) lines per game over "
               f"{args.check_games} games, seeds {CHECK_SEED}+, cut at 1000 pieces", flush=True)
 

@@ -5,27 +5,27 @@ For N afterstates of the current piece, :class:`SecondPly` places every kind in
 batch and returns, per afterstate and kind, the best value of the resulting
 board (features of the pair: landing heights and eroded cells summed, as the
 two-piece search scores them). With the preview the kinds are just the shown
-next piece; without it :func:`expected_values` averages the best value over all
-seven kinds weighted by the game's piece distribution (one-ply expectimax), so
-the agent never looks at the hidden next piece.
+next piece; without it :func:`expected_values` averages the best value over every
+kind of the piece set, weighted by the game's piece distribution (one-ply
+expectimax), so the agent never looks at the hidden next piece.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from rlbridge.environments.tetris.core import KINDS
 
-#: TetrisCore draws each next piece uniformly from the seven kinds
-#: (``rng.integers(1, KINDS + 1)``, the seed's ``rand(len(tetris_shapes))``).
-PIECE_PROBABILITIES = np.full(KINDS, 1.0 / KINDS)
+def piece_probabilities(kinds: int) -> np.ndarray:
+    """How TetrisCore draws the next piece: uniformly from the set's kinds
+    (``rng.integers(1, kinds + 1)``, the seed's ``rand(len(tetris_shapes))``)."""
+    return np.full(kinds, 1.0 / kinds)
 
 
 class SecondPly:
     """Tables over every distinct placement of ``kinds`` on a ``placer``'s board.
 
     ``placer`` is a :class:`~rlbridge.agents.tetris.placement.Placer` (duck-typed:
-    rows, cols, full, bits, shapes, spawn_masks, weights, blocked_penalty, features).
+    rows, cols, piece_set, full, bits, shapes, spawn_masks, weights, blocked_penalty, features).
     """
 
     def __init__(self, placer, kinds: tuple[int, ...]):
@@ -117,12 +117,15 @@ def blocked_count(boards: np.ndarray, placer) -> np.ndarray:
 
 def game_over_value(placer) -> float:
     """Value given to a next piece that cannot be placed: below any board that goes on."""
-    return placer.blocked_penalty * (KINDS + 1)
+    return placer.blocked_penalty * (placer.piece_set.kinds + 1)
 
 
 def expected_values(ply: SecondPly, boards: np.ndarray, land1, erode1,
-                    probabilities: np.ndarray = PIECE_PROBABILITIES) -> np.ndarray:
-    """(N,): mean over the next piece's kind of its best value on each board."""
+                    probabilities: np.ndarray | None = None) -> np.ndarray:
+    """(N,): mean over the next piece's kind of its best value on each board
+    (``ply.kinds`` drawn as TetrisCore draws them unless ``probabilities`` says otherwise)."""
+    if probabilities is None:
+        probabilities = piece_probabilities(len(ply.kinds))
     best = ply.best_values(boards, land1, erode1)
     best[~np.isfinite(best)] = game_over_value(ply.placer)
     return best @ probabilities

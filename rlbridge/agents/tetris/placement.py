@@ -3,10 +3,10 @@
 Every legal placement of the current piece (one per distinct shape and column)
 is simulated on the core's bitmask board; the afterstates are scored in one
 numpy batch by a weighted sum of features. Without a preview the agent (by
-default) values each placement by the mean, over the seven kinds the next piece
-may be, of that piece's best placement on the afterstate (one-ply expectimax,
-``tetris_expect.py``); with the preview it places the shown next piece instead
-and keeps the first placement of the best pair. ``tetris_cem.py`` tunes the
+default) values each placement by the mean, over the kinds of the game's piece set
+that the next piece may be, of that piece's best placement on the afterstate
+(one-ply expectimax, :mod:`.expect`); with the preview it places the shown next
+piece instead and keeps the first placement of the best pair. :mod:`.cem` tunes the
 weights (``weights.json``) by the cross-entropy method.
 """
 
@@ -19,15 +19,9 @@ import numpy as np
 
 from rlbridge.agents.base import Agent
 from rlbridge.agents.tetris.expect import SecondPly, expected_values
-from rlbridge.environments.tetris.core import (
-    KINDS,
-    ORIENTATIONS,
-    TetrisCore,
-    distinct_rotations,
-    landing_row,
-    place,
-    spawn_column,
-)
+from rlbridge.environments.tetris.board import landing_row, place
+from rlbridge.environments.tetris.core import TetrisCore
+from rlbridge.environments.tetris.pieces import SEED_PIECES, PieceSet, pieces_of_extra
 from rlbridge.protocol.taskspec import TaskSpec, game_options
 from rlbridge.protocol.values import Value
 
@@ -41,8 +35,6 @@ BCTS_WEIGHTS = (-12.63, 6.60, -9.22, -19.77, -13.08, -10.49, -1.61, -24.04, 0.0,
 BLOCKED_SPAWN_PENALTY = -1e6
 #: Up to this many boards, pure-Python features beat numpy's per-call overhead.
 SMALL_BATCH = 24
-#: The kinds the hidden next piece may be (the expectation averages over them).
-ALL_KINDS = tuple(range(1, KINDS + 1))
 WEIGHTS_PATH = Path(__file__).with_name("weights.json")
 
 
@@ -103,23 +95,27 @@ def board_features(board: list[int], heights: list[int], cols: int, landing: flo
 
 
 class Placer:
-    """Generates and scores placements on a rows x cols board."""
+    """Generates and scores placements of ``piece_set`` on a rows x cols board."""
 
     def __init__(self, rows: int, cols: int, weights: np.ndarray, beam: int = 0,
-                 blocked_penalty: float = BLOCKED_SPAWN_PENALTY, expect: bool = False):
+                 blocked_penalty: float = BLOCKED_SPAWN_PENALTY, expect: bool = False,
+                 piece_set: PieceSet = SEED_PIECES):
         self.rows, self.cols, self.beam, self.expect = rows, cols, beam, expect
+        self.piece_set = piece_set
+        #: The kinds the hidden next piece may be (the expectation averages over them).
+        self.all_kinds = tuple(range(1, piece_set.kinds + 1))
         self.blocked_penalty = blocked_penalty
         self._tables: dict[tuple[int, ...], SecondPly] = {}
         self.weights = np.asarray(weights, dtype=float)
         self.full = (1 << cols) - 1
         self.bits = ((np.arange(1 << cols)[:, None] >> np.arange(cols)) & 1).astype(bool)
-        self.shapes = {k: [(r, ORIENTATIONS[k - 1][r]) for r in distinct_rotations(k)]
-                       for k in range(1, KINDS + 1)}
+        self.shapes = {k: [(r, piece_set.orientation(k, r)) for r in piece_set.distinct_rotations(k)]
+                       for k in self.all_kinds}
         # Spawn cells of each kind in the top rows packed like TetrisCore._top_rows.
         self.spawn_masks = [
-            sum(m << (i * cols + spawn_column(k, cols))
-                for i, m in enumerate(ORIENTATIONS[k - 1][0].masks))
-            for k in range(1, KINDS + 1)
+            sum(m << (i * cols + piece_set.spawn_column(k, cols))
+                for i, m in enumerate(piece_set.orientation(k, 0).masks))
+            for k in self.all_kinds
         ]
 
     def top_rows(self, board: list[int]) -> int:
@@ -210,7 +206,7 @@ class Placer:
         land1 = [first[i][3] for i in keep]
         erode1 = [first[i][4] for i in keep]
         if next_kind is None:
-            values = expected_values(self._ply(ALL_KINDS), boards, land1, erode1)
+            values = expected_values(self._ply(self.all_kinds), boards, land1, erode1)
         else:
             values = self._ply((next_kind,)).best_values(boards, land1, erode1)[:, 0]
             if not np.isfinite(values).any():
@@ -232,7 +228,7 @@ class Placer:
 def play_game(placer: Placer, rng: np.random.Generator, preview: bool = False,
               max_pieces: int | None = None) -> TetrisCore:
     """One game on the core; returns the finished (or capped) core."""
-    core = TetrisCore(placer.rows, placer.cols, rng)
+    core = TetrisCore(placer.rows, placer.cols, rng, piece_set=placer.piece_set)
     while not core.terminal and (max_pieces is None or core.pieces < max_pieces):
         action = placer.best(core.board, core.heights, core.kind,
                              core.next_kind if preview else None)
@@ -270,7 +266,8 @@ class PlacementAgent(Agent):
         rows, cols = task_spec.observations.arrays[0].shape
         self.preview = extra.get("preview") == "1" and self.search
         self.placer = Placer(rows, cols, load_weights(self.weights_path, self.preview),
-                             expect=self.expect and not self.preview)
+                             expect=self.expect and not self.preview,
+                             piece_set=pieces_of_extra(task_spec.extra))
 
     def act(self, observation: Value) -> Value:
         placer = self.placer

@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from rlbridge.agents.base import Agent
-from rlbridge.environments.tetris.core import ORIENTATIONS, column_heights, landing_row
+from rlbridge.environments.tetris.board import column_heights, landing_row
+from rlbridge.environments.tetris.pieces import SEED_PIECES, PieceSet, pieces_of_extra
 from rlbridge.protocol.taskspec import TaskSpec, game_options
 from rlbridge.protocol.values import Value
 
@@ -42,13 +43,14 @@ def two_row_state(board: list[int], cols: int) -> int:
     return board[rows - 1 - low] | board[rows - 2 - low] << cols
 
 
-def afterstate_keys(board: list[int], cols: int, kind: int, actions) -> list[int]:
+def afterstate_keys(board: list[int], cols: int, kind: int, actions,
+                    piece_set: PieceSet = SEED_PIECES) -> list[int]:
     """``normalize(pred_insta_drop2(a))`` for each placement action: joined, not cleared."""
     heights = column_heights(board, cols)
     keys = []
     for action in actions:
         rot, col = divmod(int(action), cols)
-        o = ORIENTATIONS[kind - 1][rot]
+        o = piece_set.orientation(kind, rot)
         row = landing_row(board, heights, o, col)
         joined = list(board)
         for i, mask in enumerate(o.masks):
@@ -90,6 +92,7 @@ class QLearningAgent(Agent):
         self.q: dict[int, dict[int, float]] = {}
         self.games = 0
         self.cols = 0
+        self.piece_set = SEED_PIECES
         if load:
             self.load(load)
         self._states: deque[int] = deque()
@@ -104,6 +107,7 @@ class QLearningAgent(Agent):
         if game_options(task_spec.extra, "tetris").get("actions", "placement") != "placement":
             raise ValueError("the Q-learning agent needs actions=placement")
         self.cols = task_spec.observations.arrays[0].shape[1]
+        self.piece_set = pieces_of_extra(task_spec.extra)
 
     # -- acting --------------------------------------------------------------------
     def _choose(self, observation: Value) -> tuple[int, int, int]:
@@ -111,7 +115,7 @@ class QLearningAgent(Agent):
         board = board_of(observation)
         state = two_row_state(board, self.cols)
         legal = np.flatnonzero(observation.arrays[1])
-        keys = afterstate_keys(board, self.cols, int(observation.ints[0]), legal)
+        keys = afterstate_keys(board, self.cols, int(observation.ints[0]), legal, self.piece_set)
         row = self.q.setdefault(state, {})
         for key in keys:
             row.setdefault(key, 0.0)

@@ -10,7 +10,7 @@ from rlbridge.bridge.palette import AIR, RGB, TEXT, WOOL_COLOURS, WOOL_RGB, lift
 
 
 class TetrisPiece(TypedDict):
-    kind: int  # 1..7
+    kind: int  # 1..5 with the seed's pieces, 1..7 with the tetrominoes
     cells: list[list[int]]  # [row, col] of each square; rows above the well are negative
 
 
@@ -27,8 +27,8 @@ class TetrisSnapshot(TypedDict):
     pieces: int
 
 
-#: The empty cell, then kinds 1..7 in the seed's wool colours (``wool <kind>``), each lifted
-#: toward white where it would not stand out on the dark well (gray, kind 7).
+#: The empty cell, then kinds 1..7 (either piece set) in the seed's wool colours (``wool <kind>``),
+#: each lifted toward white where it would not stand out on the dark well (gray, kind 7).
 TETRIS_EMPTY: RGB = (24, 24, 30)
 TETRIS_RGB: dict[int, RGB] = {k: lifted(WOOL_RGB[WOOL_COLOURS[k]], TETRIS_EMPTY) for k in range(1, 8)}
 GAME_OVER_BAND: RGB = (10, 10, 14)

@@ -7,15 +7,9 @@ from typing import Literal
 import numpy as np
 
 from rlbridge.environments.base import Environment, StepResult
-from rlbridge.environments.tetris.core import (
-    ACTION_MODES,
-    KINDS,
-    LOW_ACTIONS,
-    REWARD_MODES,
-    ROTATIONS,
-    TetrisCore,
-    score_bounds,
-)
+from rlbridge.environments.tetris.board import score_bounds
+from rlbridge.environments.tetris.core import ACTION_MODES, LOW_ACTIONS, REWARD_MODES, TetrisCore
+from rlbridge.environments.tetris.pieces import ROTATIONS, PieceSetName, piece_set_named
 from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
@@ -30,31 +24,35 @@ class TetrisEnv(Environment):
     """Tetris after seed 002 (the Malmo "Maltris" Q-learning report), 5 x 12 by default.
 
     Description:
-        The seven tetrominoes of the seed's ``tetris_game`` (kinds and colours 1-7:
-        T, S, Z, J, L, I, O) fall into a ``cols`` x ``rows`` well. Full rows clear.
-        Pieces are drawn uniformly from the seven kinds by the environment's
-        generator (the seed's ``rand(len(tetris_shapes))``).
+        Pieces fall into a ``cols`` x ``rows`` well; full rows clear. ``pieces=seed``
+        (default) plays the five pieces of the seed's game (Maltris's ``tetris_game``;
+        kinds and colours 1-5: monomino, domino, diagonal pair, L-tromino, O);
+        ``pieces=tetrominoes`` the seven tetrominoes (kinds 1-7: T, S, Z, J, L, I, O).
+        Pieces are drawn uniformly from the set by the environment's generator (the
+        seed's ``rand(len(tetris_shapes))``).
     Action space:
         ``actions=placement`` (default): one int ``rotation * cols + column`` in
         [0, 4*cols - 1]: turn the piece clockwise ``rotation`` times, put its
         bounding box's left edge at ``column`` and drop it straight down from the
         top row (the seed's ``pred_insta_drop2``). Legal when the turned piece is
         inside the walls and clear of blocks at the top row; all four rotations are
-        offered even when two give the same shape (O, I, S, Z).
+        offered even when two give the same shape (the O, the domino, the I...).
         ``actions=low``: one int in [0, 4]: 0 left, 1 right, 2 rotate clockwise
         (no wall kicks, as in the seed), 3 soft drop (one row; locks the piece when
         it cannot fall), 4 hard drop. Blocked moves change nothing; after ``gravity``
         moves in a row without a drop the piece falls one row by itself.
     Observation space:
-        ``ints``: piece kind (1-7), its rotation (0-3), bbox column and bbox row (the
-        falling piece; in placement mode always the spawn position), then, with
-        ``preview=1``, the next piece's kind (1-7).
+        ``ints``: piece kind (1-K, K = 5 or 7 kinds), its rotation (0-3), bbox column
+        and bbox row (the falling piece; in placement mode always the spawn position),
+        then, with ``preview=1``, the next piece's kind (1-K).
         ``arrays[0]``: int8 ``(rows, cols)`` board of locked blocks, 0 empty or the
-        colour 1-7 of the piece that left it, row 0 on top.
+        colour 1-K of the piece that left it, row 0 on top.
         ``arrays[1]``: bool legal-action mask (``legal_mask`` is 1), all false once
-        the game is over. EXTRA reads ``tetris rows=R cols=C actions=A preview=P reward=W``.
+        the game is over. EXTRA reads
+        ``tetris rows=R cols=C actions=A preview=P reward=W pieces=S``.
     Rewards:
-        ``reward=lines`` (default): lines cleared by the step (0-4).
+        ``reward=lines`` (default): lines cleared by the step (0-2 with the seed's
+        pieces, 0-4 with the tetrominoes).
         ``reward=shaped``: the seed's ``score(board)`` with ``rewards_map =
         {'inc_height': -20, 'clear_line': 30, 'holes': -20, 'top_height': -100}`` of
         the board with the piece joined (before full rows clear, as the seed scores
@@ -72,11 +70,14 @@ class TetrisEnv(Environment):
         preview: show the next piece in the observation (default off).
         reward: lines (default) | shaped | score, as above.
         gravity: low-level moves per one-row fall (2; low-level mode only).
+        pieces: seed (default: the seed game's monomino, domino, diagonal pair,
+            L-tromino and O) | tetrominoes (the seven tetrominoes).
     Departures from the seed:
         Full rows clear before the next piece spawns (the seed spawned first, so a
         line-clearing piece could end the game). The placement column is the turned
         piece's left edge both when predicting and when acting (the seed's
-        prediction used ``action[0] - piece_x + 1``, off by one for the flat I).
+        prediction used ``action[0] - piece_x + 1``, off by one for every piece whose
+        spawn column is not 1: the monomino, and the flat I among the tetrominoes).
         Pieces spawn at row 0 with the seed's ``int(cols/2 - width/2)``.
         ``level`` keeps the seed's meaning: it starts at 1 and rises with every new
         piece.
@@ -86,8 +87,10 @@ class TetrisEnv(Environment):
 
     def __init__(self, rows: int = 12, cols: int = 5,
                  actions: Literal["placement", "low"] = "placement", preview: bool = False,
-                 reward: Literal["lines", "shaped", "score"] = "lines", gravity: int = 2):
+                 reward: Literal["lines", "shaped", "score"] = "lines", gravity: int = 2,
+                 pieces: PieceSetName = "seed"):
         super().__init__()
+        self.piece_set = piece_set_named(pieces)
         self.rows, self.cols, self.gravity = rows, cols, gravity
         if actions not in ACTION_MODES:
             raise ValueError(f"option actions must be one of {ACTION_MODES}; got {actions!r}")
@@ -97,15 +100,17 @@ class TetrisEnv(Environment):
         self.preview = preview
         self.rng = np.random.default_rng()
         self.core: TetrisCore | None = None
-        TetrisCore(self.rows, self.cols, np.random.default_rng(0), reward, actions, self.gravity)
+        TetrisCore(self.rows, self.cols, np.random.default_rng(0), reward, actions, self.gravity,
+                   self.piece_set)
         num_actions = ROTATIONS * self.cols if actions == "placement" else len(LOW_ACTIONS)
-        ints = [Range(1, KINDS), Range(0, ROTATIONS - 1), Range(0, self.cols - 1),
+        kinds = self.piece_set.kinds
+        ints = [Range(1, kinds), Range(0, ROTATIONS - 1), Range(0, self.cols - 1),
                 Range(0, self.rows - 1)]
         if self.preview:
-            ints.append(Range(1, KINDS))
-        ints += [Range(0, KINDS, self.rows * self.cols), Range(0, 1, num_actions)]
+            ints.append(Range(1, kinds))
+        ints += [Range(0, kinds, self.rows * self.cols), Range(0, 1, num_actions)]
         if reward == "lines":
-            rewards = Range(0.0, 4.0)
+            rewards = Range(0.0, float(self.piece_set.tallest))
         else:
             low, high = score_bounds(self.rows, self.cols)
             rewards = Range(low - high, high - low) if reward == "shaped" else Range(low, high)
@@ -117,7 +122,7 @@ class TetrisEnv(Environment):
             actions=SpaceSpec(ints=(Range(0, num_actions - 1),)),
             rewards=rewards,
             extra=(f"tetris rows={self.rows} cols={self.cols} actions={actions} "
-                   f"preview={int(self.preview)} reward={reward}"),
+                   f"preview={int(self.preview)} reward={reward} pieces={self.piece_set.name}"),
             legal_mask=LEGAL_MASK_INDEX,
         )
         self._num_actions = num_actions
@@ -132,7 +137,7 @@ class TetrisEnv(Environment):
     def env_start(self) -> Value:
         self.file_outcome()
         self.core = TetrisCore(self.rows, self.cols, self.rng, self.reward, self.actions,
-                               self.gravity)
+                               self.gravity, self.piece_set)
         return self._observation()
 
     def env_step(self, action: Value) -> StepResult:
