@@ -153,16 +153,3 @@ def test_a_killed_sweep_resumes_and_a_crashing_trial_is_reported(tmp_path):
     assert "failed after 2 attempts" in resumed.stderr
     assert all(os.path.exists(out / row["log"]) for row in rows if row["status"] == "ok")
 
-
-def test_a_batched_sweep_equals_batched_runs_made_one_by_one(tmp_path):
-    out = tmp_path / "sweep"
-    done = rlbridge("sweep", "--games", "blackjack", "--agents", "random", "--seeds", "2",
-                    "--episodes", "30", "--batch", "4", "--out", str(out), "--quiet")
-    assert done.returncode == 0, done.stderr
-    rows = read_rows(str(out))
-    trials = Grid(["blackjack"], ["random"], [0, 1], 30, 0, batch=4).trials()
-    assert sorted(rows) == sorted(trial.id for trial in trials)
-    for trial in trials:
-        run = rlbridge("run", *trial.run_arguments(), "--quiet", timeout=120)
-        assert run.returncode == 0, run.stderr
-        assert comparable(rows[trial.id]["summary"]) == comparable(parse_summary_line(run.stdout))
