@@ -10,6 +10,7 @@ interval) or ``lines 17.3000 95% CI [15.2000, 19.4000]`` for a mean (normal inte
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -122,14 +123,27 @@ def query_outcome(env: RemoteEnvironment, episodes: int) -> Outcome | None:
     return Outcome.from_values(str(report.get("name", "outcome")), report["kind"], values)
 
 
-def run_experiment(env, agent, args, program) -> int:
-    """Drive ``program(experiment, episodes, max_steps, progress)``; print a summary."""
-    experiment = Experiment(env, agent, seed=args.seed)
+@contextlib.contextmanager
+def _logged_progress(experiment, args, total: int):
+    """The run's progress bar, and its message log when ``--log`` asks for one; both are
+    closed however the run ends."""
     log = None
     if args.log:
         from rlbridge.experiment.log.writer import attach_log
 
         log = attach_log(experiment, args.log, args)
+    progress = ProgressBar(total, "episodes", enabled=not args.quiet)
+    try:
+        yield progress
+    finally:
+        progress.close()
+        if log is not None:
+            log.close()
+
+
+def run_experiment(env, agent, args, program) -> int:
+    """Drive ``program(experiment, episodes, max_steps, progress)``; print a summary."""
+    experiment = Experiment(env, agent, seed=args.seed)
     returns: list[float] = []
     steps = [0]
 
@@ -138,16 +152,11 @@ def run_experiment(env, agent, args, program) -> int:
         steps[0] += experiment.RL_num_steps()
 
     experiment.observers.append(count)
-    progress = ProgressBar(args.episodes, "episodes", enabled=not args.quiet)
     started = time.monotonic()
-    try:
+    with _logged_progress(experiment, args, args.episodes) as progress:
         experiment.RL_init()
         program(experiment, args.episodes, args.max_steps, progress)
         experiment.RL_cleanup()
-    finally:
-        progress.close()
-        if log is not None:
-            log.close()
     elapsed = time.monotonic() - started
     mean = sum(returns) / len(returns) if returns else 0.0
     outcome = query_outcome(env, len(returns)) if returns else None
@@ -159,38 +168,28 @@ def run_batch_experiment(experiment, args) -> int:
     """Run a :class:`~rlbridge.experiment.batch_experiment.BatchExperiment` for
     ``args.episodes`` episodes (or ``args.batched_steps`` batched steps) with a progress bar;
     print the summary line, whose steps are instance steps."""
-    log = None
-    if args.log:
-        from rlbridge.experiment.log.writer import attach_log
-
-        log = attach_log(experiment, args.log, args)
     steps_mode = getattr(args, "batched_steps", 0) > 0
-    progress = ProgressBar(0 if steps_mode else args.episodes, "episodes",
-                           enabled=not args.quiet)
     shown = [0]
-
-    def advance(episodes_ended: int) -> None:
-        if episodes_ended > shown[0]:
-            progress.update(episodes_ended - shown[0])
-            shown[0] = episodes_ended
-
     started = time.monotonic()
-    try:
+    with _logged_progress(experiment, args, 0 if steps_mode else args.episodes) as progress:
+
+        def advance(episodes_ended: int) -> None:
+            if episodes_ended > shown[0]:
+                progress.update(episodes_ended - shown[0])
+                shown[0] = episodes_ended
+
         experiment.init()
         result = experiment.run(episodes=0 if steps_mode else args.episodes,
                                 num_steps=args.batched_steps if steps_mode else 0,
                                 max_steps=args.max_steps, on_progress=advance)
+        elapsed = time.monotonic() - started
+        outcome = None  # asked before cleanup, which ends the instances
+        if result.episodes.instance and experiment.remote:
+            outcome = pooled_outcome(experiment.shards, experiment.ranges,
+                                     result.episodes.instance)
         experiment.cleanup()
-    finally:
-        progress.close()
-        if log is not None:
-            log.close()
-    elapsed = time.monotonic() - started
     returns = result.episodes.total_reward
     mean = sum(returns) / len(returns) if returns else 0.0
-    outcome = None
-    if returns and experiment.remote:
-        outcome = pooled_outcome(experiment.shards, experiment.ranges, result.episodes.instance)
     print(Summary(len(returns), sum(result.episodes.num_steps), mean, elapsed, outcome).line(),
           flush=True)
     return 0

@@ -108,6 +108,9 @@ def test_eight_instances_count_as_eight_single_runs_with_their_seeds(
         assert any(not terminal for runs in expected.values() for terminal, _, _ in runs)
     summary = parse_summary_line(result.stdout)
     assert summary["episodes"] == episodes
+    # Minesweeper reports a win rate: one outcome per episode, over every instance.
+    assert summary["outcome"]["name"] == "win rate", result.stdout
+    assert summary["outcome"]["count"] == episodes, result.stdout
     assert summary["steps"] == sum(steps for runs in expected.values() for _, steps, _ in runs)
 
 
