@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 
 import numpy as np
 
@@ -241,10 +242,28 @@ def gym_vector(game: str, count: int, batched_steps: int, kind: str) -> tuple[fl
         vector.close()
 
 
-def _row(game: str, count: int, name: str, measured, baseline: float | None, target: str = "",
+def _paired(measure, bare, repeats: int) -> tuple[tuple[float, list[float]], float]:
+    """``measure()`` next to a fresh bare loop, ``repeats`` times: the run with the median
+    ratio, and that ratio. This machine's speed drifts by half from one run to the next
+    (the same bare loop measured 36,000 and 65,000 steps/s minutes apart), so a row is
+    compared with a baseline measured right before it, never with one from earlier."""
+    pairs = []
+    for _ in range(repeats):
+        baseline = bare()[0]
+        measured = measure()
+        pairs.append((measured[0] / baseline, measured))
+    pairs.sort(key=lambda pair: pair[0])
+    ratio, measured = pairs[len(pairs) // 2]
+    return measured, ratio
+
+
+def _row(game: str, count: int, name: str, measured, ratio: float | None, target: str = "",
          passed: bool | None = None) -> Figure:
+    """A row whose ``ratio`` was measured against its own adjacent baseline (see _paired);
+    the Figure's baseline is then the rate that ratio implies."""
     rate, latencies = measured
     p50, p99 = _percentiles(latencies)
+    baseline = None if ratio is None else rate / ratio
     return Figure(f"batched {game} N={count}", name, rate, "instance-steps/s", baseline, target,
                   passed, note=f"per batched step p50 {p50:,.0f} us, p99 {p99:,.0f} us")
 
@@ -254,37 +273,50 @@ def run(quick: bool = False) -> list[Figure]:
     two = len(cpus) >= 2
     figures: list[Figure] = []
     sizes = (1, 8) if quick else SIZES
+    repeats = 1 if quick else 3
     with tempfile.TemporaryDirectory(prefix="rlbridge-batched-") as directory:
         for game in GAMES:
             for count in sizes:
                 batched_steps = math.ceil((2_000 if quick else INSTANCE_STEPS) / count)
-                bare = bare_loop(game, count, batched_steps)
-                base = bare[0]
-                figures.append(_row(game, count, "bare in-process loop (the limit)", bare, None))
-                figures.append(_row(game, count, "in process, batched",
-                                    in_process_batched(game, count, batched_steps), base))
-                figures.append(_row(game, count, "environment side alone, hot (the floor)",
-                                    environment_side(game, count, batched_steps), base))
-                one_cpu = processes(game, count, batched_steps, shards=1, groups=1,
-                                    env_cpus=[{cpus[-1]}], agent_cpus={cpus[-1]},
-                                    directory=directory)
-                figures.append(_row(game, count, "3 processes, 1 CPU, 1 group", one_cpu, base))
+                workload = (game, count, batched_steps)
+                bare = partial(bare_loop, *workload)
+                figures.append(_row(game, count, "bare in-process loop (the limit)", bare(), None))
+                rows = [("in process, batched", partial(in_process_batched, *workload), ""),
+                        ("environment side alone, hot (the floor)",
+                         partial(environment_side, *workload), ""),
+                        ("3 processes, 1 CPU, 1 group",
+                         partial(processes, *workload, shards=1, groups=1, env_cpus=[{cpus[-1]}],
+                                 agent_cpus={cpus[-1]}, directory=directory), "")]
                 if two and count >= 2:
-                    rate = processes(game, count, batched_steps, shards=1, groups=2,
-                                     env_cpus=[{cpus[0]}], agent_cpus={cpus[1]},
-                                     directory=directory)
-                    target = ">= 0.8x" if count == 64 else ""
-                    figures.append(_row(game, count, "3 processes, 2 CPUs, 2 groups", rate, base,
-                                        target, rate[0] >= 0.8 * base if target else None))
-                    if count == 64:
-                        shards = processes(game, count, batched_steps, shards=2, groups=1,
-                                           env_cpus=[{cpus[0]}, {cpus[1]}],
-                                           agent_cpus=set(cpus[:2]), directory=directory)
-                        figures.append(_row(game, count, "2 shards, 2 CPUs (against 1 shard, "
-                                            "1 CPU)", shards, one_cpu[0], ">= 1.3x",
-                                            shards[0] >= 1.3 * one_cpu[0]))
-                for kind, label in VECTOR_ENVS.items():
-                    if kind != "async" or count <= 8:
-                        figures.append(_row(game, count, label,
-                                            gym_vector(game, count, batched_steps, kind), base))
+                    rows.append(("3 processes, 2 CPUs, 2 groups",
+                                 partial(processes, *workload, shards=1, groups=2,
+                                         env_cpus=[{cpus[0]}], agent_cpus={cpus[1]},
+                                         directory=directory),
+                                 ">= 0.8x" if count == 64 else ""))
+                rows += [(label, partial(gym_vector, *workload, kind), "")
+                         for kind, label in VECTOR_ENVS.items() if kind != "async" or count <= 8]
+                for name, measure, target in rows:
+                    measured, ratio = _paired(measure, bare, repeats)
+                    figures.append(_row(game, count, name, measured, ratio, target,
+                                        ratio >= 0.8 if target else None))
+                if two and count == 64:
+                    figures.append(_shards_row(game, count, batched_steps, cpus, directory,
+                                               repeats))
     return figures
+
+
+def _shards_row(game: str, count: int, batched_steps: int, cpus: list[int], directory: str,
+                repeats: int) -> Figure:
+    """Two shards on two CPUs against one shard on one CPU, each pair measured together."""
+    def one_shard():
+        return processes(game, count, batched_steps, shards=1, groups=1, env_cpus=[{cpus[-1]}],
+                         agent_cpus={cpus[-1]}, directory=directory)
+
+    def two_shards():
+        return processes(game, count, batched_steps, shards=2, groups=1,
+                         env_cpus=[{cpus[0]}, {cpus[1]}], agent_cpus=set(cpus[:2]),
+                         directory=directory)
+
+    measured, ratio = _paired(two_shards, one_shard, repeats)
+    return _row(game, count, "2 shards, 2 CPUs (against 1 shard, 1 CPU)", measured, ratio,
+                ">= 1.3x", ratio >= 1.3)
