@@ -3,8 +3,9 @@
 import os
 import subprocess
 import sys
+import time
 
-from rlbridge.bench import core
+from rlbridge.bench import core, per_step_cpu
 from rlbridge.experiment.runner import cpu_set, start_child
 
 
@@ -25,3 +26,23 @@ def test_start_child_places_every_thread_before_exec():
     child = start_child([sys.executable, "-c", script], {cpu}, stdout=subprocess.PIPE, text=True)
     out, _ = child.communicate(timeout=30)
     assert out.strip() == str([cpu])
+
+
+def test_process_cpu_reads_the_cpu_time_of_every_thread():
+    before = per_step_cpu.process_cpu_s(os.getpid())
+    spent = time.process_time()
+    while time.process_time() - spent < 0.1:  # 100 ms of work: ten clock ticks
+        pass
+    assert per_step_cpu.process_cpu_s(os.getpid()) - before >= 0.05
+
+
+def test_cpu_per_step_of_each_side_is_measured_on_real_processes(tmp_path):
+    sides = per_step_cpu.per_side(str(tmp_path), 3000, 1, cpu_set("shared"))
+    assert set(sides) == {"raw", "floor", "rlbridge"}
+    # Each side spends some CPU on every trip; 3000 trips take far more than a clock tick.
+    for client_us, server_us in sides.values():
+        assert client_us > 0 and server_us > 0
+    rows = core.cpu_figures(sides)
+    assert [row.value for row in rows] == list(sides["rlbridge"])
+    assert [row.baseline for row in rows] == list(sides["floor"])
+    assert all(row.target == "<= 40 us" for row in rows)
