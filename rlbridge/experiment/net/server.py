@@ -53,6 +53,7 @@ from rlbridge.experiment.net.transport import (
     DelimitedIdentity,
     TooManyFrames,
     recv_request,
+    send_message,
     send_reply,
     server_socket,
 )
@@ -196,7 +197,7 @@ class RequestServer:
             body = act(message, arguments, out_frames, identity)
             self.state = self.next_state(self.state, msg_type, body, True)
             self._follow_session(msg_type, identity)
-            send_reply(self.socket, identity, encode(msg_type, seq, episode, body, out_frames))
+            send_message(self.socket, identity, msg_type, seq, episode, body, out_frames)
         except Exception as err:  # bad input, or the served object's own bug: keep serving
             self._failed(identity, payload, decoded, acting, msg_type, seq, episode, err)
 
@@ -416,7 +417,7 @@ class AgentServer(RequestServer):
             out_frames: list = []
             body = encode_value(self.agent.agent_step(reward, observation), out_frames)
             self.state = _AFTER_AGENT_STEP[state]
-            send_reply(self.socket, identity, encode(_AGENT_STEP, seq, episode, body, out_frames))
+            send_message(self.socket, identity, _AGENT_STEP, seq, episode, body, out_frames)
         except Exception as err:  # as RequestServer.handle: reply, keep serving
             self._failed(identity, payload, True, acting, _AGENT_STEP, seq, episode, err)
 
