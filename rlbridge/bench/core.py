@@ -298,10 +298,11 @@ def cpu_figures(sides: dict[str, tuple[float, float]]) -> list[Figure]:
     """(e): rlbridge's CPU per step on each side against the same side of (a) and (a2)."""
     figures = []
     for index, (process, role) in enumerate((("environment", "client"), ("agent", "server"))):
-        value, raw, floor = (sides[name][index] for name in ("rlbridge", "raw", "floor"))
+        value, raw, floor, over = (sides[name][index]
+                                   for name in ("rlbridge", "raw", "floor", "over floor"))
         figures.append(Figure(
             "cpu", f"(e) CPU per step, {process} process, countdown, ipc", value, "us/step",
             baseline=floor, target=f"<= {TARGET_US:.0f} us", passed=value <= TARGET_US,
             note=f"same run: raw REQ/REP {role} {raw:.1f} us, floor (a2) {role} {floor:.1f} us "
-                 f"(the baseline)"))
+                 f"(the baseline); each round's floor {over:+.1f} us (median)"))
     return figures

@@ -166,7 +166,9 @@ def rlbridge_cpu(directory: str, steps: int, cpus) -> tuple[float, float]:
 
 def per_side(directory: str, steps: int, rounds: int, cpus) -> dict[str, tuple[float, float]]:
     """Each pair's median CPU microseconds per step, (client or environment, server or
-    agent), over ``rounds`` interleaved runs of ``steps`` round trips each."""
+    agent), over ``rounds`` interleaved runs of ``steps`` round trips each; and, as
+    "over floor", the median of each round's rlbridge figure less that round's floor, which
+    moves least when the load on the machine does."""
     runs = {
         "raw": lambda: raw_cpu(f"ipc://{directory}/cpu-raw.sock", steps, cpus),
         "floor": lambda: floor_cpu(f"ipc://{directory}/cpu-floor.sock", steps, cpus),
@@ -176,6 +178,9 @@ def per_side(directory: str, steps: int, rounds: int, cpus) -> dict[str, tuple[f
     for _ in range(rounds):
         for name, measure in runs.items():
             results[name].append(measure())
+    results["over floor"] = [(mine[0] - floor[0], mine[1] - floor[1])
+                             for mine, floor in zip(results["rlbridge"], results["floor"],
+                                                    strict=True)]
     return {name: (float(np.median([r[0] for r in values])),
                    float(np.median([r[1] for r in values])))
             for name, values in results.items()}
