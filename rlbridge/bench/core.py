@@ -9,14 +9,20 @@ Figures (issue "Core", "Speed"):
   (c) the in-process mode, as microseconds per step over the environment's and agent's
       own work;
   (d) observations of 100 B, 20 KB and 1 MB, each against a raw zero-copy ping-pong of
-      the same size.
+      the same size;
+  (e) CPU time per step of the environment process and of the agent process on the 1-int
+      countdown, next to the same figure for each side of (a) and (a2) (per_step_cpu.py).
 All processes share one CPU, as `rlbridge run` places them by default.
+
+Wall-time figures (a) to (d) move with whatever else the machine runs. CPU time, unlike
+wall time, stays meaningful while other jobs load the machine: a process is charged only
+for the time it runs, not for the time it waits for the CPU. So (e) is the figure to
+compare across runs and machine states; other load still slows it somewhat (caches).
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,53 +32,18 @@ import numpy as np
 import zmq
 
 from rlbridge.agents.random_agent import RandomAgent
+from rlbridge.bench.per_step_cpu import FLOOR_SERVER, RAW_SERVER, TARGET_US, per_side, spawn
 from rlbridge.bench.report import Figure
 from rlbridge.environments.toy import GridWalk
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.experiment.placement import AUTO, placed
-from rlbridge.experiment.runner import start_child, stop_peers, watcher_cpus
-
-_RAW_SERVER = r"""
-import sys, zmq
-ctx = zmq.Context()
-sock = ctx.socket(zmq.REP)
-sock.bind(sys.argv[1])
-reply = b"r" * int(sys.argv[2])
-while True:
-    msg = sock.recv(copy=False)
-    if len(msg) == 4 and msg.bytes == b"stop":
-        sock.send(b"")
-        break
-    sock.send(reply, copy=False)
-"""
-
-
-#: The least a pair of Python peers can do per step: a ROUTER that msgpack-decodes each
-#: request and encodes a reply, with no checks and no environment or agent behind it.
-_FLOOR_SERVER = r"""
-import sys, zmq, msgpack
-sock = zmq.Context().socket(zmq.ROUTER)
-sock.bind(sys.argv[1])
-pack, unpack = msgpack.Packer(use_bin_type=True).pack, msgpack.unpackb
-while True:
-    identity = sock.recv()
-    frame = sock.recv(copy=False)
-    request = unpack(frame.bytes)
-    sock.send(identity, zmq.SNDMORE)
-    sock.send(pack([1, request[1], request[2], request[3], [[1], [], "", []]]))
-    if request[1] == 4:
-        break
-"""
-
-
-def _spawn(command: list[str], cpus) -> subprocess.Popen:
-    return start_child(command, cpus, stderr=subprocess.DEVNULL)
+from rlbridge.experiment.runner import stop_peers, watcher_cpus
 
 
 def raw_ping_pong(address: str, request_bytes: int, reply_bytes: int, seconds: float, cpus):
     """Round trips per second and per-trip latencies of a bare REQ/REP pair."""
-    server = _spawn([sys.executable, "-c", _RAW_SERVER, address, str(reply_bytes)], cpus)
+    server = spawn([sys.executable, "-c", RAW_SERVER, address, str(reply_bytes)], cpus)
     sock = zmq.Context.instance().socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.RCVTIMEO, 10000)
@@ -103,7 +74,7 @@ def python_floor(address: str, seconds: float, cpus):
     """Round trips per second of the least per-step work two Python peers can do: the
     client msgpack-encodes an AGENT_STEP-shaped request with a 4x4 int8 array, the server
     decodes it and encodes a reply, over DEALER/ROUTER, with no checks."""
-    server = _spawn([sys.executable, "-c", _FLOOR_SERVER, address], cpus)
+    server = spawn([sys.executable, "-c", FLOOR_SERVER, address], cpus)
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.RCVTIMEO, 10000)
@@ -149,10 +120,10 @@ def rlbridge_three_processes(transport: str, env_name: str, env_opts: list[str],
     if viewer:  # a headless viewer subscribed before the first step (--wait-viewer-ms)
         view_addr = f"ipc://{directory}/view.sock"
         opts += ["--publish", view_addr, "--wait-viewer-ms", "30000"]
-    children = [_spawn([*python, "env", env_name, "--bind", env_addr, *opts], cpus),
-                _spawn([*python, "agent", "random", "--bind", agent_addr], cpus)]
+    children = [spawn([*python, "env", env_name, "--bind", env_addr, *opts], cpus),
+                spawn([*python, "agent", "random", "--bind", agent_addr], cpus)]
     if viewer:
-        children.append(_spawn([*python, "view", view_addr, "--headless", "--idle-timeout",
+        children.append(spawn([*python, "view", view_addr, "--headless", "--idle-timeout",
                                 "3"], watcher_cpus(cpus)))
     original_cpus = os.sched_getaffinity(0)
     if cpus:
@@ -323,4 +294,20 @@ def measure(quick: bool, cpus: set[int]) -> list[Figure]:
                 baseline=raw_rate, target=">= 0.5x" if big else "",
                 passed=(rate / raw_rate >= 0.5) if big else None,
                 note=_lat_note(lat, episode_means)))
+        # Many short rounds: their median shrugs off a passing burst of other load.
+        figures += cpu_figures(per_side(d, 5_000 if quick else 10_000, 3 if quick else 7, cpus))
+    return figures
+
+
+def cpu_figures(sides: dict[str, tuple[float, float]]) -> list[Figure]:
+    """(e): rlbridge's CPU per step on each side against the same side of (a) and (a2)."""
+    figures = []
+    for index, (process, role) in enumerate((("environment", "client"), ("agent", "server"))):
+        value, raw, floor, over = (sides[name][index]
+                                   for name in ("rlbridge", "raw", "floor", "over floor"))
+        figures.append(Figure(
+            "cpu", f"(e) CPU per step, {process} process, countdown, ipc", value, "us/step",
+            baseline=floor, target=f"<= {TARGET_US:.0f} us", passed=value <= TARGET_US,
+            note=f"same run: raw REQ/REP {role} {raw:.1f} us, floor (a2) {role} {floor:.1f} us "
+                 f"(the baseline); each round's floor {over:+.1f} us (median)"))
     return figures

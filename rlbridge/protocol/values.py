@@ -169,11 +169,25 @@ def decode_value(raw: Any, frames: list | tuple = ()) -> Value:
     return _new_tuple(Value, (tuple(ints), tuple(doubles), chars, decoded))
 
 
+def typed_value(wire: tuple) -> Value:
+    """The Value of a frame's value that a typed decoder (typed.py) has checked already; only
+    its arrays' dtypes, shapes and sizes are left, checked as decode_value checks them."""
+    arrays = wire[3]
+    if not arrays:
+        # (ints, doubles, chars, ()) as tuples of checked items: already a Value's fields.
+        return _new_tuple(Value, wire)
+    decoded = tuple([_array(dtype, shape, data, ()) for dtype, shape, data in arrays])
+    return _new_tuple(Value, (wire[0], wire[1], wire[2], decoded))
+
+
 def decode_array(entry: Any, frames: list | tuple) -> np.ndarray:
     """One array from its wire form ``[dtype, shape, data]`` (``data`` bin or a frame index)."""
     if type(entry) is not list or len(entry) != 3:
         raise ProtocolError("an array must be [dtype, shape, data]")
-    dtype, shape, data = entry
+    return _array(entry[0], entry[1], entry[2], frames)
+
+
+def _array(dtype: Any, shape: Any, data: Any, frames: list | tuple) -> np.ndarray:
     array_dtype = _DTYPES.get(dtype) if type(dtype) is str else None
     if array_dtype is None:
         raise ProtocolError(f"array dtype {dtype!r} is not one of {WIRE_DTYPES}")

@@ -3,8 +3,11 @@
 import os
 import subprocess
 import sys
+import time
 
-from rlbridge.bench import core
+import pytest
+
+from rlbridge.bench import core, per_step_cpu
 from rlbridge.experiment.runner import start_child
 
 
@@ -25,3 +28,26 @@ def test_start_child_places_every_thread_before_exec():
     child = start_child([sys.executable, "-c", script], {cpu}, stdout=subprocess.PIPE, text=True)
     out, _ = child.communicate(timeout=30)
     assert out.strip() == str([cpu])
+
+
+def test_process_cpu_reads_the_cpu_time_of_every_thread():
+    before = per_step_cpu.process_cpu_s(os.getpid())
+    spent = time.process_time()
+    while time.process_time() - spent < 0.1:  # 100 ms of work: ten clock ticks
+        pass
+    assert per_step_cpu.process_cpu_s(os.getpid()) - before >= 0.05
+
+
+def test_cpu_per_step_of_each_side_is_measured_on_real_processes(tmp_path):
+    sides = per_step_cpu.per_side(str(tmp_path), 3000, 1, {min(os.sched_getaffinity(0))})
+    assert set(sides) == {"raw", "floor", "rlbridge", "over floor"}
+    # Each side spends some CPU on every trip; 3000 trips take far more than a clock tick.
+    for name in ("raw", "floor", "rlbridge"):
+        assert min(sides[name]) > 0
+    # With one round, the median of the differences is the difference.
+    assert sides["over floor"] == pytest.approx(
+        (sides["rlbridge"][0] - sides["floor"][0], sides["rlbridge"][1] - sides["floor"][1]))
+    rows = core.cpu_figures(sides)
+    assert [row.value for row in rows] == list(sides["rlbridge"])
+    assert [row.baseline for row in rows] == list(sides["floor"])
+    assert all(row.target == "<= 40 us" for row in rows)

@@ -33,11 +33,13 @@ from rlbridge.protocol.errors import (
     WrongState,
 )
 from rlbridge.protocol.messages import MessageType, encode, read_int
-from rlbridge.protocol.values import decode_value, encode_value
+from rlbridge.protocol.typed import WireValue, decoder
+from rlbridge.protocol.values import decode_value, encode_value, typed_value
 
 T = MessageType
 AGENT_START, AGENT_STEP, AGENT_END = int(T.AGENT_START), int(T.AGENT_STEP), int(T.AGENT_END)
-#: The bounds of DELEGATE's step_timeout_ms: the longest one agent call may take.
+#: The agent's usual reply to AGENT_STEP, an action, decoded and checked in one call.
+_TYPED_ACTION = decoder(AGENT_STEP, WireValue)
 
 
 class EpisodeRunner:
@@ -160,12 +162,13 @@ class EpisodeRunner:
             out = []
             body = [float(reward), encode_value(result[1], out)]
             try:  # inline rather than _call: this is the per-step path
-                reply = request(AGENT_STEP, body, out)
+                reply = request(AGENT_STEP, body, out, typed=_TYPED_ACTION)
             except PeerTimeout:
                 raise
             except RLBridgeError as err:
                 raise PeerError(str(err), int(err.code)) from None
-            action = decode_value(reply.body, reply.frames)
+            body = reply.body  # a tuple only from the typed decoder: checked but for arrays
+            action = typed_value(body) if type(body) is tuple else decode_value(body, reply.frames)
             now = monotonic()
             if now >= next_beat:
                 next_beat = now + heartbeat_s

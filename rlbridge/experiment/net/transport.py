@@ -33,12 +33,15 @@ from rlbridge.protocol.messages import (
     MAX_MESSAGE_BYTES,
     MAX_MESSAGE_FRAMES,
     PROTOCOL_VERSION,
+    Envelope,
     Hello,
     MessageType,
     decode,
-    encode,
+    pack,
     read_hello,
 )
+from rlbridge.protocol.typed import Mismatch
+from rlbridge.protocol.values import _new_tuple
 
 #: Plain ints: pyzmq's enum operators cost microseconds per message.
 _SNDMORE = int(zmq.SNDMORE)
@@ -240,6 +243,22 @@ def send_reply(socket, identity: bytes, frames: list) -> None:
         _send_frame(socket, frame, 0 if index == last else _SNDMORE, index == 0)
 
 
+def send_message(socket, identity: bytes, msg_type: int, seq: int, episode: int, body,
+                 frames: list) -> None:
+    """``send_reply(socket, identity, encode(msg_type, seq, episode, body, frames))`` in one
+    Python call, as servers answer every request (a call fewer per reply: see
+    AgentServer.handle for what one is worth). The envelope is packed before any frame
+    goes out, so a body msgpack refuses sends nothing."""
+    head = pack([PROTOCOL_VERSION, msg_type, seq, episode, body])
+    if frames:
+        send_reply(socket, identity, [head, *frames])
+        return
+    _send_frame(socket, identity, _SNDMORE)
+    if type(identity) is DelimitedIdentity:
+        _send_frame(socket, b"", _SNDMORE)
+    _send_frame(socket, head)
+
+
 def describe(msg_type: int) -> str:
     return CALL_NAMES.get(msg_type, f"message type {msg_type}")
 
@@ -319,27 +338,90 @@ class RequestClient:
 
     def request(self, msg_type: int, body=None, frames: list | None = None, *,
                 timeout_ms: int | None = None, stop: Callable[[], bool] | None = None,
-                record: bool = True):
+                record: bool = True, typed: Callable[[bytes], tuple] | None = None):
         """Send a request and return the reply Envelope; raise the peer's error or PeerTimeout.
 
         With ``stop``, the wait goes in slices of ``POLL_INTERVAL_MS`` and ends early when
-        ``stop()`` says True (see :meth:`hello`)."""
+        ``stop()`` says True (see :meth:`hello`). With ``typed`` (a decoder of typed.py for
+        the reply's usual shape), a reply of that shape comes back with its body as the
+        decoder's checked tuple, anything else with the plain body of the general path."""
+        seq = self.send_request(msg_type, body, frames, record=record)
+        first = None
+        if typed is not None and timeout_ms is None and stop is None:
+            # The per-step path, in this one Python frame (recv_message inlined): the reply,
+            # when it is the next message and has its usual shape, is checked in the decoding
+            # call; anything else (a heartbeat, an ERROR, a stale reply) goes to _receive.
+            socket = self.socket
+            try:
+                frame = _recv_frame(socket, 0, False)
+            except zmq.Again:
+                raise PeerTimeout(self.timeout_text(msg_type)) from None
+            payload = frame.bytes
+            if frame.more:
+                first = (payload, _recv_extra_frames(socket))
+            else:
+                first = (payload, ())
+                try:
+                    fits = typed(payload)
+                except Mismatch:
+                    fits = None
+                if fits is not None and fits[2] == seq and len(payload) <= self.max_message_bytes:
+                    if record and self.recorder is not None:
+                        self.recorder("received", self.peer_role, msg_type, seq, self.episode,
+                                      self.step, payload, ())
+                    return _new_tuple(Envelope, (*fits, ()))
+        return self.receive_reply(seq, msg_type, timeout_ms, stop=stop, record=record,
+                                  first=first)
+
+    def send_request(self, msg_type: int, body=None, frames: list | None = None, *,
+                     record: bool = True) -> int:
+        """Send a request without waiting for its reply; returns its seq for
+        :meth:`receive_reply`. Several may be outstanding: a batched environment sends one
+        group's request while the agent answers another's (PROTOCOL.md 16.6)."""
         self.seq = seq = self.seq + 1
-        out = encode(msg_type, seq, self.episode, body, frames)
-        socket = self.socket
+        # encode() inlined, with the envelope's frame apart from any array frames: with it,
+        # the environment's CPU per step of a delegated countdown fell from 90.0 to 85.0 us
+        # (side by side with the old code on one loaded CPU, median of 8 runs).
+        head = pack([PROTOCOL_VERSION, msg_type, seq, self.episode, body])
         recorder = self.recorder if record else None  # record=False: left out of the log
         if recorder is not None:  # before sending, so the log keeps wire order
-            recorder("sent", self.peer_role, msg_type, seq, self.episode, self.step, out[0],
-                     tuple(out[1:]))
+            recorder("sent", self.peer_role, msg_type, seq, self.episode, self.step, head,
+                     tuple(frames) if frames else ())
         try:
             if frames:
-                socket.send_multipart(out, copy=False)
+                self.socket.send_multipart([head, *frames], copy=False)
             else:
-                _send_frame(socket, out[0])
+                _send_frame(self.socket, head)
         except zmq.Again:
             raise PeerTimeout(f"{self.peer_role} at {self.address} could not be reached to send "
                               f"{describe(msg_type)} within {self.timeout_ms} ms (episode "
                               f"{self.episode}, step {self.step})") from None
+        return seq
+
+    def receive_reply(self, seq: int, msg_type: int, timeout_ms: int | None = None, *,
+                      stop: Callable[[], bool] | None = None, record: bool = True,
+                      first: tuple | None = None):
+        """The reply to the request ``seq`` that :meth:`send_request` sent, each message
+        awaited at most ``timeout_ms`` (default: the client's), after ``first`` (a message
+        already received as ``(payload, extra_frames)``). Replies come in the order of their
+        requests, so anything older is a stale reply and is dropped; heartbeats go to
+        ``on_heartbeat``. A reply of another type raises the peer's error."""
+        reply, payload = self._receive(msg_type, seq, timeout_ms, stop, first)
+        if record and self.recorder is not None:
+            self.recorder("received", self.peer_role, reply.type, seq, self.episode, self.step,
+                          payload, reply.frames)
+        if reply.type != msg_type:
+            if reply.type == ERROR:
+                raise _remote_error(reply.body, self.peer_role, self.address)
+            raise ProtocolError(f"{self.peer_role} at {self.address} answered "
+                                f"{describe(msg_type)} with {describe(reply.type)}")
+        return reply
+
+    def _receive(self, msg_type: int, seq: int, timeout_ms: int | None,
+                 stop: Callable[[], bool] | None, first: tuple | None):
+        """The reply to request ``seq`` and its first frame, after ``first`` and whatever
+        comes next; heartbeats go to ``on_heartbeat`` and stale replies are dropped."""
+        socket = self.socket
         other_timeout = timeout_ms is not None and timeout_ms != self.timeout_ms
         deadline = 0.0
         if stop is not None:
@@ -351,91 +433,27 @@ class RequestClient:
             socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
         try:
             while True:
-                try:
-                    payload, extra = recv_message(socket)
-                except zmq.Again:
-                    if stop is not None and not stop() and time.monotonic() < deadline:
-                        continue
-                    raise PeerTimeout(self.timeout_text(msg_type, timeout_ms)) from None
+                if first is not None:
+                    (payload, extra), first = first, None
+                else:
+                    try:
+                        payload, extra = recv_message(socket)
+                    except zmq.Again:
+                        if stop is not None and not stop() and time.monotonic() < deadline:
+                            continue
+                        raise PeerTimeout(self.timeout_text(msg_type, timeout_ms)) from None
                 try:
                     reply = decode(payload, extra, max_bytes=self.max_message_bytes)
                 except VersionMismatch as err:
                     raise VersionMismatch(f"{self.peer_role} at {self.address}: {err}") from None
                 if reply.seq == seq and reply.type != HEARTBEAT:
-                    break
+                    return reply, payload
                 if reply.type == HEARTBEAT and self.on_heartbeat is not None:
                     self.on_heartbeat(reply)
                 # otherwise a stale reply or a heartbeat: keep waiting for ours
         finally:
             if other_timeout:
                 socket.setsockopt(zmq.RCVTIMEO, self.timeout_ms)
-        if recorder is not None:
-            recorder("received", self.peer_role, reply.type, seq, self.episode, self.step,
-                     payload, reply.frames)
-        if reply.type != msg_type:
-            if reply.type == ERROR:
-                raise _remote_error(reply.body, self.peer_role, self.address)
-            raise ProtocolError(
-                f"{self.peer_role} at {self.address} answered {describe(msg_type)} "
-                f"with {describe(reply.type)}"
-            )
-        return reply
-
-    def send_request(self, msg_type: int, body=None, frames: list | None = None) -> int:
-        """Send a request without waiting for its reply; returns its seq for
-        :meth:`receive_reply`. Several may be outstanding: a batched environment sends one
-        group's request while the agent answers another's (PROTOCOL.md 16.6)."""
-        self.seq = seq = self.seq + 1
-        out = encode(msg_type, seq, self.episode, body, frames)
-        if self.recorder is not None:
-            self.recorder("sent", self.peer_role, msg_type, seq, self.episode, self.step, out[0],
-                          tuple(out[1:]))
-        try:
-            if frames:
-                self.socket.send_multipart(out, copy=False)
-            else:
-                _send_frame(self.socket, out[0])
-        except zmq.Again:
-            raise PeerTimeout(f"{self.peer_role} at {self.address} could not be reached to send "
-                              f"{describe(msg_type)} within {self.timeout_ms} ms (episode "
-                              f"{self.episode}, step {self.step})") from None
-        return seq
-
-    def receive_reply(self, seq: int, msg_type: int, timeout_ms: int | None = None):
-        """The reply to the request ``seq`` that :meth:`send_request` sent, each message
-        awaited at most ``timeout_ms`` (default: the client's). Replies come in the order of
-        their requests, so anything older is a stale reply and is dropped; heartbeats go to
-        ``on_heartbeat``."""
-        socket = self.socket
-        other_timeout = timeout_ms is not None and timeout_ms != self.timeout_ms
-        if other_timeout:
-            socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
-        try:
-            while True:
-                try:
-                    payload, extra = recv_message(socket)
-                except zmq.Again:
-                    raise PeerTimeout(self.timeout_text(msg_type, timeout_ms)) from None
-                try:
-                    reply = decode(payload, extra, max_bytes=self.max_message_bytes)
-                except VersionMismatch as err:
-                    raise VersionMismatch(f"{self.peer_role} at {self.address}: {err}") from None
-                if reply.seq == seq and reply.type != HEARTBEAT:
-                    break
-                if reply.type == HEARTBEAT and self.on_heartbeat is not None:
-                    self.on_heartbeat(reply)
-        finally:
-            if other_timeout:
-                socket.setsockopt(zmq.RCVTIMEO, self.timeout_ms)
-        if self.recorder is not None:
-            self.recorder("received", self.peer_role, reply.type, seq, self.episode, self.step,
-                          payload, reply.frames)
-        if reply.type != msg_type:
-            if reply.type == ERROR:
-                raise _remote_error(reply.body, self.peer_role, self.address)
-            raise ProtocolError(f"{self.peer_role} at {self.address} answered "
-                                f"{describe(msg_type)} with {describe(reply.type)}")
-        return reply
 
     on_heartbeat = None
     progress_step = 0  # the step a delegated episode last reported in a heartbeat
