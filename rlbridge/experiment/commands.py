@@ -147,7 +147,8 @@ def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from rlbridge.experiment.net.server import AgentServer, EnvironmentServer
+    from rlbridge.experiment.net.agent_server import AgentServer
+    from rlbridge.experiment.net.env_server import EnvironmentServer
 
     registry = ENVIRONMENTS if args.role == "environment" else AGENTS
     try:

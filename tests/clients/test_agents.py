@@ -18,8 +18,8 @@ import zmq
 
 from rlbridge.cli import main
 from rlbridge.experiment.log.reader import LogReader
+from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.curve import CurveKeys, create_keys
-from rlbridge.experiment.net.transport import RequestClient
 from rlbridge.protocol.errors import ErrorCode, PeerTimeout
 from rlbridge.protocol.messages import MessageType
 

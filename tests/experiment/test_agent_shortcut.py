@@ -14,7 +14,8 @@ import numpy as np
 import zmq
 
 from rlbridge.agents.base import Agent
-from rlbridge.experiment.net.server import AgentServer, RequestServer
+from rlbridge.experiment.net.agent_server import AgentServer
+from rlbridge.experiment.net.server import RequestServer
 from rlbridge.experiment.net.transport import recv_request
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.messages import MessageType, encode

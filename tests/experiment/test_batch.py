@@ -23,7 +23,7 @@ from rlbridge.experiment.batch_experiment import BatchExperiment
 from rlbridge.experiment.driver import parse_summary_line
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import read_episodes, verify
-from rlbridge.experiment.net.transport import RequestClient
+from rlbridge.experiment.net.client import RequestClient
 from rlbridge.options import build
 from rlbridge.protocol.batch import Batch, EnvCall, encode_batch, encode_column, instance_seed
 from rlbridge.protocol.errors import ErrorCode, InvalidAction, ProtocolError, WrongState

@@ -18,10 +18,12 @@ from rlbridge.experiment.log.format import MESSAGE, RECEIVED, SENT
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import verify
 from rlbridge.experiment.log.writer import attach_log
+from rlbridge.experiment.net.agent_server import AgentServer
+from rlbridge.experiment.net.client import RequestClient
+from rlbridge.experiment.net.env_server import EnvironmentServer
 from rlbridge.experiment.net.episode import EpisodeRunner
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
-from rlbridge.experiment.net.server import AgentServer, EnvironmentServer
-from rlbridge.experiment.net.transport import RequestClient, unpack_plain
+from rlbridge.experiment.net.transport import unpack_plain
 from rlbridge.protocol.errors import (
     ErrorCode,
     InvalidAction,

@@ -12,8 +12,8 @@ import pytest
 import zmq
 
 from rlbridge.cli import main
+from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.curve import CurveError, CurveKeys, create_keys, curve_for, is_loopback
-from rlbridge.experiment.net.transport import RequestClient
 from rlbridge.protocol.errors import PeerTimeout
 from rlbridge.protocol.messages import MessageType
 from rlbridge.protocol.values import decode_value

@@ -9,10 +9,11 @@ import pytest
 from rlbridge.agents.random_agent import RandomAgent
 from rlbridge.environments.toy import GridWalk
 from rlbridge.experiment.api import Experiment, StepByStepLoop, choose_loop
+from rlbridge.experiment.net.agent_server import AgentServer
+from rlbridge.experiment.net.client import RequestClient
+from rlbridge.experiment.net.env_server import EnvironmentServer
 from rlbridge.experiment.net.episode import EpisodeRunner
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
-from rlbridge.experiment.net.server import AgentServer, EnvironmentServer
-from rlbridge.experiment.net.transport import RequestClient
 from rlbridge.protocol.errors import WrongState
 from rlbridge.protocol.messages import MessageType
 

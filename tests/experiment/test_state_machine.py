@@ -18,8 +18,8 @@ import pytest
 import zmq
 
 from rlbridge.environments.toy import Countdown
+from rlbridge.experiment.net.env_server import EnvironmentServer
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
-from rlbridge.experiment.net.server import EnvironmentServer
 from rlbridge.protocol.errors import ErrorCode
 from rlbridge.protocol.messages import MAX_MESSAGE_FRAMES, MessageType, encode
 from rlbridge.protocol.values import Value, encode_value

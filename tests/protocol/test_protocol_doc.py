@@ -10,7 +10,8 @@ import pytest
 
 from rlbridge.agents.random_agent import RandomAgent
 from rlbridge.environments.toy import GridWalk
-from rlbridge.experiment.net.server import AgentServer, EnvironmentServer
+from rlbridge.experiment.net.agent_server import AgentServer
+from rlbridge.experiment.net.env_server import EnvironmentServer
 from rlbridge.experiment.net.states import AGENT_ALLOWED, ENV_ALLOWED, AgentState, EnvState
 from rlbridge.protocol.errors import ErrorCode
 from rlbridge.protocol.messages import MessageType
@@ -24,7 +25,10 @@ CONSTANT_MODULES = (
     "rlbridge.protocol.messages",
     "rlbridge.protocol.values",
     "rlbridge.experiment.net.transport",
+    "rlbridge.experiment.net.client",
     "rlbridge.experiment.net.server",
+    "rlbridge.experiment.net.env_server",
+    "rlbridge.experiment.net.agent_server",
     "rlbridge.experiment.net.episode",
     "rlbridge.experiment.net.remote",
     "rlbridge.experiment.net.states",

@@ -17,7 +17,7 @@ import numpy as np
 
 from rlbridge.experiment.batch import BatchLoop, EndedEpisodes
 from rlbridge.experiment.net.bodies import RunBatch
-from rlbridge.experiment.net.transport import RequestClient
+from rlbridge.experiment.net.client import RequestClient
 from rlbridge.protocol.batch import Batch, EnvCall, decode_batch, encode_batch, encode_column
 from rlbridge.protocol.errors import (
     InvalidAction,

@@ -329,7 +329,7 @@ def _keys(args: argparse.Namespace) -> int:
 
 
 def _ping(args: argparse.Namespace) -> int:
-    from rlbridge.experiment.net.transport import RequestClient
+    from rlbridge.experiment.net.client import RequestClient
 
     client = curve = None
     try:

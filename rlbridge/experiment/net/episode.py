@@ -19,10 +19,10 @@ import time
 from rlbridge.experiment.counting import EpisodeCounter
 from rlbridge.experiment.log.writer import RecordList
 from rlbridge.experiment.net.bodies import Delegation
+from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.transport import (
     DELEGATE_TIMEOUT_MS,
     HEARTBEAT_INTERVAL_MS,
-    RequestClient,
 )
 from rlbridge.protocol.errors import (
     InvalidAction,

@@ -2,19 +2,19 @@
 
 ``RemoteEnvironment(address)`` has the ``env_*`` methods and ``run_episode``;
 ``RemoteAgent(address)`` has the ``agent_*`` methods. Each call is one request and
-one reply over a :class:`~rlbridge.experiment.net.transport.RequestClient`; errors
+one reply over a :class:`~rlbridge.experiment.net.client.RequestClient`; errors
 come back as the same exception classes the peer raised.
 """
 
 from __future__ import annotations
 
 from rlbridge.experiment.api import EpisodeSummary
+from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.transport import (
     CONNECT_TIMEOUT_MS,
     DELEGATE_TIMEOUT_MS,
     HEARTBEAT_INTERVAL_MS,
     STEP_TIMEOUT_MS,
-    RequestClient,
 )
 from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.messages import (

@@ -1,0 +1,166 @@
+"""EnvironmentServer: an Environment's ``env_*`` calls, delegated episodes and batches.
+
+Over :class:`~rlbridge.experiment.net.server.RequestServer`'s loop and checks, it adds
+the environment's handler table and state machine, RUN_EPISODE (episode.py) and the
+batched calls of PROTOCOL.md section 16 (RUN_BATCH in batch_runner.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+
+from rlbridge.environments.batch import MAX_INSTANCES, EnvironmentBatch
+from rlbridge.experiment.batch import BatchLoop
+from rlbridge.experiment.net.batch_runner import BatchRunner
+from rlbridge.experiment.net.bodies import (
+    delegate_body,
+    env_batch_init_body,
+    env_batch_step_body,
+    nil_body,
+    run_batch_body,
+    run_episode_body,
+    str_body,
+    value_body,
+)
+from rlbridge.experiment.net.episode import EpisodeRunner
+from rlbridge.experiment.net.server import RequestServer
+from rlbridge.experiment.net.states import ENV_ALLOWED, STATE_MEANINGS, EnvState, next_env_state
+from rlbridge.protocol.batch import encode_batch, encode_column
+from rlbridge.protocol.errors import ProtocolError, RLBridgeError
+from rlbridge.protocol.messages import MessageType, step_body
+from rlbridge.protocol.taskspec import TaskSpec, parse
+from rlbridge.protocol.values import encode_value
+
+T = MessageType
+
+
+class EnvironmentServer(RequestServer):
+    """Serves an Environment's ``env_*`` calls and runs delegated episodes (the fast path).
+
+    ``episode_runner`` builds the object that plays delegated episodes from this server;
+    ``publisher`` (a StatePublisher) sends the environment's state to renderers.
+    ``make_env`` builds the instances of a batch (ENV_BATCH_INIT, PROTOCOL.md 16.2; by
+    default deep copies of ``env``, which env_init and ``seed`` then reset), and ``batch``
+    is the number of instances an ENV_BATCH_INIT for 0 gets.
+    """
+
+    role = "environment"
+    init_types, cleanup_type = frozenset({T.ENV_INIT, T.ENV_BATCH_INIT}), T.ENV_CLEANUP
+    # Another client's DELEGATE would redirect the owner's episodes; its RUN_EPISODE or
+    # RUN_BATCH would play some of them.
+    owner_only = frozenset({T.SHUTDOWN, T.DELEGATE, T.RUN_EPISODE, T.RUN_BATCH})
+    allowed = ENV_ALLOWED
+    meanings = STATE_MEANINGS
+    next_state = staticmethod(next_env_state)
+
+    def __init__(self, env, address: str, *,
+                 episode_runner: Callable[[EnvironmentServer], EpisodeRunner] = EpisodeRunner,
+                 publisher=None, make_env: Callable[[], object] | None = None, batch: int = 1,
+                 **options):
+        super().__init__(address, **options)
+        self.env = env
+        self.publisher = publisher
+        self.task_spec: TaskSpec | None = None
+        self.state = EnvState.FRESH
+        self.make_env = make_env
+        self.batch = batch
+        self.env_batch: EnvironmentBatch | None = None  # set by ENV_BATCH_INIT
+        self.batch_loop: BatchLoop | None = None
+        self.handlers.update({
+            T.ENV_INIT: (nil_body, self._env_init), T.ENV_START: (nil_body, self._env_start),
+            T.ENV_STEP: (value_body, self._env_step),
+            T.ENV_CLEANUP: (nil_body, self._env_cleanup),
+            T.ENV_MESSAGE: (str_body, self._env_message),
+            T.DELEGATE: (delegate_body, self._delegate),
+            T.RUN_EPISODE: (run_episode_body, self._run_episode),
+            T.ENV_BATCH_INIT: (env_batch_init_body, self._env_batch_init),
+            T.ENV_BATCH_STEP: (env_batch_step_body, self._env_batch_step),
+            T.RUN_BATCH: (run_batch_body, self._run_batch),
+        })
+        # Last: the runners may read the server's parts.
+        self.episode_runner = episode_runner(self)
+        self.batch_runner = BatchRunner(self, self.episode_runner)
+
+    def close(self) -> None:
+        self.episode_runner.close()
+        if self.publisher is not None:
+            self.publisher.close()
+        super().close()
+
+    def _env_init(self, message, _, frames, identity):
+        self._end_batch()
+        spec = self.env.env_init()
+        self.task_spec = spec if isinstance(spec, TaskSpec) else parse(spec)
+        return spec if isinstance(spec, str) else str(spec)
+
+    def _env_start(self, message, _, frames, identity):
+        observation = self.env.env_start()
+        if self.publisher is not None:
+            self.publisher.offer(self.env.state_snapshot, message.episode, 0, False)
+        return encode_value(observation, frames)
+
+    def _env_step(self, message, action, frames, identity):
+        self.task_spec.check_action(action)
+        result = self.env.env_step(action)
+        if self.publisher is not None:
+            self.publisher.offer(self.env.state_snapshot, message.episode, -1, bool(result[2]))
+        info = result[3] if len(result) > 3 else None
+        return step_body(result[0], result[1], result[2], info, frames)
+
+    def _env_cleanup(self, message, _, frames, identity):
+        if self.env_batch is not None:
+            self.env_batch.batch_cleanup()
+            self._end_batch()
+        else:
+            self.env.env_cleanup()
+        return None
+
+    def _env_message(self, message, text, frames, identity):
+        if self.env_batch is not None:
+            if text == "batch_timing":
+                return json.dumps({"seconds": self.batch_runner.timing})
+            return self.env_batch.batch_message(text)
+        return self.env.env_message(text)
+
+    # -- batches (PROTOCOL.md section 16) ------------------------------------------------
+    def _env_batch_init(self, message, body, frames, identity):
+        count = body.num_instances or self.batch
+        if count > MAX_INSTANCES:
+            raise ProtocolError(f"num_instances must be at most {MAX_INSTANCES}; got {count}")
+        self._end_batch()
+        batch = EnvironmentBatch(self.make_env or self._copy_env, count, body.first_instance)
+        spec = batch.batch_init()
+        self.env_batch, self.task_spec = batch, spec
+        self.batch_loop = BatchLoop(count, body.first_instance)
+        return [str(spec), count]
+
+    def _env_batch_step(self, message, body, frames, identity):
+        result = self.env_batch.batch_step(body.calls, body.actions)
+        # Stepping from outside leaves no episode of RUN_BATCH's loop in progress.
+        self.batch_loop.abandon()
+        return [encode_column(result.rewards), encode_batch(result.observations, frames),
+                encode_column(result.terminals), result.infos]
+
+    def _run_batch(self, message, body, frames, identity):
+        return self.batch_runner.run(message, body, identity, frames)
+
+    def _copy_env(self):
+        try:
+            return copy.deepcopy(self.env)
+        except Exception as err:  # an environment holding sockets or files, say
+            raise RLBridgeError(f"this environment cannot serve a batch: copying it for "
+                                f"more instances failed ({type(err).__name__}: {err}); serve "
+                                "it with make_env, a function that builds one") from None
+
+    def _end_batch(self) -> None:
+        self.env_batch = None
+        self.batch_loop = None
+
+    def _delegate(self, message, body, frames, identity):
+        self.episode_runner.configure(body)
+        return None
+
+    def _run_episode(self, message, _, frames, identity):
+        return self.episode_runner.run(message, self.task_spec, identity, frames)
