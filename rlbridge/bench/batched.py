@@ -1,7 +1,8 @@
 """`rlbridge bench batched`: batched stepping (PROTOCOL.md section 16) against the bare in-process loop.
 
 For gridwalk and 2048 with the random agent, at N = 1, 8 and 64 instances, each with at
-least ``INSTANCE_STEPS`` instance-steps, one run measures:
+least ``INSTANCE_STEPS`` instance-steps, each row in a new process after a warm-up of a
+twentieth of its steps (:func:`in_fresh_process`), one run measures:
 
 * **bare loop** (the baseline, "the limit"): one process steps the N environment objects
   in turn and calls the one agent object for each (agent_start, agent_step, agent_end),
@@ -33,6 +34,7 @@ same game and N.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -69,6 +71,11 @@ def _percentiles(latencies: list[float]) -> tuple[float, float]:
     return float(p50), float(p99)
 
 
+def warmup_steps(batched_steps: int) -> int:
+    """Untimed batched steps before each row's timed ones: the same share for every row."""
+    return max(batched_steps // 20, 1)
+
+
 def bare_loop(game: str, count: int, batched_steps: int) -> tuple[float, list[float]]:
     """Instance-steps per second and per-batched-step seconds of the plain loop."""
     envs = [build(game, ENVIRONMENTS) for _ in range(count)]
@@ -81,9 +88,12 @@ def bare_loop(game: str, count: int, batched_steps: int) -> tuple[float, list[fl
     actions = [agent.agent_start(env.env_start()) for env in envs]
     latencies = []
     clock = time.perf_counter
-    started = clock()
-    for _ in range(batched_steps):
+    started = 0.0
+    warmup = warmup_steps(batched_steps)
+    for step in range(warmup + batched_steps):
         begin = clock()
+        if step == warmup:
+            started, latencies = begin, []
         for index, env in enumerate(envs):
             reward, observation, terminal = env.env_step(actions[index])[:3]
             if terminal:
@@ -107,6 +117,7 @@ def in_process_batched(game: str, count: int, batched_steps: int) -> tuple[float
         latencies.append(now - last[0])
         last[0] = now
 
+    experiment.run(num_steps=warmup_steps(batched_steps))
     started = time.perf_counter()
     last[0] = started
     experiment.run(num_steps=batched_steps, on_progress=tick)
@@ -149,8 +160,11 @@ def environment_side(game: str, count: int, batched_steps: int) -> tuple[float, 
     agent = build("random", AGENTS)
     agent.batch_init(spec, count)
     timed = _TimedAgent(agent)
+    loop = BatchLoop(count)
+    loop.play(envs.batch_step, timed, num_steps=warmup_steps(batched_steps))
+    timed.seconds = 0.0
     started = time.perf_counter()
-    BatchLoop(count).play(envs.batch_step, timed, num_steps=batched_steps)
+    loop.play(envs.batch_step, timed, num_steps=batched_steps)
     seconds = time.perf_counter() - started - timed.seconds
     return count * batched_steps / seconds, []
 
@@ -173,7 +187,7 @@ def processes(game: str, count: int, batched_steps: int, *, shards: int, groups:
         agent = RemoteAgent(agent_address)
         experiment = BatchExperiment(envs, agent, num_instances=count, seed=1, groups=groups)
         experiment.init()
-        experiment.run(num_steps=max(batched_steps // 20, 1))  # warm up
+        experiment.run(num_steps=warmup_steps(batched_steps))
         started = time.perf_counter()
         experiment.run(num_steps=batched_steps)
         rate = count * batched_steps / (time.perf_counter() - started)
@@ -185,8 +199,6 @@ def processes(game: str, count: int, batched_steps: int, *, shards: int, groups:
 
 def _timing(env: RemoteEnvironment) -> list[float]:
     """Seconds per batched step of the environment's last RUN_BATCH (``batch_timing``)."""
-    import json
-
     reply = env.env_message("batch_timing", record=False)
     return [float(seconds) for seconds in json.loads(reply)["seconds"]] if reply else []
 
@@ -224,7 +236,7 @@ def gym_vector(game: str, count: int, batched_steps: int, kind: str) -> tuple[fl
     try:
         infos = vector.reset(seed=1)[1]
         latencies: list[float] = []
-        for steps in (max(batched_steps // 20, 1), batched_steps):  # the warm-up, then the run
+        for steps in (warmup_steps(batched_steps), batched_steps):  # the warm-up, then the run
             latencies.clear()
             started = clock()
             for _ in range(steps):
@@ -240,6 +252,23 @@ def gym_vector(game: str, count: int, batched_steps: int, kind: str) -> tuple[fl
         return count * batched_steps / (clock() - started), latencies
     finally:
         vector.close()
+
+
+def in_fresh_process(function: str, *arguments, cpus: set[int] | None = None):
+    """``function(*arguments)`` of this module, run in a new Python process on ``cpus``.
+
+    Every row starts as cold as an environment process does: 2048's move tables fill as
+    positions first appear, so a loop in this long-lived process, whose tables earlier rows
+    filled, would run faster than the same loop in a new process."""
+    script = ("import json, sys; from rlbridge.bench import batched; "
+              f"print(json.dumps(batched.{function}(*json.loads(sys.argv[1]))))")
+    child = start_child([sys.executable, "-c", script, json.dumps(arguments)], cpus,
+                        stdout=subprocess.PIPE, text=True)
+    output, _ = child.communicate()
+    if child.returncode != 0:
+        raise RuntimeError(f"bench batched: {function}{arguments} exited {child.returncode}")
+    rate, latencies = json.loads(output)
+    return rate, latencies
 
 
 def _paired(measure, bare, repeats: int) -> tuple[tuple[float, list[float]], float]:
@@ -279,11 +308,15 @@ def run(quick: bool = False) -> list[Figure]:
             for count in sizes:
                 batched_steps = math.ceil((2_000 if quick else INSTANCE_STEPS) / count)
                 workload = (game, count, batched_steps)
-                bare = partial(bare_loop, *workload)
+                one_cpu = {cpus[-1]}
+                bare = partial(in_fresh_process, "bare_loop", *workload, cpus=one_cpu)
                 figures.append(_row(game, count, "bare in-process loop (the limit)", bare(), None))
-                rows = [("in process, batched", partial(in_process_batched, *workload), ""),
+                rows = [("in process, batched",
+                         partial(in_fresh_process, "in_process_batched", *workload,
+                                 cpus=one_cpu), ""),
                         ("environment side alone, hot (the floor)",
-                         partial(environment_side, *workload), ""),
+                         partial(in_fresh_process, "environment_side", *workload,
+                                 cpus=one_cpu), ""),
                         ("3 processes, 1 CPU, 1 group",
                          partial(processes, *workload, shards=1, groups=1, env_cpus=[{cpus[-1]}],
                                  agent_cpus={cpus[-1]}, directory=directory), "")]
@@ -293,7 +326,9 @@ def run(quick: bool = False) -> list[Figure]:
                                          env_cpus=[{cpus[0]}], agent_cpus={cpus[1]},
                                          directory=directory),
                                  ">= 0.8x" if count == 64 else ""))
-                rows += [(label, partial(gym_vector, *workload, kind), "")
+                # Unplaced, as Gymnasium places them: AsyncVectorEnv's processes and the
+                # remote env's would inherit a placement.
+                rows += [(label, partial(in_fresh_process, "gym_vector", *workload, kind), "")
                          for kind, label in VECTOR_ENVS.items() if kind != "async" or count <= 8]
                 for name, measure, target in rows:
                     measured, ratio = _paired(measure, bare, repeats)

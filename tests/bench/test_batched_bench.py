@@ -1,0 +1,29 @@
+"""bench batched's measurements: each row runs its loop in a fresh process, after a warm-up."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from rlbridge.bench import batched
+
+
+def test_a_row_runs_in_a_fresh_process_and_times_only_the_steps_after_the_warm_up():
+    cpu = {min(os.sched_getaffinity(0))}
+    rate, latencies = batched.in_fresh_process("bare_loop", "gridwalk", 3, 40, cpus=cpu)
+    assert rate > 0
+    assert len(latencies) == 40  # warmup_steps(40) == 2 more were played, untimed
+    rate, latencies = batched.in_fresh_process("in_process_batched", "gridwalk", 3, 40,
+                                               cpus=cpu)
+    assert rate > 0 and len(latencies) == 40
+
+
+def test_a_failing_row_names_its_function_and_arguments():
+    with pytest.raises(RuntimeError, match=r"bare_loop\('no-such-game', 2, 5\)"):
+        batched.in_fresh_process("bare_loop", "no-such-game", 2, 5)
+
+
+def test_the_warm_up_is_the_same_share_of_every_row():
+    assert batched.warmup_steps(40) == 2
+    assert batched.warmup_steps(10) == 1
