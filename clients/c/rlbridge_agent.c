@@ -3,19 +3,13 @@
  * rlbridge_batch.c, the command line in rlbridge_args.c). */
 #define _POSIX_C_SOURCE 200809L
 #include "rlbridge_agent.h"
+#include "rlbridge_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-
-static void fail(char *error, const char *format, ...) {
-    va_list args;
-    va_start(args, format);
-    vsnprintf(error, RLB_ERROR_TEXT_BYTES, format, args);
-    va_end(args);
-}
 
 size_t rlb_dtype_size(const char *dtype, size_t length) {
     static const char *codes[] = {"|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4",
@@ -39,24 +33,24 @@ void rlb_value_free(rlb_value *value) {
 int rlb_decode_array(const msgpack_object *entry, const void *const *frames,
                      const size_t *frame_sizes, size_t n_frames, rlb_array *out, char *error) {
     if (entry->type != MSGPACK_OBJECT_ARRAY || entry->via.array.size != 3) {
-        fail(error, "an array must be [dtype, shape, data]");
+        rlb_fail(error, "an array must be [dtype, shape, data]");
         return RLB_BAD_FIELD;
     }
     const msgpack_object *f = entry->via.array.ptr;
     size_t itemsize = f[0].type == MSGPACK_OBJECT_STR
         ? rlb_dtype_size(f[0].via.str.ptr, f[0].via.str.size) : 0;
     if (itemsize == 0) {
-        fail(error, "array dtype is not one of |b1 |i1 |u1 <i2 <u2 <i4 <u4 <i8 <u8 <f4 <f8");
+        rlb_fail(error, "array dtype is not one of |b1 |i1 |u1 <i2 <u2 <i4 <u4 <i8 <u8 <f4 <f8");
         return RLB_BAD_FIELD;
     }
     memcpy(out->dtype, f[0].via.str.ptr, 3);
     out->dtype[3] = '\0';
     if (f[1].type != MSGPACK_OBJECT_ARRAY) {
-        fail(error, "array shape must be a list of non-negative ints; got %s", rlb_kind_name(&f[1]));
+        rlb_fail(error, "array shape must be a list of non-negative ints; got %s", rlb_kind_name(&f[1]));
         return RLB_BAD_FIELD;
     }
     if (f[1].via.array.size > RLB_MAX_DIMS) {
-        fail(error, "an array has at most %d dimensions; got %u", RLB_MAX_DIMS,
+        rlb_fail(error, "an array has at most %d dimensions; got %u", RLB_MAX_DIMS,
              f[1].via.array.size);
         return RLB_BAD_FIELD;
     }
@@ -67,13 +61,13 @@ int rlb_decode_array(const msgpack_object *entry, const void *const *frames,
     for (size_t i = 0; i < out->ndim; i++) {
         const msgpack_object *n = &f[1].via.array.ptr[i];
         if (n->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
-            fail(error, "array shape must be a list of non-negative ints; got %s", rlb_kind_name(n));
+            rlb_fail(error, "array shape must be a list of non-negative ints; got %s", rlb_kind_name(n));
             return RLB_BAD_FIELD;
         }
         out->shape[i] = n->via.u64;
         empty |= n->via.u64 == 0;
         if (n->via.u64 > 1 && extent > RLB_MAX_ARRAY_EXTENT_BYTES / n->via.u64) {
-            fail(error, "array shape spans more than %llu bytes without its zero dimensions "
+            rlb_fail(error, "array shape spans more than %llu bytes without its zero dimensions "
                  "(dimension %zu is %llu)", (unsigned long long)RLB_MAX_ARRAY_EXTENT_BYTES, i,
                  (unsigned long long)n->via.u64);
             return RLB_BAD_FIELD;
@@ -86,18 +80,18 @@ int rlb_decode_array(const msgpack_object *entry, const void *const *frames,
         out->nbytes = f[2].via.bin.size;
     } else if (f[2].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
         if (f[2].via.u64 >= n_frames) {
-            fail(error, "array refers to frame %llu; the message has %zu extra frames",
+            rlb_fail(error, "array refers to frame %llu; the message has %zu extra frames",
                  (unsigned long long)f[2].via.u64, n_frames);
             return RLB_BAD_FIELD;
         }
         out->data = frames[f[2].via.u64];
         out->nbytes = frame_sizes[f[2].via.u64];
     } else {
-        fail(error, "array data must be bin bytes or a frame index; got %s", rlb_kind_name(&f[2]));
+        rlb_fail(error, "array data must be bin bytes or a frame index; got %s", rlb_kind_name(&f[2]));
         return RLB_BAD_FIELD;
     }
     if (out->nbytes != expected) {
-        fail(error, "array %s needs %llu bytes; got %zu", out->dtype,
+        rlb_fail(error, "array %s needs %llu bytes; got %zu", out->dtype,
              (unsigned long long)expected, out->nbytes);
         return RLB_BAD_FIELD;
     }
@@ -108,13 +102,13 @@ int rlb_decode_value(const msgpack_object *raw, const void *const *frames,
                      const size_t *frame_sizes, size_t n_frames, rlb_value *out, char *error) {
     memset(out, 0, sizeof *out);
     if (raw->type != MSGPACK_OBJECT_ARRAY || raw->via.array.size != 4) {
-        fail(error, "a value must be the array [ints, doubles, chars, arrays]; got %s", rlb_kind_name(raw));
+        rlb_fail(error, "a value must be the array [ints, doubles, chars, arrays]; got %s", rlb_kind_name(raw));
         return RLB_BAD_FIELD;
     }
     const msgpack_object *f = raw->via.array.ptr;
     if (f[0].type != MSGPACK_OBJECT_ARRAY || f[1].type != MSGPACK_OBJECT_ARRAY
         || f[2].type != MSGPACK_OBJECT_STR) {
-        fail(error, "a value's fields must be (array of ints, array of doubles, str); got "
+        rlb_fail(error, "a value's fields must be (array of ints, array of doubles, str); got "
              "(%s, %s, %s)", rlb_kind_name(&f[0]), rlb_kind_name(&f[1]), rlb_kind_name(&f[2]));
         return RLB_BAD_FIELD;
     }
@@ -124,7 +118,7 @@ int rlb_decode_value(const msgpack_object *raw, const void *const *frames,
     out->doubles = calloc(out->n_doubles + 1, sizeof *out->doubles);
     for (size_t i = 0; i < out->n_ints; i++) {
         if (!rlb_read_i64(&f[0].via.array.ptr[i], &out->ints[i])) {
-            fail(error, "value ints must all be integers; got %s", rlb_kind_name(&f[0].via.array.ptr[i]));
+            rlb_fail(error, "value ints must all be integers; got %s", rlb_kind_name(&f[0].via.array.ptr[i]));
             rlb_value_free(out);
             return RLB_BAD_FIELD;
         }
@@ -137,7 +131,7 @@ int rlb_decode_value(const msgpack_object *raw, const void *const *frames,
         else if (rlb_read_i64(d, &whole))
             out->doubles[i] = (double)whole;
         else {
-            fail(error, "value doubles must all be numbers; got %s", rlb_kind_name(d));
+            rlb_fail(error, "value doubles must all be numbers; got %s", rlb_kind_name(d));
             rlb_value_free(out);
             return RLB_BAD_FIELD;
         }
@@ -147,7 +141,7 @@ int rlb_decode_value(const msgpack_object *raw, const void *const *frames,
     if (f[3].type == MSGPACK_OBJECT_NIL)
         return RLB_OK;
     if (f[3].type != MSGPACK_OBJECT_ARRAY) {
-        fail(error, "value arrays must be an array; got %s", rlb_kind_name(&f[3]));
+        rlb_fail(error, "value arrays must be an array; got %s", rlb_kind_name(&f[3]));
         rlb_value_free(out);
         return RLB_BAD_FIELD;
     }
@@ -174,7 +168,7 @@ int rlb_read_reward(const msgpack_object *raw, double *out, char *error) {
         *out = (double)whole;
         return RLB_OK;
     }
-    fail(error, "reward must be a float; got %s", rlb_kind_name(raw));
+    rlb_fail(error, "reward must be a float; got %s", rlb_kind_name(raw));
     return RLB_BAD_FIELD;
 }
 
@@ -252,7 +246,7 @@ int rlb_parse_task_spec(const char *text, rlb_task_spec *out, char *error) {
     out->legal_mask = -1;
     const char *actions = strstr(text, "ACTIONS");
     if (actions == NULL) {
-        fail(error, "task spec has no ACTIONS section: %.200s", text);
+        rlb_fail(error, "task spec has no ACTIONS section: %.200s", text);
         return RLB_BAD_FIELD;
     }
     const char *ints = strstr(actions, "INTS");
@@ -275,7 +269,7 @@ int rlb_parse_task_spec(const char *text, rlb_task_spec *out, char *error) {
             while (*cursor == ' ')
                 cursor++;
             if (*cursor != ')' || n < 2) {
-                fail(error, "task spec has a malformed ACTIONS INTS range near: %.40s", cursor);
+                rlb_fail(error, "task spec has a malformed ACTIONS INTS range near: %.40s", cursor);
                 return RLB_BAD_FIELD;
             }
             cursor++;

@@ -3,18 +3,12 @@
  * (rlbridge/protocol/batch.py, rlbridge/experiment/net/bodies.py). */
 #define _POSIX_C_SOURCE 200809L
 #include "rlbridge_agent.h"
+#include "rlbridge_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void fail(char *error, const char *format, ...) {
-    va_list args;
-    va_start(args, format);
-    vsnprintf(error, RLB_ERROR_TEXT_BYTES, format, args);
-    va_end(args);
-}
 
 /* A shape as Python prints a list, "[2, 3]", so that the texts read as the Python server's. */
 static const char *shape_text(const rlb_array *array, char *text, size_t size) {
@@ -76,12 +70,12 @@ int rlb_decode_column(const msgpack_object *raw, const void *const *frames,
     if (code != RLB_OK)
         return code;
     if (strcmp(out->dtype, dtype) != 0 || out->ndim != 1) {
-        fail(error, "%s must be a one-dimensional %s array; got %s of shape %s", name, dtype,
+        rlb_fail(error, "%s must be a one-dimensional %s array; got %s of shape %s", name, dtype,
              out->dtype, shape_text(out, shape, sizeof shape));
         return RLB_BAD_FIELD;
     }
     if (count >= 0 && out->shape[0] != (uint64_t)count) {
-        fail(error, "%s must have %lld entries, one per instance; got %llu", name,
+        rlb_fail(error, "%s must have %lld entries, one per instance; got %llu", name,
              (long long)count, (unsigned long long)out->shape[0]);
         return RLB_BAD_FIELD;
     }
@@ -99,11 +93,11 @@ static int stacked_part(const msgpack_object *raw, const void *const *frames,
     if (code != RLB_OK)
         return code;
     if (dtype != NULL && strcmp(out->dtype, dtype) != 0) {
-        fail(error, "%s must have dtype %s; got %s", name, dtype, out->dtype);
+        rlb_fail(error, "%s must have dtype %s; got %s", name, dtype, out->dtype);
         return RLB_BAD_FIELD;
     }
     if (out->ndim == 0 || out->shape[0] != (uint64_t)count) {
-        fail(error, "%s must have %lld rows (one per value); got shape %s", name,
+        rlb_fail(error, "%s must have %lld rows (one per value); got shape %s", name,
              (long long)count, shape_text(out, shape, sizeof shape));
         return RLB_BAD_FIELD;
     }
@@ -115,7 +109,7 @@ static int decode_listed(const msgpack_object *values, const void *const *frames
                          int64_t count, rlb_batch *out, char *error) {
     char got[64];
     if (values->type != MSGPACK_OBJECT_ARRAY || values->via.array.size != (uint64_t)count) {
-        fail(error, "%s (listed) must hold %lld values; got %s", name, (long long)count,
+        rlb_fail(error, "%s (listed) must hold %lld values; got %s", name, (long long)count,
              item_text(values, got, sizeof got));
         return RLB_BAD_FIELD;
     }
@@ -186,13 +180,13 @@ int rlb_decode_batch(const msgpack_object *raw, const void *const *frames,
     int64_t count;
     memset(out, 0, sizeof *out);
     if (raw->type != MSGPACK_OBJECT_ARRAY || (raw->via.array.size != 2 && raw->via.array.size != 5)) {
-        fail(error, "%s must be [count, ints, doubles, chars, arrays] (stacked) or [count, values] "
+        rlb_fail(error, "%s must be [count, ints, doubles, chars, arrays] (stacked) or [count, values] "
              "(listed); got %s", name, item_text(raw, got, sizeof got));
         return RLB_BAD_FIELD;
     }
     const msgpack_object *f = raw->via.array.ptr;
     if (!rlb_read_i64(&f[0], &count) || count < 0) {
-        fail(error, "%s count must be an int >= 0; got %s", name, item_text(&f[0], got, sizeof got));
+        rlb_fail(error, "%s count must be an int >= 0; got %s", name, item_text(&f[0], got, sizeof got));
         return RLB_BAD_FIELD;
     }
     if (raw->via.array.size == 2)
@@ -208,7 +202,7 @@ int rlb_decode_batch(const msgpack_object *raw, const void *const *frames,
                              error)) != RLB_OK)
         return code;
     if (ints.ndim != 2 || doubles.ndim != 2) {
-        fail(error, "%s ints and doubles must be 2-dimensional, (count, k); got shapes %s and %s",
+        rlb_fail(error, "%s ints and doubles must be 2-dimensional, (count, k); got shapes %s and %s",
              name, shape_text(&ints, shape, sizeof shape), shape_text(&doubles, other, sizeof other));
         return RLB_BAD_FIELD;
     }
@@ -217,12 +211,12 @@ int rlb_decode_batch(const msgpack_object *raw, const void *const *frames,
     for (uint32_t i = 0; chars_ok && i < chars->via.array.size; i++)
         chars_ok = chars->via.array.ptr[i].type == MSGPACK_OBJECT_STR;
     if (!chars_ok) {
-        fail(error, "%s chars must be an array of %lld str; got %s", name, (long long)count,
+        rlb_fail(error, "%s chars must be an array of %lld str; got %s", name, (long long)count,
              item_text(chars, got, sizeof got));
         return RLB_BAD_FIELD;
     }
     if (f[4].type != MSGPACK_OBJECT_ARRAY) {
-        fail(error, "%s arrays must be an array; got %s", name, rlb_kind_name(&f[4]));
+        rlb_fail(error, "%s arrays must be an array; got %s", name, rlb_kind_name(&f[4]));
         return RLB_BAD_FIELD;
     }
     size_t n_arrays = f[4].via.array.size;
@@ -347,7 +341,7 @@ int rlb_read_agent_batch_step(const msgpack_object *body, const void *const *fra
     int code;
     memset(out, 0, sizeof *out);
     if (body->type != MSGPACK_OBJECT_ARRAY || body->via.array.size != 4) {
-        fail(error, "AGENT_BATCH_STEP body must be [first_instance, calls, rewards, observations]; "
+        rlb_fail(error, "AGENT_BATCH_STEP body must be [first_instance, calls, rewards, observations]; "
              "got %s", item_text(body, got, sizeof got));
         return RLB_BAD_FIELD;
     }
@@ -358,7 +352,7 @@ int rlb_read_agent_batch_step(const msgpack_object *body, const void *const *fra
     size_t n_calls = out->calls.shape[0], taking = 0;
     for (size_t i = 0; i < n_calls; i++) {
         if (out->calls.data[i] >= RLB_AGENT_CALLS) {
-            fail(error, "AGENT_BATCH_STEP calls[%zu] is %u; expected one of STEP=0, START=1, "
+            rlb_fail(error, "AGENT_BATCH_STEP calls[%zu] is %u; expected one of STEP=0, START=1, "
                  "END=2, END_START=3, NONE=4", i, out->calls.data[i]);
             return RLB_BAD_FIELD;
         }
@@ -373,13 +367,13 @@ int rlb_read_agent_batch_step(const msgpack_object *body, const void *const *fra
                                  error)) != RLB_OK)
         return code;
     if (out->observations.count != taking) {
-        fail(error, "AGENT_BATCH_STEP has %zu calls that take an observation (STEP, START, "
+        rlb_fail(error, "AGENT_BATCH_STEP has %zu calls that take an observation (STEP, START, "
              "END_START) but %zu observations", taking, out->observations.count);
         rlb_batch_free(&out->observations);
         return RLB_BAD_FIELD;
     }
     if (!rlb_read_i64(&f[0], &out->first_instance) || out->first_instance < 0) {
-        fail(error, "first_instance must be an int >= 0; got %s", item_text(&f[0], got, sizeof got));
+        rlb_fail(error, "first_instance must be an int >= 0; got %s", item_text(&f[0], got, sizeof got));
         rlb_batch_free(&out->observations);
         return RLB_BAD_FIELD;
     }

@@ -2,12 +2,13 @@
  * frame, decoded whole or, for a message too large to decode, read from its first bytes. */
 #define _POSIX_C_SOURCE 200809L
 #include "rlbridge_agent.h"
+#include "rlbridge_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-static void fail(char *error, const char *format, ...) {
+void rlb_fail(char *error, const char *format, ...) {
     va_list args;
     va_start(args, format);
     vsnprintf(error, RLB_ERROR_TEXT_BYTES, format, args);
@@ -86,18 +87,18 @@ static int check_header(const int is_int[4], const int64_t field[4], const char 
         out->episode = field[3];
     }
     if (!is_int[0] || !is_int[1] || !is_int[2] || !is_int[3]) {
-        fail(error, "envelope fields version, type, seq and episode must be integers; got "
+        rlb_fail(error, "envelope fields version, type, seq and episode must be integers; got "
              "(%s, %s, %s, %s)", kinds[0], kinds[1], kinds[2], kinds[3]);
         return RLB_BAD_FIELD;
     }
     int64_t version = field[0], type = field[1];
     if (version != RLB_PROTOCOL_VERSION) {
-        fail(error, "protocol version mismatch: expected %d, got %lld", RLB_PROTOCOL_VERSION,
+        rlb_fail(error, "protocol version mismatch: expected %d, got %lld", RLB_PROTOCOL_VERSION,
              (long long)version);
         return RLB_VERSION_MISMATCH;
     }
     if (type < 0 || type > 255 || rlb_type_name((int)type) == NULL) {
-        fail(error, "unknown message type %lld; expected one of HELLO=1, ERROR=2, HEARTBEAT=3, "
+        rlb_fail(error, "unknown message type %lld; expected one of HELLO=1, ERROR=2, HEARTBEAT=3, "
              "SHUTDOWN=4, ENV_INIT=10..ENV_BATCH_STEP=16, AGENT_INIT=20..AGENT_BATCH_STEP=27, "
              "RUN_EPISODE=30, DELEGATE=31, RUN_BATCH=32", (long long)type);
         return RLB_UNKNOWN_TYPE;
@@ -109,10 +110,10 @@ static int check_header(const int is_int[4], const int64_t field[4], const char 
 
 static int not_an_envelope(const msgpack_object *root, char *error) {
     if (root->type == MSGPACK_OBJECT_ARRAY)
-        fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; got an "
+        rlb_fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; got an "
              "array of %u items", root->via.array.size);
     else
-        fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; got %s",
+        rlb_fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; got %s",
              rlb_kind_name(root));
     return RLB_MALFORMED;
 }
@@ -144,7 +145,7 @@ static int too_deep(const char *payload, size_t length, rlb_envelope *out, char 
     int code = rlb_peek_envelope(payload, length, out, error);
     if (code != RLB_OK)
         return code;
-    fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; could not "
+    rlb_fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; could not "
          "decode %zu bytes: the body nests arrays or maps more than %d deep", length,
          MSGPACK_C_MAX_DEPTH);
     return RLB_MALFORMED;
@@ -158,7 +159,7 @@ int rlb_decode_message(const char *payload, size_t length, msgpack_unpacked *roo
     if (status == MSGPACK_UNPACK_NOMEM_ERROR)
         return too_deep(payload, length, out, error);
     if (status != MSGPACK_UNPACK_SUCCESS || offset != length) {
-        fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; could not "
+        rlb_fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; could not "
              "decode %zu bytes", length);
         return RLB_MALFORMED;
     }
@@ -294,7 +295,7 @@ int rlb_peek_envelope(const char *payload, size_t length, rlb_envelope *out, cha
     for (int i = 0; header && i < 4; i++)
         header = peek_item(&c, 1, &is_int[i], &field[i], &kinds[i]);
     if (!header) {
-        fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; the first "
+        rlb_fail(error, "expected a msgpack envelope [version, type, seq, episode, body]; the first "
              "of %zu bytes do not start one", length);
         return RLB_MALFORMED;
     }

@@ -1,12 +1,16 @@
-/* Internal to the C agent library (not for agents): the server's state shared by the request
- * loop (rlbridge_serve.c), the request handling (rlbridge_requests.c) and CURVE
- * (rlbridge_curve.c). */
+/* Internal to the C agent library (not for agents): its error-text helper, and the server's
+ * state shared by the request loop (rlbridge_serve.c), the request handling
+ * (rlbridge_requests.c) and CURVE (rlbridge_curve.c). */
 #ifndef RLBRIDGE_INTERNAL_H
 #define RLBRIDGE_INTERNAL_H
 
 #include <zmq.h>
 
 #include "rlbridge_agent.h"
+
+/* Write an error text of at most RLB_ERROR_TEXT_BYTES into ``error``, printf-style: the one
+ * helper every decoder (envelope, values, batches) reports BAD_FIELD texts with. */
+void rlb_fail(char *error, const char *format, ...);
 
 #define RLB_MAX_AUTHORIZED 64
 #define RLB_Z85_KEY_CHARS 40
