@@ -14,11 +14,8 @@ import copy
 
 import numpy as np
 
-from rlbridge.protocol.batch import Batch, as_batch, instance_seed
+from rlbridge.protocol.batch import AGENT_TAKES_OBSERVATION, Batch, as_batch, instance_seed
 from rlbridge.protocol.messages import answer_seed
-
-#: The calls that take an observation and want an action.
-_ACTS = np.array([True, True, False, True, False])
 
 
 class RandomBatch:
@@ -48,7 +45,7 @@ class RandomBatch:
 
     def batch_step(self, first_instance: int, calls: np.ndarray, rewards: np.ndarray,
                    observations) -> Batch:
-        acting = (np.flatnonzero(_ACTS[calls]) + first_instance).tolist()
+        acting = (np.flatnonzero(AGENT_TAKES_OBSERVATION[calls]) + first_instance).tolist()
         if not acting:
             return Batch.stack([])
         generators, block = self.generators, self.agent.DRAW_BLOCK

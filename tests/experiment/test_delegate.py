@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import msgpack
 import pytest
 import zmq
 
@@ -23,7 +24,6 @@ from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.env_server import EnvironmentServer
 from rlbridge.experiment.net.episode import EpisodeRunner
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
-from rlbridge.experiment.net.transport import unpack_plain
 from rlbridge.protocol.errors import (
     ErrorCode,
     InvalidAction,
@@ -189,7 +189,7 @@ def test_no_delegate_body_makes_the_environment_write_a_file(pair, tmp_path):
             records = client.request(T.RUN_EPISODE, [5]).body[4]
             assert (records is None) == (not log)
         for body in records:  # the last episode's, encoded as the experiment's log stores them
-            record = unpack_plain(body)
+            record = msgpack.unpackb(body, raw=False, strict_map_key=False)
             assert record[:2] == [MESSAGE, "environment"] and record[3] == "agent"
     finally:
         client.close()

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlbridge.protocol.batch import AgentCall, Batch, as_batch
+from rlbridge.protocol.batch import AGENT_TAKES_OBSERVATION, AgentCall, Batch, as_batch
 from rlbridge.protocol.values import Value
 
-_STEP, _START, _END, _END_START, _NONE = (int(c) for c in AgentCall)
-#: The calls that carry an observation, and those that begin an episode.
-_TAKES = np.array([True, True, False, True, False])
+_NONE = int(AgentCall.NONE)
+#: The calls that begin an episode, and those that end one.
 _BEGINS = np.array([False, True, False, True, False])
 _ENDS = np.array([False, False, True, True, False])
 
@@ -45,7 +44,7 @@ class DQNBatch:
         self.returns[instances] += np.where(calls == _NONE, 0.0, rewards)
         agent.returns.extend(self.returns[ending].tolist())
         self.returns[ending] = 0.0
-        acting = instances[_TAKES[calls]]
+        acting = instances[AGENT_TAKES_OBSERVATION[calls]]
         if not len(acting):
             return Batch.stack([])
         observations = as_batch(observations)

@@ -14,7 +14,6 @@ import os
 import stat
 import tempfile
 
-import msgpack
 import zmq
 
 from rlbridge.protocol.errors import (
@@ -238,8 +237,3 @@ def send_message(socket, identity: bytes, msg_type: int, seq: int, episode: int,
     if type(identity) is DelimitedIdentity:
         send_frame(socket, b"", _SNDMORE)
     send_frame(socket, head)
-
-
-def unpack_plain(payload: bytes):
-    """Decode msgpack bytes that are known to be well formed (our own log records)."""
-    return msgpack.unpackb(payload, raw=False, strict_map_key=False)
