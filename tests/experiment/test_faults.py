@@ -9,6 +9,7 @@ import numpy as np
 
 from rlbridge.bench.faults import campaign, closing_line, scenarios
 from rlbridge.bench.faults.inputs import Expect, Probe, ProbeMaker, StateModel, pack
+from rlbridge.bench.faults.log import LogScan
 from rlbridge.bench.faults.mutations import body_fault, envelope_fault, random_bytes
 from rlbridge.bench.faults.oracle import (
     ACCEPTED,
@@ -103,3 +104,21 @@ def test_the_campaign_finds_the_built_c_and_javascript_agents():
     check_js()
     assert c_agent_command() is not None
     assert js_agent_command() is not None
+
+
+def test_the_log_scan_notes_only_whole_entries_while_the_file_grows(tmp_path):
+    # Entries cut mid-way by the writer's chunks must not shift the scan into their
+    # middle: bytes inside an entry would parse as entries of their own (a lost record).
+    entries = [msgpack.packb([index, bytes(range(index % 7, 120))]) for index in range(40)]
+    data = b"".join(entries)
+    path = tmp_path / "growing.rlog"
+    scan = LogScan(str(path))
+    written = 0
+    for cut in (5, 130, 131, 700, 1203, 2500, len(data)):
+        with open(path, "ab") as handle:
+            handle.write(data[written:cut])
+        written = cut
+        scan.scan()
+    offsets = [sum(len(entry) for entry in entries[:index]) for index in range(len(entries))]
+    assert sorted(scan.entries) == offsets
+    assert scan.missing() == 0

@@ -58,8 +58,11 @@ class LogScan:
             return
         unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=0)
         unpacker.feed(data)
+        # Only the end of the last complete entry is trusted: after OutOfData the C
+        # unpacker's tell() has moved past the partial entry's first bytes, and the next
+        # scan would start inside it and note its bytes as entries of their own.
+        complete_to = 0
         while True:
-            start = unpacker.tell()
             try:
                 unpacker.unpack()
             except msgpack.OutOfData:
@@ -67,8 +70,10 @@ class LogScan:
             except Exception:  # a corrupt entry: the final check counts what follows it
                 break
             end = unpacker.tell()
-            self.entries[self.parsed_to + start] = (end - start, zlib.crc32(data[start:end]))
-        self.parsed_to += unpacker.tell() if data else 0
+            self.entries[self.parsed_to + complete_to] = (
+                end - complete_to, zlib.crc32(data[complete_to:end]))
+            complete_to = end
+        self.parsed_to += complete_to
 
     def missing(self) -> int:
         """How many noted entries are no longer in the file byte for byte."""
