@@ -16,6 +16,9 @@ twentieth of its steps (:func:`in_fresh_process`), one run measures:
   experiment, all on one CPU, RUN_BATCH with one group;
 * **3 processes, 2 CPUs**: the environment and the agent each on its own CPU, two groups,
   so the environment steps one half while the agent answers the other;
+* **floor of that environment process**: the least it must do per batched step, its
+  ``env_step`` calls, stacking and encoding, one raw round trip per group to an echo
+  (:mod:`rlbridge.bench.batched_floor`), in a new process on the same CPU;
 * **2 shards, 2 CPUs** (N = 64): two environment processes of N/2 instances, one per CPU;
 * **Gymnasium vector envs**, random actions from a seeded generator (legal ones when the
   game masks actions), each row naming its vector env:
@@ -45,6 +48,7 @@ from functools import partial
 
 import numpy as np
 
+from rlbridge.bench.batched_floor import environment_floor  # noqa: F401 (in_fresh_process runs it)
 from rlbridge.bench.report import Figure
 from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.experiment.batch import BatchLoop
@@ -326,6 +330,10 @@ def run(quick: bool = False) -> list[Figure]:
                                          env_cpus=[{cpus[0]}], agent_cpus={cpus[1]},
                                          directory=directory),
                                  ">= 0.8x" if count == 64 else ""))
+                    rows.append(("floor of that environment process (batched_floor.py)",
+                                 partial(in_fresh_process, "environment_floor", *workload, 2,
+                                         warmup_steps(batched_steps), [cpus[1]],
+                                         cpus={cpus[0]}), ""))
                 # Unplaced, as Gymnasium places them: AsyncVectorEnv's processes and the
                 # remote env's would inherit a placement.
                 rows += [(label, partial(in_fresh_process, "gym_vector", *workload, kind), "")

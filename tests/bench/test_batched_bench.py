@@ -27,3 +27,29 @@ def test_a_failing_row_names_its_function_and_arguments():
 def test_the_warm_up_is_the_same_share_of_every_row():
     assert batched.warmup_steps(40) == 2
     assert batched.warmup_steps(10) == 1
+
+
+def test_the_environment_floor_steps_every_instance_and_round_trips_each_group():
+    cpus = sorted(os.sched_getaffinity(0))
+    for game in ("gridwalk", "2048"):
+        rate, latencies = batched.in_fresh_process("environment_floor", game, 5, 30, 2, 3,
+                                                   cpus[-1:], cpus={cpus[0]})
+        assert rate > 0 and len(latencies) == 30
+
+
+def test_the_floor_plays_only_legal_actions_where_the_game_masks_them():
+    import zmq
+
+    from rlbridge.bench.batched_floor import _FloorLoop
+
+    socket = zmq.Context.instance().socket(zmq.DEALER)
+    try:
+        loop = _FloorLoop("2048", 3, 1, socket)
+        for observation in loop.observations:
+            mask = observation.arrays[loop.mask_index]
+            chosen = {value.ints[0] for value in loop._choices(observation)}
+            assert chosen == {int(action) for action in mask.nonzero()[0]}
+        gridwalk = _FloorLoop("gridwalk", 2, 1, socket)
+        assert [v.ints[0] for v in gridwalk._choices(gridwalk.observations[0])] == [0, 1, 2, 3]
+    finally:
+        socket.close(linger=0)
