@@ -48,32 +48,46 @@ class RandomBatch:
         acting = (np.flatnonzero(AGENT_TAKES_OBSERVATION[calls]) + first_instance).tolist()
         if not acting:
             return Batch.stack([])
+        count = len(acting)
+        if self.mask_index is None:
+            uniforms = np.array(self._uniforms(acting))
+            actions = self.low + (uniforms * (self.high - self.low + 1)).astype(np.int64)
+        else:
+            actions = self._legal_actions(acting, as_batch(observations))
+        return Batch(count, actions.reshape(count, 1), np.empty((count, 0)), ("",) * count,
+                     (), None)
+
+    def _uniforms(self, instances: list[int]) -> list[float]:
+        """The next uniform of each instance's generator: the agent's blocks of uniforms,
+        reversed and popped, so each instance draws exactly what a lone agent would."""
         generators, block = self.generators, self.agent.DRAW_BLOCK
-        masks = None
-        if self.mask_index is not None:
-            masks = as_batch(observations)
-            masks = (masks.arrays[self.mask_index] if masks.stacked
-                     else [v.arrays[self.mask_index] for v in masks.values()])
-        actions = []
-        for row, instance in enumerate(acting):
-            if masks is not None:
-                legal = np.flatnonzero(masks[row])
-                if not len(legal):
-                    actions.append(self.low)  # no legal move: the lowest, and no draw
-                    continue
+        uniforms = []
+        for instance in instances:
             rng, draws = generators[instance]
-            if not draws:  # the agent's blocks of uniforms, reversed, popped
+            if not draws:
                 draws = rng.random(block).tolist()
                 draws.reverse()
                 generators[instance] = (rng, draws)
-            uniform = draws.pop()
-            if masks is not None:
-                actions.append(self.low + int(legal[int(uniform * len(legal))]))
-            else:
-                actions.append(self.low + int(uniform * (self.high - self.low + 1)))
-        count = len(actions)
-        return Batch(count, np.array(actions, dtype=np.int64).reshape(count, 1),
-                     np.empty((count, 0)), ("",) * count, (), None)
+            uniforms.append(draws.pop())
+        return uniforms
+
+    def _legal_actions(self, acting: list[int], observations: Batch) -> np.ndarray:
+        """A uniform legal action per row, as the agent picks one: the legal actions in
+        order, the ``int(u * len(legal))``-th of them; the lowest action, and no draw,
+        where none is legal. One numpy pass over the stacked masks, not one per row."""
+        masks = (observations.arrays[self.mask_index] if observations.stacked else
+                 np.array([v.arrays[self.mask_index] for v in observations.values()]))
+        masks = np.asarray(masks, dtype=bool).reshape(len(acting), -1)
+        counts = masks.sum(axis=1)
+        playable = np.flatnonzero(counts)
+        actions = np.full(len(acting), self.low, dtype=np.int64)
+        if len(playable):
+            uniforms = np.array(self._uniforms([acting[row] for row in playable.tolist()]))
+            # The k-th legal action is the first column where the running count passes k.
+            wanted = (uniforms * counts[playable]).astype(np.int64)
+            running = np.cumsum(masks[playable], axis=1)
+            actions[playable] = self.low + (running > wanted[:, None]).argmax(axis=1)
+        return actions
 
     def agent_cleanup(self) -> None:
         self.agent.agent_cleanup()

@@ -19,7 +19,11 @@ twentieth of its steps (:func:`in_fresh_process`), one run measures:
 * **floor of that environment process**: the least it must do per batched step, its
   ``env_step`` calls, stacking and encoding, one raw round trip per group to an echo
   (:mod:`rlbridge.bench.batched_floor`), in a new process on the same CPU;
-* **2 shards, 2 CPUs** (N = 64): two environment processes of N/2 instances, one per CPU;
+* **2 shards, 2 CPUs** (N = 64): two environment processes of N/2 instances, one per CPU,
+  the agent beside the second (as ``rlbridge run`` places them) and, for comparison, free
+  over both CPUs; against one shard on one CPU, both at steady state (SHARD_STEPS timed
+  after as many untimed), with each process's CPU time per batched step and the most
+  that two CPUs can then give (:func:`~rlbridge.bench.batched_floor.cpu_note`);
 * **Gymnasium vector envs**, random actions from a seeded generator (legal ones when the
   game masks actions), each row naming its vector env:
   - ``rlbridge.gym.make_vec``'s batched ``RLBridgeVectorEnv``, in process (one
@@ -44,11 +48,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
 
-from rlbridge.bench.batched_floor import environment_floor  # noqa: F401 (in_fresh_process runs it)
+from rlbridge.bench.batched_floor import (  # noqa: F401 (in_fresh_process runs environment_floor)
+    cpu_note,
+    cpu_seconds,
+    environment_floor,
+)
 from rlbridge.bench.report import Figure
 from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.experiment.batch import BatchLoop
@@ -65,6 +74,8 @@ AGENT_BATCH_STEP = int(MessageType.AGENT_BATCH_STEP)
 #: The fewest instance-steps each row measures (the issue's figure).
 INSTANCE_STEPS = 20_000
 SIZES = (1, 8, 64)
+#: Batched steps of the shard rows: enough for 2048's move tables to fill (_shards_row).
+SHARD_STEPS = 2_500
 GAMES = ("gridwalk", "2048")
 
 
@@ -175,8 +186,11 @@ def environment_side(game: str, count: int, batched_steps: int) -> tuple[float, 
 
 def processes(game: str, count: int, batched_steps: int, *, shards: int, groups: int,
               env_cpus: list[set[int] | None], agent_cpus: set[int] | None,
-              directory: str) -> tuple[float, list[float]]:
-    """Environment shards and an agent as processes; this process is the experiment."""
+              directory: str, warmup: int | None = None
+              ) -> tuple[float, list[float], list[float]]:
+    """Environment shards and an agent as processes; this process is the experiment.
+    ``warmup`` batched steps go untimed first (default: :func:`warmup_steps`).
+    Also returns each child's CPU time per timed batched step, in µs (shards, then agent)."""
     python = [sys.executable, "-m", "rlbridge"]
     addresses = [f"ipc://{directory}/e{index}.sock" for index in range(shards)]
     agent_address = f"ipc://{directory}/a.sock"
@@ -191,14 +205,18 @@ def processes(game: str, count: int, batched_steps: int, *, shards: int, groups:
         agent = RemoteAgent(agent_address)
         experiment = BatchExperiment(envs, agent, num_instances=count, seed=1, groups=groups)
         experiment.init()
-        experiment.run(num_steps=warmup_steps(batched_steps))
+        experiment.run(num_steps=warmup_steps(batched_steps) if warmup is None else warmup)
+        before = [cpu_seconds(child.pid) for child in children]
         started = time.perf_counter()
         experiment.run(num_steps=batched_steps)
         rate = count * batched_steps / (time.perf_counter() - started)
+        spent = [(cpu_seconds(child.pid) - first) / batched_steps * 1e6
+                 for child, first in zip(children, before, strict=True)]
         latencies = _timing(envs[0])
     finally:
         stop_peers((*envs, agent), children)
-    return rate, latencies
+    return rate, latencies, spent
+
 
 
 def _timing(env: RemoteEnvironment) -> list[float]:
@@ -294,7 +312,7 @@ def _row(game: str, count: int, name: str, measured, ratio: float | None, target
          passed: bool | None = None) -> Figure:
     """A row whose ``ratio`` was measured against its own adjacent baseline (see _paired);
     the Figure's baseline is then the rate that ratio implies."""
-    rate, latencies = measured
+    rate, latencies = measured[:2]
     p50, p99 = _percentiles(latencies)
     baseline = None if ratio is None else rate / ratio
     return Figure(f"batched {game} N={count}", name, rate, "instance-steps/s", baseline, target,
@@ -343,23 +361,39 @@ def run(quick: bool = False) -> list[Figure]:
                     figures.append(_row(game, count, name, measured, ratio, target,
                                         ratio >= 0.8 if target else None))
                 if two and count == 64:
-                    figures.append(_shards_row(game, count, batched_steps, cpus, directory,
-                                               repeats))
+                    figures += [_shards_row(game, count, cpus, directory, repeats, floats)
+                                for floats in (False, True)]
     return figures
 
 
-def _shards_row(game: str, count: int, batched_steps: int, cpus: list[int], directory: str,
-                repeats: int) -> Figure:
-    """Two shards on two CPUs against one shard on one CPU, each pair measured together."""
+def _shards_row(game: str, count: int, cpus: list[int], directory: str, repeats: int,
+                agent_floats: bool = False) -> Figure:
+    """Two shards on two CPUs against one shard on one CPU, each pair measured together,
+    SHARD_STEPS batched steps after as many untimed: 2048 fills its move tables as positions
+    first appear, once per process, and its steps run 40% faster once they have filled;
+    short runs charge two shards twice for what one shard fills once."""
     def one_shard():
-        return processes(game, count, batched_steps, shards=1, groups=1, env_cpus=[{cpus[-1]}],
-                         agent_cpus={cpus[-1]}, directory=directory)
+        return processes(game, count, SHARD_STEPS, shards=1, groups=1, env_cpus=[{cpus[-1]}],
+                         agent_cpus={cpus[-1]}, directory=directory, warmup=SHARD_STEPS)
 
     def two_shards():
-        return processes(game, count, batched_steps, shards=2, groups=1,
-                         env_cpus=[{cpus[0]}, {cpus[1]}], agent_cpus=set(cpus[:2]),
-                         directory=directory)
+        return processes(game, count, SHARD_STEPS, shards=2, groups=1,
+                         env_cpus=[{cpus[0]}, {cpus[1]}],
+                         agent_cpus=set(cpus[:2]) if agent_floats else {cpus[1]},
+                         directory=directory, warmup=SHARD_STEPS)
 
-    measured, ratio = _paired(two_shards, one_shard, repeats)
-    return _row(game, count, "2 shards, 2 CPUs (against 1 shard, 1 CPU)", measured, ratio,
-                ">= 1.3x", ratio >= 1.3)
+    baselines: list = []
+
+    def one_shard_kept():
+        baselines.append(one_shard())
+        return baselines[-1]
+
+    measured, ratio = _paired(two_shards, one_shard_kept, repeats)
+    name = ("2 shards, 2 CPUs, agent free over both (against 1 shard, 1 CPU)" if agent_floats
+            else "2 shards, 2 CPUs, agent beside shard 2 (against 1 shard, 1 CPU)")
+    figure = _row(game, count, name, measured, ratio, "" if agent_floats else ">= 1.3x",
+                  None if agent_floats else ratio >= 1.3)
+    one = sorted(baselines, key=lambda run: run[0])[len(baselines) // 2]
+    one_wall_us = count / one[0] * 1e6
+    return replace(figure, note=f"{figure.note}; {cpu_note(one[2], one_wall_us, measured[2])}")
+

@@ -1,4 +1,5 @@
-"""The floor of a batched environment process: what it must do per batched step, and no more.
+"""Floors of batched runs: what an environment process must do per batched step, and no more;
+what two shards' processes leave two CPUs to gain.
 
 `rlbridge bench batched` compares every process row with the bare in-process loop. This
 module measures the least any environment process built on the
@@ -21,6 +22,7 @@ with a fixed 300-byte message, less than any agent's actions cost to compute and
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import time
@@ -155,3 +157,22 @@ class _FloorLoop:
             raise PeerTimeout(f"the floor's echo did not reply within {ECHO_TIMEOUT_MS} ms")
         self.socket.recv_multipart(copy=False)
 
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system, every thread) that process ``pid`` has used so far."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_note(one: list[float], one_wall_us: float, two: list[float]) -> str:
+    """Where the CPU goes, per batched step (µs): ``one`` shard's processes (env, agent),
+    ``two`` shards' (env0, env1, agent), and the most two pinned CPUs allow two shards
+    against one shard's wall time per step, given what each of their processes spends."""
+    env0, env1, agent = two
+    # Three processes on two CPUs: one CPU carries two of them, at best the lightest pair.
+    busiest = min(max(env0 + env1, agent), max(env0 + agent, env1), max(env1 + agent, env0))
+    return (f"CPU us per batched step: 1 shard env {one[0]:,.0f} + agent {one[1]:,.0f}; "
+            f"2 shards env {env0:,.0f} and {env1:,.0f} + agent {agent:,.0f}: the busier CPU "
+            f"carries >= {busiest:,.0f} us, so 2 shards reach at most "
+            f"{one_wall_us / busiest:.2f}x")

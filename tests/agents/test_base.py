@@ -24,7 +24,7 @@ def test_an_agent_without_a_policy_names_what_is_missing():
         Empty().agent_step(0.0, Value(ints=(1,)))
 
 
-@pytest.mark.parametrize("game", ["gridwalk", "reversi", "minesweeper", "blackjack"])
+@pytest.mark.parametrize("game", ["gridwalk", "reversi", "minesweeper", "blackjack", "2048"])
 def test_the_batched_random_agent_draws_what_the_per_instance_adapter_draws(game):
     """RandomBatch answers every instance with the draws of its own generator, as the
     adapter over single RandomAgent calls does, legal masks included."""

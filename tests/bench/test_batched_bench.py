@@ -53,3 +53,19 @@ def test_the_floor_plays_only_legal_actions_where_the_game_masks_them():
         assert [v.ints[0] for v in gridwalk._choices(gridwalk.observations[0])] == [0, 1, 2, 3]
     finally:
         socket.close(linger=0)
+
+
+def test_two_shards_are_bounded_by_the_lightest_pairing_of_three_processes_on_two_cpus():
+    from rlbridge.bench.batched_floor import cpu_note
+
+    # The agent alone on a CPU, the two shards together: 500 us on the busier CPU.
+    assert cpu_note([400, 200], 600, [100, 100, 500]).endswith("at most 1.20x")
+    assert ">= 600 us" in cpu_note([400, 200], 600, [300, 300, 300])
+
+
+def test_a_process_row_reports_each_childs_cpu_per_batched_step(tmp_path):
+    cpus = sorted(os.sched_getaffinity(0))
+    rate, _, spent = batched.processes("gridwalk", 4, 50, shards=1, groups=1,
+                                       env_cpus=[{cpus[0]}], agent_cpus={cpus[0]},
+                                       directory=str(tmp_path))
+    assert rate > 0 and len(spent) == 2 and all(us >= 0 for us in spent)
