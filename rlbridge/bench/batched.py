@@ -8,7 +8,7 @@ twentieth of its steps (:func:`in_fresh_process`), one run measures:
   in turn and calls the one agent object for each (agent_start, agent_step, agent_end),
   with no protocol, no checks and no batching machinery;
 * **in process, batched**: the same objects through BatchExperiment's in-process loop;
-* **environment side alone, hot**: the environment process's own work (its instances,
+* **environment side alone, hot, no socket**: the environment process's own work (its instances,
   the loop, the encoding of its messages), in one hot process without the agent's time or
   a socket: the floor of every placement of the processes, since the environment
   process must do at least this for each batched step;
@@ -16,9 +16,10 @@ twentieth of its steps (:func:`in_fresh_process`), one run measures:
   experiment, all on one CPU, RUN_BATCH with one group;
 * **3 processes, 2 CPUs**: the environment and the agent each on its own CPU, two groups,
   so the environment steps one half while the agent answers the other;
-* **floor of that environment process**: the least it must do per batched step, its
-  ``env_step`` calls, stacking and encoding, one raw round trip per group to an echo
-  (:mod:`rlbridge.bench.batched_floor`), in a new process on the same CPU;
+* **floor of that environment process** (after each of the two rows above): the least
+  it must do per batched step in that layout, its ``env_step`` calls, stacking and
+  encoding, one raw round trip per group to an echo where the agent would be
+  (:mod:`rlbridge.bench.batched_floor`);
 * **2 shards, 2 CPUs** (N = 64): two environment processes of N/2 instances, one per CPU,
   the agent beside the second (as ``rlbridge run`` places them) and, for comparison, free
   over both CPUs; against one shard on one CPU, both at steady state (SHARD_STEPS timed
@@ -336,12 +337,15 @@ def run(quick: bool = False) -> list[Figure]:
                 rows = [("in process, batched",
                          partial(in_fresh_process, "in_process_batched", *workload,
                                  cpus=one_cpu), ""),
-                        ("environment side alone, hot (the floor)",
+                        ("environment side alone, hot, no socket",
                          partial(in_fresh_process, "environment_side", *workload,
                                  cpus=one_cpu), ""),
                         ("3 processes, 1 CPU, 1 group",
                          partial(processes, *workload, shards=1, groups=1, env_cpus=[{cpus[-1]}],
-                                 agent_cpus={cpus[-1]}, directory=directory), "")]
+                                 agent_cpus={cpus[-1]}, directory=directory), ""),
+                        ("floor of that environment process (batched_floor.py)",
+                         partial(in_fresh_process, "environment_floor", *workload, 1,
+                                 warmup_steps(batched_steps), [cpus[-1]], cpus=one_cpu), "")]
                 if two and count >= 2:
                     rows.append(("3 processes, 2 CPUs, 2 groups",
                                  partial(processes, *workload, shards=1, groups=2,
