@@ -181,10 +181,10 @@ def process_cpus(commands: dict[str, list[str]],
     environment, or beside the last shard), the experiment (idle while the environments
     play) with the first, a viewer off the loop's CPUs when there is room.
 
-    An agent left free to float over the shards' CPUs ran 2048 at N=64 with two shards
-    slower than one pinned beside the last shard (at 2,500 batched steps: 42,651-44,985
-    against 52,260-52,945 instance-steps/s, /proc CPU times alike): each wake-up of a
-    floating agent waits for whichever busy shard the scheduler put it behind."""
+    An agent left free to float over the shards' CPUs waits, at each wake-up, behind
+    whichever busy shard the scheduler put it with: `rlbridge bench batched` ran two 2048
+    shards at N=64 at 0.94x of one shard so, against 1.18x with the agent pinned beside
+    the last shard (docs/speed.md)."""
     if cpus is None:
         return dict.fromkeys(commands)
     shards = [name for name in commands if name.startswith("env")]
