@@ -12,7 +12,8 @@ for each group of instances, :func:`environment_floor`:
   (from the game's legal mask when it has one) drawn as cheaply as a table look-up allows,
   so the games play the positions the random agent's games reach;
 * stacks the group's observations and encodes them (the message the agent must receive);
-* sends that message to an echo process on another CPU over a ZeroMQ DEALER and receives
+* sends that message to an echo process, on the CPU the agent would have in that layout,
+  over a ZeroMQ DEALER and receives
   its short reply, one round trip per group, the next group stepped while it travels
   (the pipelining of ``--groups``).
 
@@ -31,6 +32,7 @@ import msgpack
 import numpy as np
 import zmq
 
+from rlbridge.experiment.runner import start_child
 from rlbridge.options import build
 from rlbridge.protocol.batch import Batch, encode_batch
 from rlbridge.protocol.errors import PeerTimeout
@@ -62,8 +64,6 @@ def environment_floor(game: str, count: int, batched_steps: int, groups: int,
                       ) -> tuple[float, list[float]]:
     """Instance-steps per second of the floor loop (module docstring), with ``groups``
     groups, after ``warmup_steps`` untimed batched steps; the echo runs on ``echo_cpus``."""
-    from rlbridge.experiment.runner import start_child
-
     with tempfile.TemporaryDirectory(prefix="rlbridge-floor-") as directory:
         address = f"ipc://{directory}/echo.sock"
         echo = start_child([sys.executable, "-c", ECHO_SCRIPT, address],
