@@ -56,9 +56,9 @@ import numpy as np
 
 from rlbridge.bench.batched_floor import (  # noqa: F401 (in_fresh_process runs environment_floor)
     cpu_note,
-    cpu_seconds,
     environment_floor,
 )
+from rlbridge.bench.per_step_cpu import process_cpu_s
 from rlbridge.bench.report import Figure
 from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.experiment.batch import BatchLoop
@@ -207,11 +207,11 @@ def processes(game: str, count: int, batched_steps: int, *, shards: int, groups:
         experiment = BatchExperiment(envs, agent, num_instances=count, seed=1, groups=groups)
         experiment.init()
         experiment.run(num_steps=warmup_steps(batched_steps) if warmup is None else warmup)
-        before = [cpu_seconds(child.pid) for child in children]
+        before = [process_cpu_s(child.pid) for child in children]
         started = time.perf_counter()
         experiment.run(num_steps=batched_steps)
         rate = count * batched_steps / (time.perf_counter() - started)
-        spent = [(cpu_seconds(child.pid) - first) / batched_steps * 1e6
+        spent = [(process_cpu_s(child.pid) - first) / batched_steps * 1e6
                  for child, first in zip(children, before, strict=True)]
         latencies = _timing(envs[0])
     finally:

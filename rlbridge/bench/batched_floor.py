@@ -23,7 +23,6 @@ with a fixed 300-byte message, less than any agent's actions cost to compute and
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ import msgpack
 import numpy as np
 import zmq
 
+from rlbridge.experiment.batch import group_bounds
 from rlbridge.experiment.runner import start_child
 from rlbridge.options import build
 from rlbridge.protocol.batch import Batch, encode_batch
@@ -105,12 +105,7 @@ class _FloorLoop:
         self.mask_index = spec.legal_mask
         self.legal: dict[bytes, tuple] = {}  # a mask's bytes -> its legal actions' Values
         self.draws = np.random.default_rng(1).random(4096).tolist()
-        size, extra = divmod(count, groups)
-        self.bounds, start = [], 0
-        for group in range(groups):
-            end = start + size + (1 if group < extra else 0)
-            self.bounds.append((start, end))
-            start = end
+        self.bounds = group_bounds(count, groups)
         self.socket = socket
         self.drawn = 0
 
@@ -156,13 +151,6 @@ class _FloorLoop:
         if not self.socket.poll(ECHO_TIMEOUT_MS):
             raise PeerTimeout(f"the floor's echo did not reply within {ECHO_TIMEOUT_MS} ms")
         self.socket.recv_multipart(copy=False)
-
-
-def cpu_seconds(pid: int) -> float:
-    """The CPU time (user and system, every thread) that process ``pid`` has used so far."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_note(one: list[float], one_wall_us: float, two: list[float]) -> str:

@@ -183,8 +183,8 @@ def process_cpus(commands: dict[str, list[str]],
 
     An agent left free to float over the shards' CPUs waits, at each wake-up, behind
     whichever busy shard the scheduler put it with: `rlbridge bench batched` ran two 2048
-    shards at N=64 at 0.94x of one shard so, against 1.18x with the agent pinned beside
-    the last shard (docs/speed.md)."""
+    shards at N=64 at 0.94x of one shard with the agent floating, against 1.18x with it
+    pinned beside the last shard (docs/speed.md)."""
     if cpus is None:
         return dict.fromkeys(commands)
     shards = [name for name in commands if name.startswith("env")]
