@@ -397,7 +397,8 @@ def _shards_row(game: str, count: int, cpus: list[int], directory: str, repeats:
             else "2 shards, 2 CPUs, agent beside shard 2 (against 1 shard, 1 CPU)")
     figure = _row(game, count, name, measured, ratio, "" if agent_floats else ">= 1.3x",
                   None if agent_floats else ratio >= 1.3)
-    one = sorted(baselines, key=lambda run: run[0])[len(baselines) // 2]
+    # The one-shard run paired with the two-shard run kept: its rate is the ratio's baseline.
+    one = min(baselines, key=lambda run: abs(run[0] - measured[0] / ratio))
     one_wall_us = count / one[0] * 1e6
     return replace(figure, note=f"{figure.note}; {cpu_note(one[2], one_wall_us, measured[2])}")
 
