@@ -399,6 +399,5 @@ def _shards_row(game: str, count: int, cpus: list[int], directory: str, repeats:
                   None if agent_floats else ratio >= 1.3)
     # The one-shard run paired with the two-shard run kept: its rate is the ratio's baseline.
     one = min(baselines, key=lambda run: abs(run[0] - measured[0] / ratio))
-    one_wall_us = count / one[0] * 1e6
-    return replace(figure, note=f"{figure.note}; {cpu_note(one[2], one_wall_us, measured[2])}")
+    return replace(figure, note=f"{figure.note}; {cpu_note(one[2], measured[2])}")
 

@@ -153,14 +153,16 @@ class _FloorLoop:
         self.socket.recv_multipart(copy=False)
 
 
-def cpu_note(one: list[float], one_wall_us: float, two: list[float]) -> str:
+def cpu_note(one: list[float], two: list[float]) -> str:
     """Where the CPU goes, per batched step (µs): ``one`` shard's processes (env, agent),
     ``two`` shards' (env0, env1, agent), and the most two pinned CPUs allow two shards
-    against one shard's wall time per step, given what each of their processes spends."""
+    against one shard, given what each process spends. One shard's processes share one
+    CPU, so its batched step takes at least their sum; CPU time, unlike wall time, leaves
+    out the waits that other jobs on the machine add."""
     env0, env1, agent = two
     # Three processes on two CPUs: one CPU carries two of them, at best the lightest pair.
     busiest = min(max(env0 + env1, agent), max(env0 + agent, env1), max(env1 + agent, env0))
     return (f"CPU us per batched step: 1 shard env {one[0]:,.0f} + agent {one[1]:,.0f}; "
             f"2 shards env {env0:,.0f} and {env1:,.0f} + agent {agent:,.0f}: the busier CPU "
             f"carries >= {busiest:,.0f} us, so 2 shards reach at most "
-            f"{one_wall_us / busiest:.2f}x")
+            f"{sum(one) / busiest:.2f}x")

@@ -59,8 +59,8 @@ def test_two_shards_are_bounded_by_the_lightest_pairing_of_three_processes_on_tw
     from rlbridge.bench.batched_floor import cpu_note
 
     # The agent alone on a CPU, the two shards together: 500 us on the busier CPU.
-    assert cpu_note([400, 200], 600, [100, 100, 500]).endswith("at most 1.20x")
-    assert ">= 600 us" in cpu_note([400, 200], 600, [300, 300, 300])
+    assert cpu_note([400, 200], [100, 100, 500]).endswith("at most 1.20x")
+    assert ">= 600 us" in cpu_note([400, 200], [300, 300, 300])
 
 
 def test_a_process_row_reports_each_childs_cpu_per_batched_step(tmp_path):
