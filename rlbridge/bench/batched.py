@@ -374,7 +374,7 @@ def _shards_row(game: str, count: int, cpus: list[int], directory: str, repeats:
                 agent_floats: bool = False) -> Figure:
     """Two shards on two CPUs against one shard on one CPU, each pair measured together,
     SHARD_STEPS batched steps after as many untimed: 2048 fills its move tables as positions
-    first appear, once per process, and its steps run 40% faster once they have filled;
+    first appear, once per process, and its steps run far faster once they have filled;
     short runs charge two shards twice for what one shard fills once."""
     def one_shard():
         return processes(game, count, SHARD_STEPS, shards=1, groups=1, env_cpus=[{cpus[-1]}],
