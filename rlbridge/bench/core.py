@@ -11,7 +11,10 @@ Figures (issue "Core", "Speed"):
   (d) observations of 100 B, 20 KB and 1 MB, each against a raw zero-copy ping-pong of
       the same size;
   (e) CPU time per step of the environment process and of the agent process on the 1-int
-      countdown, next to the same figure for each side of (a) and (a2) (per_step_cpu.py).
+      countdown, next to the same figure for each side of (a), of (a2), and of the
+      workload floor, which also makes the countdown's and the random agent's own Python
+      calls; and the agent side in compiled code: the C library's loop around the same
+      Python agent, and the C random agent (per_step_cpu.py).
 All processes share one CPU, as `rlbridge run` places them by default.
 
 Wall-time figures (a) to (d) move with whatever else the machine runs. CPU time, unlike
@@ -22,6 +25,7 @@ compare across runs and machine states; other load still slows it somewhat (cach
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import tempfile
@@ -32,7 +36,16 @@ import numpy as np
 import zmq
 
 from rlbridge.agents.random_agent import RandomAgent
-from rlbridge.bench.per_step_cpu import FLOOR_SERVER, RAW_SERVER, TARGET_US, per_side, spawn
+from rlbridge.bench.per_step_cpu import (
+    C_AGENT,
+    C_IN_PYTHON,
+    FLOOR_SERVER,
+    RAW_SERVER,
+    TARGET_US,
+    c_agent_commands,
+    per_side,
+    spawn,
+)
 from rlbridge.bench.report import Figure
 from rlbridge.environments.toy import GridWalk
 from rlbridge.experiment.api import Experiment
@@ -295,19 +308,40 @@ def measure(quick: bool, cpus: set[int]) -> list[Figure]:
                 passed=(rate / raw_rate >= 0.5) if big else None,
                 note=_lat_note(lat, episode_means)))
         # Many short rounds: their median shrugs off a passing burst of other load.
-        figures += cpu_figures(per_side(d, 5_000 if quick else 10_000, 3 if quick else 7, cpus))
+        c_agents, missing = c_agent_commands()
+        figures += cpu_figures(per_side(d, 5_000 if quick else 10_000, 3 if quick else 7, cpus,
+                                        c_agents), missing)
     return figures
 
 
-def cpu_figures(sides: dict[str, tuple[float, float]]) -> list[Figure]:
-    """(e): rlbridge's CPU per step on each side against the same side of (a) and (a2)."""
+def cpu_figures(sides: dict[str, tuple[float, float]], missing: str = "") -> list[Figure]:
+    """(e): rlbridge's CPU per step on each side against the workload floor, the same
+    side of (a) and (a2), and the agent side in compiled code (per_step_cpu.py); without
+    the compiled agents, their rows say why (``missing``)."""
     figures = []
+    target = f"<= {TARGET_US:.0f} us"
     for index, (process, role) in enumerate((("environment", "client"), ("agent", "server"))):
-        value, raw, floor, over = (sides[name][index]
-                                   for name in ("rlbridge", "raw", "floor", "over floor"))
+        value, raw, floor, over, work = (
+            sides[name][index] for name in ("rlbridge", "raw", "floor", "over floor",
+                                            "workload floor"))
         figures.append(Figure(
             "cpu", f"(e) CPU per step, {process} process, countdown, ipc", value, "us/step",
-            baseline=floor, target=f"<= {TARGET_US:.0f} us", passed=value <= TARGET_US,
-            note=f"same run: raw REQ/REP {role} {raw:.1f} us, floor (a2) {role} {floor:.1f} us "
-                 f"(the baseline); each round's floor {over:+.1f} us (median)"))
+            baseline=work, target=target, passed=value <= TARGET_US,
+            note=f"baseline: the workload floor's {role}; same run: raw REQ/REP {raw:.1f} us, "
+                 f"floor (a2) {floor:.1f} us; each round's (a2) {over:+.1f} us (median)"))
+    compiled = (
+        (C_IN_PYTHON, 1, "agent process, the C library's loop around the Python agent",
+         "the agent's own Python left alone on the path"),
+        (C_AGENT, 1, "agent process, the C random agent", "no Python in the agent process"),
+        (C_AGENT, 0, "environment process beside the C agent", "rlbridge's environment"),
+    )
+    for name, index, what, note in compiled:
+        label = f"(e) CPU per step, {what}"
+        if name not in sides:
+            figures.append(Figure("cpu", label, math.nan, "us/step", note=missing))
+            continue
+        value = sides[name][index]
+        figures.append(Figure("cpu", label, value, "us/step", baseline=sides["raw"][index],
+                              target=target, passed=value <= TARGET_US,
+                              note=f"baseline: raw REQ/REP; {note}"))
     return figures

@@ -8,6 +8,17 @@ run, divided by the round trips of that run; children are read from ``/proc/PID/
 and the bench's own process (the client of the raw pair and of the floor) from
 ``time.process_time()``. The workload is the 1-int countdown (issue 14, item 6): one int
 observation, one int action, one round trip per step.
+
+Beside rlbridge's two processes, each round measures what bounds them from below:
+
+- the raw REQ/REP pair and the msgpack floor, which do no work of the workload;
+- the workload floor: the msgpack floor that also makes the workload's own Python calls,
+  the countdown's ``env_step`` and the random agent's ``agent_step``, and nothing else (no
+  checks, no counting, no state): the least a pair of Python processes serving this
+  environment and this agent over pyzmq can spend;
+- the agent side in compiled code: the C client library's agent loop (every receive, check,
+  decode, encode and send in C) around the same Python agent, embedded
+  (clients/c/bench/python_agent.c), and the C random agent, with no Python at all.
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import msgpack
 import numpy as np
@@ -31,6 +43,10 @@ TARGET_US = 40.0
 #: are a small share of the steps they come with.
 EPISODE_LENGTH = 1000
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+#: The C agents: the library's sources and where its Makefile builds them.
+C_CLIENT = Path(__file__).resolve().parents[2] / "clients" / "c"
+#: The per_side keys of the compiled agents' runs.
+C_IN_PYTHON, C_AGENT = "C loop, Python agent", "C agent"
 
 #: A REP server that answers every request with ``reply_bytes`` bytes, until "stop".
 RAW_SERVER = r"""
@@ -66,8 +82,71 @@ while True:
 """
 
 
-def spawn(command: list[str], cpus) -> subprocess.Popen:
-    return start_child(command, cpus, stderr=subprocess.DEVNULL)
+#: The floor's server with the workload's agent behind it: the random agent's agent_step on
+#: each observation, as rlbridge's agent process calls it (a Value built as its decoder
+#: builds one), and nothing else.
+WORKLOAD_SERVER = r"""
+import sys, zmq, msgpack
+from rlbridge.agents.random_agent import RandomAgent
+from rlbridge.environments.toy import Countdown
+from rlbridge.protocol.values import Value, _new_tuple
+agent = RandomAgent(1)
+agent.agent_init(Countdown(length=2).env_init())
+agent_step = agent.agent_step
+sock = zmq.Context().socket(zmq.ROUTER)
+sock.bind(sys.argv[1])
+pack, unpack = msgpack.Packer(use_bin_type=True).pack, msgpack.unpackb
+while True:
+    identity = sock.recv()
+    request = unpack(sock.recv())
+    sock.send(identity, zmq.SNDMORE)
+    if request[1] == 4:
+        sock.send(b"")
+        break
+    reward, (ints, doubles, chars, _) = request[4]
+    action = agent_step(reward, _new_tuple(Value, (tuple(ints), tuple(doubles), chars, ())))
+    sock.send(pack([1, 22, request[2], request[3], [action[0], action[1], action[2], ()]]))
+"""
+
+
+#: The workload floor's client: steps a countdown and sends each observation to
+#: WORKLOAD_SERVER, then prints its own CPU microseconds per trip and the server's.
+WORKLOAD_CLIENT = r"""
+import sys, time, zmq, msgpack
+from rlbridge.bench.per_step_cpu import process_cpu_s
+from rlbridge.environments.toy import Countdown
+from rlbridge.protocol.values import Value, _new_tuple
+address, server_pid, trips, length = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+sock = zmq.Context().socket(zmq.DEALER)
+sock.setsockopt(zmq.RCVTIMEO, 10000)
+sock.connect(address)
+pack, unpack = msgpack.Packer(use_bin_type=True).pack, msgpack.unpackb
+env = Countdown(length=length)
+env.env_init()
+env_step, env_start = env.env_step, env.env_start
+def play(first_seq, count):
+    observation, action = env_start(), Value((1,))
+    for seq in range(first_seq, first_seq + count):
+        result = env_step(action)
+        reward, observation = result[0], result[1]
+        if result[2]:  # the next episode's first observation goes in the same message
+            observation = env_start()
+        ints, doubles, chars, _ = observation
+        sock.send(pack([1, 22, seq, 1, [float(reward), [ints, doubles, chars, ()]]]))
+        ints, doubles, chars, _ = unpack(sock.recv())[4]
+        action = _new_tuple(Value, (tuple(ints), tuple(doubles), chars, ()))
+play(1, length)  # the server is up and both sides' paths have run
+client_start, server_start = time.process_time(), process_cpu_s(server_pid)
+play(length + 1, trips)
+client_s, server_s = time.process_time() - client_start, process_cpu_s(server_pid) - server_start
+sock.send(pack([1, 4, 0, 0, None]))
+sock.recv()
+print(client_s / trips * 1e6, server_s / trips * 1e6)
+"""
+
+
+def spawn(command: list[str], cpus, env: dict | None = None) -> subprocess.Popen:
+    return start_child(command, cpus, stderr=subprocess.DEVNULL, env=env)
 
 
 def process_cpu_s(pid: int) -> float:
@@ -132,15 +211,70 @@ def floor_cpu(address: str, trips: int, cpus) -> tuple[float, float]:
     return client_s / trips * 1e6, server_s / trips * 1e6
 
 
-def rlbridge_cpu(directory: str, steps: int, cpus) -> tuple[float, float]:
+def workload_floor_cpu(address: str, trips: int, cpus) -> tuple[float, float]:
+    """CPU microseconds per round trip of the workload floor's client (WORKLOAD_CLIENT) and
+    server (WORKLOAD_SERVER). Both are new processes, as rlbridge's environment and agent
+    are: a client in this long-lived process, with its many modules and sockets, costs
+    more per trip than a fresh one."""
+    server = spawn([sys.executable, "-c", WORKLOAD_SERVER, address], cpus)
+    try:
+        client = start_child([sys.executable, "-c", WORKLOAD_CLIENT, address, str(server.pid),
+                              str(trips), str(EPISODE_LENGTH)], cpus,
+                             stdout=subprocess.PIPE, text=True)
+        out, _ = client.communicate(timeout=600)
+        server.wait(timeout=10)
+    finally:
+        if server.poll() is None:  # the client failed before SHUTDOWN
+            server.kill()
+            server.wait()
+    client_us, server_us = (float(x) for x in out.split())
+    return client_us, server_us
+
+
+def embedded_environment() -> dict[str, str]:
+    """The environment variables of a process that embeds Python: its interpreter finds
+    rlbridge and its packages where this one does (an editable install's path hook is not
+    a directory, so the source tree is named)."""
+    search_path = os.pathsep.join([str(C_CLIENT.parents[1]),
+                                   *(entry for entry in sys.path if os.path.isdir(entry))])
+    return {**os.environ, "PYTHONPATH": search_path}
+
+
+def c_agent_commands() -> tuple[dict[str, list[str]], str]:
+    """The compiled agents' commands, built with the C library's Makefile: ``C_IN_PYTHON``
+    (the library's loop around the Python random agent) and ``C_AGENT`` (the C random
+    agent); or no commands and the reason, one line, when they cannot be built here."""
+    build = C_CLIENT / "build"
+    try:
+        subprocess.run(["make", "-s", "-C", str(C_CLIENT), "build/random_agent",
+                        "build/python_agent", f"PYTHON={sys.executable}"],
+                       check=True, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.SubprocessError) as err:
+        output = getattr(err, "stderr", "") or str(err)
+        lines = output.strip().splitlines() or ["no output"]
+        return {}, (f"not measured: the C agents cannot be built here ({lines[-1]}); "
+                    "bash clients/setup.sh installs what they need")
+    return {C_IN_PYTHON: [str(build / "python_agent"),
+                          "rlbridge.agents.random_agent:RandomAgent"],
+            C_AGENT: [str(build / "random_agent")]}, ""
+
+
+
+def rlbridge_cpu(directory: str, steps: int, cpus,
+                 agent_command: list[str] | None = None) -> tuple[float, float]:
     """CPU microseconds per step of the environment and the agent processes while the
     experiment (this process) runs RL_episode on the countdown: the environment plays each
-    episode with the random agent over ipc, one round trip per step."""
+    episode with the random agent over ipc, one round trip per step. ``agent_command``
+    (the agent's command, without ``--bind ADDR``) replaces rlbridge's Python agent."""
     env_addr, agent_addr = f"ipc://{directory}/cpu-e.sock", f"ipc://{directory}/cpu-a.sock"
     python = [sys.executable, "-m", "rlbridge"]
     env_process = spawn([*python, "env", "countdown", "--bind", env_addr,
                          "--opt", f"length={EPISODE_LENGTH}"], cpus)
-    agent_process = spawn([*python, "agent", "random", "--bind", agent_addr], cpus)
+    if agent_command is None:
+        agent_process = spawn([*python, "agent", "random", "--bind", agent_addr], cpus)
+    else:
+        agent_process = spawn([*agent_command, "--bind", agent_addr], cpus,
+                              env=embedded_environment())
     children = [env_process, agent_process]
     original_cpus = os.sched_getaffinity(0)
     if cpus:
@@ -164,16 +298,22 @@ def rlbridge_cpu(directory: str, steps: int, cpus) -> tuple[float, float]:
     return env_s / done * 1e6, agent_s / done * 1e6
 
 
-def per_side(directory: str, steps: int, rounds: int, cpus) -> dict[str, tuple[float, float]]:
+def per_side(directory: str, steps: int, rounds: int, cpus,
+             c_agents: dict[str, list[str]] | None = None) -> dict[str, tuple[float, float]]:
     """Each pair's median CPU microseconds per step, (client or environment, server or
     agent), over ``rounds`` interleaved runs of ``steps`` round trips each; and, as
     "over floor", the median of each round's rlbridge figure less that round's floor, which
-    moves least when the load on the machine does."""
+    moves least when the load on the machine does. ``c_agents`` (c_agent_commands) adds a
+    run of rlbridge's environment with each of those agents."""
     runs = {
         "raw": lambda: raw_cpu(f"ipc://{directory}/cpu-raw.sock", steps, cpus),
         "floor": lambda: floor_cpu(f"ipc://{directory}/cpu-floor.sock", steps, cpus),
+        "workload floor": lambda: workload_floor_cpu(f"ipc://{directory}/cpu-work.sock",
+                                                     steps, cpus),
         "rlbridge": lambda: rlbridge_cpu(directory, steps, cpus),
     }
+    for name, command in (c_agents or {}).items():
+        runs[name] = lambda command=command: rlbridge_cpu(directory, steps, cpus, command)
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
     for _ in range(rounds):
         for name, measure in runs.items():

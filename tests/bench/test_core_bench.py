@@ -1,5 +1,6 @@
 """The core bench measures real processes; children start already placed on their CPUs."""
 
+import math
 import os
 import subprocess
 import sys
@@ -8,7 +9,11 @@ import time
 import pytest
 
 from rlbridge.bench import core, per_step_cpu
+from rlbridge.environments.toy import Countdown
+from rlbridge.experiment.net.remote import RemoteAgent
 from rlbridge.experiment.runner import start_child
+from rlbridge.protocol.errors import PeerError
+from rlbridge.protocol.values import Value
 
 
 def test_raw_floor_and_rlbridge_measurements_run_real_processes(tmp_path):
@@ -39,15 +44,66 @@ def test_process_cpu_reads_the_cpu_time_of_every_thread():
 
 
 def test_cpu_per_step_of_each_side_is_measured_on_real_processes(tmp_path):
-    sides = per_step_cpu.per_side(str(tmp_path), 3000, 1, {min(os.sched_getaffinity(0))})
-    assert set(sides) == {"raw", "floor", "rlbridge", "over floor"}
+    # The real C compiler builds the compiled agents, the embedded interpreter among them.
+    c_agents, missing = per_step_cpu.c_agent_commands()
+    assert missing == "" and set(c_agents) == {per_step_cpu.C_IN_PYTHON, per_step_cpu.C_AGENT}
+    sides = per_step_cpu.per_side(str(tmp_path), 3000, 1, {min(os.sched_getaffinity(0))},
+                                  c_agents)
+    measured = {"raw", "floor", "workload floor", "rlbridge", *c_agents}
+    assert set(sides) == measured | {"over floor"}
     # Each side spends some CPU on every trip; 3000 trips take far more than a clock tick.
-    for name in ("raw", "floor", "rlbridge"):
+    for name in measured:
         assert min(sides[name]) > 0
     # With one round, the median of the differences is the difference.
     assert sides["over floor"] == pytest.approx(
         (sides["rlbridge"][0] - sides["floor"][0], sides["rlbridge"][1] - sides["floor"][1]))
     rows = core.cpu_figures(sides)
-    assert [row.value for row in rows] == list(sides["rlbridge"])
-    assert [row.baseline for row in rows] == list(sides["floor"])
+    assert [row.value for row in rows] == [*sides["rlbridge"], sides[per_step_cpu.C_IN_PYTHON][1],
+                                           sides[per_step_cpu.C_AGENT][1],
+                                           sides[per_step_cpu.C_AGENT][0]]
+    assert [row.baseline for row in rows[:2]] == list(sides["workload floor"])
     assert all(row.target == "<= 40 us" for row in rows)
+
+
+def test_without_the_compiled_agents_their_rows_say_why():
+    sides = {name: (50.0, 48.0) for name in ("raw", "floor", "workload floor", "rlbridge",
+                                             "over floor")}
+    rows = core.cpu_figures(sides, "not measured: no compiler")
+    assert [row.value for row in rows[:2]] == [50.0, 48.0]
+    assert all(math.isnan(row.value) and row.note == "not measured: no compiler"
+               for row in rows[2:]) and len(rows) == 5
+
+
+def _embedded_agent(path, agent_class: str):
+    c_agents, missing = per_step_cpu.c_agent_commands()
+    assert missing == ""
+    address = f"ipc://{path}/{agent_class.rpartition(':')[2]}.sock"  # ipc paths are short
+    command = [c_agents[per_step_cpu.C_IN_PYTHON][0], agent_class, "--bind", address]
+    return per_step_cpu.spawn(command, None, env=per_step_cpu.embedded_environment()), address
+
+
+def test_the_c_loop_serves_a_python_agent_and_reports_its_exceptions(tmp_path):
+    """The bench's instrument is a real agent process: the Python agent's actions come back
+    through the C library, and a Python exception comes back as an error that names it,
+    with the process still serving."""
+    random_child, random_address = _embedded_agent(tmp_path,
+                                                   "rlbridge.agents.random_agent:RandomAgent")
+    broken_child, broken_address = _embedded_agent(tmp_path, "builtins:object")
+    spec = Countdown(length=3).env_init()
+    try:
+        agent = RemoteAgent(random_address)
+        agent.agent_init(spec)
+        actions = [agent.agent_start(Value(ints=(3,))).ints]
+        actions += [agent.agent_step(3.0, Value(ints=(2,))).ints for _ in range(20)]
+        agent.agent_end(1.0)
+        assert set(actions) <= {(0,), (1,)} and len(set(actions)) == 2
+        agent.close()
+        broken = RemoteAgent(broken_address)
+        for _ in range(2):  # the second call shows the process kept serving
+            with pytest.raises(PeerError, match="python agent raised AttributeError"):
+                broken.agent_init(spec)
+        broken.close()
+    finally:
+        for child in (random_child, broken_child):
+            child.kill()
+            child.wait()
