@@ -1,5 +1,5 @@
 """CPU time per step on each side of a round trip: rlbridge's environment and agent processes
-against a raw REQ/REP pair and the bare msgpack floor, measured in the same run.
+against the floors below them and the agent side in compiled code, measured in the same run.
 
 CPU time, unlike wall time, stays meaningful while other jobs load the machine: a process
 that waits for the CPU is not charged for the wait. Each side's figure is the user plus
