@@ -13,8 +13,8 @@ Figures (issue "Core", "Speed"):
   (e) CPU time per step of the environment process and of the agent process on the 1-int
       countdown, next to the same figure for each side of (a), of (a2), and of the
       workload floor, which also makes the countdown's and the random agent's own Python
-      calls; and the agent side in compiled code: the C library's loop around the same
-      Python agent, and the C random agent (per_step_cpu.py).
+      calls; and both sides with their per-step paths in C around the same Python game and
+      agent, and the C random agent (per_step_cpu.py).
 All processes share one CPU, as `rlbridge run` places them by default.
 
 Wall-time figures (a) to (d) move with whatever else the machine runs. CPU time, unlike
@@ -37,12 +37,12 @@ import zmq
 
 from rlbridge.agents.random_agent import RandomAgent
 from rlbridge.bench.per_step_cpu import (
-    C_AGENT,
-    C_IN_PYTHON,
+    COMPILED,
     FLOOR_SERVER,
     RAW_SERVER,
     TARGET_US,
-    c_agent_commands,
+    WITH_C_AGENT,
+    compiled_commands,
     per_side,
     spawn,
 )
@@ -308,16 +308,17 @@ def measure(quick: bool, cpus: set[int]) -> list[Figure]:
                 passed=(rate / raw_rate >= 0.5) if big else None,
                 note=_lat_note(lat, episode_means)))
         # Many short rounds: their median shrugs off a passing burst of other load.
-        c_agents, missing = c_agent_commands()
+        compiled, missing = compiled_commands()
         figures += cpu_figures(per_side(d, 5_000 if quick else 10_000, 3 if quick else 7, cpus,
-                                        c_agents), missing)
+                                        compiled), missing)
     return figures
 
 
 def cpu_figures(sides: dict[str, tuple[float, float]], missing: str = "") -> list[Figure]:
-    """(e): rlbridge's CPU per step on each side against the workload floor, the same
-    side of (a) and (a2), and the agent side in compiled code (per_step_cpu.py); without
-    the compiled agents, their rows say why (``missing``)."""
+    """(e): rlbridge's CPU per step on each side against the workload floor and the same
+    side of (a) and (a2); then each side with its per-step path compiled around the same
+    Python game and agent, and the C agent (per_step_cpu.py). Without the compiled
+    programs, their rows say why (``missing``)."""
     figures = []
     target = f"<= {TARGET_US:.0f} us"
     for index, (process, role) in enumerate((("environment", "client"), ("agent", "server"))):
@@ -330,10 +331,12 @@ def cpu_figures(sides: dict[str, tuple[float, float]], missing: str = "") -> lis
             note=f"baseline: the workload floor's {role}; same run: raw REQ/REP {raw:.1f} us, "
                  f"floor (a2) {floor:.1f} us; each round's (a2) {over:+.1f} us (median)"))
     compiled = (
-        (C_IN_PYTHON, 1, "agent process, the C library's loop around the Python agent",
-         "the agent's own Python left alone on the path"),
-        (C_AGENT, 1, "agent process, the C random agent", "no Python in the agent process"),
-        (C_AGENT, 0, "environment process beside the C agent", "rlbridge's environment"),
+        (COMPILED, 0, "environment process, a C loop around the Python countdown",
+         "the game's own Python left alone on the path (clients/c/bench/python_env.c)"),
+        (COMPILED, 1, "agent process, the C library's loop around the Python random agent",
+         "the agent's own Python left alone on the path (clients/c/bench/python_agent.c)"),
+        (WITH_C_AGENT, 1, "agent process, the C random agent",
+         "no Python in the agent process; rlbridge's environment"),
     )
     for name, index, what, note in compiled:
         label = f"(e) CPU per step, {what}"

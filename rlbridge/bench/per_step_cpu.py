@@ -16,9 +16,11 @@ Beside rlbridge's two processes, each round measures what bounds them from below
   the countdown's ``env_step`` and the random agent's ``agent_step``, and nothing else (no
   checks, no counting, no state): the least a pair of Python processes serving this
   environment and this agent over pyzmq can spend;
-- the agent side in compiled code: the C client library's agent loop (every receive, check,
-  decode, encode and send in C) around the same Python agent, embedded
-  (clients/c/bench/python_agent.c), and the C random agent, with no Python at all.
+- both sides with their per-step paths compiled and the game and the agent still in
+  Python, embedded: a loop in C around the countdown (clients/c/bench/python_env.c) against
+  the C client library's agent loop (every receive, check, decode, encode and send in C)
+  around the random agent (clients/c/bench/python_agent.c);
+- the C random agent, with no Python at all, beside rlbridge's environment.
 """
 
 from __future__ import annotations
@@ -46,7 +48,10 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: The C agents: the library's sources and where its Makefile builds them.
 C_CLIENT = Path(__file__).resolve().parents[2] / "clients" / "c"
 #: The per_side keys of the compiled agents' runs.
-C_IN_PYTHON, C_AGENT = "C loop, Python agent", "C agent"
+C_ENV, C_IN_PYTHON, C_AGENT = "C loop, Python env", "C loop, Python agent", "C agent"
+#: The per_side keys of the runs with compiled programs: both sides' per-step paths in C
+#: around the Python game and agent, and rlbridge's environment with the C agent.
+COMPILED, WITH_C_AGENT = "compiled loops", "C agent"
 
 #: A REP server that answers every request with ``reply_bytes`` bytes, until "stop".
 RAW_SERVER = r"""
@@ -240,24 +245,47 @@ def embedded_environment() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": search_path}
 
 
-def c_agent_commands() -> tuple[dict[str, list[str]], str]:
-    """The compiled agents' commands, built with the C library's Makefile: ``C_IN_PYTHON``
-    (the library's loop around the Python random agent) and ``C_AGENT`` (the C random
-    agent); or no commands and the reason, one line, when they cannot be built here."""
+def compiled_commands() -> tuple[dict[str, list[str]], str]:
+    """The compiled programs' commands, built with the C library's Makefile: ``C_ENV`` (a
+    loop in C around the Python countdown, without its address, agent pid and steps),
+    ``C_IN_PYTHON`` (the library's agent loop around the Python random agent) and
+    ``C_AGENT`` (the C random agent); or none and the reason, one line, when they cannot be
+    built here."""
     build = C_CLIENT / "build"
     try:
         subprocess.run(["make", "-s", "-C", str(C_CLIENT), "build/random_agent",
-                        "build/python_agent", f"PYTHON={sys.executable}"],
+                        "build/python_agent", "build/python_env", f"PYTHON={sys.executable}"],
                        check=True, capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.SubprocessError) as err:
         output = getattr(err, "stderr", "") or str(err)
         lines = output.strip().splitlines() or ["no output"]
-        return {}, (f"not measured: the C agents cannot be built here ({lines[-1]}); "
+        return {}, (f"not measured: the C programs cannot be built here ({lines[-1]}); "
                     "bash clients/setup.sh installs what they need")
-    return {C_IN_PYTHON: [str(build / "python_agent"),
+    return {C_ENV: [str(build / "python_env"), "rlbridge.environments.toy:Countdown"],
+            C_IN_PYTHON: [str(build / "python_agent"),
                           "rlbridge.agents.random_agent:RandomAgent"],
             C_AGENT: [str(build / "random_agent")]}, ""
 
+
+def compiled_cpu(directory: str, steps: int, cpus,
+                 commands: dict[str, list[str]]) -> tuple[float, float]:
+    """CPU microseconds per step of both sides with the per-step path compiled and the game
+    and the agent in Python: the C loop around the countdown (clients/c/bench/python_env.c)
+    plays against the C library's agent loop around the random agent (python_agent.c)."""
+    address = f"ipc://{directory}/cpu-compiled.sock"
+    agent = spawn([*commands[C_IN_PYTHON], "--bind", address], cpus, env=embedded_environment())
+    try:
+        env = start_child([*commands[C_ENV], address, str(agent.pid), str(steps),
+                           f"length={EPISODE_LENGTH}"], cpus, stdout=subprocess.PIPE,
+                          text=True, env=embedded_environment())
+        out, _ = env.communicate(timeout=600)
+        agent.wait(timeout=10)
+    finally:
+        if agent.poll() is None:  # the environment failed before SHUTDOWN
+            agent.kill()
+            agent.wait()
+    env_us, agent_us = (float(x) for x in out.split())
+    return env_us, agent_us
 
 
 def rlbridge_cpu(directory: str, steps: int, cpus,
@@ -299,12 +327,12 @@ def rlbridge_cpu(directory: str, steps: int, cpus,
 
 
 def per_side(directory: str, steps: int, rounds: int, cpus,
-             c_agents: dict[str, list[str]] | None = None) -> dict[str, tuple[float, float]]:
+             compiled: dict[str, list[str]] | None = None) -> dict[str, tuple[float, float]]:
     """Each pair's median CPU microseconds per step, (client or environment, server or
     agent), over ``rounds`` interleaved runs of ``steps`` round trips each; and, as
     "over floor", the median of each round's rlbridge figure less that round's floor, which
-    moves least when the load on the machine does. ``c_agents`` (c_agent_commands) adds a
-    run of rlbridge's environment with each of those agents."""
+    moves least when the load on the machine does. ``compiled`` (compiled_commands) adds
+    the runs of COMPILED and WITH_C_AGENT."""
     runs = {
         "raw": lambda: raw_cpu(f"ipc://{directory}/cpu-raw.sock", steps, cpus),
         "floor": lambda: floor_cpu(f"ipc://{directory}/cpu-floor.sock", steps, cpus),
@@ -312,8 +340,9 @@ def per_side(directory: str, steps: int, rounds: int, cpus,
                                                      steps, cpus),
         "rlbridge": lambda: rlbridge_cpu(directory, steps, cpus),
     }
-    for name, command in (c_agents or {}).items():
-        runs[name] = lambda command=command: rlbridge_cpu(directory, steps, cpus, command)
+    if compiled:
+        runs[COMPILED] = lambda: compiled_cpu(directory, steps, cpus, compiled)
+        runs[WITH_C_AGENT] = lambda: rlbridge_cpu(directory, steps, cpus, compiled[C_AGENT])
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
     for _ in range(rounds):
         for name, measure in runs.items():
