@@ -166,3 +166,25 @@ def test_the_c_loop_around_a_python_environment_names_a_python_failure(tmp_path)
     done = subprocess.run(command, env=per_step_cpu.embedded_environment(),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "AttributeError" in done.stderr
+
+
+class _RefusingAgent(RandomAgent):
+    def agent_init(self, task_spec):
+        raise ValueError("this agent refuses every task")
+
+
+def test_the_c_loop_around_a_python_environment_reports_the_agents_error(tmp_path):
+    address = f"ipc://{tmp_path}/agent.sock"
+    server = AgentServer(_RefusingAgent(), address, log=None, handle_signals=False)
+    serving = threading.Thread(target=server.serve_forever)
+    serving.start()
+    try:
+        command = [*_compiled(per_step_cpu.C_ENV), address, str(os.getpid()), "5", "length=3"]
+        done = subprocess.run(command, env=per_step_cpu.embedded_environment(),
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        server.stopping = True
+        serving.join(timeout=30)
+    assert done.returncode == 1
+    assert "the agent answered ERROR" in done.stderr
+    assert "this agent refuses every task" in done.stderr

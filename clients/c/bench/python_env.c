@@ -62,8 +62,19 @@ static void exchange(link_t *link, int type) {
                                   &link->reply, &link->envelope, link->error);
     if (code != RLB_OK)
         die("the agent's reply", link->error);
-    if (link->envelope.type != type || link->envelope.seq != link->seq)
-        die("the agent's reply", "not the reply to the request");
+    const msgpack_object *body = &link->envelope.body;
+    if (link->envelope.type == RLB_ERROR && body->type == MSGPACK_OBJECT_ARRAY &&
+        body->via.array.size == 2 && body->via.array.ptr[1].type == MSGPACK_OBJECT_STR) {
+        snprintf(link->error, sizeof link->error, "the agent answered ERROR: %.*s",
+                 (int)body->via.array.ptr[1].via.str.size, body->via.array.ptr[1].via.str.ptr);
+        die("the agent's reply", link->error);
+    }
+    if (link->envelope.type != type || link->envelope.seq != link->seq) {
+        snprintf(link->error, sizeof link->error, "expected the reply of type %d to seq %lld, "
+                 "got type %d for seq %lld", type, (long long)link->seq, link->envelope.type,
+                 (long long)link->envelope.seq);
+        die("the agent's reply", link->error);
+    }
 }
 
 /* Send `observation` in an AGENT_START (reward < 0 ignored) or AGENT_STEP; return the action. */
