@@ -221,15 +221,25 @@ def workload_floor_cpu(address: str, trips: int, cpus) -> tuple[float, float]:
     server (WORKLOAD_SERVER). Both are new processes, as rlbridge's environment and agent
     are: a client in this long-lived process, with its many modules and sockets, costs
     more per trip than a fresh one."""
-    server = spawn([sys.executable, "-c", WORKLOAD_SERVER, address], cpus)
+    return _reporting_pair(
+        [sys.executable, "-c", WORKLOAD_SERVER, address],
+        lambda pid: [sys.executable, "-c", WORKLOAD_CLIENT, address, str(pid), str(trips),
+                     str(EPISODE_LENGTH)], cpus)
+
+
+def _reporting_pair(server_command: list[str], client_command, cpus,
+                    env: dict | None = None) -> tuple[float, float]:
+    """Start a server, then run a client, ``client_command(server_pid)``, that times its own
+    trips, reads the server's CPU, prints both sides' microseconds per trip and stops the
+    server; returns the two figures."""
+    server = spawn(server_command, cpus, env=env)
     try:
-        client = start_child([sys.executable, "-c", WORKLOAD_CLIENT, address, str(server.pid),
-                              str(trips), str(EPISODE_LENGTH)], cpus,
-                             stdout=subprocess.PIPE, text=True)
+        client = start_child(client_command(server.pid), cpus, stdout=subprocess.PIPE,
+                             text=True, env=env)
         out, _ = client.communicate(timeout=600)
         server.wait(timeout=10)
     finally:
-        if server.poll() is None:  # the client failed before SHUTDOWN
+        if server.poll() is None:  # the client failed before stopping it
             server.kill()
             server.wait()
     client_us, server_us = (float(x) for x in out.split())
@@ -273,19 +283,10 @@ def compiled_cpu(directory: str, steps: int, cpus,
     and the agent in Python: the C loop around the countdown (clients/c/bench/python_env.c)
     plays against the C library's agent loop around the random agent (python_agent.c)."""
     address = f"ipc://{directory}/cpu-compiled.sock"
-    agent = spawn([*commands[C_IN_PYTHON], "--bind", address], cpus, env=embedded_environment())
-    try:
-        env = start_child([*commands[C_ENV], address, str(agent.pid), str(steps),
-                           f"length={EPISODE_LENGTH}"], cpus, stdout=subprocess.PIPE,
-                          text=True, env=embedded_environment())
-        out, _ = env.communicate(timeout=600)
-        agent.wait(timeout=10)
-    finally:
-        if agent.poll() is None:  # the environment failed before SHUTDOWN
-            agent.kill()
-            agent.wait()
-    env_us, agent_us = (float(x) for x in out.split())
-    return env_us, agent_us
+    return _reporting_pair(
+        [*commands[C_IN_PYTHON], "--bind", address],
+        lambda pid: [*commands[C_ENV], address, str(pid), str(steps), f"length={EPISODE_LENGTH}"],
+        cpus, env=embedded_environment())
 
 
 def rlbridge_cpu(directory: str, steps: int, cpus,

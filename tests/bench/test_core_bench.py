@@ -136,28 +136,39 @@ class _RecordingAgent(RandomAgent):
         self.calls.append(("end", reward))
 
 
+def _play_compiled_env(agent, path, steps: int):
+    """Run the environment instrument on a 3-step countdown against ``agent``, served by
+    rlbridge's AgentServer in a thread; returns the run and whether the server stopped
+    by itself (SHUTDOWN)."""
+    address = f"ipc://{path}/agent.sock"
+    server = AgentServer(agent, address, log=None, handle_signals=False)
+    serving = threading.Thread(target=server.serve_forever)
+    serving.start()
+    try:
+        command = [*_compiled(per_step_cpu.C_ENV), address, str(os.getpid()), str(steps),
+                   "length=3"]
+        done = subprocess.run(command, env=per_step_cpu.embedded_environment(),
+                              capture_output=True, text=True, timeout=60)
+        stopped_by_itself = server.stopping
+    finally:
+        server.stopping = True
+        serving.join(timeout=30)
+    return done, stopped_by_itself
+
+
 def test_the_c_loop_around_a_python_environment_plays_whole_episodes(tmp_path):
     """The environment-side instrument plays the countdown as a delegated episode does:
     AGENT_START with the first observation, AGENT_STEP with each reward and observation,
     AGENT_END with the last reward, episode after episode until the steps are done."""
     agent = _RecordingAgent()
-    address = f"ipc://{tmp_path}/agent.sock"
-    server = AgentServer(agent, address, log=None, handle_signals=False)
-    serving = threading.Thread(target=server.serve_forever)
-    serving.start()
-    try:
-        command = [*_compiled(per_step_cpu.C_ENV), address, str(os.getpid()), "7", "length=3"]
-        done = subprocess.run(command, env=per_step_cpu.embedded_environment(),
-                              capture_output=True, text=True, timeout=60)
-    finally:
-        serving.join(timeout=30)
+    done, server_stopped = _play_compiled_env(agent, tmp_path, steps=7)
     assert done.returncode == 0, done.stderr
     env_us, agent_us = (float(x) for x in done.stdout.split())
     assert env_us > 0 and agent_us >= 0
     episode = [("start", (3,)), ("step", 3.0, (2,)), ("step", 2.0, (1,)), ("end", 1.0)]
     # One untimed episode, then whole episodes until 7 steps are played: 3 more.
     assert agent.calls == episode * 4
-    assert not serving.is_alive()  # SHUTDOWN stopped the server
+    assert server_stopped  # by the instrument's SHUTDOWN
 
 
 def test_the_c_loop_around_a_python_environment_names_a_python_failure(tmp_path):
@@ -174,17 +185,7 @@ class _RefusingAgent(RandomAgent):
 
 
 def test_the_c_loop_around_a_python_environment_reports_the_agents_error(tmp_path):
-    address = f"ipc://{tmp_path}/agent.sock"
-    server = AgentServer(_RefusingAgent(), address, log=None, handle_signals=False)
-    serving = threading.Thread(target=server.serve_forever)
-    serving.start()
-    try:
-        command = [*_compiled(per_step_cpu.C_ENV), address, str(os.getpid()), "5", "length=3"]
-        done = subprocess.run(command, env=per_step_cpu.embedded_environment(),
-                              capture_output=True, text=True, timeout=60)
-    finally:
-        server.stopping = True
-        serving.join(timeout=30)
+    done, _ = _play_compiled_env(_RefusingAgent(), tmp_path, steps=5)
     assert done.returncode == 1
     assert "the agent answered ERROR" in done.stderr
     assert "this agent refuses every task" in done.stderr
