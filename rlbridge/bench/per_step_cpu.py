@@ -1,12 +1,12 @@
 """CPU time per step on each side of a round trip: rlbridge's environment and agent processes
-against the floors below them and the agent side in compiled code, measured in the same run.
+against the floors below them and both sides in compiled code, measured in the same run.
 
 CPU time, unlike wall time, stays meaningful while other jobs load the machine: a process
 that waits for the CPU is not charged for the wait. Each side's figure is the user plus
 system time of its whole process (every thread, ZeroMQ's I/O thread included) over a timed
-run, divided by the round trips of that run; children are read from ``/proc/PID/stat``
-and the bench's own process (the client of the raw pair and of the floor) from
-``time.process_time()``. The workload is the 1-int countdown (issue 14, item 6): one int
+run, divided by the round trips of that run, read from ``/proc/PID/stat`` or, by a
+client of its own process, from ``time.process_time()``. Every measured process is a new
+one; the bench's own process only drives rlbridge's experiment. The workload is the 1-int countdown (issue 14, item 6): one int
 observation, one int action, one round trip per step.
 
 Beside rlbridge's two processes, each round measures what bounds them from below:
@@ -28,12 +28,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import msgpack
 import numpy as np
-import zmq
 
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
@@ -114,17 +111,65 @@ while True:
 """
 
 
-#: The workload floor's client: steps a countdown and sends each observation to
-#: WORKLOAD_SERVER, then prints its own CPU microseconds per trip and the server's.
-WORKLOAD_CLIENT = r"""
-import sys, time, zmq, msgpack
-from rlbridge.bench.per_step_cpu import process_cpu_s
+#: What every measuring client starts with: its arguments (address, server pid, trips and
+#: any more), a reader of the server's CPU from /proc, and ``report``, which prints both
+#: sides' CPU microseconds per trip. Only pyzmq is imported: the raw pair's client stays as
+#: small a process as its server.
+_CLIENT_PRELUDE = r"""
+import os, sys, time, zmq
+address, server_pid, trips = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def server_cpu():
+    with open(f"/proc/{server_pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def report(client_start, server_start):
+    client_s, server_s = time.process_time() - client_start, server_cpu() - server_start
+    print(client_s / trips * 1e6, server_s / trips * 1e6)
+def connect(kind):
+    sock = zmq.Context().socket(kind)
+    sock.setsockopt(zmq.RCVTIMEO, 10000)
+    sock.connect(address)
+    return sock
+"""
+
+#: The raw pair's client: 32-byte requests, about the size of a countdown step.
+RAW_CLIENT = _CLIENT_PRELUDE + r"""
+sock, payload = connect(zmq.REQ), b"q" * 32
+sock.send(payload)
+sock.recv()  # the server is up: time the trips alone
+client_start, server_start = time.process_time(), server_cpu()
+for _ in range(trips):
+    sock.send(payload)
+    sock.recv()
+report(client_start, server_start)
+sock.send(b"stop")
+sock.recv()
+"""
+
+#: The floor's client: encodes an AGENT_STEP of one int and decodes the reply.
+FLOOR_CLIENT = _CLIENT_PRELUDE + r"""
+import msgpack
+sock = connect(zmq.DEALER)
+pack, unpack = msgpack.Packer(use_bin_type=True).pack, msgpack.unpackb
+sock.send(pack([1, 22, 1, 1, [1.0, [[1], [], "", []]]]))
+sock.recv()
+client_start, server_start = time.process_time(), server_cpu()
+for seq in range(2, trips + 2):
+    sock.send(pack([1, 22, seq, 1, [float(seq), [[seq], [], "", []]]]))
+    unpack(sock.recv())
+report(client_start, server_start)
+sock.send(pack([1, 4, 0, 0, None]))
+sock.recv()
+"""
+
+#: The workload floor's client: steps a countdown of ``sys.argv[4]`` steps an episode and
+#: sends each observation to WORKLOAD_SERVER.
+WORKLOAD_CLIENT = _CLIENT_PRELUDE + r"""
+import msgpack
 from rlbridge.environments.toy import Countdown
 from rlbridge.protocol.values import Value, _new_tuple
-address, server_pid, trips, length = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-sock = zmq.Context().socket(zmq.DEALER)
-sock.setsockopt(zmq.RCVTIMEO, 10000)
-sock.connect(address)
+length = int(sys.argv[4])
+sock = connect(zmq.DEALER)
 pack, unpack = msgpack.Packer(use_bin_type=True).pack, msgpack.unpackb
 env = Countdown(length=length)
 env.env_init()
@@ -141,12 +186,11 @@ def play(first_seq, count):
         ints, doubles, chars, _ = unpack(sock.recv())[4]
         action = _new_tuple(Value, (tuple(ints), tuple(doubles), chars, ()))
 play(1, length)  # the server is up and both sides' paths have run
-client_start, server_start = time.process_time(), process_cpu_s(server_pid)
+client_start, server_start = time.process_time(), server_cpu()
 play(length + 1, trips)
-client_s, server_s = time.process_time() - client_start, process_cpu_s(server_pid) - server_start
+report(client_start, server_start)
 sock.send(pack([1, 4, 0, 0, None]))
 sock.recv()
-print(client_s / trips * 1e6, server_s / trips * 1e6)
 """
 
 
@@ -162,65 +206,25 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
 
-def _client_socket(kind: int, address: str) -> zmq.Socket:
-    sock = zmq.Context.instance().socket(kind)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.RCVTIMEO, 10000)
-    sock.connect(address)
-    return sock
-
-
 def raw_cpu(address: str, trips: int, cpus) -> tuple[float, float]:
-    """CPU microseconds per round trip of the client (this process) and the server of a bare
-    REQ/REP pair exchanging 32-byte messages, about the size of a countdown step."""
-    server = spawn([sys.executable, "-c", RAW_SERVER, address, "32"], cpus)
-    sock = _client_socket(zmq.REQ, address)
-    payload = b"q" * 32
-    try:
-        sock.send(payload)
-        sock.recv()  # wait for the server, then time the trips alone
-        client_start, server_start = time.process_time(), process_cpu_s(server.pid)
-        for _ in range(trips):
-            sock.send(payload)
-            sock.recv()
-        client_s = time.process_time() - client_start
-        server_s = process_cpu_s(server.pid) - server_start
-        sock.send(b"stop")
-        sock.recv()
-    finally:
-        sock.close()
-        server.wait(timeout=10)
-    return client_s / trips * 1e6, server_s / trips * 1e6
+    """CPU microseconds per round trip of the client and the server of a bare REQ/REP pair
+    exchanging 32-byte messages."""
+    return _reporting_pair([sys.executable, "-c", RAW_SERVER, address, "32"],
+                           lambda pid: [sys.executable, "-c", RAW_CLIENT, address, str(pid),
+                                        str(trips)], cpus)
 
 
 def floor_cpu(address: str, trips: int, cpus) -> tuple[float, float]:
-    """CPU microseconds per round trip of the floor's client (this process: it encodes an
-    AGENT_STEP of one int and decodes the reply) and its server (decode, encode)."""
-    server = spawn([sys.executable, "-c", FLOOR_SERVER, address], cpus)
-    sock = _client_socket(zmq.DEALER, address)
-    pack, unpack = msgpack.Packer(use_bin_type=True).pack, msgpack.unpackb
-    try:
-        sock.send(pack([1, 22, 1, 1, [1.0, [[1], [], "", []]]]))
-        sock.recv()
-        client_start, server_start = time.process_time(), process_cpu_s(server.pid)
-        for seq in range(2, trips + 2):
-            sock.send(pack([1, 22, seq, 1, [float(seq), [[seq], [], "", []]]]))
-            unpack(sock.recv())
-        client_s = time.process_time() - client_start
-        server_s = process_cpu_s(server.pid) - server_start
-        sock.send(pack([1, 4, 0, 0, None]))
-        sock.recv()
-    finally:
-        sock.close()
-        server.wait(timeout=10)
-    return client_s / trips * 1e6, server_s / trips * 1e6
+    """CPU microseconds per round trip of the floor's client (it encodes an AGENT_STEP of one
+    int and decodes the reply) and its server (decode, encode)."""
+    return _reporting_pair([sys.executable, "-c", FLOOR_SERVER, address],
+                           lambda pid: [sys.executable, "-c", FLOOR_CLIENT, address, str(pid),
+                                        str(trips)], cpus)
 
 
 def workload_floor_cpu(address: str, trips: int, cpus) -> tuple[float, float]:
     """CPU microseconds per round trip of the workload floor's client (WORKLOAD_CLIENT) and
-    server (WORKLOAD_SERVER). Both are new processes, as rlbridge's environment and agent
-    are: a client in this long-lived process, with its many modules and sockets, costs
-    more per trip than a fresh one."""
+    server (WORKLOAD_SERVER)."""
     return _reporting_pair(
         [sys.executable, "-c", WORKLOAD_SERVER, address],
         lambda pid: [sys.executable, "-c", WORKLOAD_CLIENT, address, str(pid), str(trips),
@@ -231,7 +235,9 @@ def _reporting_pair(server_command: list[str], client_command, cpus,
                     env: dict | None = None) -> tuple[float, float]:
     """Start a server, then run a client, ``client_command(server_pid)``, that times its own
     trips, reads the server's CPU, prints both sides' microseconds per trip and stops the
-    server; returns the two figures."""
+    server; returns the two figures. Both are new processes, as rlbridge's environment and
+    agent are: a client in the bench's long-lived process, with its many modules and
+    sockets, costs more per trip than a fresh one."""
     server = spawn(server_command, cpus, env=env)
     try:
         client = start_child(client_command(server.pid), cpus, stdout=subprocess.PIPE,
