@@ -6,8 +6,8 @@ that waits for the CPU is not charged for the wait. Each side's figure is the us
 system time of its whole process (every thread, ZeroMQ's I/O thread included) over a timed
 run, divided by the round trips of that run, read from ``/proc/PID/stat`` or, by a
 client of its own process, from ``time.process_time()``. Every measured process is a new
-one; the bench's own process only drives rlbridge's experiment. The workload is the 1-int countdown (issue 14, item 6): one int
-observation, one int action, one round trip per step.
+one; the bench's own process only drives rlbridge's experiment. The workload is the 1-int
+countdown (issue 14, item 6): one int observation, one int action, one round trip per step.
 
 Beside rlbridge's two processes, each round measures what bounds them from below:
 
@@ -44,8 +44,8 @@ EPISODE_LENGTH = 1000
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: The C agents: the library's sources and where its Makefile builds them.
 C_CLIENT = Path(__file__).resolve().parents[2] / "clients" / "c"
-#: The per_side keys of the compiled agents' runs.
-C_ENV, C_IN_PYTHON, C_AGENT = "C loop, Python env", "C loop, Python agent", "C agent"
+#: The keys of compiled_commands: the programs the C library's Makefile builds.
+C_ENV, C_IN_PYTHON, C_AGENT = "python_env", "python_agent", "random_agent"
 #: The per_side keys of the runs with compiled programs: both sides' per-step paths in C
 #: around the Python game and agent, and rlbridge's environment with the C agent.
 COMPILED, WITH_C_AGENT = "compiled loops", "C agent"
@@ -243,6 +243,9 @@ def _reporting_pair(server_command: list[str], client_command, cpus,
         client = start_child(client_command(server.pid), cpus, stdout=subprocess.PIPE,
                              text=True, env=env)
         out, _ = client.communicate(timeout=600)
+        if client.returncode != 0:  # its traceback went to stderr
+            raise RuntimeError(f"the measuring client {client_command(server.pid)[:2]} exited "
+                               f"with code {client.returncode}; expected two figures")
         server.wait(timeout=10)
     finally:
         if server.poll() is None:  # the client failed before stopping it
@@ -269,18 +272,18 @@ def compiled_commands() -> tuple[dict[str, list[str]], str]:
     built here."""
     build = C_CLIENT / "build"
     try:
-        subprocess.run(["make", "-s", "-C", str(C_CLIENT), "build/random_agent",
-                        "build/python_agent", "build/python_env", f"PYTHON={sys.executable}"],
+        subprocess.run(["make", "-s", "-C", str(C_CLIENT),
+                        *(f"build/{program}" for program in (C_ENV, C_IN_PYTHON, C_AGENT)),
+                        f"PYTHON={sys.executable}"],
                        check=True, capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.SubprocessError) as err:
         output = getattr(err, "stderr", "") or str(err)
         lines = output.strip().splitlines() or ["no output"]
         return {}, (f"not measured: the C programs cannot be built here ({lines[-1]}); "
                     "bash clients/setup.sh installs what they need")
-    return {C_ENV: [str(build / "python_env"), "rlbridge.environments.toy:Countdown"],
-            C_IN_PYTHON: [str(build / "python_agent"),
-                          "rlbridge.agents.random_agent:RandomAgent"],
-            C_AGENT: [str(build / "random_agent")]}, ""
+    return {C_ENV: [str(build / C_ENV), "rlbridge.environments.toy:Countdown"],
+            C_IN_PYTHON: [str(build / C_IN_PYTHON), "rlbridge.agents.random_agent:RandomAgent"],
+            C_AGENT: [str(build / C_AGENT)]}, ""
 
 
 def compiled_cpu(directory: str, steps: int, cpus,

@@ -1,11 +1,12 @@
 /* A bench instrument: the environment side of a delegated episode as a loop in C around a
  * Python environment's env_start and env_step, in an embedded interpreter.
  *
- * `rlbridge bench core` (row (e)) runs it on the countdown, beside the C agent, to measure
- * what compiled glue would leave of the environment process's CPU per step when the game
- * stays in Python. It does the least such a loop must: call the game, count the steps and
- * the return, encode AGENT_START/AGENT_STEP/AGENT_END with the library's codec, send, receive
- * and decode the action. It checks no action against the task spec and keeps no log.
+ * `rlbridge bench core` (row (e)) runs it on the countdown, against python_agent.c, to
+ * measure what compiled glue would leave of the environment process's CPU per step when the
+ * game stays in Python. It does the least such a loop must: call the game, count the steps,
+ * encode AGENT_START/AGENT_STEP/AGENT_END with the library's codec, send, receive and
+ * decode the action. It checks no action against the task spec, totals no return and keeps
+ * no log.
  *
  * Usage: python_env MODULE:CLASS AGENT_ADDRESS AGENT_PID STEPS [KEY=INT ...]
  * The class is built with the KEY=INT keyword arguments. After one untimed episode it plays
@@ -30,7 +31,6 @@ typedef struct {
     zmq_msg_t frame;            /* the last reply: its decoded strings point into it */
     msgpack_unpacked reply;
     rlb_envelope envelope;
-    double total_reward;        /* of the current episode, as a delegated episode counts it */
     char error[RLB_ERROR_TEXT_BYTES];
 } link_t;
 
@@ -135,7 +135,6 @@ static long play(link_t *link, PyObject *env, PyObject *value_type, long steps) 
             die("env_start", link->error);
         PyObject *action = request_action(link, value_type, RLB_AGENT_START, 0.0, observation);
         Py_DECREF(observation);
-        link->total_reward = 0.0;
         for (;;) {
             PyObject *result = embed_call_method(env, "env_step", action);
             Py_DECREF(action);
@@ -143,7 +142,6 @@ static long play(link_t *link, PyObject *env, PyObject *value_type, long steps) 
                 die("env_step", link->error);
             double reward = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(result, 0));
             int terminal = PyObject_IsTrue(PySequence_Fast_GET_ITEM(result, 2));
-            link->total_reward += reward;
             played++;
             if (terminal) {
                 Py_DECREF(result);
