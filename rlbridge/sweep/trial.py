@@ -39,10 +39,12 @@ def run_trial(trial: Trial, log: bool, timeout_s: float | None = None) -> dict:
     """Run ``trial``; return its result fields: status "ok" with summary and outcome, or
     "failed" with the error; ``log_bytes`` holds the message log when asked for, so that it
     reaches the sweep's directory from any node."""
-    started = time.time()
-    result: dict = {"node": socket.gethostname(), "started": started}
+    result: dict = {"node": socket.gethostname()}
     with tempfile.TemporaryDirectory(prefix="rlbridge-trial-") as directory, \
             placed(AUTO) as cpus:
+        # started and finished bound the time the trial holds its CPU, so that two rows
+        # whose windows overlap held their CPUs at the same time.
+        result["started"] = time.time()
         (cpu,) = cpus
         result["cpu"] = cpu
         log_path = os.path.join(directory, "trial.rlog") if log else None
@@ -65,5 +67,5 @@ def run_trial(trial: Trial, log: bool, timeout_s: float | None = None) -> dict:
             if log_path is not None and os.path.exists(log_path):
                 with open(log_path, "rb") as file:
                     result["log_bytes"] = file.read()
-    result["finished"] = time.time()
+        result["finished"] = time.time()
     return result

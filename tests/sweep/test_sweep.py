@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,9 +28,17 @@ POLL_S = 0.2
 MISSING_AGENT = "tests.sweep.no_such_module:Agent"
 
 
-def rlbridge(*args: str, timeout: float = SWEEP_TIMEOUT_S) -> subprocess.CompletedProcess:
+def rlbridge(*args: str, timeout: float = SWEEP_TIMEOUT_S,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "rlbridge", *args], capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, env=env)
+
+
+def private_registry(tmp_path: Path) -> dict[str, str]:
+    """An environment whose runs see a CPU registry of their own: runs that other tests
+    start meanwhile would otherwise be counted, and rightly share a CPU with a trial.
+    Ray keeps its session (and its socket paths, which have a length limit) in /tmp."""
+    return {**os.environ, "TMPDIR": str(tmp_path), "RAY_TMPDIR": tempfile.gettempdir()}
 
 
 def comparable(summary: dict) -> dict:
@@ -41,7 +50,8 @@ def test_sweep_rows_equal_single_runs_and_the_report_draws_them(tmp_path):
     out = tmp_path / "sweep"
     grid_args = ["--games", "blackjack", "gridwalk", "--agents", "random", "first",
                  "--seeds", "3", "--episodes", "12", "--max-steps", "40"]
-    done = rlbridge("sweep", *grid_args, "--out", str(out), "--quiet")
+    done = rlbridge("sweep", *grid_args, "--out", str(out), "--quiet",
+                    env=private_registry(tmp_path))
     assert done.returncode == 0, done.stderr
     rows = read_rows(str(out))
     trials = Grid(["blackjack", "gridwalk"], ["random", "first"], [0, 1, 2], 12, 40).trials()
@@ -49,7 +59,7 @@ def test_sweep_rows_equal_single_runs_and_the_report_draws_them(tmp_path):
     assert all(row["status"] == "ok" and row["attempts"] == 1 for row in rows.values())
     assert all((out / row["log"]).stat().st_size > 0 for row in rows.values())
 
-    # Trials that ran at the same time on this node held different CPUs.
+    # Trials that held a CPU at the same time on this node held different ones.
     placed = [row for row in rows.values() if row["cpu"] is not None]
     for a in placed:
         for b in placed:
