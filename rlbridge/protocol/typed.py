@@ -44,8 +44,9 @@ RewardValue = tuple[float, WireValue]
 
 
 #: What a typed decoder raises for a frame that does not fit its schema; the caller then
-#: takes the general path. msgspec's DecodeError (ValidationError is one).
-Mismatch = msgspec.DecodeError
+#: takes the general path. msgspec's DecodeError (ValidationError is one), and the
+#: UnicodeDecodeError that msgspec raises for a str that is not UTF-8 (as of 0.22).
+Mismatch = (msgspec.DecodeError, UnicodeDecodeError)
 
 
 def decoder(msg_type: int, body: Any) -> Callable[[bytes], tuple]:
