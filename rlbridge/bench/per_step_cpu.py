@@ -9,7 +9,9 @@ client of its own process, from ``time.process_time()``. Every measured process 
 one; the bench's own process only drives rlbridge's experiment. The workload is the 1-int
 countdown (issue 14, item 6): one int observation, one int action, one round trip per step.
 
-Beside rlbridge's two processes, each round measures what bounds them from below:
+rlbridge's two processes run twice a round: as they serve by default, with the compiled
+per-step path (experiment/net/native.py), and with it turned off (``RLBRIDGE_NATIVE=0``).
+Beside them, each round measures what bounds them from below:
 
 - the raw REQ/REP pair and the msgpack floor, which do no work of the workload;
 - the workload floor: the msgpack floor that also makes the workload's own Python calls,
@@ -33,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.net.native import NATIVE_SWITCH
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.experiment.runner import start_child, stop_peers
 
@@ -49,6 +52,8 @@ C_ENV, C_IN_PYTHON, C_AGENT = "python_env", "python_agent", "random_agent"
 #: The per_side keys of the runs with compiled programs: both sides' per-step paths in C
 #: around the Python game and agent, and rlbridge's environment with the C agent.
 COMPILED, WITH_C_AGENT = "compiled loops", "C agent"
+#: The per_side key of rlbridge's processes with the compiled per-step path turned off.
+PYTHON_PATH = "rlbridge, Python path"
 
 #: A REP server that answers every request with ``reply_bytes`` bytes, until "stop".
 RAW_SERVER = r"""
@@ -299,17 +304,20 @@ def compiled_cpu(directory: str, steps: int, cpus,
 
 
 def rlbridge_cpu(directory: str, steps: int, cpus,
-                 agent_command: list[str] | None = None) -> tuple[float, float]:
+                 agent_command: list[str] | None = None,
+                 environment: dict[str, str] | None = None) -> tuple[float, float]:
     """CPU microseconds per step of the environment and the agent processes while the
     experiment (this process) runs RL_episode on the countdown: the environment plays each
     episode with the random agent over ipc, one round trip per step. ``agent_command``
-    (the agent's command, without ``--bind ADDR``) replaces rlbridge's Python agent."""
+    (the agent's command, without ``--bind ADDR``) replaces rlbridge's Python agent;
+    ``environment`` is rlbridge's processes' environment variables."""
     env_addr, agent_addr = f"ipc://{directory}/cpu-e.sock", f"ipc://{directory}/cpu-a.sock"
     python = [sys.executable, "-m", "rlbridge"]
     env_process = spawn([*python, "env", "countdown", "--bind", env_addr,
-                         "--opt", f"length={EPISODE_LENGTH}"], cpus)
+                         "--opt", f"length={EPISODE_LENGTH}"], cpus, env=environment)
     if agent_command is None:
-        agent_process = spawn([*python, "agent", "random", "--bind", agent_addr], cpus)
+        agent_process = spawn([*python, "agent", "random", "--bind", agent_addr], cpus,
+                              env=environment)
     else:
         agent_process = spawn([*agent_command, "--bind", agent_addr], cpus,
                               env=embedded_environment())
@@ -349,6 +357,8 @@ def per_side(directory: str, steps: int, rounds: int, cpus,
         "workload floor": lambda: workload_floor_cpu(f"ipc://{directory}/cpu-work.sock",
                                                      steps, cpus),
         "rlbridge": lambda: rlbridge_cpu(directory, steps, cpus),
+        PYTHON_PATH: lambda: rlbridge_cpu(directory, steps, cpus,
+                                          environment={**os.environ, NATIVE_SWITCH: "0"}),
     }
     if compiled:
         runs[COMPILED] = lambda: compiled_cpu(directory, steps, cpus, compiled)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import zmq
 
+from rlbridge.experiment.net import native
 from rlbridge.experiment.net.transport import (
     CONNECT_TIMEOUT_MS,
     FIRST_ANSWER_MS,
@@ -47,10 +48,11 @@ from rlbridge.protocol.messages import (
     read_hello,
 )
 from rlbridge.protocol.typed import Mismatch
-from rlbridge.protocol.values import _new_tuple
+from rlbridge.protocol.values import Value, _new_tuple
 
 HEARTBEAT = int(MessageType.HEARTBEAT)
 ERROR = int(MessageType.ERROR)
+AGENT_STEP = int(MessageType.AGENT_STEP)
 
 
 def describe(msg_type: int) -> str:
@@ -83,6 +85,7 @@ class RequestClient:
             bind_socket(self.socket, address)
         else:
             self.socket.connect(address)
+        self.socket_handle = self.socket.underlying  # the libzmq socket, for native.NATIVE
         self.seq = 0
         self.episode = 0
         self.step = 0
@@ -187,10 +190,22 @@ class RequestClient:
             else:
                 send_frame(self.socket, head)
         except zmq.Again:
-            raise PeerTimeout(f"{self.peer_role} at {self.address} could not be reached to send "
-                              f"{describe(msg_type)} within {self.timeout_ms} ms (episode "
-                              f"{self.episode}, step {self.step})") from None
+            raise PeerTimeout(self.send_timeout_text(msg_type)) from None
         return seq
+
+    def native_outcome(self, outcome: int, seq: int, got, more: bool) -> Value | Envelope:
+        """The reply to the AGENT_STEP ``seq`` that the compiled path (native.py) sent, from
+        what it returned: ``got``, the action, or the reply's first frame (``more``: frames
+        follow), which is read on as request() reads it; or request()'s timeout errors."""
+        self.seq = seq
+        if outcome == native.ACTION:
+            return got
+        if outcome == native.SEND_TIMEOUT:
+            raise PeerTimeout(self.send_timeout_text(AGENT_STEP))
+        if outcome == native.RECEIVE_TIMEOUT:
+            raise PeerTimeout(self.timeout_text(AGENT_STEP))
+        first = (got, recv_extra_frames(self.socket) if more else ())
+        return self.receive_reply(seq, AGENT_STEP, first=first)
 
     def receive_reply(self, seq: int, msg_type: int, timeout_ms: int | None = None, *,
                       stop: Callable[[], bool] | None = None, record: bool = True,
@@ -251,6 +266,11 @@ class RequestClient:
 
     on_heartbeat = None
     progress_step = 0  # the step a delegated episode last reported in a heartbeat
+
+    def send_timeout_text(self, msg_type: int) -> str:
+        return (f"{self.peer_role} at {self.address} could not be reached to send "
+                f"{describe(msg_type)} within {self.timeout_ms} ms (episode "
+                f"{self.episode}, step {self.step})")
 
     def timeout_text(self, msg_type: int, timeout_ms: int | None = None) -> str:
         waited = self.timeout_ms if timeout_ms is None else timeout_ms
