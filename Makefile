@@ -20,10 +20,11 @@ $(STAMP): pyproject.toml
 # the Python path serves (native.WHY_NOT says why), and `make test` fails.
 NATIVE_SO := rlbridge/experiment/net/_native.so
 $(NATIVE_SO): rlbridge/experiment/net/_native.c $(wildcard rlbridge/experiment/net/_native_*.h) $(STAMP)
-	$(CC) -O2 -Wall -shared -fPIC \
+	@echo "building $(NATIVE_SO)"
+	@$(CC) -O2 -Wall -shared -fPIC \
 	  -I"$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
 	  $< -o $@.tmp && mv $@.tmp $@ \
-	  || echo "rlbridge: $(NATIVE_SO) was not built; the Python per-step path serves"
+	  || { rm -f $@; echo "rlbridge: $(NATIVE_SO) was not built; the Python per-step path serves"; }
 
 setup-python: $(STAMP) $(NATIVE_SO)
 
