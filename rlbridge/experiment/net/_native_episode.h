@@ -96,8 +96,9 @@ static int set_int(PyObject *object, PyObject *name, long long value) {
 
 
 /* play_steps(action, loop, client, socket, episode, Value, max_bytes, heartbeat_s, next_beat,
- * recorder, peer) -> (ended, last): a delegated episode's steps from the agent's action ``action``, as
- * EpisodeRunner._play's Python loop plays them (see there), until the counter stops:
+ * recorder, peer) -> (ended, last): a delegated episode's steps from the agent's action
+ * ``action``, as EpisodeRunner._play's Python loop plays them (see there), until the
+ * counter stops:
  * (True, reward) when a terminal step ended the episode (AGENT_END is the caller's to
  * send), (False, action) when it was cut off. ``loop`` holds the Python calls, in order:
  * check_action, the InvalidAction type, invalid(error, action) (raises the episode's

@@ -211,7 +211,8 @@ class EpisodeRunner:
                 raise
             except RLBridgeError as err:
                 raise PeerError(str(err), int(err.code)) from None
-            action = _action_of(reply)
+            body = reply.body  # a tuple only from the typed decoder: checked but for arrays
+            action = typed_value(body) if type(body) is tuple else decode_value(body, reply.frames)
             now = monotonic()
             if now >= next_beat:
                 next_beat = now + heartbeat_s
