@@ -233,7 +233,7 @@ static PyObject *serve_steps(PyObject *self, PyObject *args) {
 #include "_native_episode.h"
 
 static PyMethodDef methods[] = {
-    {"play_steps", play_steps, METH_VARARGS, "A delegated episode's steps, as its Python loop plays them."},
+    {"play_steps", play_steps, METH_VARARGS, "A delegated episode's steps, as in Python."},
     {"bind_libzmq", bind_libzmq, METH_VARARGS, "Find libzmq's functions in the loaded library."},
     {"serve_steps", serve_steps, METH_VARARGS, "Answer AGENT_STEP requests of the known shape."},
     {NULL, NULL, 0, NULL},
@@ -244,7 +244,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, 
 PyMODINIT_FUNC PyInit__native(void) {
     if (!(NUM_STEPS = PyUnicode_InternFromString("num_steps"))
         || !(RUNNING = PyUnicode_InternFromString("running"))
-        || !(SEQ = PyUnicode_InternFromString("seq")) || !(STEP = PyUnicode_InternFromString("step"))
+        || !(SEQ = PyUnicode_InternFromString("seq"))
+        || !(STEP = PyUnicode_InternFromString("step"))
         || !(STOPPING = PyUnicode_InternFromString("stopping")))
         return NULL;
     for (int i = 0; i < 3; i++)
