@@ -161,22 +161,11 @@ class EpisodeRunner:
             def python_step(reward: float, observation: Value) -> Value:
                 out: list = []
                 body = [reward, encode_value(observation, out)]
-                try:
-                    reply = request(AGENT_STEP, body, out, typed=_TYPED_ACTION)
-                except PeerTimeout:
-                    raise
-                except RLBridgeError as err:
-                    raise PeerError(str(err), int(err.code)) from None
-                return _action_of(reply)
+                return _action_of(self._call(request, AGENT_STEP, body, out,
+                                             typed=_TYPED_ACTION))
 
             def settle(outcome: int, seq: int, what, more: bool) -> Value:
-                try:
-                    reply = agent.native_outcome(outcome, seq, what, more)
-                except PeerTimeout:
-                    raise
-                except RLBridgeError as err:
-                    raise PeerError(str(err), int(err.code)) from None
-                return _action_of(reply)
+                return _action_of(self._call(agent.native_outcome, outcome, seq, what, more))
 
             viewer = (None, None) if publisher is None else (publisher.offer,
                                                              env.state_snapshot)
@@ -222,9 +211,11 @@ class EpisodeRunner:
         return [terminal, counter.num_steps, counter.total_reward, last]
 
     @staticmethod
-    def _call(request, msg_type, body, frames=None):
+    def _call(call, *args, **kwargs):
+        """``call(*args, **kwargs)``, a request to the agent: its error becomes PeerError,
+        a timeout stays PeerTimeout."""
         try:
-            return request(msg_type, body, frames or None)
+            return call(*args, **kwargs)
         except PeerTimeout:
             raise
         except RLBridgeError as err:
