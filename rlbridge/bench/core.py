@@ -37,13 +37,12 @@ import zmq
 
 from rlbridge.agents.random_agent import RandomAgent
 from rlbridge.bench.per_step_cpu import (
-    COMPILED,
     FLOOR_SERVER,
     PYTHON_PATH,
     RAW_SERVER,
     TARGET_US,
     WITH_C_AGENT,
-    compiled_commands,
+    c_agent_command,
     per_side,
     spawn,
 )
@@ -309,17 +308,17 @@ def measure(quick: bool, cpus: set[int]) -> list[Figure]:
                 passed=(rate / raw_rate >= 0.5) if big else None,
                 note=_lat_note(lat, episode_means)))
         # Many short rounds: their median shrugs off a passing burst of other load.
-        compiled, missing = compiled_commands()
+        c_agent, missing = c_agent_command()
         figures += cpu_figures(per_side(d, 5_000 if quick else 10_000, 3 if quick else 7, cpus,
-                                        compiled), missing)
+                                        c_agent), missing)
     return figures
 
 
 def cpu_figures(sides: dict[str, tuple[float, float]], missing: str = "") -> list[Figure]:
-    """(e): rlbridge's CPU per step on each side against the workload floor and the same
-    side of (a) and (a2); then each side with its per-step path compiled around the same
-    Python game and agent, and the C agent (per_step_cpu.py). Without the compiled
-    programs, their rows say why (``missing``)."""
+    """(e): rlbridge's CPU per step on each side against the same process on the Python
+    per-step path, with the same side of (a), (a2) and the workload floor in the note; then
+    the C agent beside rlbridge's environment (per_step_cpu.py). Without the C agent, its
+    row says why (``missing``)."""
     figures = []
     target = f"<= {TARGET_US:.0f} us"
     for index, (process, role) in enumerate((("environment", "client"), ("agent", "server"))):
@@ -333,21 +332,11 @@ def cpu_figures(sides: dict[str, tuple[float, float]], missing: str = "") -> lis
                  f"(RLBRIDGE_NATIVE=0); same run: raw REQ/REP {raw:.1f} us, floor (a2) "
                  f"{floor:.1f} us, the workload floor's {role} {work:.1f} us; each round's "
                  f"(a2) {over:+.1f} us (median)"))
-    compiled = (
-        (COMPILED, 0, "environment process, a C loop around the Python countdown",
-         "the game's own Python left alone on the path (clients/c/bench/python_env.c)"),
-        (COMPILED, 1, "agent process, the C library's loop around the Python random agent",
-         "the agent's own Python left alone on the path (clients/c/bench/python_agent.c)"),
-        (WITH_C_AGENT, 1, "agent process, the C random agent",
-         "no Python in the agent process; rlbridge's environment"),
-    )
-    for name, index, what, note in compiled:
-        label = f"(e) CPU per step, {what}"
-        if name not in sides:
-            figures.append(Figure("cpu", label, math.nan, "us/step", note=missing))
-            continue
-        value = sides[name][index]
-        figures.append(Figure("cpu", label, value, "us/step", baseline=sides["raw"][index],
-                              target=target, passed=value <= TARGET_US,
-                              note=f"baseline: raw REQ/REP; {note}"))
-    return figures
+    label = "(e) CPU per step, agent process, the C random agent"
+    if WITH_C_AGENT not in sides:
+        return [*figures, Figure("cpu", label, math.nan, "us/step", note=missing)]
+    value = sides[WITH_C_AGENT][1]
+    return [*figures, Figure("cpu", label, value, "us/step", baseline=sides["raw"][1],
+                             target=target, passed=value <= TARGET_US,
+                             note="baseline: raw REQ/REP; no Python in the agent process; "
+                                  "rlbridge's environment")]

@@ -1,5 +1,5 @@
 """CPU time per step on each side of a round trip: rlbridge's environment and agent processes
-against the floors below them and both sides in compiled code, measured in the same run.
+against the floors below them and the C agent, measured in the same run.
 
 CPU time, unlike wall time, stays meaningful while other jobs load the machine: a process
 that waits for the CPU is not charged for the wait. Each side's figure is the user plus
@@ -18,10 +18,6 @@ Beside them, each round measures what bounds them from below:
   the countdown's ``env_step`` and the random agent's ``agent_step``, and nothing else (no
   checks, no counting, no state): the least a pair of Python processes serving this
   environment and this agent over pyzmq can spend;
-- both sides with their per-step paths compiled and the game and the agent still in
-  Python, embedded: a loop in C around the countdown (clients/c/bench/python_env.c) against
-  the C client library's agent loop (every receive, check, decode, encode and send in C)
-  around the random agent (clients/c/bench/python_agent.c);
 - the C random agent, with no Python at all, beside rlbridge's environment.
 """
 
@@ -45,13 +41,11 @@ TARGET_US = 40.0
 #: are a small share of the steps they come with.
 EPISODE_LENGTH = 1000
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-#: The C agents: the library's sources and where its Makefile builds them.
+#: The C client library's sources; its Makefile builds the C random agent there.
 C_CLIENT = Path(__file__).resolve().parents[2] / "clients" / "c"
-#: The keys of compiled_commands: the programs the C library's Makefile builds.
-C_ENV, C_IN_PYTHON, C_AGENT = "python_env", "python_agent", "random_agent"
-#: The per_side keys of the runs with compiled programs: both sides' per-step paths in C
-#: around the Python game and agent, and rlbridge's environment with the C agent.
-COMPILED, WITH_C_AGENT = "compiled loops", "C agent"
+C_AGENT = "random_agent"
+#: The per_side key of rlbridge's environment with the C random agent.
+WITH_C_AGENT = "C agent"
 #: The per_side key of rlbridge's processes with the compiled per-step path turned off.
 PYTHON_PATH = "rlbridge, Python path"
 
@@ -260,47 +254,18 @@ def _reporting_pair(server_command: list[str], client_command, cpus,
     return client_us, server_us
 
 
-def embedded_environment() -> dict[str, str]:
-    """The environment variables of a process that embeds Python: its interpreter finds
-    rlbridge and its packages where this one does (an editable install's path hook is not
-    a directory, so the source tree is named)."""
-    search_path = os.pathsep.join([str(C_CLIENT.parents[1]),
-                                   *(entry for entry in sys.path if os.path.isdir(entry))])
-    return {**os.environ, "PYTHONPATH": search_path}
-
-
-def compiled_commands() -> tuple[dict[str, list[str]], str]:
-    """The compiled programs' commands, built with the C library's Makefile: ``C_ENV`` (a
-    loop in C around the Python countdown, without its address, agent pid and steps),
-    ``C_IN_PYTHON`` (the library's agent loop around the Python random agent) and
-    ``C_AGENT`` (the C random agent); or none and the reason, one line, when they cannot be
-    built here."""
-    build = C_CLIENT / "build"
+def c_agent_command() -> tuple[list[str] | None, str]:
+    """The C random agent's command, built with the C library's Makefile; or None and the
+    reason, one line, when it cannot be built here."""
     try:
-        subprocess.run(["make", "-s", "-C", str(C_CLIENT),
-                        *(f"build/{program}" for program in (C_ENV, C_IN_PYTHON, C_AGENT)),
-                        f"PYTHON={sys.executable}"],
+        subprocess.run(["make", "-s", "-C", str(C_CLIENT), f"build/{C_AGENT}"],
                        check=True, capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.SubprocessError) as err:
         output = getattr(err, "stderr", "") or str(err)
         lines = output.strip().splitlines() or ["no output"]
-        return {}, (f"not measured: the C programs cannot be built here ({lines[-1]}); "
-                    "bash clients/setup.sh installs what they need")
-    return {C_ENV: [str(build / C_ENV), "rlbridge.environments.toy:Countdown"],
-            C_IN_PYTHON: [str(build / C_IN_PYTHON), "rlbridge.agents.random_agent:RandomAgent"],
-            C_AGENT: [str(build / C_AGENT)]}, ""
-
-
-def compiled_cpu(directory: str, steps: int, cpus,
-                 commands: dict[str, list[str]]) -> tuple[float, float]:
-    """CPU microseconds per step of both sides with the per-step path compiled and the game
-    and the agent in Python: the C loop around the countdown (clients/c/bench/python_env.c)
-    plays against the C library's agent loop around the random agent (python_agent.c)."""
-    address = f"ipc://{directory}/cpu-compiled.sock"
-    return _reporting_pair(
-        [*commands[C_IN_PYTHON], "--bind", address],
-        lambda pid: [*commands[C_ENV], address, str(pid), str(steps), f"length={EPISODE_LENGTH}"],
-        cpus, env=embedded_environment())
+        return None, (f"not measured: the C agent cannot be built here ({lines[-1]}); "
+                      "bash clients/setup.sh installs what it needs")
+    return [str(C_CLIENT / "build" / C_AGENT)], ""
 
 
 def rlbridge_cpu(directory: str, steps: int, cpus,
@@ -319,8 +284,7 @@ def rlbridge_cpu(directory: str, steps: int, cpus,
         agent_process = spawn([*python, "agent", "random", "--bind", agent_addr], cpus,
                               env=environment)
     else:
-        agent_process = spawn([*agent_command, "--bind", agent_addr], cpus,
-                              env=embedded_environment())
+        agent_process = spawn([*agent_command, "--bind", agent_addr], cpus, env=environment)
     children = [env_process, agent_process]
     original_cpus = os.sched_getaffinity(0)
     if cpus:
@@ -345,12 +309,12 @@ def rlbridge_cpu(directory: str, steps: int, cpus,
 
 
 def per_side(directory: str, steps: int, rounds: int, cpus,
-             compiled: dict[str, list[str]] | None = None) -> dict[str, tuple[float, float]]:
+             c_agent: list[str] | None = None) -> dict[str, tuple[float, float]]:
     """Each pair's median CPU microseconds per step, (client or environment, server or
     agent), over ``rounds`` interleaved runs of ``steps`` round trips each; and, as
     "over floor", the median of each round's rlbridge figure less that round's floor, which
-    moves least when the load on the machine does. ``compiled`` (compiled_commands) adds
-    the runs of COMPILED and WITH_C_AGENT."""
+    moves least when the load on the machine does. ``c_agent`` (c_agent_command) adds the
+    runs of WITH_C_AGENT."""
     runs = {
         "raw": lambda: raw_cpu(f"ipc://{directory}/cpu-raw.sock", steps, cpus),
         "floor": lambda: floor_cpu(f"ipc://{directory}/cpu-floor.sock", steps, cpus),
@@ -360,9 +324,8 @@ def per_side(directory: str, steps: int, rounds: int, cpus,
         PYTHON_PATH: lambda: rlbridge_cpu(directory, steps, cpus,
                                           environment={**os.environ, NATIVE_SWITCH: "0"}),
     }
-    if compiled:
-        runs[COMPILED] = lambda: compiled_cpu(directory, steps, cpus, compiled)
-        runs[WITH_C_AGENT] = lambda: rlbridge_cpu(directory, steps, cpus, compiled[C_AGENT])
+    if c_agent:
+        runs[WITH_C_AGENT] = lambda: rlbridge_cpu(directory, steps, cpus, c_agent)
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
     for _ in range(rounds):
         for name, measure in runs.items():
