@@ -16,17 +16,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet -e '.[dev,plots,rl,sweep]'
 	touch $(STAMP)
 
-# The compiled per-step path (rlbridge/experiment/net/native.py). Without a C compiler
-# the Python path serves (native.WHY_NOT says why), and `make test` fails.
-NATIVE_SO := rlbridge/experiment/net/_native.so
-$(NATIVE_SO): rlbridge/experiment/net/_native.c $(wildcard rlbridge/experiment/net/_native_*.h) $(STAMP)
-	@echo "building $(NATIVE_SO)"
-	@$(CC) -O2 -Wall -shared -fPIC \
-	  -I"$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
-	  $< -o $@.tmp && mv $@.tmp $@ \
-	  || { rm -f $@; echo "rlbridge: $(NATIVE_SO) was not built; the Python per-step path serves"; }
-
-setup-python: $(STAMP) $(NATIVE_SO)
+setup-python: $(STAMP)
 
 # The C and JavaScript agents: Debian's libzmq/msgpack-c dev packages, npm packages, gcc build.
 setup-clients:
@@ -60,4 +50,4 @@ lint: setup
 	$(PYTHON) -m ruff check rlbridge tests
 
 clean:
-	rm -rf $(VENV) build *.egg-info $(NATIVE_SO)
+	rm -rf $(VENV) build *.egg-info

@@ -38,7 +38,6 @@ import zmq
 from rlbridge.agents.random_agent import RandomAgent
 from rlbridge.bench.per_step_cpu import (
     FLOOR_SERVER,
-    PYTHON_PATH,
     RAW_SERVER,
     TARGET_US,
     WITH_C_AGENT,
@@ -315,21 +314,20 @@ def measure(quick: bool, cpus: set[int]) -> list[Figure]:
 
 
 def cpu_figures(sides: dict[str, tuple[float, float]], missing: str = "") -> list[Figure]:
-    """(e): rlbridge's CPU per step on each side against the same process on the Python
-    per-step path, with the same side of (a), (a2) and the workload floor in the note; then
+    """(e): rlbridge's CPU per step on each side against the same side of the raw REQ/REP
+    pair (a), with (a2) and the workload floor in the note; then
     the C agent beside rlbridge's environment (per_step_cpu.py). Without the C agent, its
     row says why (``missing``)."""
     figures = []
     target = f"<= {TARGET_US:.0f} us"
     for index, (process, role) in enumerate((("environment", "client"), ("agent", "server"))):
-        value, python_path, raw, floor, over, work = (
-            sides[name][index] for name in ("rlbridge", PYTHON_PATH, "raw", "floor",
-                                            "over floor", "workload floor"))
+        value, raw, floor, over, work = (
+            sides[name][index] for name in ("rlbridge", "raw", "floor", "over floor",
+                                            "workload floor"))
         figures.append(Figure(
             "cpu", f"(e) CPU per step, {process} process, countdown, ipc", value, "us/step",
-            baseline=python_path, target=target, passed=value <= TARGET_US,
-            note=f"baseline: the same process on the Python per-step path "
-                 f"(RLBRIDGE_NATIVE=0); same run: raw REQ/REP {raw:.1f} us, floor (a2) "
+            baseline=raw, target=target, passed=value <= TARGET_US,
+            note=f"baseline: the same side of the raw REQ/REP pair; same run: floor (a2) "
                  f"{floor:.1f} us, the workload floor's {role} {work:.1f} us; each round's "
                  f"(a2) {over:+.1f} us (median)"))
     label = "(e) CPU per step, agent process, the C random agent"

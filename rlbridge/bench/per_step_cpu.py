@@ -9,9 +9,7 @@ client of its own process, from ``time.process_time()``. Every measured process 
 one; the bench's own process only drives rlbridge's experiment. The workload is the 1-int
 countdown (issue 14, item 6): one int observation, one int action, one round trip per step.
 
-rlbridge's two processes run twice a round: as they serve by default, with the compiled
-per-step path (experiment/net/native.py), and with it turned off (``RLBRIDGE_NATIVE=0``).
-Beside them, each round measures what bounds them from below:
+Beside rlbridge's two processes, each round measures what bounds them from below:
 
 - the raw REQ/REP pair and the msgpack floor, which do no work of the workload;
 - the workload floor: the msgpack floor that also makes the workload's own Python calls,
@@ -31,7 +29,6 @@ from pathlib import Path
 import numpy as np
 
 from rlbridge.experiment.api import Experiment
-from rlbridge.experiment.net.native import NATIVE_SWITCH
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.experiment.runner import start_child, stop_peers
 
@@ -46,8 +43,6 @@ C_CLIENT = Path(__file__).resolve().parents[2] / "clients" / "c"
 C_AGENT = "random_agent"
 #: The per_side key of rlbridge's environment with the C random agent.
 WITH_C_AGENT = "C agent"
-#: The per_side key of rlbridge's processes with the compiled per-step path turned off.
-PYTHON_PATH = "rlbridge, Python path"
 
 #: A REP server that answers every request with ``reply_bytes`` bytes, until "stop".
 RAW_SERVER = r"""
@@ -321,8 +316,6 @@ def per_side(directory: str, steps: int, rounds: int, cpus,
         "workload floor": lambda: workload_floor_cpu(f"ipc://{directory}/cpu-work.sock",
                                                      steps, cpus),
         "rlbridge": lambda: rlbridge_cpu(directory, steps, cpus),
-        PYTHON_PATH: lambda: rlbridge_cpu(directory, steps, cpus,
-                                          environment={**os.environ, NATIVE_SWITCH: "0"}),
     }
     if c_agent:
         runs[WITH_C_AGENT] = lambda: rlbridge_cpu(directory, steps, cpus, c_agent)

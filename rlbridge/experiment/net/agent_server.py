@@ -2,8 +2,7 @@
 
 Over :class:`~rlbridge.experiment.net.server.RequestServer`'s loop and checks, it adds
 the agent's handler table and state machine, AGENT_BATCH_INIT/STEP (PROTOCOL.md 16.4),
-and a one-call path for a delegated episode's every AGENT_STEP, which the compiled path
-(native.py) takes over where it is built.
+and a one-call path for a delegated episode's every AGENT_STEP.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from __future__ import annotations
 import time
 
 from rlbridge.agents.batch import BatchAgent, as_batch_agent
-from rlbridge.experiment.net import native
 from rlbridge.experiment.net.bodies import (
     agent_batch_init_body,
     agent_batch_step_body,
@@ -22,7 +20,7 @@ from rlbridge.experiment.net.bodies import (
     task_spec_body,
     value_body,
 )
-from rlbridge.experiment.net.server import HANDLED, RequestServer
+from rlbridge.experiment.net.server import RequestServer
 from rlbridge.experiment.net.states import (
     AGENT_ALLOWED,
     AGENT_STATE_MEANINGS,
@@ -31,8 +29,6 @@ from rlbridge.experiment.net.states import (
 )
 from rlbridge.experiment.net.transport import (
     TooManyFrames,
-    finish_request,
-    recv_request,
     send_message,
 )
 from rlbridge.protocol.batch import (
@@ -86,7 +82,6 @@ class AgentServer(RequestServer):
             T.AGENT_BATCH_STEP: (agent_batch_step_body, self._agent_batch_step),
         })
         self.batch_agent: BatchAgent | None = None  # set by AGENT_BATCH_INIT
-        self.socket_handle = self.socket.underlying  # the libzmq socket, for native.NATIVE
         self.instances: InstanceStates | None = None
 
     def handle(self, identity: bytes, payload: bytes, frames: tuple = ()) -> None:
@@ -126,37 +121,6 @@ class AgentServer(RequestServer):
             send_message(self.socket, identity, _AGENT_STEP, seq, episode, body, out_frames)
         except Exception as err:  # as RequestServer.handle: reply, keep serving
             self._failed(identity, payload, True, acting, _AGENT_STEP, seq, episode, err)
-
-    def next_request(self, socket):
-        """RequestServer.next_request, with the compiled path (native.py) while the agent
-        is inside an episode: it answers AGENT_STEP requests of the usual shape until
-        another request comes, which goes to :meth:`handle`, or the poll interval passes.
-        Its answers are handle's: the same checks, replies, states and session times
-        (tests/experiment/test_native_agent.py). A server asked whether to keep serving after
-        each request (serve_forever's ``keep_serving``) takes the Python path."""
-        state = self.state
-        compiled = native.NATIVE
-        if compiled is None or state not in _NATIVE_STATES or self.keep_serving is not None:
-            return recv_request(socket)
-        outcome, steps, owner_seen, identity, payload, extra = compiled.serve_steps(
-            self, self.socket_handle, self.agent.agent_step, Value, self.session_owner,
-            self.max_message_bytes)
-        if owner_seen:
-            self.session_seen = owner_seen
-        if outcome == native.REQUEST:
-            return finish_request(socket, identity, payload) if extra else (identity, payload, ())
-        if outcome == native.FAILED:
-            seq, episode, err = extra
-            self._failed(identity, payload, True, True, _AGENT_STEP, seq, episode, err)
-        elif outcome == native.ENCODE:  # an action the compiled encoder does not write
-            seq, episode, action = extra
-            try:
-                out_frames: list = []
-                body = encode_value(action, out_frames)
-                send_message(socket, identity, _AGENT_STEP, seq, episode, body, out_frames)
-            except Exception as err:
-                self._failed(identity, payload, True, True, _AGENT_STEP, seq, episode, err)
-        return HANDLED if steps else None
 
     def _agent_init(self, message, spec, frames, identity):
         self.batch_agent = None
@@ -226,7 +190,3 @@ _typed_agent_step = decoder(T.AGENT_STEP, RewardValue)
 #: The state a successful AGENT_STEP leaves the agent in, from each state.
 _AFTER_AGENT_STEP = {state: next_agent_state(state, T.AGENT_STEP, None, True)
                      for state in AgentState}
-#: The states in which the compiled path serves: AGENT_STEP is allowed and keeps the state.
-_NATIVE_STATES = frozenset(state for state in AgentState
-                           if _AGENT_STEP in AGENT_ALLOWED[state]
-                           and _AFTER_AGENT_STEP[state] == state)

@@ -13,7 +13,6 @@ from collections.abc import Callable
 
 import zmq
 
-from rlbridge.experiment.net import native
 from rlbridge.experiment.net.transport import (
     CONNECT_TIMEOUT_MS,
     FIRST_ANSWER_MS,
@@ -48,7 +47,7 @@ from rlbridge.protocol.messages import (
     read_hello,
 )
 from rlbridge.protocol.typed import Mismatch
-from rlbridge.protocol.values import Value, _new_tuple
+from rlbridge.protocol.values import _new_tuple
 
 HEARTBEAT = int(MessageType.HEARTBEAT)
 ERROR = int(MessageType.ERROR)
@@ -85,7 +84,6 @@ class RequestClient:
             bind_socket(self.socket, address)
         else:
             self.socket.connect(address)
-        self.socket_handle = self.socket.underlying  # the libzmq socket, for native.NATIVE
         self.seq = 0
         self.episode = 0
         self.step = 0
@@ -192,20 +190,6 @@ class RequestClient:
         except zmq.Again:
             raise PeerTimeout(self.send_timeout_text(msg_type)) from None
         return seq
-
-    def native_outcome(self, outcome: int, seq: int, got, more: bool) -> Value | Envelope:
-        """The reply to the AGENT_STEP ``seq`` that the compiled path (native.py) sent, from
-        what it returned: ``got``, the action, or the reply's first frame (``more``: frames
-        follow), which is read on as request() reads it; or request()'s timeout errors."""
-        self.seq = seq
-        if outcome == native.ACTION:
-            return got
-        if outcome == native.SEND_TIMEOUT:
-            raise PeerTimeout(self.send_timeout_text(AGENT_STEP))
-        if outcome == native.RECEIVE_TIMEOUT:
-            raise PeerTimeout(self.timeout_text(AGENT_STEP))
-        first = (got, recv_extra_frames(self.socket) if more else ())
-        return self.receive_reply(seq, AGENT_STEP, first=first)
 
     def receive_reply(self, seq: int, msg_type: int, timeout_ms: int | None = None, *,
                       stop: Callable[[], bool] | None = None, record: bool = True,

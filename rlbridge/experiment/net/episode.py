@@ -9,8 +9,7 @@ the experiment a HEARTBEAT ``[num_steps]`` at most once per ``HEARTBEAT_INTERVAL
 a long episode is not mistaken for a dead environment. When DELEGATE asked for a log,
 each HEARTBEAT is ``[num_steps, records]`` and ``records`` (nil otherwise) hold the
 message records gathered since the last one, encoded as the experiment's log stores
-them: the environment never opens a file a peer names. Where the compiled path is built
-(native.py), its loop plays the steps, calling the same Python as the loop here.
+them: the environment never opens a file a peer names.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import time
 
 from rlbridge.experiment.counting import EpisodeCounter
 from rlbridge.experiment.log.writer import RecordList
-from rlbridge.experiment.net import native
 from rlbridge.experiment.net.bodies import Delegation
 from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.transport import (
@@ -36,7 +34,7 @@ from rlbridge.protocol.errors import (
 )
 from rlbridge.protocol.messages import MessageType, encode, read_int
 from rlbridge.protocol.typed import WireValue, decoder
-from rlbridge.protocol.values import Value, decode_value, encode_value, typed_value
+from rlbridge.protocol.values import decode_value, encode_value, typed_value
 
 T = MessageType
 AGENT_START, AGENT_STEP, AGENT_END = int(T.AGENT_START), int(T.AGENT_STEP), int(T.AGENT_END)
@@ -148,37 +146,7 @@ class EpisodeRunner:
         counter = EpisodeCounter()
         counter.start(max_steps)
         count_step = counter.step
-        # The compiled loop (native.py) plays the same steps; tests/experiment/
-        # test_native_env.py holds the two loops to the same bytes.
-        compiled = native.NATIVE
-        if compiled is not None and counter.running:
-
-            def invalid(err: InvalidAction, action: Value) -> None:
-                raise InvalidAction(_invalid_text(err, action, address, episode,
-                                                  counter.num_steps)) from None
-
-            # The Python loop's step, for what the compiled one does not send or read.
-            def python_step(reward: float, observation: Value) -> Value:
-                out: list = []
-                body = [reward, encode_value(observation, out)]
-                return _action_of(self._call(request, AGENT_STEP, body, out,
-                                             typed=_TYPED_ACTION))
-
-            def settle(outcome: int, seq: int, what, more: bool) -> Value:
-                return _action_of(self._call(agent.native_outcome, outcome, seq, what, more))
-
-            viewer = (None, None) if publisher is None else (publisher.offer,
-                                                             env.state_snapshot)
-            calls = (check_action, InvalidAction, invalid, env_step, count_step, counter,
-                     python_step, settle, beat, *viewer)
-            ended, last = compiled.play_steps(action, calls, agent, agent.socket_handle, episode,
-                                              Value, agent.max_message_bytes, heartbeat_s,
-                                              next_beat, agent.recorder, agent.peer_role)
-            if ended:
-                self._call(request, AGENT_END, float(last))
-            else:
-                action = last
-        while compiled is None and counter.running:
+        while counter.running:
             try:
                 check_action(action)
             except InvalidAction as err:
@@ -231,15 +199,6 @@ class EpisodeRunner:
 
     def close(self) -> None:
         self.close_agent()
-
-
-def _action_of(reply) -> Value:
-    """The action in an AGENT_STEP reply: the compiled path's Value, or an Envelope whose body
-    is a typed decoder's checked tuple (checked but for arrays) or the general path's."""
-    if type(reply) is Value:
-        return reply
-    body = reply.body
-    return typed_value(body) if type(body) is tuple else decode_value(body, reply.frames)
 
 
 def _invalid_text(err: InvalidAction, action, address: str, episode: int, step: int) -> str:

@@ -58,8 +58,6 @@ if TYPE_CHECKING:
     from rlbridge.experiment.net.curve import CurveKeys
 
 T = MessageType
-#: What next_request returns when it answered requests itself and has none for handle.
-HANDLED = object()
 #: A reader checks a request's body (BAD_FIELD) and returns what its action needs; it
 #: runs before the state check, so a malformed body is BAD_FIELD in every state.
 Reader = Callable[..., object]
@@ -119,18 +117,12 @@ class RequestServer:
         self.keep_serving = keep_serving
         socket = self.socket
         handle = self.handle
-        next_request = self.next_request
         idle_since = time.monotonic()
         # Start-up objects (modules, tables) never die: keep the collector from walking them.
         gc.freeze()
         try:
             while not self.stopping:
-                request = next_request(socket)
-                if request is HANDLED:
-                    idle_since = time.monotonic()
-                    if keep_serving is not None and not keep_serving(False):
-                        break
-                    continue
+                request = recv_request(socket)
                 if request is None:
                     if self.idle_timeout_ms is not None and \
                             (time.monotonic() - idle_since) * 1000 > self.idle_timeout_ms:
@@ -151,11 +143,6 @@ class RequestServer:
 
     def _on_signal(self, signum, frame) -> None:
         self.stopping = True
-
-    def next_request(self, socket) -> tuple[bytes, bytes, tuple] | None | object:
-        """The next request for :meth:`handle`; None when the poll interval passes first, or
-        HANDLED when requests were answered on a path of a subclass's own instead."""
-        return recv_request(socket)
 
     def handle(self, identity: bytes, payload: bytes, frames: tuple = ()) -> None:
         """Answer one request: its handler's reply, or an ERROR reply saying what went wrong.

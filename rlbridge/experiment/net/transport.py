@@ -177,12 +177,7 @@ def recv_request(socket) -> tuple[bytes, bytes, tuple] | None:
     frame = recv_frame(socket, 0, False)
     if not frame.more:
         return identity, frame.bytes, ()
-    return finish_request(socket, identity, frame.bytes)
-
-
-def finish_request(socket, identity: bytes, first: bytes) -> tuple[bytes, bytes, tuple]:
-    """recv_request's result for a request whose first frame after the identity,
-    ``first``, has more frames after it: a REQ delimiter, or an envelope with array frames."""
+    first = frame.bytes
     if not first:
         identity = DelimitedIdentity(identity)
         frame = recv_frame(socket, 0, False)
