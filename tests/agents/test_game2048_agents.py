@@ -1,5 +1,6 @@
 """2048 agents: the seed's MCTS and expectimax play through Experiment and choose sensible moves."""
 
+import math
 import time
 
 from rlbridge.agents.game2048.expectimax import (
@@ -92,8 +93,23 @@ def test_expectimax_search_values_and_board_of():
     action, value = ExpectimaxSearch().best_action(board, 3)
     assert action in legal_moves(board) and value > 0
     stuck = board_from_tiles([2, 4, 2, 4, 4, 2, 4, 2, 2, 4, 2, 4, 4, 2, 4, 2])
-    assert ExpectimaxSearch().best_action(stuck, 2) == (-1, -1.0)
+    assert ExpectimaxSearch().best_action(stuck, 2) == (-1, -math.inf)
     assert board_of(Value(ints=exponents(board))) == board
+
+
+def test_expectimax_moves_while_legal_moves_exist_however_low_the_heuristic():
+    # Big tiles out of order: every board the search sees scores far below 0.
+    board = board_from_tiles([2**15, 2, 2**14, 4,
+                              8, 2**13, 16, 2**12,
+                              2**11, 32, 2**10, 64,
+                              128, 2**9, 256, 0])
+    assert heuristic(board) < -1e6
+    assert all(score < -1e6 for _, _, score in after_states(board))
+    for depth in (1, 2, 3, 4):
+        action, _ = ExpectimaxSearch().best_action(board, depth)
+        assert action in legal_moves(board), depth
+    observation = Value(ints=exponents(board))
+    assert ExpectimaxAgent(time_ms=5).act(observation).ints[0] in legal_moves(board)
 
 
 def test_expectimax_adaptive_depth_stays_near_its_budget():

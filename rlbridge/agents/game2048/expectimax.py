@@ -12,6 +12,7 @@ Depth deepens while the next iteration is predicted to fit the time budget.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Literal
 
@@ -193,7 +194,8 @@ class ExpectimaxSearch:
     def best_action(self, board: int, depth: int) -> tuple[int, float]:
         """The best action at ``board`` and its value (action -1 if no move is possible).
         The cache is kept, so iterative deepening reuses the shallower searches."""
-        best_action, best_value = -1, -1.0
+        # Any legal move beats none, however low the heuristic scores it.
+        best_action, best_value = -1, -math.inf
         for action, after, score in after_states(board):
             value = score if depth <= 1 else self._chance(after, depth - 1, 1.0)
             if value > best_value:
@@ -220,10 +222,10 @@ class ExpectimaxSearch:
     def _chance(self, board: int, depth: int, probability: float) -> float:
         cells = empty_shifts(board)
         if not cells:
-            return heuristic(board)
+            return _leaf(board)
         probability /= len(cells)
         if probability < self.min_probability:
-            return heuristic(board)
+            return _leaf(board)
         total = 0.0
         four = self.four_probability
         max_node = self._max
@@ -235,11 +237,19 @@ class ExpectimaxSearch:
                 if not cut:
                     total += four * max_node(board | 2 << shift, depth, probability * four)
                 else:
-                    total += four * heuristic(board | 2 << shift)
+                    total += four * _leaf(board | 2 << shift)
         else:
             for shift in cells:
                 total += max_node(board | 1 << shift, depth, probability)
         return total / len(cells)
+
+
+def _leaf(board: int) -> float:
+    """The heuristic of a board the search does not expand, floored at a lost board's 0: with
+    big tiles out of order the heuristic goes far below 0, and a lost board must never
+    score above a live one (best_after_state_score and _max floor the same way)."""
+    score = heuristic(board)
+    return score if score > 0.0 else 0.0
 
 
 def board_of(observation: Value) -> int:
