@@ -27,7 +27,9 @@ SEED_LINES = {"random": 0.2, "tetris-qlearning": 0.9, "tetris-apriori": 1.4}
 SEED_PIECES_PER_GAME = {"random": 10, "tetris-qlearning": 16}
 #: The seed trained its Q-learning for about 40,000 games.
 TRAINING_GAMES = 40_000
-#: The placement agents' games are cut at this many pieces (the preview agent's may never end).
+#: RL_episode's step limit for the placement agents' games (the preview agent's may never
+#: end). RL-Glue counts the start as a step, so a game is cut after MAX_PIECES - 1 placed
+#: pieces.
 MAX_PIECES = 1000
 
 
@@ -146,7 +148,7 @@ def pieces_strength(quick: bool, pieces: str) -> list[AgentResult]:
                      f">= {LINES_TARGET:.0f}" if tetrominoes else "",
                      float(np.mean(lines)) >= LINES_TARGET if tetrominoes else None,
                      f" (no preview, expectation over the next piece; games cut at "
-                     f"{MAX_PIECES} pieces)"))
+                     f"{MAX_PIECES - 1} placed pieces)"))
 
     preview_games = 4 if quick else 200
     cap = 200 if quick else MAX_PIECES
@@ -155,7 +157,7 @@ def pieces_strength(quick: bool, pieces: str) -> list[AgentResult]:
     rows.append(_row("tetris-placement+preview", pieces, lines, ms,
                      f">= {PREVIEW_LINES_TARGET:.0f}" if tetrominoes else "",
                      float(np.mean(lines)) >= PREVIEW_LINES_TARGET if tetrominoes else None,
-                     f" (preview, two-piece search; games cut at {cap} pieces)"))
+                     f" (preview, two-piece search; games cut at {cap - 1} placed pieces)"))
     return rows
 
 

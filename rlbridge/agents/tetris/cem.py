@@ -119,7 +119,7 @@ def main(argv=None) -> None:  # pragma: no cover - manual tuning entry point
     for name, weights in checks:
         mean, se = check_lines(weights, args.check_games, args.expect, piece_set=piece_set)
         print(f"check {name}: {mean:.2f} +- {se:.2f} (s.e.) lines per game over "
-              f"{args.check_games} games, seeds {CHECK_SEED}+, cut at 1000 pieces", flush=True)
+              f"{args.check_games} games, seeds {CHECK_SEED}+, cut at 999 placed pieces", flush=True)
 
 
 if __name__ == "__main__":  # pragma: no cover
