@@ -16,6 +16,7 @@ ENVIRONMENTS: dict[str, str] = {
     "2048": "rlbridge.environments.game2048.env:Game2048Env",
     "gridwalk": "rlbridge.environments.toy:GridWalk",
     "countdown": "rlbridge.environments.toy:Countdown",
+    "mission": "rlbridge.environments.mission.env:MissionEnv",
 }
 
 #: Environment names of this form are Gymnasium ids served by rlbridge.gym.serve.
@@ -40,6 +41,7 @@ AGENTS: dict[str, str] = {
     "tetris-apriori": "rlbridge.agents.tetris.apriori:AprioriAgent",
     "reversi-search": "rlbridge.agents.reversi.search:ReversiSearchAgent",
     "reversi-dqn": "rlbridge.agents.reversi.dqn:ReversiDQNAgent",
+    "mission-qlearning": "rlbridge.agents.mission.qlearning:MissionQLearningAgent",
 }
 
 

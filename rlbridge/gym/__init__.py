@@ -21,6 +21,7 @@ GAME_IDS: dict[str, str] = {
     "rlbridge/Game2048-v0": "2048",
     "rlbridge/GridWalk-v0": "gridwalk",
     "rlbridge/Countdown-v0": "countdown",
+    "rlbridge/Mission-v0": "mission",
 }
 
 

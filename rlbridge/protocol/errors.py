@@ -111,6 +111,10 @@ class PeerError(RLBridgeError):
         self.remote_code = remote_code
 
 
+class MissionError(OptionError):
+    """A Malmo mission file that cannot run: the element, its line, expected and actual."""
+
+
 class UnknownGame(OptionError):
     """A game that no drawing (pygame, blocks, text, play keys) is for."""
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from rlbridge.bridge import palette as pal
 from rlbridge.bridge.canvas import SQUARES, Layout
-from rlbridge.bridge.games import blackjack, game2048, minesweeper, reversi, tetris
+from rlbridge.bridge.games import blackjack, game2048, minesweeper, mission, reversi, tetris
 from rlbridge.bridge.games.board import BlockGrid
 from rlbridge.protocol.errors import UnknownGame
 
@@ -73,6 +73,10 @@ GAMES: dict[str, GameDrawing] = {
         game2048.Game2048Snapshot, game2048.shape, game2048.draw, game2048.block_grid, game2048.text,
         game2048.outcome, Controls(game2048.HELP, game2048.KEYS, game2048.WORDS),
         layout=game2048.LAYOUT),
+    "mission": GameDrawing(
+        mission.MissionSnapshot, mission.shape, mission.draw, mission.block_grid, mission.text,
+        mission.outcome, Controls(mission.HELP, mission.KEYS, mission.WORDS),
+        layout=mission.LAYOUT),
 }
 
 
