@@ -18,6 +18,7 @@ SUITES: dict[str, str] = {
     "legacy": "rlbridge.bench.legacy:run",
     "faults": "rlbridge.bench.faults:run",
     "sweep": "rlbridge.sweep.bench:run",  # needs Ray (the sweep extra)
+    "missions": "rlbridge.bench.missions:run",
 }
 #: One game's rows alone, e.g. `rlbridge bench tetris-agents` or `rlbridge bench 2048-games`.
 for _module, _game in (("minesweeper", "minesweeper"), ("blackjack", "blackjack"),

@@ -67,6 +67,15 @@ def block_id(name: str) -> int:
     return _IDS[name.removeprefix("minecraft:")]
 
 
+_BY_MODERN = {block.modern: index for index, block in enumerate(_TABLE)}
+_BY_MODERN.update(cave_air=_IDS["air"], void_air=_IDS["air"])
+
+
+def modern_id(name: str) -> int:
+    """The id of a block a 1.13+ server names (``grass_block``); KeyError if unknown."""
+    return _BY_MODERN[name.removeprefix("minecraft:")]
+
+
 def block_of_number(number: int) -> int:
     """The id of a 1.12 numeric block id (flat-world layers); KeyError if unknown."""
     return _BY_NUMBER[number]

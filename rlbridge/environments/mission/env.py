@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
 from rlbridge.environments.base import Environment, StepResult
 from rlbridge.environments.mission.blocks import NAMES
+from rlbridge.environments.mission.server import ServerBody, ServerLink, ServerWorld
 from rlbridge.environments.mission.spec import MAX_Y, WORLD_LIMIT, Mission
 from rlbridge.environments.mission.world import VOID_Y, MissionCore
 from rlbridge.environments.mission.xml import load_mission
@@ -59,17 +61,32 @@ class MissionEnv(Environment):
     Options:
         mission: a bundled mission (cliff_walk, maze, tetris_arena) or a path ending in
             .xml (default cliff_walk).
+        backend: sim (default: the simulation) | server (a Minecraft-protocol server
+            builds the world and holds the agent's body; server.py).
+        rcon: the server's RCON address, HOST:PORT (default 127.0.0.1:25575); the
+            password comes from the environment variable RCON_PASSWORD, never a log.
     """
 
     name = "mission"
     illegal_action = "noop"
     MESSAGES = ("commands",)
 
-    def __init__(self, mission: str = "cliff_walk"):
+    def __init__(self, mission: str = "cliff_walk",
+                 backend: Literal["sim", "server"] = "sim", rcon: str = "127.0.0.1:25575"):
         super().__init__()
+        if backend not in ("sim", "server"):
+            raise MissionError(f"expected backend sim or server; got {backend!r}")
         self.mission_name = mission
         self.mission: Mission = load_mission(mission_path(mission))
-        self.core = MissionCore(self.mission)
+        self.link: ServerLink | None = None
+        if backend == "server":
+            self.link = ServerLink(rcon)
+            world = ServerWorld(self.link, self.mission)
+            # A fresh world for every run: whatever an earlier run left is laid over.
+            world.build()
+            self.core = MissionCore(self.mission, world, ServerBody(self.link))
+        else:
+            self.core = MissionCore(self.mission)
         self.commands = self.mission.commands
         self._spec = self._task_spec()
         self._map: tuple[tuple[int, int], list[list[str]]] | None = None  # the static top view
@@ -124,6 +141,10 @@ class MissionEnv(Environment):
         reward = self.core.command(int(ints[0]))
         info = {"command": self.commands[ints[0]], "moved": legal, "end": self.core.end}
         return StepResult(float(reward), self._observe(), self.core.done, info)
+
+    def env_cleanup(self) -> None:
+        if self.link is not None:
+            self.link.close()
 
     def legal_actions(self) -> list[int]:
         return [i for i, ok in enumerate(self.core.legal()) if ok]

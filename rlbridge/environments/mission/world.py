@@ -17,6 +17,7 @@ held to the same observations, rewards and terminals by tests/environments/test_
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 from rlbridge.environments.mission.blocks import AIR, LIQUID, NAMES, SOLID
 from rlbridge.environments.mission.spec import Mission
@@ -29,6 +30,21 @@ _FACING = ((0, 1), (-1, 0), (0, -1), (1, 0))
 VOID_Y = -1
 
 
+class World(Protocol):
+    """Where a MissionCore looks blocks up: ``begin_step`` starts each command's reads."""
+
+    def begin_step(self) -> None: ...
+
+    def block(self, x: int, y: int, z: int) -> int: ...
+
+
+class Body(Protocol):
+    """A body elsewhere that the core moves: ``place`` returns where it really is."""
+
+    def place(self, x: int, y: int, z: int, yaw: int,
+              spawn: bool = False) -> tuple[int, int, int, int]: ...
+
+
 class BlockWorld:
     """The mission's blocks: its flat layers with its drawings over them, looked up lazily."""
 
@@ -37,6 +53,9 @@ class BlockWorld:
         # Later drawings win, so look them up newest first.
         self.draws = tuple(reversed(mission.draws))
         self.cache: dict[tuple[int, int, int], int] = {}
+
+    def begin_step(self) -> None:
+        """Nothing: the simulation's world never changes, so its cache stays."""
 
     def block(self, x: int, y: int, z: int) -> int:
         key = (x, y, z)
@@ -57,9 +76,12 @@ class BlockWorld:
 class MissionCore:
     """One agent's episode in a mission: ``start``, then ``command`` until ``done``."""
 
-    def __init__(self, mission: Mission):
+    def __init__(self, mission: Mission, world: World | None = None, body: Body | None = None):
         self.mission = mission
-        self.world = BlockWorld(mission)
+        #: Where blocks are looked up: the simulation's BlockWorld, or the server's world.
+        self.world = BlockWorld(mission) if world is None else world
+        #: The server's body (server.py), which the core moves and reads back; None on sim.
+        self.body = body
         self.commands = mission.commands
         self.x = self.y = self.z = 0
         self.yaw = 0
@@ -78,7 +100,18 @@ class MissionCore:
         self.done = self.died = False
         self.end = ""
         self.rewarded = set()
+        self._begin_step()
         self._fall()
+        self._place(spawn=True)
+
+    def _begin_step(self) -> None:
+        self.world.begin_step()
+
+    def _place(self, spawn: bool = False) -> None:
+        """Move the server's body where the rules put it, and take its position from there."""
+        if self.body is not None:
+            self.x, self.y, self.z, self.yaw = self.body.place(self.x, self.y, self.z, self.yaw,
+                                                               spawn)
 
     def passable(self, x: int, y: int, z: int) -> bool:
         """Whether the body fits with its feet at (x, y, z): feet and head cells not solid."""
@@ -128,6 +161,7 @@ class MissionCore:
     def command(self, index: int) -> float:
         """Carry out command ``index``; the reward it earned. The caller checks the index."""
         command = self.commands[index]
+        self._begin_step()
         if command.startswith("turn"):
             self.yaw = (self.yaw + (1 if command.endswith(" 1") else -1)) % 4
         elif self.can(command):
@@ -135,6 +169,8 @@ class MissionCore:
             if goal is not None:
                 self.x, self.y, self.z = goal
                 self._fall()
+        if not self.died:
+            self._place()
         self.steps += 1
         mission = self.mission
         reward = mission.command_reward
