@@ -19,6 +19,7 @@ from rlbridge.agents.blackjack.offpolicy import OffPolicyControlAgent, OffPolicy
 from rlbridge.environments.blackjack.core import BlackjackCore
 from rlbridge.environments.blackjack.env import BlackjackEnv
 from rlbridge.experiment.api import Experiment
+from rlbridge.protocol.errors import OptionError
 from rlbridge.protocol.values import Value
 from rlbridge.registry import AGENTS, resolve
 
@@ -80,14 +81,15 @@ def test_agents_run_save_and_load(agent_class, tmp_path):
     q = agent.q_table()
     assert np.all(np.abs(q) <= 1.0) and q.shape == (22, 11, 2, 2)
     path = str(tmp_path / "agent.npz")
-    assert agent.agent_message(f"save {path}") == "ok"
+    agent.save(path)
     clone = agent_class()
-    assert clone.agent_message(f"load {path}") == "ok"
+    clone.load(path)
     np.testing.assert_array_equal(clone.q_table(), q)
     np.testing.assert_array_equal(clone.policy_table(), agent.policy_table())
     assert clone.agent_message("exact") == agent.agent_message("exact")
     assert clone.agent_message("episodes") == "300"
-    assert agent.agent_message("load /nonexistent/x.npz").startswith("error: ")
+    with pytest.raises(OptionError, match="cannot read /nonexistent/x.npz"):
+        agent.load("/nonexistent/x.npz")
 
 
 def test_registered_names_resolve():
@@ -189,11 +191,10 @@ def test_policy_heatmap_png_size_and_cell_colours(tmp_path):
     np.testing.assert_allclose(stick, (0.267, 0.005, 0.329), atol=0.02)  # viridis purple
 
 
-def test_agent_plot_message_writes_two_pngs(tmp_path):
+def test_agent_plot_writes_two_pngs(tmp_path):
     agent = MCOnPolicyAgent()
     run(agent, 200)
-    reply = agent.agent_message(f"plot {tmp_path / 'onpolicy'}")
-    paths = reply.split()
+    paths = agent.plot(str(tmp_path / "onpolicy"))
     assert len(paths) == 2 and all(p.endswith(".png") for p in paths)
     assert mpimg.imread(paths[1]).shape[:2] == blackjack_plots.image_size()[::-1]
 

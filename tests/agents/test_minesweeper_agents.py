@@ -153,10 +153,11 @@ def test_save_and_load_round_trip(tmp_path):
     experiment = Experiment(MinesweeperEnv(rows=6, cols=6, mines=4), agent, seed=1)
     experiment.RL_init()
     experiment.RL_episode(0)
-    assert agent.agent_message(f"save {path}") == "ok"
+    agent.save(str(path))
     restored = SolverAgent(load=str(path))
     assert (restored.spread, restored.rule) == (0.5, "survival") and restored.stats == agent.stats
-    assert EliminationAgent().agent_message(f"load {path}").startswith("error: ")
+    with pytest.raises(ValueError, match="holds a 'SolverAgent' agent; expected EliminationAgent"):
+        EliminationAgent().load(str(path))
     saver = EliminationAgent(save=str(tmp_path / "elim.msgpack"))
     saver.agent_cleanup()
     assert EliminationAgent(load=str(tmp_path / "elim.msgpack")).stats["games"] == 0

@@ -130,7 +130,7 @@ def test_dqn_save_load_round_trip_and_curve(tmp_path):
     agent = small_dqn(seed=3)
     run_games(ReversiEnv(size=4), agent, 8)
     path = tmp_path / "w.npz"
-    assert agent.agent_message(f"save {path}") == "ok"
+    agent.save(str(path))
     loaded = small_dqn(mode="test", hidden=(8,), load=str(path))  # the file's shape wins
     loaded.agent_init(ReversiEnv(size=4).env_init())
     assert loaded.net.sizes == agent.net.sizes
@@ -142,11 +142,12 @@ def test_dqn_save_load_round_trip_and_curve(tmp_path):
     with np.load(path, allow_pickle=False) as data:
         assert "meta" in data
     curve = tmp_path / "curve.png"
-    assert agent.agent_message(f"plot {curve}") == "ok"
+    agent.plot(str(curve))
     assert curve.read_bytes()[:4] == b"\x89PNG"
     wrong = small_dqn()
     wrong.agent_init(ReversiEnv(size=6).env_init())
-    assert wrong.agent_message(f"load {path}").startswith("error: ")
+    with pytest.raises(ValueError, match="was trained on 16 cells; this board has 36"):
+        wrong.load(str(path))
 
 
 def test_dqn_test_mode_does_not_learn():

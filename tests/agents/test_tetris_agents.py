@@ -124,7 +124,7 @@ def test_qlearning_learns_saves_and_loads(tmp_path, pieces):
     assert agent.piece_set.name == pieces
     assert agent.games == 30 and len(agent.q) > 5
     path = tmp_path / "q.npz"
-    assert agent.agent_message(f"save {path}") == "ok"
+    agent.save(str(path))
     other = QLearningAgent(load=str(path))
     assert other.q == agent.q and other.games == 30
     assert agent.agent_message("bogus") == ""  # unknown messages answer ""

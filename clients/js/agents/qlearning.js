@@ -5,14 +5,40 @@
  * the actions are the legal ones from the legal mask, or the first action range.
  *
  * Options: alpha (0.1), gamma (1.0), epsilon (0.1), seed (0), load=PATH, save=PATH (written
- * at agent_cleanup). Messages: "seed N", "save PATH", "load PATH", "greedy" (epsilon 0),
- * "states" (the number of states seen). Tables are stored as msgpack, never code.
+ * at agent_cleanup). Messages: "seed N", "greedy" (epsilon 0), "states" (the number of states
+ * seen). Tables are stored as msgpack, never code. Files come from the options or from save()
+ * and load() called in this process, never from a message: any client may send one.
  */
 const fs = require("node:fs");
 const { encode, decode } = require("@msgpack/msgpack");
 const { Agent } = require("../lib/server");
 const { flatInts } = require("../lib/protocol");
 const { legalActions, Rng } = require("../lib/taskspec");
+
+/** The most bytes a table file may hold: anything larger is refused before it is read. */
+const MAX_LOAD_BYTES = 256 * 1024 * 1024;
+/** The messages that once named a file, and what the agent's user does instead. */
+const NOT_SERVED = {
+  save: "start the agent with --opt save=PATH (written at cleanup), or call agent.save(PATH) " +
+    "in its own process",
+  load: "start the agent with --opt load=PATH, or call agent.load(PATH) in its own process",
+};
+
+/** The bytes of `file`, once it has proved a regular file of at most MAX_LOAD_BYTES. */
+function readRegular(file) {
+  // O_NONBLOCK: opening a FIFO that has no writer returns at once instead of waiting.
+  const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+  try {
+    const info = fs.fstatSync(fd);
+    if (!info.isFile()) throw new Error(`load: ${file} is not a regular file`);
+    if (info.size > MAX_LOAD_BYTES) {
+      throw new Error(`load: ${file} holds ${info.size} bytes; expected at most ${MAX_LOAD_BYTES}`);
+    }
+    return fs.readFileSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
 
 class QLearningAgent extends Agent {
   constructor(options = {}) {
@@ -97,16 +123,18 @@ class QLearningAgent extends Agent {
   }
 
   load(file) {
-    const data = decode(fs.readFileSync(file));
+    const data = decode(readRegular(file));
     if (!data || data.kind !== "rlbridge-js-qtable") throw new Error(`${file} is not a Q table`);
     this.table = new Map(Object.entries(data.rows).map(([key, row]) =>
       [key, new Map(Object.entries(row).map(([a, v]) => [Number(a), v]))]));
   }
 
   agentMessage(text) {
-    const [command, argument] = text.trim().split(/\s+/, 2);
-    if (command === "save" && argument) { this.save(argument); return "ok"; }
-    if (command === "load" && argument) { this.load(argument); return "ok"; }
+    const [command] = text.trim().split(/\s+/, 1);
+    if (Object.hasOwn(NOT_SERVED, command)) {
+      return `error: ${command} is not served over the wire, where any client could choose the ` +
+        `file; ${NOT_SERVED[command]}`;
+    }
     if (command === "greedy") { this.epsilon = 0; return "ok"; }
     if (command === "states") return String(this.table.size);
     return super.agentMessage(text);

@@ -16,13 +16,15 @@ async function main(argv) {
     return 2;
   }
   let options;
+  let agent;
   try {
     options = parseArgs(rest);
+    agent = new AGENTS[name](options.opts);  // a bad option, or a load= file it refuses
   } catch (err) {
     process.stderr.write(`rlbridge agent: ${err.message}\n`);
     return 2;
   }
-  return serve(new AGENTS[name](options.opts), options, `${name} (JavaScript)`);
+  return serve(agent, options, `${name} (JavaScript)`);
 }
 
 main(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (err) => {

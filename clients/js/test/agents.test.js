@@ -107,11 +107,30 @@ test("Q-learning learns the corridor, and saves and loads its table", () => {
   agent.agentMessage("greedy");
   assert.equal(corridorEpisode(agent), -3);
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "qtable-")), "q.msgpack");
-  assert.equal(agent.agentMessage(`save ${file}`), "ok");
+  agent.save(file);
   const loaded = new QLearningAgent({ load: file, epsilon: "0" });
   loaded.agentInit(spec);
   assert.equal(loaded.agentMessage("states"), agent.agentMessage("states"));
   assert.equal(corridorEpisode(loaded), -3);
+});
+
+test("Q-learning serves no file over the wire, and loads only a regular file", () => {
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), "qtable-"));
+  const agent = new QLearningAgent();
+  const victim = path.join(directory, "victim");
+  fs.writeFileSync(victim, "the user's own bytes");
+  for (const [message, option] of [[`save ${victim}`, "save="], [`load ${victim}`, "load="]]) {
+    const reply = agent.agentMessage(message);
+    assert.match(reply, /^error: (save|load) is not served over the wire/);
+    assert.ok(reply.includes(`--opt ${option}PATH`), reply);
+  }
+  assert.equal(fs.readFileSync(victim, "utf8"), "the user's own bytes");
+  assert.equal(agent.agentMessage("states"), "0");
+  const fifo = path.join(directory, "fifo");
+  require("node:child_process").execFileSync("mkfifo", [fifo]);
+  // Opened blocking, a FIFO without a writer would hang the constructor here.
+  assert.throws(() => new QLearningAgent({ load: fifo }), /is not a regular file/);
+  assert.throws(() => new QLearningAgent({ load: "/dev/zero" }), /is not a regular file/);
 });
 
 test("checks run in PROTOCOL.md's order and errors echo seq and episode when readable", () => {

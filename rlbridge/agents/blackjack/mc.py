@@ -7,9 +7,9 @@ final reward. Internally they are flat Python lists (index
 cheaper than a numpy scalar access in the per-step loop.
 
 Common options: see :class:`BlackjackTabularAgent`.
-Messages: ``seed N``, ``save PATH``, ``load PATH``, ``exact`` (the exact
-expected return of the greedy policy, by :mod:`.dp`), ``episodes``,
-``plot PREFIX`` (policy and value heatmaps as PNG).
+Messages: ``seed N``, ``exact`` (the exact expected return of the greedy policy, by
+:mod:`.dp`) and ``episodes``. Tables are saved, loaded and plotted by the options or by the
+methods in the agent's own process, never by a message (:mod:`rlbridge.agents.files`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 
 from rlbridge.agents.base import Agent
 from rlbridge.agents.blackjack import dp as blackjack_dp
+from rlbridge.agents.files import SAVE_AND_LOAD, check_loadable, load_npz, refusal
 from rlbridge.protocol.messages import answer_seed
 from rlbridge.protocol.values import Value
 
@@ -28,6 +29,11 @@ TABLE_SHAPE = (22, 11, 2, 2)
 STATES = 22 * 11 * 2
 ACTIONS = (Value(ints=(0,)), Value(ints=(1,)))
 UNIFORM_BATCH = 8192
+#: The messages that once named a file, and what the agent's user does instead.
+_NOT_SERVED = {**SAVE_AND_LOAD,
+               "plot": "save the tables with --opt save=PATH and draw them with `python -m "
+                       "rlbridge.agents.blackjack.plots PATH PREFIX`, or call "
+                       "agent.plot(PREFIX) in the agent's own process"}
 
 
 def target_policy(stick_at: int = 20, policy_file: Path | None = None) -> list[float]:
@@ -37,7 +43,7 @@ def target_policy(stick_at: int = 20, policy_file: Path | None = None) -> list[f
     ``stick_at`` (the seed's "stick at 20 or more").
     """
     if policy_file:
-        with np.load(policy_file, allow_pickle=False) as data:
+        with load_npz(policy_file, "policy_file") as data:
             table = data["policy"]
     else:
         table = blackjack_dp.threshold_policy(stick_at)
@@ -73,6 +79,8 @@ class BlackjackTabularAgent(Agent):
         self.episodes = 0
         self.trajectory: list[int] = []  # flat state*2+action indices of this episode
         self.seed(seed)
+        if load:
+            check_loadable(load)
         self._load_path = load
 
     def agent_init(self, task_spec) -> None:
@@ -170,7 +178,7 @@ class BlackjackTabularAgent(Agent):
         )
 
     def load(self, path: str) -> None:
-        with np.load(path, allow_pickle=False) as data:
+        with load_npz(path) as data:
             if data["q"].shape != TABLE_SHAPE:
                 raise ValueError(f"{path}: q must have shape {TABLE_SHAPE}; got {data['q'].shape}")
             self.q = data["q"].astype(float).ravel().tolist()
@@ -184,17 +192,9 @@ class BlackjackTabularAgent(Agent):
         command = words[0] if words else ""
         if command == "seed":
             return answer_seed(words[1:], self.seed)
-        if command in ("save", "load", "plot") and len(words) == 2:
-            try:
-                if command == "save":
-                    self.save(words[1])
-                elif command == "load":
-                    self.load(words[1])
-                else:
-                    return " ".join(self.plot(words[1]))
-            except (OSError, ValueError, KeyError) as err:
-                return f"error: {command} {words[1]}: {err}"
-            return "ok"
+        refused = refusal(message, _NOT_SERVED)
+        if refused is not None:
+            return refused
         if command == "exact" and len(words) == 1:
             return repr(self.exact_return())
         if command == "episodes" and len(words) == 1:

@@ -26,6 +26,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from rlbridge.agents.files import load_npz
+
 FIGSIZE = (9.0, 4.0)
 DPI = 100
 #: Panel rectangles (left, bottom, width, height) in figure fractions: no usable ace, usable ace.
@@ -107,7 +109,7 @@ def plot_values(values, path: str, title: str = "value") -> str:
 
 def plot_saved(npz_path: str, prefix: str) -> list[str]:
     """Heatmaps of a saved agent: its greedy policy and v = sum_a pi(a|s) q(s, a)."""
-    with np.load(npz_path, allow_pickle=False) as data:
+    with load_npz(npz_path) as data:
         policy, q = data["policy"], data["q"]
         name = str(data["algorithm"]) if "algorithm" in data else "agent"
     greedy = (policy[..., 1] > 0.5).astype(np.int8)

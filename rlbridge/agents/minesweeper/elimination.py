@@ -7,13 +7,13 @@ msgpack save/load of options and statistics.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import msgpack
 import numpy as np
 
 from rlbridge.agents.base import Agent
+from rlbridge.agents.files import SAVE_AND_LOAD, open_regular, refusal
 from rlbridge.environments.minesweeper.core import neighbour_table
 from rlbridge.protocol.taskspec import TaskSpec, game_options, parse
 from rlbridge.protocol.values import Value
@@ -100,7 +100,7 @@ class MinesweeperAgentBase(Agent):
             handle.write(msgpack.packb(payload))
 
     def load(self, path: str) -> None:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             payload = msgpack.unpackb(handle.read())
         if payload.get("agent") != type(self).__name__:
             raise ValueError(f"{path} holds a {payload.get('agent')!r} agent; expected {type(self).__name__}")
@@ -158,14 +158,9 @@ class MinesweeperAgentBase(Agent):
             self.save(self.save_path)
 
     def agent_message(self, message: str) -> str:
-        words = message.split(maxsplit=1)
-        if len(words) == 2 and words[0] in ("save", "load"):
-            path = os.path.expanduser(words[1])
-            try:
-                (self.save if words[0] == "save" else self.load)(path)
-            except (OSError, ValueError, KeyError) as err:
-                return f"error: {words[0]} {path}: {err}"
-            return "ok"
+        refused = refusal(message, SAVE_AND_LOAD)
+        if refused is not None:
+            return refused
         if message.strip() == "stats":
             return " ".join(f"{key}={value}" for key, value in self.stats.items())
         return super().agent_message(message)  # seed N; "" for unknown messages

@@ -12,6 +12,7 @@ from typing import Literal
 import numpy as np
 
 from rlbridge.agents.base import Agent
+from rlbridge.agents.files import SAVE_AND_LOAD, check_loadable, load_npz, refusal
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 
@@ -19,6 +20,10 @@ PASS = -1
 #: The shipped weights, one file per board size, inside the package so that any working
 #: directory finds them.
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+#: The messages that once named a file, and what the agent's user does instead.
+_NOT_SERVED = {**SAVE_AND_LOAD,
+               "plot": "start the agent with --opt curve=PATH (drawn at cleanup), or call "
+                       "agent.plot(PATH) in its own process"}
 
 
 def shipped_weights(cells: int) -> Path:
@@ -148,8 +153,9 @@ class ReversiDQNAgent(Agent):
     By default the agent plays greedily with the shipped weights (``weights/``);
     ``mode=train`` learns, from fresh weights unless ``load`` names a file.
 
-    ``agent_message``: ``save PATH``, ``load PATH``, ``mode train|test``, ``plot PATH``,
-    ``stats``, ``weights`` (the file the network was loaded from, or ``fresh``).
+    ``agent_message``: ``mode train|test``, ``stats``, ``weights`` (the file the network
+    was loaded from, or ``fresh``). Files: the options below, or :meth:`save`, :meth:`load`
+    and :meth:`plot` in-process; never a message (:mod:`rlbridge.agents.files`).
 
     Options:
         mode: test (default: greedy, no learning) | train.
@@ -196,6 +202,8 @@ class ReversiDQNAgent(Agent):
         self.train_every, self.target_every = train_every, target_every
         self.warmup = warmup
         self.save_path, self.load_path, self.curve_path = save, load, curve
+        if load:
+            check_loadable(load)
         self.play_shipped = mode == "test" and load is None
         self.rng = np.random.default_rng(seed)
         self.net: MLP | None = None
@@ -323,7 +331,7 @@ class ReversiDQNAgent(Agent):
         if self.task_spec is None:  # before agent_init the board size is unknown
             self.load_path = path
             return
-        with np.load(path, allow_pickle=False) as data:
+        with load_npz(path) as data:
             meta = json.loads(str(data["meta"]))
             if meta["cells"] != self.cells:
                 raise ValueError(f"{path} was trained on {meta['cells']} cells; "
@@ -380,14 +388,16 @@ class ReversiDQNAgent(Agent):
         return self._batch.batch_step(first_instance, calls, rewards, observations)
 
     def agent_message(self, message: str) -> str:
+        refused = refusal(message, _NOT_SERVED)
+        if refused is not None:
+            return refused
         words = message.split()
-        try:
-            if len(words) == 2 and words[0] in ("save", "load", "plot", "mode"):
-                {"save": self.save, "load": self.load, "plot": self.plot,
-                 "mode": self.set_mode}[words[0]](words[1])
-                return "ok"
-        except (OSError, ValueError, KeyError) as err:
-            return f"error: {err}"
+        if len(words) == 2 and words[0] == "mode":
+            try:
+                self.set_mode(words[1])
+            except ValueError as err:
+                return f"error: {err}"
+            return "ok"
         if message.strip() == "weights":
             return self.weights
         if message.strip() == "stats":

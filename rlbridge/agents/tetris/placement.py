@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from rlbridge.agents.base import Agent
+from rlbridge.agents.files import check_loadable, open_regular
 from rlbridge.agents.tetris.expect import SecondPly, expected_values
 from rlbridge.environments.tetris.board import landing_row, place
 from rlbridge.environments.tetris.core import TetrisCore
@@ -40,7 +41,8 @@ WEIGHTS_PATH = Path(__file__).with_name("weights.json")
 
 def load_weights(path: str | Path = WEIGHTS_PATH, preview: bool = False) -> np.ndarray:
     """The ``weights`` of a weights file, or its ``preview_weights`` (if any) for the search."""
-    data = json.loads(Path(path).read_text())
+    with open_regular(path, "weights") as handle:
+        data = json.loads(handle.read())
     names = tuple(data["features"])
     if names != FEATURES:
         raise ValueError(f"{path}: features must be {FEATURES}; got {names}")
@@ -253,6 +255,7 @@ class PlacementAgent(Agent):
     def __init__(self, weights: Path | None = None, search: bool = True, expect: bool = True):
         super().__init__()
         self.weights_path = weights or WEIGHTS_PATH
+        check_loadable(self.weights_path, "weights")
         self.search = search
         self.expect = expect
         self.placer: Placer | None = None

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from rlbridge.agents.base import Agent
+from rlbridge.agents.files import SAVE_AND_LOAD, load_npz, refusal
 from rlbridge.environments.tetris.board import column_heights, landing_row
 from rlbridge.environments.tetris.pieces import SEED_PIECES, PieceSet, pieces_of_extra
 from rlbridge.protocol.taskspec import TaskSpec, game_options
@@ -62,8 +63,9 @@ def afterstate_keys(board: list[int], cols: int, kind: int, actions,
 class QLearningAgent(Agent):
     """The seed's n-step Q-learning on (two-row state, afterstate) pairs, epsilon-greedy.
 
-    Messages: ``save PATH``, ``load PATH``, ``epsilon X`` and ``learn 0|1``.
-    Defaults are the seed's.
+    Messages: ``epsilon X``, ``learn 0|1`` and ``stats``. The table is saved and loaded
+    by the options below or by :meth:`save` and :meth:`load` in the agent's own process,
+    never by a message (:mod:`rlbridge.agents.files`). Defaults are the seed's.
 
     Options:
         n: steps of the n-step return, at least 1 (1).
@@ -175,7 +177,7 @@ class QLearningAgent(Agent):
                                 games=np.int64(self.games), cols=np.int64(self.cols))
 
     def load(self, path: str) -> None:
-        with np.load(path) as data:
+        with load_npz(path) as data:
             self.q = {}
             for s, k, v in zip(data["states"].tolist(), data["afterstates"].tolist(),
                                data["values"].tolist(), strict=True):
@@ -187,11 +189,11 @@ class QLearningAgent(Agent):
             self.save(self.save_path)
 
     def agent_message(self, message: str) -> str:
+        refused = refusal(message, SAVE_AND_LOAD)
+        if refused is not None:
+            return refused
         words = message.split()
         try:  # messages never raise: a bad argument is answered with an error string
-            if len(words) == 2 and words[0] in ("save", "load"):
-                (self.save if words[0] == "save" else self.load)(words[1])
-                return "ok"
             if len(words) == 2 and words[0] == "epsilon":
                 self.epsilon = float(words[1])
                 return "ok"
