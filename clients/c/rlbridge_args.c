@@ -1,6 +1,7 @@
 /* The C agents' command line: addresses, the private default ipc directory, CURVE and --opt. */
 #define _POSIX_C_SOURCE 200809L
 #include "rlbridge_agent.h"
+#include "rlbridge_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,7 @@ static int check_private_directory(const char *directory) {
     return 0;
 }
 
-static int is_loopback_tcp(const char *address) {
+int rlb_is_loopback_tcp(const char *address) {
     if (strncmp(address, "tcp://", 6) != 0)
         return 1; /* ipc:// and inproc:// never leave the machine */
     const char *host = address + 6;
@@ -109,7 +110,7 @@ int rlb_parse_args(int argc, char **argv, rlb_options *options, char *address_bu
     options->address = address_buffer;
     if (no_curve)
         options->curve_dir = NULL;
-    else if (!options->connect && !is_loopback_tcp(address_buffer) && options->curve_dir == NULL) {
+    else if (!options->connect && !rlb_is_loopback_tcp(address_buffer) && options->curve_dir == NULL) {
         fprintf(stderr, "rlbridge agent: binding %s (not loopback) needs CURVE keys: run "
                 "`rlbridge keys DIR` and pass --curve-dir DIR (or set RLBRIDGE_CURVE_DIR), or "
                 "pass --no-curve to accept anyone\n", address_buffer);

@@ -71,6 +71,8 @@ typedef struct {
     batch batch;
 } server;
 
+/* 1 for ipc://, inproc:// and tcp on 127.*, localhost or [::1] (rlbridge_args.c). */
+int rlb_is_loopback_tcp(const char *address);
 /* Log one line to stderr, prefixed "rlbridge agent: ". */
 void rlb_warn(const char *format, ...);
 long long rlb_now_ms(void);

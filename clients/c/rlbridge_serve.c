@@ -185,8 +185,14 @@ int rlb_serve(const rlb_agent *agent, const rlb_options *options) {
     sigemptyset(&action.sa_mask);
     sigaction(SIGTERM, &action, NULL);
     sigaction(SIGINT, &action, NULL);
+    /* Who may connect, as curve.py's exposure() says it. */
+    const char *exposure = options->curve_dir ? " with CURVE"
+        : options->connect || strncmp(options->address, "tcp://", 6) != 0 ? ""
+        : rlb_is_loopback_tcp(options->address)
+            ? " (loopback tcp without CURVE: any user of this machine may connect)"
+            : " (tcp without CURVE: anyone who reaches this address may connect)";
     rlb_warn("serving %s on %s%s", agent->name ? agent->name : "agent", options->address,
-         options->curve_dir ? " with CURVE" : "");
+             exposure);
     long long idle_since = rlb_now_ms();
     int exit_code = 0;
     while (!s.stop && !stopping) {

@@ -7,7 +7,7 @@ import importlib
 import os
 import sys
 
-from rlbridge.experiment.net.curve import CurveError, add_curve_arguments, curve_for
+from rlbridge.experiment.net.curve import CurveError, add_curve_arguments, curve_for, exposure
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS, default_address
 from rlbridge.options import build, typed_options
 from rlbridge.protocol.errors import RLBridgeError
@@ -89,7 +89,9 @@ def register(subparsers) -> None:
     parser.add_argument("--agent-opt", action="append", metavar="KEY=VALUE", default=[])
     add_experiment_arguments(parser)
     parser.add_argument("--transport", choices=("ipc", "tcp"), default="ipc",
-                        help="ipc:// sockets in a private directory (default) or tcp on 127.0.0.1")
+                        help="ipc:// sockets in a private directory (default), or tcp on "
+                             "127.0.0.1, where any user of this machine may connect unless "
+                             "--curve-dir gives keys")
     parser.add_argument("--shards", type=int, default=1, metavar="S",
                         help="with --batch: spread the instances over S environment "
                              "processes, each on its own CPU where there are enough")
@@ -177,7 +179,7 @@ def _serve(args: argparse.Namespace) -> int:
     else:
         server = AgentServer(obj, address, **options)
     print(f"rlbridge {args.role}: serving {args.name} on {server.address}"
-          + (" with CURVE" if curve is not None else ""), file=sys.stderr,
+          + exposure(server.address, curve, bind=args.connect is None), file=sys.stderr,
           flush=True)
     return server.serve_forever()
 

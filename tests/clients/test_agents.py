@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -277,6 +278,22 @@ def test_bad_input_gets_the_protocol_error_and_the_agent_keeps_serving(language,
     finally:
         dealer.close()
         stop([agent])
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_every_agent_on_loopback_tcp_without_curve_says_who_may_connect(language):
+    if language == "c":
+        build_c()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    agent = start(agent_command(language, "random", f"tcp://127.0.0.1:{port}"))
+    try:
+        line = agent.stderr.readline()
+    finally:
+        stop([agent])
+    assert line.strip().endswith(f"on tcp://127.0.0.1:{port} (loopback tcp without CURVE: any "
+                                 "user of this machine may connect)"), line
 
 
 @pytest.mark.parametrize("language", LANGUAGES)

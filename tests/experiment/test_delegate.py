@@ -46,16 +46,19 @@ def pair(ipc_dir):
     """An environment server and an agent server in threads, and a client to the environment."""
     running: list[Served] = []
 
-    def start(agent=None, env=None, heartbeat_interval_ms: int | None = None, tag: str = ""):
+    def start(agent=None, env=None, heartbeat_interval_ms: int | None = None, tag: str = "",
+              env_address: str = "", agent_address: str = ""):
         def runner(server):
             if heartbeat_interval_ms is None:
                 return EpisodeRunner(server)
             return EpisodeRunner(server, heartbeat_interval_ms=heartbeat_interval_ms)
 
-        env_side = Served(EnvironmentServer(env or GridWalk(), f"ipc://{ipc_dir}/env{tag}",
+        env_side = Served(EnvironmentServer(env or GridWalk(),
+                                            env_address or f"ipc://{ipc_dir}/env{tag}",
                                             episode_runner=runner, handle_signals=False,
                                             log=None))
-        agent_side = Served(AgentServer(agent or RandomAgent(), f"ipc://{ipc_dir}/agent{tag}",
+        agent_side = Served(AgentServer(agent or RandomAgent(),
+                                        agent_address or f"ipc://{ipc_dir}/agent{tag}",
                                         handle_signals=False, log=None))
         running.extend([env_side, agent_side])
         return env_side.server, agent_side.server
@@ -137,6 +140,29 @@ def test_an_address_zeromq_cannot_connect_to_is_bad_field(pair):
         assert caught.value.code == ErrorCode.BAD_FIELD
         with pytest.raises(WrongState, match="needs a successful DELEGATE first"):
             client.request(T.RUN_EPISODE, [5])
+    finally:
+        client.close()
+
+
+def test_an_environment_any_local_user_reaches_delegates_over_tcp_only(pair, ipc_dir):
+    """PROTOCOL.md section 6: on tcp without CURVE, where any user of the machine may send
+    DELEGATE, the environment opens no socket file (ipc://) and no endpoint inside itself
+    (inproc://, ZeroMQ's other transports); the delegation stays as it was."""
+    env_server, agent_server = pair(env_address="tcp://127.0.0.1:0",
+                                    agent_address="tcp://127.0.0.1:0")
+    _, private_agent = pair(tag="-private")  # on ipc, in a directory only its user may enter
+    client = env_client(env_server, agent_server)
+    try:
+        client.request(T.DELEGATE, [agent_server.address, 5000, None])
+        with pytest.raises(ProtocolError, match="is a socket file on this machine") as caught:
+            client.request(T.DELEGATE, [private_agent.address, 5000, None])
+        assert caught.value.code == ErrorCode.BAD_FIELD
+        for address in ("inproc://zeromq.zap.01", "udp://127.0.0.1:9", "ws://127.0.0.1:9"):
+            with pytest.raises(ProtocolError, match="agent_address must be a ZeroMQ endpoint "
+                               "such as tcp://host:port or ipc:///path") as caught:
+                client.request(T.DELEGATE, [address, 5000, None])
+            assert caught.value.code == ErrorCode.BAD_FIELD
+        assert client.request(T.RUN_EPISODE, [5]).body[1] <= 5  # still the tcp agent
     finally:
         client.close()
 

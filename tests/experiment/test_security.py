@@ -83,6 +83,19 @@ def test_env_process_refuses_to_bind_a_public_address_without_keys(processes, mo
     assert "needs CURVE keys" in err and "rlbridge keys" in err
 
 
+@pytest.mark.parametrize("flag", ["--serve-env", "--serve-agent"])
+def test_glue_refuses_to_serve_natives_on_a_public_address_without_keys(processes, monkeypatch,
+                                                                        flag):
+    monkeypatch.delenv("RLBRIDGE_CURVE_DIR", raising=False)
+    child = processes.start("glue", "--port", "0", flag, "tcp://0.0.0.0:0")
+    _, err = child.communicate(timeout=30)
+    assert child.returncode == 2
+    assert err.strip().splitlines() == [
+        "rlbridge glue: binding tcp://0.0.0.0:0 (not loopback) needs CURVE keys: run `rlbridge "
+        "keys DIR` and pass --curve-dir DIR (or set RLBRIDGE_CURVE_DIR), or pass --no-curve to "
+        "accept anyone"]
+
+
 def _client(address: str, curve) -> RequestClient:
     client = RequestClient(address, "environment", "experiment", timeout_ms=REFUSED_WAIT_MS,
                            curve=curve)

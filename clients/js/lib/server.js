@@ -57,6 +57,16 @@ function isLoopback(address) {
   return host.startsWith("127.") || host.startsWith("localhost:") || host.startsWith("[::1]:");
 }
 
+/** What the "serving NAME on ADDR" line adds: who may connect (curve.py's exposure). */
+function exposure(options) {
+  if (options.curveDir) return " with CURVE";
+  if (options.connect || !options.address.startsWith("tcp://")) return "";
+  if (isLoopback(options.address)) {
+    return " (loopback tcp without CURVE: any user of this machine may connect)";
+  }
+  return " (tcp without CURVE: anyone who reaches this address may connect)";
+}
+
 function defaultAddress() {
   if (process.env.RLBRIDGE_AGENT_ADDR) return process.env.RLBRIDGE_AGENT_ADDR;
   const directory = path.join(os.tmpdir(), `rlbridge-${process.getuid()}`);
@@ -364,7 +374,7 @@ async function serve(agent, options, name = "agent") {
   }
   if (options.connect) socket.connect(options.address);
   else await socket.bind(options.address);
-  log(`serving ${name} on ${options.address}${options.curveDir ? " with CURVE" : ""}`);
+  log(`serving ${name} on ${options.address}${exposure(options)}`);
   let exitCode = 0;
   let idleTimer = null;
   const stop = () => {

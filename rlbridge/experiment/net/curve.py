@@ -38,7 +38,7 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils.monitor import parse_monitor_message
 
-from rlbridge.protocol.errors import RLBridgeError
+from rlbridge.protocol.errors import ProtocolError, RLBridgeError
 
 CURVE_DIR_VARIABLE = "RLBRIDGE_CURVE_DIR"
 AUTHORIZED_DIR = "authorized_clients"
@@ -64,6 +64,32 @@ def is_loopback(address: str) -> bool:
         return True
     host = address[len("tcp://"):].rsplit(":", 1)[0]
     return host.startswith("127.") or host in ("localhost", "[::1]", "::1")
+
+
+def exposure(address: str, curve: CurveKeys | None, bind: bool = True) -> str:
+    """What a server's "serving NAME on ADDR" line adds: who may connect to it."""
+    if curve is not None:
+        return " with CURVE"
+    if not bind or not address.startswith("tcp://"):
+        return ""  # a private ipc directory, or the peer that binds decides
+    if is_loopback(address):
+        return " (loopback tcp without CURVE: any user of this machine may connect)"
+    return " (tcp without CURVE: anyone who reaches this address may connect)"
+
+
+def check_agent_address(address: str, served_on: str, curve: CurveKeys | None) -> None:
+    """DELEGATE's ``agent_address`` for an environment served on ``served_on``: BAD_FIELD
+    unless tcp:// or ipc://, whose other transports reach in-process endpoints (inproc://,
+    CURVE's handler among them) or multicast groups; and BAD_FIELD for ipc://, a socket file
+    on this machine, when any user of the machine may send DELEGATE (tcp without CURVE)."""
+    if not address.startswith(("tcp://", "ipc://")):
+        raise ProtocolError(f"agent_address must be a ZeroMQ endpoint such as tcp://host:port "
+                            f"or ipc:///path; got {address!r:.80}")
+    if address.startswith("ipc://") and curve is None and served_on.startswith("tcp://"):
+        raise ProtocolError(f"agent_address {address!r:.80} is a socket file on this machine, "
+                            "and this environment serves tcp without CURVE, where any user may "
+                            "send DELEGATE: give the agent a tcp:// address, or serve the "
+                            "environment on ipc:// or with CURVE keys")
 
 
 def create_keys(directory: str | os.PathLike, force: bool = False) -> list[Path]:

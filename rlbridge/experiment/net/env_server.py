@@ -24,6 +24,7 @@ from rlbridge.experiment.net.bodies import (
     str_body,
     value_body,
 )
+from rlbridge.experiment.net.curve import check_agent_address
 from rlbridge.experiment.net.episode import EpisodeRunner
 from rlbridge.experiment.net.server import RequestServer
 from rlbridge.experiment.net.states import ENV_ALLOWED, STATE_MEANINGS, EnvState, next_env_state
@@ -159,6 +160,7 @@ class EnvironmentServer(RequestServer):
         self.batch_loop = None
 
     def _delegate(self, message, body, frames, identity):
+        check_agent_address(body.agent_address, self.address, self.curve)
         self.episode_runner.configure(body)
         return None
 

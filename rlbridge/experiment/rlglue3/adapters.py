@@ -33,17 +33,19 @@ from rlbridge.protocol.taskspec import TaskSpec, parse
 log = logging.getLogger("rlbridge.glue")
 
 
-def serve_to_native(peer, glue, *, role: str, address: str, bind: bool = True) -> None:
-    """Serve the legacy ``peer`` as ``role`` on ``address`` until it disconnects, a native
-    experiment sends SHUTDOWN, or the glue stops. Meant as a GlueServer ``on_legacy_*``
-    handler: ``functools.partial(serve_to_native, role="agent", address=ADDR)``."""
+def serve_to_native(peer, glue, *, role: str, address: str, bind: bool = True,
+                    curve=None) -> None:
+    """Serve the legacy ``peer`` as ``role`` on ``address`` (with ``curve``'s CURVE keys, if
+    any) until it disconnects, a native experiment sends SHUTDOWN, or the glue stops. Meant
+    as a GlueServer ``on_legacy_*`` handler:
+    ``functools.partial(serve_to_native, role="agent", address=ADDR)``."""
     from rlbridge.experiment.net.agent_server import AgentServer
     from rlbridge.experiment.net.env_server import EnvironmentServer
 
     # This runs in one of the glue's threads, and only the main thread may install signal
     # handlers: the glue's own stop flag stops this server.
     server_class = EnvironmentServer if role == "environment" else AgentServer
-    server = server_class(peer, address, bind=bind, handle_signals=False)
+    server = server_class(peer, address, bind=bind, handle_signals=False, curve=curve)
     log.info("serving the legacy %s at %s on %s", role, peer.peer_address, server.address)
 
     def keep_serving(idle: bool) -> bool:

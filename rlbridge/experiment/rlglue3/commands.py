@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 
+from rlbridge.experiment.net.curve import add_curve_arguments, curve_for
 from rlbridge.options import build
 from rlbridge.protocol.errors import RLBridgeError
 from rlbridge.protocol.rlglue3 import DEFAULT_PORT
@@ -67,6 +68,9 @@ def register(subparsers) -> None:
                         help="tell native --env/--agent processes to stop when the glue exits, "
                              "as rl_glue sends kRLTerm (default: yes)")
     parser.add_argument("--verbose", action="store_true", help="log every connection")
+    # For the native side only (--env/--agent ADDR, --serve-env/--serve-agent): RL-Glue 3.0
+    # itself has no authentication, so its --host is the user's explicit choice.
+    add_curve_arguments(parser)
     parser.set_defaults(func=_glue)
 
     for role, registry in (("env", ENVIRONMENTS), ("agent", AGENTS)):
@@ -84,12 +88,13 @@ def register(subparsers) -> None:
         parser.set_defaults(func=_legacy_client, role=full, registry=registry)
 
 
-def _make(spec: str, options: list[str], registry: dict, role: str, timeout_ms: int):
+def _make(spec: str, options: list[str], registry: dict, role: str, timeout_ms: int, args):
     if "://" in spec:
         from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 
         proxy = RemoteEnvironment if role == "environment" else RemoteAgent
-        return proxy(spec, timeout_ms=timeout_ms or 3_600_000)
+        return proxy(spec, timeout_ms=timeout_ms or 3_600_000,
+                     curve=curve_for(args, spec, bind=False))
     return build(spec, registry, options)
 
 
@@ -102,19 +107,21 @@ def _glue(args: argparse.Namespace) -> int:
     port = port_from_environment() if args.port is None else args.port
     timeout = args.timeout_ms / 1000 if args.timeout_ms > 0 else None
     try:
-        env = _make(args.env, args.env_opt, ENVIRONMENTS, "environment", args.timeout_ms) \
-            if args.env else None
-        agent = _make(args.agent, args.agent_opt, AGENTS, "agent", args.timeout_ms) \
+        # The same rule as `rlbridge env`: a non-loopback bind needs keys or --no-curve.
+        serve_env, serve_agent = (
+            functools.partial(serve_to_native, role=role, address=address,
+                              curve=curve_for(args, address, bind=True)) if address else None
+            for role, address in (("environment", args.serve_env), ("agent", args.serve_agent)))
+        env = _make(args.env, args.env_opt, ENVIRONMENTS, "environment", args.timeout_ms,
+                    args) if args.env else None
+        agent = _make(args.agent, args.agent_opt, AGENTS, "agent", args.timeout_ms, args) \
             if args.agent else None
     except (ValueError, TypeError, ImportError, RLBridgeError) as err:
         print(f"rlbridge glue: {err}", file=sys.stderr)
         return 2
     server = GlueServer(
         args.host, port, env=env, agent=agent,
-        on_legacy_env=functools.partial(serve_to_native, role="environment",
-                                        address=args.serve_env) if args.serve_env else None,
-        on_legacy_agent=functools.partial(serve_to_native, role="agent",
-                                          address=args.serve_agent) if args.serve_agent else None,
+        on_legacy_env=serve_env, on_legacy_agent=serve_agent,
         handshake_timeout=args.handshake_timeout_ms / 1000, peer_timeout=timeout,
         peer_wait=args.peer_wait_ms / 1000 if args.peer_wait_ms > 0 else None,
         check_actions=args.check_actions, seed=args.seed, once=args.once,
