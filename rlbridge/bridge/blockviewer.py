@@ -6,9 +6,10 @@ that block digits read as they would in the world.
 
 Run it as its own process (``rlbridge blocks viewer --bind ADDR``): it binds a PULL socket,
 applies each received batch of command lines (newline-separated) to a block world and
-redraws. Two control lines are understood besides commands: ``#snapshot PATH`` saves a
-PNG of the current view and ``#quit`` stops the viewer. In a window, the s key saves
-``blocks_NNNN.png`` in the working directory.
+redraws. Two control lines are understood besides commands: ``#snapshot`` saves a PNG of
+the current view to the viewer's own ``--snapshot`` path, and ``#quit`` stops the viewer.
+No line names a file: anyone who reaches the socket may send lines. In a window, the s key
+saves ``blocks_NNNN.png`` in the working directory.
 """
 
 from __future__ import annotations
@@ -142,7 +143,8 @@ def draw_world(world: BlockWorld, scale: int = 16, margin: int = 12,
 class BlockViewer:
     """Receives command batches on a PULL socket and keeps a :class:`BlockWorld` drawn."""
 
-    def __init__(self, address: str, headless: bool = True, scale: int = 16):
+    def __init__(self, address: str, headless: bool = True, scale: int = 16,
+                 snapshot_path: str | None = None):
         from rlbridge.bridge.render import init_headless
 
         if headless:
@@ -153,6 +155,7 @@ class BlockViewer:
         self.address = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self.world = BlockWorld()
         self.scale = scale
+        self.snapshot_path = snapshot_path  # where #snapshot saves: the user's, never a peer's
         self.headless = headless
         self.errors = 0
         self.last_error = ""
@@ -173,8 +176,8 @@ class BlockViewer:
                 word, _, argument = line[1:].partition(" ")
                 if word == "quit":
                     return False
-                if word == "snapshot" and argument:
-                    self.snapshot(argument.strip())
+                if word == "snapshot":
+                    self._control_snapshot(argument.strip())
                 continue
             commands.append(line)
         self._flush(commands)
@@ -189,6 +192,16 @@ class BlockViewer:
             for line in commands:
                 with contextlib.suppress(ValueError):
                     self.world.apply([line])
+
+    def _control_snapshot(self, argument: str) -> None:
+        """``#snapshot``: save to the viewer's own path; a path in the line is refused."""
+        if argument or self.snapshot_path is None:
+            self.errors += 1
+            self.last_error = (f"#snapshot {argument}: the viewer saves only to its own "
+                               "--snapshot PNG path, never to one a line names" if argument else
+                               "#snapshot: this viewer has no --snapshot PNG path")
+            return
+        self.snapshot(self.snapshot_path)
 
     def snapshot(self, path: str) -> None:
         import pygame

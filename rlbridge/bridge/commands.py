@@ -78,7 +78,8 @@ def register(subparsers) -> None:
     viewer.add_argument("--headless", action="store_true")
     viewer.add_argument("--scale", type=int, default=16, help="pixels per block edge")
     viewer.add_argument("--max-batches", type=int, default=None)
-    viewer.add_argument("--snapshot", metavar="PNG", help="save the view here when stopping")
+    viewer.add_argument("--snapshot", metavar="PNG",
+                        help="save the view here when stopping and at each #snapshot line")
     viewer.set_defaults(func=_blocks_viewer)
 
     stream = actions.add_parser("stream", help="published states -> block commands -> a sink")
@@ -181,7 +182,8 @@ def _screenshots(args: argparse.Namespace) -> int:
 def _blocks_viewer(args: argparse.Namespace) -> int:
     from rlbridge.bridge.blockviewer import BlockViewer
 
-    viewer = BlockViewer(args.bind, headless=args.headless, scale=args.scale)
+    viewer = BlockViewer(args.bind, headless=args.headless, scale=args.scale,
+                         snapshot_path=args.snapshot)
     # SIGTERM (docker stop, rlbridge run) and Ctrl-C end the run normally, so the
     # --snapshot below is still written.
     for sig in (signal.SIGTERM, signal.SIGINT):

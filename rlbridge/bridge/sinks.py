@@ -94,7 +94,7 @@ class ViewerSink:
         return True
 
     def control(self, line: str) -> None:
-        """Send a viewer control line (``#snapshot PATH``, ``#quit``) after the batches before it."""
+        """Send a viewer control line (``#snapshot``, ``#quit``) after the batches before it."""
         if not line.startswith("#"):
             raise ValueError(f"control lines start with '#'; got {line!r}")
         self._socket.send_string(line)

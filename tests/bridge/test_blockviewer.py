@@ -52,12 +52,16 @@ def test_draw_world_pixels():
     check_pixels(surface)
 
 
-def test_viewer_ignores_bad_lines_and_snapshots(tmp_path):
-    viewer = BlockViewer("inproc://viewer-unit", headless=True)
-    assert viewer.handle("setblock 0 0 0 minecraft:red_wool\nsetblock nonsense\n#snapshot "
-                         + str(tmp_path / "a.png"))
+def test_viewer_ignores_bad_lines_and_snapshots_only_to_its_own_path(tmp_path):
+    viewer = BlockViewer("inproc://viewer-unit", headless=True,
+                         snapshot_path=str(tmp_path / "own.png"))
+    assert viewer.handle("setblock 0 0 0 minecraft:red_wool\nsetblock nonsense\n#snapshot")
     assert viewer.world.blocks == {(0, 0, 0): "minecraft:red_wool"} and viewer.errors == 1
-    assert (tmp_path / "a.png").exists()
+    assert (tmp_path / "own.png").exists()
+    # Anyone who reaches the socket may send lines: none chooses a file.
+    assert viewer.handle("#snapshot " + str(tmp_path / "chosen.png"))
+    assert viewer.errors == 2 and "never to one a line names" in viewer.last_error
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["own.png"]
     assert not viewer.handle("#quit")
     viewer.close()
 
@@ -81,11 +85,11 @@ def viewer_process(address: str, *extra: str):
 def test_viewer_process_after_a_known_command_stream(tmp_path):
     address = "ipc://" + str(tmp_path / "blocks.sock")
     snapshot_path = tmp_path / "view.png"
-    with viewer_process(address) as (process, bridge):
+    with viewer_process(address, "--snapshot", str(snapshot_path)) as (process, bridge):
         bridge.show(tetris_snapshot(["1111", "1111", "1111"]))
         bridge.show(tetris_snapshot(["....", "....", "...."]))
         bridge.show(tetris_snapshot(BOARD))
-        bridge.sink.control(f"#snapshot {snapshot_path}\n#quit")  # same socket: arrives last
+        bridge.sink.control("#quit")  # same socket: arrives last
         _, stderr = process.communicate(timeout=30)
     assert process.returncode == 0, stderr
     check_pixels(pygame.image.load(str(snapshot_path)))
@@ -110,15 +114,16 @@ def test_window_mode_saves_on_s_key(tmp_path, monkeypatch):
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_a_headless_viewer_saves_its_snapshot_when_stopped_by_a_signal(tmp_path, stop):
     address = "ipc://" + str(tmp_path / "blocks.sock")
-    probe, final = tmp_path / "probe.png", tmp_path / "final.png"
+    final = tmp_path / "final.png"
     with viewer_process(address, "--snapshot", str(final)) as (process, bridge):
         assert "block viewer on" in process.stderr.readline()
         bridge.show(tetris_snapshot(BOARD))
-        bridge.sink.control(f"#snapshot {probe}")  # arrives after the board: then it is drawn
+        bridge.sink.control("#snapshot")  # arrives after the board: then it is drawn
         deadline = time.monotonic() + 30
-        while not probe.exists() and time.monotonic() < deadline and process.poll() is None:
+        while not final.exists() and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.05)
-        assert probe.exists()
+        assert final.exists()
+        final.unlink()  # written again when the signal stops the viewer
         process.send_signal(stop)
         _, stderr = process.communicate(timeout=30)
     assert process.returncode == 0, stderr
@@ -141,7 +146,8 @@ def test_the_viewer_ends_on_the_final_state_though_it_dropped_batches(tmp_path, 
     session = HumanSession(game, {}, seed=7)
     rng = np.random.default_rng(7)
     process = subprocess.Popen([sys.executable, "-m", "rlbridge", "blocks", "viewer", "--bind",
-                                address, "--headless"], stderr=subprocess.PIPE, text=True)
+                                address, "--headless", "--snapshot", str(snapshot_path)],
+                               stderr=subprocess.PIPE, text=True)
     sink = ViewerSink(address, high_water_mark=1)
     bridge = BlockBridge(sink)
     try:
@@ -153,7 +159,7 @@ def test_the_viewer_ends_on_the_final_state_though_it_dropped_batches(tmp_path, 
             if session.terminal:
                 break
         final = session.snapshot()
-        sink.control(f"#snapshot {snapshot_path}\n#quit")
+        sink.control("#quit")
         _, stderr = process.communicate(timeout=60)
     finally:
         bridge.close()
