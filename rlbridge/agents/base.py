@@ -27,11 +27,13 @@ class Agent:
     """
 
     name: str = ""
-    #: The attributes that belong to one instance when the agent answers for many
-    #: (PROTOCOL.md 16.4): its episode so far and its generator. The batch adapter
-    #: (:class:`rlbridge.agents.batch.AgentBatch`) keeps one copy per instance, so
-    #: everything else (what the agent learns) is shared by all instances.
-    INSTANCE_STATE: tuple[str, ...] = ()
+    #: What every instance shares when the agent answers for many (PROTOCOL.md 16.4): the
+    #: attributes that hold what it learns. The batch adapter
+    #: (:class:`rlbridge.agents.batch.AgentBatch`) gives each instance its own copy of the
+    #: agent, so all else (the episode so far, the generator) is the instance's own; the
+    #: copies read and write these names on one agent. Empty: the instances share nothing,
+    #: and each plays as an unbatched agent with its seed would.
+    SHARED_STATE: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self.task_spec: TaskSpec | None = None

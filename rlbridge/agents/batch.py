@@ -7,16 +7,17 @@ back one action per such call, in instance order. A vectorised agent implements 
 directly and acts on the stacked arrays of :class:`~rlbridge.protocol.batch.Batch`.
 
 :class:`AgentBatch` runs any single-instance :class:`~rlbridge.agents.base.Agent` in
-batched mode: for each instance in order it calls ``agent_start``, ``agent_step`` and
-``agent_end`` exactly as an unbatched run would, on one agent object, so what the agent
-learns is shared by every instance. What belongs to one instance (its episode so far,
-its generator) is named by the agent's ``INSTANCE_STATE``; the adapter keeps one copy of
-those attributes per instance and swaps them in around each call.
+batched mode: each instance plays its own copy of the agent, made after ``agent_init``,
+with calls exactly as an unbatched run makes them, so by construction no instance's
+episode, generator or counters reach another. An agent that learns from every instance
+on purpose names what it shares in ``SHARED_STATE``; those attributes are one, on
+instance 0's agent, for every copy.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Protocol
 
 import numpy as np
@@ -54,48 +55,86 @@ def is_batch_agent(agent: object) -> bool:
     return callable(getattr(agent, "batch_step", None))
 
 
+class _SharedAttribute:
+    """A name in SHARED_STATE, on an instance's copy: read and written on instance 0's agent,
+    so a counter that is an int, or a table that ``load`` replaces, stays one for all."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, agent, owner=None):
+        if agent is None:
+            return self
+        return getattr(agent.batch_learner, self.name)
+
+    def __set__(self, agent, value) -> None:
+        setattr(agent.batch_learner, self.name, value)
+
+
+@functools.cache
+def _sharing_class(cls: type, names: tuple[str, ...]) -> type:
+    """``cls`` with ``names`` routed to instance 0's agent: the class of the copies.
+    It keeps ``cls``'s names, so what a copy reports of itself is what the agent does."""
+    namespace = {name: _SharedAttribute(name) for name in names}
+    namespace.update(__module__=cls.__module__, __qualname__=cls.__qualname__, __doc__=cls.__doc__)
+    return type(cls.__name__, (cls,), namespace)
+
+
 class AgentBatch:
-    """A single-instance Agent answering for many instances, one learner shared by all."""
+    """A single-instance Agent answering for many instances: one agent object per instance.
+
+    ``batch_init`` initialises the given agent, which plays instance 0, and deep-copies it
+    for every other instance, so nothing one instance does reaches another. The attributes
+    named by the agent's ``SHARED_STATE`` are the exception: the copies read and write them
+    on instance 0's agent (rebinding and ints included), which is the one learner.
+    """
 
     def __init__(self, agent: Agent):
         self.agent = agent
-        self.names = tuple(getattr(agent, "INSTANCE_STATE", ()))
-        self.saved: list[dict] = []
-        self.current = 0  # the instance whose attributes are on the agent now
+        self.agents: list[Agent] = []
 
     def batch_init(self, task_spec: TaskSpec, num_instances: int) -> None:
         agent = self.agent
         agent.agent_init(task_spec)
-        missing = [name for name in self.names if name not in agent.__dict__]
+        names = tuple(getattr(agent, "SHARED_STATE", ()))
+        missing = [name for name in names if name not in vars(agent)]
         if missing:
-            raise AttributeError(f"{type(agent).__name__}.INSTANCE_STATE names {missing}, which "
-                                 "it does not have after agent_init: set them in __init__")
-        # Every instance starts from the state agent_init left; instance 0's is the agent's own.
-        fresh = {name: getattr(agent, name) for name in self.names}
-        self.saved = [fresh] + [copy.deepcopy(fresh) for _ in range(num_instances - 1)]
-        self.current = 0
+            raise AttributeError(f"{type(agent).__name__}.SHARED_STATE names {missing}, which "
+                                 "it does not have after agent_init: set them in __init__ or "
+                                 "agent_init")
+        self.agents = [agent] + [self._copy(names) for _ in range(num_instances - 1)]
 
-    def _switch(self, instance: int) -> None:
-        """Put ``instance``'s own attributes on the agent, keeping the current one's."""
-        attributes = self.agent.__dict__
-        self.saved[self.current] = {name: attributes[name] for name in self.names}
-        attributes.update(self.saved[instance])
-        self.current = instance
+    def _copy(self, names: tuple[str, ...]) -> Agent:
+        """Instance i's agent: a deep copy of instance 0's, whose shared attributes are
+        instance 0's own (the memo keeps the objects; the class routes the names)."""
+        learner = self.agent
+        memo: dict[int, object] = {id(self): self}  # an agent that holds its adapter
+        for name in names:
+            value = getattr(learner, name)
+            memo[id(value)] = value
+        try:
+            clone = copy.deepcopy(learner, memo)
+        except (TypeError, copy.Error) as err:
+            raise TypeError(f"{type(learner).__name__} cannot be copied for each instance "
+                            f"({err}); name what all instances may share (a file, a "
+                            "connection) in its SHARED_STATE") from err
+        for name in names:
+            delattr(clone, name)
+        clone.__class__ = _sharing_class(type(learner), names)
+        clone.batch_learner = learner
+        return clone
 
     def batch_step(self, first_instance: int, calls: np.ndarray, rewards: np.ndarray,
                    observations: Batch) -> list[Value]:
-        agent = self.agent
+        agents = self.agents
         values = values_of(observations)
         reward_list = rewards.tolist()
         actions: list[Value] = []
-        switch = self._switch if self.names else None
         taken = 0
         for offset, call in enumerate(calls.tolist()):
             if call == _NONE:
                 continue
-            instance = first_instance + offset
-            if switch is not None and instance != self.current:
-                switch(instance)
+            agent = agents[first_instance + offset]
             if call == _STEP:
                 actions.append(agent.agent_step(reward_list[offset], values[taken]))
                 taken += 1
@@ -111,23 +150,24 @@ class AgentBatch:
         return actions
 
     def agent_message(self, message: str) -> str:
-        """``seed A`` seeds instance i's state with ``instance_seed(A, i)``; the rest goes to
-        the agent."""
+        """``seed A`` seeds instance i's agent with ``instance_seed(A, i)``. Any other
+        message goes to every instance's agent in instance order, as it would to N
+        unbatched agents; the reply is instance 0's."""
         words = message.split()
-        if words and words[0] == "seed" and self.names:
+        if words and words[0] == "seed":
             return answer_seed(words[1:], self._seed_instances)
-        return self.agent.agent_message(message)
+        replies = [agent.agent_message(message) for agent in self.agents or [self.agent]]
+        return replies[0]
 
     def _seed_instances(self, seed: int) -> None:
-        # Instance 0 last: whatever ``seed`` sets outside INSTANCE_STATE (shared) keeps its seed.
-        for instance in reversed(range(len(self.saved))):
-            self._switch(instance)
-            self.agent.seed(instance_seed(seed, instance))
-        self._switch(0)
+        # Instance 0 last: what ``seed`` sets in SHARED_STATE keeps the batch's own seed.
+        agents = self.agents or [self.agent]
+        for instance in reversed(range(len(agents))):
+            agents[instance].seed(instance_seed(seed, instance))
 
     def agent_cleanup(self) -> None:
-        if self.saved:
-            self._switch(0)
+        """Instance 0's agent cleans up, once: what it saves (``save=``) is the learner's.
+        The copies hold nothing of their own to release."""
         self.agent.agent_cleanup()
 
 

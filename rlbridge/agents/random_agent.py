@@ -29,7 +29,6 @@ class RandomAgent(Agent):
     """
 
     name = "random"
-    INSTANCE_STATE = ("rng", "_draws")
 
     #: Uniform draws are taken from the generator in blocks: one numpy call per block
     #: instead of one per action keeps the agent cheap, and the sequence stays seeded.

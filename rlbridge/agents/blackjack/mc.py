@@ -57,6 +57,9 @@ class BlackjackTabularAgent(Agent):
     training), and implement :meth:`learn` (called by ``agent_end`` with the
     final reward when training) and :meth:`policy_hit` (the learned policy).
 
+    Batched, every instance plays its own episode with its own generator, and one set of
+    tables (``SHARED_STATE``) learns from all of them, in the order their episodes end.
+
     Options:
         seed: the agent's generator seed (default 0; the experiment's ``seed N``
             message overrides it).
@@ -66,7 +69,7 @@ class BlackjackTabularAgent(Agent):
     """
 
     algorithm = "tabular"
-    INSTANCE_STATE = ("trajectory", "rng", "_uniforms", "_next_uniform")
+    SHARED_STATE: tuple[str, ...] = ("q", "c", "behaviour_hit", "episodes")
 
     def __init__(self, seed: int = 0, train: bool = True, save: Path | None = None,
                  load: Path | None = None):
@@ -226,6 +229,7 @@ class MCEvalAgent(BlackjackTabularAgent):
     """
 
     algorithm = "mc-eval"
+    SHARED_STATE = (*BlackjackTabularAgent.SHARED_STATE, "target_hit", "m2")
 
     def __init__(self, stick_at: int = 20, policy_file: Path | None = None,
                  visit: Literal["every", "first"] = "every", **options: Any):

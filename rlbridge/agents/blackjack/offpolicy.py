@@ -38,6 +38,7 @@ class OffPolicyEvalAgent(BlackjackTabularAgent):
     """
 
     algorithm = "mc-offpolicy-eval"
+    SHARED_STATE = (*BlackjackTabularAgent.SHARED_STATE, "target_hit", "w2", "m2")
 
     def __init__(self, stick_at: int = 20, policy_file: Path | None = None,
                  behaviour_hit: float = 0.5, **options: Any):
@@ -107,6 +108,7 @@ class OffPolicyControlAgent(BlackjackTabularAgent):
     """
 
     algorithm = "mc-offpolicy"
+    SHARED_STATE = (*BlackjackTabularAgent.SHARED_STATE, "target_hit")
 
     def __init__(self, behaviour_hit: float = 0.5, **options: Any):
         super().__init__(**options)

@@ -67,12 +67,18 @@ def elimination_marks(hints: list[int], is_open: list[bool], neighbours, marks: 
 class MinesweeperAgentBase(Agent):
     """Reads the board from observations; subclasses implement :meth:`choose`.
 
+    Batched, each instance plays with its own copy (its own board memory and generator);
+    the statistics (``SHARED_STATE``) count every instance's games, so ``stats`` and
+    ``save`` report them all.
+
     Options:
         seed: the generator seed that breaks ties (default 0).
         mines: the mine count, when the task spec's EXTRA lacks it (default: from EXTRA).
         save: write options and statistics here at cleanup (default: nowhere).
         load: read options and statistics saved by ``save`` (default: none).
     """
+
+    SHARED_STATE = ("stats",)
 
     def __init__(self, seed: int = 0, mines: int | None = None, save: Path | None = None,
                  load: Path | None = None):

@@ -181,9 +181,12 @@ class ReversiDQNAgent(Agent):
     """
 
     name = "reversi-dqn"
-    #: One episode's frames, pending transition and return per instance (PROTOCOL.md 16.8);
-    #: the networks, memory and generator are shared.
-    INSTANCE_STATE = ("frames", "pending", "episode_return")
+    #: Batched training (PROTOCOL.md 16.8) learns one network from every instance: the
+    #: networks, replay memory, returns, losses and the move count are shared. The move
+    #: count anneals epsilon and paces the updates, so both follow the moves of all
+    #: instances together, as one agent that played them all would. Each instance keeps its
+    #: own episode (frames, pending transition, return) and generator, seeded per instance.
+    SHARED_STATE = ("net", "target", "memory", "returns", "losses", "moves", "weights")
 
     def __init__(self, mode: Literal["train", "test"] = "test", n_frames: int = 9,
                  hidden: tuple[int, ...] = (64,) * 8, memory: int = 20000, batch: int = 128,
@@ -392,6 +395,9 @@ class ReversiDQNAgent(Agent):
         if refused is not None:
             return refused
         words = message.split()
+        batch = self.__dict__.get("_batch")
+        if batch is not None and words[:1] == ["seed"]:
+            return batch.agent_message(message)  # every instance's generator
         if len(words) == 2 and words[0] == "mode":
             try:
                 self.set_mode(words[1])

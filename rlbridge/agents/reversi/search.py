@@ -33,7 +33,9 @@ def core_from_observation(task_spec: TaskSpec, observation: Value) -> ReversiCor
 class ReversiSearchAgent(Agent):
     """Alpha-beta Reversi player for the ``reversi`` environment.
 
-    Nothing is learned, so ``save``/``load`` do not apply.
+    Nothing is learned, so ``save``/``load`` do not apply. Batched, each instance searches
+    with its own engine and generator; the move count and thinking time that ``stats``
+    reports are shared (``SHARED_STATE``), so it covers every instance.
 
     Options:
         time: seconds per move; 0 for no limit (default 1.0).
@@ -44,6 +46,7 @@ class ReversiSearchAgent(Agent):
     """
 
     name = "reversi-search"
+    SHARED_STATE = ("moves", "thinking")
 
     def __init__(self, time: float = DEFAULT_TIME_S, depth: int = DEFAULT_DEPTH_PLIES, endgame: int = 10,
                  mobility: int = 8, seed: int = 0):

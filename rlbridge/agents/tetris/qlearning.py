@@ -65,7 +65,9 @@ class QLearningAgent(Agent):
 
     Messages: ``epsilon X``, ``learn 0|1`` and ``stats``. The table is saved and loaded
     by the options below or by :meth:`save` and :meth:`load` in the agent's own process,
-    never by a message (:mod:`rlbridge.agents.files`). Defaults are the seed's.
+    never by a message (:mod:`rlbridge.agents.files`). Defaults are the seed's. Batched,
+    every instance plays its own episode with its own generator, and one table
+    (``SHARED_STATE``) learns from all of them.
 
     Options:
         n: steps of the n-step return, at least 1 (1).
@@ -79,6 +81,7 @@ class QLearningAgent(Agent):
     """
 
     name = "tetris-qlearning"
+    SHARED_STATE = ("q", "games")
 
     def __init__(self, n: int = 1, alpha: float = 0.3, gamma: float = 1.0,
                  epsilon: float = 0.3, learn: bool = True, seed: int = 0,
