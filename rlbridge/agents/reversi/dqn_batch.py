@@ -6,16 +6,26 @@ every instance's last ``n_frames`` observations as one row of a uint8 array, and
 AGENT_BATCH_STEP stacks the rows of the instances that need an action into one matrix
 for one forward pass, instead of one pass per instance. It chooses as the agent does:
 the legal cell with the highest Q-value, a pass when no cell is legal, and with
-probability ``epsilon_test`` a uniformly random legal cell. Training (train mode) goes
-through the per-instance adapter instead, whose order of learning updates is the
-unbatched one.
+probability ``epsilon_test`` a uniformly random legal cell, drawn from each instance's
+own generator (seeded with ``instance_seed``) exactly as that instance's agent would
+draw. Training (train mode) goes through the per-instance adapter instead, whose order
+of learning updates is the unbatched one.
 """
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
-from rlbridge.protocol.batch import AGENT_TAKES_OBSERVATION, AgentCall, Batch, as_batch
+from rlbridge.protocol.batch import (
+    AGENT_TAKES_OBSERVATION,
+    AgentCall,
+    Batch,
+    as_batch,
+    instance_seed,
+)
+from rlbridge.protocol.messages import answer_seed
 from rlbridge.protocol.values import Value
 
 _NONE = int(AgentCall.NONE)
@@ -35,6 +45,8 @@ class DQNBatch:
         agent.agent_init(task_spec)
         self.states = np.zeros((num_instances, agent.frame_size * agent.n_frames), np.uint8)
         self.returns = np.zeros(num_instances)
+        self.generators = [agent.rng] + [copy.deepcopy(agent.rng)
+                                         for _ in range(num_instances - 1)]
 
     def batch_step(self, first_instance: int, calls: np.ndarray, rewards: np.ndarray,
                    observations: Batch) -> Batch:
@@ -60,26 +72,36 @@ class DQNBatch:
         # The newest frame first, as the agent's deque keeps them.
         rows = np.concatenate([frames, states[acting, :-agent.frame_size]], axis=1)
         states[acting] = rows
-        return self._choose(rows, np.asarray(masks[:, 1:], dtype=bool))
+        return self._choose(acting.tolist(), rows, np.asarray(masks[:, 1:], dtype=bool))
 
-    def _choose(self, rows: np.ndarray, legal: np.ndarray) -> Batch:
+    def _choose(self, acting: list[int], rows: np.ndarray, legal: np.ndarray) -> Batch:
         agent = self.agent
         q = agent.net.predict(rows.astype(np.float32))
         q = np.where(legal, q, -np.inf)
         actions = np.argmax(q, axis=1)
-        epsilon = agent.epsilon()
-        if epsilon > 0:
-            for row in np.flatnonzero(agent.rng.random(len(rows)) < epsilon):
-                cells = np.flatnonzero(legal[row])
-                if len(cells):
-                    actions[row] = cells[agent.rng.integers(len(cells))]
         passing = ~legal.any(axis=1)
+        epsilon = agent.epsilon()
+        if epsilon > 0:  # at 0 the draws change no action, and nothing else uses them
+            for row in np.flatnonzero(~passing).tolist():
+                rng = self.generators[acting[row]]
+                if rng.random() < epsilon:
+                    cells = np.flatnonzero(legal[row])
+                    actions[row] = cells[rng.integers(len(cells))]
         actions[passing] = -1
         agent.moves += int((~passing).sum())
         return Batch.stack([Value(ints=(int(action),)) for action in actions])
 
     def agent_message(self, message: str) -> str:
+        words = message.split()
+        if words and words[0] == "seed":
+            return answer_seed(words[1:], self._seed)
         return self.agent.agent_message(message)
+
+    def _seed(self, seed: int) -> None:
+        self.agent.seed(seed)
+        self.generators = [self.agent.rng] + [
+            np.random.default_rng(instance_seed(seed, instance))
+            for instance in range(1, len(self.generators))]
 
     def agent_cleanup(self) -> None:
         self.agent.agent_cleanup()
