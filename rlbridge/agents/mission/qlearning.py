@@ -21,7 +21,9 @@ class MissionQLearningAgent(Agent):
     and the episode's last reward updates it towards the reward alone. Actions are
     epsilon-greedy with random tie-breaks among the best, drawn from the agent's own
     generator. Malmo's sample explores among all commands; this agent chooses among the
-    legal ones when the observation carries the mission's legal mask.
+    legal ones when the observation carries the mission's legal mask. Batched, every
+    instance plays its own episode with its own generator, and one table and list of
+    returns (``SHARED_STATE``) take what all of them learn.
 
     Options:
         alpha: the learning rate (default 0.1, the sample's).
@@ -32,6 +34,7 @@ class MissionQLearningAgent(Agent):
     """
 
     name = "mission-qlearning"
+    SHARED_STATE = ("q", "returns")
 
     def __init__(self, alpha: float = 0.1, epsilon: float = 0.01, gamma: float = 1.0,
                  learn: bool = True, seed: int = 0):
