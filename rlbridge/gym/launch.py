@@ -1,4 +1,9 @@
-"""Environment server processes that a Gymnasium wrapper starts and owns: `rlbridge env NAME [--batch N] --bind ipc://...`."""
+"""Environment server processes that a Gymnasium wrapper starts and owns: `rlbridge env NAME [--batch N] --bind ipc://...`.
+
+The server never outlives this process: it is started with
+:func:`~rlbridge.experiment.lifeline.child_environment`, so it stops when we close it,
+raise, or are killed (:mod:`rlbridge.experiment.lifeline`).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 
+from rlbridge.experiment.lifeline import child_environment
 from rlbridge.experiment.net.remote import RemoteEnvironment
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
 from rlbridge.protocol.errors import PeerError
@@ -32,7 +38,8 @@ class ServerProcess:
         self.stderr_path = f"{self.directory}/stderr.txt"
         with open(self.stderr_path, "w") as stderr:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.DEVNULL, stderr=stderr)
+                                            stdout=subprocess.DEVNULL, stderr=stderr,
+                                            env=child_environment())
 
     def connect(self, *, timeout_ms: int = STEP_TIMEOUT_MS,
                 connect_timeout_ms: int = CONNECT_TIMEOUT_MS) -> RemoteEnvironment:
