@@ -47,8 +47,9 @@ class Environment:
         commands every environment has: ``seed N`` (calls :meth:`seed`), ``legal_actions``
         (:meth:`legal_actions` as space-separated ints in increasing order; empty at a
         terminal state, before ``env_start``, or when every action the task spec allows
-        is legal), ``get_state`` (:meth:`state_snapshot` as JSON) and ``outcomes`` (each
-        episode's outcome, see :meth:`outcomes_reply`). Anything else goes to
+        is legal), ``get_state`` (:meth:`state_snapshot` as JSON), ``outcomes`` (each
+        episode's outcome, see :meth:`outcomes_reply`) and ``reset_options``
+        (``RESET_OPTIONS``, space-separated). Anything else goes to
         :meth:`game_message`; unknown commands get ``""``, as in every role and language
         (``MESSAGES`` lists a game's own commands, as usage strings).
       * ``env_cleanup()`` releases resources.
@@ -64,6 +65,9 @@ class Environment:
     #: :meth:`episode_outcome` is 1.0 or 0.0 (a win rate), ``"mean"`` when it is a number
     #: to average (lines cleared). None: the game reports no outcome.
     OUTCOME: tuple[str, str] | None = None
+    #: The game's own commands that set up the next episode, answered ``ok`` when applied:
+    #: ``gymnasium``'s ``reset(options={COMMAND: ARGS})`` sends them (rlbridge.gym).
+    RESET_OPTIONS: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         """No options: a subclass's own keyword arguments are its options."""
@@ -92,6 +96,8 @@ class Environment:
             return json.dumps(self.state_snapshot())
         if command == "outcomes" and not args:
             return self.outcomes_reply()
+        if command == "reset_options" and not args:
+            return " ".join(self.RESET_OPTIONS)
         reply = self.game_message(command, args)
         return "" if reply is None else reply
 

@@ -39,6 +39,7 @@ class BatchedObservations:
             value = empty if single else empty[part.key]
             self.parts[part.key] = list(value) if isinstance(part.space, spaces.Text) else value
         self.discrete_ints = isinstance(codec.parts[0].space, spaces.Discrete)
+        self.int_offsets = codec.int_offsets if codec.int_offsets.any() else None
         self.arrays = [key for key in self.parts if key.startswith("array_")]
 
     def update(self, rows: np.ndarray, batch: Batch) -> None:
@@ -51,7 +52,8 @@ class BatchedObservations:
             self._update_one_by_one(rows, batch.values())
             return
         if "ints" in parts:
-            parts["ints"][rows] = batch.ints[:, 0] if self.discrete_ints else batch.ints
+            ints = batch.ints if self.int_offsets is None else batch.ints - self.int_offsets
+            parts["ints"][rows] = ints[:, 0] if self.discrete_ints else ints
         if "doubles" in parts:
             parts["doubles"][rows] = batch.doubles
         for key, stacked in zip(self.arrays, batch.arrays, strict=True):
@@ -69,6 +71,17 @@ class BatchedObservations:
     def array(self, key: str) -> np.ndarray:
         """One part's rows, not a copy (the legal mask is read from it)."""
         return self.parts[key]
+
+    def row(self, batched: Any, index: int) -> Any:
+        """Instance ``index``'s observation in ``batched`` (what :meth:`current` returned), as
+        an element of the single observation space."""
+        def one(key: str, part: Any) -> Any:
+            return part[index] if key == "chars" else part[index].copy() \
+                if isinstance(part[index], np.ndarray) else part[index]
+
+        if len(self.parts) == 1:
+            return one(next(iter(self.parts)), batched)
+        return {key: one(key, part) for key, part in batched.items()}
 
     def current(self) -> Any:
         """Every instance's observation as an element of :attr:`space`: new arrays each call,
@@ -92,6 +105,7 @@ class BatchedActions:
             part = codec.parts[0].space
             self.low = np.asarray(part.start, dtype=np.int64)
             self.high = self.low + np.asarray(part.n, dtype=np.int64) - 1
+            self.offset = int(codec.int_offsets[0])  # element + offset = the game's int
 
     def ints(self, actions: Any) -> np.ndarray | None:
         """The ``(count,)`` int64 array of a one-int action space's batched action (unchecked);
@@ -114,7 +128,8 @@ class BatchedActions:
                 row = rows[int(np.flatnonzero(outside)[0])]
                 raise InvalidAction(f"instance {row}: action must be an element of "
                                     f"{self.codec.space}; got {int(ints[row])}")
-            return [Value(ints=(action,)) for action in chosen.tolist()]
+            offset = self.offset
+            return [Value(ints=(action + offset,)) for action in chosen.tolist()]
         try:
             elements = list(iterate(self.space, actions))
         except (TypeError, ValueError, IndexError, KeyError) as err:

@@ -18,6 +18,12 @@
   ``max_episode_steps`` (this class's option; every played or penalised step counts,
   a raised one does not) cuts the episode off; ``gymnasium.make(...,
   max_episode_steps=N)``'s TimeLimit does the same from outside.
+* Spaces start at 0 (``zero_based=True``, :mod:`rlbridge.gym.spaces`): Reversi's actions
+  are ``Discrete(37)`` with 0 the pass. :meth:`action_masks` is the current mask as bools,
+  for sb3-contrib's MaskablePPO.
+* ``reset(options={...})`` applies the game's reset options (its ``reset_options``
+  answer, each one a message ``KEY VALUE`` that sets up the next episode, such as
+  Blackjack's ``start`` and ``deal``) and refuses any other key with OptionError.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from rlbridge.environments.base import Environment
 from rlbridge.experiment.api import derive_seeds
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
 from rlbridge.gym.launch import ServerProcess
-from rlbridge.gym.spaces import ValueCodec, action_index_space
+from rlbridge.gym.spaces import ValueCodec, action_index_space, wire_low
 from rlbridge.options import typed_options
 from rlbridge.protocol.errors import InvalidAction, OptionError
 from rlbridge.protocol.taskspec import TaskSpec, parse
@@ -54,6 +60,32 @@ def build_environment(name: str, options: Mapping[str, Any] | None = None):
     return cls(**converted)
 
 
+def reset_messages(name: str, accepted: str, options: Mapping[str, Any]) -> list[str]:
+    """The ``KEY VALUE`` messages of reset ``options``; ``accepted`` is the game's
+    ``reset_options`` reply. OptionError for a key the game does not accept at reset.
+    ``reset_mask`` is a vector env's, which Gymnasium's vector envs pass on to every
+    sub-env: it is left out."""
+    names = accepted.split() if not accepted.startswith("error") else []
+    messages = []
+    for key, value in options.items():
+        if key == "reset_mask":
+            continue
+        if key not in names:
+            raise OptionError(f"{name} accepts no reset option {key!r}; expected one of "
+                              f"{', '.join(names) or 'none'} (its constructor options are "
+                              f"fixed when the env is made)")
+        words = value if isinstance(value, (list, tuple)) else [value]
+        messages.append(" ".join([key, *(str(word) for word in words)]))
+    return messages
+
+
+def check_applied(name: str, message: str, reply: str) -> None:
+    """OptionError unless the game answered ``ok`` to the reset option ``message``."""
+    if reply != "ok":
+        raise OptionError(f"{name} refused the reset option {message!r}: "
+                          f"{reply or 'no answer'}")
+
+
 class RLBridgeEnv(gymnasium.Env):
     """An rlbridge environment as a Gymnasium environment.
 
@@ -61,7 +93,8 @@ class RLBridgeEnv(gymnasium.Env):
     with the ``env_*`` methods (an :class:`~rlbridge.Environment` or a
     :class:`~rlbridge.experiment.net.remote.RemoteEnvironment`). ``options`` go to the
     environment's constructor (strings as with ``--opt``, or typed values). See the module
-    docstring for ``illegal``, ``illegal_penalty`` and ``max_episode_steps`` (0: no limit).
+    docstring for ``illegal``, ``illegal_penalty``, ``max_episode_steps`` (0: no limit) and
+    ``zero_based``.
     """
 
     metadata = {"render_modes": ["rgb_array", "human"], "render_fps": RENDER_FPS}
@@ -69,7 +102,7 @@ class RLBridgeEnv(gymnasium.Env):
     def __init__(self, env: Any = "gridwalk", options: Mapping[str, Any] | None = None, *,
                  illegal: IllegalMode = "penalty", illegal_penalty: float = -1.0,
                  max_episode_steps: int = 0, render_mode: str | None = None,
-                 owned_server: ServerProcess | None = None):
+                 zero_based: bool = True, owned_server: ServerProcess | None = None):
         if illegal not in ILLEGAL_MODES:
             raise OptionError(f"illegal must be one of {', '.join(ILLEGAL_MODES)}; got {illegal!r}")
         if max_episode_steps < 0:
@@ -90,21 +123,38 @@ class RLBridgeEnv(gymnasium.Env):
         self.render_mode = render_mode
         spec_text = self.env.env_init()
         self.task_spec: TaskSpec = spec_text if isinstance(spec_text, TaskSpec) else parse(spec_text)
-        self.observations = ValueCodec(self.task_spec.observations, "observation")
-        self.actions = ValueCodec(self.task_spec.actions, "action")
+        self.observations, self.actions = self._codecs(zero_based)
         self.observation_space = self.observations.space
         self.action_space = self.actions.space
-        self.discrete_actions = action_index_space(self.actions)
+        self.discrete_actions, self.action_low = self._action_indices()
         #: Whether the environment answers ``legal_actions``; found out at the first reset.
         self.asks_legal_actions: bool | None = None if self.discrete_actions is not None else False
         self.last_observation: Value | None = None
-        self.last_mask: np.ndarray | None = None
+        self._legal: np.ndarray | None = None  # the current mask, when there is one
+        self._reset_options: str | None = None  # the game's reset_options answer
         self.elapsed_steps = 0
         self.running = False
         self.closed = False
         #: Whether :meth:`close` closes the proxy too (one :meth:`remote` made).
         self.closes_proxy = False
         self._window = None
+
+    def _codecs(self, zero_based: bool):
+        """The observation and action codecs (:mod:`rlbridge.gym.spaces`)."""
+        spec = self.task_spec
+        return (ValueCodec(spec.observations, "observation", zero_based=zero_based),
+                ValueCodec(spec.actions, "action", zero_based=zero_based))
+
+    def _action_indices(self) -> tuple[gymnasium.spaces.Discrete | None, int]:
+        """The Discrete action space a mask indexes (None: no mask) and the game's int
+        for its index 0."""
+        if isinstance(self.actions, ValueCodec):
+            space = action_index_space(self.actions)
+            return space, (wire_low(self.actions) if space is not None else 0)
+        space = self.actions.space
+        if isinstance(space, gymnasium.spaces.Discrete):
+            return space, int(space.start)
+        return None, 0
 
     @classmethod
     def remote(cls, address: str, *, curve_dir: str | None = None,
@@ -155,23 +205,45 @@ class RLBridgeEnv(gymnasium.Env):
                 return None
         mask = np.zeros(space.n, dtype=np.int8)
         if reply:
-            mask[np.array([int(word) for word in reply.split()], dtype=np.int64) - space.start] = 1
+            mask[np.array([int(word) for word in reply.split()], dtype=np.int64)
+                 - self.action_low] = 1
         return mask
+
+    def action_masks(self) -> np.ndarray:
+        """Which actions of the Discrete action space are legal now, as bools (sb3-contrib's
+        MaskablePPO calls it): the current ``info["action_mask"]``, or all True for a game
+        that names no legal actions. OptionError for another action space."""
+        if self.discrete_actions is None:
+            raise OptionError(f"action_masks needs a Discrete action space; {self.name}'s is "
+                              f"{self.action_space}")
+        if self._legal is None:
+            return np.ones(self.discrete_actions.n, dtype=bool)
+        return self._legal.astype(bool)
 
     def _info(self, extra: dict | None = None) -> dict[str, Any]:
         info: dict[str, Any] = dict(extra or {})
-        if self.last_mask is not None:
-            info["action_mask"] = self.last_mask.copy()
+        if self._legal is not None:
+            info["action_mask"] = self._legal.copy()
         return info
 
     # -- Gymnasium's API -------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """A new episode: ``seed`` as the module docstring says; ``options`` the game's reset
+        options (``{"start": "13 5 0"}`` for Blackjack), refused with OptionError when the
+        game has no such reset option or rejects its value."""
         super().reset(seed=seed)
+        messages: list[str] = []
+        if options and set(options) != {"reset_mask"}:
+            if self._reset_options is None:
+                self._reset_options = self.env.env_message("reset_options")
+            messages = reset_messages(self.name, self._reset_options, options)
         if seed is not None:
             self.env.env_message(f"seed {derive_seeds(seed)[0]}")
+        for message in messages:
+            check_applied(self.name, message, self.env.env_message(message))
         observation = self.env.env_start()
         self.last_observation = observation
-        self.last_mask = self._mask(observation, False)
+        self._legal = self._mask(observation, False)
         self.elapsed_steps = 0
         self.running = True
         if self.render_mode == "human":
@@ -179,14 +251,14 @@ class RLBridgeEnv(gymnasium.Env):
         return self.observations.to_gym(observation), self._info()
 
     def _is_masked_out(self, action: Value) -> bool:
-        mask = self.last_mask
-        return mask is not None and mask[action.ints[0] - self.discrete_actions.start] == 0
+        mask = self._legal
+        return mask is not None and mask[action.ints[0] - self.action_low] == 0
 
     def _random_legal(self) -> Value:
         """A uniformly random legal action from ``self.np_random``: from the mask, or else
         from the environment's ``legal_actions`` reply."""
-        if self.last_mask is not None:
-            legal = (np.flatnonzero(self.last_mask) + int(self.discrete_actions.start)).tolist()
+        if self._legal is not None:
+            legal = (np.flatnonzero(self._legal) + self.action_low).tolist()
         else:
             reply = self.env.env_message("legal_actions")
             legal = [] if reply.startswith("error") else [int(word) for word in reply.split()]
@@ -201,8 +273,8 @@ class RLBridgeEnv(gymnasium.Env):
         value = self.actions.from_gym(action)
         illegal = self._is_masked_out(value)
         if illegal and self.illegal == "raise":
-            raise InvalidAction(f"action {value.ints[0]} is not legal now; legal: "
-                                f"{(np.flatnonzero(self.last_mask) + self.discrete_actions.start).tolist()}")
+            raise InvalidAction(f"action {action} is not legal now; legal: "
+                                f"{(np.flatnonzero(self.action_masks()) + self.discrete_actions.start).tolist()}")
         self.elapsed_steps += 1
         if illegal and self.illegal == "random":
             value = self._random_legal()
@@ -224,7 +296,7 @@ class RLBridgeEnv(gymnasium.Env):
         if illegal:
             extra["illegal_action"] = True
         self.last_observation = observation
-        self.last_mask = self._mask(observation, terminal)
+        self._legal = self._mask(observation, terminal)
         truncated = not terminal and 0 < self.max_episode_steps <= self.elapsed_steps
         self.running = not (terminal or truncated)
         if self.render_mode == "human":

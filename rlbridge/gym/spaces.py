@@ -6,14 +6,19 @@ arrays, chars, in that order on the wire):
 =====================================  ==============================================
 task spec                              Gymnasium space
 =====================================  ==============================================
-one plain int, finite ``(lo hi)``      ``Discrete(hi - lo + 1, start=lo)``
-several plain ints, all finite         ``MultiDiscrete(hi - lo + 1, start=lo)``
+one plain int, finite ``(lo hi)``      ``Discrete(hi - lo + 1)``: element = int - lo
+several plain ints, all finite         ``MultiDiscrete(hi - lo + 1)``: the same per int
 plain ints with an infinite/UNSPEC     ``Box(int64)``, missing bounds at int64's limits
 plain doubles                          ``Box(float64, (n,))``, UNSPEC as -inf/+inf
 each array in EXTRA ARRAYS             ``Box(dtype, shape)`` with its elements' bounds
                                        (``|b1`` arrays: ``Box(bool)``)
 CHARCOUNT n                            ``Text(max_length=n)``
 =====================================  ==============================================
+
+Discrete and MultiDiscrete parts start at 0, as Stable-Baselines3 and most RL libraries
+assume: the game's int ``v`` is the element ``v - lo`` (Reversi's pass, -1 in the game, is
+action 0). ``zero_based=False`` keeps the game's own ints (``Discrete(37, start=-1)``).
+Arrays and ``Box`` parts are never shifted.
 
 A value with one part is that space alone; with several, a ``Dict`` whose keys are
 ``"ints"``, ``"doubles"``, ``"array_0"``, ``"array_1"``, ... and ``"chars"``. The
@@ -70,9 +75,11 @@ class _Part:
 class ValueCodec:
     """The Gymnasium space of one side of a task spec, and Value <-> space-element conversion."""
 
-    def __init__(self, spec: SpaceSpec, what: str = "observation"):
+    def __init__(self, spec: SpaceSpec, what: str = "observation", *, zero_based: bool = True):
         self.spec = spec
         self.what = what
+        #: What is subtracted from the plain ints to give the element (0 when not shifted).
+        self.int_offsets = np.zeros(0, dtype=np.int64)
         int_bounds, double_bounds = spec.int_bounds(), spec.double_bounds()
         self.array_dtypes = [np.dtype(a.dtype) for a in spec.arrays]
         int_array_size = sum(a.size for a, d in zip(spec.arrays, self.array_dtypes, strict=True)
@@ -90,14 +97,18 @@ class ValueCodec:
         self.discrete = False
         if plain_ints:
             finite = all(math.isfinite(lo) and math.isfinite(hi) for lo, hi in plain_ints)
+            lows = np.array([lo if finite else 0 for lo, _ in plain_ints], dtype=np.int64)
+            starts = np.zeros_like(lows) if zero_based else lows
+            if finite:
+                self.int_offsets = lows - starts
             if finite and len(plain_ints) == 1:
                 low, high = plain_ints[0]
-                parts.append(_Part("ints", spaces.Discrete(int(high - low + 1), start=int(low))))
+                parts.append(_Part("ints", spaces.Discrete(int(high - low + 1),
+                                                           start=int(starts[0]))))
                 self.discrete = True
             elif finite:
-                lows = np.array([lo for lo, _ in plain_ints], dtype=np.int64)
                 highs = np.array([hi for _, hi in plain_ints], dtype=np.int64)
-                parts.append(_Part("ints", spaces.MultiDiscrete(highs - lows + 1, start=lows)))
+                parts.append(_Part("ints", spaces.MultiDiscrete(highs - lows + 1, start=starts)))
             else:
                 low, high = _bounds(plain_ints, np.dtype(np.int64))
                 parts.append(_Part("ints", spaces.Box(low, high, dtype=np.int64)))
@@ -131,7 +142,9 @@ class ValueCodec:
         if self.num_ints:
             space = self.parts[0].space
             if isinstance(space, spaces.Discrete):
-                out["ints"] = np.int64(ints[0])
+                out["ints"] = np.int64(ints[0] - self.int_offsets[0])
+            elif len(self.int_offsets):
+                out["ints"] = np.array(ints, dtype=np.int64) - self.int_offsets
             else:
                 out["ints"] = np.array(ints, dtype=np.int64)
         if self.num_doubles:
@@ -158,7 +171,8 @@ class ValueCodec:
         parts = {self.parts[0].key: element} if len(self.parts) == 1 else element
         ints: tuple = ()
         if "ints" in parts:
-            ints = tuple(int(x) for x in np.asarray(parts["ints"]).ravel())
+            ints = tuple(int(x) for x in np.asarray(parts["ints"]).ravel()
+                         + (self.int_offsets if len(self.int_offsets) else 0))
         doubles = tuple(float(x) for x in np.asarray(parts.get("doubles", ())).ravel())
         arrays = tuple(np.ascontiguousarray(parts[f"array_{index}"], dtype=dtype)
                        for index, dtype in enumerate(self.array_dtypes))
@@ -168,3 +182,9 @@ class ValueCodec:
 def action_index_space(codec: ValueCodec) -> spaces.Discrete | None:
     """The Discrete action space when actions are one int (a legal mask indexes it), else None."""
     return codec.space if codec.discrete and len(codec.parts) == 1 else None  # type: ignore[return-value]
+
+
+def wire_low(codec: ValueCodec) -> int:
+    """The game's int for mask index 0 of a Discrete action space (its task spec's low)."""
+    space = codec.parts[0].space
+    return int(space.start) + int(codec.int_offsets[0])

@@ -23,9 +23,9 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from rlbridge.experiment.api import derive_seeds
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
 from rlbridge.gym.batched import BatchedActions, BatchedObservations
-from rlbridge.gym.env import ILLEGAL_MODES, RENDER_FPS, IllegalMode
+from rlbridge.gym.env import ILLEGAL_MODES, RENDER_FPS, IllegalMode, check_applied, reset_messages
 from rlbridge.gym.instances import open_instances
-from rlbridge.gym.spaces import ValueCodec, action_index_space
+from rlbridge.gym.spaces import ValueCodec, action_index_space, wire_low
 from rlbridge.protocol.batch import EnvCall, instance_seed
 from rlbridge.protocol.errors import InvalidAction, OptionError
 from rlbridge.protocol.values import Value
@@ -41,14 +41,25 @@ class RLBridgeVectorEnv(VectorEnv):
       starts one ``rlbridge env NAME --batch N`` child process (``close`` stops it); an
       address (``"ipc://..."``, ``"tcp://..."``, with ``curve_dir`` for CURVE keys)
       connects to a process already serving, which ``env`` then only labels.
-    * **Autoreset:** Gymnasium's default next-step mode (``metadata["autoreset_mode"]``):
-      the ``step`` after an instance's episode ends (terminated or truncated) starts its
-      next episode, ignores its action, and returns its first observation with reward 0,
-      both flags false and the reset's info. On the wire that instance's call is START
-      in the batched step after its terminal one (PROTOCOL.md 16.3).
+    * **Autoreset** (``autoreset_mode``, Gymnasium's three, in ``metadata["autoreset_mode"]``):
+      ``NEXT_STEP`` (the default): the ``step`` after an instance's episode ends
+      (terminated or truncated) starts its next episode, ignores its action, and returns
+      its first observation with reward 0, both flags false and the reset's info; on the
+      wire that instance's call is START in the batched step after its terminal one
+      (PROTOCOL.md 16.3). ``SAME_STEP``: the step that ends an episode starts the next one
+      (a second batched call, START for the instances that ended) and returns its first
+      observation, with the last one in ``info["final_obs"]`` and the step's info in
+      ``info["final_info"]``. ``DISABLED``: nothing restarts by itself; ``reset(options=
+      {"reset_mask": ended})`` does, and a step before it raises ResetNeeded.
+    * **Async:** ``step_async(actions)`` then ``step_wait()`` is ``step(actions)``, as in
+      Gymnasium's AsyncVectorEnv; the batched step is sent and answered in ``step_wait``.
+    * **Reset options:** ``reset(options=...)`` takes ``reset_mask`` and the game's reset
+      options (:class:`RLBridgeEnv`), applied to each instance that starts.
     * **Observations** are stacked as ``batch_space`` stacks the single observation space;
       ``info["action_mask"]`` is an ``(N, n)`` int8 array with ``info["_action_mask"]``
-      saying which rows hold one (Gymnasium's vector info convention).
+      saying which rows hold one (Gymnasium's vector info convention); ``action_masks()``
+      is the same as bools. Discrete and MultiDiscrete parts start at 0 unless
+      ``zero_based=False``, as in :class:`RLBridgeEnv`.
     * **Seeds:** ``reset(seed=S)`` sends the batch ``seed E``, ``E`` the environment seed
       of ``rlbridge run ... --batch N --seed S`` (``derive_seeds(S)[0]``), so instance i
       plays with ``instance_seed(E, i)`` (PROTOCOL.md 16.5) exactly as in that run: instance
@@ -79,13 +90,22 @@ class RLBridgeVectorEnv(VectorEnv):
                  illegal: IllegalMode = "penalty", illegal_penalty: float = -1.0,
                  max_episode_steps: int = 0, render_mode: str | None = None,
                  curve_dir: str | None = None, timeout_ms: int = STEP_TIMEOUT_MS,
-                 connect_timeout_ms: int = CONNECT_TIMEOUT_MS):
+                 connect_timeout_ms: int = CONNECT_TIMEOUT_MS, zero_based: bool = True,
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP):
         if not isinstance(num_envs, int) or num_envs < 1:
             raise OptionError(f"num_envs must be at least 1; got {num_envs!r}")
         if illegal not in ILLEGAL_MODES:
             raise OptionError(f"illegal must be one of {', '.join(ILLEGAL_MODES)}; got {illegal!r}")
         if max_episode_steps < 0:
             raise OptionError(f"max_episode_steps must be >= 0; got {max_episode_steps}")
+        # An AutoresetMode, its value ("SameStep") or its name in any case ("same_step").
+        modes = {key: mode for mode in AutoresetMode
+                 for key in (mode, mode.value, mode.name.lower())}
+        if str(autoreset_mode).lower() not in modes and autoreset_mode not in modes:
+            raise OptionError(f"autoreset_mode must be one of "
+                              f"{', '.join(mode.name for mode in AutoresetMode)}; got "
+                              f"{autoreset_mode!r}")
+        autoreset_mode = modes.get(autoreset_mode) or modes[str(autoreset_mode).lower()]
         if render_mode not in (None, "rgb_array"):
             raise OptionError(f"render_mode must be 'rgb_array' or None for a vector env; got "
                               f"{render_mode!r} (for a window: gymnasium.wrappers.vector."
@@ -106,13 +126,15 @@ class RLBridgeVectorEnv(VectorEnv):
             self.instances.close()
             raise
         self.metadata = {"render_modes": ["rgb_array"] if self.instances.renders else [],
-                         "render_fps": RENDER_FPS, "autoreset_mode": AutoresetMode.NEXT_STEP}
+                         "render_fps": RENDER_FPS, "autoreset_mode": autoreset_mode}
+        self.autoreset_mode = autoreset_mode
         if render_mode is not None and not self.instances.renders:
             self.instances.close()
             raise OptionError(f"{env} cannot be rendered: it has no state_snapshot; expected a "
                               f"game with a renderer, got render_mode={render_mode!r}")
-        observation_codec = ValueCodec(self.task_spec.observations, "observation")
-        action_codec = ValueCodec(self.task_spec.actions, "action")
+        observation_codec = ValueCodec(self.task_spec.observations, "observation",
+                                       zero_based=zero_based)
+        action_codec = ValueCodec(self.task_spec.actions, "action", zero_based=zero_based)
         self.single_observation_space = observation_codec.space
         self.single_action_space = action_codec.space
         self.observations = BatchedObservations(observation_codec, num_envs)
@@ -121,7 +143,8 @@ class RLBridgeVectorEnv(VectorEnv):
         self.action_space = self.actions.space
         self.discrete_actions = action_index_space(action_codec)
         width = self.discrete_actions.n if self.discrete_actions is not None else 0
-        self.action_low = int(self.discrete_actions.start) if width else 0
+        #: The game's int for mask index 0.
+        self.action_low = wire_low(action_codec) if width else 0
         self.masks = np.zeros((num_envs, width), dtype=np.int8)
         #: Which instances have a mask: all (a legal-mask array), or those whose game
         #: answered ``legal_actions`` at the first reset (None until then).
@@ -143,6 +166,8 @@ class RLBridgeVectorEnv(VectorEnv):
         self.generators = [np.random.default_rng(instance_seed(0, i)) for i in range(num_envs)]
         self.needs_reset = True
         self.seeded = False
+        self._reset_options: str | None = None  # the game's reset_options answer
+        self._pending_actions: Any = None  # step_async's, until step_wait
 
     # -- seeds -------------------------------------------------------------------------
     def _seed(self, seed: int | Sequence[int | None] | None) -> None:
@@ -204,18 +229,44 @@ class RLBridgeVectorEnv(VectorEnv):
                 legal = np.array([int(word) for word in replies[row].split()], dtype=np.int64)
                 self.masks[row, legal - self.action_low] = 1
 
-    def _mask_info(self, infos: dict[str, Any]) -> dict[str, Any]:
+    def action_masks(self) -> np.ndarray:
+        """Each instance's legal actions now, ``(N, n)`` bools; all True for an instance
+        whose game names none. OptionError for an action space that is not Discrete."""
+        if self.discrete_actions is None:
+            raise OptionError(f"action_masks needs a Discrete action space; {self.name}'s is "
+                              f"{self.single_action_space}")
+        masks = self.masks.astype(bool)
+        if self.has_mask is None or not self.masked:
+            masks[:] = True
+        else:
+            masks[~self.has_mask] = True
+        return masks
+
+    def _mask_info(self, infos: dict[str, Any], rows: np.ndarray | None = None) -> dict[str, Any]:
+        """Add the masks of every instance, or of the instances ``rows`` (a bool array:
+        a reset with a reset_mask informs only about the instances it started)."""
         if self.masked:
-            infos["action_mask"] = self.masks.copy()  # zero where an instance has no mask
-            infos["_action_mask"] = self.has_mask.copy()
+            present = self.has_mask if rows is None else self.has_mask & rows
+            if present.any():
+                masks = self.masks.copy()
+                masks[~present] = 0  # zero where an instance has no mask
+                infos["action_mask"], infos["_action_mask"] = masks, present.copy()
         return infos
 
     # -- Gymnasium's API ---------------------------------------------------------------
     def reset(self, *, seed: int | Sequence[int | None] | None = None,
               options: dict[str, Any] | None = None):
         """Start a new episode in every instance, or in those of ``options["reset_mask"]``
-        (a bool array of ``num_envs``); see the class docstring for ``seed``."""
+        (a bool array of ``num_envs``); see the class docstring for ``seed``. Other keys of
+        ``options`` are the game's reset options, for every instance that starts."""
         starting = np.ones(self.num_envs, dtype=bool)
+        game_options = {key: value for key, value in (options or {}).items()
+                        if key != "reset_mask"}  # reset_messages leaves it out too
+        messages: list[str] = []
+        if game_options:
+            if self._reset_options is None:
+                self._reset_options = self.instances.batch_message("reset_options")
+            messages = reset_messages(self.name, self._reset_options, game_options)
         if options and "reset_mask" in options:
             starting = np.asarray(options["reset_mask"])
             if starting.shape != (self.num_envs,) or starting.dtype != np.bool_ or \
@@ -228,6 +279,10 @@ class RLBridgeVectorEnv(VectorEnv):
         self._seed(seed)
         calls = np.where(starting, _START, _NONE).astype(np.uint8)
         rows = np.flatnonzero(starting)
+        for row in rows.tolist():
+            for message in messages:
+                check_applied(self.name, message,
+                              self.instances.batch_message(f"instance {row} {message}"))
         self.needs_reset = True
         result = self.instances.batch_step(calls, [])
         self.observations.update(rows, result.observations)
@@ -236,7 +291,7 @@ class RLBridgeVectorEnv(VectorEnv):
         self.restarting = bool(self.autoreset.any())
         self._update_masks(rows, np.zeros(len(rows), dtype=bool))
         self.needs_reset = False
-        return self.observations.current(), self._mask_info({})
+        return self.observations.current(), self._mask_info({}, starting)
 
     def _illegal_rows(self, rows: list[int], values: list[Value]) -> list[int]:
         """The positions in ``rows`` whose action the instance's mask rules out."""
@@ -254,10 +309,31 @@ class RLBridgeVectorEnv(VectorEnv):
                                 f"instead; expected {self.name} to name some, got none")
         return Value(ints=(int(legal[int(self.generators[row].integers(len(legal)))]),))
 
+    def step_async(self, actions) -> None:
+        """Hand over the actions of the next step; :meth:`step_wait` takes its result."""
+        if self._pending_actions is not None:
+            raise gymnasium.error.AlreadyPendingCallError(
+                "step_async was called twice: call step_wait() for the pending step first",
+                "step")
+        self._pending_actions = (actions,)
+
+    def step_wait(self, timeout: float | None = None):
+        """The result of the step :meth:`step_async` was given (``timeout`` is accepted for
+        AsyncVectorEnv's signature; the reply timeout is the env's ``timeout_ms``)."""
+        if self._pending_actions is None:
+            raise gymnasium.error.NoAsyncCallError(
+                "step_wait without a step_async: call step_async(actions) first", "step")
+        (actions,), self._pending_actions = self._pending_actions, None
+        return self.step(actions)
+
     def step(self, actions):
         if self.needs_reset:
             raise gymnasium.error.ResetNeeded("call reset() before step(): no episode is in "
                                               "progress in every instance")
+        if self.autoreset_mode == AutoresetMode.DISABLED and self.restarting:
+            raise gymnasium.error.ResetNeeded(
+                f"instances {np.flatnonzero(self.autoreset).tolist()} have ended and "
+                f"autoreset_mode is DISABLED: reset(options={{'reset_mask': ...}}) first")
         starting = self.autoreset
         rows = np.flatnonzero(~starting).tolist() if self.restarting else self.all_rows
         values = self.actions.values(actions, rows)
@@ -296,11 +372,44 @@ class RLBridgeVectorEnv(VectorEnv):
         else:
             truncated = np.zeros(self.num_envs, dtype=bool)
         self._update_masks(answered, terminated[answered])
-        infos = self._step_infos(result.infos, starting, [rows[position] for position in illegal])
-        self.autoreset = terminated | truncated
+        illegal_rows = [rows[position] for position in illegal]
+        ended = terminated | truncated
+        if self.autoreset_mode == AutoresetMode.SAME_STEP and ended.any():
+            infos = self._restart_now(ended, result.infos, illegal_rows)
+        else:
+            infos = self._step_infos(result.infos, starting, illegal_rows)
+            self.autoreset = ended
         self.restarting = bool(self.autoreset.any())
         self.needs_reset = False
         return self.observations.current(), rewards, terminated, truncated, infos
+
+    def _restart_now(self, ended: np.ndarray, game_infos: list | None,
+                     illegal_rows: list[int]) -> dict[str, Any]:
+        """SAME_STEP: keep each ended instance's last observation and info as
+        ``final_obs`` and ``final_info``, then start its next episode at once."""
+        rows = np.flatnonzero(ended)
+        last = self.observations.current()
+        infos: dict[str, Any] = {}
+        for row in rows.tolist():
+            info = dict(game_infos[row] or {}) if game_infos else {}
+            if row in illegal_rows:
+                info["illegal_action"] = True
+            if self.masked and self.has_mask[row]:
+                info["action_mask"] = self.masks[row].copy()
+            self._add_info(infos, {"final_obs": self.observations.row(last, row),
+                                   "final_info": info}, row)
+        calls = np.where(ended, _START, _NONE).astype(np.uint8)
+        result = self.instances.batch_step(calls, [])
+        self.observations.update(rows, result.observations)
+        self.elapsed[rows] = 0
+        self._update_masks(rows, np.zeros(len(rows), dtype=bool))
+        self.autoreset = np.zeros(self.num_envs, dtype=bool)
+        running = ~ended
+        kept = self._step_infos(game_infos, ended, [row for row in illegal_rows
+                                                    if running[row]])
+        for key, value in kept.items():
+            infos.setdefault(key, value)
+        return self._mask_info(infos)
 
     def _step_infos(self, game_infos: list | None, starting: np.ndarray,
                     illegal_rows: list[int]) -> dict[str, Any]:

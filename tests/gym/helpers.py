@@ -39,3 +39,17 @@ class MaskFreeOddOnlyEnv(OddOnlyEnv):
 
     def legal_actions(self) -> None:
         return None
+
+
+class VectorActionEnv(Environment):
+    """Two double actions in [-1, 1] (a Box action space); one step ends it."""
+
+    def env_init(self) -> TaskSpec:
+        return TaskSpec(SpaceSpec(ints=(Range(0, 1),)), SpaceSpec(doubles=(Range(-1, 1, 2),)),
+                        rewards=Range(-2, 2))
+
+    def env_start(self) -> Value:
+        return Value(ints=(0,))
+
+    def env_step(self, action: Value) -> StepResult:
+        return StepResult(sum(action.doubles), Value(ints=(1,)), True)

@@ -42,12 +42,12 @@ def test_check_env_passes_for_every_registered_game(game_id):
 
 def test_the_space_mapping_follows_the_task_spec():
     blackjack = RLBridgeEnv("blackjack")
-    assert blackjack.observation_space == spaces.MultiDiscrete([28, 10, 2], start=[4, 1, 0])
+    assert blackjack.observation_space == spaces.MultiDiscrete([28, 10, 2])
     assert blackjack.action_space == spaces.Discrete(2)
     countdown = RLBridgeEnv("countdown")
     assert countdown.observation_space == spaces.Discrete(6)
     reversi = RLBridgeEnv("reversi")
-    assert reversi.action_space == spaces.Discrete(37, start=-1)
+    assert reversi.action_space == spaces.Discrete(37)
     assert set(reversi.observation_space.spaces) == {"ints", "array_0"}
     assert reversi.observation_space["array_0"].dtype == np.bool_
     gridwalk = RLBridgeEnv("gridwalk")
@@ -101,7 +101,7 @@ def test_illegal_random_plays_a_legal_move_from_the_seeded_generator():
     for _ in range(2):
         env = RLBridgeEnv("reversi", illegal="random")
         _, info = env.reset(seed=5)
-        legal = set((np.flatnonzero(info["action_mask"]) - 1).tolist())
+        legal = set(np.flatnonzero(info["action_mask"]).tolist())
         env.step(illegal_move(env, info))
         snapshot = env.env.state_snapshot()
         moves.append(snapshot)
@@ -155,12 +155,12 @@ def test_reset_with_a_seed_agrees_with_an_experiment_with_that_seed(game):
             expected = env.observations.to_gym(event[1])
             action = event[2]
         elif event[0] == "step":
-            observation, reward, terminated, _, _ = env.step(action.ints[0])
+            observation, reward, terminated, _, _ = env.step(action.ints[0] - env.action_low)
             assert (reward, terminated) == (event[1], False)
             expected = env.observations.to_gym(event[2])
             action = event[3]
         else:
-            observation, reward, terminated, _, _ = env.step(action.ints[0])
+            observation, reward, terminated, _, _ = env.step(action.ints[0] - env.action_low)
             assert (reward, terminated) == (event[1], True)
             continue
         assert gymnasium.utils.env_checker.data_equivalence(observation, expected, exact=True)
@@ -196,3 +196,73 @@ def test_registration_is_idempotent_and_covers_every_game():
     rlbridge.gym.register_games()
     assert set(GAME_IDS.values()) == set(ENVIRONMENTS)
     assert all(game_id in gymnasium.registry for game_id in GAME_IDS)
+
+
+def _int_spaces(space) -> list:
+    if isinstance(space, spaces.Dict):
+        return [part for member in space.spaces.values() for part in _int_spaces(member)]
+    return [space] if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete)) else []
+
+
+@pytest.mark.parametrize("game", list(ENVIRONMENTS))
+def test_every_discrete_space_starts_at_zero(game):
+    """Stable-Baselines3 one-hots Discrete and MultiDiscrete elements from 0 and sends
+    actions from 0: every such space of every game starts there."""
+    env = RLBridgeEnv(game)
+    for space in _int_spaces(env.observation_space) + _int_spaces(env.action_space):
+        assert np.all(np.asarray(space.start) == 0), (game, space)
+
+
+def test_the_shift_is_the_task_specs_low_and_zero_based_false_keeps_the_games_ints():
+    shifted, native = RLBridgeEnv("blackjack"), RLBridgeEnv("blackjack", zero_based=False)
+    assert native.observation_space == spaces.MultiDiscrete([28, 10, 2], start=[4, 1, 0])
+    assert (native.reset(seed=1)[0] - shifted.reset(seed=1)[0]).tolist() == [4, 1, 0]
+    assert RLBridgeEnv("reversi", zero_based=False).action_space == \
+        spaces.Discrete(37, start=-1)
+    tetris = RLBridgeEnv("tetris")
+    assert tetris.observation_space["ints"] == spaces.MultiDiscrete([5, 4, 5, 12])
+    # Reversi's action k is the game's k - 1 (0 the pass): the same move as the game's own.
+    reversi, game = RLBridgeEnv("reversi"), build("reversi", ENVIRONMENTS)
+    _, info = reversi.reset(seed=0)
+    game.env_init()
+    game.env_start()
+    move = int(np.flatnonzero(info["action_mask"])[0])
+    reversi.step(move)
+    game.env_step(rlbridge.gym.env.Value(ints=(move - 1,)))
+    assert reversi.env.state_snapshot() == game.state_snapshot()
+
+
+def test_action_masks_is_the_current_mask_as_bools_for_maskable_ppo():
+    env = gymnasium.make("rlbridge/Reversi-v0")
+    _, info = env.reset(seed=2)
+    masks = env.get_wrapper_attr("action_masks")  # sb3-contrib's way through the wrappers
+    assert masks().dtype == np.bool_ and np.array_equal(masks(), info["action_mask"] == 1)
+    _, _, _, _, info = env.step(int(np.flatnonzero(masks())[0]))
+    assert np.array_equal(masks(), info["action_mask"] == 1)
+    assert not hasattr(env.unwrapped, "last_mask")
+    gridwalk = RLBridgeEnv("gridwalk")  # names no legal actions: everything is allowed
+    gridwalk.reset(seed=0)
+    assert gridwalk.action_masks().tolist() == [True] * 4
+    with pytest.raises(OptionError, match="needs a Discrete action space"):
+        RLBridgeEnv("tests.gym.helpers:VectorActionEnv").action_masks()
+
+
+def test_reset_options_are_the_games_and_others_are_refused():
+    env = RLBridgeEnv("blackjack", zero_based=False)
+    observation, _ = env.reset(seed=0, options={"start": "13 5 0"})
+    assert observation.tolist() == [13, 5, 0]
+    observation, _ = env.reset(options={"deal": (("10,9"), "7,8")})
+    assert observation.tolist() == [19, 7, 0]
+    with pytest.raises(OptionError, match=r"blackjack accepts no reset option 'rows'; "
+                                          r"expected one of start, deal"):
+        env.reset(options={"rows": 3})
+    with pytest.raises(OptionError, match="blackjack refused the reset option 'start 40 5 0'"):
+        env.reset(options={"start": "40 5 0"})
+    with pytest.raises(OptionError, match="tetris accepts no reset option 'rows'; expected "
+                                          "one of none"):
+        RLBridgeEnv("tetris").reset(options={"rows": 16})
+    reversi = RLBridgeEnv("reversi")
+    reversi.reset(seed=0, options={"opponent": "greedy"})
+    assert reversi.env.opponent_name == "greedy"
+    # Gymnasium's vector envs pass their reset_mask on to every sub-env: it is theirs.
+    reversi.reset(options={"reset_mask": np.array([True])})

@@ -32,8 +32,9 @@ def play(env, policy, episodes: int, seed: int) -> float:
 
 
 def index(observation) -> tuple[int, int, int]:
+    """The Q-table cell: the observation itself, since its spaces start at 0."""
     player, dealer, ace = (int(x) for x in observation)
-    return player - 4, dealer - 1, ace
+    return player, dealer, ace
 
 
 def train(env, episodes: int, seed: int) -> np.ndarray:

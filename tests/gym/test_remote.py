@@ -47,7 +47,7 @@ def test_a_server_started_by_hand_is_reachable_by_address(processes, ipc_dir):
             env.trace = [env.reset(seed=4)]
             for _ in range(10):
                 mask = env.trace[-1][-1]["action_mask"]
-                env.trace.append(env.step(int(np.flatnonzero(mask)[0]) - 1))
+                env.trace.append(env.step(int(np.flatnonzero(mask)[0])))
         assert data_equivalence(remote.trace, local.trace, exact=True)
     finally:
         remote.close()
@@ -64,7 +64,7 @@ def test_actions_the_environment_refuses_follow_the_illegal_option(where):
     try:
         for env in envs.values():
             assert env.reset(seed=0)[1]["action_mask"].tolist() == [0, 1, 0, 1]
-            env.last_mask = None  # as if no mask were known: the environment must refuse
+            env._legal = None  # as if no mask were known: the environment must refuse
         with pytest.raises(InvalidAction, match="must be odd"):
             envs["raise"].step(2)
         assert envs["raise"].step(1)[1] == 1.0  # still playable
@@ -82,7 +82,7 @@ def test_human_rendering_draws_in_a_window(monkeypatch):
     env = RLBridgeEnv("2048", render_mode="human")
     try:
         env.reset(seed=0)
-        env.step(int(np.flatnonzero(env.last_mask)[0]))
+        env.step(int(np.flatnonzero(env.action_masks())[0]))
         assert env._window is not None and env._window.get_size()[0] > 0
     finally:
         env.close()

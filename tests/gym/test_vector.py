@@ -8,7 +8,7 @@ import gymnasium
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import data_equivalence
-from gymnasium.vector import SyncVectorEnv
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rlbridge.experiment.api import derive_seeds
 from rlbridge.gym import GAME_IDS, RLBridgeEnv, RLBridgeVectorEnv, make_vec
@@ -48,10 +48,12 @@ def random_actions(envs, infos, rng) -> np.ndarray:
 
 
 def play_both(vector, singles, seed, steps: int = 80) -> dict[str, int]:
-    """Step ``vector`` and a SyncVectorEnv of ``singles`` with the same actions; every result
-    must be identical. Returns how often each kind of event happened."""
-    sync = SyncVectorEnv([lambda env=env: env for env in singles])
-    counts = {"terminated": 0, "truncated": 0, "illegal": 0, "autoreset": 0}
+    """Step ``vector`` and a SyncVectorEnv of ``singles`` (in the vector's autoreset mode)
+    with the same actions; every result must be identical. Under DISABLED both restart
+    the ended instances with a reset_mask. Returns how often each kind of event happened."""
+    mode = vector.metadata["autoreset_mode"]
+    sync = SyncVectorEnv([lambda env=env: env for env in singles], autoreset_mode=mode)
+    counts = {"terminated": 0, "truncated": 0, "illegal": 0, "autoreset": 0, "final": 0}
     try:
         # An int seed: the singles were seeded by hand, as instance i is (PROTOCOL.md 16.5).
         expected = sync.reset(seed=seed) if isinstance(seed, list) else sync.reset()
@@ -61,6 +63,11 @@ def play_both(vector, singles, seed, steps: int = 80) -> dict[str, int]:
         vector.action_space.seed(3)
         rng = np.random.default_rng(3)
         for step in range(steps):
+            if mode == AutoresetMode.DISABLED and ended.any():
+                options = {"reset_mask": ended}
+                got, expected = vector.reset(options=options), sync.reset(options=options)
+                assert data_equivalence(got, expected, exact=True), f"step {step}: reset"
+                infos = got[1]
             actions = random_actions(vector, infos, rng)
             got, expected = vector.step(actions), sync.step(actions)
             assert data_equivalence(got, expected, exact=True), f"step {step}: {got} != {expected}"
@@ -70,6 +77,7 @@ def play_both(vector, singles, seed, steps: int = 80) -> dict[str, int]:
             counts["terminated"] += int(terminated.sum())
             counts["truncated"] += int(truncated.sum())
             counts["illegal"] += int(infos.get("_illegal_action", np.zeros(1)).sum())
+            counts["final"] += int(infos.get("_final_obs", np.zeros(1)).sum())
     finally:
         vector.close()
         sync.close()
@@ -109,6 +117,70 @@ def test_remote_episodes_equal_single_envs_in_one_message_per_step(game):
     assert per_step.count("S") == 41  # the reset and 40 steps
     assert "m m" not in calls and (game == "blackjack") == ("m" in per_step)
     assert set(sent[3:-2]) <= {T.ENV_BATCH_STEP, T.ENV_MESSAGE}
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.SAME_STEP, AutoresetMode.DISABLED])
+@pytest.mark.parametrize("game", ["blackjack", "reversi", "tetris"])
+@pytest.mark.parametrize("remote", [False, True], ids=["in-process", "remote"])
+def test_the_other_autoreset_modes_equal_gymnasiums_sync_vector_env(game, mode, remote):
+    """Blackjack asks for its masks, Reversi and Tetris carry them; SAME_STEP's final_obs
+    and final_info, and DISABLED's reset_mask restarts, as SyncVectorEnv gives them."""
+    options = {"illegal": "random", "max_episode_steps": 9}
+    vector = make_vec(game, num_envs=3, autoreset_mode=mode, remote=remote,
+                      **(SLOW if remote else {}), **options)
+    assert vector.metadata["autoreset_mode"] == mode
+    singles = [RLBridgeEnv(game, **options) for _ in range(3)]
+    counts = play_both(vector, singles, [7, 8, 9], steps=40)
+    assert counts["terminated"] + counts["truncated"] > 0
+    assert (counts["final"] > 0) == (mode == AutoresetMode.SAME_STEP), counts
+
+
+def test_disabled_autoreset_refuses_a_step_before_the_reset_and_names_the_instances():
+    vector = make_vec("countdown", num_envs=2, autoreset_mode="disabled")
+    try:
+        vector.reset(seed=0)
+        for _ in range(5):
+            vector.step(np.ones(2, dtype=np.int64))
+        with pytest.raises(gymnasium.error.ResetNeeded, match=r"instances \[0, 1\] have ended"):
+            vector.step(np.ones(2, dtype=np.int64))
+        with pytest.raises(OptionError, match="autoreset_mode must be one of"):
+            make_vec("countdown", num_envs=2, autoreset_mode="sometimes")
+    finally:
+        vector.close()
+
+
+def test_step_async_then_step_wait_is_step():
+    vector, plain = make_vec("2048", num_envs=2), make_vec("2048", num_envs=2)
+    try:
+        vector.reset(seed=4)
+        plain.reset(seed=4)
+        with pytest.raises(gymnasium.error.NoAsyncCallError):
+            vector.step_wait()
+        for actions in ([0, 1], [2, 3], [1, 0]):
+            vector.step_async(np.array(actions))
+            with pytest.raises(gymnasium.error.AlreadyPendingCallError):
+                vector.step_async(np.array(actions))
+            assert data_equivalence(vector.step_wait(), plain.step(np.array(actions)),
+                                    exact=True)
+    finally:
+        vector.close()
+        plain.close()
+
+
+def test_reset_options_reach_every_starting_instance_and_masks_are_bools():
+    vector = make_vec("blackjack", num_envs=3, zero_based=False)
+    try:
+        observations, infos = vector.reset(seed=0, options={"start": "13 5 0"})
+        assert observations.tolist() == [[13, 5, 0]] * 3
+        assert np.array_equal(vector.action_masks(), infos["action_mask"] == 1)
+        vector.step(np.zeros(3, dtype=np.int64))  # every hand stands: all end
+        observations, _ = vector.reset(options={"reset_mask": np.array([False, True, False]),
+                                                "deal": "10,9 7,8"})
+        assert observations[1].tolist() == [19, 7, 0]
+        with pytest.raises(OptionError, match="accepts no reset option 'rows'"):
+            vector.reset(options={"rows": 3})
+    finally:
+        vector.close()
 
 
 def test_next_step_autoreset_ignores_the_action_and_returns_the_first_observation():
@@ -162,8 +234,8 @@ def test_illegal_raise_and_out_of_space_actions_step_no_instance():
     try:
         observations, infos = vector.reset(seed=0)
         states = vector.instances.batch_message("each get_state")
-        legal = [int(np.flatnonzero(mask)[0]) - 1 for mask in infos["action_mask"]]
-        illegal = int(np.flatnonzero(infos["action_mask"][2] == 0)[0]) - 1
+        legal = [int(np.flatnonzero(mask)[0]) for mask in infos["action_mask"]]
+        illegal = int(np.flatnonzero(infos["action_mask"][2] == 0)[0])
         with pytest.raises(InvalidAction, match="instance 2: action .* is not legal now"):
             vector.step(np.array([legal[0], legal[1], illegal]))
         with pytest.raises(InvalidAction, match="instance 1: action must be an element"):

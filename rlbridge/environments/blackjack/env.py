@@ -136,6 +136,7 @@ class BlackjackEnv(Environment):
         return float(self.core.done and (self.core.reward or 0.0) > 0)
 
     MESSAGES = ("start PLAYER_SUM DEALER_CARD USABLE_ACE", "start clear", "deal P1,P2,.. D1,D2,..")
+    RESET_OPTIONS = ("start", "deal")
 
     def legal_actions(self) -> list[int]:
         return [STICK, HIT] if self._started and not self.core.done else []

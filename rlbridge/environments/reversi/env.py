@@ -160,6 +160,7 @@ class ReversiEnv(Environment):
                 "last": core.last, "done": core.is_terminal()}
 
     MESSAGES = ("render", "score", "opponent NAME [DEPTH]")
+    RESET_OPTIONS = ("opponent",)
     OUTCOME = ("win rate", "rate")
 
     def episode_outcome(self) -> float | None:
