@@ -83,12 +83,10 @@ def describe(name: str) -> str:
 
 def describe_gym(gym_id: str) -> str:
     """A Gymnasium env's options, as ``rlbridge env gym:<id> --opt`` reads them."""
-    import gymnasium
-
-    from rlbridge.gym.serve import gym_options
+    from rlbridge.gym.serve import gym_options, spec_of
 
     options, opens = gym_options(gym_id)
-    entry = gymnasium.spec(gym_id).entry_point
+    entry = spec_of(gym_id).entry_point
     where = entry if isinstance(entry, str) else f"{entry.__module__}:{entry.__qualname__}"
     lines = [f"{GYM_PREFIX}{gym_id} (Gymnasium env {where})",
              f"  Gymnasium's {gym_id} served as an rlbridge environment; its options are "

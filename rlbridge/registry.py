@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import sys
 
 from rlbridge.protocol.errors import OptionError
 
@@ -66,7 +67,8 @@ def target(name: str, registry: dict[str, str]) -> str:
 
 def resolve(name: str, registry: dict[str, str]) -> type:
     """The class for a built-in short name or a ``module:Class`` path (imported now);
-    for ``gym:<id>``, the adapter class bound to that Gymnasium id."""
+    for ``gym:<id>``, and for a ``module:Class`` that is a gymnasium.Env class, the adapter
+    class that serves it (:mod:`rlbridge.gym.serve`)."""
     if registry is ENVIRONMENTS and name.startswith(GYM_PREFIX):
         from rlbridge.gym.serve import environment_class
 
@@ -74,9 +76,16 @@ def resolve(name: str, registry: dict[str, str]) -> type:
     module_name, _, class_name = target(name, registry).partition(":")
     module = importlib.import_module(module_name)
     try:
-        return getattr(module, class_name)
+        found = getattr(module, class_name)
     except AttributeError:
         raise OptionError(f"module {module_name!r} has no class {class_name!r}") from None
+    gymnasium = sys.modules.get("gymnasium")  # a gymnasium.Env class imported it
+    if registry is ENVIRONMENTS and gymnasium is not None and isinstance(found, type) \
+            and issubclass(found, gymnasium.Env):
+        from rlbridge.gym.serve import class_environment
+
+        return class_environment(name)
+    return found
 
 
 def parse_options(pairs: list[str] | None) -> dict[str, str]:

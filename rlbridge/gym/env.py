@@ -20,7 +20,8 @@
   max_episode_steps=N)``'s TimeLimit does the same from outside.
 * Spaces start at 0 (``zero_based=True``, :mod:`rlbridge.gym.spaces`): Reversi's actions
   are ``Discrete(37)`` with 0 the pass. :meth:`action_masks` is the current mask as bools,
-  for sb3-contrib's MaskablePPO.
+  for sb3-contrib's MaskablePPO. A served Gymnasium env (``gym:<id>``) keeps its own
+  spaces: keys, dtypes and starts come back from its ``gym_spaces`` answer.
 * ``reset(options={...})`` applies the game's reset options (its ``reset_options``
   answer, each one a message ``KEY VALUE`` that sets up the next episode, such as
   Blackjack's ``start`` and ``deal``) and refuses any other key with OptionError.
@@ -40,6 +41,7 @@ from rlbridge.experiment.api import derive_seeds
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
 from rlbridge.gym.launch import ServerProcess
 from rlbridge.gym.spaces import ValueCodec, action_index_space, wire_low
+from rlbridge.gym.taskspec import restored_codecs
 from rlbridge.options import typed_options
 from rlbridge.protocol.errors import InvalidAction, OptionError
 from rlbridge.protocol.taskspec import TaskSpec, parse
@@ -140,8 +142,13 @@ class RLBridgeEnv(gymnasium.Env):
         self._window = None
 
     def _codecs(self, zero_based: bool):
-        """The observation and action codecs (:mod:`rlbridge.gym.spaces`)."""
+        """The observation and action codecs: a served Gymnasium env's own spaces when it
+        says what they are, else the task spec's (:mod:`rlbridge.gym.spaces`)."""
         spec = self.task_spec
+        if spec.extra.startswith("gym "):
+            reply = self.env.env_message("gym_spaces")
+            if reply and not reply.startswith("error"):
+                return restored_codecs(reply, spec.observations, spec.actions)
         return (ValueCodec(spec.observations, "observation", zero_based=zero_based),
                 ValueCodec(spec.actions, "action", zero_based=zero_based))
 

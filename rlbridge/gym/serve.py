@@ -1,8 +1,15 @@
-"""Any registered Gymnasium env as an rlbridge Environment: the ``gym:<id>`` environment names.
+"""Any Gymnasium env as an rlbridge Environment: ``gym:<id>`` names and ``module:Class`` gymnasium.Env classes.
 
 ``rlbridge env gym:CartPole-v1`` and ``rlbridge run gym:FrozenLake-v1 random`` build a
 :class:`GymEnvironment` subclass for the id (:func:`environment_class`); the task spec
-comes from the env's spaces (:mod:`rlbridge.gym.taskspec`).
+comes from the env's spaces (:mod:`rlbridge.gym.taskspec`). ``gym:mymod:MyEnv-v0``
+imports ``mymod`` first (which registers ``MyEnv-v0``), as ``gymnasium.make`` does, and a
+``module:Class`` name whose class is a ``gymnasium.Env`` is served the same way
+(:func:`class_environment`), its options being the class's keyword arguments.
+
+* Spaces: the env answers ``gym_spaces`` with its spaces' structure as JSON
+  (:func:`rlbridge.gym.taskspec.spaces_reply`), from which :class:`rlbridge.gym.RLBridgeEnv`
+  on the other side gives back the env's own spaces: Dict keys, dtypes and starts.
 
 * Seeding: ``seed N`` makes the next ``env_start`` call ``reset(seed=N)``; later starts
   call ``reset()`` and continue that generator. An env never seeded starts from seed 0,
@@ -33,7 +40,7 @@ import gymnasium
 import numpy as np
 
 from rlbridge.environments.base import Environment, StepResult
-from rlbridge.gym.taskspec import GymSpaceCodec
+from rlbridge.gym.taskspec import GymSpaceCodec, spaces_reply
 from rlbridge.options import convert_value, type_name
 from rlbridge.protocol.errors import OptionError
 from rlbridge.protocol.taskspec import TaskSpec
@@ -53,11 +60,28 @@ READ_AS = (bool, int, float, str, list, tuple, dict)
 DEFAULT_SEED = 0
 
 
-def _spec(gym_id: str):
+def spec_of(gym_id: str):
+    """The EnvSpec of ``gym_id``. ``module:Id`` imports ``module`` first, which registers
+    ``Id``; ``module:Class``, where ``Class`` is a gymnasium.Env class and no id of that
+    name is registered, gets a spec whose entry point is the class."""
+    module_name, colon, bare_id = gym_id.rpartition(":")
+    if colon:
+        import importlib
+
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            raise OptionError(f"gym:{gym_id}: cannot import module {module_name!r}, which should "
+                              f"register {bare_id!r}: {err}") from None
+        found = getattr(module, bare_id, None)
+        if bare_id not in gymnasium.registry and is_gym_class(found):
+            # "module.Class" is a valid Gymnasium id; "module:Class" would ask make to import.
+            return gymnasium.envs.registration.EnvSpec(id=gym_id.replace(":", "."),
+                                                       entry_point=found)
     try:
-        return gymnasium.spec(gym_id)
+        return gymnasium.spec(bare_id)
     except gymnasium.error.Error as err:
-        close = difflib.get_close_matches(gym_id, list(gymnasium.registry), n=1)
+        close = difflib.get_close_matches(bare_id, list(gymnasium.registry), n=1)
         hint = f" (did you mean 'gym:{close[0]}'?)" if close else ""
         raise OptionError(f"unknown Gymnasium id {gym_id!r}{hint}: {err}") from None
 
@@ -127,7 +151,7 @@ class GymOption(NamedTuple):
 def gym_options(gym_id: str) -> tuple[list[GymOption], bool]:
     """The options of ``gym:<id>`` (``gymnasium.make``'s own, then the id's registered kwargs
     and its constructor's parameters) and whether the constructor also takes ``**kwargs``."""
-    spec = _spec(gym_id)
+    spec = spec_of(gym_id)
     parameters, opens = _constructor_parameters(spec)
     make_defaults = {"max_episode_steps": spec.max_episode_steps,
                      "disable_env_checker": spec.disable_env_checker, "render_mode": None}
@@ -195,12 +219,15 @@ class GymEnvironment(Environment):
     """
 
     gym_id: str = ""
+    #: What ``gymnasium.make`` is given: the id's spec, or a spec made for a class.
+    gym_spec: Any = None
+    MESSAGES = ("gym_spaces",)
 
     def __init__(self, **make_kwargs: Any):
         super().__init__()
         if not self.gym_id:
             raise OptionError("GymEnvironment needs a gym id; expected a gym:<id> name")
-        self.gym_env = gymnasium.make(self.gym_id, **make_kwargs)
+        self.gym_env = gymnasium.make(self.gym_spec or self.gym_id, **make_kwargs)
         self.observation_codec = GymSpaceCodec(self.gym_env.observation_space,
                                                f"gym:{self.gym_id} observation space", arrays=True)
         self.action_codec = GymSpaceCodec(self.gym_env.action_space,
@@ -231,6 +258,11 @@ class GymEnvironment(Environment):
         return StepResult(float(reward), self.observation_codec.to_value(observation),
                           bool(terminated or truncated), extra or None)
 
+    def game_message(self, command: str, args: list[str]) -> str | None:
+        if command == "gym_spaces" and not args:
+            return spaces_reply(self.gym_env.observation_space, self.gym_env.action_space)
+        return None
+
     def legal_actions(self) -> list[int] | None:
         mask = self.last_info.get("action_mask") if isinstance(self.last_info, dict) else None
         space = self.gym_env.action_space
@@ -249,7 +281,22 @@ def is_gym_name(name: str) -> bool:
 def environment_class(name: str) -> type[GymEnvironment]:
     """The GymEnvironment subclass for ``gym:<id>``; OptionError for an unknown id."""
     gym_id = name[len(GYM_PREFIX):] if is_gym_name(name) else name
-    _spec(gym_id)
+    spec = spec_of(gym_id)
     return type(f"Gym[{gym_id}]", (GymEnvironment,),
-                {"gym_id": gym_id, "name": GYM_PREFIX + gym_id, "__module__": __name__,
+                {"gym_id": gym_id, "gym_spec": spec, "name": GYM_PREFIX + gym_id,
+                 "__module__": __name__,
                  "__doc__": f"Gymnasium's {gym_id} as an rlbridge environment."})
+
+
+def is_gym_class(found: object) -> bool:
+    """Whether ``found`` is a gymnasium.Env class (and not an rlbridge Environment)."""
+    return isinstance(found, type) and issubclass(found, gymnasium.Env) \
+        and not issubclass(found, Environment)
+
+
+def class_environment(name: str) -> type[GymEnvironment]:
+    """The GymEnvironment subclass serving ``module:Class``, a gymnasium.Env class; its
+    options are the class's keyword arguments (with gymnasium.make's own)."""
+    cls = environment_class(name)
+    cls.name = name
+    return cls

@@ -14,6 +14,10 @@ Box               an array (EXTRA ARRAYS) of its  plain ints (integer Box) or do
                   bounds in INTS or DOUBLES       each element's bounds
 ================  ==============================  ===================================
 
+:func:`describe_space` and :func:`space_from` carry a space's structure (Dict keys,
+dtypes, shapes, starts, bounds) as JSON, so that :class:`RestoredCodec` gives a served
+env's own spaces and elements back on the other side of the wire (``gym_spaces``).
+
 Actions never use arrays because RL-Glue agents (C, JavaScript, ``random``) answer with
 plain ints and doubles. Infinite bounds are NEGINF/POSINF. Anything else (``Text``,
 ``Graph``, ``Sequence``, ``OneOf``, a Box dtype that cannot cross the wire) raises
@@ -22,13 +26,15 @@ plain ints and doubles. Infinite bounds are NEGINF/POSINF. Anything else (``Text
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
-from rlbridge.protocol.errors import InvalidAction, TaskSpecError
+from rlbridge.protocol.errors import InvalidAction, PeerError, TaskSpecError
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec
 from rlbridge.protocol.values import WIRE_DTYPES, Value
 
@@ -149,31 +155,157 @@ class GymSpaceCodec:
 
     # -- Value -> element (actions) --------------------------------------------------
     def from_value(self, value: Value) -> Any:
-        """The space element an action Value stands for; InvalidAction when it is none."""
-        ints, doubles = list(value.flat_ints()), list(value.flat_doubles())
+        """The space element a Value stands for; InvalidAction when it is none."""
+        if self.use_arrays:
+            ints, doubles = [int(x) for x in value.ints], [float(x) for x in value.doubles]
+            if len(value.arrays) != len(self.layout.arrays):
+                raise InvalidAction(f"{self.what} must have {len(self.layout.arrays)} arrays for "
+                                    f"{self.space}; got {len(value.arrays)}")
+        else:
+            ints, doubles = list(value.flat_ints()), list(value.flat_doubles())
         expected_ints, expected_doubles = len(self.layout.ints), len(self.layout.doubles)
         if len(ints) != expected_ints or len(doubles) != expected_doubles:
             raise InvalidAction(f"{self.what} must have {expected_ints} ints and "
                                 f"{expected_doubles} doubles for {self.space}; got {len(ints)} "
                                 f"and {len(doubles)}")
-        element = self._build(self.space, ints[::-1], doubles[::-1])
+        element = self._build(self.space, ints[::-1], doubles[::-1], list(value.arrays[::-1]))
         if not self.space.contains(element):
             raise InvalidAction(f"{self.what} {value} is not an element of {self.space}")
         return element
 
-    def _build(self, space, ints: list, doubles: list) -> Any:
-        """Pops from the reversed ``ints`` and ``doubles``: each member takes its own."""
+    def _build(self, space, ints: list, doubles: list, arrays: list) -> Any:
+        """Pops from the reversed ``ints``, ``doubles`` and ``arrays``: each member takes its
+        own."""
         if isinstance(space, spaces.Discrete):
             return np.int64(ints.pop())
         if isinstance(space, (spaces.MultiDiscrete, spaces.MultiBinary)):
             shape = space.shape
             count = int(np.prod(shape))
             return np.array([ints.pop() for _ in range(count)], dtype=space.dtype).reshape(shape)
+        if isinstance(space, spaces.Box) and self.use_arrays:
+            return np.array(arrays.pop(), dtype=space.dtype).reshape(space.shape)
         if isinstance(space, spaces.Box):
             source = doubles if np.dtype(space.dtype).kind == "f" else ints
             count = int(np.prod(space.shape))
             return np.array([source.pop() for _ in range(count)], dtype=space.dtype) \
                 .reshape(space.shape)
         if isinstance(space, spaces.Tuple):
-            return tuple(self._build(member, ints, doubles) for member in space.spaces)
-        return {key: self._build(member, ints, doubles) for key, member in space.spaces.items()}
+            return tuple(self._build(member, ints, doubles, arrays) for member in space.spaces)
+        return {key: self._build(member, ints, doubles, arrays)
+                for key, member in space.spaces.items()}
+
+
+# -- a space's structure as JSON, and back ----------------------------------------------
+def _number(x: float) -> float | str:
+    """JSON has no infinities: they travel as "inf" and "-inf"."""
+    return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")
+
+
+def _bound(array: np.ndarray) -> Any:
+    """One number when every element is the same, else the nested list."""
+    flat = np.asarray(array, dtype=np.float64).ravel()
+    if flat.size and (flat == flat[0]).all():
+        return _number(float(flat[0]))
+    return [_number(x) for x in flat.tolist()]
+
+
+def describe_space(space: spaces.Space) -> dict:
+    """A JSON-ready description of ``space`` (one GymSpaceCodec can express)."""
+    if isinstance(space, spaces.Discrete):
+        return {"kind": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, spaces.MultiDiscrete):
+        return {"kind": "MultiDiscrete", "nvec": space.nvec.tolist(),
+                "start": np.broadcast_to(space.start, space.nvec.shape).tolist(),
+                "dtype": np.dtype(space.dtype).str}
+    if isinstance(space, spaces.MultiBinary):
+        return {"kind": "MultiBinary", "n": np.asarray(space.n).tolist()}
+    if isinstance(space, spaces.Box):
+        return {"kind": "Box", "shape": list(space.shape), "dtype": np.dtype(space.dtype).str,
+                "low": _bound(space.low), "high": _bound(space.high)}
+    if isinstance(space, spaces.Tuple):
+        return {"kind": "Tuple", "spaces": [describe_space(member) for member in space.spaces]}
+    return {"kind": "Dict", "spaces": [[str(key), describe_space(member)]
+                                       for key, member in space.spaces.items()]}
+
+
+def _read_bound(text: Any, shape: tuple[int, ...]) -> np.ndarray:
+    values = text if isinstance(text, list) else [text]
+    floats = np.array([float(x) for x in values], dtype=np.float64)
+    return np.broadcast_to(floats, shape) if floats.size == 1 else floats.reshape(shape)
+
+
+def space_from(description: Any) -> spaces.Space:
+    """The space :func:`describe_space` described; ValueError or TypeError (KeyError)
+    when ``description`` is not such a description."""
+    kind = description["kind"]
+    if kind == "Discrete":
+        return spaces.Discrete(int(description["n"]), start=int(description["start"]))
+    if kind == "MultiDiscrete":
+        return spaces.MultiDiscrete(np.array(description["nvec"], dtype=np.int64),
+                                    dtype=np.dtype(str(description["dtype"])),
+                                    start=np.array(description["start"], dtype=np.int64))
+    if kind == "MultiBinary":
+        return spaces.MultiBinary(description["n"])
+    if kind == "Box":
+        shape = tuple(int(x) for x in description["shape"])
+        dtype = np.dtype(str(description["dtype"]))
+        if dtype.str not in WIRE_DTYPES:
+            raise ValueError(f"dtype {dtype} cannot cross the wire")
+        low, high = _read_bound(description["low"], shape), _read_bound(description["high"], shape)
+        if dtype.kind in "biu":  # int bounds beyond the dtype are its limits (as inf was)
+            info = np.iinfo(dtype) if dtype.kind != "b" else None
+            lowest, highest = (0, 1) if info is None else (info.min, info.max)
+            low = np.clip(np.nan_to_num(low, neginf=lowest, posinf=highest), lowest, highest)
+            high = np.clip(np.nan_to_num(high, neginf=lowest, posinf=highest), lowest, highest)
+        return spaces.Box(low.astype(dtype), high.astype(dtype), shape, dtype)
+    if kind == "Tuple":
+        return spaces.Tuple([space_from(member) for member in description["spaces"]])
+    if kind == "Dict":
+        return spaces.Dict({str(key): space_from(member) for key, member in description["spaces"]})
+    raise ValueError(f"unknown space kind {kind!r}")
+
+
+def spaces_reply(observation_space: spaces.Space, action_space: spaces.Space) -> str:
+    """The ``gym_spaces`` reply of a served env."""
+    return json.dumps({"observation": describe_space(observation_space),
+                       "action": describe_space(action_space)}, separators=(",", ":"))
+
+
+class RestoredCodec:
+    """A served Gymnasium env's own space on the client's side: ``to_gym`` turns a Value
+    into its element (observations), ``from_gym`` an element into a Value (actions)."""
+
+    def __init__(self, space: spaces.Space, what: str):
+        self.space = space
+        self.what = what
+        self.reader = GymSpaceCodec(space, what, arrays=True)  # observations carry arrays
+        self.writer = GymSpaceCodec(space, what, arrays=False)  # actions never do
+
+    def to_gym(self, value: Value) -> Any:
+        return self.reader.from_value(value)
+
+    def from_gym(self, element: Any) -> Value:
+        if not self.space.contains(element):
+            raise InvalidAction(f"{self.what} must be an element of {self.space}; got {element!r}")
+        return self.writer.to_value(element)
+
+
+def restored_codecs(reply: str, observations: SpaceSpec,
+                    actions: SpaceSpec) -> tuple[RestoredCodec, RestoredCodec]:
+    """The codecs of a ``gym_spaces`` reply; PeerError unless it describes spaces whose
+    task-spec parts are ``observations`` and ``actions`` (what the env said at init)."""
+    try:
+        described = json.loads(reply)
+        observation_space = space_from(described["observation"])
+        action_space = space_from(described["action"])
+        codecs = (RestoredCodec(observation_space, "observation"),
+                  RestoredCodec(action_space, "action"))
+    except (ValueError, TypeError, KeyError, IndexError, TaskSpecError) as err:
+        raise PeerError(f"gym_spaces: expected a JSON description of the served env's "
+                        f"spaces; got {reply[:80]!r} ({err})") from None
+    for codec, carried, declared in ((codecs[0], codecs[0].reader, observations),
+                                     (codecs[1], codecs[1].writer, actions)):
+        if carried.space_spec() != declared:
+            raise PeerError(f"gym_spaces: the {codec.what} space {codec.space} does not match "
+                            f"the task spec's {codec.what}s; expected one that gives {declared}")
+    return codecs

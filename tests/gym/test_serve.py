@@ -8,8 +8,11 @@ import sys
 import numpy as np
 import pytest
 from gymnasium import spaces
+from gymnasium.utils.env_checker import check_env, data_equivalence
 
 from rlbridge.cli import main
+from rlbridge.experiment.api import derive_seeds
+from rlbridge.gym import RLBridgeEnv
 from rlbridge.gym.serve import convert_gym_options, environment_class
 from rlbridge.gym.taskspec import GymSpaceCodec
 from rlbridge.options import build, typed_options
@@ -17,6 +20,7 @@ from rlbridge.protocol.errors import InvalidAction, OptionError, TaskSpecError
 from rlbridge.protocol.values import Value
 from rlbridge.registry import ENVIRONMENTS, target
 from tests.clients.helpers import SUMMARY, agent_command, build_c, check_js, start, stop
+from tests.gym.gymmods import DictEnv
 
 
 def test_gym_names_resolve_wherever_an_environment_name_goes():
@@ -180,3 +184,35 @@ def test_gymnasium_blackjack_served_matches_our_blackjack_in_distribution():
         pooled = (p + q) / 2
         standard_error = np.sqrt(2 * pooled * (1 - pooled) / episodes)
         assert abs(p - q) < 4 * standard_error, (outcome, p, q)
+
+
+@pytest.mark.parametrize("name", ["gym:tests.gym.gymmods:DictEnv-v0", "tests.gym.gymmods:DictEnv"])
+@pytest.mark.parametrize("where", ["local", "remote"])
+def test_a_users_gymnasium_env_keeps_its_keys_and_dtypes_over_the_wire(name, where):
+    """A Gymnasium id registered by the user's module, and a plain gymnasium.Env class as
+    module:Class, served and used through RLBridgeEnv: the same spaces, the same elements
+    for the same seed, and float32 actions arrive as float32."""
+    slow = {"timeout_ms": 60_000, "connect_timeout_ms": 60_000}
+    env = RLBridgeEnv(name) if where == "local" else RLBridgeEnv.spawn(name, {"length": 3},
+                                                                         **slow)
+    original = DictEnv(length=3)
+    try:
+        assert env.observation_space == original.observation_space
+        assert env.action_space == original.action_space
+        assert set(env.observation_space.spaces) == {"pos", "flag", "img"}
+        check_env(env, skip_render_check=True)
+        action = np.array([0.25, -0.5], dtype=np.float32)
+        # RLBridgeEnv.reset(seed=5) seeds the env as `rlbridge run --seed 5` does.
+        expected = [original.reset(seed=derive_seeds(5)[0]), original.step(action)[:4]]
+        got = [env.reset(seed=5), env.step(action)]
+        assert got[1][4]["action_dtype"] == "float32"
+        assert data_equivalence(got[0], expected[0], exact=True)
+        assert data_equivalence(got[1][:4], expected[1], exact=True)
+    finally:
+        env.close()
+
+
+def test_a_module_that_does_not_import_is_one_line(capsys):
+    assert main(["run", "gym:no_such_module:X-v0", "random"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot import module 'no_such_module'" in err
