@@ -25,10 +25,10 @@ from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_M
 from rlbridge.gym.batched import BatchedActions, BatchedObservations
 from rlbridge.gym.env import ILLEGAL_MODES, RENDER_FPS, IllegalMode, check_applied, reset_messages
 from rlbridge.gym.instances import open_instances
+from rlbridge.gym.masks import InstanceMasks
 from rlbridge.gym.spaces import ValueCodec, action_index_space, wire_low
 from rlbridge.protocol.batch import EnvCall, instance_seed
 from rlbridge.protocol.errors import InvalidAction, OptionError
-from rlbridge.protocol.values import Value
 
 _STEP, _START, _NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
 
@@ -143,18 +143,8 @@ class RLBridgeVectorEnv(VectorEnv):
         self.action_space = self.actions.space
         self.discrete_actions = action_index_space(action_codec)
         width = self.discrete_actions.n if self.discrete_actions is not None else 0
-        #: The game's int for mask index 0.
-        self.action_low = wire_low(action_codec) if width else 0
-        self.masks = np.zeros((num_envs, width), dtype=np.int8)
-        #: Which instances have a mask: all (a legal-mask array), or those whose game
-        #: answered ``legal_actions`` at the first reset (None until then).
-        self.has_mask: np.ndarray | None = np.full(num_envs, self.task_spec.legal_mask is not None
-                                                   and width > 0)
-        self.asks_legal_actions = width > 0 and self.task_spec.legal_mask is None
-        if self.asks_legal_actions:
-            self.has_mask = None
-        #: Whether any instance has a mask (the step's mask work is skipped when none has).
-        self.masked = self.has_mask is not None and bool(self.has_mask.any())
+        self.masks = InstanceMasks(self.task_spec, num_envs, width,
+                                   wire_low(action_codec) if width else 0)
         self.elapsed = np.zeros(num_envs, dtype=np.int64)
         self.autoreset = np.zeros(num_envs, dtype=bool)
         self.restarting = False  # self.autoreset.any()
@@ -199,59 +189,16 @@ class RLBridgeVectorEnv(VectorEnv):
                 self.generators[index] = np.random.default_rng(int(single))
         self.seeded = True
 
-    # -- the legal-action mask -------------------------------------------------------
-    def _update_masks(self, rows: np.ndarray, terminal: np.ndarray) -> None:
-        """Recompute the masks of ``rows``, which just returned an observation (``terminal``
-        their terminal flags), as :meth:`RLBridgeEnv._mask` does for one."""
-        if not len(rows) or not self.masks.shape[1]:
-            return
-        index = self.task_spec.legal_mask
-        if index is not None:
-            stacked = self.observations.array(f"array_{index}")[rows]
-            self.masks[rows] = stacked.reshape(len(rows), -1)[:, : self.masks.shape[1]]
-            return
-        if not self.asks_legal_actions:
-            return
-        first = self.has_mask is None
-        if not first and not self.masked:
-            return
-        self.masks[rows] = 0  # nothing is legal after the end
-        asked = rows[~terminal]
-        if not len(asked):
-            return
-        replies = json.loads(self.instances.batch_message("each legal_actions"))
-        if first:  # as a single env decides at its first reset, each instance for itself
-            self.has_mask = np.array([bool(reply) and not reply.startswith("error")
-                                      for reply in replies])
-            self.masked = bool(self.has_mask.any())
-        for row in asked.tolist():
-            if self.has_mask[row] and replies[row]:
-                legal = np.array([int(word) for word in replies[row].split()], dtype=np.int64)
-                self.masks[row, legal - self.action_low] = 1
-
     def action_masks(self) -> np.ndarray:
         """Each instance's legal actions now, ``(N, n)`` bools; all True for an instance
         whose game names none. OptionError for an action space that is not Discrete."""
         if self.discrete_actions is None:
             raise OptionError(f"action_masks needs a Discrete action space; {self.name}'s is "
                               f"{self.single_action_space}")
-        masks = self.masks.astype(bool)
-        if self.has_mask is None or not self.masked:
-            masks[:] = True
-        else:
-            masks[~self.has_mask] = True
-        return masks
+        return self.masks.as_bools()
 
-    def _mask_info(self, infos: dict[str, Any], rows: np.ndarray | None = None) -> dict[str, Any]:
-        """Add the masks of every instance, or of the instances ``rows`` (a bool array:
-        a reset with a reset_mask informs only about the instances it started)."""
-        if self.masked:
-            present = self.has_mask if rows is None else self.has_mask & rows
-            if present.any():
-                masks = self.masks.copy()
-                masks[~present] = 0  # zero where an instance has no mask
-                infos["action_mask"], infos["_action_mask"] = masks, present.copy()
-        return infos
+    def _update_masks(self, rows: np.ndarray, terminal: np.ndarray) -> None:
+        self.masks.update(rows, terminal, self.observations.array, self.instances.batch_message)
 
     # -- Gymnasium's API ---------------------------------------------------------------
     def reset(self, *, seed: int | Sequence[int | None] | None = None,
@@ -291,23 +238,7 @@ class RLBridgeVectorEnv(VectorEnv):
         self.restarting = bool(self.autoreset.any())
         self._update_masks(rows, np.zeros(len(rows), dtype=bool))
         self.needs_reset = False
-        return self.observations.current(), self._mask_info({}, starting)
-
-    def _illegal_rows(self, rows: list[int], values: list[Value]) -> list[int]:
-        """The positions in ``rows`` whose action the instance's mask rules out."""
-        if not self.masked:
-            return []
-        moves = np.fromiter((value.ints[0] for value in values), dtype=np.int64,
-                            count=len(values)) - self.action_low
-        at = np.asarray(rows, dtype=np.intp)
-        return np.flatnonzero(self.has_mask[at] & (self.masks[at, moves] == 0)).tolist()
-
-    def _random_legal(self, row: int) -> Value:
-        legal = np.flatnonzero(self.masks[row]) + self.action_low
-        if not len(legal):
-            raise InvalidAction(f"instance {row}: illegal='random' needs a legal action to play "
-                                f"instead; expected {self.name} to name some, got none")
-        return Value(ints=(int(legal[int(self.generators[row].integers(len(legal)))]),))
+        return self.observations.current(), self.masks.info({}, starting)
 
     def step_async(self, actions) -> None:
         """Hand over the actions of the next step; :meth:`step_wait` takes its result."""
@@ -337,17 +268,19 @@ class RLBridgeVectorEnv(VectorEnv):
         starting = self.autoreset
         rows = np.flatnonzero(~starting).tolist() if self.restarting else self.all_rows
         values = self.actions.values(actions, rows)
-        illegal = self._illegal_rows(rows, values)
+        illegal = self.masks.illegal(rows, values)
         penalised: list[int] = []
         if illegal:
             if self.illegal == "raise":
-                row = rows[illegal[0]]
-                raise InvalidAction(f"instance {row}: action {values[illegal[0]].ints[0]} is not "
-                                    f"legal now; legal: "
-                                    f"{(np.flatnonzero(self.masks[row]) + self.action_low).tolist()}")
+                row, start = rows[illegal[0]], int(self.discrete_actions.start)
+                move = values[illegal[0]].ints[0] - self.masks.low + start
+                raise InvalidAction(f"instance {row}: action {move} is not legal now; legal: "
+                                    f"{(np.flatnonzero(self.masks.masks[row]) + start).tolist()}")
             if self.illegal == "random":
                 for position in illegal:
-                    values[position] = self._random_legal(rows[position])
+                    row = rows[position]
+                    values[position] = self.masks.random_legal(row, self.generators[row],
+                                                               self.name)
             else:
                 penalised = [rows[position] for position in illegal]
                 for position in reversed(illegal):
@@ -394,8 +327,8 @@ class RLBridgeVectorEnv(VectorEnv):
             info = dict(game_infos[row] or {}) if game_infos else {}
             if row in illegal_rows:
                 info["illegal_action"] = True
-            if self.masked and self.has_mask[row]:
-                info["action_mask"] = self.masks[row].copy()
+            if self.masks.has(row):
+                info["action_mask"] = self.masks.masks[row].copy()
             self._add_info(infos, {"final_obs": self.observations.row(last, row),
                                    "final_info": info}, row)
         calls = np.where(ended, _START, _NONE).astype(np.uint8)
@@ -409,7 +342,7 @@ class RLBridgeVectorEnv(VectorEnv):
                                                     if running[row]])
         for key, value in kept.items():
             infos.setdefault(key, value)
-        return self._mask_info(infos)
+        return self.masks.info(infos)
 
     def _step_infos(self, game_infos: list | None, starting: np.ndarray,
                     illegal_rows: list[int]) -> dict[str, Any]:
@@ -418,7 +351,7 @@ class RLBridgeVectorEnv(VectorEnv):
         info is its reset's: the mask alone)."""
         infos: dict[str, Any] = {}
         if not game_infos and not illegal_rows:
-            return self._mask_info(infos)
+            return self.masks.info(infos)
         extras = {row: info for row, info in enumerate(game_infos or ())
                   if info and not starting[row]}
         for row in sorted({*extras, *illegal_rows}):
@@ -426,7 +359,7 @@ class RLBridgeVectorEnv(VectorEnv):
             if row in illegal_rows:
                 info["illegal_action"] = True
             self._add_info(infos, info, row)
-        return self._mask_info(infos)
+        return self.masks.info(infos)
 
     # -- rendering and the rest ------------------------------------------------------
     def render(self) -> tuple[np.ndarray, ...] | None:
