@@ -12,7 +12,7 @@ plain ints with an infinite/UNSPEC     ``Box(int64)``, missing bounds at int64's
 plain doubles                          ``Box(float64, (n,))``, UNSPEC as -inf/+inf
 each array in EXTRA ARRAYS             ``Box(dtype, shape)`` with its elements' bounds
                                        (``|b1`` arrays: ``Box(bool)``)
-CHARCOUNT n                            ``Text(max_length=n)``
+CHARCOUNT n                            ``Text(max_length=n)`` of printable characters
 =====================================  ==============================================
 
 Discrete and MultiDiscrete parts start at 0, as Stable-Baselines3 and most RL libraries
@@ -28,6 +28,7 @@ legal-action mask array (task spec ``legal_mask``) stays in the observation too.
 from __future__ import annotations
 
 import math
+import string
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,7 +129,8 @@ class ValueCodec:
                 low.reshape(array.shape), high.reshape(array.shape), shape=array.shape,
                 dtype=dtype)))
         if spec.charcount:
-            parts.append(_Part("chars", spaces.Text(max_length=spec.charcount, min_length=0)))
+            parts.append(_Part("chars", spaces.Text(max_length=spec.charcount, min_length=0,
+                                                    charset=string.printable)))
         if not parts:
             raise TaskSpecError(f"the task spec's {what}s are empty; Gymnasium needs a space")
         self.parts = parts

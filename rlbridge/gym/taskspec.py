@@ -273,21 +273,21 @@ def spaces_reply(observation_space: spaces.Space, action_space: spaces.Space) ->
 
 class RestoredCodec:
     """A served Gymnasium env's own space on the client's side: ``to_gym`` turns a Value
-    into its element (observations), ``from_gym`` an element into a Value (actions)."""
+    into its element, ``from_gym`` an element into a Value. ``arrays`` as for
+    :class:`GymSpaceCodec`: True for observations, False for actions."""
 
-    def __init__(self, space: spaces.Space, what: str):
+    def __init__(self, space: spaces.Space, what: str, *, arrays: bool):
         self.space = space
         self.what = what
-        self.reader = GymSpaceCodec(space, what, arrays=True)  # observations carry arrays
-        self.writer = GymSpaceCodec(space, what, arrays=False)  # actions never do
+        self.codec = GymSpaceCodec(space, what, arrays=arrays)
 
     def to_gym(self, value: Value) -> Any:
-        return self.reader.from_value(value)
+        return self.codec.from_value(value)
 
     def from_gym(self, element: Any) -> Value:
         if not self.space.contains(element):
             raise InvalidAction(f"{self.what} must be an element of {self.space}; got {element!r}")
-        return self.writer.to_value(element)
+        return self.codec.to_value(element)
 
 
 def restored_codecs(reply: str, observations: SpaceSpec,
@@ -298,14 +298,13 @@ def restored_codecs(reply: str, observations: SpaceSpec,
         described = json.loads(reply)
         observation_space = space_from(described["observation"])
         action_space = space_from(described["action"])
-        codecs = (RestoredCodec(observation_space, "observation"),
-                  RestoredCodec(action_space, "action"))
+        codecs = (RestoredCodec(observation_space, "observation", arrays=True),
+                  RestoredCodec(action_space, "action", arrays=False))
     except (ValueError, TypeError, KeyError, IndexError, TaskSpecError) as err:
         raise PeerError(f"gym_spaces: expected a JSON description of the served env's "
                         f"spaces; got {reply[:80]!r} ({err})") from None
-    for codec, carried, declared in ((codecs[0], codecs[0].reader, observations),
-                                     (codecs[1], codecs[1].writer, actions)):
-        if carried.space_spec() != declared:
+    for codec, declared in zip(codecs, (observations, actions), strict=True):
+        if codec.codec.space_spec() != declared:
             raise PeerError(f"gym_spaces: the {codec.what} space {codec.space} does not match "
                             f"the task spec's {codec.what}s; expected one that gives {declared}")
     return codecs

@@ -6,12 +6,16 @@ import os
 import subprocess
 import sys
 
+import gymnasium
 import minari
 import numpy as np
+import pytest
 
-from rlbridge.experiment.log.export import gym_space, value_parts
+from rlbridge.experiment.log.export import value_parts
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import read_episodes
+from rlbridge.gym import RLBridgeEnv
+from rlbridge.gym.spaces import ValueCodec
 from rlbridge.protocol.taskspec import parse
 
 
@@ -75,9 +79,11 @@ def test_minari_dataset_loads_back_and_matches_the_blackjack_log(tmp_path, monke
     shown = run("log", "export", log, "--minari", "rlbridge/blackjack/random-v0").stdout
     assert "wrote Minari dataset rlbridge/blackjack/random-v0: 20 episodes" in shown
     dataset = minari.load_dataset("rlbridge/blackjack/random-v0")
-    spec = parse(LogReader(log).header["task_spec"])
-    assert dataset.observation_space == gym_space(spec.observations)
-    assert str(dataset.action_space) == "Discrete(2)"
+    live = dataset.recover_environment()
+    assert live.unwrapped.name == "blackjack" and not live.unwrapped.closed
+    assert dataset.observation_space == live.observation_space == RLBridgeEnv("blackjack") \
+        .observation_space
+    assert dataset.action_space == live.action_space
     metadata = dataset.storage.metadata
     assert (metadata["game"], metadata["agent"], metadata["seed"]) == ("blackjack", "random", 3)
     assert metadata["rlbridge_version"] and metadata["env_options"] == {}
@@ -86,8 +92,9 @@ def test_minari_dataset_loads_back_and_matches_the_blackjack_log(tmp_path, monke
     for logged, stored in zip(episodes, dataset.iterate_episodes(), strict=True):
         count = len(logged.rewards)
         assert stored.observations.dtype == np.int64
-        assert stored.observations[:count].tolist() == [list(o.ints) for o in
-                                                        logged.observations[:count]]
+        # The live env's elements: Blackjack's ints shifted to start at 0.
+        assert stored.observations[:count].tolist() == [
+            [o.ints[0] - 4, o.ints[1] - 1, o.ints[2]] for o in logged.observations[:count]]
         assert stored.actions.tolist() == [a.ints[0] for a in logged.actions[:count]]
         assert stored.rewards.tolist() == logged.rewards
         assert stored.terminations.tolist() == [i == count - 1 for i in range(count)]
@@ -100,16 +107,18 @@ def test_minari_dataset_of_a_cut_off_minesweeper_run(tmp_path, monkeypatch):
     out = str(tmp_path / "ms.npz")
     run("log", "export", log, "--minari", "rlbridge/minesweeper/random-v0", "--npz", out)
     dataset = minari.load_dataset("rlbridge/minesweeper/random-v0")
-    assert set(dataset.observation_space.spaces) == {"array0", "array1"}
-    assert dataset.observation_space["array0"].dtype == np.int8
+    live = dataset.recover_environment()
+    assert dataset.observation_space == live.observation_space  # keys array_0, array_1
+    assert dataset.action_space == live.action_space
+    assert dataset.observation_space["array_0"].dtype == np.int8
     data = np.load(out)
     start = 0
     for stored in dataset.iterate_episodes():
         count = len(stored.rewards)
         rows = slice(start, start + count)
-        assert np.array_equal(stored.observations["array0"][:count],
+        assert np.array_equal(stored.observations["array_0"][:count],
                               data["observations_array0"][rows])
-        assert np.array_equal(stored.observations["array1"][1:],
+        assert np.array_equal(stored.observations["array_1"][1:],
                               data["next_observations_array1"][rows])
         assert np.array_equal(stored.actions, data["actions"][rows])
         assert np.array_equal(stored.rewards, data["rewards"][rows])
@@ -125,16 +134,34 @@ def test_spaces_follow_the_task_spec():
                     '{"observations":[["|b1",[37]]],"legal_mask":0}')
     names = [part.name for part in value_parts(reversi.observations)]
     assert names == ["ints", "doubles", "array0"]
-    space = gym_space(reversi.observations)
-    assert space["ints"].shape == (144,) and space["array0"].dtype == bool
-    assert space["doubles"].high.tolist() == [np.inf, np.inf]
-    action = gym_space(reversi.actions)
-    assert (action.n, action.start) == (37, -1)
     texts = parse("VERSION RL-Glue-3.0 OBSERVATIONS CHARCOUNT 5 ACTIONS DOUBLES (-1 1) "
                   "REWARDS (0 1) EXTRA")
-    assert gym_space(texts.observations).contains("")
-    assert gym_space(texts.observations).contains("a b!")
-    assert gym_space(texts.actions).shape == (1,)
+    assert ValueCodec(texts.observations).space.contains("")
+    assert ValueCodec(texts.observations).space.contains("a b!")  # any printable text
+
+
+def test_a_served_gymnasium_envs_dataset_has_its_own_spaces(tmp_path, monkeypatch):
+    """CartPole's float32 observations and FrozenLake's ids come back as the envs have them."""
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
+    log = logged_run(tmp_path, "gym:CartPole-v1", "--episodes", "3")
+    run("log", "export", log, "--minari", "rlbridge/cartpole/random-v0")
+    dataset = minari.load_dataset("rlbridge/cartpole/random-v0")
+    live = dataset.recover_environment()
+    original = gymnasium.make("CartPole-v1")
+    assert dataset.observation_space == live.observation_space == original.observation_space
+    assert dataset.action_space == live.action_space == original.action_space
+    for stored, logged in zip(dataset.iterate_episodes(), read_episodes(LogReader(log)),
+                              strict=True):
+        assert stored.observations.dtype == np.float32
+        assert np.array_equal(stored.observations[0], logged.observations[0].arrays[0])
+
+
+@pytest.mark.parametrize("name", ["rlbridge/blackjack/random", "random-v", "a b-v0"])
+def test_a_dataset_id_without_a_version_is_one_line(tmp_path, name):
+    result = subprocess.run([sys.executable, "-m", "rlbridge", "log", "export", "x.log",
+                             "--minari", name], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "Minari's form namespace/name-vN" in result.stderr
 
 
 def test_export_without_a_target_says_what_it_expects(tmp_path):

@@ -107,6 +107,12 @@ def _export(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     try:
+        if args.minari:  # a mistyped id is the command line's mistake, before any work
+            export.check_dataset_id(args.minari)
+    except RLBridgeError as err:
+        print(f"rlbridge log export: {err}", file=sys.stderr)
+        return 2
+    try:
         reader = _reader(args.file)
         if args.npz:
             rows = export.export_npz(reader, args.npz)

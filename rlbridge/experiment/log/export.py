@@ -1,5 +1,9 @@
 """Exporting a message log as per-step arrays for offline RL: an npz file or a Minari dataset.
 
+A Minari dataset holds the elements of the logged game's Gymnasium env (RLBridgeEnv:
+its keys, dtypes and zero-based starts), which ``recover_environment()`` makes again
+(:mod:`rlbridge.gym.dataset`); the npz file holds the parts below.
+
 A value is split into parts by its task spec: the plain ints, the plain doubles,
 the chars, and each array (``ints``, ``doubles``, ``chars``, ``array0``, ...).
 Each part keeps its own dtype and shape; a single plain int is a scalar. One
@@ -16,7 +20,6 @@ the environment took and flags the last one as truncated.
 from __future__ import annotations
 
 import math
-import string
 import warnings
 from dataclasses import dataclass
 
@@ -24,7 +27,7 @@ import numpy as np
 
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import Episode, read_episodes
-from rlbridge.protocol.errors import LogError
+from rlbridge.protocol.errors import LogError, OptionError
 from rlbridge.protocol.taskspec import SpaceSpec, TaskSpec, parse
 from rlbridge.protocol.values import Value
 
@@ -102,25 +105,6 @@ def value_parts(space: SpaceSpec) -> list[Part]:
         low, high = _bounds(bounds, dtype, array.shape)
         parts.append(Part(f"array{index}", "array", index, dtype, array.shape, low, high))
     return parts
-
-
-def gym_space(space: SpaceSpec):
-    """The Gymnasium space of ``space``: Discrete for one int range, Box for arrays and
-    vectors, Text for chars, a Dict of parts for several parts."""
-    spaces = _require("gymnasium").spaces
-    built = {}
-    for part in value_parts(space):
-        if part.discrete:
-            low, high = int(part.low), int(part.high)
-            built[part.name] = spaces.Discrete(high - low + 1, start=low)
-        elif part.source == "chars":
-            built[part.name] = spaces.Text(max_length=space.charcount, min_length=0,
-                                              charset=string.printable)
-        else:
-            built[part.name] = spaces.Box(part.low, part.high, part.shape, part.dtype)
-    if len(built) == 1:
-        return next(iter(built.values()))
-    return spaces.Dict(built)
 
 
 def _require(module: str):
@@ -233,38 +217,45 @@ def _concat(chunks: list[np.ndarray], dtype) -> np.ndarray:
     return np.concatenate(chunks).astype(dtype) if chunks else np.zeros(0, dtype)
 
 
-def _single_or_dict(arrays: dict[str, np.ndarray]):
-    return arrays if len(arrays) > 1 else next(iter(arrays.values()))
+def check_dataset_id(dataset_id: str) -> None:
+    """OptionError unless ``dataset_id`` is Minari's ``[namespace/]name-vN`` form."""
+    import re
+
+    if not re.fullmatch(r"(?:[\w.-]+/)*[\w.-]+-v\d+", dataset_id):
+        raise OptionError(f"--minari takes a dataset id of Minari's form namespace/name-vN "
+                          f"(such as rlbridge/blackjack/random-v0); got {dataset_id!r}")
 
 
 def export_minari(reader: LogReader, dataset_id: str) -> tuple[int, int]:
     """Write a Minari dataset named ``dataset_id`` (under MINARI_DATASETS_PATH or Minari's
-    default root); return (episodes, steps)."""
+    default root); return (episodes, steps). Its spaces and elements are those of the
+    logged game's RLBridgeEnv, which ``recover_environment()`` makes (rlbridge.gym.dataset)."""
+    check_dataset_id(dataset_id)
     minari = _require("minari")
     from minari.data_collector import EpisodeBuffer
 
-    spec, episodes = log_steps(reader)
-    if not episodes:
-        raise LogError(f"log {reader.path} holds no episode with a step; nothing to export")
-    observation_space, action_space = gym_space(spec.observations), gym_space(spec.actions)
+    from rlbridge.gym.dataset import episode_buffer, live_env
+
+    text = reader.header.get("task_spec")
+    if not text:
+        raise LogError(f"log {reader.path} has no task spec in its header; cannot derive spaces")
+    spec = parse(text)
     header = reader.header
+    live = live_env(header, spec)
     buffers = []
-    for number, steps in enumerate(episodes):
-        count = len(steps)
-        buffers.append(EpisodeBuffer(
-            id=number,
-            observations=_single_or_dict(steps.observations),
-            actions=_single_or_dict(steps.actions),
-            rewards=steps.rewards.tolist(),
-            terminations=[steps.terminal and i == count - 1 for i in range(count)],
-            truncations=[(not steps.terminal) and i == count - 1 for i in range(count)],
-            infos={}))
+    for episode in read_episodes(reader):
+        buffer = episode_buffer(live, len(buffers), episode, EpisodeBuffer)
+        if buffer is not None:
+            buffers.append(buffer)
+    if not buffers:
+        raise LogError(f"log {reader.path} holds no episode with a step; nothing to export")
     try:
         with warnings.catch_warnings():  # Minari's advice on authors and permalinks
             warnings.simplefilter("ignore", UserWarning)
             dataset = minari.create_dataset_from_buffers(
-                dataset_id, buffers, observation_space=observation_space,
-                action_space=action_space, algorithm_name=str(header.get("agent") or "unknown"),
+                dataset_id, buffers, env=live.spec, observation_space=live.observations.space,
+                action_space=live.actions.space,
+                algorithm_name=str(header.get("agent") or "unknown"),
                 description=f"rlbridge log {reader.path}: {header.get('env')} played by "
                             f"{header.get('agent')}, seed {header.get('seed')}")
     except ValueError as err:
@@ -278,4 +269,4 @@ def export_minari(reader: LogReader, dataset_id: str) -> tuple[int, int]:
         "agent_options": dict(header.get("agent_options") or {}),
         "task_spec": str(header.get("task_spec", "")),
     })
-    return len(episodes), sum(len(steps) for steps in episodes)
+    return len(buffers), sum(len(buffer.rewards) for buffer in buffers)
