@@ -88,6 +88,34 @@ def check_applied(name: str, message: str, reply: str) -> None:
                           f"{reply or 'no answer'}")
 
 
+def rgb_frame(snapshot: dict) -> np.ndarray:
+    """The renderers' picture of a game state as a ``(height, width, 3)`` uint8 array."""
+    from rlbridge.bridge.canvas import load_pygame
+    from rlbridge.bridge.render import init_headless, render
+
+    init_headless()
+    surface = render(snapshot)
+    return np.ascontiguousarray(load_pygame().surfarray.array3d(surface).transpose(1, 0, 2))
+
+
+def show_in_window(snapshot: dict, window: Any, caption: str) -> Any:
+    """Draw a game state in ``window`` (a pygame display surface; None opens one) and
+    return the window."""
+    from rlbridge.bridge.canvas import load_pygame
+    from rlbridge.bridge.render import render
+
+    pygame = load_pygame()
+    surface = render(snapshot)
+    if window is None or window.get_size() != surface.get_size():
+        pygame.display.init()
+        window = pygame.display.set_mode(surface.get_size())
+        pygame.display.set_caption(caption)
+    window.blit(surface, (0, 0))
+    pygame.event.pump()
+    pygame.display.flip()
+    return window
+
+
 class RLBridgeEnv(gymnasium.Env):
     """An rlbridge environment as a Gymnasium environment.
 
@@ -330,27 +358,14 @@ class RLBridgeEnv(gymnasium.Env):
             gymnasium.logger.warn("render() without a render_mode: pass render_mode='rgb_array' "
                                   "or 'human' when making the environment")
             return None
-        from rlbridge.bridge.canvas import load_pygame
-        from rlbridge.bridge.render import init_headless, render
-
         snapshot = self.state_snapshot()
         if snapshot is None:
             raise OptionError(f"{self.name} cannot be rendered: it has no state_snapshot; "
                               f"expected a game with a renderer, got render_mode="
                               f"{self.render_mode!r}")
         if self.render_mode == "rgb_array":
-            init_headless()
-            surface = render(snapshot)
-            return np.ascontiguousarray(load_pygame().surfarray.array3d(surface).transpose(1, 0, 2))
-        pygame = load_pygame()
-        surface = render(snapshot)
-        if self._window is None or self._window.get_size() != surface.get_size():
-            pygame.display.init()
-            self._window = pygame.display.set_mode(surface.get_size())
-            pygame.display.set_caption(f"rlbridge {self.name}")
-        self._window.blit(surface, (0, 0))
-        pygame.event.pump()
-        pygame.display.flip()
+            return rgb_frame(snapshot)
+        self._window = show_in_window(snapshot, self._window, f"rlbridge {self.name}")
         return None
 
     def close(self) -> None:

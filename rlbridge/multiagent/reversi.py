@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlbridge.environments.reversi.core import AGENT, ENV, PASS, ReversiCore, bits_of, cells_of
+from rlbridge.gym.env import RENDER_FPS, rgb_frame, show_in_window
 from rlbridge.protocol.errors import InvalidAction, RLBridgeError
 from rlbridge.protocol.values import Value
 
@@ -62,14 +63,16 @@ class ReversiAEC(AECEnv):
     """Reversi for two agents, player_0 (black) and player_1 (white), taking turns; a side
     with no move passes."""
 
-    metadata = {"render_modes": ["ansi"], "name": "rlbridge_reversi_v0",
-                "is_parallelizable": False}
+    metadata = {"render_modes": ["ansi", "rgb_array", "human"], "name": "rlbridge_reversi_v0",
+                "is_parallelizable": False, "render_fps": RENDER_FPS}
 
     def __init__(self, size: int = 6, render_mode: str | None = None):
         super().__init__()
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"reversi render_mode must be None or 'ansi'; got {render_mode!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"reversi render_mode must be None or one of "
+                             f"{', '.join(self.metadata['render_modes'])}; got {render_mode!r}")
         self.render_mode = render_mode
+        self._window = None
         self.core = ReversiCore(size=size)  # validates the size
         self.size = size
         cells = self.core.geometry.cells
@@ -137,13 +140,31 @@ class ReversiAEC(AECEnv):
             # Dead agents step out in turn; the one that just moved goes last.
             self.agent_selection = WHITE if agent == BLACK else BLACK
 
-    def render(self) -> str | None:
-        if self.render_mode is None:
-            return None
-        return self.core.render()
+    def state_snapshot(self) -> dict:
+        """The renderers' schema, as the ``reversi`` env's, with the mover's legal cells."""
+        core = self.core
+        return {"game": "reversi", "size": self.size, "board": core.board(),
+                "legal": cells_of(core.mover_moves), "last": core.last,
+                "done": core.is_terminal()}
+
+    def render(self) -> str | np.ndarray | None:
+        """``ansi``: the board as text; ``rgb_array``: the renderers' picture; ``human``:
+        that picture in a window."""
+        if self.render_mode == "ansi":
+            return self.core.render()
+        if self.render_mode == "rgb_array":
+            return rgb_frame(self.state_snapshot())
+        if self.render_mode == "human":
+            self._window = show_in_window(self.state_snapshot(), self._window,
+                                          "rlbridge reversi")
+        return None
 
     def close(self) -> None:
-        return None
+        if self._window is not None:
+            from rlbridge.bridge.canvas import load_pygame
+
+            load_pygame().display.quit()
+            self._window = None
 
 
 def env(size: int = 6, render_mode: str | None = None) -> ReversiAEC:

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from pettingzoo.test import api_test
+from pettingzoo.test import api_test, render_test
 
 from rlbridge.environments.reversi.core import AGENT, ReversiCore
 from rlbridge.environments.reversi.env import ReversiEnv
@@ -18,6 +18,18 @@ from rlbridge.protocol.errors import InvalidAction
 @pytest.mark.parametrize("size", [4, 6, 8])
 def test_pettingzoo_api_test_passes(size):
     api_test(ReversiAEC(size=size), num_cycles=1000)
+
+
+def test_pettingzoo_render_test_passes_in_every_mode(monkeypatch):
+    """render_test opens a human window first, then checks each mode's results:
+    rgb_array frames are (h, w, 3) uint8 pictures of the position."""
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    render_test(lambda render_mode=None: ReversiAEC(render_mode=render_mode))
+    game = ReversiAEC(render_mode="rgb_array")
+    first = game.render()
+    game.step(int(np.flatnonzero(game.observe(BLACK)["action_mask"])[0]))
+    assert first.dtype == np.uint8 and first.shape[2] == 3
+    assert not np.array_equal(first, game.render())  # the move is drawn
 
 
 def test_start_is_what_the_reversi_env_shows_its_agent():
