@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from typing import Any
@@ -97,7 +98,8 @@ def play(agent, episodes: int, seed: int, max_pieces: int | None = None,
 
 def _row(agent: str, pieces: str, values: list[int], ms: float, target: str, passed,
          note: str = "", metric: str = "lines/game") -> AgentResult:
-    mean, low, high = mean_interval([float(x) for x in values])
+    # Lines and pieces per game are counts: never below 0.
+    mean, low, high = mean_interval([float(x) for x in values], bounds=(0.0, math.inf))
     return AgentResult(f"tetris 5x12 pieces={pieces}{note}", agent, metric, mean, low, high,
                        target, passed, ms, len(values))
 

@@ -10,6 +10,7 @@ until a terminal step (or a step limit); ``env_cleanup`` at the end; and
 from __future__ import annotations
 
 import json
+import math
 from typing import NamedTuple
 
 from rlbridge.protocol.messages import answer_seed
@@ -65,6 +66,11 @@ class Environment:
     #: :meth:`episode_outcome` is 1.0 or 0.0 (a win rate), ``"mean"`` when it is a number
     #: to average (lines cleared). None: the game reports no outcome.
     OUTCOME: tuple[str, str] | None = None
+    #: The range every episode's return lies in, and that of OUTCOME's values: intervals
+    #: across seeds (sweep reports, learning curves) are clipped to them. Infinite where
+    #: the game has no bound.
+    RETURN_RANGE: tuple[float, float] = (-math.inf, math.inf)
+    OUTCOME_RANGE: tuple[float, float] = (-math.inf, math.inf)
     #: The game's own commands that set up the next episode, answered ``ok`` when applied:
     #: ``gymnasium``'s ``reset(options={COMMAND: ARGS})`` sends them (rlbridge.gym).
     RESET_OPTIONS: tuple[str, ...] = ()

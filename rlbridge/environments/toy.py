@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from rlbridge.environments.base import Environment, StepResult
@@ -28,6 +30,7 @@ class GridWalk(Environment):
     """
 
     name = "gridwalk"
+    RETURN_RANGE = (-math.inf, 0.0)  # every move costs 1 but the last
     _MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))
 
     def __init__(self, size: int = 4):
@@ -92,6 +95,7 @@ class Countdown(Environment):
     """
 
     name = "countdown"
+    RETURN_RANGE = (0.0, math.inf)
 
     def __init__(self, length: int = 5, array_bytes: int = 0):
         super().__init__()

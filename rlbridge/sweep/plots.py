@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlbridge.bench.report import T_METHOD, UNBOUNDED, t_interval
 from rlbridge.protocol.errors import SweepError
 
 #: The PNG's size: FIGURE_INCHES at FIGURE_DPI is 900 x 500 pixels.
@@ -42,24 +43,20 @@ def smooth(values: list[float], window: int) -> np.ndarray:
     return out
 
 
-def mean_and_band(curves: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean across seeds at each episode and its 95% t-interval (the mean alone for one seed);
-    seeds are cut to the shortest run."""
-    from scipy.stats import t
-
+def mean_and_band(curves: list[np.ndarray], bounds: tuple[float, float] = UNBOUNDED,
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean across seeds at each episode and its 95% t-interval clipped to ``bounds``, the
+    returns an episode can have (the mean alone for one seed); seeds are cut to the
+    shortest run."""
     length = min(len(curve) for curve in curves)
-    stacked = np.stack([curve[:length] for curve in curves])
-    mean = stacked.mean(axis=0)
-    if len(curves) < 2:
-        return mean, mean, mean
-    half = t.ppf(0.975, len(curves) - 1) * stacked.std(axis=0, ddof=1) / np.sqrt(len(curves))
-    return mean, mean - half, mean + half
+    return t_interval(np.stack([curve[:length] for curve in curves]), bounds)
 
 
 def plot_curves(settings: dict[str, list[list[float]]], path: str, title: str,
-                window: int = 0) -> int:
-    """Write a PNG with one line per setting (its seeds' returns per episode); return the
-    smoothing window used."""
+                window: int = 0, bounds: tuple[float, float] = UNBOUNDED) -> int:
+    """Write a PNG with one line per setting (its seeds' returns per episode, its band the
+    95% CI clipped to ``bounds``, the game's return range); return the smoothing window
+    used."""
     try:
         import matplotlib
     except ImportError:
@@ -77,12 +74,13 @@ def plot_curves(settings: dict[str, list[list[float]]], path: str, title: str,
     figure, axes = plt.subplots(figsize=FIGURE_INCHES, dpi=FIGURE_DPI)
     try:
         for label, seeds in runs.items():
-            mean, low, high = mean_and_band([smooth(seed, window) for seed in seeds])
+            mean, low, high = mean_and_band([smooth(seed, window) for seed in seeds], bounds)
             episodes = np.arange(1, len(mean) + 1)
             line, = axes.plot(episodes, mean, label=f"{label} ({len(seeds)} seeds)")
             if len(seeds) > 1:
                 axes.fill_between(episodes, low, high, color=line.get_color(), alpha=0.2)
-        axes.set_xlabel("episode")
+        banded = any(len(seeds) > 1 for seeds in runs.values())
+        axes.set_xlabel(f"episode (bands: 95% CI, {T_METHOD})" if banded else "episode")
         axes.set_ylabel(f"return (moving average of {window})")
         axes.set_title(title)
         axes.grid(alpha=0.3)

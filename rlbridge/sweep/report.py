@@ -1,9 +1,12 @@
 """`rlbridge sweep report DIR`: a table per setting with 95% CIs across seeds, and learning curves.
 
 A setting is a trial's game, agent and options (every field but the seed). Its mean
-return and steps/s get a t-interval across seeds (scipy.stats); a rate outcome (win
-rate) is pooled over every seed's episodes with a Wilson interval; a mean outcome
-(lines, max tile) gets a t-interval across seeds' means.
+return and steps/s get a t-interval across seeds; a rate outcome (win rate) is pooled
+over every seed's episodes with a Wilson interval; a mean outcome (lines, max tile) gets
+a t-interval across seeds' means. Each t-interval is clipped to its metric's range
+(:data:`~rlbridge.bench.report.T_METHOD`): steps/s are never negative, and returns and
+outcomes stay within the game's ``RETURN_RANGE`` and ``OUTCOME_RANGE``; the report says so
+under the table (:data:`METHODS`).
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ import math
 import os
 from dataclasses import dataclass
 
+from rlbridge.bench.report import T_METHOD, UNBOUNDED
+from rlbridge.bench.report import t_interval as bench_t_interval
 from rlbridge.protocol.errors import SweepError
+from rlbridge.registry import ENVIRONMENTS, resolve
 from rlbridge.sweep.runner import read_rows
 
 
@@ -32,20 +38,25 @@ def _number(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
 
 
-def t_interval(values: list[float]) -> Estimate:
-    """Mean and 95% t-interval; the mean alone for one value."""
-    if not values:
-        return Estimate(math.nan, math.nan, math.nan)
-    mean = sum(values) / len(values)
-    if len(values) < 2:
-        return Estimate(mean, mean, mean)
-    from scipy import stats
+#: The line under the table that names how its intervals are made.
+METHODS = (f"95% CIs: mean return, steps/s and mean outcomes {T_METHOD} (steps/s >= 0, "
+           f"returns and outcomes within the game's range); rates pooled over the seeds' "
+           f"episodes, Wilson score")
 
-    spread = stats.sem(values)
-    if spread == 0:
-        return Estimate(mean, mean, mean)
-    low, high = stats.t.interval(0.95, len(values) - 1, loc=mean, scale=spread)
-    return Estimate(mean, float(low), float(high))
+
+def t_interval(values: list[float], bounds: tuple[float, float] = UNBOUNDED) -> Estimate:
+    """Mean and 95% t-interval across seeds, clipped to ``bounds``; the mean alone for one
+    value."""
+    return Estimate(*bench_t_interval(values, bounds))
+
+
+def game_ranges(game: str) -> tuple[tuple[float, float], tuple[float, float]]:
+    """A game's return and outcome ranges; unbounded for a name that is not built in (a
+    results file is data: it names no code to import)."""
+    if game not in ENVIRONMENTS:
+        return UNBOUNDED, UNBOUNDED
+    cls = resolve(game, ENVIRONMENTS)
+    return cls.RETURN_RANGE, cls.OUTCOME_RANGE
 
 
 @dataclass
@@ -77,6 +88,7 @@ def setting_stats(rows: list[dict]) -> list[SettingStats]:
         ok = [row for row in group if row.get("status") == "ok"]
         outcomes = [row["outcome"] for row in ok if row.get("outcome")]
         outcome, name = None, ""
+        returns, outcome_range = game_ranges(group[0]["game"])
         if outcomes:
             name = outcomes[0]["name"]
             if outcomes[0]["kind"] == "rate":
@@ -85,11 +97,12 @@ def setting_stats(rows: list[dict]) -> list[SettingStats]:
                 low, high = wilson_interval(successes, count)
                 outcome = Estimate(successes / count if count else math.nan, low, high)
             else:
-                outcome = t_interval([o["value"] for o in outcomes])
+                outcome = t_interval([o["value"] for o in outcomes], outcome_range)
         stats.append(SettingStats(
             key, group[0]["game"], len(ok), len(group) - len(ok),
-            t_interval([row["summary"]["mean_return"] for row in ok]),
-            t_interval([row["summary"]["steps_per_s"] for row in ok]), name, outcome))
+            t_interval([row["summary"]["mean_return"] for row in ok], returns),
+            t_interval([row["summary"]["steps_per_s"] for row in ok], (0.0, math.inf)),
+            name, outcome))
     return stats
 
 
@@ -204,6 +217,7 @@ def report(directory: str, *, smooth: int = 0, png: str | None = None) -> int:
         raise SweepError(f"no sweep results in {directory}: expected "
                          f"{os.path.join(directory, 'results.jsonl')} with at least one row")
     print(format_table(setting_stats(rows)))
+    print(METHODS)
     for line in outcome_counts(rows):
         print(line)
     for path, lines in agent_figures(directory, rows):
@@ -224,7 +238,8 @@ def report(directory: str, *, smooth: int = 0, png: str | None = None) -> int:
         return 0
     for game, settings in games.items():
         path = os.path.join(directory, f"curves-{_file_name(game)}.png")
-        window = plot_curves(settings, path, f"{game}: return per episode", smooth)
+        window = plot_curves(settings, path, f"{game}: return per episode", smooth,
+                             game_ranges(game)[0])
         print(f"curves: {path} (moving average of {window} episodes)")
     return 0
 

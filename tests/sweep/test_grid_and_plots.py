@@ -17,8 +17,8 @@ import pytest
 from rlbridge.protocol.errors import SweepError
 from rlbridge.sweep.commands import check_names
 from rlbridge.sweep.grid import Grid, grid_from_args, load_toml, seeds_from
-from rlbridge.sweep.plots import FIGURE_DPI, FIGURE_INCHES, episode_returns, smooth
-from rlbridge.sweep.report import outcome_counts, setting_stats, t_interval
+from rlbridge.sweep.plots import FIGURE_DPI, FIGURE_INCHES, episode_returns, mean_and_band, smooth
+from rlbridge.sweep.report import outcome_counts, report, setting_stats, t_interval
 
 GOLDEN = Path(__file__).parents[1] / "experiment" / "golden"
 EXAMPLES = Path(__file__).parents[2] / "examples" / "sweeps"
@@ -105,6 +105,35 @@ def test_statistics_pool_rates_and_take_t_intervals_across_seeds():
     assert stats.mean_return.value == 2.0
     assert stats.mean_return.low == pytest.approx(2.0 - 4.302653 / np.sqrt(3), rel=1e-5)
     assert t_interval([4.0]).low == 4.0
+
+
+def test_intervals_with_few_seeds_stay_within_each_metrics_range(tmp_path, capsys):
+    """Two seeds give a t quantile of 12.7: unclipped, Blackjack's return interval would
+    pass -1 and 1.5 (the worst and best hand), steps/s and 2048's max tile would go
+    below 0. The report names the method under its table."""
+    def row(game, seed, mean_return, steps_per_s, outcome):
+        return {"id": f"{game}-{seed}", "setting_key": f"{game} random", "game": game,
+                "status": "ok", "seed": seed,
+                "summary": {"mean_return": mean_return, "steps_per_s": steps_per_s,
+                            "episodes": 1}, "outcome": outcome}
+
+    tile = {"name": "max tile", "kind": "mean", "count": 1}
+    rows = [row("blackjack", 0, -0.9, 90.0, None), row("blackjack", 1, 1.0, 5000.0, None),
+            row("2048", 0, 300.0, 20.0, {**tile, "value": 64.0}),
+            row("2048", 1, 20000.0, 30.0, {**tile, "value": 2048.0})]
+    blackjack, game2048 = setting_stats(rows)
+    assert (blackjack.mean_return.low, blackjack.mean_return.high) == (-1.0, 1.5)
+    assert blackjack.steps_per_s.low == 0.0 and blackjack.steps_per_s.high > 5000
+    assert game2048.outcome.low == 0.0 and game2048.mean_return.low == 0.0
+    unbounded = t_interval([-0.9, 1.0])
+    assert unbounded.low < -1.0 and unbounded.high > 1.5  # what clipping prevents
+    # The learning curves' band is clipped the same way.
+    _, low, high = mean_and_band([np.array([-1.0, 1.0, 1.0]), np.array([1.0, -1.0, 1.0])],
+                                 (-1.0, 1.5))
+    assert low.tolist() == [-1.0, -1.0, 1.0] and high.tolist() == [1.5, 1.5, 1.0]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report(str(tmp_path))
+    assert "Student t across seeds, clipped to the metric's range" in capsys.readouterr().out
 
 
 def test_one_game_per_seed_lists_how_many_seeds_reached_each_outcome():

@@ -128,6 +128,7 @@ class BlackjackEnv(Environment):
         return StepResult(reward, Value(ints=core.observation()), True, info)
 
     OUTCOME = ("win rate", "rate")
+    RETURN_RANGE = (-1.0, 1.5)  # one hand: lost, drawn, won, or a natural paid 3:2
 
     def episode_outcome(self) -> float | None:
         """A win: the hand is over with a positive reward (draws and losses are not wins)."""

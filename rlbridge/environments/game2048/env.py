@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import numpy as np
@@ -80,6 +81,7 @@ class Game2048Env(Environment):
     illegal_action = "noop"
     MESSAGES = ("set_board V1 ... V16", "render")
     OUTCOME = ("max tile", "mean")
+    RETURN_RANGE = OUTCOME_RANGE = (0.0, math.inf)
 
     def episode_outcome(self) -> float | None:
         return float(self.core.max_tile()) if self.played else None

@@ -162,6 +162,7 @@ class ReversiEnv(Environment):
     MESSAGES = ("render", "score", "opponent NAME [DEPTH]")
     RESET_OPTIONS = ("opponent",)
     OUTCOME = ("win rate", "rate")
+    RETURN_RANGE = (-1.0, 1.0)  # one reward, at the end
 
     def episode_outcome(self) -> float | None:
         """A win: the game is over and the agent has more stones (the return is positive)."""

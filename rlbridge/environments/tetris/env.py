@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import numpy as np
@@ -154,6 +155,7 @@ class TetrisEnv(Environment):
 
     MESSAGES = ("render",)
     OUTCOME = ("lines", "mean")
+    OUTCOME_RANGE = (0.0, math.inf)  # the return is not bounded: reward=shaped can be < 0
 
     def episode_outcome(self) -> float | None:
         return None if self.core is None else float(self.core.lines)
