@@ -18,7 +18,8 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, create_empty_array, iterate
 
-from rlbridge.gym.spaces import ValueCodec
+from rlbridge.gym.spaces import Codec, ValueCodec, action_indices
+from rlbridge.gym.taskspec import RestoredCodec
 from rlbridge.protocol.batch import Batch, as_batch
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.values import Value
@@ -91,21 +92,77 @@ class BatchedObservations:
         return out[self.codec.parts[0].key] if len(out) == 1 else out
 
 
+def batched_observations(codec: Codec, count: int) -> BatchedObservations | ElementRows:
+    """The latest observations of ``count`` instances: from the batch's stacked columns, or
+    for a served Gymnasium env's own space (a :class:`RestoredCodec`) element by element."""
+    if isinstance(codec, RestoredCodec):
+        return ElementRows(codec, count)
+    return BatchedObservations(codec, count)
+
+
+class ElementRows:
+    """BatchedObservations of a served Gymnasium env's own space: each instance's element
+    written into its row of ``create_empty_array``'s structure."""
+
+    def __init__(self, codec: RestoredCodec, count: int):
+        self.codec = codec
+        self.space = batch_space(codec.space, count)
+        self.stacked = create_empty_array(codec.space, n=count, fn=np.zeros)
+
+    def update(self, rows: np.ndarray, batch: Batch) -> None:
+        if len(rows):
+            for row, value in zip(rows.tolist(), as_batch(batch).values(), strict=True):
+                _put(self.stacked, row, self.codec.to_gym(value))
+
+    def current(self) -> Any:
+        return _copy(self.stacked)
+
+    def row(self, batched: Any, index: int) -> Any:
+        return _take(batched, index)
+
+
+def _put(stacked: Any, row: int, element: Any) -> None:
+    if isinstance(stacked, dict):
+        for key, part in stacked.items():
+            _put(part, row, element[key])
+    elif isinstance(stacked, tuple):
+        for part, member in zip(stacked, element, strict=True):
+            _put(part, row, member)
+    else:
+        stacked[row] = element
+
+
+def _copy(stacked: Any) -> Any:
+    if isinstance(stacked, dict):
+        return {key: _copy(part) for key, part in stacked.items()}
+    if isinstance(stacked, tuple):
+        return tuple(_copy(part) for part in stacked)
+    return stacked.copy()
+
+
+def _take(stacked: Any, row: int) -> Any:
+    if isinstance(stacked, dict):
+        return {key: _take(part, row) for key, part in stacked.items()}
+    if isinstance(stacked, tuple):
+        return tuple(_take(part, row) for part in stacked)
+    return stacked[row].copy() if stacked.ndim > 1 else stacked[row]
+
+
 class BatchedActions:
     """A batched action (an element of ``batch_space(codec.space, count)``) as the Values of
     the instances that step."""
 
-    def __init__(self, codec: ValueCodec, count: int):
+    def __init__(self, codec: Codec, count: int):
         self.codec = codec
         self.count = count
         self.space = batch_space(codec.space, count)
         # One int per action, with finite bounds: rows of an int array, checked at once.
-        self.plain_ints = codec.discrete and len(codec.parts) == 1
+        part, offset = action_indices(codec)
+        self.plain_ints = part is not None
         if self.plain_ints:
-            part = codec.parts[0].space
             self.low = np.asarray(part.start, dtype=np.int64)
             self.high = self.low + np.asarray(part.n, dtype=np.int64) - 1
-            self.offset = int(codec.int_offsets[0])  # element + offset = the game's int
+            self.offset = offset - int(part.start)  # element + offset = the game's int
 
     def ints(self, actions: Any) -> np.ndarray | None:
         """The ``(count,)`` int64 array of a one-int action space's batched action (unchecked);

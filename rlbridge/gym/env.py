@@ -40,8 +40,7 @@ from rlbridge.environments.base import Environment
 from rlbridge.experiment.api import derive_seeds
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
 from rlbridge.gym.launch import ServerProcess
-from rlbridge.gym.spaces import ValueCodec, action_index_space, wire_low
-from rlbridge.gym.taskspec import restored_codecs
+from rlbridge.gym.spaces import action_indices, codecs_for
 from rlbridge.options import typed_options
 from rlbridge.protocol.errors import InvalidAction, OptionError
 from rlbridge.protocol.taskspec import TaskSpec, parse
@@ -153,10 +152,11 @@ class RLBridgeEnv(gymnasium.Env):
         self.render_mode = render_mode
         spec_text = self.env.env_init()
         self.task_spec: TaskSpec = spec_text if isinstance(spec_text, TaskSpec) else parse(spec_text)
-        self.observations, self.actions = self._codecs(zero_based)
+        self.observations, self.actions = codecs_for(self.task_spec, self.env.env_message,
+                                                     zero_based)
         self.observation_space = self.observations.space
         self.action_space = self.actions.space
-        self.discrete_actions, self.action_low = self._action_indices()
+        self.discrete_actions, self.action_low = action_indices(self.actions)
         #: Whether the environment answers ``legal_actions``; found out at the first reset.
         self.asks_legal_actions: bool | None = None if self.discrete_actions is not None else False
         self.last_observation: Value | None = None
@@ -168,28 +168,6 @@ class RLBridgeEnv(gymnasium.Env):
         #: Whether :meth:`close` closes the proxy too (one :meth:`remote` made).
         self.closes_proxy = False
         self._window = None
-
-    def _codecs(self, zero_based: bool):
-        """The observation and action codecs: a served Gymnasium env's own spaces when it
-        says what they are, else the task spec's (:mod:`rlbridge.gym.spaces`)."""
-        spec = self.task_spec
-        if spec.extra.startswith("gym "):
-            reply = self.env.env_message("gym_spaces")
-            if reply and not reply.startswith("error"):
-                return restored_codecs(reply, spec.observations, spec.actions)
-        return (ValueCodec(spec.observations, "observation", zero_based=zero_based),
-                ValueCodec(spec.actions, "action", zero_based=zero_based))
-
-    def _action_indices(self) -> tuple[gymnasium.spaces.Discrete | None, int]:
-        """The Discrete action space a mask indexes (None: no mask) and the game's int
-        for its index 0."""
-        if isinstance(self.actions, ValueCodec):
-            space = action_index_space(self.actions)
-            return space, (wire_low(self.actions) if space is not None else 0)
-        space = self.actions.space
-        if isinstance(space, gymnasium.spaces.Discrete):
-            return space, int(space.start)
-        return None, 0
 
     @classmethod
     def remote(cls, address: str, *, curve_dir: str | None = None,

@@ -29,14 +29,16 @@ from __future__ import annotations
 
 import math
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
+from rlbridge.gym.taskspec import RestoredCodec, restored_codecs
 from rlbridge.protocol.errors import InvalidAction, TaskSpecError
-from rlbridge.protocol.taskspec import SpaceSpec
+from rlbridge.protocol.taskspec import SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
 
 INT64 = np.iinfo(np.int64)
@@ -190,3 +192,30 @@ def wire_low(codec: ValueCodec) -> int:
     """The game's int for mask index 0 of a Discrete action space (its task spec's low)."""
     space = codec.parts[0].space
     return int(space.start) + int(codec.int_offsets[0])
+
+
+Codec = ValueCodec | RestoredCodec
+
+
+def codecs_for(spec: TaskSpec, ask: Callable[[str], str],
+               zero_based: bool = True) -> tuple[Codec, Codec]:
+    """The observation and action codecs of an environment with task spec ``spec``, whose
+    ``env_message`` is ``ask``: a served Gymnasium env's own spaces when it says what they
+    are (``gym_spaces``, :mod:`rlbridge.gym.taskspec`), else the task spec's."""
+    if spec.extra.startswith("gym "):
+        reply = ask("gym_spaces")
+        if reply and not reply.startswith("error"):
+            return restored_codecs(reply, spec.observations, spec.actions)
+    return (ValueCodec(spec.observations, "observation", zero_based=zero_based),
+            ValueCodec(spec.actions, "action", zero_based=zero_based))
+
+
+def action_indices(codec: Codec) -> tuple[spaces.Discrete | None, int]:
+    """The Discrete action space a mask indexes (None: no mask) and the game's int for its
+    index 0."""
+    if isinstance(codec, ValueCodec):
+        space = action_index_space(codec)
+        return space, (wire_low(codec) if space is not None else 0)
+    if isinstance(codec.space, spaces.Discrete):
+        return codec.space, int(codec.space.start)
+    return None, 0

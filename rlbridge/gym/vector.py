@@ -22,11 +22,11 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 from rlbridge.experiment.api import derive_seeds
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
-from rlbridge.gym.batched import BatchedActions, BatchedObservations
+from rlbridge.gym.batched import BatchedActions, batched_observations
 from rlbridge.gym.env import ILLEGAL_MODES, RENDER_FPS, IllegalMode, check_applied, reset_messages
 from rlbridge.gym.instances import open_instances
 from rlbridge.gym.masks import InstanceMasks
-from rlbridge.gym.spaces import ValueCodec, action_index_space, wire_low
+from rlbridge.gym.spaces import action_indices, codecs_for
 from rlbridge.protocol.batch import EnvCall, instance_seed
 from rlbridge.protocol.errors import InvalidAction, OptionError
 
@@ -132,19 +132,17 @@ class RLBridgeVectorEnv(VectorEnv):
             self.instances.close()
             raise OptionError(f"{env} cannot be rendered: it has no state_snapshot; expected a "
                               f"game with a renderer, got render_mode={render_mode!r}")
-        observation_codec = ValueCodec(self.task_spec.observations, "observation",
-                                       zero_based=zero_based)
-        action_codec = ValueCodec(self.task_spec.actions, "action", zero_based=zero_based)
+        observation_codec, action_codec = codecs_for(self.task_spec,
+                                                     self.instances.batch_message, zero_based)
         self.single_observation_space = observation_codec.space
         self.single_action_space = action_codec.space
-        self.observations = BatchedObservations(observation_codec, num_envs)
+        self.observations = batched_observations(observation_codec, num_envs)
         self.actions = BatchedActions(action_codec, num_envs)
         self.observation_space = self.observations.space
         self.action_space = self.actions.space
-        self.discrete_actions = action_index_space(action_codec)
+        self.discrete_actions, action_low = action_indices(action_codec)
         width = self.discrete_actions.n if self.discrete_actions is not None else 0
-        self.masks = InstanceMasks(self.task_spec, num_envs, width,
-                                   wire_low(action_codec) if width else 0)
+        self.masks = InstanceMasks(self.task_spec, num_envs, width, action_low)
         self.elapsed = np.zeros(num_envs, dtype=np.int64)
         self.autoreset = np.zeros(num_envs, dtype=bool)
         self.restarting = False  # self.autoreset.any()
@@ -198,7 +196,9 @@ class RLBridgeVectorEnv(VectorEnv):
         return self.masks.as_bools()
 
     def _update_masks(self, rows: np.ndarray, terminal: np.ndarray) -> None:
-        self.masks.update(rows, terminal, self.observations.array, self.instances.batch_message)
+        # A mask array exists only in the task spec's own spaces (BatchedObservations).
+        self.masks.update(rows, terminal, lambda key: self.observations.array(key),
+                          self.instances.batch_message)
 
     # -- Gymnasium's API ---------------------------------------------------------------
     def reset(self, *, seed: int | Sequence[int | None] | None = None,

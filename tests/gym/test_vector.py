@@ -135,6 +135,22 @@ def test_the_other_autoreset_modes_equal_gymnasiums_sync_vector_env(game, mode, 
     assert (counts["final"] > 0) == (mode == AutoresetMode.SAME_STEP), counts
 
 
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+@pytest.mark.parametrize("remote", [False, True], ids=["in-process", "remote"])
+def test_a_served_gymnasium_env_keeps_its_spaces_in_the_vector_env(remote, mode):
+    """DictEnv's Dict(flag, img, pos) and float32 actions, stacked as batch_space stacks
+    them, equal to a SyncVectorEnv of RLBridgeEnvs step by step."""
+    name = "gym:tests.gym.gymmods:DictEnv-v0"
+    vector = make_vec(name, num_envs=2, remote=remote, autoreset_mode=mode,
+                      **(SLOW if remote else {}))
+    singles = [RLBridgeEnv(name) for _ in range(2)]
+    assert vector.single_observation_space == singles[0].observation_space
+    assert vector.single_action_space == singles[0].action_space
+    assert vector.observation_space["img"].dtype == np.uint8
+    counts = play_both(vector, singles, [1, 2], steps=12)
+    assert counts["terminated"] > 0
+
+
 def test_disabled_autoreset_refuses_a_step_before_the_reset_and_names_the_instances():
     vector = make_vec("countdown", num_envs=2, autoreset_mode="disabled")
     try:
