@@ -93,7 +93,7 @@ def _server_figure(sim_rate: float, steps: int) -> Figure:
         return Figure("missions", name, float("nan"), "steps/s", note=f"not measured: {err}")
     with server:
         os.environ["RCON_PASSWORD"] = server.password
-        env = MissionEnv("cliff_walk", backend="server", rcon=f"{server.host}:{server.rcon_port}")
+        env = MissionEnv("cliff_walk", backend="server", rcon_port=server.rcon_port)
         rate = _steps_per_second(env, steps)
         reached = max(_learn(env, seed=0))
         env.env_cleanup()

@@ -81,6 +81,7 @@ SHOTS: tuple[Shot, ...] = (
     Shot("reversi", "reversi", _to_the_end(10)),
     Shot("2048", "2048", _to_the_end(60)),
     Shot("2048-late", "2048", _2048_late),
+    Shot("mission", "mission", _to_the_end(12), (("mission", "maze"),), seed=1),
 )
 
 

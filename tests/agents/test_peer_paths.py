@@ -66,7 +66,8 @@ def test_a_strangers_file_messages_reach_no_file_and_the_owner_goes_on(name, pro
     option = "curve" if name == "reversi-dqn" else "save"
     address = f"ipc://{ipc_dir}/agent"
     processes.start("agent", name, "--bind", address, "--opt", f"{option}={owner_file}")
-    agent = RemoteAgent(address)
+    # The cleanup draws the owner's curve with matplotlib: slow on a loaded machine.
+    agent = RemoteAgent(address, timeout_ms=120_000)
     experiment = Experiment(build(game, ENVIRONMENTS, env_options), agent, seed=1)
     experiment.RL_init()  # the owner's session
     experiment.RL_episode(20)

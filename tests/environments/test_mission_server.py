@@ -38,7 +38,7 @@ def monkeypatch_module():
 
 
 def on_server(server: FlyingSquid, name: str) -> MissionEnv:
-    return MissionEnv(name, backend="server", rcon=f"{server.host}:{server.rcon_port}")
+    return MissionEnv(name, backend="server", rcon_port=server.rcon_port)
 
 
 def step_tuple(result):
@@ -84,7 +84,7 @@ def test_a_three_process_run_on_the_server(server, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "rlbridge", "run", "mission", "mission-qlearning", "--env-opt",
          "mission=maze", "--env-opt", "backend=server", "--env-opt",
-         f"rcon={server.host}:{server.rcon_port}", "--episodes", "2", "--quiet"],
+         f"rcon_port={server.rcon_port}", "--episodes", "2", "--quiet"],
         capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "episodes 2" in result.stdout
@@ -92,7 +92,7 @@ def test_a_three_process_run_on_the_server(server, tmp_path):
 
 def test_no_server_is_one_clear_error():
     with pytest.raises(MissionError, match=r"no Minecraft server answers RCON at 127.0.0.1:1 "):
-        MissionEnv("maze", backend="server", rcon="127.0.0.1:1")
+        MissionEnv("maze", backend="server", rcon_port=1)
 
 
 def test_a_server_that_dies_mid_episode_ends_it_with_an_error_naming_it(monkeypatch):
@@ -102,7 +102,7 @@ def test_a_server_that_dies_mid_episode_ends_it_with_an_error_naming_it(monkeypa
         pytest.fail(str(exc))
     with doomed:
         monkeypatch.setenv("RCON_PASSWORD", doomed.password)
-        env = MissionEnv("maze", backend="server", rcon=f"{doomed.host}:{doomed.rcon_port}")
+        env = MissionEnv("maze", backend="server", rcon_port=doomed.rcon_port)
         env.env_start()
         env.env_step(Value(ints=(3,)))
         doomed.stop()

@@ -24,11 +24,15 @@ MISSIONS_DIR = Path(__file__).resolve().parent / "missions"
 BUNDLED = tuple(sorted(path.stem for path in MISSIONS_DIR.glob("*.xml")))
 
 
-def mission_path(name: str) -> Path:
+#: A bundled mission's name (the option's type, so `describe` lists them).
+MissionName = Literal["cliff_walk", "maze", "tetris_arena"]
+
+
+def mission_path(name: str | Path) -> Path:
     """The file of a bundled mission name, or ``name`` itself when it ends in ``.xml``."""
     if name in BUNDLED:
         return MISSIONS_DIR / f"{name}.xml"
-    if name.endswith(".xml"):
+    if str(name).endswith(".xml"):
         return Path(name)
     raise MissionError(f"unknown mission {name!r}; expected one of {', '.join(BUNDLED)} "
                        "or a path ending in .xml")
@@ -63,24 +67,24 @@ class MissionEnv(Environment):
             .xml (default cliff_walk).
         backend: sim (default: the simulation) | server (a Minecraft-protocol server
             builds the world and holds the agent's body; server.py).
-        rcon: the server's RCON address, HOST:PORT (default 127.0.0.1:25575); the
-            password comes from the environment variable RCON_PASSWORD, never a log.
+        rcon_port: the server's RCON port on 127.0.0.1 (default 25575); the password
+            comes from the environment variable RCON_PASSWORD, never a log.
     """
 
     name = "mission"
     illegal_action = "noop"
     MESSAGES = ("commands",)
 
-    def __init__(self, mission: str = "cliff_walk",
-                 backend: Literal["sim", "server"] = "sim", rcon: str = "127.0.0.1:25575"):
+    def __init__(self, mission: MissionName | Path = "cliff_walk",
+                 backend: Literal["sim", "server"] = "sim", rcon_port: int = 25575):
         super().__init__()
         if backend not in ("sim", "server"):
             raise MissionError(f"expected backend sim or server; got {backend!r}")
-        self.mission_name = mission
+        self.mission_name = str(mission)
         self.mission: Mission = load_mission(mission_path(mission))
         self.link: ServerLink | None = None
         if backend == "server":
-            self.link = ServerLink(rcon)
+            self.link = ServerLink(f"127.0.0.1:{rcon_port}")
             world = ServerWorld(self.link, self.mission)
             # A fresh world for every run: whatever an earlier run left is laid over.
             world.build()
