@@ -6,7 +6,7 @@ import difflib
 import importlib
 import sys
 
-from rlbridge.protocol.errors import OptionError
+from rlbridge.protocol.errors import OptionError, UntrustedName
 
 #: Built-in environments: short name -> "module:Class" (imported only when used).
 ENVIRONMENTS: dict[str, str] = {
@@ -59,20 +59,29 @@ def target(name: str, registry: dict[str, str]) -> str:
         close = difflib.get_close_matches(name, list(registry), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         known = ", ".join(registry)
-        kind = "environment" if registry is ENVIRONMENTS else "agent" if registry is AGENTS else "name"
+        kind = _kind(registry)
         forms = "module:Class or gym:<id>" if registry is ENVIRONMENTS else "module:Class"
         raise OptionError(f"unknown {kind} {name!r}{hint}; expected one of {known} or {forms}")
     return path
 
 
-def resolve(name: str, registry: dict[str, str]) -> type:
+def resolve(name: str, registry: dict[str, str], *, source: str = "") -> type:
     """The class for a built-in short name or a ``module:Class`` path (imported now);
     for ``gym:<id>``, and for a ``module:Class`` that is a gymnasium.Env class, the adapter
-    class that serves it (:mod:`rlbridge.gym.serve`)."""
+    class that serves it (:mod:`rlbridge.gym.serve`).
+
+    ``source`` names the file ``name`` was read from (``"log run.rlog"``): a file is data,
+    so then only built-in names and Gymnasium ids without a module part resolve, and
+    anything else raises :class:`UntrustedName` before any import. Whatever resolves must
+    be a class of the registry's contract (:func:`check_contract`), checked before anything
+    is constructed or called.
+    """
+    if source:
+        _refuse_untrusted(name, registry, source)
     if registry is ENVIRONMENTS and name.startswith(GYM_PREFIX):
         from rlbridge.gym.serve import environment_class
 
-        return environment_class(name)
+        return check_contract(environment_class(name), name, registry)
     module_name, _, class_name = target(name, registry).partition(":")
     module = importlib.import_module(module_name)
     try:
@@ -84,8 +93,55 @@ def resolve(name: str, registry: dict[str, str]) -> type:
             and issubclass(found, gymnasium.Env):
         from rlbridge.gym.serve import class_environment
 
-        return class_environment(name)
-    return found
+        return check_contract(class_environment(name), name, registry)
+    return check_contract(found, name, registry)
+
+
+def _kind(registry: dict[str, str]) -> str:
+    return "environment" if registry is ENVIRONMENTS else "agent" if registry is AGENTS else "name"
+
+
+def _refuse_untrusted(name: str, registry: dict[str, str], source: str) -> None:
+    if name in registry:
+        return
+    if registry is ENVIRONMENTS and name.startswith(GYM_PREFIX) \
+            and ":" not in name[len(GYM_PREFIX):]:
+        return  # a registered id; "gym:module:Id" would import the module first
+    kind = _kind(registry)
+    gym = " or gym:<registered id>" if registry is ENVIRONMENTS else ""
+    raise UntrustedName(
+        f"{source} names the {kind} {name!r}, which is not built in (expected "
+        f"{', '.join(registry)}{gym}); a log runs no code it names unless you trust it: "
+        f"pass --trust-log, or name the {kind} on the command line")
+
+
+def check_contract(found: object, name: str, registry: dict[str, str]) -> type:
+    """``found`` itself when it is a class of the registry's contract, else OptionError.
+
+    Environments: a subclass of :class:`~rlbridge.environments.base.Environment`. Agents:
+    a subclass of :class:`~rlbridge.agents.base.Agent`, or a class with the batched
+    contract's ``batch_init`` and ``batch_step`` (PROTOCOL.md 16.4). Functions and other
+    callables are refused: a name must never reach a call that is not a game or an agent.
+    """
+    from rlbridge.agents.base import Agent
+    from rlbridge.environments.base import Environment
+
+    if registry is ENVIRONMENTS:
+        expected, accepted = "an Environment class (rlbridge.environments.base)", (Environment,)
+    elif registry is AGENTS:
+        expected, accepted = "an Agent class (rlbridge.agents.base)", (Agent,)
+    else:
+        expected, accepted = "an Environment or Agent class", (Environment, Agent)
+    if isinstance(found, type):
+        if issubclass(found, accepted):
+            return found
+        if registry is not ENVIRONMENTS and all(
+                callable(getattr(found, method, None)) for method in ("batch_init", "batch_step")):
+            return found
+        what = f"class {found.__module__}.{found.__qualname__}"
+    else:
+        what = f"{type(found).__name__} {getattr(found, '__qualname__', '')}".rstrip()
+    raise OptionError(f"{name!r} is not a game or agent: expected {expected}; got {what}")
 
 
 def parse_options(pairs: list[str] | None) -> dict[str, str]:

@@ -115,6 +115,11 @@ class MissionError(OptionError):
     """A Malmo mission file that cannot run: the element, its line, expected and actual."""
 
 
+class UntrustedName(OptionError):
+    """A name read from a file (a log's header) that would import code the user has not
+    confirmed on the command line (``--trust-log``, or the name given there)."""
+
+
 class UnknownGame(OptionError):
     """A game that no drawing (pygame, blocks, text, play keys) is for."""
 

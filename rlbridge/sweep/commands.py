@@ -65,6 +65,9 @@ def register(subparsers) -> None:
                         help="moving-average window of the curves (default: episodes / 20)")
     report.add_argument("--png", default=None, metavar="FILE",
                         help="where the curves go (default DIR/curves-GAME.png, one per game)")
+    report.add_argument("--trust-log", action="store_true",
+                        help="use the file options the trials' logs record when replaying "
+                             "their agents (without it a log names no file)")
     parser.set_defaults(func=_sweep)
 
 
@@ -75,7 +78,8 @@ def _sweep(args: argparse.Namespace) -> int:
                              "rlbridge sweep report DIR")
         from rlbridge.sweep.report import report
 
-        return report(args.report_directory, smooth=args.smooth, png=args.png)
+        return report(args.report_directory, smooth=args.smooth, png=args.png,
+                      trusted=args.trust_log)
     if args.report_directory:
         raise SweepError(f"expected one CONFIG.toml (or `report DIR`); got {args.config!r} "
                          f"and {args.report_directory!r}")

@@ -19,7 +19,7 @@ from rlbridge.bench.report import T_METHOD, UNBOUNDED
 from rlbridge.bench.report import t_interval as bench_t_interval
 from rlbridge.protocol.errors import SweepError
 from rlbridge.registry import ENVIRONMENTS, resolve
-from rlbridge.sweep.runner import read_rows
+from rlbridge.sweep.runner import LOG_DIRECTORY, RESULTS_FILE, read_rows
 
 
 @dataclass(frozen=True)
@@ -124,11 +124,22 @@ def curves_by_game(directory: str, rows: list[dict]) -> dict[str, dict[str, list
     for row in sorted(rows, key=lambda r: r["seed"]):
         if row.get("status") != "ok" or not row.get("log"):
             continue
-        path = os.path.join(directory, row["log"])
+        path = log_path(directory, row)
         if os.path.exists(path):
             games.setdefault(row["game"], {}).setdefault(row["setting_key"], []).append(
                 episode_returns(path))
     return games
+
+
+def log_path(directory: str, row: dict) -> str:
+    """Where a row's log is: a file under DIR/logs, as the sweep wrote it. A results file
+    is data, so a row that names another path is refused, not followed."""
+    relative = row["log"]
+    parts = relative.replace(os.sep, "/").split("/") if isinstance(relative, str) else []
+    if len(parts) != 2 or parts[0] != LOG_DIRECTORY or parts[1] in ("", ".", ".."):
+        raise SweepError(f"{os.path.join(directory, RESULTS_FILE)}: trial {row.get('id')!r} "
+                         f"names the log {relative!r}; expected {LOG_DIRECTORY}/<trial id>.rlog")
+    return os.path.join(directory, *parts)
 
 
 #: The most distinct values for which a setting's outcomes are listed value by value.
@@ -176,7 +187,8 @@ def figure_module(game: str, agent: str):
     return module if module.is_monte_carlo(agent) else None
 
 
-def agent_figures(directory: str, rows: list[dict]) -> list[tuple[str, list[str]]]:
+def agent_figures(directory: str, rows: list[dict],
+                  trusted: bool = False) -> list[tuple[str, list[str]]]:
     """Write DIR/learned-SETTING.png for each setting that AGENT_FIGURES draws; return each
     path with its lines."""
     settings: dict[str, tuple[object, list[str]]] = {}
@@ -184,16 +196,16 @@ def agent_figures(directory: str, rows: list[dict]) -> list[tuple[str, list[str]
         if row.get("status") != "ok" or not row.get("log"):
             continue
         module = figure_module(row["game"], row["agent"])
-        path = os.path.join(directory, row["log"])
+        path = log_path(directory, row)
         if module is not None and os.path.exists(path):
             settings.setdefault(row["setting_key"], (module, []))[1].append(path)
     return [module.learned(setting, logs,
-                           os.path.join(directory, f"learned-{_file_name(setting)}.png"))
+                           os.path.join(directory, f"learned-{_file_name(setting)}.png"), trusted)
             for setting, (module, logs) in settings.items()]
 
 
-def log_figures(paths: list[str], names: list[str],
-                curves_png: str) -> list[tuple[str, list[str]]]:
+def log_figures(paths: list[str], names: list[str], curves_png: str,
+                trusted: bool = False) -> list[tuple[str, list[str]]]:
     """`rlbridge log plot`: one figure per log that AGENT_FIGURES draws, beside the curves
     (curves.png -> curves-learned-NAME.png); return each path with its lines."""
     from rlbridge.experiment.log.reader import LogReader
@@ -206,11 +218,12 @@ def log_figures(paths: list[str], names: list[str],
         if module is not None:
             written.append(module.learned(
                 f"{header['env']} {header['agent']}", [path],
-                f"{stem}-learned-{_file_name(name)}.png"))
+                f"{stem}-learned-{_file_name(name)}.png", trusted))
     return written
 
 
-def report(directory: str, *, smooth: int = 0, png: str | None = None) -> int:
+def report(directory: str, *, smooth: int = 0, png: str | None = None,
+           trusted: bool = False) -> int:
     """Print the table; write one PNG of curves per game (or all to ``png``); return 0."""
     rows = list(read_rows(directory).values())
     if not rows:
@@ -220,7 +233,7 @@ def report(directory: str, *, smooth: int = 0, png: str | None = None) -> int:
     print(METHODS)
     for line in outcome_counts(rows):
         print(line)
-    for path, lines in agent_figures(directory, rows):
+    for path, lines in agent_figures(directory, rows, trusted):
         print(f"policy and values: {path} (the agents replayed from their logs)")
         for line in lines:
             print(f"  {line}")

@@ -27,9 +27,10 @@ def is_monte_carlo(agent_name: str) -> bool:
     return agent_name in AGENTS and issubclass(resolve(agent_name, AGENTS), BlackjackTabularAgent)
 
 
-def replayed_agent(log_path: str) -> BlackjackTabularAgent:
-    """The logged Monte Carlo agent after the log's last episode."""
-    reader = LogReader(log_path)
+def replayed_agent(log_path: str, trusted: bool = False) -> BlackjackTabularAgent:
+    """The logged Monte Carlo agent after the log's last episode (``trusted``: the user's
+    ``--trust-log``, which passes the logged file options on)."""
+    reader = LogReader(log_path, trusted=trusted)
     name = reader.header.get("agent") or ""
     if not is_monte_carlo(name):
         raise LogError(f"{log_path}: expected a log of a Monte Carlo Blackjack agent; "
@@ -42,7 +43,8 @@ def replayed_agent(log_path: str) -> BlackjackTabularAgent:
     return agent
 
 
-def learned(setting: str, log_paths: list[str], path: str) -> tuple[str, list[str]]:
+def learned(setting: str, log_paths: list[str], path: str,
+            trusted: bool = False) -> tuple[str, list[str]]:
     """Draw the policy and state values of one setting's seeds (one log each) to ``path``;
     return the path and one line per seed with the figure the docs quote for the agent.
 
@@ -51,7 +53,7 @@ def learned(setting: str, log_paths: list[str], path: str) -> tuple[str, list[st
     return of its greedy policy; an evaluation agent's, its estimate of its policy's
     return per hand with a 95% interval, and the exact value.
     """
-    agents = [replayed_agent(log_path) for log_path in log_paths]
+    agents = [replayed_agent(log_path, trusted) for log_path in log_paths]
     seeds = [LogReader(log_path).header.get("seed") for log_path in log_paths]
     hit = np.mean([agent.greedy_table() for agent in agents], axis=0)
     values = np.mean([agent.state_values() for agent in agents], axis=0)

@@ -151,13 +151,13 @@ def batch_env_calls(reader: LogReader) -> dict[int, list]:
     return calls
 
 
-def verify_batch(reader: LogReader, on_snapshot=None):
+def verify_batch(reader: LogReader, on_snapshot=None, env_name: str = ""):
     """Re-run each instance on its own environment, seeded with its instance seed; return
     (calls checked, first divergence or None). ``on_snapshot`` follows instance 0."""
     seed = _logged_env_seed(reader)
     checked = 0
     for instance, calls in sorted(batch_env_calls(reader).items()):
-        env = make_environment(reader.header)
+        env = make_environment(reader, env_name)
         spec = env.env_init()
         if str(spec) != reader.header.get("task_spec", str(spec)):
             raise LogError(f"instance {instance}: the environment's task spec is not the logged one")

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rlbridge.experiment.log.format import Record
-from rlbridge.options import build
+from rlbridge.experiment.log.reader import LogReader
+from rlbridge.experiment.log.trust import build_from_log, class_from_log
 from rlbridge.protocol.errors import LogError
 from rlbridge.protocol.messages import MessageType, decode, pack
 from rlbridge.protocol.values import Value, decode_value, encode_value
@@ -60,12 +61,25 @@ def record_value(raw, record: Record) -> Value:
     return decode_value(raw, record.frames)
 
 
-def make_environment(header: dict):
-    name = header.get("env")
-    if not name:
+def environment_name(reader: LogReader, name: str = "") -> str:
+    """``name`` (the user's ``--env``) or the environment the header names; LogError for none."""
+    if not (name or reader.header.get("env")):
         raise LogError("the log does not name its environment (run the experiment with "
-                       "--env-name, or use `rlbridge run ... --log`)")
-    return build(name, ENVIRONMENTS, header.get("env_options", {}))  # the user's strings
+                       "--env-name, or use `rlbridge run ... --log`; or name it: --env NAME)")
+    return name or reader.header["env"]
+
+
+def environment_class(reader: LogReader, name: str = "") -> type:
+    """The class :func:`make_environment` builds, checked under the log's rules, built not."""
+    return class_from_log(reader, environment_name(reader, name), ENVIRONMENTS,
+                          user_name=bool(name))
+
+
+def make_environment(reader: LogReader, name: str = ""):
+    """The environment to re-run: ``name`` (the user's ``--env``) or the one the header
+    names, built with the header's options under the log's rules (:mod:`...log.trust`)."""
+    return build_from_log(reader, environment_name(reader, name), ENVIRONMENTS,
+                          reader.header.get("env_options", {}), user_name=bool(name))
 
 
 def wire_bytes(value: Value) -> bytes:

@@ -7,7 +7,7 @@ import sys
 import time
 
 from rlbridge.bridge.commands import add_scale_argument
-from rlbridge.protocol.errors import RLBridgeError
+from rlbridge.protocol.errors import OptionError, RLBridgeError
 from rlbridge.registry import parse_options
 
 
@@ -39,6 +39,7 @@ def register(subparsers) -> None:
                       help="where the PNG goes (default curves.png)")
     plot.add_argument("--smooth", type=int, default=0, metavar="EPISODES",
                       help="moving-average window (default: episodes / 20)")
+    add_trust_argument(plot)
     plot.set_defaults(func=_plot)
 
     replay = subparsers.add_parser(
@@ -60,15 +61,33 @@ def register(subparsers) -> None:
     replay.add_argument("--rcon-password", default="", metavar="PASSWORD")
     replay.add_argument("--verify", action="store_true",
                         help="report the first divergence (episode, step, field, expected, actual)")
+    replay.add_argument("--env", metavar="NAME", default="",
+                        help="re-run NAME (a built-in or module:Class) instead of the "
+                             "environment the log names, with the log's options")
     replay.add_argument("--agent", metavar="NAME", help="compare NAME's actions with the log")
     replay.add_argument("--agent-opt", action="append", default=[], metavar="KEY=VALUE")
+    add_trust_argument(replay)
     replay.set_defaults(func=_replay)
 
 
-def _reader(path: str):
+def add_trust_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--trust-log", action="store_true",
+        help="use the module:Class names and file options the log's header records; "
+             "without it a log runs only built-in games and agents and names no file")
+
+
+def _failed(command: str, err: RLBridgeError) -> int:
+    """One line on stderr; exit 2 for what the command line must change (an untrusted
+    or unknown name, a bad option), 1 for a log that cannot be read or verified."""
+    print(f"rlbridge {command}: {err}", file=sys.stderr)
+    return 2 if isinstance(err, OptionError) else 1
+
+
+def _reader(path: str, trusted: bool = False):
     from rlbridge.experiment.log.reader import LogReader
 
-    return LogReader(path)
+    return LogReader(path, trusted=trusted)
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -78,8 +97,7 @@ def _show(args: argparse.Namespace) -> int:
         reader = _reader(args.file)
         facts = summary(reader)
     except RLBridgeError as err:
-        print(f"rlbridge log: {err}", file=sys.stderr)
-        return 1
+        return _failed("log", err)
     header = reader.header
     returns = facts["returns"]
     mean = sum(returns) / len(returns) if returns else 0.0
@@ -121,8 +139,7 @@ def _export(args: argparse.Namespace) -> int:
             episodes, steps = export.export_minari(reader, args.minari)
             print(f"wrote Minari dataset {args.minari}: {episodes} episodes, {steps} steps")
     except RLBridgeError as err:
-        print(f"rlbridge log: {err}", file=sys.stderr)
-        return 1
+        return _failed("log", err)
     return 0
 
 
@@ -139,21 +156,21 @@ def _plot(args: argparse.Namespace) -> int:
         curves = {name: [episode_returns(path)] for name, path in zip(names, args.files, strict=True)}
         window = plot_curves(curves, args.out, "return per episode", args.smooth)
         print(f"wrote {args.out} (moving average of {window} episodes)")
-        for path, lines in log_figures(args.files, names, args.out):
+        for path, lines in log_figures(args.files, names, args.out, trusted=args.trust_log):
             print(f"wrote {path} (policy and values, the agent replayed from its log)")
             for line in lines:
                 print(f"  {line}")
     except RLBridgeError as err:
-        print(f"rlbridge log: {err}", file=sys.stderr)
-        return 1
+        return _failed("log", err)
     return 0
 
 
 def _replay(args: argparse.Namespace) -> int:
     from rlbridge.experiment.log import replay
+    from rlbridge.experiment.log.calls import environment_class
 
     try:
-        reader = _reader(args.file)
+        reader = _reader(args.file, trusted=args.trust_log)
         if args.agent:
             compared, differences = replay.compare_agent(reader, args.agent,
                                                          parse_options(args.agent_opt))
@@ -161,13 +178,15 @@ def _replay(args: argparse.Namespace) -> int:
                 print(line)
             print(f"{args.agent}: {len(differences)} of {compared} actions differ from the log")
             return 1 if differences else 0
-        painter = _painter(args) if args.render else None
-        checked, divergence = replay.verify(reader, on_snapshot=painter)
+        painter = None
+        if args.render:  # the log's environment is checked before a window opens
+            environment_class(reader, args.env)
+            painter = _painter(args)
+        checked, divergence = replay.verify(reader, on_snapshot=painter, env_name=args.env)
         if painter is not None:
             painter.close()
     except RLBridgeError as err:
-        print(f"rlbridge replay: {err}", file=sys.stderr)
-        return 1
+        return _failed("replay", err)
     if divergence is not None:
         print(divergence)
         return 1

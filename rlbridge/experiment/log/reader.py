@@ -17,10 +17,15 @@ from rlbridge.protocol.errors import LogError
 
 
 class LogReader:
-    """Reads a log: ``header`` then ``records()``; warns about a truncated tail on ``warn``."""
+    """Reads a log: ``header`` then ``records()``; warns about a truncated tail on ``warn``.
 
-    def __init__(self, path: str, warn=...):
+    ``trusted``: the user said ``--trust-log``, so the classes and file options its header
+    names are used as named (:mod:`rlbridge.experiment.log.trust`).
+    """
+
+    def __init__(self, path: str, warn=..., *, trusted: bool = False):
         self.path = path
+        self.trusted = trusted
         self.warn = sys.stderr if warn is ... else warn
         try:
             with open(path, "rb") as handle:

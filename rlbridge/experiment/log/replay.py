@@ -29,7 +29,7 @@ from rlbridge.experiment.log.calls import (
 )
 from rlbridge.experiment.log.format import RECEIVED, SENT
 from rlbridge.experiment.log.reader import LogReader
-from rlbridge.options import build
+from rlbridge.experiment.log.trust import build_from_log
 from rlbridge.protocol.messages import MessageType
 from rlbridge.protocol.taskspec import parse
 from rlbridge.protocol.values import Value
@@ -111,14 +111,15 @@ def env_calls(reader: LogReader) -> list[EnvCall]:
     return calls
 
 
-def verify(reader: LogReader, on_snapshot=None) -> tuple[int, Divergence | None]:
-    """Re-run the environment; return (calls checked, first divergence or None).
+def verify(reader: LogReader, on_snapshot=None, env_name: str = "") -> tuple[int, Divergence | None]:
+    """Re-run the environment (``env_name``, the user's, or the one the log names); return
+    (calls checked, first divergence or None).
 
     ``on_snapshot(snapshot, call)`` is called after each call (used by replay to renderers).
     """
     if is_batched(reader):
-        return verify_batch(reader, on_snapshot)
-    env = make_environment(reader.header)
+        return verify_batch(reader, on_snapshot, env_name)
+    env = make_environment(reader, env_name)
     spec_text = env.env_init()
     if str(spec_text) != reader.header.get("task_spec", str(spec_text)):
         return 0, Divergence(0, 0, "task spec", reader.header.get("task_spec"), str(spec_text))
@@ -139,19 +140,24 @@ def verify(reader: LogReader, on_snapshot=None) -> tuple[int, Divergence | None]
 def compare_agent(reader: LogReader, agent_name: str, options: dict[str, str]) -> tuple[int, list[str]]:
     """Feed the logged observations to an agent built from string options; return
     (actions compared, differences)."""
-    _agent, compared, differences = replay_agent(reader, agent_name, options)
+    _agent, compared, differences = replay_agent(reader, agent_name, options, from_user=True)
     return compared, differences
 
 
 def replay_agent(reader: LogReader, agent_name: str, options: dict[str, str],
-                 max_differences: int | None = None) -> tuple[object, int, list[str]]:
+                 max_differences: int | None = None, *,
+                 from_user: bool = False) -> tuple[object, int, list[str]]:
     """Build the agent, seed it as the experiment did, and feed it every logged episode as
     it saw them; return (the agent after the last episode, actions compared, differences).
+
+    ``from_user``: ``agent_name`` and ``options`` came from the command line; else from
+    the log's header, and they are used under the log's rules (:mod:`...log.trust`).
 
     An agent that chooses every logged action learns exactly what the logged one learned,
     so its tables are the run's. Stops once ``max_differences`` differences are found.
     """
-    agent = build(agent_name, AGENTS, options)
+    agent = build_from_log(reader, agent_name, AGENTS, options, user_name=from_user,
+                           user_options=from_user)
     seed = reader.header.get("seed")
     if is_batched(reader):
         compared, differences = compare_batch_agent(

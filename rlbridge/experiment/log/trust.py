@@ -1,0 +1,65 @@
+"""What a log may build: the games and agents its header names, under the rules for data files.
+
+A log is data that people share, so what its header names never chooses code on its own:
+a name resolves only to a built-in game or agent (or a registered Gymnasium id) unless
+the user trusts the log (``--trust-log``) or names the class on the command line, and
+options that name files (a path-typed option such as an agent's ``load``) are left out
+unless the user trusts the log. Whatever resolves must be an Environment or Agent class
+(:func:`rlbridge.registry.resolve` checks it before anything is constructed).
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import PurePath
+from typing import Any
+
+from rlbridge.experiment.log.reader import LogReader
+from rlbridge.options import convert_options, option_specs
+from rlbridge.registry import resolve
+
+
+def _is_path(annotation: Any) -> bool:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(_is_path(member) for member in typing.get_args(annotation))
+    return isinstance(annotation, type) and issubclass(annotation, PurePath)
+
+
+def file_options(cls: type, options: Mapping[str, str]) -> list[str]:
+    """The keys of ``options`` that ``cls`` takes as file paths."""
+    specs = option_specs(cls)
+    return [key for key in options
+            if (spec := specs.get(key)) is not None and _is_path(spec.annotation)]
+
+
+def class_from_log(reader: LogReader, name: str, registry: dict[str, str], *,
+                   user_name: bool = False) -> type:
+    """The class ``name`` resolves to: as on the command line for the user's own name or
+    a trusted log, else only a built-in one."""
+    return resolve(name, registry,
+                   source="" if user_name or reader.trusted else f"log {reader.path}")
+
+
+def build_from_log(reader: LogReader, name: str, registry: dict[str, str],
+                   options: Mapping[str, str] | None, *, user_name: bool = False,
+                   user_options: bool = False):
+    """An instance of ``name`` built with ``options`` (strings, as the header records them).
+
+    ``user_name``/``user_options``: they came from the command line and are used as
+    there; else they came from ``reader``'s header and are used under the log's rules
+    unless ``reader.trusted``.
+    """
+    cls = class_from_log(reader, name, registry, user_name=user_name)
+    options = dict(options or {})
+    if not (user_options or reader.trusted):
+        left_out = file_options(cls, options)
+        if left_out and reader.warn is not None:
+            shown = ", ".join(f"{key}={options[key]}" for key in left_out)
+            print(f"warning: log {reader.path}: left out {name}'s file option(s) {shown}; "
+                  "a log names no file to read or write (--trust-log passes them on)",
+                  file=reader.warn)
+        for key in left_out:
+            del options[key]
+    return cls(**convert_options(cls, options, owner=name))
