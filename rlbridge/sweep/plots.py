@@ -76,7 +76,8 @@ def plot_curves(settings: dict[str, list[list[float]]], path: str, title: str,
         for label, seeds in runs.items():
             mean, low, high = mean_and_band([smooth(seed, window) for seed in seeds], bounds)
             episodes = np.arange(1, len(mean) + 1)
-            line, = axes.plot(episodes, mean, label=f"{label} ({len(seeds)} seeds)")
+            count = f"{len(seeds)} seeds" if len(seeds) > 1 else "1 seed"
+            line, = axes.plot(episodes, mean, label=f"{label} ({count})")
             if len(seeds) > 1:
                 axes.fill_between(episodes, low, high, color=line.get_color(), alpha=0.2)
         banded = any(len(seeds) > 1 for seeds in runs.values())

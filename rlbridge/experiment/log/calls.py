@@ -1,22 +1,18 @@
 """What replay works with: episodes as the agent saw them, environment calls, and the check of one call.
 
-:mod:`rlbridge.experiment.log.replay` reads unbatched logs into these, and
-:mod:`rlbridge.experiment.log.batch_replay` batched ones (one list per instance).
+:mod:`rlbridge.experiment.log.replay` reads every log, batched or not, into these.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rlbridge.experiment.log.format import Record
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.trust import build_from_log, class_from_log
 from rlbridge.protocol.errors import LogError
-from rlbridge.protocol.messages import MessageType, decode, pack
-from rlbridge.protocol.values import Value, decode_value, encode_value
+from rlbridge.protocol.messages import pack
+from rlbridge.protocol.values import Value, encode_value
 from rlbridge.registry import ENVIRONMENTS
-
-T = MessageType
 
 
 @dataclass
@@ -47,18 +43,7 @@ class EnvCall:
     reward: float | None = None
     observation: Value | None = None  # None where the log does not hold it
     terminal: bool | None = None
-
-
-def record_body(record: Record):
-    try:
-        return decode(record.payload, record.frames).body
-    except Exception as err:
-        raise LogError(f"logged {T(record.type).name} (episode {record.episode}, step "
-                       f"{record.step}) does not decode: {err}") from None
-
-
-def record_value(raw, record: Record) -> Value:
-    return decode_value(raw, record.frames)
+    instance: int = 0  # the instance it was made on, in a batched log (PROTOCOL.md 16.8)
 
 
 def environment_name(reader: LogReader, name: str = "") -> str:

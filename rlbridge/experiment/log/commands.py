@@ -90,14 +90,14 @@ def _reader(path: str, trusted: bool = False):
     return LogReader(path, trusted=trusted)
 
 
-def _show(args: argparse.Namespace) -> int:
+def _show(args: argparse.Namespace, command: str = "log") -> int:
     from rlbridge.experiment.log.replay import summary
 
     try:
         reader = _reader(args.file)
         facts = summary(reader)
     except RLBridgeError as err:
-        return _failed("log", err)
+        return _failed(command, err)
     header = reader.header
     returns = facts["returns"]
     mean = sum(returns) / len(returns) if returns else 0.0
@@ -105,6 +105,8 @@ def _show(args: argparse.Namespace) -> int:
     print(f"env        {header.get('env') or '?'} {header.get('env_options') or ''}".rstrip())
     print(f"agent      {header.get('agent') or '?'} {header.get('agent_options') or ''}".rstrip())
     print(f"seed       {header.get('seed')}")
+    if "batch" in header:
+        print(f"instances  {facts['instances']}")
     print(f"episodes   {facts['episodes']} ({facts['terminal_episodes']} terminal)")
     print(f"steps      {facts['steps']}")
     print(f"returns    mean {mean:.4f}, min {min(returns, default=0):.4f}, "

@@ -1,138 +1,198 @@
 """Reading a message log back: episodes, summaries, verification by re-running, agent comparison.
 
-Transitions are read from the messages the agent saw (AGENT_START, AGENT_STEP,
-AGENT_END and its replies), which every log has whichever path ran. Verification
-rebuilds the environment's calls (ENV_* requests, or the steps of a delegated
-RUN_EPISODE) and re-runs them on a fresh environment from the logged seed.
+Every log is read one way (:mod:`rlbridge.experiment.log.exchanges`): an unbatched run is
+a batch of one instance. Transitions come from what the agent saw, which every log has
+whichever path ran. Verification rebuilds the environment's calls (step-by-step ENV_*
+requests, or the environment's own records of a delegated RUN_EPISODE or RUN_BATCH) and
+re-runs them on fresh environments, one per instance, each sent the logged ENV_MESSAGEs
+as the run's environment process routed them.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 
+import numpy as np
+
+from rlbridge.agents.batch import AgentBatch, as_batch_agent
+from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.experiment.api import derive_seeds
-from rlbridge.experiment.log.batch_replay import (
-    compare_batch_agent,
+from rlbridge.experiment.log.calls import Divergence, EnvCall, Episode, check_call, make_environment
+from rlbridge.experiment.log.exchanges import (
+    BEGINS,
+    END,
+    ENDS,
+    ENV_START,
+    ENV_STEP,
+    NONE,
+    START,
+    STEP,
+    AgentExchange,
+    EnvExchange,
+    Message,
+    exchanges,
+    instances,
     is_batched,
-    read_batch_episodes,
-    verify_batch,
 )
-from rlbridge.experiment.log.calls import (
-    Divergence,
-    EnvCall,
-    Episode,
-    check_call,
-    make_environment,
-    record_body,
-    record_value,
-    wire_bytes,
-)
-from rlbridge.experiment.log.format import RECEIVED, SENT
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.trust import build_from_log
-from rlbridge.protocol.messages import MessageType
+from rlbridge.protocol.batch import Batch
+from rlbridge.protocol.errors import LogError
 from rlbridge.protocol.taskspec import parse
-from rlbridge.protocol.values import Value
 from rlbridge.registry import AGENTS
 
-T = MessageType
+
+def _take(items: Iterator, what: str):
+    item = next(items, None)
+    if item is None:
+        raise LogError(f"a logged exchange holds fewer {what} than its calls need")
+    return item
 
 
-def read_episodes(reader: LogReader) -> list[Episode]:
-    if is_batched(reader):
-        return read_batch_episodes(reader)
-    return list(iter_episodes(reader))
+class _Numbering:
+    """Episodes numbered in the order they began, and each instance's step in its own."""
+
+    def __init__(self):
+        self.count = 0
+        self.episode: dict[int, int] = {}
+        self.step: dict[int, int] = {}
+
+    def begin(self, instance: int) -> int:
+        self.count += 1
+        self.episode[instance], self.step[instance] = self.count, 0
+        return self.count
+
+    def advance(self, instance: int) -> int:
+        self.step[instance] = self.step.get(instance, 0) + 1
+        return self.step[instance]
+
+    def where(self, instance: int, batched: bool) -> str:
+        """``episode E, step S`` of the call just counted; ``episode E (instance I) ...``."""
+        shown = f" (instance {instance})" if batched else ""
+        return f"episode {self.episode.get(instance, 0)}{shown}, step {self.step.get(instance, 0)}"
 
 
 def iter_episodes(reader: LogReader) -> Iterator[Episode]:
-    """The episodes one at a time, each once the next begins (or the log ends): a long
-    log need not fit in memory as Episodes."""
-    current: Episode | None = None
-    for record in reader.records():
-        if record.peer != "agent":
+    """Each episode as the agent saw it, numbered and yielded in the order they began, each
+    once it is over (another began on its instance, or the log ends): a long log need not
+    fit in memory as Episodes."""
+    numbering = _Numbering()
+    begun: deque[Episode] = deque()
+    current: dict[int, Episode] = {}
+    for exchange in exchanges(reader):
+        if type(exchange) is not AgentExchange:
             continue
-        kind = (record.direction, record.type)
-        if kind == (SENT, T.AGENT_START):
-            if current is not None:
-                yield current
-            current = Episode(record.episode)
-            current.observations.append(record_value(record_body(record), record))
-        elif current is None:
-            continue
-        elif kind == (SENT, T.AGENT_STEP):
-            reward, observation = record_body(record)
-            current.rewards.append(float(reward))
-            current.observations.append(record_value(observation, record))
-        elif kind == (SENT, T.AGENT_END):
-            current.rewards.append(float(record_body(record)))
-            current.terminal = True
-        elif record.direction == RECEIVED and record.type in (T.AGENT_START, T.AGENT_STEP):
-            current.actions.append(record_value(record_body(record), record))
-    if current is not None:
-        yield current
+        seen = iter(exchange.observations)
+        acting = iter(exchange.actions) if exchange.actions is not None else None
+        for offset, call in enumerate(exchange.calls):
+            if call == NONE:
+                continue
+            instance = exchange.first + offset
+            episode = current.get(instance)
+            if call != START and episode is not None:
+                episode.rewards.append(exchange.rewards[offset])
+                if call in ENDS:
+                    episode.terminal = True
+                    del current[instance]
+            if call == END:
+                continue
+            observation = _take(seen, "observations")
+            action = _take(acting, "actions") if acting is not None else None
+            if call in BEGINS:
+                episode = Episode(numbering.begin(instance), instance=instance)
+                begun.append(episode)
+                current[instance] = episode
+            elif episode is None:
+                continue  # a step of an episode that began before the log did
+            episode.observations.append(observation)
+            if action is not None:
+                episode.actions.append(action)
+        while begun and current.get(begun[0].instance) is not begun[0]:
+            yield begun.popleft()
+    yield from begun
 
 
-def env_calls(reader: LogReader) -> list[EnvCall]:
-    """The environment's calls in order, from either path."""
-    calls: list[EnvCall] = []
-    pending_action: Value | None = None
-    step = 0
-    for record in reader.records():
-        kind = (record.writer, record.peer, record.direction, record.type)
-        if kind == ("experiment", "environment", SENT, T.ENV_MESSAGE):
-            calls.append(EnvCall("message", record.episode, 0, record_body(record)))
-        elif kind == ("experiment", "environment", RECEIVED, T.ENV_START):
-            step = 0
-            calls.append(EnvCall("start", record.episode, 0, None, None,
-                                 record_value(record_body(record), record), False))
-        elif kind == ("experiment", "environment", SENT, T.ENV_STEP):
-            pending_action = record_value(record_body(record), record)
-        elif kind == ("experiment", "environment", RECEIVED, T.ENV_STEP):
-            reward, observation, terminal, _info = record_body(record)
-            step += 1
-            calls.append(EnvCall("step", record.episode, step, pending_action, float(reward),
-                                 record_value(observation, record), terminal))
-        elif record.writer == "environment" and record.peer == "agent":
-            if (record.direction, record.type) == (SENT, T.AGENT_START):
-                step = 0
-                calls.append(EnvCall("start", record.episode, 0, None, None,
-                                     record_value(record_body(record), record), False))
-            elif record.direction == RECEIVED and record.type in (T.AGENT_START, T.AGENT_STEP):
-                pending_action = record_value(record_body(record), record)
-            elif (record.direction, record.type) == (SENT, T.AGENT_STEP):
-                reward, observation = record_body(record)
-                step += 1
-                calls.append(EnvCall("step", record.episode, step, pending_action, float(reward),
-                                     record_value(observation, record), False))
-            elif (record.direction, record.type) == (SENT, T.AGENT_END):
-                step += 1
-                calls.append(EnvCall("step", record.episode, step, pending_action,
-                                     float(record_body(record)), None, True))
-    return calls
+def read_episodes(reader: LogReader) -> list[Episode]:
+    return list(iter_episodes(reader))
+
+
+def env_calls(reader: LogReader) -> Iterator[EnvCall]:
+    """The environment's calls in log order, each on its instance, and the experiment's
+    ENV_MESSAGEs: from step-by-step ENV_* exchanges, or from the environment's own
+    records of its exchanges with the agent (a delegated episode or batch)."""
+    numbering = _Numbering()
+    actions: dict[int, object] = {}  # each instance's last action, for its next step
+    for exchange in exchanges(reader):
+        if type(exchange) is Message:
+            yield EnvCall("message", numbering.count, 0, exchange.text)
+        elif type(exchange) is EnvExchange:
+            yield from _stepped_calls(exchange, numbering)
+        elif exchange.writer == "environment":
+            seen = iter(exchange.observations)
+            acting = iter(exchange.actions) if exchange.actions is not None else None
+            for offset, call in enumerate(exchange.calls):
+                instance = exchange.first + offset
+                if call == STEP or call in ENDS:
+                    if instance not in actions:
+                        raise LogError(f"instance {instance} steps before it has an action")
+                    terminal = call != STEP
+                    yield EnvCall("step", numbering.episode.get(instance, 0),
+                                  numbering.advance(instance), actions.pop(instance),
+                                  exchange.rewards[offset],
+                                  None if terminal else _take(seen, "observations"), terminal,
+                                  instance)
+                if call in BEGINS:
+                    yield EnvCall("start", numbering.begin(instance), 0, None, None,
+                                  _take(seen, "observations"), False, instance)
+                if call != END and call != NONE and acting is not None:
+                    actions[instance] = _take(acting, "actions")
+
+
+def _stepped_calls(exchange: EnvExchange, numbering: _Numbering) -> Iterator[EnvCall]:
+    seen, acting = iter(exchange.observations), iter(exchange.actions)
+    for instance, call in enumerate(exchange.calls):
+        if call == ENV_START:
+            yield EnvCall("start", numbering.begin(instance), 0, None, None,
+                          _take(seen, "observations"), False, instance)
+        elif call == ENV_STEP:
+            yield EnvCall("step", numbering.episode.get(instance, 0), numbering.advance(instance),
+                          _take(acting, "actions"), exchange.rewards[instance],
+                          _take(seen, "observations"), exchange.terminals[instance], instance)
 
 
 def verify(reader: LogReader, on_snapshot=None, env_name: str = "") -> tuple[int, Divergence | None]:
-    """Re-run the environment (``env_name``, the user's, or the one the log names); return
-    (calls checked, first divergence or None).
+    """Re-run the environment (``env_name``, the user's, or the one the log names), one per
+    instance; return (calls checked, first divergence or None).
 
-    ``on_snapshot(snapshot, call)`` is called after each call (used by replay to renderers).
+    ``on_snapshot(snapshot, call)`` is called after each call on instance 0 (replay's
+    renderers draw the first instance, as a batched run's viewers do).
     """
-    if is_batched(reader):
-        return verify_batch(reader, on_snapshot, env_name)
-    env = make_environment(reader, env_name)
-    spec_text = env.env_init()
-    if str(spec_text) != reader.header.get("task_spec", str(spec_text)):
-        return 0, Divergence(0, 0, "task spec", reader.header.get("task_spec"), str(spec_text))
+    batched = is_batched(reader)
+    calls = list(env_calls(reader))
+    count = max((call.instance for call in calls), default=0) + 1
+    group = EnvironmentBatch(lambda: make_environment(reader, env_name), count)
+    expected = reader.header.get("task_spec")
+    for instance, env in enumerate(group.envs):
+        spec = str(env.env_init())
+        if expected is not None and spec != expected:
+            field = f"instance {instance}, task spec" if batched else "task spec"
+            return 0, Divergence(0, 0, field, expected, spec)
+    # What a batch's environment process got, it routed (seed E: instance seeds, ...).
+    send = group.batch_message if batched else group.envs[0].env_message
     checked = 0
-    for call in env_calls(reader):
+    for call in calls:
         if call.kind == "message":
-            env.env_message(call.argument)
+            send(call.argument)
             continue
         checked += 1
+        env = group.envs[call.instance]
         divergence = check_call(env, call)
         if divergence is not None:
+            if batched:
+                divergence.field = f"instance {call.instance}, {divergence.field}"
             return checked, divergence
-        if on_snapshot is not None:
+        if on_snapshot is not None and call.instance == 0:
             on_snapshot(env.state_snapshot(), call)
     return checked, None
 
@@ -147,42 +207,47 @@ def compare_agent(reader: LogReader, agent_name: str, options: dict[str, str]) -
 def replay_agent(reader: LogReader, agent_name: str, options: dict[str, str],
                  max_differences: int | None = None, *,
                  from_user: bool = False) -> tuple[object, int, list[str]]:
-    """Build the agent, seed it as the experiment did, and feed it every logged episode as
-    it saw them; return (the agent after the last episode, actions compared, differences).
+    """Build the agent, seed it as the experiment did, and make every logged call to it in
+    log order; return (the agent after the last call, actions compared, differences).
 
-    ``from_user``: ``agent_name`` and ``options`` came from the command line; else from
-    the log's header, and they are used under the log's rules (:mod:`...log.trust`).
-
+    The agent is called as the run called it: a batched run through its batched form (or
+    the adapter), an unbatched one through its single-instance calls (the adapter with one
+    instance makes exactly those). ``from_user``: ``agent_name`` and ``options`` came from
+    the command line; else from the header, used under the log's rules (:mod:`...trust`).
     An agent that chooses every logged action learns exactly what the logged one learned,
     so its tables are the run's. Stops once ``max_differences`` differences are found.
     """
     agent = build_from_log(reader, agent_name, AGENTS, options, user_name=from_user,
                            user_options=from_user)
+    batched = is_batched(reader)
+    driver = as_batch_agent(agent) if batched else AgentBatch(agent)
+    driver.batch_init(parse(reader.header["task_spec"]), instances(reader))
     seed = reader.header.get("seed")
-    if is_batched(reader):
-        compared, differences = compare_batch_agent(
-            reader, agent, None if seed is None else derive_seeds(seed)[1])
-        return agent, compared, differences
-    agent.agent_init(parse(reader.header["task_spec"]))
     if seed is not None:
-        agent.agent_message(f"seed {derive_seeds(seed)[1]}")
+        (driver if batched else agent).agent_message(f"seed {derive_seeds(seed)[1]}")
+    numbering = _Numbering()
     compared, differences = 0, []
-    for episode in iter_episodes(reader):
-        for index, logged in enumerate(episode.actions):
-            observation = episode.observations[index]
-            if index == 0:
-                action = agent.agent_start(observation)
-            else:
-                action = agent.agent_step(episode.rewards[index - 1], observation)
+    for exchange in exchanges(reader):
+        if type(exchange) is not AgentExchange or exchange.actions is None:
+            continue
+        chosen = driver.batch_step(exchange.first, np.array(exchange.calls, dtype=np.uint8),
+                                   np.array(exchange.rewards, dtype=np.float64),
+                                   Batch.stack(exchange.observations))
+        chosen = chosen.values() if type(chosen) is Batch else list(chosen)
+        acted = [exchange.first + offset for offset, call in enumerate(exchange.calls)
+                 if call not in (END, NONE)]
+        for offset, call in enumerate(exchange.calls):
+            if call in BEGINS:
+                numbering.begin(exchange.first + offset)
+        for instance, mine, theirs in zip(acted, chosen, exchange.actions, strict=True):
             compared += 1
-            if wire_bytes(action) != wire_bytes(logged):
-                differences.append(f"episode {episode.number}, step {index + 1}: logged action "
-                                   f"{logged.ints or logged.doubles}, agent chose "
-                                   f"{action.ints or action.doubles}")
+            numbering.advance(instance)
+            if not mine.same_as(theirs):
+                differences.append(f"{numbering.where(instance, batched)}: logged action "
+                                   f"{theirs.ints or theirs.doubles}, agent chose "
+                                   f"{mine.ints or mine.doubles}")
                 if max_differences is not None and len(differences) >= max_differences:
                     return agent, compared, differences
-        if episode.terminal:
-            agent.agent_end(episode.rewards[-1])
     return agent, compared, differences
 
 
@@ -191,8 +256,8 @@ def summary(reader: LogReader) -> dict:
     episodes = read_episodes(reader)
     times = [r.timestamp_ns for r in records]
     peers = sorted({(r.writer, r.peer) for r in records})
-    hellos = [f"{role} ({implementation}, {language})"
-              for role, _version, implementation, language in reader.header.get("peers", [])]
+    hellos = [f"{peer[0]} ({peer[2]}, {peer[3]})" for peer in reader.header.get("peers") or []
+              if isinstance(peer, list) and len(peer) == 4]
     return {
         "episodes": len(episodes),
         "terminal_episodes": sum(e.terminal for e in episodes),
@@ -203,5 +268,5 @@ def summary(reader: LogReader) -> dict:
         "writers": [f"{w} -> {p}" for w, p in peers],
         "peers": sorted(set(hellos)),
         "truncated": reader.truncated_at is not None,
+        "instances": instances(reader),
     }
-

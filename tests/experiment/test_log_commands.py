@@ -1,0 +1,94 @@
+"""Every log command reads batched and unbatched logs alike: an unbatched run is a batch of one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from rlbridge.cli import main
+from rlbridge.experiment.log.reader import LogReader
+from rlbridge.experiment.log.replay import read_episodes
+from rlbridge.sweep.grid import Trial
+from rlbridge.sweep.plots import FIGURE_DPI, FIGURE_INCHES, episode_returns
+from rlbridge.sweep.runner import ResultsDirectory
+from rlbridge.sweep.trial import run_trial
+
+EPISODES = 8
+
+
+def rlbridge(*args) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "-m", "rlbridge", *map(str, args)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory) -> dict[str, Path]:
+    directory = tmp_path_factory.mktemp("logs")
+    found = {}
+    for name, extra in (("batched", ["--batch", "4"]), ("unbatched", [])):
+        found[name] = directory / f"{name}.rlog"
+        rlbridge("run", "gridwalk", "random", "--episodes", EPISODES, "--seed", "3", *extra,
+                 "--log", found[name], "--quiet")
+    return found
+
+
+@pytest.mark.parametrize("kind", ["batched", "unbatched"])
+def test_show_verify_compare_and_export(logs, tmp_path, kind):
+    log = logs[kind]
+    episodes = read_episodes(LogReader(str(log)))
+    steps = sum(len(episode.actions) for episode in episodes)
+    assert len(episodes) == EPISODES and all(episode.terminal for episode in episodes)
+    assert {episode.instance for episode in episodes} == ({0, 1, 2, 3} if kind == "batched"
+                                                          else {0})
+    shown = rlbridge("log", "show", log).stdout
+    assert f"episodes   {EPISODES} ({EPISODES} terminal)" in shown
+    assert f"steps      {steps}\n" in shown
+    verified = rlbridge("replay", log, "--verify").stdout
+    assert f"verified: {steps + EPISODES} environment calls match" in verified
+    compared = rlbridge("replay", log, "--agent", "random").stdout
+    assert f"random: 0 of {steps} actions differ" in compared
+    out = tmp_path / "data.npz"
+    rlbridge("log", "export", log, "--npz", out)
+    data = np.load(out)
+    assert len(data["rewards"]) == steps
+    assert data["rewards"].sum() == pytest.approx(sum(episode.total for episode in episodes))
+    assert data["episode_starts"].sum() == EPISODES
+
+
+def test_an_agent_that_differs_is_named_by_episode_instance_and_step(logs):
+    result = subprocess.run([sys.executable, "-m", "rlbridge", "replay", logs["batched"],
+                             "--agent", "first"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("episode 1 (instance 0), step 1: logged action (")
+
+
+def test_plot_draws_batched_and_unbatched_logs_together(logs, tmp_path, capsys):
+    assert len(episode_returns(str(logs["batched"]))) == EPISODES
+    out = tmp_path / "curves.png"
+    assert main(["log", "plot", str(logs["batched"]), str(logs["unbatched"]),
+                 "--out", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    height, width = matplotlib.image.imread(out).shape[:2]
+    assert (width, height) == tuple(round(inches * FIGURE_DPI) for inches in FIGURE_INCHES)
+
+
+def test_sweep_report_draws_a_batched_sweep(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    results = ResultsDirectory(str(out))
+    for seed in (0, 1):
+        trial = Trial("gridwalk", "random", {}, {}, "", seed, EPISODES, 0, batch=4)
+        result = run_trial(trial, log=True)
+        assert result["status"] == "ok", result.get("error")
+        results.write(trial, result, 1)
+    assert main(["sweep", "report", str(out)]) == 0
+    report = capsys.readouterr().out
+    assert f"curves: {out / 'curves-gridwalk.png'}" in report
+    assert (out / "curves-gridwalk.png").exists()
