@@ -92,3 +92,25 @@ def test_sweep_report_draws_a_batched_sweep(tmp_path, capsys):
     report = capsys.readouterr().out
     assert f"curves: {out / 'curves-gridwalk.png'}" in report
     assert (out / "curves-gridwalk.png").exists()
+
+
+def test_replay_without_a_mode_prints_the_summary(logs):
+    shown = rlbridge("log", "show", logs["batched"]).stdout
+    replayed = rlbridge("replay", logs["batched"]).stdout
+    assert replayed == shown and "instances  4\n" in replayed
+
+
+def test_every_log_subcommand_the_docs_name_exists():
+    import re
+
+    from rlbridge.cli import build_parser
+
+    root = Path(__file__).parents[2]
+    subparsers = next(action for action in build_parser()._actions
+                      if action.dest == "command").choices
+    log_commands = next(action for action in subparsers["log"]._actions
+                        if action.dest == "log_command").choices
+    texts = [root / "PROTOCOL.md", root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    named = {(path.name, word) for path in texts
+             for word in re.findall(r"rlbridge log (\w+)", path.read_text())}
+    assert named and all(word in log_commands for _, word in named), named

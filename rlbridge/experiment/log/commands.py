@@ -46,7 +46,8 @@ def register(subparsers) -> None:
         "replay", help="play a logged run back, verify it, or compare an agent with it",
         description="Re-run the logged environment from the logged seed and actions: to "
                     "renderers (--render), checking every observation, reward and terminal byte "
-                    "for byte (--verify), or feeding the logged observations to an agent (--agent).")
+                    "for byte (--verify), or feeding the logged observations to an agent "
+                    "(--agent). With none of these, print the log's summary (as `log show`).")
     replay.add_argument("file")
     replay.add_argument("--episode", type=int, default=None, help="only this episode (1-based)")
     replay.add_argument("--speed", type=float, default=10.0,
@@ -172,6 +173,8 @@ def _replay(args: argparse.Namespace) -> int:
     from rlbridge.experiment.log.calls import environment_class
 
     try:
+        if not (args.verify or args.agent or args.render):
+            return _show(args, "replay")
         reader = _reader(args.file, trusted=args.trust_log)
         if args.agent:
             compared, differences = replay.compare_agent(reader, args.agent,
