@@ -157,3 +157,11 @@ def test_a_results_row_names_no_file_outside_its_logs(tmp_path, user_log):
     result = rlbridge("sweep", "report", out)
     assert result.returncode == 1
     assert f"names the log {row['log']!r}; expected logs/<trial id>.rlog" in result.stderr
+
+
+def test_a_file_option_is_told_by_its_value():
+    from rlbridge.experiment.log.trust import file_options
+    from tests.experiment.trust_helpers import Mapped
+
+    assert file_options(Mapped, {"layout": "large", "save": ""}) == []
+    assert file_options(Mapped, {"layout": "/tmp/my.xml", "save": "out.npz"}) == ["layout", "save"]

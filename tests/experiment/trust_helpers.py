@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from rlbridge.environments.toy import Countdown
 
@@ -31,3 +32,14 @@ class NotAGame:
 
     def env_init(self) -> str:
         return ""
+
+
+class Mapped(Countdown):
+    """Options:
+        layout: a bundled layout or a file.
+        save: where to write.
+    """
+
+    def __init__(self, layout: Literal["small", "large"] | Path = "small",
+                 save: Path | None = None):
+        super().__init__()

@@ -10,28 +10,30 @@ unless the user trusts the log. Whatever resolves must be an Environment or Agen
 
 from __future__ import annotations
 
-import types
-import typing
 from collections.abc import Mapping
 from pathlib import PurePath
-from typing import Any
 
 from rlbridge.experiment.log.reader import LogReader
-from rlbridge.options import convert_options, option_specs
+from rlbridge.options import convert_options, convert_value, option_specs
 from rlbridge.registry import resolve
 
 
-def _is_path(annotation: Any) -> bool:
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return any(_is_path(member) for member in typing.get_args(annotation))
-    return isinstance(annotation, type) and issubclass(annotation, PurePath)
-
-
 def file_options(cls: type, options: Mapping[str, str]) -> list[str]:
-    """The keys of ``options`` that ``cls`` takes as file paths."""
+    """The keys of ``options`` whose values ``cls`` takes as file paths: those that convert
+    to a path (an option typed ``Path``, or ``Name | Path`` given a path rather than a name)."""
     specs = option_specs(cls)
-    return [key for key in options
-            if (spec := specs.get(key)) is not None and _is_path(spec.annotation)]
+    found = []
+    for key, text in options.items():
+        spec = specs.get(key)
+        if spec is None:
+            continue
+        try:
+            value = convert_value(text, spec.annotation)
+        except ValueError:
+            continue  # convert_options names it
+        if isinstance(value, PurePath):
+            found.append(key)
+    return found
 
 
 def class_from_log(reader: LogReader, name: str, registry: dict[str, str], *,
