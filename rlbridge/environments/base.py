@@ -60,6 +60,9 @@ class Environment:
 
     #: Name used in logs and registries; defaults to the class name.
     name: str = ""
+    #: Options that reach outside the process (a server to connect to): a log's values for
+    #: them are left out unless the user trusts the log, as file paths are.
+    OUTSIDE_OPTIONS: tuple[str, ...] = ()
     #: Usage of this environment's own ``env_message`` commands, for readers and tests.
     MESSAGES: tuple[str, ...] = ()
     #: The outcome the game's docs quote, as ``(name, kind)``: kind ``"rate"`` when

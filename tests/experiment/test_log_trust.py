@@ -142,7 +142,7 @@ def test_a_logs_file_options_reach_no_file(blackjack_log, tmp_path):
                 agent_options={"load": str(missing)})
     result = rlbridge("log", "plot", log, "--out", tmp_path / "curves.png")
     assert result.returncode == 0, result.stderr
-    assert f"left out blackjack-mc-es's file option(s) load={missing}" in result.stderr
+    assert f"left out blackjack-mc-es's file or server option(s) load={missing}" in result.stderr
     assert (tmp_path / "curves-learned-load.rlog.png").exists()
 
 
@@ -165,3 +165,27 @@ def test_a_file_option_is_told_by_its_value():
 
     assert file_options(Mapped, {"layout": "large", "save": ""}) == []
     assert file_options(Mapped, {"layout": "/tmp/my.xml", "save": "out.npz"}) == ["layout", "save"]
+
+
+def test_a_logs_server_options_reach_no_server(tmp_path):
+    # A mission log that names the server backend: a replay must not connect to whatever
+    # listens on the port the log chose (RCON would send it the user's password).
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(0.0)
+    port = listener.getsockname()[1]
+    genuine = tmp_path / "sim.rlog"
+    run = rlbridge("run", "mission", "random", "--env-opt", "mission=maze", "--episodes", "1",
+                   "--seed", "2", "--log", genuine, "--quiet")
+    assert run.returncode == 0, run.stderr
+    log = forge(genuine, tmp_path / "server.rlog",
+                env_options={"mission": "maze", "backend": "server", "rcon_port": str(port)})
+    result = rlbridge("replay", log, "--verify")
+    assert result.returncode == 0, result.stderr
+    assert "left out mission's file or server option(s) backend=server" in result.stderr
+    with pytest.raises(BlockingIOError):
+        listener.accept()  # nobody connected
+    listener.close()

@@ -73,6 +73,8 @@ class MissionEnv(Environment):
 
     name = "mission"
     illegal_action = "noop"
+    #: A replay from a log runs on the simulation, whose episodes are the server's.
+    OUTSIDE_OPTIONS = ("backend", "rcon_port")
     MESSAGES = ("commands",)
 
     def __init__(self, mission: MissionName | Path = "cliff_walk",

@@ -20,12 +20,14 @@ from rlbridge.registry import resolve
 
 def file_options(cls: type, options: Mapping[str, str]) -> list[str]:
     """The keys of ``options`` whose values ``cls`` takes as file paths: those that convert
-    to a path (an option typed ``Path``, or ``Name | Path`` given a path rather than a name)."""
+    to a path (an option typed ``Path``, or ``Name | Path`` given a path rather than a name),
+    and those the class names in ``OUTSIDE_OPTIONS`` (a server to connect to)."""
     specs = option_specs(cls)
-    found = []
+    outside = set(getattr(cls, "OUTSIDE_OPTIONS", ()))
+    found = [key for key in options if key in outside]
     for key, text in options.items():
         spec = specs.get(key)
-        if spec is None:
+        if spec is None or key in outside:
             continue
         try:
             value = convert_value(text, spec.annotation)
@@ -59,8 +61,8 @@ def build_from_log(reader: LogReader, name: str, registry: dict[str, str],
         left_out = file_options(cls, options)
         if left_out and reader.warn is not None:
             shown = ", ".join(f"{key}={options[key]}" for key in left_out)
-            print(f"warning: log {reader.path}: left out {name}'s file option(s) {shown}; "
-                  "a log names no file to read or write (--trust-log passes them on)",
+            print(f"warning: log {reader.path}: left out {name}'s file or server option(s) {shown}; "
+                  "a log names no file or server to reach (--trust-log passes them on)",
                   file=reader.warn)
         for key in left_out:
             del options[key]
