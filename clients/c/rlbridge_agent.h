@@ -19,7 +19,13 @@
 
 #include <msgpack.h>
 
-#define RLB_PROTOCOL_VERSION 1
+#define RLB_PROTOCOL_VERSION 2 /* PROTOCOL.md's changelog: version 1 peers are refused */
+/* The VERSION_MISMATCH text of every implementation: expected, got (a decimal string), where
+ * it was read, expected. */
+#define RLB_VERSION_MISMATCH_TEXT                                                               \
+    "protocol version mismatch: expected %d, got %s%s; this implementation speaks only "        \
+    "version %d (PROTOCOL.md's changelog says what changed): run peers of the same protocol "   \
+    "version"
 #define RLB_MAX_DIMS 32
 #define RLB_MAX_ARRAY_EXTENT_BYTES (1ull << 62) /* itemsize x the non-zero dimensions */
 #define RLB_MAX_MESSAGE_FRAMES 1024             /* frames per message, the envelope included */

@@ -15,6 +15,15 @@ void rlb_fail(char *error, const char *format, ...) {
     va_end(args);
 }
 
+size_t rlb_utf8_prefix(const char *text, size_t size, size_t max_chars) {
+    size_t at = 0;
+    for (size_t chars = 0; at < size && chars < max_chars; chars++)
+        /* one character: its first byte, then any continuation bytes (10xxxxxx) */
+        for (at++; at < size && ((unsigned char)text[at] & 0xC0) == 0x80; at++)
+            ;
+    return at;
+}
+
 const char *rlb_type_name(int type) {
     switch (type) {
     case RLB_HELLO: return "HELLO";
@@ -93,8 +102,10 @@ static int check_header(const int is_int[4], const int64_t field[4], const char 
     }
     int64_t version = field[0], type = field[1];
     if (version != RLB_PROTOCOL_VERSION) {
-        rlb_fail(error, "protocol version mismatch: expected %d, got %lld", RLB_PROTOCOL_VERSION,
-             (long long)version);
+        char got[24];
+        snprintf(got, sizeof got, "%lld", (long long)version);
+        rlb_fail(error, RLB_VERSION_MISMATCH_TEXT, RLB_PROTOCOL_VERSION, got, "",
+                 RLB_PROTOCOL_VERSION);
         return RLB_VERSION_MISMATCH;
     }
     if (type < 0 || type > 255 || rlb_type_name((int)type) == NULL) {

@@ -12,6 +12,10 @@
  * helper every decoder (envelope, values, batches) reports BAD_FIELD texts with. */
 void rlb_fail(char *error, const char *format, ...);
 
+/* The bytes of the first `max_chars` characters of the UTF-8 text `text` of `size` bytes, so
+ * that a text cut for a reply stays whole characters (a msgpack str must be valid UTF-8). */
+size_t rlb_utf8_prefix(const char *text, size_t size, size_t max_chars);
+
 #define RLB_MAX_AUTHORIZED 64
 #define RLB_Z85_KEY_CHARS 40
 #define RLB_MAX_IDENTITY_BYTES 256

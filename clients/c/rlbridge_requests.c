@@ -66,7 +66,9 @@ static int handle_hello(const msgpack_object *body, char *error) {
         return RLB_BAD_FIELD;
     }
     const msgpack_object *f = body->via.array.ptr;
-    if (f[0].type != MSGPACK_OBJECT_STR || f[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER
+    if (f[0].type != MSGPACK_OBJECT_STR
+        || (f[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER
+            && f[1].type != MSGPACK_OBJECT_NEGATIVE_INTEGER)
         || f[2].type != MSGPACK_OBJECT_STR || f[3].type != MSGPACK_OBJECT_STR) {
         fail_text(error, "hello body must be [role str, version int, implementation str, "
                          "language str]");
@@ -79,11 +81,16 @@ static int handle_hello(const msgpack_object *body, char *error) {
                  (int)(f[0].via.str.size < 64 ? f[0].via.str.size : 64), f[0].via.str.ptr);
         return RLB_BAD_FIELD;
     }
-    if (f[1].via.u64 != RLB_PROTOCOL_VERSION) {
-        snprintf(error, RLB_ERROR_TEXT_BYTES,
-                 "protocol version mismatch: expected %d, got %llu from %.*s",
-                 RLB_PROTOCOL_VERSION, (unsigned long long)f[1].via.u64,
-                 (int)(f[2].via.str.size < 64 ? f[2].via.str.size : 64), f[2].via.str.ptr);
+    if (f[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER || f[1].via.u64 != RLB_PROTOCOL_VERSION) {
+        char got[24], where[280];
+        if (f[1].type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+            snprintf(got, sizeof got, "%llu", (unsigned long long)f[1].via.u64);
+        else
+            snprintf(got, sizeof got, "%lld", (long long)f[1].via.i64);
+        snprintf(where, sizeof where, " in the HELLO of %.*s",
+                 (int)rlb_utf8_prefix(f[2].via.str.ptr, f[2].via.str.size, 64), f[2].via.str.ptr);
+        snprintf(error, RLB_ERROR_TEXT_BYTES, RLB_VERSION_MISMATCH_TEXT, RLB_PROTOCOL_VERSION,
+                 got, where, RLB_PROTOCOL_VERSION);
         return RLB_VERSION_MISMATCH;
     }
     if (string_is(&f[0], "agent")) {

@@ -94,7 +94,7 @@ def python_floor(address: str, seconds: float, cpus):
     pack, unpack = msgpack.Packer(use_bin_type=True).pack, msgpack.unpackb
     board = bytes(16)
     try:
-        sock.send(pack([1, 22, 0, 0, [-1.0, [[], [], "", [["|i1", [4, 4], board]]]]]))
+        sock.send(pack([2, 22, 0, 0, [-1.0, [[], [], "", [["|i1", [4, 4], board]]]]]))
         sock.recv()
         latencies = []
         deadline = time.perf_counter() + seconds
@@ -102,13 +102,13 @@ def python_floor(address: str, seconds: float, cpus):
         while True:
             start = time.perf_counter()
             seq += 1
-            sock.send(pack([1, 22, seq, 0, [-1.0, [[], [], "", [["|i1", [4, 4], board]]]]]))
+            sock.send(pack([2, 22, seq, 0, [-1.0, [[], [], "", [["|i1", [4, 4], board]]]]]))
             unpack(sock.recv())
             end = time.perf_counter()
             latencies.append(end - start)
             if end > deadline:
                 break
-        sock.send(pack([1, 4, 0, 0, None]))
+        sock.send(pack([2, 4, 0, 0, None]))
         sock.recv()
     finally:
         sock.close()

@@ -72,7 +72,7 @@ while True:
     frame = sock.recv(copy=False)
     request = unpack(frame.bytes)
     sock.send(identity, zmq.SNDMORE)
-    sock.send(pack([1, request[1], request[2], request[3], [[1], [], "", []]]))
+    sock.send(pack([2, request[1], request[2], request[3], [[1], [], "", []]]))
     if request[1] == 4:
         break
 """
@@ -101,7 +101,7 @@ while True:
         break
     reward, (ints, doubles, chars, _) = request[4]
     action = agent_step(reward, _new_tuple(Value, (tuple(ints), tuple(doubles), chars, ())))
-    sock.send(pack([1, 22, request[2], request[3], [action[0], action[1], action[2], ()]]))
+    sock.send(pack([2, 22, request[2], request[3], [action[0], action[1], action[2], ()]]))
 """
 
 
@@ -145,14 +145,14 @@ FLOOR_CLIENT = _CLIENT_PRELUDE + r"""
 import msgpack
 sock = connect(zmq.DEALER)
 pack, unpack = msgpack.Packer(use_bin_type=True).pack, msgpack.unpackb
-sock.send(pack([1, 22, 1, 1, [1.0, [[1], [], "", []]]]))
+sock.send(pack([2, 22, 1, 1, [1.0, [[1], [], "", []]]]))
 sock.recv()
 client_start, server_start = time.process_time(), server_cpu()
 for seq in range(2, trips + 2):
-    sock.send(pack([1, 22, seq, 1, [float(seq), [[seq], [], "", []]]]))
+    sock.send(pack([2, 22, seq, 1, [float(seq), [[seq], [], "", []]]]))
     unpack(sock.recv())
 report(client_start, server_start)
-sock.send(pack([1, 4, 0, 0, None]))
+sock.send(pack([2, 4, 0, 0, None]))
 sock.recv()
 """
 
@@ -176,14 +176,14 @@ def play(first_seq, count):
         if result[2]:  # the next episode's first observation goes in the same message
             observation = env_start()
         ints, doubles, chars, _ = observation
-        sock.send(pack([1, 22, seq, 1, [float(reward), [ints, doubles, chars, ()]]]))
+        sock.send(pack([2, 22, seq, 1, [float(reward), [ints, doubles, chars, ()]]]))
         ints, doubles, chars, _ = unpack(sock.recv())[4]
         action = _new_tuple(Value, (tuple(ints), tuple(doubles), chars, ()))
 play(1, length)  # the server is up and both sides' paths have run
 client_start, server_start = time.process_time(), server_cpu()
 play(length + 1, trips)
 report(client_start, server_start)
-sock.send(pack([1, 4, 0, 0, None]))
+sock.send(pack([2, 4, 0, 0, None]))
 sock.recv()
 """
 

@@ -23,8 +23,13 @@ from rlbridge.protocol.errors import (
 )
 from rlbridge.protocol.values import Value, _new_tuple, decode_value, encode_value
 
-#: The protocol version this implementation speaks (PROTOCOL.md, "Versions").
-PROTOCOL_VERSION = 1
+#: The protocol version this implementation speaks (PROTOCOL.md, "Changelog"). Version 1
+#: peers are refused: the RUN_EPISODE reply, DELEGATE and HEARTBEAT changed shape in 2.
+PROTOCOL_VERSION = 2
+
+#: The versions whose messages a log may hold and replay still reads: every message a log
+#: records has the same form in both (RUN_EPISODE's reply is logged without its records).
+LOGGED_VERSIONS = frozenset({1, 2})
 
 #: Default limit on the bytes of one message (all frames); receivers reply TOO_LARGE above it.
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
@@ -135,9 +140,7 @@ def decode(payload: bytes, frames: tuple = (), *, max_bytes: int | None = MAX_ME
             + ", ".join(_kind(item) for item in raw[:4]) + ")"
         )
     if version != expected_version:
-        raise VersionMismatch(
-            f"protocol version mismatch: expected {expected_version}, got {version}"
-        )
+        raise VersionMismatch(version_mismatch_text(expected_version, version))
     if msg_type not in _KNOWN_TYPES:
         raise UnknownMessageType(
             f"unknown message type {msg_type}; expected one of "
@@ -146,6 +149,24 @@ def decode(payload: bytes, frames: tuple = (), *, max_bytes: int | None = MAX_ME
     if max_bytes is not None:
         check_size(payload, frames, max_bytes)
     return _new_tuple(Envelope, (version, msg_type, seq, episode, body, frames))
+
+
+def decode_logged(payload: bytes, frames: tuple = ()) -> Envelope:
+    """A message as a log records it (PROTOCOL.md section 10), of any version in
+    LOGGED_VERSIONS: a log written by an earlier version still replays."""
+    # Versions 1 and 2 are msgpack fixints: the byte after the 5-item array's header.
+    version = payload[1] if len(payload) > 1 and payload[0] == 0x95 else PROTOCOL_VERSION
+    return decode(payload, frames,
+                  expected_version=version if version in LOGGED_VERSIONS else PROTOCOL_VERSION)
+
+
+def version_mismatch_text(expected: int, got: int, where: str = "") -> str:
+    """The VERSION_MISMATCH text of every receiver, in Python, C and JavaScript alike
+    (PROTOCOL.md section 5); ``where`` says where the version was read, e.g. `` in the
+    HELLO of rlbridge-c``."""
+    return (f"protocol version mismatch: expected {expected}, got {got}{where}; this "
+            f"implementation speaks only version {expected} (PROTOCOL.md's changelog says "
+            "what changed): run peers of the same protocol version")
 
 
 def check_size(payload: bytes, frames: tuple, max_bytes: int) -> None:

@@ -20,7 +20,13 @@ import numpy as np
 
 from rlbridge.protocol.batch_vectors import batch_vectors
 from rlbridge.protocol.errors import ErrorCode
-from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType, encode, pack
+from rlbridge.protocol.messages import (
+    PROTOCOL_VERSION,
+    MessageType,
+    encode,
+    pack,
+    version_mismatch_text,
+)
 from rlbridge.protocol.values import ZERO_COPY_THRESHOLD_BYTES, Value, encode_value
 
 VECTORS_PATH = Path(__file__).with_name("vectors.json")
@@ -103,11 +109,11 @@ def _samples() -> list[tuple[str, str, int, int, int, object, dict, Value | None
     add("error_invalid_action", "an error reply", MessageType.ERROR, 4, 1,
         [int(ErrorCode.INVALID_ACTION), "action int 0 must be in [0, 1]; got 7"],
         {"code": int(ErrorCode.INVALID_ACTION), "message": "action int 0 must be in [0, 1]; got 7"})
-    add("error_reply_echoes_request", "the reply to invalid/version2_unknown_type: its seq and "
+    mismatch = version_mismatch_text(PROTOCOL_VERSION, 1)
+    add("error_reply_echoes_request", "the reply to invalid/version1_unknown_type: its seq and "
         "episode were readable", MessageType.ERROR, 7, 3,
-        [int(ErrorCode.VERSION_MISMATCH), "protocol version mismatch: expected 1, got 2"],
-        {"code": int(ErrorCode.VERSION_MISMATCH),
-         "message": "protocol version mismatch: expected 1, got 2"})
+        [int(ErrorCode.VERSION_MISMATCH), mismatch],
+        {"code": int(ErrorCode.VERSION_MISMATCH), "message": mismatch})
     add("error_reply_unreadable_request", "the reply to invalid/not_msgpack: nothing was "
         "readable, so seq 0 and episode 0", MessageType.ERROR, 0, 0,
         [int(ErrorCode.MALFORMED), "expected a msgpack envelope [version, type, seq, episode, "
@@ -164,13 +170,17 @@ def _invalid() -> list[dict]:
         ("unknown_type", encode(99, 1, 0, None)[0].hex(), ErrorCode.UNKNOWN_TYPE, 1, 0),
         ("wrong_version", encode(MessageType.HELLO, 1, 0, None, version=99)[0].hex(),
          ErrorCode.VERSION_MISMATCH, 1, 0),
-        ("string_seq", "95" "01" "14" "a131" "00" "c0", ErrorCode.BAD_FIELD, 0, 0),
+        ("string_seq", "95" "02" "14" "a131" "00" "c0", ErrorCode.BAD_FIELD, 0, 0),
         # The order of the checks (PROTOCOL.md section 5) decides these two.
         ("string_version", pack(["1", agent_init, 7, 3, None]).hex(), ErrorCode.BAD_FIELD, 7, 3),
-        ("version2_unknown_type", encode(99, 7, 3, None, version=2)[0].hex(),
+        ("version1_unknown_type", encode(99, 7, 3, None, version=1)[0].hex(),
          ErrorCode.VERSION_MISMATCH, 7, 3),
-        ("string_episode", pack([1, agent_init, 7, "3", None]).hex(), ErrorCode.BAD_FIELD, 0, 0),
-        ("four_items", pack([1, agent_init, 7, 3]).hex(), ErrorCode.MALFORMED, 0, 0),
+        # A version-1 peer's first message: refused before its body is read (section 5).
+        ("version1_hello", encode(MessageType.HELLO, 1, 0,
+                                  ["experiment", 1, "rlbridge-python", "python"],
+                                  version=1)[0].hex(), ErrorCode.VERSION_MISMATCH, 1, 0),
+        ("string_episode", pack([PROTOCOL_VERSION, agent_init, 7, "3", None]).hex(), ErrorCode.BAD_FIELD, 0, 0),
+        ("four_items", pack([PROTOCOL_VERSION, agent_init, 7, 3]).hex(), ErrorCode.MALFORMED, 0, 0),
         ("trailing_bytes", encode(MessageType.AGENT_CLEANUP, 7, 3, None)[0].hex() + "c0",
          ErrorCode.MALFORMED, 0, 0),
     ]

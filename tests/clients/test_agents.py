@@ -22,6 +22,7 @@ from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.curve import CurveKeys, create_keys
 from rlbridge.protocol.errors import ErrorCode, PeerTimeout
+from rlbridge.protocol.messages import PROTOCOL_VERSION as V
 from rlbridge.protocol.messages import MessageType
 
 from .helpers import C_DIR, JS_DIR, SUMMARY, agent_command, build_c, check_js, need, start, stop
@@ -238,42 +239,42 @@ def test_bad_input_gets_the_protocol_error_and_the_agent_keeps_serving(language,
         dealer.send_multipart(list(frames))
         return msgpack.unpackb(dealer.recv(), raw=False)
 
-    def request(msg_type, body, seq=1, version=1):
+    def request(msg_type, body, seq=1, version=V):
         return ask(msgpack.packb([version, msg_type, seq, 1, body], use_bin_type=True))
 
     try:
-        assert request(MessageType.HELLO, ["experiment", 1, "test", "python"])[4][:2] == ["agent", 1]
+        assert request(MessageType.HELLO, ["experiment", V, "test", "python"])[4][:2] == ["agent", V]
         cases = [
             (ask(b"\xc1"), ErrorCode.MALFORMED),
             (ask(b"\xa3abc"), ErrorCode.MALFORMED),
-            (ask(msgpack.packb([1, 1, 1, 0, None]) + b"\x00"), ErrorCode.MALFORMED),
-            (ask(msgpack.packb([1, 20, "1", 0, None])), ErrorCode.BAD_FIELD),
+            (ask(msgpack.packb([V, 1, 1, 0, None]) + b"\x00"), ErrorCode.MALFORMED),
+            (ask(msgpack.packb([V, 20, "1", 0, None])), ErrorCode.BAD_FIELD),
             (request(99, None), ErrorCode.UNKNOWN_TYPE),
-            (request(MessageType.HELLO, None, version=2), ErrorCode.VERSION_MISMATCH),
-            (request(MessageType.HELLO, ["experiment", 2, "test", "python"]),
+            (request(MessageType.HELLO, None, version=1), ErrorCode.VERSION_MISMATCH),
+            (request(MessageType.HELLO, ["experiment", 1, "test", "python"]),
              ErrorCode.VERSION_MISMATCH),
             (request(MessageType.ENV_STEP, [[0], [], "", []]), ErrorCode.WRONG_STATE),
             (request(MessageType.AGENT_START, [[1], [], "", []]), ErrorCode.WRONG_STATE),
             (request(MessageType.AGENT_INIT, 5), ErrorCode.BAD_FIELD),
-            (ask(msgpack.packb([1, 25, 3, 1, "x" * 100001])), ErrorCode.TOO_LARGE),
+            (ask(msgpack.packb([V, 25, 3, 1, "x" * 100001])), ErrorCode.TOO_LARGE),
         ]
         for reply, code in cases:
             assert reply[1] == MessageType.ERROR and reply[4][0] == code, (reply, code)
             assert isinstance(reply[4][1], str) and reply[4][1]
-        assert request(MessageType.AGENT_INIT, COUNTDOWN_SPEC, seq=7) == [1, 20, 7, 1, None]
+        assert request(MessageType.AGENT_INIT, COUNTDOWN_SPEC, seq=7) == [V, 20, 7, 1, None]
         bad_arrays = [[], [], "", [["<i9", [1], b"\x00"]]]
         assert request(MessageType.AGENT_START, bad_arrays)[4][0] == ErrorCode.BAD_FIELD
         short = [[], [], "", [["<i4", [2], b"\x00"]]]
         assert request(MessageType.AGENT_START, short)[4][0] == ErrorCode.BAD_FIELD
         assert request(MessageType.AGENT_START, [[5], [], "", []])[4] == [[0], [], "", []]
         assert request(MessageType.AGENT_STEP, [1, [[4], [], "", []]], seq=8) == \
-            [1, 22, 8, 1, [[0], [], "", []]]  # an int reward is accepted
+            [V, 22, 8, 1, [[0], [], "", []]]  # an int reward is accepted
         # A 70 000-byte array in its own frame (PROTOCOL.md section 3), then a bad frame index.
         big = [[5], [], "", [["|u1", [70000], 0]]]
-        assert ask(msgpack.packb([1, 22, 10, 1, [0.0, big]]), bytes(70000)) == \
-            [1, 22, 10, 1, [[0], [], "", []]]
-        assert ask(msgpack.packb([1, 22, 11, 1, [0.0, big]]))[4][0] == ErrorCode.BAD_FIELD
-        assert request(MessageType.SHUTDOWN, "done", seq=9) == [1, 4, 9, 1, None]
+        assert ask(msgpack.packb([V, 22, 10, 1, [0.0, big]]), bytes(70000)) == \
+            [V, 22, 10, 1, [[0], [], "", []]]
+        assert ask(msgpack.packb([V, 22, 11, 1, [0.0, big]]))[4][0] == ErrorCode.BAD_FIELD
+        assert request(MessageType.SHUTDOWN, "done", seq=9) == [V, 4, 9, 1, None]
         assert agent.wait(timeout=20) == 0
     finally:
         dealer.close()

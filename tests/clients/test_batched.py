@@ -33,7 +33,7 @@ from rlbridge.protocol.batch_vectors import SPEC as MASK_SPEC
 from rlbridge.protocol.values import Value
 
 from .helpers import C_DIR, ROOT, SUMMARY, agent_command, build_c, check_js, start, stop
-from .wire import BATCHING, STATES, Client, T, agent_batch_step, enter, observable, state_of
+from .wire import BATCHING, STATES, Client, T, V, agent_batch_step, enter, observable, state_of
 
 STEP, START, END, END_START, NONE = (int(call) for call in AgentCall)
 VECTORS = json.loads((ROOT / "rlbridge" / "protocol" / "vectors.json").read_text())
@@ -100,7 +100,7 @@ def test_the_c_agent_answers_batched_requests_with_the_python_agents_bytes(agent
     clients = {language: Client(agents[language, "first"]) for language in BATCHING}
     try:
         for number, (msg_type, body, frames) in enumerate(requests()):
-            head = msgpack.packb([1, int(msg_type), 100 + number, 2, encoded(body)],
+            head = msgpack.packb([V, int(msg_type), 100 + number, 2, encoded(body)],
                                  use_bin_type=True)
             replies = {language: client.frames(head, *frames)
                        for language, client in clients.items()}
@@ -144,7 +144,7 @@ def test_malformed_batched_bodies_are_bad_field_in_every_state(language, agents)
             for vector in VECTORS["batch"]["invalid_agent"]:
                 enter(client, state)
                 reply = client.ask(bytes.fromhex(vector["hex"]))
-                expected = [1, T.ERROR, vector["reply_seq"], vector["reply_episode"]]
+                expected = [V, T.ERROR, vector["reply_seq"], vector["reply_episode"]]
                 got = (reply[:4], reply[4][0], state_of(client))
                 if got != (expected, vector["error_code"], observable(state)):
                     wrong.append(f"{vector['name']} in {state}: got {got} ({reply[4]!r:.200})")

@@ -15,6 +15,7 @@ import pytest
 import zmq
 
 from rlbridge.protocol.errors import ErrorCode
+from rlbridge.protocol.messages import PROTOCOL_VERSION as V
 from rlbridge.protocol.messages import MessageType
 
 from .helpers import agent_command, build_c, check_js, start, stop
@@ -70,10 +71,10 @@ def test_claimed_lengths_are_refused_before_allocation_and_the_episode_goes_on(l
         return msgpack.unpackb(dealer.recv(), raw=False)
 
     def request(msg_type, body, seq):
-        return ask(msgpack.packb([1, int(msg_type), seq, 1, body], use_bin_type=True))
+        return ask(msgpack.packb([V, int(msg_type), seq, 1, body], use_bin_type=True))
 
     try:
-        assert request(MessageType.HELLO, ["experiment", 1, "test", "python"], 1)[1] == \
+        assert request(MessageType.HELLO, ["experiment", V, "test", "python"], 1)[1] == \
             MessageType.HELLO
         assert request(MessageType.AGENT_INIT, COUNTDOWN_SPEC, 2)[4] is None
         assert request(MessageType.AGENT_START, [[5], [], "", []], 3)[4] == [[0], [], "", []]
@@ -84,7 +85,7 @@ def test_claimed_lengths_are_refused_before_allocation_and_the_episode_goes_on(l
             assert agent.poll() is None, name
         # The episode goes on where it was: the agent is still inside it.
         assert request(MessageType.AGENT_STEP, [1.0, [[4], [], "", []]], 9) == \
-            [1, STEP, 9, 1, [[0], [], "", []]]
+            [V, STEP, 9, 1, [[0], [], "", []]]
     finally:
         dealer.close()
         stop([agent])

@@ -38,6 +38,7 @@ from .wire import (
     Client,
     E,
     T,
+    V,
     enter,
     observable,
     outcome,
@@ -166,7 +167,7 @@ def test_shutdown_is_served_in_every_state(language, directory):
         try:
             for setup in SETUP[state]:
                 client.call(setup, BODIES[setup])
-            assert client.request(T.SHUTDOWN, "done", seq=9, episode=2) == [1, T.SHUTDOWN, 9, 2, None]
+            assert client.request(T.SHUTDOWN, "done", seq=9, episode=2) == [V, T.SHUTDOWN, 9, 2, None]
             assert child.wait(timeout=20) == 0
         finally:
             client.close()
@@ -177,25 +178,27 @@ def test_shutdown_is_served_in_every_state(language, directory):
 ENVELOPES = [
     ("not msgpack", b"\xc1", E.MALFORMED, False),
     ("a str, not an envelope", msgpack.packb("abc"), E.MALFORMED, False),
-    ("4 items", msgpack.packb([1, 20, 7, 3]), E.MALFORMED, False),
-    ("trailing bytes", msgpack.packb([1, 1, 7, 3, None]) + b"\x00", E.MALFORMED, False),
-    ("a str seq", msgpack.packb([1, 20, "7", 3, None]), E.BAD_FIELD, False),
-    ("a float episode", msgpack.packb([1, 20, 7, 3.0, None]), E.BAD_FIELD, False),
+    ("4 items", msgpack.packb([V, 20, 7, 3]), E.MALFORMED, False),
+    ("trailing bytes", msgpack.packb([V, 1, 7, 3, None]) + b"\x00", E.MALFORMED, False),
+    ("a str seq", msgpack.packb([V, 20, "7", 3, None]), E.BAD_FIELD, False),
+    ("a float episode", msgpack.packb([V, 20, 7, 3.0, None]), E.BAD_FIELD, False),
     ("a str version", msgpack.packb(["1", 20, 7, 3, None]), E.BAD_FIELD, True),
     ("a float version", msgpack.packb([1.0, 20, 7, 3, None]), E.BAD_FIELD, True),
-    ("a list type", msgpack.packb([1, [20], 7, 3, None]), E.BAD_FIELD, True),
-    ("version 2 of an unknown type", msgpack.packb([2, 99, 7, 3, None]), E.VERSION_MISMATCH, True),
-    ("an unknown type", msgpack.packb([1, 99, 7, 3, None]), E.UNKNOWN_TYPE, True),
-    ("ERROR as a request", msgpack.packb([1, 2, 7, 3, [10, "x"]]), E.WRONG_STATE, True),
-    ("an environment request", msgpack.packb([1, 12, 7, 3, None]), E.WRONG_STATE, True),
-    ("an int task spec", msgpack.packb([1, 20, 7, 3, 5]), E.BAD_FIELD, True),
-    ("a bad step body before the state", msgpack.packb([1, 22, 7, 3, 5]), E.BAD_FIELD, True),
-    ("a body on AGENT_CLEANUP", msgpack.packb([1, 24, 7, 3, 0]), E.BAD_FIELD, True),
-    ("a list body on SHUTDOWN", msgpack.packb([1, 4, 7, 3, []]), E.BAD_FIELD, True),
-    ("a list message", msgpack.packb([1, 25, 7, 3, []]), E.BAD_FIELD, True),
-    ("a seq past int64", msgpack.packb([1, 20, 2**64 - 1, 3, None]), E.BAD_FIELD, False),
-    ("too many bytes", msgpack.packb([1, 25, 7, 3, "x" * 100001]), E.TOO_LARGE, True),
-    ("too many bytes of an unknown type", msgpack.packb([1, 99, 7, 3, "x" * 100001]),
+    ("a list type", msgpack.packb([V, [20], 7, 3, None]), E.BAD_FIELD, True),
+    ("version 1 of an unknown type", msgpack.packb([1, 99, 7, 3, None]), E.VERSION_MISMATCH, True),
+    ("a version 1 HELLO", msgpack.packb([1, 1, 7, 3, ["experiment", 1, "old", "python"]]),
+     E.VERSION_MISMATCH, True),
+    ("an unknown type", msgpack.packb([V, 99, 7, 3, None]), E.UNKNOWN_TYPE, True),
+    ("ERROR as a request", msgpack.packb([V, 2, 7, 3, [10, "x"]]), E.WRONG_STATE, True),
+    ("an environment request", msgpack.packb([V, 12, 7, 3, None]), E.WRONG_STATE, True),
+    ("an int task spec", msgpack.packb([V, 20, 7, 3, 5]), E.BAD_FIELD, True),
+    ("a bad step body before the state", msgpack.packb([V, 22, 7, 3, 5]), E.BAD_FIELD, True),
+    ("a body on AGENT_CLEANUP", msgpack.packb([V, 24, 7, 3, 0]), E.BAD_FIELD, True),
+    ("a list body on SHUTDOWN", msgpack.packb([V, 4, 7, 3, []]), E.BAD_FIELD, True),
+    ("a list message", msgpack.packb([V, 25, 7, 3, []]), E.BAD_FIELD, True),
+    ("a seq past int64", msgpack.packb([V, 20, 2**64 - 1, 3, None]), E.BAD_FIELD, False),
+    ("too many bytes", msgpack.packb([V, 25, 7, 3, "x" * 100001]), E.TOO_LARGE, True),
+    ("too many bytes of an unknown type", msgpack.packb([V, 99, 7, 3, "x" * 100001]),
      E.UNKNOWN_TYPE, True),
 ]
 
@@ -208,13 +211,13 @@ def test_checks_follow_protocol_order_and_errors_echo_seq_and_episode(language, 
     try:
         for name, frame, code, echoed in ENVELOPES:
             reply = client.ask(frame)
-            expected = [1, T.ERROR, 7, 3] if echoed else [1, T.ERROR, 0, 0]
+            expected = [V, T.ERROR, 7, 3] if echoed else [V, T.ERROR, 0, 0]
             if reply[:4] != expected or reply[4][0] != code:
                 wrong.append(f"{name}: expected {expected} {code.name}, got {reply!r:.200}")
-        assert client.request(T.HEARTBEAT, [1], seq=8, episode=5) == [1, T.HEARTBEAT, 8, 5, [1]]
+        assert client.request(T.HEARTBEAT, [1], seq=8, episode=5) == [V, T.HEARTBEAT, 8, 5, [1]]
         for seq, episode in ((2**63 - 1, -2**63), (2**53 + 1, 2**32)):  # int64 ends, and past
             reply = client.ask(msgpack.packb(["1", 20, seq, episode, None]))  # JS's exact ints
-            assert reply[:4] == [1, T.ERROR, seq, episode], reply
+            assert reply[:4] == [V, T.ERROR, seq, episode], reply
             assert client.request(T.HEARTBEAT, [1], seq=seq, episode=episode)[2:4] == \
                 [seq, episode]
     finally:
@@ -226,16 +229,16 @@ def test_checks_follow_protocol_order_and_errors_echo_seq_and_episode(language, 
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_more_than_1024_frames_is_too_large_and_the_agent_keeps_serving(language, agents):
     client = Client(agents[language])
-    head = msgpack.packb([1, T.AGENT_MESSAGE, 12, 4, "seed 5"])
+    head = msgpack.packb([V, T.AGENT_MESSAGE, 12, 4, "seed 5"])
     try:
         # The envelope and 1023 more frames: within the bound.
-        assert client.ask(head, *[b""] * 1023) == [1, T.AGENT_MESSAGE, 12, 4, "ok"]
+        assert client.ask(head, *[b""] * 1023) == [V, T.AGENT_MESSAGE, 12, 4, "ok"]
         reply = client.ask(head, *[b""] * 1024)
-        assert reply[:4] == [1, T.ERROR, 12, 4] and reply[4][0] == E.TOO_LARGE, reply
+        assert reply[:4] == [V, T.ERROR, 12, 4] and reply[4][0] == E.TOO_LARGE, reply
         assert "1025 frames" in reply[4][1]
         reply = client.ask(head, *[b"x"] * 100_000)
-        assert reply[:4] == [1, T.ERROR, 12, 4] and reply[4][0] == E.TOO_LARGE, reply
-        assert client.request(T.HEARTBEAT, [2], seq=13) == [1, T.HEARTBEAT, 13, 1, [2]]
+        assert reply[:4] == [V, T.ERROR, 12, 4] and reply[4][0] == E.TOO_LARGE, reply
+        assert client.request(T.HEARTBEAT, [2], seq=13) == [V, T.HEARTBEAT, 13, 1, [2]]
     finally:
         client.close()
 
@@ -245,12 +248,12 @@ def test_a_req_client_gets_its_delimiter_back(language, agents):
     req = Client(agents[language], zmq.REQ)
     dealer = Client(agents[language])
     try:
-        assert req.request(T.HELLO, BODIES[T.HELLO], seq=21)[:4] == [1, T.HELLO, 21, 1]
-        assert req.ask(b"\xc1")[:4] == [1, T.ERROR, 0, 0]  # errors too
-        assert req.request(T.AGENT_MESSAGE, "seed 1", seq=22) == [1, T.AGENT_MESSAGE, 22, 1, "ok"]
+        assert req.request(T.HELLO, BODIES[T.HELLO], seq=21)[:4] == [V, T.HELLO, 21, 1]
+        assert req.ask(b"\xc1")[:4] == [V, T.ERROR, 0, 0]  # errors too
+        assert req.request(T.AGENT_MESSAGE, "seed 1", seq=22) == [V, T.AGENT_MESSAGE, 22, 1, "ok"]
         # What a REQ socket sends, by hand: the reply starts with the empty delimiter too.
-        reply = dealer.frames(b"", msgpack.packb([1, T.HEARTBEAT, 23, 1, [7]]))
-        assert reply[0] == b"" and msgpack.unpackb(reply[1]) == [1, T.HEARTBEAT, 23, 1, [7]]
+        reply = dealer.frames(b"", msgpack.packb([V, T.HEARTBEAT, 23, 1, [7]]))
+        assert reply[0] == b"" and msgpack.unpackb(reply[1]) == [V, T.HEARTBEAT, 23, 1, [7]]
     finally:
         req.close()
         dealer.close()
@@ -288,18 +291,38 @@ def test_hello_is_optional_and_checks_the_role(language, agents):
     client = Client(agents[language])
     try:
         # Served without any HELLO first.
-        assert client.request(T.AGENT_MESSAGE, "x", seq=2) == [1, T.AGENT_MESSAGE, 2, 1, ""]
+        assert client.request(T.AGENT_MESSAGE, "x", seq=2) == [V, T.AGENT_MESSAGE, 2, 1, ""]
         for role, expected in (("experiment", OK), ("environment", OK), ("agent", E.WRONG_STATE),
                                ("robot", E.BAD_FIELD)):
-            reply = client.request(T.HELLO, [role, 1, "test", "python"], seq=3)
+            reply = client.request(T.HELLO, [role, V, "test", "python"], seq=3)
             assert outcome(reply, T.HELLO) == expected, (role, reply)
             assert reply[2:4] == [3, 1]
-        reply = client.request(T.HELLO, ["experiment", 2, "test", "python"])
-        assert outcome(reply, T.HELLO) == E.VERSION_MISMATCH
+        for version in (1, 3, -1):
+            reply = client.request(T.HELLO, ["experiment", version, "test", "python"])
+            assert outcome(reply, T.HELLO) == E.VERSION_MISMATCH, (version, reply)
         # Fields of the wrong type are BAD_FIELD before the role or the version is looked at.
         for body in (["agent", "1", "x", "y"], ["agent", 1, 2, 3], ["experiment", 1, "x", None],
                      ["experiment", 1.0, "x", "y"], ["experiment", 1, "x"], "experiment"):
             assert outcome(client.request(T.HELLO, body), T.HELLO) == E.BAD_FIELD, body
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_version_1_peer_is_refused_with_the_same_text_in_every_language(language, agents):
+    """PROTOCOL.md section 5: a version-1 envelope, or a HELLO that names version 1, is
+    VERSION_MISMATCH with one text that says what to do."""
+    client = Client(agents[language])
+    advice = (f"; this implementation speaks only version {V} (PROTOCOL.md's changelog says "
+              "what changed): run peers of the same protocol version")
+    try:
+        reply = client.ask(msgpack.packb([1, T.HELLO, 4, 0, ["experiment", 1, "old", "c"]]))
+        assert reply == [V, T.ERROR, 4, 0, [E.VERSION_MISMATCH, "protocol version mismatch: "
+                                                                f"expected {V}, got 1{advice}"]]
+        reply = client.request(T.HELLO, ["experiment", 1, "rlbridge-0.1", "python"], seq=5)
+        assert reply == [V, T.ERROR, 5, 1, [
+            E.VERSION_MISMATCH,
+            f"protocol version mismatch: expected {V}, got 1 in the HELLO of rlbridge-0.1{advice}"]]
     finally:
         client.close()
 
@@ -330,13 +353,13 @@ def test_a_second_experiment_is_refused_at_agent_init_while_a_session_is_active(
     try:
         first.call(T.AGENT_INIT, COUNTDOWN_SPEC)
         reply = second.request(T.AGENT_INIT, COUNTDOWN_SPEC, seq=5, episode=2)
-        assert reply[:4] == [1, T.ERROR, 5, 2] and reply[4][0] == E.WRONG_STATE, reply
+        assert reply[:4] == [V, T.ERROR, 5, 2] and reply[4][0] == E.WRONG_STATE, reply
         assert reply[4][1].startswith("this agent already serves an experiment (session started "
                                       "by AGENT_INIT 0 s ago); start another agent process"), reply
         # A bad body is still BAD_FIELD: body fields come before the state.
         assert second.request(T.AGENT_INIT, 5)[4][0] == E.BAD_FIELD
         # Every other request is served: the delegated environment calls the agent this way.
-        assert second.call(T.HELLO, ["environment", 1, "test", "python"])
+        assert second.call(T.HELLO, ["environment", V, "test", "python"])
         assert second.call(T.AGENT_START, OBSERVATION)[4] == [[0], [], "", []]
         assert second.call(T.AGENT_END, 0.0)
         # The owner may init again; its cleanup ends the session and another may start one.
@@ -374,12 +397,12 @@ def test_a_body_nested_too_deep_is_malformed_and_the_agent_keeps_serving(languag
     ids = [0, 0] if language == "python" else [7, 3]
     try:
         for msg_type in (T.HEARTBEAT, T.AGENT_MESSAGE, T.AGENT_START):
-            reply = client.ask(b"\x95\x01" + bytes([msg_type]) + b"\x07\x03" + nested(2000))
-            assert reply[:4] == [1, T.ERROR, *ids] and reply[4][0] == E.MALFORMED, reply
+            reply = client.ask(b"\x95" + bytes([V]) + bytes([msg_type]) + b"\x07\x03" + nested(2000))
+            assert reply[:4] == [V, T.ERROR, *ids] and reply[4][0] == E.MALFORMED, reply
         # Header fields nested deeper than a reader's limit are still the header's errors.
-        reply = client.ask(b"\x95\x01" + nested(200) + b"\x07\x03\xc0")
-        assert reply[:4] == [1, T.ERROR, 7, 3] and reply[4][0] == E.BAD_FIELD, reply
-        assert client.request(T.HEARTBEAT, [2], seq=13) == [1, T.HEARTBEAT, 13, 1, [2]]
+        reply = client.ask(b"\x95" + bytes([V]) + nested(200) + b"\x07\x03\xc0")
+        assert reply[:4] == [V, T.ERROR, 7, 3] and reply[4][0] == E.BAD_FIELD, reply
+        assert client.request(T.HEARTBEAT, [2], seq=13) == [V, T.HEARTBEAT, 13, 1, [2]]
     finally:
         client.close()
 
@@ -388,13 +411,13 @@ def test_javascript_bodies_nest_at_most_100_deep(agents):
     """The JS decoder reads any depth, its encoder only 100: deeper is MALFORMED at once,
     never APPLICATION from echoing a HEARTBEAT."""
     client = Client(agents["javascript"])
-    head = b"\x95\x01" + bytes([T.HEARTBEAT]) + b"\x07\x03"
+    head = b"\x95" + bytes([V]) + bytes([T.HEARTBEAT]) + b"\x07\x03"
     try:
         reply = client.ask(head + nested(100))
-        assert reply[:4] == [1, T.HEARTBEAT, 7, 3], reply
+        assert reply[:4] == [V, T.HEARTBEAT, 7, 3], reply
         for depth in (101, 5000):
             reply = client.ask(head + nested(depth))
-            assert reply[:4] == [1, T.ERROR, 7, 3] and reply[4][0] == E.MALFORMED, reply
+            assert reply[:4] == [V, T.ERROR, 7, 3] and reply[4][0] == E.MALFORMED, reply
             assert "more than 100 deep" in reply[4][1], reply
     finally:
         client.close()

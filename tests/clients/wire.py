@@ -9,6 +9,7 @@ import zmq
 
 from rlbridge.protocol.batch import AgentCall, Batch, encode_batch, encode_column
 from rlbridge.protocol.errors import ErrorCode
+from rlbridge.protocol.messages import PROTOCOL_VERSION as V
 from rlbridge.protocol.messages import MessageType
 from rlbridge.protocol.values import Value
 
@@ -40,7 +41,7 @@ def agent_batch_step(first: int, calls: list[int], rewards: list[float] | None =
 
 #: A valid body for every request type.
 BODIES: dict[int, object] = {
-    T.HELLO: ["experiment", 1, "test", "python"],
+    T.HELLO: ["experiment", V, "test", "python"],
     T.ERROR: [int(E.APPLICATION), "sent as a request"],
     T.HEARTBEAT: [3],
     T.ENV_INIT: None,
@@ -102,7 +103,7 @@ class Client:
 
     def request(self, msg_type: int, body: object = None, seq: int = 1, episode: int = 1,
                 *extra: bytes) -> list:
-        return self.ask(msgpack.packb([1, int(msg_type), seq, episode, body], use_bin_type=True),
+        return self.ask(msgpack.packb([V, int(msg_type), seq, episode, body], use_bin_type=True),
                         *extra)
 
     def call(self, msg_type: int, body: object = None) -> list:
@@ -117,7 +118,7 @@ class Client:
 
 def outcome(reply: list, msg_type: int) -> object:
     """OK, or the ERROR code of a reply (after checking the reply's shape)."""
-    assert len(reply) == 5 and reply[0] == 1, reply
+    assert len(reply) == 5 and reply[0] == V, reply
     if reply[1] == T.ERROR:
         assert isinstance(reply[4][1], str) and reply[4][1], reply
         return ErrorCode(reply[4][0])

@@ -18,6 +18,7 @@ from rlbridge.experiment.net.agent_server import AgentServer
 from rlbridge.experiment.net.server import RequestServer
 from rlbridge.experiment.net.transport import recv_request
 from rlbridge.protocol.errors import InvalidAction
+from rlbridge.protocol.messages import PROTOCOL_VERSION as V
 from rlbridge.protocol.messages import MessageType, encode
 from rlbridge.protocol.taskspec import Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value, encode_value
@@ -56,7 +57,7 @@ class GeneralOnly(AgentServer):
 
 
 def step(n, seq, *, reward=0.5, arrays=(), episode=1) -> bytes:
-    return msgpack.packb([1, 22, seq, episode, [reward, [[n], [], "", list(arrays)]]],
+    return msgpack.packb([V, 22, seq, episode, [reward, [[n], [], "", list(arrays)]]],
                          use_bin_type=True)
 
 
@@ -67,9 +68,9 @@ def packed(*items) -> bytes:
 #: (client, frames): what the owner ("o") and a stranger ("s") send, in this order.
 REQUESTS = [
     ("s", [step(1, 1)]),  # FRESH: WRONG_STATE
-    ("o", [packed(1, 20, 1, 0, SPEC)]),
+    ("o", [packed(V, 20, 1, 0, SPEC)]),
     ("s", [step(1, 2)]),  # READY: WRONG_STATE
-    ("o", [packed(1, 21, 2, 1, encode_value(Value(ints=(0,))))]),
+    ("o", [packed(V, 21, 2, 1, encode_value(Value(ints=(0,))))]),
     ("s", [step(5, 3)]),
     ("o", [step(6, 3)]),  # the owner's step renews its session
     ("s", [step(7, 4, reward=-1)]),  # an int reward
@@ -83,16 +84,16 @@ REQUESTS = [
     ("s", [step(9, 12, arrays=[["|u1", [1], 0]])]),  # a frame that is not there
     ("s", [step(9, 13), b"extra"]),  # an extra frame
     ("s", [step(9, 14)] + [b""] * 1024),  # too many frames
-    ("s", [msgpack.packb([1, 22, 15, 1, [0.5, [list(range(LIMIT_BYTES)), [], "", []]]])]),
+    ("s", [msgpack.packb([V, 22, 15, 1, [0.5, [list(range(LIMIT_BYTES)), [], "", []]]])]),
     ("s", [step(9, 2**63)]),  # a uint64 seq
-    ("s", [packed(1, 22, 16, 1, [True, [[1], [], "", []]])]),  # a bool reward
+    ("s", [packed(V, 22, 16, 1, [True, [[1], [], "", []]])]),  # a bool reward
     ("s", [packed(2, 22, 17, 1, [0.5, [[1], [], "", []]])]),  # another version
     ("s", [step(9, 18) + b"\x00"]),  # a byte after the message
-    ("o", [packed(1, 23, 4, 1, 1.0)]),  # AGENT_END: ENDED
+    ("o", [packed(V, 23, 4, 1, 1.0)]),  # AGENT_END: ENDED
     ("s", [step(10, 19)]),  # a step past the end, as RL_step may send
-    ("o", [packed(1, 23, 5, 1, 1.0)]),
+    ("o", [packed(V, 23, 5, 1, 1.0)]),
     ("s", [step(14, 20)]),  # fails to pack in ENDED: the state moves as the general path's
-    ("o", [packed(1, 24, 6, 1, None)]),  # AGENT_CLEANUP: FRESH
+    ("o", [packed(V, 24, 6, 1, None)]),  # AGENT_CLEANUP: FRESH
     ("s", [step(11, 21)]),
 ]
 
@@ -139,4 +140,4 @@ def test_the_shortcut_answers_every_request_as_the_general_path(ipc_dir):
 
 def test_the_usual_step_replies_with_the_bytes_of_encode():
     action = encode_value(Value(ints=(1,), doubles=(0.5,)))
-    assert encode(T.AGENT_STEP, 3, 1, action)[0] == msgpack.packb([1, 22, 3, 1, action])
+    assert encode(T.AGENT_STEP, 3, 1, action)[0] == msgpack.packb([V, 22, 3, 1, action])

@@ -58,11 +58,11 @@ CASES = {
                          "must be a str; got int"),
     "wrong value shape": ([encode(MessageType.ENV_STEP, 1, 0, [[1], []])[0]],
                           ErrorCode.BAD_FIELD, r"\[ints, doubles, chars, arrays\]"),
-    "string seq": ([msgpack.packb([1, 12, "1", 0, None])], ErrorCode.BAD_FIELD, "integers"),
+    "string seq": ([msgpack.packb([PROTOCOL_VERSION, 12, "1", 0, None])], ErrorCode.BAD_FIELD, "integers"),
     "too large": ([encode(MessageType.ENV_MESSAGE, 1, 0, "x" * (2 * LIMIT_BYTES))[0]],
                   ErrorCode.TOO_LARGE, f"limit of {LIMIT_BYTES} bytes"),
-    "other version": ([encode(MessageType.HELLO, 1, 0, ["experiment", 2, "x", "y"], version=2)[0]],
-                      ErrorCode.VERSION_MISMATCH, f"expected {PROTOCOL_VERSION}, got 2"),
+    "other version": ([encode(MessageType.HELLO, 1, 0, ["experiment", 1, "x", "y"], version=1)[0]],
+                      ErrorCode.VERSION_MISMATCH, f"expected {PROTOCOL_VERSION}, got 1"),
     "action outside the task spec": (
         [encode(MessageType.ENV_STEP, 1, 0, encode_value(Value(ints=(9,))))[0]],
         ErrorCode.INVALID_ACTION, r"in \[0, 3\]; got 9"),
@@ -100,9 +100,9 @@ def test_version_mismatch_is_reported_on_both_sides(env_server, raw):
     raw(encode(MessageType.HELLO, 1, 0, ["experiment", 7, "future", "py"], version=7)[0])
     env.shutdown()
     _, stderr = child.communicate(timeout=10)
-    assert "expected 1, got 7" in stderr
+    assert f"expected {PROTOCOL_VERSION}, got 7" in stderr
     # And a client that meets a server of another version names both versions too.
-    with pytest.raises(VersionMismatch, match="expected 1, got 7"):
+    with pytest.raises(VersionMismatch, match=f"expected {PROTOCOL_VERSION}, got 7"):
         from rlbridge.protocol.messages import decode
 
         decode(encode(MessageType.HELLO, 1, 0, None, version=7)[0])

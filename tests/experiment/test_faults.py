@@ -19,6 +19,7 @@ from rlbridge.bench.faults.oracle import (
     judge,
 )
 from rlbridge.protocol.errors import ErrorCode
+from rlbridge.protocol.messages import PROTOCOL_VERSION as V
 from rlbridge.protocol.messages import MessageType, encode
 from tests.clients.helpers import build_c, check_js
 
@@ -65,7 +66,7 @@ def _error(seq: int, episode: int, code: ErrorCode) -> list:
 
 
 def test_the_oracle_wants_the_request_seq_in_error_replies():
-    probe = Probe("unknown type", [pack([1, 77, 41, 2, None])], Expect.ERROR,
+    probe = Probe("unknown type", [pack([V, 77, 41, 2, None])], Expect.ERROR,
                   frozenset({ErrorCode.UNKNOWN_TYPE}))
     assert judge(probe, _error(41, 2, ErrorCode.UNKNOWN_TYPE)).kind == "ok"
     verdict = judge(probe, _error(0, 0, ErrorCode.UNKNOWN_TYPE))
@@ -77,11 +78,11 @@ def test_the_oracle_wants_the_request_seq_in_error_replies():
 
 
 def test_the_oracle_refuses_application_for_bad_input_and_wants_wrong_state():
-    bad = Probe("bad value", [pack([1, 22, 5, 1, [0.0, 7]])], Expect.ERROR,
+    bad = Probe("bad value", [pack([V, 22, 5, 1, [0.0, 7]])], Expect.ERROR,
                 frozenset({ErrorCode.BAD_FIELD}))
     assert judge(bad, _error(5, 1, ErrorCode.APPLICATION)).cls == APPLICATION
     assert judge(bad, encode(T.AGENT_STEP, 5, 1, [[0], [], "", []])).cls == ACCEPTED
-    early = Probe("agent_end before agent_init", [pack([1, 23, 6, 1, 0.0])], Expect.ERROR,
+    early = Probe("agent_end before agent_init", [pack([V, 23, 6, 1, 0.0])], Expect.ERROR,
                   frozenset({ErrorCode.WRONG_STATE}))
     assert judge(early, encode(T.AGENT_END, 6, 1)).cls == NO_WRONG_STATE
     assert judge(early, _error(6, 1, ErrorCode.APPLICATION)).cls == NO_WRONG_STATE

@@ -9,8 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from rlbridge.experiment.log.format import HEADER, MESSAGE
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import verify
+from rlbridge.experiment.log.writer import encode_entry
+from rlbridge.protocol.errors import LogError
+from rlbridge.protocol.messages import PROTOCOL_VERSION
 
 GOLDEN = Path(__file__).with_name("golden")
 #: game -> the `rlbridge run` arguments that made its golden log (python -m tests.experiment.test_golden_logs).
@@ -47,6 +51,34 @@ def test_a_fresh_run_reproduces_the_golden_log(game, tmp_path):
     fresh = tmp_path / f"{game}.rlog"
     make(game, fresh)
     assert records_without_timestamps(fresh) == records_without_timestamps(GOLDEN / f"{game}.rlog")
+
+
+def as_version(source: Path, target: Path, version: int) -> None:
+    """``source`` rewritten as a log of protocol ``version``: each payload's envelope version
+    (one fixint byte after the array's header) and the header's ``protocol_version``."""
+    reader = LogReader(str(source))
+    entries = [encode_entry([HEADER, {**reader.header, "protocol_version": version}])]
+    for record in reader.records():
+        payload = record.payload[:1] + bytes([version]) + record.payload[2:]
+        entries.append(encode_entry([MESSAGE, *record._replace(payload=payload)[:9],
+                                     list(record.frames)]))
+    target.write_bytes(b"".join(entries))
+
+
+def test_a_log_written_in_protocol_version_1_still_verifies(tmp_path):
+    """Version 2 changed no message a log records (PROTOCOL.md section 17), so replay reads
+    version-1 logs; a version it does not know is an error naming the record."""
+    assert PROTOCOL_VERSION == 2
+    old = tmp_path / "blackjack-v1.rlog"
+    as_version(GOLDEN / "blackjack.rlog", old, 1)
+    checked, divergence = verify(LogReader(str(old)))
+    assert divergence is None, str(divergence)
+    assert checked == verify(LogReader(str(GOLDEN / "blackjack.rlog")))[0]
+    future = tmp_path / "blackjack-v3.rlog"
+    as_version(GOLDEN / "blackjack.rlog", future, 3)
+    with pytest.raises(LogError, match="does not decode: protocol version mismatch: expected 2, "
+                                       "got 3"):
+        verify(LogReader(str(future)))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from rlbridge.experiment.net.env_server import EnvironmentServer
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.protocol.errors import ErrorCode
 from rlbridge.protocol.messages import MAX_MESSAGE_FRAMES, MessageType, encode
+from rlbridge.protocol.messages import PROTOCOL_VERSION as V
 from rlbridge.protocol.values import Value, encode_value
 
 T = MessageType
@@ -85,7 +86,7 @@ OBSERVATION = encode_value(Value(ints=(1,)))
 def request_bodies(agent_address: str) -> dict[str, object]:
     """A well-formed body for every request type."""
     return {
-        "HELLO": ["experiment", 1, "state-test", "python"], "HEARTBEAT": [0],
+        "HELLO": ["experiment", V, "state-test", "python"], "HEARTBEAT": [0],
         "SHUTDOWN": "test done", "ENV_INIT": None, "ENV_START": None,
         "ENV_STEP": encode_value(Value(ints=(0,))), "ENV_CLEANUP": None,
         "ENV_MESSAGE": "legal_actions", "DELEGATE": [agent_address, 5000, None],
@@ -201,36 +202,36 @@ def packed(*items) -> bytes:
 # name: (frames, expected code, seq and episode echoed?, words in the message)
 ECHO_CASES = {
     "not msgpack": ([b"\xc1\xc1"], ErrorCode.MALFORMED, False, "could not decode"),
-    "trailing bytes": ([packed(1, 14, 7, 3, "x") + b"\x00"], ErrorCode.MALFORMED, False, ""),
+    "trailing bytes": ([packed(V, 14, 7, 3, "x") + b"\x00"], ErrorCode.MALFORMED, False, ""),
     "a map": ([msgpack.packb({"seq": 7})], ErrorCode.MALFORMED, False, "envelope"),
-    "a 4-item array": ([packed(1, 14, 7, 3)], ErrorCode.MALFORMED, False, "4 items"),
-    "a string seq": ([packed(1, 14, "7", 3, "x")], ErrorCode.BAD_FIELD, False, "integers"),
-    "a string episode": ([packed(1, 14, 7, "3", "x")], ErrorCode.BAD_FIELD, False, "integers"),
+    "a 4-item array": ([packed(V, 14, 7, 3)], ErrorCode.MALFORMED, False, "4 items"),
+    "a string seq": ([packed(V, 14, "7", 3, "x")], ErrorCode.BAD_FIELD, False, "integers"),
+    "a string episode": ([packed(V, 14, 7, "3", "x")], ErrorCode.BAD_FIELD, False, "integers"),
     "a string version": ([packed("1", 14, 7, 3, "x")], ErrorCode.BAD_FIELD, True, "integers"),
-    "version 2 with an unknown type": ([packed(2, 99, 7, 3, None)], ErrorCode.VERSION_MISMATCH,
-                                       True, "expected 1, got 2"),
-    "an unknown type": ([packed(1, 99, 7, 3, None)], ErrorCode.UNKNOWN_TYPE, True, "type 99"),
-    "ERROR as a request": ([packed(1, 2, 7, 3, [10, "x"])], W, True, "does not serve ERROR"),
-    "an agent request": ([packed(1, 21, 7, 3, None)], W, True, "does not serve AGENT_START"),
-    "too large and not served": ([packed(1, 25, 7, 3, "x" * 2 * LIMIT_BYTES)], W, True,
+    "version 1 with an unknown type": ([packed(1, 99, 7, 3, None)], ErrorCode.VERSION_MISMATCH,
+                                       True, f"expected {V}, got 1"),
+    "an unknown type": ([packed(V, 99, 7, 3, None)], ErrorCode.UNKNOWN_TYPE, True, "type 99"),
+    "ERROR as a request": ([packed(V, 2, 7, 3, [10, "x"])], W, True, "does not serve ERROR"),
+    "an agent request": ([packed(V, 21, 7, 3, None)], W, True, "does not serve AGENT_START"),
+    "too large and not served": ([packed(V, 25, 7, 3, "x" * 2 * LIMIT_BYTES)], W, True,
                                  "does not serve"),
-    "too large with a bad body": ([packed(1, 14, 7, 3, b"x" * 2 * LIMIT_BYTES)],
+    "too large with a bad body": ([packed(V, 14, 7, 3, b"x" * 2 * LIMIT_BYTES)],
                                   ErrorCode.TOO_LARGE, True, f"limit of {LIMIT_BYTES} bytes"),
-    "too many frames": ([packed(1, 14, 7, 3, "x")] + [b""] * MAX_MESSAGE_FRAMES,
+    "too many frames": ([packed(V, 14, 7, 3, "x")] + [b""] * MAX_MESSAGE_FRAMES,
                         ErrorCode.TOO_LARGE, True, f"limit of {MAX_MESSAGE_FRAMES} frames"),
-    "a body on ENV_INIT": ([packed(1, 10, 7, 3, 5)], ErrorCode.BAD_FIELD, True,
+    "a body on ENV_INIT": ([packed(V, 10, 7, 3, 5)], ErrorCode.BAD_FIELD, True,
                            "ENV_INIT takes a nil body; got int"),
-    "a number as ENV_MESSAGE": ([packed(1, 14, 7, 3, 5)], ErrorCode.BAD_FIELD, True, "str"),
-    "a bad action in FRESH": ([packed(1, 12, 7, 3, [[1], []])], ErrorCode.BAD_FIELD, True,
+    "a number as ENV_MESSAGE": ([packed(V, 14, 7, 3, 5)], ErrorCode.BAD_FIELD, True, "str"),
+    "a bad action in FRESH": ([packed(V, 12, 7, 3, [[1], []])], ErrorCode.BAD_FIELD, True,
                               "ints, doubles, chars, arrays"),
-    "ENV_STEP before ENV_INIT": ([packed(1, 12, 7, 3, encode_value(Value(ints=(0,))))], W, True,
+    "ENV_STEP before ENV_INIT": ([packed(V, 12, 7, 3, encode_value(Value(ints=(0,))))], W, True,
                                  "ENV_STEP in state FRESH"),
-    "a SHUTDOWN with a number": ([packed(1, 4, 7, 3, 5)], ErrorCode.BAD_FIELD, True, "SHUTDOWN"),
-    "HELLO from an agent": ([packed(1, 1, 7, 3, ["agent", 1, "x", "c"])], W, True,
+    "a SHUTDOWN with a number": ([packed(V, 4, 7, 3, 5)], ErrorCode.BAD_FIELD, True, "SHUTDOWN"),
+    "HELLO from an agent": ([packed(V, 1, 7, 3, ["agent", V, "x", "c"])], W, True,
                             "talks to experiment"),
-    "HELLO from a stranger": ([packed(1, 1, 7, 3, ["robot", 1, "x", "c"])],
+    "HELLO from a stranger": ([packed(V, 1, 7, 3, ["robot", 1, "x", "c"])],
                               ErrorCode.BAD_FIELD, True, "robot"),
-    "HELLO of version 3": ([packed(1, 1, 7, 3, ["experiment", 3, "x", "c"])],
+    "HELLO of version 3": ([packed(V, 1, 7, 3, ["experiment", 3, "x", "c"])],
                            ErrorCode.VERSION_MISMATCH, True, "got 3"),
 }
 
@@ -257,13 +258,13 @@ def test_error_replies_echo_seq_and_episode_whenever_they_can_be_read(small_env)
     # Errors the served objects raise, once a session runs, echo them too.
     small_env.call("ENV_INIT", episode=3)
     small_env.call("ENV_START", episode=3)
-    reply = small_env.frames(packed(1, 12, 8, 3, encode_value(Value(ints=(5,)))))
+    reply = small_env.frames(packed(V, 12, 8, 3, encode_value(Value(ints=(5,)))))
     assert reply[1:4] == [T.ERROR, 8, 3] and reply[4][0] == ErrorCode.INVALID_ACTION, reply
 
 
 def test_a_message_of_100000_empty_frames_is_too_large_quickly(small_env):
     started = time.monotonic()
-    reply = small_env.frames(packed(1, 14, 7, 3, "legal_actions"), *([b""] * 100_000))
+    reply = small_env.frames(packed(V, 14, 7, 3, "legal_actions"), *([b""] * 100_000))
     assert time.monotonic() - started < 30
     assert reply[1:4] == [T.ERROR, 7, 3] and reply[4][0] == ErrorCode.TOO_LARGE, reply
     assert "100001 frames" in reply[4][1]
@@ -274,7 +275,7 @@ def test_a_req_socket_works_as_a_client(processes, ipc_dir):
     address = f"ipc://{ipc_dir}/e"
     start_server(processes, "env", "countdown", "--bind", address)
     raw = Raw(address, zmq.REQ)
-    assert raw.call("HELLO", ["experiment", 1, "req", "python"])[4][0] == "environment"
+    assert raw.call("HELLO", ["experiment", V, "req", "python"])[4][0] == "environment"
     assert raw.call("ENV_INIT")[1] == T.ENV_INIT
     assert raw.call("ENV_STEP", encode_value(Value(ints=(0,))))[4][0] == W
     assert raw.call("ENV_START")[1] == T.ENV_START

@@ -18,7 +18,7 @@ import pytest
 from rlbridge.experiment.net.bodies import agent_step_body
 from rlbridge.protocol import typed
 from rlbridge.protocol.errors import ProtocolError
-from rlbridge.protocol.messages import MessageType, decode, encode
+from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType, decode, encode
 from rlbridge.protocol.values import Value, decode_value, encode_value, typed_value
 from rlbridge.protocol.vectors import load_vectors
 
@@ -157,9 +157,9 @@ def test_the_per_step_messages_of_the_countdown_take_the_typed_paths():
     value = encode_value(Value(ints=(999,)))
     agent_step, agent_reply = (path[1] for path in PATHS)
     assert _fits(agent_step, encode(T.AGENT_STEP, 5, 1, [999.0, value])[0]) == (
-        1, 22, 5, 1, (999.0, ((999,), (), "", ())))
+        PROTOCOL_VERSION, 22, 5, 1, (999.0, ((999,), (), "", ())))
     assert _fits(agent_reply, encode(T.AGENT_STEP, 5, 1, value)[0]) == (
-        1, 22, 5, 1, ((999,), (), "", ()))
+        PROTOCOL_VERSION, 22, 5, 1, ((999,), (), "", ()))
 
 
 def test_an_int_reward_becomes_the_float_the_general_reader_makes():
@@ -176,6 +176,6 @@ def test_frames_the_typed_decoder_leaves_to_the_general_path():
     for frame in (encode(T.AGENT_STEP, 2**63, 1, [1.0, value])[0],  # a uint64 seq
                   encode(T.AGENT_END, 1, 1, 1.0)[0],  # another type
                   encode(T.AGENT_STEP, 1, 1, [1.0, [[True], [], "", []]])[0],  # a bool int
-                  encode(T.AGENT_STEP, 1, 1, [1.0, value], version=2)[0],
+                  encode(T.AGENT_STEP, 1, 1, [1.0, value], version=1)[0],
                   encode(T.AGENT_STEP, 1, 1, [1.0, value])[0] + b"\xc0"):
         assert _fits(decode_typed, frame) is None

@@ -62,7 +62,7 @@ def test_invalid_vectors_name_the_seq_and_episode_their_error_reply_echoes(vecto
 def test_error_reply_vectors_follow_their_requests():
     invalid = {v["name"]: v for v in VECTORS["invalid"]}
     messages = {v["name"]: v for v in VECTORS["messages"]}
-    for reply_name, request_name in (("error_reply_echoes_request", "version2_unknown_type"),
+    for reply_name, request_name in (("error_reply_echoes_request", "version1_unknown_type"),
                                      ("error_reply_unreadable_request", "not_msgpack")):
         reply, request = messages[reply_name], invalid[request_name]
         assert reply["type_name"] == "ERROR"

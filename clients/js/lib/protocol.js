@@ -10,7 +10,8 @@
  */
 const { Encoder, Decoder } = require("@msgpack/msgpack");
 
-const PROTOCOL_VERSION = 1;
+/** PROTOCOL.md's changelog: version 1 peers are refused (shapes changed in 2). */
+const PROTOCOL_VERSION = 2;
 const ZERO_COPY_THRESHOLD_BYTES = 64 * 1024;
 const MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
 /** Frames per message, the envelope included (PROTOCOL.md): more is TOO_LARGE. */
@@ -231,6 +232,13 @@ function arrayItemKinds(payload, offset) {
   return kinds;
 }
 
+/** The VERSION_MISMATCH text of every implementation (PROTOCOL.md section 5). */
+function versionMismatchText(got, where = "") {
+  return `protocol version mismatch: expected ${PROTOCOL_VERSION}, got ${got}${where}; this ` +
+    `implementation speaks only version ${PROTOCOL_VERSION} (PROTOCOL.md's changelog says what ` +
+    "changed): run peers of the same protocol version";
+}
+
 const NOT_AN_ENVELOPE = "expected a msgpack envelope [version, type, seq, episode, body]";
 
 /**
@@ -270,8 +278,7 @@ function decodeEnvelope(payload, frames = [], maxBytes = MAX_MESSAGE_BYTES, chec
       `(${header.map((item) => item.kind).join(", ")})`, ids);
   }
   if (version !== PROTOCOL_VERSION) {
-    throw new ProtocolError(ErrorCode.VERSION_MISMATCH,
-      `protocol version mismatch: expected ${PROTOCOL_VERSION}, got ${version}`, ids);
+    throw new ProtocolError(ErrorCode.VERSION_MISMATCH, versionMismatchText(version), ids);
   }
   if (!(type in TYPE_NAMES)) {
     throw new ProtocolError(ErrorCode.UNKNOWN_TYPE,
@@ -415,7 +422,7 @@ function flatInts(value) {
 }
 
 module.exports = {
-  PROTOCOL_VERSION, ZERO_COPY_THRESHOLD_BYTES, MAX_MESSAGE_BYTES, MAX_MESSAGE_FRAMES,
+  PROTOCOL_VERSION, versionMismatchText, ZERO_COPY_THRESHOLD_BYTES, MAX_MESSAGE_BYTES, MAX_MESSAGE_FRAMES,
   MAX_BODY_DEPTH, MAX_ARRAY_DIMS, MAX_ARRAY_EXTENT_BYTES, MessageType, TYPE_NAMES, describe,
   ErrorCode, ERROR_NAMES, DTYPE_SIZES, ProtocolError, Float64, encodeMessage, decodeEnvelope,
   arrayItemKinds,

@@ -14,7 +14,7 @@ const path = require("node:path");
 const zmq = require("zeromq");
 const { performance } = require("node:perf_hooks");
 const {
-  PROTOCOL_VERSION, MAX_MESSAGE_BYTES, MessageType: T, TYPE_NAMES, ErrorCode, ERROR_NAMES,
+  PROTOCOL_VERSION, versionMismatchText, MAX_MESSAGE_BYTES, MessageType: T, TYPE_NAMES, ErrorCode, ERROR_NAMES,
   ProtocolError, encodeMessage, decodeEnvelope, decodeValue, encodeValue, readReward, describe,
   arrayItemKinds,
 } = require("./protocol");
@@ -285,7 +285,7 @@ class AgentServer {
     }
     if (version !== PROTOCOL_VERSION) {
       throw new ProtocolError(ErrorCode.VERSION_MISMATCH,
-        `protocol version mismatch: expected ${PROTOCOL_VERSION}, got ${version} from ${implementation}`);
+        versionMismatchText(version, ` in the HELLO of ${implementation.slice(0, 64)}`));
     }
     if (!PEER_ROLES.includes(role)) {
       throw new ProtocolError(ErrorCode.WRONG_STATE,

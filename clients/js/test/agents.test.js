@@ -7,7 +7,9 @@ const os = require("node:os");
 const path = require("node:path");
 const { parseTaskSpec, legalActions } = require("../lib/taskspec");
 const { AgentServer, parseArgs, z85Encode } = require("../lib/server");
-const { MessageType: T, ErrorCode, encodeMessage, encodeValue } = require("../lib/protocol");
+const {
+  MessageType: T, ErrorCode, PROTOCOL_VERSION: V, encodeMessage, encodeValue,
+} = require("../lib/protocol");
 const { decode } = require("@msgpack/msgpack");
 const { RandomAgent } = require("../agents/random");
 const { FirstAgent } = require("../agents/first");
@@ -54,17 +56,18 @@ test("first and random agents respect the legal mask; seeding repeats random", (
 test("the server answers hello, refuses out-of-order steps and keeps serving", () => {
   const server = new AgentServer(new FirstAgent(), { maxMessageBytes: 1 << 20 });
   const reply = (type, body) => decode(server.handle(encodeMessage(type, 5, 1, body))[0]);
-  assert.deepEqual(reply(T.HELLO, ["experiment", 1, "test", "js"]), [1, T.HELLO, 5, 1, ["agent", 1, "rlbridge-js", "javascript"]]);
+  assert.deepEqual(reply(T.HELLO, ["experiment", V, "test", "js"]),
+    [V, T.HELLO, 5, 1, ["agent", V, "rlbridge-js", "javascript"]]);
   const early = reply(T.AGENT_START, encodeValue({ ints: [3] }));
   assert.equal(early[1], T.ERROR);
   assert.equal(early[4][0], ErrorCode.WRONG_STATE);
   assert.equal(reply(T.ENV_STEP, null)[4][0], ErrorCode.WRONG_STATE);
   assert.equal(decode(server.handle([Buffer.from("c1", "hex")])[0])[4][0], ErrorCode.MALFORMED);
-  assert.deepEqual(reply(T.AGENT_INIT, BLACKJACK), [1, T.AGENT_INIT, 5, 1, null]);
+  assert.deepEqual(reply(T.AGENT_INIT, BLACKJACK), [V, T.AGENT_INIT, 5, 1, null]);
   assert.deepEqual(reply(T.AGENT_START, encodeValue({ ints: [13, 2, 0] }))[4], [[0], [], "", []]);
   assert.deepEqual(reply(T.AGENT_MESSAGE, "anything")[4], "");
   assert.deepEqual(reply(T.AGENT_MESSAGE, "seed 12")[4], "ok");
-  assert.deepEqual(reply(T.HEARTBEAT, [3]), [1, T.HEARTBEAT, 5, 1, [3]]);
+  assert.deepEqual(reply(T.HEARTBEAT, [3]), [V, T.HEARTBEAT, 5, 1, [3]]);
 });
 
 test("binding a non-loopback tcp address needs CURVE keys unless --no-curve", () => {
@@ -137,28 +140,28 @@ test("checks run in PROTOCOL.md's order and errors echo seq and episode when rea
   const server = new AgentServer(new FirstAgent(), { maxMessageBytes: 1 << 20 });
   const { encode } = require("@msgpack/msgpack");
   const raw = (...items) => decode(server.handle([Buffer.from(encode(items))])[0]);
-  // A string version is BAD_FIELD; version 2 with an unknown type is VERSION_MISMATCH.
+  // A string version is BAD_FIELD; version 1 with an unknown type is VERSION_MISMATCH.
   assert.deepEqual(raw("1", T.HELLO, 7, 3, null).slice(1, 4), [T.ERROR, 7, 3]);
   assert.equal(raw("1", T.HELLO, 7, 3, null)[4][0], ErrorCode.BAD_FIELD);
-  assert.equal(raw(2, 99, 7, 3, null)[4][0], ErrorCode.VERSION_MISMATCH);
-  assert.deepEqual(raw(1, 99, 8, 4, null)[4][0], ErrorCode.UNKNOWN_TYPE);
-  assert.deepEqual(raw(1, T.ENV_STEP, 9, 5, null).slice(2, 4), [9, 5]);
+  assert.equal(raw(1, 99, 7, 3, null)[4][0], ErrorCode.VERSION_MISMATCH);
+  assert.deepEqual(raw(V, 99, 8, 4, null)[4][0], ErrorCode.UNKNOWN_TYPE);
+  assert.deepEqual(raw(V, T.ENV_STEP, 9, 5, null).slice(2, 4), [9, 5]);
   // A whole float is not an int, though JavaScript numbers cannot tell: the bytes can.
   const float = decode(server.handle([Buffer.from("95cb3ff000000000000001" + "0203c0", "hex")])[0]);
   assert.deepEqual(float.slice(1, 4), [T.ERROR, 2, 3]);
   assert.equal(float[4][0], ErrorCode.BAD_FIELD);
   // A string seq cannot be echoed.
-  assert.deepEqual(raw(1, T.HELLO, "7", 3, null).slice(2, 4), [0, 0]);
+  assert.deepEqual(raw(V, T.HELLO, "7", 3, null).slice(2, 4), [0, 0]);
   // A body error comes before a state error: AGENT_STEP with a bad body in FRESH.
-  assert.equal(raw(1, T.AGENT_STEP, 1, 1, 5)[4][0], ErrorCode.BAD_FIELD);
-  assert.equal(raw(1, T.AGENT_CLEANUP, 1, 1, 5)[4][1], "AGENT_CLEANUP takes a nil body; got int");
+  assert.equal(raw(V, T.AGENT_STEP, 1, 1, 5)[4][0], ErrorCode.BAD_FIELD);
+  assert.equal(raw(V, T.AGENT_CLEANUP, 1, 1, 5)[4][1], "AGENT_CLEANUP takes a nil body; got int");
 });
 
 test("array shapes are bounded; frames are bounded; seed answers never raise", () => {
   const server = new AgentServer(new FirstAgent(), { maxMessageBytes: 1 << 20 });
   const reply = (type, body, frames = []) =>
     decode(server.handle([...encodeMessage(type, 5, 2, body), ...frames])[0]);
-  assert.deepEqual(reply(T.AGENT_INIT, BLACKJACK), [1, T.AGENT_INIT, 5, 2, null]);
+  assert.deepEqual(reply(T.AGENT_INIT, BLACKJACK), [V, T.AGENT_INIT, 5, 2, null]);
   const array = (shape) => [[], [], "", [["|u1", shape, new Uint8Array(0)]]];
   assert.equal(reply(T.AGENT_START, array(new Array(33).fill(0)))[4][0], ErrorCode.BAD_FIELD);
   assert.equal(reply(T.AGENT_START, array([2 ** 31, 2 ** 31, 2]))[4][0], ErrorCode.BAD_FIELD);
@@ -208,14 +211,14 @@ test("HELLO fields have their msgpack types, and bodies nest at most 100 deep", 
     assert.equal(reply(T.HELLO, body)[4][0], ErrorCode.BAD_FIELD, JSON.stringify(body));
   }
   // ["experiment", 1.0, "x", "y"]: a float version, which the decoded number cannot show.
-  const floatVersion = Buffer.from("95010105019" + "4aa6578706572696d656e74cb3ff0000000000000a178a179", "hex");
+  const floatVersion = Buffer.from("95020105019" + "4aa6578706572696d656e74cb3ff0000000000000a178a179", "hex");
   assert.equal(decode(server.handle([floatVersion])[0])[4][0], ErrorCode.BAD_FIELD);
-  const nested = (depth) => Buffer.concat([Buffer.from("9501030703", "hex"),
+  const nested = (depth) => Buffer.concat([Buffer.from("9502030703", "hex"),
     Buffer.alloc(depth, 0x91), Buffer.from("a178", "hex")]);
-  assert.deepEqual(decode(server.handle([nested(100)])[0]).slice(0, 4), [1, T.HEARTBEAT, 7, 3]);
+  assert.deepEqual(decode(server.handle([nested(100)])[0]).slice(0, 4), [V, T.HEARTBEAT, 7, 3]);
   for (const depth of [101, 100000]) {
     const error = decode(server.handle([nested(depth)])[0]);
-    assert.deepEqual(error.slice(0, 4), [1, T.ERROR, 7, 3]); // seq and episode can be read
+    assert.deepEqual(error.slice(0, 4), [V, T.ERROR, 7, 3]); // seq and episode can be read
     assert.equal(error[4][0], ErrorCode.MALFORMED);
   }
 });

@@ -34,7 +34,7 @@ NOT_REWARDS = ("1", None, True, [1.0], {"r": 1}, b"\x00")
 #: Type codes next to the known ones, and far from them; kept out of MessageType as it grows.
 UNKNOWN_TYPES = tuple(code for code in (0, 5, 9, 17, 19, 28, 29, 33, 99, 255, 65535, -1, 2 ** 31)
                       if code not in {int(t) for t in MessageType})
-OTHER_VERSIONS = (0, 2, 3, -1, 255, 2 ** 32)
+OTHER_VERSIONS = tuple(v for v in (0, 1, 2, 3, -1, 255, 2 ** 32) if v != PROTOCOL_VERSION)
 
 
 def _nested(depth: int, leaf=1):

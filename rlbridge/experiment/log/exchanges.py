@@ -18,7 +18,7 @@ from rlbridge.experiment.log.format import RECEIVED, SENT, Record
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.protocol.batch import AgentCall, EnvCall, decode_batch, decode_column
 from rlbridge.protocol.errors import LogError
-from rlbridge.protocol.messages import MessageType, decode
+from rlbridge.protocol.messages import MessageType, decode_logged
 from rlbridge.protocol.values import Value, decode_value
 
 T = MessageType
@@ -60,7 +60,7 @@ class Message(NamedTuple):
 
 def body(record: Record):
     try:
-        return decode(record.payload, record.frames).body
+        return decode_logged(record.payload, record.frames).body
     except Exception as err:
         raise LogError(f"logged {_name(record)} (episode {record.episode}, step "
                        f"{record.step}) does not decode: {err}") from None

@@ -52,6 +52,7 @@ from rlbridge.protocol.messages import (
     decode,
     encode,
     envelope_ids,
+    version_mismatch_text,
 )
 
 if TYPE_CHECKING:
@@ -247,8 +248,8 @@ class RequestServer:
     # -- requests both servers answer ----------------------------------------------
     def _hello(self, message, hello, frames, identity):
         if hello.version != PROTOCOL_VERSION:
-            raise VersionMismatch(f"protocol version mismatch: expected {PROTOCOL_VERSION}, "
-                                  f"got {hello.version} from {hello.implementation}")
+            raise VersionMismatch(version_mismatch_text(
+                PROTOCOL_VERSION, hello.version, f" in the HELLO of {hello.implementation[:64]}"))
         if hello.role not in HELLO_ROLES[self.role]:
             raise WrongState(f"the {self.role} talks to {' and '.join(HELLO_ROLES[self.role])} "
                              f"peers; got HELLO from an {hello.role}")
