@@ -82,10 +82,12 @@ void rlb_warn(const char *format, ...);
 long long rlb_now_ms(void);
 
 /* Sessions: whether the request comes from the session's owner; forget a silent owner's session;
- * WRONG_STATE for a second experiment's INIT; make the sender the owner. */
+ * WRONG_STATE for a second experiment's INIT, and for another client's AGENT_CLEANUP or SHUTDOWN;
+ * make the sender the owner. */
 int rlb_session_owner(const server *s);
 void rlb_session_track(server *s);
 int rlb_session_claim(server *s, char *error);
+int rlb_session_owner_only(server *s, int type, char *error);
 void rlb_session_start(server *s, int init_type);
 
 /* Answer the request in s->request (PROTOCOL.md's order of checks, then the agent). */

@@ -199,6 +199,8 @@ static int dispatch(server *s, const rlb_envelope *message, const extra_frames *
                      rlb_kind_name(body));
             return RLB_BAD_FIELD;
         }
+        if ((code = rlb_session_owner_only(s, message->type, error)) != RLB_OK)
+            return code;
         if (rlb_session_owner(s))
             s->session.active = 0;
         s->stop = 1;
@@ -276,7 +278,8 @@ static int dispatch(server *s, const rlb_envelope *message, const extra_frames *
                      rlb_kind_name(body));
             return RLB_BAD_FIELD;
         }
-        if ((code = need_state(s, message->type, error)) != RLB_OK)
+        if ((code = need_state(s, message->type, error)) != RLB_OK
+            || (code = rlb_session_owner_only(s, message->type, error)) != RLB_OK)
             return code;
         rlb_batch_restore(s);
         if (agent->cleanup != NULL && agent->cleanup(agent->state, application) != 0) {

@@ -65,6 +65,21 @@ int rlb_session_claim(server *s, char *error) {
     return RLB_OK;
 }
 
+/* AGENT_CLEANUP and SHUTDOWN would reset or stop the owner's experiment: only the owner of an
+ * active session may send them. */
+int rlb_session_owner_only(server *s, int type, char *error) {
+    if (s->session.active && !rlb_session_owner(s)) {
+        snprintf(error, RLB_ERROR_TEXT_BYTES,
+                 "this agent serves another client's experiment (session started by %s %lld s "
+                 "ago); only that client may send %s%s",
+                 rlb_type_name(s->session.init_type),
+                 (rlb_now_ms() - s->session.started_ms + 500) / 1000, rlb_type_name(type),
+                 type == RLB_SHUTDOWN ? " (or stop the process with SIGTERM)" : "");
+        return RLB_WRONG_STATE;
+    }
+    return RLB_OK;
+}
+
 void rlb_session_start(server *s, int init_type) {
     if (rlb_session_owner(s))
         return;

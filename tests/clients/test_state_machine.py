@@ -10,6 +10,7 @@ session.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
@@ -345,6 +346,21 @@ def test_seed_messages_answer_text_and_never_raise(language, agents):
         client.close()
 
 
+def busy(reply: list, refused_type: T, init_type: T = T.AGENT_INIT) -> bool:
+    """Whether ``reply`` is PROTOCOL.md section 13's refusal of ``refused_type`` from a client
+    other than the owner of a session that ``init_type`` started."""
+    if refused_type in (T.AGENT_INIT, T.AGENT_BATCH_INIT):
+        text = (rf"this agent already serves an experiment \(session started by {init_type.name} "
+                r"\d+ s ago\); start another agent process for a second experiment")
+    else:
+        stop = r" \(or stop the process with SIGTERM\)" if refused_type == T.SHUTDOWN else ""
+        text = (r"this agent serves another client's experiment \(session started by "
+                rf"{init_type.name} \d+ s ago\); only that client may send {refused_type.name}"
+                + stop)
+    return reply[1] == T.ERROR and reply[4][0] == E.WRONG_STATE and \
+        re.fullmatch(text, reply[4][1]) is not None
+
+
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_a_second_experiment_is_refused_at_agent_init_while_a_session_is_active(language,
                                                                                 directory):
@@ -353,9 +369,7 @@ def test_a_second_experiment_is_refused_at_agent_init_while_a_session_is_active(
     try:
         first.call(T.AGENT_INIT, COUNTDOWN_SPEC)
         reply = second.request(T.AGENT_INIT, COUNTDOWN_SPEC, seq=5, episode=2)
-        assert reply[:4] == [V, T.ERROR, 5, 2] and reply[4][0] == E.WRONG_STATE, reply
-        assert reply[4][1].startswith("this agent already serves an experiment (session started "
-                                      "by AGENT_INIT 0 s ago); start another agent process"), reply
+        assert reply[:4] == [V, T.ERROR, 5, 2] and busy(reply, T.AGENT_INIT), reply
         # A bad body is still BAD_FIELD: body fields come before the state.
         assert second.request(T.AGENT_INIT, 5)[4][0] == E.BAD_FIELD
         # Every other request is served: the delegated environment calls the agent this way.
@@ -366,20 +380,75 @@ def test_a_second_experiment_is_refused_at_agent_init_while_a_session_is_active(
         first.call(T.AGENT_INIT, COUNTDOWN_SPEC)
         first.call(T.AGENT_CLEANUP)
         second.call(T.AGENT_INIT, COUNTDOWN_SPEC)
-        assert first.request(T.AGENT_INIT, COUNTDOWN_SPEC)[4][0] == E.WRONG_STATE
-        # A cleanup by someone else resets the state but leaves the session with its owner.
-        first.call(T.AGENT_CLEANUP)
-        assert first.request(T.AGENT_INIT, COUNTDOWN_SPEC)[4][0] == E.WRONG_STATE
-        # The agent is FRESH, where AGENT_CLEANUP is WRONG_STATE, even for the session's owner;
-        # a refused cleanup leaves the session with it.
-        assert second.request(T.AGENT_CLEANUP)[4][0] == E.WRONG_STATE
-        assert first.request(T.AGENT_INIT, COUNTDOWN_SPEC)[4][0] == E.WRONG_STATE
-        second.call(T.AGENT_INIT, COUNTDOWN_SPEC)
+        assert busy(first.request(T.AGENT_INIT, COUNTDOWN_SPEC), T.AGENT_INIT)
+        # The owner's cleanup ends its session; the other client may then start one.
         second.call(T.AGENT_CLEANUP)
         first.call(T.AGENT_INIT, COUNTDOWN_SPEC)
+        first.call(T.AGENT_CLEANUP)
     finally:
         first.close()
         second.close()
+        stop([child])
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_only_the_sessions_owner_may_clean_up_or_stop_the_agent(language, directory):
+    """PROTOCOL.md section 13: another client's AGENT_CLEANUP would reset the owner's agent in
+    the middle of its episode, and its SHUTDOWN would stop it; both are refused, and the
+    owner's episode goes on."""
+    address, child = own_agent(directory, language, "owner-only")
+    owner, stranger = Client(address), Client(address)
+    try:
+        owner.call(T.AGENT_INIT, COUNTDOWN_SPEC)
+        owner.call(T.AGENT_START, OBSERVATION)
+        # A body of the wrong form is BAD_FIELD from anyone: the body comes first.
+        assert stranger.request(T.AGENT_CLEANUP, 0)[4][0] == E.BAD_FIELD
+        for refused in (T.AGENT_CLEANUP, T.SHUTDOWN):
+            reply = stranger.request(refused, "stop" if refused == T.SHUTDOWN else None,
+                                     seq=6, episode=4)
+            assert reply[2:4] == [6, 4] and busy(reply, refused), reply
+        assert owner.call(T.AGENT_STEP, BODIES[T.AGENT_STEP])[4] == [[0], [], "", []]
+        assert owner.call(T.AGENT_END, 1.0)
+        owner.call(T.AGENT_CLEANUP)
+        # The session was the owner's, not the first client's: the roles turn with it.
+        stranger.call(T.AGENT_INIT, COUNTDOWN_SPEC)
+        assert busy(owner.request(T.AGENT_CLEANUP), T.AGENT_CLEANUP)
+        stranger.call(T.AGENT_CLEANUP)
+        owner.call(T.AGENT_INIT, COUNTDOWN_SPEC)
+        stranger_again = Client(address)
+        try:
+            assert busy(stranger_again.request(T.SHUTDOWN, "stop"), T.SHUTDOWN)
+        finally:
+            stranger_again.close()
+        owner.call(T.AGENT_CLEANUP)
+        # With no session, anyone may stop it.
+        assert stranger.request(T.SHUTDOWN, "done") == [V, T.SHUTDOWN, 1, 1, None]
+        assert child.wait(timeout=20) == 0
+    finally:
+        owner.close()
+        stranger.close()
+        stop([child])
+
+
+@pytest.mark.parametrize("language", BATCHING)
+def test_agent_batch_init_starts_and_claims_a_session_as_agent_init_does(language, directory):
+    address, child = own_agent(directory, language, "batch-sessions")
+    owner, stranger = Client(address), Client(address)
+    try:
+        owner.call(T.AGENT_BATCH_INIT, BODIES[T.AGENT_BATCH_INIT])
+        assert busy(stranger.request(T.AGENT_INIT, COUNTDOWN_SPEC), T.AGENT_INIT,
+                    T.AGENT_BATCH_INIT)
+        assert busy(stranger.request(T.AGENT_BATCH_INIT, BODIES[T.AGENT_BATCH_INIT]),
+                    T.AGENT_BATCH_INIT, T.AGENT_BATCH_INIT)
+        assert busy(stranger.request(T.AGENT_CLEANUP), T.AGENT_CLEANUP, T.AGENT_BATCH_INIT)
+        # The delegated environment's batched steps come from its own identity.
+        assert stranger.call(T.AGENT_BATCH_STEP, BODIES[T.AGENT_BATCH_STEP])
+        owner.call(T.AGENT_CLEANUP)
+        stranger.call(T.AGENT_BATCH_INIT, BODIES[T.AGENT_BATCH_INIT])
+        stranger.call(T.AGENT_CLEANUP)
+    finally:
+        owner.close()
+        stranger.close()
         stop([child])
 
 

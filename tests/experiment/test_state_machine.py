@@ -301,11 +301,20 @@ def test_a_second_experiments_init_is_refused_while_the_first_session_is_active(
     assert outcome(second.call("ENV_MESSAGE", "legal_actions"), "ENV_MESSAGE") == OK
     assert second.call("SHUTDOWN", "go away")[4][0] == W
     assert outcome(first.call("ENV_START"), "ENV_START") == OK
+    refused = second.call("ENV_CLEANUP")
+    assert refused[4][0] == W and re.fullmatch(
+        r"this environment serves another client's experiment \(session started by ENV_INIT "
+        r"\d+ s ago\); only that client may send ENV_CLEANUP", refused[4][1]), refused
+    assert outcome(first.call("ENV_STEP", encode_value(Value(ints=(0,)))), "ENV_STEP") == OK
     # The same rule on the agent.
     first_agent, second_agent = Raw(agent_address), Raw(agent_address)
     first_agent.call("AGENT_INIT", SPEC)
     refused = second_agent.call("AGENT_INIT", SPEC)
     assert refused[4][0] == W and "this agent already serves an experiment" in refused[4][1]
+    first_agent.call("AGENT_START", OBSERVATION)
+    refused = second_agent.call("AGENT_CLEANUP")
+    assert refused[4][0] == W and "only that client may send AGENT_CLEANUP" in refused[4][1]
+    assert outcome(first_agent.call("AGENT_STEP", [1.0, OBSERVATION]), "AGENT_STEP") == OK
     # The owner's cleanup ends the session: now anyone may start one.
     first.call("ENV_CLEANUP")
     first_agent.call("AGENT_CLEANUP")
@@ -313,6 +322,29 @@ def test_a_second_experiments_init_is_refused_while_the_first_session_is_active(
     assert outcome(second_agent.call("AGENT_INIT", SPEC), "AGENT_INIT") == OK
     for raw in (first, second, first_agent, second_agent):
         raw.close()
+
+
+def test_env_batch_init_starts_a_session_and_only_its_owner_runs_or_cleans_up(
+        processes, ipc_dir):
+    """PROTOCOL.md section 13 for the batched requests: ENV_BATCH_INIT starts and claims a
+    session as ENV_INIT does, and RUN_BATCH and ENV_CLEANUP are the owner's alone."""
+    address = f"ipc://{ipc_dir}/e"
+    start_server(processes, "env", "countdown", "--bind", address)
+    owner, stranger = Raw(address), Raw(address)
+    assert owner.call("ENV_BATCH_INIT", [2, 0])[1] == T.ENV_BATCH_INIT
+    busy = "already serves an experiment (session started by ENV_BATCH_INIT"
+    for name, body in (("ENV_INIT", None), ("ENV_BATCH_INIT", [2, 0])):
+        refused = stranger.call(name, body)
+        assert refused[4][0] == W and busy in refused[4][1], refused
+    for name, body in (("RUN_BATCH", [0, 1, None, 1]), ("ENV_CLEANUP", None),
+                       ("DELEGATE", [f"ipc://{ipc_dir}/nowhere", 1000, None])):
+        refused = stranger.call(name, body)
+        assert refused[4][0] == W and f"only that client may send {name}" in refused[4][1], \
+            refused
+    assert owner.call("ENV_CLEANUP")[1] == T.ENV_CLEANUP
+    assert stranger.call("ENV_BATCH_INIT", [2, 0])[1] == T.ENV_BATCH_INIT
+    owner.close()
+    stranger.close()
 
 
 def test_a_session_whose_owner_went_quiet_ends_after_the_idle_time(ipc_dir):

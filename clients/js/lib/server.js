@@ -218,6 +218,7 @@ class AgentServer {
         if (body !== null && typeof body !== "string") {
           throw new ProtocolError(ErrorCode.BAD_FIELD, `SHUTDOWN takes a str or nil body; got ${describe(body)}`);
         }
+        this.ownerOnly(message.type, identity);
         if (this.isOwner(identity)) this.session = null;
         this.stopping = true;
         return null;
@@ -259,6 +260,7 @@ class AgentServer {
           throw new ProtocolError(ErrorCode.BAD_FIELD, `AGENT_CLEANUP takes a nil body; got ${describe(body)}`);
         }
         this.needState(message.type);
+        this.ownerOnly(message.type, identity);
         agent.agentCleanup();
         this.state = AgentState.FRESH;
         if (this.isOwner(identity)) this.session = null;
@@ -332,6 +334,16 @@ class AgentServer {
     throw new ProtocolError(ErrorCode.WRONG_STATE, "this agent already serves an experiment " +
       `(session started by AGENT_INIT ${seconds} s ago); start another agent process for a ` +
       "second experiment");
+  }
+
+  /** AGENT_CLEANUP and SHUTDOWN would reset or stop the owner's experiment: owner only. */
+  ownerOnly(type, identity) {
+    if (this.session === null || this.isOwner(identity)) return;
+    const seconds = Math.round((performance.now() - this.session.startedMs) / 1000);
+    const stop = type === T.SHUTDOWN ? " (or stop the process with SIGTERM)" : "";
+    throw new ProtocolError(ErrorCode.WRONG_STATE, "this agent serves another client's " +
+      `experiment (session started by AGENT_INIT ${seconds} s ago); only that client may send ` +
+      `${TYPE_NAMES[type]}${stop}`);
   }
 
   startSession(identity) {

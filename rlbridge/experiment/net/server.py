@@ -77,8 +77,9 @@ class RequestServer:
     #: and the one that ends it.
     init_types: frozenset[int] = frozenset()
     cleanup_type = 0
-    #: What only a session's owner may send while it lasts (PROTOCOL.md, "Sessions"): from
-    #: anyone else these would stop or take over the owner's experiment.
+    #: What only a session's owner may send while it lasts (PROTOCOL.md, "Sessions"), besides
+    #: its ``cleanup_type``: from anyone else these would stop or take over the owner's
+    #: experiment, as another client's cleanup would reset it.
     owner_only: frozenset[int] = frozenset({T.SHUTDOWN})
 
     def __init__(self, address: str, *, bind: bool = True, curve: CurveKeys | None = None,
@@ -207,7 +208,8 @@ class RequestServer:
             return
         # A stranger's other requests (the delegated environment's AGENT_STEP on the
         # per-step path among them) pass on the type test alone, without reading the clock.
-        if msg_type not in self.init_types and msg_type not in self.owner_only:
+        if msg_type not in self.init_types and msg_type not in self.owner_only \
+                and msg_type != self.cleanup_type:
             return
         now = time.monotonic()
         if (now - self.session_seen) * 1000 < self.session_idle_ms:

@@ -122,8 +122,8 @@ def wrong_state_text(role: str, msg_type: int, state: IntEnum, meaning: str,
 def busy_text(role: str, init_type: int, age_s: float, refused_type: int,
               refused_is_init: bool = False) -> str:
     """The refusal of a second experiment's INIT (one session at a time), or of a request
-    that only the session's owner may send (SHUTDOWN, and for an environment DELEGATE,
-    RUN_EPISODE and RUN_BATCH)."""
+    that only the session's owner may send (its CLEANUP, SHUTDOWN, and for an environment
+    DELEGATE, RUN_EPISODE and RUN_BATCH)."""
     started = f"session started by {MessageType(init_type).name} {age_s:.0f} s ago"
     if not refused_is_init:
         stop = " (or stop the process with SIGTERM)" if refused_type == T.SHUTDOWN else ""
