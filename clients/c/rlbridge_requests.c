@@ -113,31 +113,88 @@ static int read_text(const msgpack_object *body, const char *what, char **out, c
     return RLB_OK;
 }
 
-/* Default agent_message: "seed N" seeds through agent->seed (each instance's own seed when
- * batched) and answers "ok"; a bad seed argument answers an error string (messages are free
- * text: they never raise); else "". */
-static void default_message(server *s, const char *text, char *reply, size_t reply_size) {
-    reply[0] = '\0';
-    while (*text == ' ' || *text == '\t' || *text == '\n')
-        text++;
-    if (strncmp(text, "seed", 4) != 0 || (text[4] != '\0' && strchr(" \t\n", text[4]) == NULL))
-        return;
-    const char *argument = text + 4;
-    while (*argument == ' ' || *argument == '\t' || *argument == '\n')
-        argument++;
-    size_t length = strlen(argument);
-    while (length > 0 && strchr(" \t\n", argument[length - 1]) != NULL)
-        length--;
-    size_t digits = strspn(argument, "0123456789");
-    errno = 0;
-    unsigned long long seed = digits ? strtoull(argument, NULL, 10) : 0;
-    if (digits == 0 || digits != length || errno == ERANGE) {
-        snprintf(reply, reply_size, "error: seed takes a non-negative integer; got '%.*s'",
-                 (int)(length < 200 ? length : 200), argument);
-        return;
+/* PROTOCOL.md section 8: a message's words are separated by runs of ASCII whitespace; any other
+ * byte, a NUL or a Unicode space included, belongs to a word. */
+static int is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+/* The next word of text[*at .. length): its start in *word and its length, 0 at the end. */
+static size_t next_word(const char *text, size_t length, size_t *at, const char **word) {
+    while (*at < length && is_space(text[*at]))
+        (*at)++;
+    size_t start = *at;
+    while (*at < length && !is_space(text[*at]))
+        (*at)++;
+    *word = text + start;
+    return *at - start;
+}
+
+/* A decimal N from 0 to 2^64 - 1 (leading zeros allowed), else 0. */
+static int read_seed(const char *word, size_t length, uint64_t *out) {
+    uint64_t value = 0;
+    if (length == 0)
+        return 0;
+    for (size_t i = 0; i < length; i++) {
+        if (word[i] < '0' || word[i] > '9')
+            return 0;
+        unsigned digit = (unsigned)(word[i] - '0');
+        if (value > (UINT64_MAX - digit) / 10)
+            return 0;
+        value = value * 10 + digit;
     }
-    rlb_seed_agent(s, (uint64_t)seed);
-    snprintf(reply, reply_size, "ok");
+    *out = value;
+    return 1;
+}
+
+/* Default agent_message: "seed N" seeds through agent->seed (each instance's own seed when
+ * batched) and answers "ok"; a bad seed argument answers an error string naming the words after
+ * "seed", joined by single spaces, cut to 200 characters (messages are free text: they never
+ * raise); else "". Returns the reply's length: the words may hold NUL bytes. */
+static size_t default_message(server *s, const char *text, size_t length, char *reply,
+                              size_t reply_size) {
+    enum { ECHO_CHARS = 200 };
+    const char *word;
+    size_t at = 0, size = next_word(text, length, &at, &word);
+    reply[0] = '\0';
+    if (size != 4 || memcmp(word, "seed", 4) != 0)
+        return 0;
+    size_t after_seed = at, words = 0;
+    const char *first = NULL;
+    size_t first_size = 0;
+    while ((size = next_word(text, length, &at, &word)) > 0) {
+        if (words++ == 0) {
+            first = word;
+            first_size = size;
+        }
+    }
+    uint64_t seed;
+    if (words == 1 && read_seed(first, first_size, &seed)) {
+        rlb_seed_agent(s, seed);
+        return (size_t)snprintf(reply, reply_size, "ok");
+    }
+    char echo[ECHO_CHARS * 4 + 1];
+    size_t used = 0, chars = 0;
+    at = after_seed;
+    while (chars < ECHO_CHARS && (size = next_word(text, length, &at, &word)) > 0) {
+        if (used > 0) {
+            echo[used++] = ' ';
+            chars++;
+        }
+        size_t take = rlb_utf8_prefix(word, size, ECHO_CHARS - chars);
+        memcpy(echo + used, word, take);
+        used += take;
+        for (size_t i = 0; i < take; i++) /* characters: bytes that are not continuations */
+            chars += ((unsigned char)word[i] & 0xC0) != 0x80;
+    }
+    static const char head[] = "error: seed takes an integer from 0 to 18446744073709551615; "
+                               "got '";
+    if (sizeof head + used + 1 > reply_size)
+        return 0;
+    memcpy(reply, head, sizeof head - 1);
+    memcpy(reply + sizeof head - 1, echo, used);
+    reply[sizeof head - 1 + used] = '\'';
+    return sizeof head + used;
 }
 
 static int serves(int type) {
@@ -296,14 +353,18 @@ static int dispatch(server *s, const rlb_envelope *message, const extra_frames *
         if ((code = read_text(body, "agent_message text", &text, error)) != RLB_OK)
             return code;
         char *reply = calloc(1, MESSAGE_REPLY_BYTES);
+        size_t reply_size;
         if (agent->message != NULL) {
             if (agent->message(agent->state, text, reply, MESSAGE_REPLY_BYTES, application) != 0)
                 code = RLB_APPLICATION;
+            reply_size = strnlen(reply, MESSAGE_REPLY_BYTES);
         } else {
-            default_message(s, text, reply, MESSAGE_REPLY_BYTES);
+            reply_size = default_message(s, text, body->via.str.size, reply, MESSAGE_REPLY_BYTES);
         }
-        if (code == RLB_OK)
-            rlb_pack_str(pk, reply);
+        if (code == RLB_OK) {
+            msgpack_pack_str(pk, reply_size);
+            msgpack_pack_str_body(pk, reply, reply_size);
+        }
         free(reply);
         free(text);
         break;

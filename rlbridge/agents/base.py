@@ -12,7 +12,7 @@ when a step limit cuts the episode off); ``agent_cleanup`` at the end; and
 
 from __future__ import annotations
 
-from rlbridge.protocol.messages import answer_seed
+from rlbridge.protocol.messages import answer_seed, message_words
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 
@@ -60,7 +60,7 @@ class Agent:
 
     def agent_message(self, message: str) -> str:
         """``seed N`` seeds the agent's own generator; unknown messages answer ``""``."""
-        words = message.split()
+        words = message_words(message)
         if words and words[0] == "seed":
             return answer_seed(words[1:], self.seed)
         return ""

@@ -24,7 +24,7 @@ import numpy as np
 
 from rlbridge.agents.base import Agent
 from rlbridge.protocol.batch import AgentCall, Batch, instance_seed, values_of
-from rlbridge.protocol.messages import answer_seed
+from rlbridge.protocol.messages import answer_seed, message_words
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 
@@ -153,7 +153,7 @@ class AgentBatch:
         """``seed A`` seeds instance i's agent with ``instance_seed(A, i)``. Any other
         message goes to every instance's agent in instance order, as it would to N
         unbatched agents; the reply is instance 0's."""
-        words = message.split()
+        words = message_words(message)
         if words and words[0] == "seed":
             return answer_seed(words[1:], self._seed_instances)
         replies = [agent.agent_message(message) for agent in self.agents or [self.agent]]

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from rlbridge.agents.base import Agent
+from rlbridge.protocol.messages import message_words
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 
@@ -88,7 +89,7 @@ class RandomAgent(Agent):
 
     def agent_message(self, message: str) -> str:
         batch = self.__dict__.get("_batch")
-        if batch is not None and message.split()[:1] == ["seed"]:
+        if batch is not None and message_words(message)[:1] == ["seed"]:
             return batch.agent_message(message)  # every instance's generator
         return super().agent_message(message)
 

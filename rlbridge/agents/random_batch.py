@@ -15,7 +15,7 @@ import copy
 import numpy as np
 
 from rlbridge.protocol.batch import AGENT_TAKES_OBSERVATION, Batch, as_batch, instance_seed
-from rlbridge.protocol.messages import answer_seed
+from rlbridge.protocol.messages import answer_seed, message_words
 
 
 class RandomBatch:
@@ -33,7 +33,7 @@ class RandomBatch:
         self.mask_index = task_spec.legal_mask
 
     def agent_message(self, message: str) -> str:
-        words = message.split()
+        words = message_words(message)
         if words and words[0] == "seed":
             return answer_seed(words[1:], self._seed)
         return self.agent.agent_message(message)

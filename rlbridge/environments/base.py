@@ -13,7 +13,7 @@ import json
 import math
 from typing import NamedTuple
 
-from rlbridge.protocol.messages import answer_seed
+from rlbridge.protocol.messages import answer_seed, message_words
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 
@@ -94,7 +94,7 @@ class Environment:
         return None
 
     def env_message(self, message: str) -> str:
-        words = message.split()
+        words = message_words(message)
         command, args = (words[0], words[1:]) if words else ("", [])
         if command == "seed":
             return answer_seed(args, self.seed)

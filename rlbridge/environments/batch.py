@@ -31,7 +31,7 @@ from rlbridge.protocol.batch import (
     instance_seed,
 )
 from rlbridge.protocol.errors import InvalidAction, ProtocolError, RLBridgeError
-from rlbridge.protocol.messages import answer_seed
+from rlbridge.protocol.messages import answer_seed, message_words
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
 
@@ -200,7 +200,7 @@ class EnvironmentBatch:
         """``seed E`` seeds every instance (PROTOCOL.md 16.5); ``outcomes`` answers every
         instance's; ``instance I TEXT`` goes to instance I; ``each TEXT`` to every instance,
         answered as a JSON array of their replies; anything else to the first."""
-        words = text.split()
+        words = message_words(text)
         command, args = (words[0], words[1:]) if words else ("", [])
         if command == "seed":
             return answer_seed(args, self.seed)

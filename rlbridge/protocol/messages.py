@@ -8,6 +8,7 @@ that breaks PROTOCOL.md with a specific :class:`ProtocolError`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from enum import IntEnum
 from typing import Any, NamedTuple
@@ -253,10 +254,28 @@ def read_hello(body: Any) -> Hello:
                  read_str(language, "language"))
 
 
+#: The largest N of ``seed N`` (PROTOCOL.md section 8): a uint64, as every implementation holds.
+SEED_MAX = 2**64 - 1
+#: Words of a message are runs of anything but ASCII whitespace, in every implementation.
+_WORD = re.compile(r"[^ \t\n\v\f\r]+")
+
+
+def message_words(text: str) -> list[str]:
+    """The words of an ENV_MESSAGE or AGENT_MESSAGE text (PROTOCOL.md section 8): split at
+    runs of ASCII whitespace (space, tab, LF, VT, FF, CR), as the C and JavaScript agents
+    split them; any other character, a Unicode space or a NUL included, is part of a word."""
+    return _WORD.findall(text)
+
+
 def answer_seed(args: list[str], seed: Callable[[int], None]) -> str:
-    """The reply to ``seed N`` (PROTOCOL.md, "Messages"): "ok" after ``seed(N)`` for a
-    non-negative int N, else an error string; messages never raise."""
+    """The reply to ``seed N`` (PROTOCOL.md section 8), ``args`` being the message's words
+    after ``seed``: "ok" after ``seed(N)`` for one decimal N from 0 to SEED_MAX, else an
+    error string naming what arrived (its first 200 characters); messages never raise."""
     if len(args) == 1 and args[0].isascii() and args[0].isdigit():
-        seed(int(args[0]))
-        return "ok"
-    return f"error: seed takes a non-negative integer; got {' '.join(args)!r}"
+        digits = args[0].lstrip("0") or "0"
+        # Checked on its length first: int() of thousands of digits is refused, and slow.
+        if len(digits) <= len(str(SEED_MAX)) and int(digits) <= SEED_MAX:
+            seed(int(digits))
+            return "ok"
+    return (f"error: seed takes an integer from 0 to {SEED_MAX}; got "
+            f"'{' '.join(args)[:200]}'")

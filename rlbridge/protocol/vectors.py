@@ -22,6 +22,7 @@ from rlbridge.protocol.batch_vectors import batch_vectors
 from rlbridge.protocol.errors import ErrorCode
 from rlbridge.protocol.messages import (
     PROTOCOL_VERSION,
+    SEED_MAX,
     MessageType,
     encode,
     pack,
@@ -30,6 +31,7 @@ from rlbridge.protocol.messages import (
 from rlbridge.protocol.values import ZERO_COPY_THRESHOLD_BYTES, Value, encode_value
 
 VECTORS_PATH = Path(__file__).with_name("vectors.json")
+BAD_SEED = f"error: seed takes an integer from 0 to {SEED_MAX}; got 'x'"
 
 
 def _array_fields(array: np.ndarray) -> dict:
@@ -125,9 +127,8 @@ def _samples() -> list[tuple[str, str, int, int, int, object, dict, Value | None
         "legal_actions", {"text": "legal_actions"})
     add("env_message_legal_actions_reply", "legal action ints, increasing, one space apart",
         MessageType.ENV_MESSAGE, 8, 2, "0 2 3", {"text": "0 2 3"})
-    add("agent_message_bad_seed_reply", "a seed that is not a non-negative integer",
-        MessageType.AGENT_MESSAGE, 6, 0, "error: seed takes a non-negative integer; got 'x'",
-        {"text": "error: seed takes a non-negative integer; got 'x'"})
+    add("agent_message_bad_seed_reply", "a seed that is not an integer from 0 to 2^64 - 1",
+        MessageType.AGENT_MESSAGE, 6, 0, BAD_SEED, {"text": BAD_SEED})
     add("agent_message_unknown_reply", "any message the receiver does not know",
         MessageType.AGENT_MESSAGE, 6, 0, "", {"text": ""})
     add("shutdown", "stop serving", MessageType.SHUTDOWN, 11, 3, "experiment finished",

@@ -39,6 +39,29 @@ def agent_batch_step(first: int, calls: list[int], rewards: list[float] | None =
             encode_batch(Batch.stack(observations or []), frames)]
 
 
+def seed_error(got: str) -> str:
+    return f"error: seed takes an integer from 0 to 18446744073709551615; got '{got}'"
+
+
+#: PROTOCOL.md section 8's `seed N`, message -> reply, the same in every language: words split
+#: at ASCII whitespace only, N from 0 to 2**64 - 1, and the error naming the words after
+#: `seed` joined by single spaces, cut to 200 characters.
+SEED_MESSAGES = [
+    ("seed 5", "ok"), ("  seed   12  ", "ok"), ("seed\t7\r\n", "ok"), ("seed\v3\f", "ok"),
+    ("seed 007", "ok"), ("seed 18446744073709551615", "ok"),
+    ("seed 18446744073709551616", seed_error("18446744073709551616")),
+    ("seed " + "9" * 5000, seed_error("9" * 200)),
+    ("seed x", seed_error("x")), ("seed -3", seed_error("-3")), ("seed", seed_error("")),
+    ("seed 1  \t 2", seed_error("1 2")), ("seed it's", seed_error("it's")),
+    ("seed 5\x00", seed_error("5\x00")), ("seed \u0665", seed_error("\u0665")),
+    ("seed 5\u00a0", seed_error("5\u00a0")), ("seed\u00a05", ""), ("seed\x005", ""),
+    ("seed " + "\u00e9" * 300, seed_error("\u00e9" * 200)),
+    ("seed " + "\U0001f600" * 300, seed_error("\U0001f600" * 200)),
+    ("seed a" + " b" * 150, seed_error(("a" + " b" * 150)[:200])),
+    ("seeds 5", ""), ("anything else", ""),
+]
+
+
 #: A valid body for every request type.
 BODIES: dict[int, object] = {
     T.HELLO: ["experiment", V, "test", "python"],

@@ -10,7 +10,7 @@ from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
 from rlbridge.registry import AGENTS, ENVIRONMENTS, resolve
 
-BAD_SEED = "error: seed takes a non-negative integer; got 'x'"
+BAD_SEED = "error: seed takes an integer from 0 to 18446744073709551615; got 'x'"
 MAX_STEPS = 5000
 
 
@@ -25,7 +25,8 @@ def test_environment_messages_and_legal_actions_outside_an_episode(name):
     spec = _spec(env)
     assert env.env_message("no such command") == ""
     assert env.env_message("seed x") == BAD_SEED
-    assert env.env_message("seed -1") == "error: seed takes a non-negative integer; got '-1'"
+    assert env.env_message("seed -1") == ("error: seed takes an integer from 0 to "
+                                          "18446744073709551615; got '-1'")
     assert env.env_message("seed 3") == "ok"
     assert env.env_message("legal_actions") == "", "before env_start"
     env.env_start()

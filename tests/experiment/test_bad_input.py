@@ -123,8 +123,8 @@ def test_an_application_error_is_reported_and_serving_continues(processes, ipc_d
 
 def test_a_bad_seed_is_answered_with_an_error_string(raw, env_server):
     reply = raw(encode(MessageType.ENV_MESSAGE, 1, 0, "seed not-a-number")[0])
-    assert reply[1:] == [MessageType.ENV_MESSAGE, 1, 0,
-                         "error: seed takes a non-negative integer; got 'not-a-number'"]
+    assert reply[1:] == [MessageType.ENV_MESSAGE, 1, 0, "error: seed takes an integer from 0 to "
+                         "18446744073709551615; got 'not-a-number'"]
     still_serves(env_server[1])
 
 

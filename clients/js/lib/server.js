@@ -137,9 +137,22 @@ function parseArgs(argv) {
 
 // ---- the request loop -----------------------------------------------------------------------
 
+/** The largest N of "seed N" (PROTOCOL.md section 8): a uint64, as every implementation holds. */
+const SEED_MAX = 2n ** 64n - 1n;
+
 /**
- * Base class: "seed N" seeds (reply "ok"), a bad seed argument gets an "error: ..." string
- * (messages are free text: they never raise), other messages "".
+ * The words of a message (PROTOCOL.md section 8): split at runs of ASCII whitespace, as the
+ * Python and C agents split them; any other character, a Unicode space or a NUL included, is
+ * part of a word.
+ */
+function messageWords(text) {
+  return text.split(/[ \t\n\v\f\r]+/).filter((word) => word !== "");
+}
+
+/**
+ * Base class: "seed N" seeds (reply "ok") with N from 0 to 2^64 - 1, passed to seed() as a
+ * Number, or as a BigInt above 2^53 - 1; a bad seed argument gets an "error: ..." string
+ * naming its first 200 characters (messages are free text: they never raise), other messages "".
  */
 class Agent {
   agentInit(spec) { this.spec = spec; }
@@ -147,14 +160,19 @@ class Agent {
   agentCleanup() {}
   seed() {}
   agentMessage(text) {
-    const [command, ...rest] = text.trim().split(/\s+/);
+    const [command, ...rest] = messageWords(text);
     if (command !== "seed") return "";
-    const argument = rest.join(" ");
-    if (rest.length !== 1 || !/^\d+$/.test(argument)) {
-      return `error: seed takes a non-negative integer; got '${argument.slice(0, 200)}'`;
+    // Its length first: a BigInt of millions of digits takes long to build.
+    const digits = rest.length === 1 && /^[0-9]+$/.test(rest[0]) ? rest[0].replace(/^0+(?=.)/, "")
+      : "";
+    if (digits !== "" && digits.length <= 20 && BigInt(digits) <= SEED_MAX) {
+      const seed = BigInt(digits);
+      this.seed(seed <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(seed) : seed);
+      return "ok";
     }
-    this.seed(Number(argument));
-    return "ok";
+    // 200 characters, not UTF-16 units: a character outside the BMP is never cut in two.
+    const echo = Array.from(rest.join(" ").slice(0, 800)).slice(0, 200).join("");
+    return `error: seed takes an integer from 0 to ${SEED_MAX}; got '${echo}'`;
   }
 }
 
@@ -433,5 +451,5 @@ async function serve(agent, options, name = "agent") {
 
 module.exports = {
   Agent, AgentServer, AgentState, serve, parseArgs, isLoopback, z85Encode, IMPLEMENTATION, LANGUAGE,
-  SESSION_IDLE_MS,
+  SESSION_IDLE_MS, SEED_MAX, messageWords,
 };

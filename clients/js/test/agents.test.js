@@ -173,9 +173,10 @@ test("array shapes are bounded; frames are bounded; seed answers never raise", (
   assert.equal(reply(T.AGENT_MESSAGE, "x", many)[4][0], ErrorCode.TOO_LARGE);
   assert.equal(reply(T.AGENT_MESSAGE, "x", many.slice(1))[4], "");
   assert.equal(reply(T.AGENT_MESSAGE, "seed 3")[4], "ok");
-  assert.equal(reply(T.AGENT_MESSAGE, "seed x")[4], "error: seed takes a non-negative integer; got 'x'");
-  assert.equal(reply(T.AGENT_MESSAGE, "seed -1")[4], "error: seed takes a non-negative integer; got '-1'");
-  assert.equal(reply(T.AGENT_MESSAGE, "seed")[4], "error: seed takes a non-negative integer; got ''");
+  const badSeed = (got) => `error: seed takes an integer from 0 to 18446744073709551615; got '${got}'`;
+  assert.equal(reply(T.AGENT_MESSAGE, "seed x")[4], badSeed("x"));
+  assert.equal(reply(T.AGENT_MESSAGE, "seed -1")[4], badSeed("-1"));
+  assert.equal(reply(T.AGENT_MESSAGE, "seed")[4], badSeed(""));
 });
 
 test("the agent state table: ENDED after AGENT_END, stepping past it, no cleanup when FRESH", () => {

@@ -22,7 +22,7 @@ import numpy as np
 from rlbridge.agents.base import Agent
 from rlbridge.agents.blackjack import dp as blackjack_dp
 from rlbridge.agents.files import SAVE_AND_LOAD, check_loadable, load_npz, refusal
-from rlbridge.protocol.messages import answer_seed
+from rlbridge.protocol.messages import answer_seed, message_words
 from rlbridge.protocol.values import Value
 
 TABLE_SHAPE = (22, 11, 2, 2)
@@ -191,7 +191,7 @@ class BlackjackTabularAgent(Agent):
             self.restore_extra(data)
 
     def agent_message(self, message: str) -> str:
-        words = message.split()
+        words = message_words(message)
         command = words[0] if words else ""
         if command == "seed":
             return answer_seed(words[1:], self.seed)

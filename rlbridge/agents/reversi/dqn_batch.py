@@ -25,7 +25,7 @@ from rlbridge.protocol.batch import (
     as_batch,
     instance_seed,
 )
-from rlbridge.protocol.messages import answer_seed
+from rlbridge.protocol.messages import answer_seed, message_words
 from rlbridge.protocol.values import Value
 
 _NONE = int(AgentCall.NONE)
@@ -92,7 +92,7 @@ class DQNBatch:
         return Batch.stack([Value(ints=(int(action),)) for action in actions])
 
     def agent_message(self, message: str) -> str:
-        words = message.split()
+        words = message_words(message)
         if words and words[0] == "seed":
             return answer_seed(words[1:], self._seed)
         return self.agent.agent_message(message)
