@@ -143,6 +143,12 @@ def messages() -> list[dict]:
                   "episodes": [f for _, f in episodes], "records": None}))
     add(_message("heartbeat_batch", "environment alive during RUN_BATCH", T.HEARTBEAT, 0, 1,
                  [40, 3], {"batched_steps": 40, "episodes_ended": 3}))
+    not_batching = ("this agent does not batch: it does not serve AGENT_BATCH_INIT (26), nor "
+                    "any type of PROTOCOL.md section 16")
+    add(_message("error_does_not_batch", "the answer of an agent that knows the batched codes "
+                 "but does not batch (the JavaScript library) to agent_batch_init",
+                 T.ERROR, 1, 0, [int(ErrorCode.UNKNOWN_TYPE), not_batching],
+                 {"code": int(ErrorCode.UNKNOWN_TYPE), "message": not_batching}))
     return vectors
 
 

@@ -280,7 +280,8 @@ def test_a_sigkill_of_the_agent_mid_batch_is_reported_by_rlbridge_run(agent):
 
 
 def test_an_agent_that_does_not_batch_is_named_by_the_batched_experiment(tmp_path, capsys):
-    """The JavaScript agent answers AGENT_BATCH_INIT with UNKNOWN_TYPE (PROTOCOL.md section 16)."""
+    """The JavaScript agent knows the batched codes and does not batch: it answers
+    AGENT_BATCH_INIT with UNKNOWN_TYPE (PROTOCOL.md section 16)."""
     check_js()
     env, agent = f"ipc://{tmp_path}/env", f"ipc://{tmp_path}/agent"
     children = [start([sys.executable, "-m", "rlbridge", "env", "gridwalk", "--bind", env]),

@@ -20,6 +20,8 @@ import msgpack
 import pytest
 import zmq
 
+from rlbridge.protocol.vectors import load_vectors
+
 from .helpers import agent_command, build_c, check_js, start, stop
 from .wire import (
     BATCHED,
@@ -85,6 +87,24 @@ def expected_cell(language: str, msg_type: int, state: str) -> Cell:
 
 
 LANGUAGE_STATES = [(language, state) for language in LANGUAGES for state in states_of(language)]
+
+
+@pytest.mark.parametrize("language", [lang for lang in LANGUAGES if lang not in BATCHING])
+def test_an_agent_that_does_not_batch_answers_the_batched_types_unknown_type(language, agents):
+    """PROTOCOL.md section 16: it knows their codes (its decoder reads every vector) and answers
+    as if it did not, before the role, the size or the body; the vectors hold its answer."""
+    vector = next(v for v in load_vectors()["batch"]["messages"]
+                  if v["name"] == "error_does_not_batch")
+    client = Client(agents[language])
+    try:
+        reply = client.request(T.AGENT_BATCH_INIT, BODIES[T.AGENT_BATCH_INIT], seq=1, episode=0)
+        assert msgpack.packb(reply) == bytes.fromhex(vector["hex"])
+        for msg_type in BATCHED_TYPES:  # an environment's types too, and bodies of any form
+            for body in (BODIES[msg_type], 5, "x" * 200_000):
+                reply = client.request(msg_type, body, seq=2, episode=3)
+                assert reply[:4] == [V, T.ERROR, 2, 3] and reply[4][0] == E.UNKNOWN_TYPE, reply
+    finally:
+        client.close()
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,11 @@ const MessageType = Object.freeze({
   ENV_INIT: 10, ENV_START: 11, ENV_STEP: 12, ENV_CLEANUP: 13, ENV_MESSAGE: 14,
   AGENT_INIT: 20, AGENT_START: 21, AGENT_STEP: 22, AGENT_END: 23, AGENT_CLEANUP: 24,
   AGENT_MESSAGE: 25, RUN_EPISODE: 30, DELEGATE: 31,
+  // PROTOCOL.md section 16: known, so the vectors decode, but this library does not batch.
+  ENV_BATCH_INIT: 15, ENV_BATCH_STEP: 16, AGENT_BATCH_INIT: 26, AGENT_BATCH_STEP: 27, RUN_BATCH: 32,
 });
+/** The batched types (PROTOCOL.md section 16). */
+const BATCHED_TYPES = new Set([15, 16, 26, 27, 32]);
 const TYPE_NAMES = Object.fromEntries(Object.entries(MessageType).map(([k, v]) => [v, k]));
 
 const ErrorCode = Object.freeze({
@@ -423,7 +427,8 @@ function flatInts(value) {
 
 module.exports = {
   PROTOCOL_VERSION, versionMismatchText, ZERO_COPY_THRESHOLD_BYTES, MAX_MESSAGE_BYTES, MAX_MESSAGE_FRAMES,
-  MAX_BODY_DEPTH, MAX_ARRAY_DIMS, MAX_ARRAY_EXTENT_BYTES, MessageType, TYPE_NAMES, describe,
+  MAX_BODY_DEPTH, MAX_ARRAY_DIMS, MAX_ARRAY_EXTENT_BYTES, MessageType, TYPE_NAMES, BATCHED_TYPES,
+  describe,
   ErrorCode, ERROR_NAMES, DTYPE_SIZES, ProtocolError, Float64, encodeMessage, decodeEnvelope,
   arrayItemKinds,
   decodeValue, encodeValue, readReward, flatInts, encoder,

@@ -14,7 +14,8 @@ const path = require("node:path");
 const zmq = require("zeromq");
 const { performance } = require("node:perf_hooks");
 const {
-  PROTOCOL_VERSION, versionMismatchText, MAX_MESSAGE_BYTES, MessageType: T, TYPE_NAMES, ErrorCode, ERROR_NAMES,
+  PROTOCOL_VERSION, versionMismatchText, MAX_MESSAGE_BYTES, MessageType: T, TYPE_NAMES,
+  BATCHED_TYPES, ErrorCode, ERROR_NAMES,
   ProtocolError, encodeMessage, decodeEnvelope, decodeValue, encodeValue, readReward, describe,
   arrayItemKinds,
 } = require("./protocol");
@@ -214,6 +215,12 @@ class AgentServer {
   }
 
   checkServed(type) {
+    if (BATCHED_TYPES.has(type)) {
+      // PROTOCOL.md section 16: a peer that does not batch answers as if it did not know them,
+      // so that an experiment tells "cannot batch" from "not now" (WRONG_STATE).
+      throw new ProtocolError(ErrorCode.UNKNOWN_TYPE, `this agent does not batch: it does not ` +
+        `serve ${TYPE_NAMES[type]} (${type}), nor any type of PROTOCOL.md section 16`);
+    }
     if (!SERVED.has(type)) {
       throw new ProtocolError(ErrorCode.WRONG_STATE,
         `the agent does not serve ${TYPE_NAMES[type]}; it serves ` +

@@ -109,6 +109,22 @@ for (const v of vectors.invalid) {
   });
 }
 
+// This library knows the batched types (PROTOCOL.md section 16) but does not batch: their
+// envelopes decode, and their bodies are plain msgpack that encodes back into the same bytes.
+for (const v of vectors.batch.messages) {
+  test(`batch envelope ${v.name}`, () => {
+    const frames = v.frames.map((f) => Uint8Array.from({ length: f.length }, (_, i) => i % 256));
+    frames.forEach((frame, i) => assert.equal(
+      crypto.createHash("sha256").update(frame).digest("hex"), v.frames[i].sha256));
+    const message = decodeEnvelope(Buffer.from(v.hex, "hex"), frames);
+    assert.deepEqual([message.version, message.type, message.seq, message.episode],
+      [v.version, v.type, v.seq, v.episode]);
+    assert.equal(T[v.type_name], v.type);
+    const [head] = encodeMessage(message.type, message.seq, message.episode, message.body);
+    assert.equal(Buffer.from(head).toString("hex"), v.hex);
+  });
+}
+
 test("whole-number doubles still travel as float64", () => {
   const [head] = encodeMessage(T.AGENT_START, 1, 1, encodeValue({ ints: [1], doubles: [2] }));
   assert.ok(Buffer.from(head).includes(Buffer.from("cb4000000000000000", "hex")));
