@@ -97,6 +97,12 @@ def messages() -> list[dict]:
                   None],
                  {"rewards": rewards_fields, "observations": _batch(observations),
                   "terminals": terminals_fields, "infos": None}))
+    calls, calls_fields = _column([EnvCall.START, EnvCall.START, EnvCall.NONE], "|u1")
+    empty = Batch.stack([])
+    add(_message("env_batch_step_starts", "no STEP call: the actions are the empty batch, "
+                 "stacked with ints and doubles of shape [0, 0]", T.ENV_BATCH_STEP, 3, 1,
+                 [encode_column(calls), encode_batch(empty)],
+                 {"calls": calls_fields, "actions": _batch(empty)}))
     add(_message("agent_batch_init", "answer for 4 instances", T.AGENT_BATCH_INIT, 1, 0,
                  [SPEC, 4], {"task_spec": SPEC, "num_instances": 4}))
     add(_message("agent_batch_init_reply", "empty reply", T.AGENT_BATCH_INIT, 1, 0, None, {}))
@@ -112,6 +118,16 @@ def messages() -> list[dict]:
     replies = Batch.stack([Value(ints=(1,)), Value(ints=(3,)), Value(ints=(0,))])
     add(_message("agent_batch_step_reply", "one action per call that took an observation",
                  T.AGENT_BATCH_STEP, 2, 1, encode_batch(replies), {"actions": _batch(replies)}))
+    calls, calls_fields = _column([AgentCall.END, AgentCall.NONE], "|u1")
+    rewards, rewards_fields = _column([-1.0, 0.0], "<f8")
+    add(_message("agent_batch_step_ends", "instances 6 and 7: end, nothing; no call takes an "
+                 "observation, so the observations are the empty batch", T.AGENT_BATCH_STEP, 5, 2,
+                 [6, encode_column(calls), encode_column(rewards), encode_batch(empty)],
+                 {"first_instance": 6, "calls": calls_fields, "rewards": rewards_fields,
+                  "observations": _batch(empty)}))
+    add(_message("agent_batch_step_ends_reply", "no call took an observation: the actions are "
+                 "the empty batch", T.AGENT_BATCH_STEP, 5, 2, encode_batch(empty),
+                 {"actions": _batch(empty)}))
     listed = Batch.stack([Value(ints=(1, 2)), Value(ints=(3,), chars="x")])
     calls, calls_fields = _column([AgentCall.START, AgentCall.START], "|u1")
     rewards, rewards_fields = _column([0.0, 0.0], "<f8")

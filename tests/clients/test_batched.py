@@ -117,6 +117,32 @@ def test_the_c_agent_answers_batched_requests_with_the_python_agents_bytes(agent
             client.close()
 
 
+#: PROTOCOL.md 16.1's empty batch as senders write it, and other empty forms receivers accept.
+EMPTY = [0, ["<i8", [0, 0], b""], ["<f8", [0, 0], b""], [], []]
+EMPTY_FORMS = [EMPTY, [0, []],
+               [0, ["<i8", [0, 3], b""], ["<f8", [0, 2], b""], [], [["|b1", [0, 4], b""]]]]
+
+
+@pytest.mark.parametrize("language", BATCHING)
+def test_empty_batches_of_either_form_are_accepted_and_answered_in_the_stacked_form(language,
+                                                                                  agents):
+    client = Client(agents[language, "first"])
+    column = {"|u1": lambda *c: ["|u1", [len(c)], bytes(c)],
+              "<f8": lambda n: ["<f8", [n], bytes(8 * n)]}
+    try:
+        client.call(T.AGENT_BATCH_INIT, [MASK_SPEC, 4])
+        client.call(T.AGENT_BATCH_STEP, encoded(agent_batch_step(0, [START, START], None,
+                                                                 [masked(0), masked(1)])))
+        for form in EMPTY_FORMS:
+            for calls in ((END, NONE), (NONE,), ()):
+                body = [0, column["|u1"](*calls), column["<f8"](len(calls)), form]
+                reply = client.request(T.AGENT_BATCH_STEP, body)
+                assert reply[1:] == [T.AGENT_BATCH_STEP, 1, 1, EMPTY], (form, calls, reply)
+        client.call(T.AGENT_CLEANUP)
+    finally:
+        client.close()
+
+
 @pytest.mark.parametrize("calls, text", [
     ([STEP], "instance 3 has no episode: its call must be START or NONE; got STEP"),
     ([START] * 3, "AGENT_BATCH_STEP asks for instances 3..5; the agent answers for 4 instances "
