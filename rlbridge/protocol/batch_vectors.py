@@ -157,6 +157,12 @@ def messages() -> list[dict]:
                   [encode_column(c) for c, _ in episodes], None],
                  {"batched_steps": 108, "counters": [f for _, f in counters],
                   "episodes": [f for _, f in episodes], "records": None}))
+    add(_message("run_batch_reply_logged", "run_batch_reply as the log records it (section "
+                 "16.8): frame 0 encoded again with its first three items", T.RUN_BATCH, 5, 1,
+                 [108, [encode_column(c) for c, _ in counters],
+                  [encode_column(c) for c, _ in episodes]],
+                 {"batched_steps": 108, "counters": [f for _, f in counters],
+                  "episodes": [f for _, f in episodes]}))
     add(_message("heartbeat_batch", "environment alive during RUN_BATCH", T.HEARTBEAT, 0, 1,
                  [40, 3], {"batched_steps": 40, "episodes_ended": 3}))
     not_batching = ("this agent does not batch: it does not serve AGENT_BATCH_INIT (26), nor "

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlbridge.experiment.log.format import HEADER, LOG_FORMAT_VERSION, MESSAGE, RECEIVED, SENT
 from rlbridge.protocol.batch_vectors import batch_vectors
 from rlbridge.protocol.errors import ErrorCode
 from rlbridge.protocol.messages import (
@@ -159,7 +160,7 @@ def build_vectors() -> dict:
         })
     return {"protocol_version": PROTOCOL_VERSION, "messages": vectors, "invalid": _invalid(),
             "seeds": _seeds(), "run_episode_records": [_run_episode_with_records()],
-            "batch": batch_vectors()}
+            "batch": batch_vectors(), "log_headers": _log_headers()}
 
 
 def _invalid() -> list[dict]:
@@ -198,8 +199,8 @@ def _seeds() -> list[dict]:
     return out
 
 
-#: Log record kind and directions (PROTOCOL.md section 10; experiment/log/format.py).
-_MESSAGE_RECORD, _SENT, _RECEIVED = 1, 0, 1
+#: Log record kinds and directions (PROTOCOL.md section 10).
+_HEADER_RECORD, _MESSAGE_RECORD, _SENT, _RECEIVED = HEADER, MESSAGE, SENT, RECEIVED
 _TIMESTAMP_NS = 1795334232554217442
 
 
@@ -233,6 +234,24 @@ def _run_episode_with_records() -> dict:
                        "last_action": None},
             "records": records, "hex": head.hex(), "frames": []}
 
+
+
+def _log_headers() -> list[dict]:
+    """Header records of a log (PROTOCOL.md section 10), unbatched and batched, their keys in
+    the order the writer puts them."""
+    spec = ("VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS (0 15) "
+            "ACTIONS INTS (0 3) REWARDS (-1.0 0.0) EXTRA")
+    peers = [[role, PROTOCOL_VERSION, "rlbridge-python", "python"]
+             for role in ("environment", "agent")]
+    common = {"format": LOG_FORMAT_VERSION, "protocol_version": PROTOCOL_VERSION,
+              "rlbridge_version": "0.1.0", "env": "gridwalk", "env_options": {},
+              "agent": "random", "agent_options": {}, "seed": 4,
+              "start_time_ns": _TIMESTAMP_NS, "peers": peers}
+    rows = [("header", "an unbatched run's header", {**common, "task_spec": spec}),
+            ("header_batched", "a batched run's: `batch` says how its instances were run",
+             {**common, "batch": {"instances": 3, "shards": 1, "groups": 2}, "task_spec": spec})]
+    return [{"name": name, "description": description, "fields": fields,
+             "hex": pack([_HEADER_RECORD, fields]).hex()} for name, description, fields in rows]
 
 
 def load_vectors() -> dict:
