@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from rlbridge.experiment.log.format import HEADER, LOG_FORMAT_VERSION, MESSAGE, RECEIVED, SENT
+from rlbridge.experiment.net.states import busy_text
+from rlbridge.protocol.batch import AgentCall, Batch, encode_batch, encode_column
 from rlbridge.protocol.batch_vectors import batch_vectors
 from rlbridge.protocol.errors import ErrorCode
 from rlbridge.protocol.messages import (
@@ -124,6 +126,17 @@ def _samples() -> list[tuple[str, str, int, int, int, object, dict, Value | None
         {"code": int(ErrorCode.MALFORMED),
          "message": "expected a msgpack envelope [version, type, seq, episode, body]; "
                     "could not decode 1 bytes"})
+    # Section 13: the answers to another client's agent_init and agent_cleanup mid-session.
+    second = busy_text("agent", MessageType.AGENT_INIT, 12, MessageType.AGENT_INIT, True)
+    add("error_second_session", "the reply to agent_init from a second experiment while "
+        "another's session is active", MessageType.ERROR, 2, 0,
+        [int(ErrorCode.WRONG_STATE), second], {"code": int(ErrorCode.WRONG_STATE),
+                                               "message": second})
+    not_owner = busy_text("agent", MessageType.AGENT_INIT, 12, MessageType.AGENT_CLEANUP)
+    add("error_not_owner", "the reply to agent_cleanup from a client that does not own the "
+        "active session", MessageType.ERROR, 7, 1,
+        [int(ErrorCode.WRONG_STATE), not_owner], {"code": int(ErrorCode.WRONG_STATE),
+                                                  "message": not_owner})
     add("env_message_legal_actions", "ask for the legal actions", MessageType.ENV_MESSAGE, 8, 2,
         "legal_actions", {"text": "legal_actions"})
     add("env_message_legal_actions_reply", "legal action ints, increasing, one space apart",
@@ -159,7 +172,7 @@ def build_vectors() -> dict:
                        for f in out[1:]],
         })
     return {"protocol_version": PROTOCOL_VERSION, "messages": vectors, "invalid": _invalid(),
-            "seeds": _seeds(), "run_episode_records": [_run_episode_with_records()],
+            "seeds": _seeds(), "run_episode_records": _messages_with_records(),
             "batch": batch_vectors(), "log_headers": _log_headers()}
 
 
@@ -204,16 +217,9 @@ _HEADER_RECORD, _MESSAGE_RECORD, _SENT, _RECEIVED = HEADER, MESSAGE, SENT, RECEI
 _TIMESTAMP_NS = 1795334232554217442
 
 
-def _run_episode_with_records() -> dict:
-    """A one-step delegated episode logged by the environment, returned in its reply."""
-    observation, action = Value(ints=(19, 5, 0)), Value(ints=(1,))
-    exchanges = [  # (direction, type, seq, body) of the environment's requests to the agent
-        (_SENT, MessageType.AGENT_START, 2, encode_value(observation)),
-        (_RECEIVED, MessageType.AGENT_START, 2, encode_value(action)),
-        (_SENT, MessageType.AGENT_END, 3, -1.0),
-        (_RECEIVED, MessageType.AGENT_END, 3, None),
-    ]
-    episode, step = 1, 1
+def _records(exchanges: list[tuple], episode: int, step: int) -> list[dict]:
+    """Log records of the environment's (direction, type, seq, body) exchanges with the agent,
+    each ``{fields, hex}`` (PROTOCOL.md section 10)."""
     records = []
     for direction, msg_type, seq, body in exchanges:
         payload = encode(msg_type, seq, episode, body)[0]
@@ -224,16 +230,49 @@ def _run_episode_with_records() -> dict:
         record = pack([_MESSAGE_RECORD, "environment", direction, "agent", int(msg_type), seq,
                        episode, step, _TIMESTAMP_NS, payload, []])
         records.append({"fields": fields, "hex": record.hex()})
-    body = [True, 1, -1.0, None, [bytes.fromhex(r["hex"]) for r in records]]
-    head = encode(MessageType.RUN_EPISODE, 5, episode, body)[0]
-    return {"name": "run_episode_reply_with_records",
-            "description": "DELEGATE asked for a log: the fifth item holds the episode's records",
-            "version": PROTOCOL_VERSION, "type": int(MessageType.RUN_EPISODE),
-            "type_name": MessageType.RUN_EPISODE.name, "seq": 5, "episode": episode,
-            "fields": {"terminal": True, "num_steps": 1, "total_reward": -1.0,
-                       "last_action": None},
-            "records": records, "hex": head.hex(), "frames": []}
+    return records
 
+
+def _with_records(name: str, description: str, msg_type: MessageType, seq: int, episode: int,
+                  fields: dict, records: list[dict]) -> dict:
+    """A message vector whose body is ``fields``' items, then the records' bins."""
+    body = [*fields.values(), [bytes.fromhex(r["hex"]) for r in records]]
+    head = encode(msg_type, seq, episode, body)[0]
+    return {"name": name, "description": description, "version": PROTOCOL_VERSION,
+            "type": int(msg_type), "type_name": msg_type.name, "seq": seq, "episode": episode,
+            "fields": fields, "records": records, "hex": head.hex(), "frames": []}
+
+
+def _messages_with_records() -> list[dict]:
+    """A one-step delegated episode logged by the environment: its records in the reply, in
+    a heartbeat, and in a batched heartbeat."""
+    observation, action = Value(ints=(19, 5, 0)), Value(ints=(1,))
+    exchanges = [  # (direction, type, seq, body) of the environment's requests to the agent
+        (_SENT, MessageType.AGENT_START, 2, encode_value(observation)),
+        (_RECEIVED, MessageType.AGENT_START, 2, encode_value(action)),
+        (_SENT, MessageType.AGENT_END, 3, -1.0),
+        (_RECEIVED, MessageType.AGENT_END, 3, None),
+    ]
+    records = _records(exchanges, 1, 1)
+    calls = encode_column(np.array([AgentCall.START], dtype="|u1"))
+    rewards = encode_column(np.zeros(1))
+    batched = _records([
+        (_SENT, MessageType.AGENT_BATCH_STEP, 4,
+         [0, calls, rewards, encode_batch(Batch.stack([observation]))]),
+        (_RECEIVED, MessageType.AGENT_BATCH_STEP, 4, encode_batch(Batch.stack([action])))],
+        2, 1)
+    return [
+        _with_records("run_episode_records_reply", "DELEGATE asked for a log: the fifth item "
+                      "holds the episode's records", MessageType.RUN_EPISODE, 5, 1,
+                      {"terminal": True, "num_steps": 1, "total_reward": -1.0,
+                       "last_action": None}, records),
+        _with_records("heartbeat_records", "a heartbeat during RUN_EPISODE when DELEGATE asked "
+                      "for a log: the records made since the last one", MessageType.HEARTBEAT,
+                      0, 1, {"num_steps": 1}, records[:2]),
+        _with_records("heartbeat_batch_records", "a heartbeat during RUN_BATCH when DELEGATE "
+                      "asked for a log", MessageType.HEARTBEAT, 0, 2,
+                      {"batched_steps": 1, "episodes_ended": 0}, batched),
+    ]
 
 
 def _log_headers() -> list[dict]:

@@ -424,6 +424,10 @@ def test_only_the_sessions_owner_may_clean_up_or_stop_the_agent(language, direct
             reply = stranger.request(refused, "stop" if refused == T.SHUTDOWN else None,
                                      seq=6, episode=4)
             assert reply[2:4] == [6, 4] and busy(reply, refused), reply
+        vectors = {v["name"]: v for v in load_vectors()["messages"]}
+        for name, refused in (("error_not_owner", T.AGENT_CLEANUP),
+                              ("error_second_session", T.AGENT_INIT)):
+            assert busy(msgpack.unpackb(bytes.fromhex(vectors[name]["hex"])), refused), name
         assert owner.call(T.AGENT_STEP, BODIES[T.AGENT_STEP])[4] == [[0], [], "", []]
         assert owner.call(T.AGENT_END, 1.0)
         owner.call(T.AGENT_CLEANUP)

@@ -188,8 +188,27 @@ def test_every_data_rule_in_the_vectors_is_the_documented_one():
     assert '"byte i is i mod 256"' in section(15)
 
 
+def message_vectors() -> list[dict]:
+    return VECTORS["messages"] + VECTORS["batch"]["messages"] + VECTORS["run_episode_records"]
+
+
+def test_every_vector_name_follows_the_naming_rule_of_section_15():
+    names = [v["name"] for v in message_vectors()]
+    assert len(names) == len(set(names))
+    for vector in message_vectors():
+        name, msg_type = vector["name"], vector["type"]
+        if name.startswith("heartbeat"):
+            assert msg_type == MessageType.HEARTBEAT and vector["seq"] == 0, name
+        elif name.startswith("error_"):
+            assert msg_type == MessageType.ERROR, name
+        else:  # a request, or with _reply its reply
+            assert msg_type not in (MessageType.HEARTBEAT, MessageType.ERROR), name
+            assert vector["seq"] >= 1, name
+    assert "`heartbeat_batch`" in section(15)
+
+
 def test_reply_vectors_answer_their_requests():
-    messages = {v["name"]: v for v in VECTORS["messages"]}
+    messages = {v["name"]: v for v in message_vectors()}
     pairs = [(name[: -len("_reply")], reply) for name, reply in messages.items()
              if name.endswith("_reply")]
     pairs.append(("hello_experiment", messages["hello_agent_reply"]))
@@ -200,4 +219,4 @@ def test_reply_vectors_answer_their_requests():
             assert (reply["type"], reply["seq"], reply["episode"]) == (
                 request["type"], request["seq"], request["episode"]), reply["name"]
             checked += 1
-    assert checked >= 6
+    assert checked >= 10

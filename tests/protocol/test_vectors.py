@@ -76,13 +76,13 @@ def test_seed_vectors_are_the_experiments_derivation():
     assert [v["seed"] for v in VECTORS["seeds"]] == [0, 1, 12345]
 
 
-def test_run_episode_reply_carries_log_records_as_section_10_describes_them():
-    (vector,) = VECTORS["run_episode_records"]
+@pytest.mark.parametrize("vector", VECTORS["run_episode_records"], ids=lambda v: v["name"])
+def test_replies_and_heartbeats_carry_log_records_as_section_10_describes_them(vector):
     message = decode(bytes.fromhex(vector["hex"]))
     assert (message.type, message.seq, message.episode) == (
-        MessageType.RUN_EPISODE, vector["seq"], vector["episode"])
-    terminal, num_steps, total_reward, last_action, records = message.body
-    assert [terminal, num_steps, total_reward, last_action] == list(vector["fields"].values())
+        vector["type"], vector["seq"], vector["episode"])
+    *items, records = message.body
+    assert items == list(vector["fields"].values())
     assert [bytes(r).hex() for r in records] == [r["hex"] for r in vector["records"]]
     for record in vector["records"]:
         fields = dict(record["fields"])
@@ -95,8 +95,22 @@ def test_run_episode_reply_carries_log_records_as_section_10_describes_them():
                                                          fields["episode"])
 
 
+def test_the_heartbeat_vectors_have_the_forms_of_sections_6_and_16():
+    """PROTOCOL.md section 2's HEARTBEAT row: a ping's body echoed, or, from an environment,
+    [num_steps] or [num_steps, records] during RUN_EPISODE and [batched_steps,
+    episodes_ended] or [batched_steps, episodes_ended, records] during RUN_BATCH; seq 0."""
+    heartbeats = [v for v in VECTORS["messages"] + VECTORS["batch"]["messages"]
+                  + VECTORS["run_episode_records"] if v["type"] == MessageType.HEARTBEAT]
+    forms = {v["name"]: list(v["fields"]) + (["records"] if "records" in v else [])
+             for v in heartbeats}
+    assert forms == {"heartbeat": ["num_steps"], "heartbeat_records": ["num_steps", "records"],
+                     "heartbeat_batch": ["batched_steps", "episodes_ended"],
+                     "heartbeat_batch_records": ["batched_steps", "episodes_ended", "records"]}
+    assert {v["seq"] for v in heartbeats} == {0}
+
+
 def test_log_records_from_a_reply_read_back_as_a_log(tmp_path):
-    (vector,) = VECTORS["run_episode_records"]
+    vector = VECTORS["run_episode_records"][0]
     path = tmp_path / "episode.rlog"
     header = msgpack.packb([HEADER, {"format": 1}])
     entries = [header] + [bytes.fromhex(r["hex"]) for r in vector["records"]]
