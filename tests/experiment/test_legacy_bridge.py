@@ -108,6 +108,8 @@ def test_legacy_environment_under_a_native_experiment_rebuilds_arrays(ipc_dir):
             assert experiment.RL_episode(0) is True
             assert (experiment.RL_num_steps(), experiment.RL_return(), agent.ends) == (2, 3.0, 1)
             assert env.env_message("hi") == "env got hi"
+            # NUL bytes pass whole, both ways (docs/legacy.md's departures).
+            assert env.env_message("hi\x00there\x00") == "env got hi\x00there\x00"
             assert env.shutdown()
         finally:
             env.close()

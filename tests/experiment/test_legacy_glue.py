@@ -265,6 +265,16 @@ def test_nul_and_long_messages(glue):
     finish(experiment, env, agent)
 
 
+def test_nul_bytes_in_the_task_spec_pass_whole_where_rl_glue_3_0_4_cut_them(glue):
+    """docs/legacy.md's departures: 3.0.4's glue handed strings on as C strings."""
+    spec = (b"VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS "
+            b"(0 100) ACTIONS INTS (0 1) REWARDS (0 100) EXTRA a\x00b")
+    experiment, env, agent = connect_all(glue, length=2, task_spec=spec)
+    assert experiment.call(RL_INIT).string() == spec
+    assert agent.task_specs == [spec]
+    finish(experiment, env, agent)
+
+
 def test_repeated_init_and_cleanup(glue):
     experiment, env, agent = connect_all(glue, length=2)
     for _ in range(3):
