@@ -220,3 +220,18 @@ def test_reply_vectors_answer_their_requests():
                 request["type"], request["seq"], request["episode"]), reply["name"]
             checked += 1
     assert checked >= 10
+
+
+def test_the_changelog_has_an_entry_for_every_version_up_to_the_codes():
+    """Section 17: every version the protocol has had, in order, up to the one every
+    implementation speaks (messages.py, rlbridge_agent.h and protocol.js agree with it)."""
+    from rlbridge.protocol.messages import PROTOCOL_VERSION
+
+    versions = [int(v) for v in re.findall(r"^\*\*Version (\d+)\*\*", section(17), re.M)]
+    assert versions == list(range(1, PROTOCOL_VERSION + 1))
+    assert DOC.startswith(f"# The rlbridge protocol, version {PROTOCOL_VERSION}\n")
+    root = Path(__file__).resolve().parents[2]
+    assert f"#define RLB_PROTOCOL_VERSION {PROTOCOL_VERSION} " in \
+        (root / "clients/c/rlbridge_agent.h").read_text()
+    assert f"const PROTOCOL_VERSION = {PROTOCOL_VERSION};" in \
+        (root / "clients/js/lib/protocol.js").read_text()
