@@ -22,8 +22,8 @@ from .helpers import agent_command, build_c, check_js, start, stop
 from .test_agents import COUNTDOWN_SPEC, LANGUAGES
 
 STEP = int(MessageType.AGENT_STEP)
-#: The head of an AGENT_STEP request up to its observation: [1, 22, seq, 1, [0.0, ...
-_HEAD = bytes([0x95, 1, STEP, 5, 1, 0x92, 0xCB]) + bytes(8)
+#: The head of an AGENT_STEP request up to its observation: [V, 22, seq, 1, [0.0, ...
+_HEAD = bytes([0x95, V, STEP, 5, 1, 0x92, 0xCB]) + bytes(8)
 
 
 def _bombs() -> dict[str, bytes]:

@@ -87,7 +87,7 @@ REQUESTS = [
     ("s", [msgpack.packb([V, 22, 15, 1, [0.5, [list(range(LIMIT_BYTES)), [], "", []]]])]),
     ("s", [step(9, 2**63)]),  # a uint64 seq
     ("s", [packed(V, 22, 16, 1, [True, [[1], [], "", []]])]),  # a bool reward
-    ("s", [packed(2, 22, 17, 1, [0.5, [[1], [], "", []]])]),  # another version
+    ("s", [packed(1, 22, 17, 1, [0.5, [[1], [], "", []]])]),  # another version
     ("s", [step(9, 18) + b"\x00"]),  # a byte after the message
     ("o", [packed(V, 23, 4, 1, 1.0)]),  # AGENT_END: ENDED
     ("s", [step(10, 19)]),  # a step past the end, as RL_step may send
