@@ -26,8 +26,17 @@ COMMAND_MODULES = [
 THREAD_POOL_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose mistakes are one line and exit 2 (docs/cli.md), not a usage
+    block: ``rlbridge run: argument --episodes: invalid int value: 'abc'``. ``--help``
+    still prints the usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="rlbridge",
         description="RL-Glue over ZeroMQ: environment, agent and experiment as separate processes.",
     )
@@ -42,21 +51,41 @@ def main(argv: list[str] | None = None) -> int:
     if "numpy" not in sys.modules:  # too late once numpy has started its pools
         for name in THREAD_POOL_VARIABLES:
             os.environ.setdefault(name, "1")
+    user_modules_from_cwd()
     parser = build_parser()
     args = parser.parse_args(argv)
     # Imports numpy: only after the pools are sized.
     from rlbridge.protocol.errors import OptionError, RLBridgeError
 
+    prefix = getattr(args, "prefix", None) or f"rlbridge {args.command}"
     try:
         return int(args.func(args) or 0)
     except OptionError as err:  # a mistyped name or option: one line, as argparse's own errors
-        print(f"rlbridge {args.command}: {err}", file=sys.stderr)
+        print(f"{prefix}: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
     except RLBridgeError as err:  # a mistake in what the user set up: one line, no traceback
-        print(f"rlbridge {args.command}: {err}", file=sys.stderr, flush=True)
+        print(f"{prefix}: {err}", file=sys.stderr, flush=True)
         return 1
+    except BrokenPipeError:
+        # The reader went away (`rlbridge describe | head -1`). Python would report the
+        # failed flush of stdout again at exit: point stdout at nothing first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"{prefix}: the output pipe was closed before all was written", file=sys.stderr)
+        return 1
+
+
+def user_modules_from_cwd() -> None:
+    """Put the working directory first on ``sys.path``, as ``python -m rlbridge`` does, so
+    that ``module:Class`` names a module beside the user whichever way the command started:
+    the ``rlbridge`` script otherwise sees only its own directory, and the processes that
+    ``rlbridge run`` starts run as ``python -m rlbridge`` in the same directory."""
+    if sys.flags.safe_path:  # PYTHONSAFEPATH or -P: python -m adds nothing either
+        return
+    cwd = os.getcwd()
+    if "" not in sys.path and cwd not in sys.path:
+        sys.path.insert(0, cwd)
 
 
 if __name__ == "__main__":

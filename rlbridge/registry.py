@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
 import sys
 
 from rlbridge.protocol.errors import OptionError, UntrustedName
@@ -83,7 +84,14 @@ def resolve(name: str, registry: dict[str, str], *, source: str = "") -> type:
 
         return check_contract(environment_class(name), name, registry)
     module_name, _, class_name = target(name, registry).partition(":")
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name and (module_name + ".").startswith(err.name + "."):
+            raise OptionError(f"no module {module_name!r} (from {name!r}) in {os.getcwd()} or on "
+                              "the Python path; run from the directory that holds it, or set "
+                              "PYTHONPATH") from None
+        raise OptionError(f"cannot import {module_name!r} (from {name!r}): {err}") from None
     try:
         found = getattr(module, class_name)
     except AttributeError:
@@ -156,3 +164,30 @@ def parse_options(pairs: list[str] | None) -> dict[str, str]:
             raise OptionError(f"--opt takes key=value; got {pair!r}")
         options[key.strip()] = value.strip()
     return options
+
+
+def _game_package(name: str, registry: dict[str, str], root: str) -> str | None:
+    """The game package of a built-in name (``rlbridge.<root>.<game>.*``); None for a name
+    outside one (the toys, ``random``, ``first``) or not built in."""
+    parts = registry.get(name, "").partition(":")[0].split(".")
+    return parts[2] if len(parts) > 3 and parts[:2] == ["rlbridge", root] else None
+
+
+def pairing_problem(env_name: str, agent_name: str) -> str:
+    """Why a built-in agent cannot play a built-in environment, in one line; "" when it can.
+
+    A game's agents live in ``rlbridge/agents/<game>/`` beside ``rlbridge/environments/<game>/``
+    (README, "Where each part lives"): an agent from another game's package reads
+    observations that this game does not send.
+    """
+    agent_game = _game_package(agent_name, AGENTS, "agents")
+    if env_name not in ENVIRONMENTS or agent_game is None:
+        return ""
+    env_game = _game_package(env_name, ENVIRONMENTS, "environments")
+    if agent_game == env_game:
+        return ""
+    games = [name for name in ENVIRONMENTS
+             if _game_package(name, ENVIRONMENTS, "environments") == agent_game]
+    fitting = [name for name in AGENTS if _game_package(name, AGENTS, "agents") in (None, env_game)]
+    return (f"agent {agent_name!r} plays {' or '.join(games) or agent_game}, not {env_name}; "
+            f"agents for {env_name}: {', '.join(fitting)}")

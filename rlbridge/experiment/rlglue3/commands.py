@@ -153,12 +153,12 @@ def _legacy_client(args: argparse.Namespace) -> int:
     try:
         obj = build(args.name, args.registry, args.opt)
     except (ValueError, TypeError, ImportError) as err:
-        print(f"rlbridge legacy-{args.role}: cannot create {args.name!r}: {err}", file=sys.stderr)
+        print(f"rlbridge {args.command}: cannot create {args.name!r}: {err}", file=sys.stderr)
         return 2
     port = port_from_environment() if args.port is None else args.port
     try:
         run_legacy_client(obj, args.role, args.host, port)
     except (OSError, RLBridgeError) as err:
-        print(f"rlbridge legacy-{args.role}: {err}", file=sys.stderr)
+        print(f"rlbridge {args.command}: {err}", file=sys.stderr)
         return 1
     return 0
