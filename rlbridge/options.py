@@ -5,7 +5,9 @@ Built-in environments and agents take typed keyword arguments (``rows: int = 12`
 exist only at the command line and in log headers; :func:`convert_options` turns them
 into those types from the constructor's signature, once, at that edge. An unknown key
 or a value of the wrong type fails there, in one line that names the key, the expected
-type and the valid keys, before any process starts.
+type and the valid keys, before any process starts. Every number option of a built-in
+environment or agent counts, sizes, weighs or times something (tests/test_options.py holds
+them to it): a negative one fails there too.
 
 A constructor that takes ``**options`` forwards them to its base class, whose
 parameters are then options too (:func:`option_specs` walks the MRO). When such a
@@ -250,7 +252,20 @@ def typed_options(name: str, registry: Mapping[str, str],
     if not isinstance(strings, Mapping):
         strings = parse_options(strings)
     cls = resolve(name, registry)
-    return cls, convert_options(cls, strings, owner=name)
+    options = convert_options(cls, strings, owner=name)
+    if name in registry:  # a module:Class checks its own options when it is built
+        for key, value in options.items():
+            if _negative(value):
+                raise OptionError(f"{name}: option {key} expects a number >= 0; "
+                                  f"got {strings[key]!r}")
+    return cls, options
+
+
+def _negative(value: Any) -> bool:
+    """Whether ``value`` is a negative number, or a tuple holding one."""
+    if isinstance(value, tuple):
+        return any(_negative(item) for item in value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0
 
 
 def build(name: str, registry: Mapping[str, str],

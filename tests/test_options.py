@@ -163,3 +163,16 @@ def test_every_builtin_has_typed_documented_options_and_takes_no_unknown_keys(na
         assert spec.annotation is not str, f"{name}: option {spec.name} is a plain string"
         assert spec.doc, f"{name}: option {spec.name} is not in an Options: section"
         assert not spec.required, f"{name}: option {spec.name} has no default"
+
+
+@pytest.mark.parametrize("name, registry", [*((name, ENVIRONMENTS) for name in ENVIRONMENTS),
+                                            *((name, AGENTS) for name in AGENTS)])
+def test_every_builtin_number_option_is_a_quantity_and_refuses_a_negative(name, registry):
+    """typed_options refuses a negative number for a built-in name: that holds only while
+    every such option counts, sizes, weighs or times something, its default >= 0."""
+    numbers = [spec for spec in option_specs(resolve(name, registry)).options
+               if isinstance(spec.default, (int, float)) and not isinstance(spec.default, bool)]
+    for spec in numbers:
+        assert spec.default >= 0, f"{name}: option {spec.name} defaults to {spec.default}"
+        with pytest.raises(OptionError, match=f"option {spec.name} expects a number >= 0"):
+            typed_options(name, registry, [f"{spec.name}=-1"])
