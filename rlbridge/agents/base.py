@@ -34,6 +34,10 @@ class Agent:
     #: copies read and write these names on one agent. Empty: the instances share nothing,
     #: and each plays as an unbatched agent with its seed would.
     SHARED_STATE: tuple[str, ...] = ()
+    #: For an agent that thinks for a set time per move: the option that sets it and the
+    #: seconds one unit of it is, such as ``("time_ms", 0.001)``. `rlbridge run` gives such an
+    #: agent a longer default step timeout (rlbridge/experiment/run_checks.py).
+    THINK_OPTION: tuple[str, float] | None = None
 
     def __init__(self) -> None:
         self.task_spec: TaskSpec | None = None

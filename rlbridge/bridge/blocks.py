@@ -43,7 +43,7 @@ class Origin:
 def snapshot_grid(snapshot: dict) -> BlockGrid:
     """(rows, cols, non-air cells) of a game's ``state_snapshot()``; each game's colours are in
     ``bridge/games/<game>.py``."""
-    return drawing_for(snapshot.get("game"), "block mapping").blocks(snapshot)
+    return drawing_for(snapshot.get("game"), "block mapping", "blocks").blocks(snapshot)
 
 
 # -- commands --------------------------------------------------------------------------------

@@ -148,7 +148,7 @@ def _view(args: argparse.Namespace) -> int:
     from rlbridge.bridge.view import require_display, run_view
 
     if not args.headless:
-        require_display("rlbridge view", "use --headless --frames DIR to write PNG frames")
+        require_display("a window", "use --headless --frames DIR to write PNG frames")
     drawn = run_view(args.address, headless=args.headless, frames_dir=args.frames,
                      max_frames=args.max_frames, idle_timeout=args.idle_timeout, scale=args.scale)
     print(f"drew {drawn} frame(s)", file=sys.stderr)
@@ -158,9 +158,11 @@ def _view(args: argparse.Namespace) -> int:
 def _play(args: argparse.Namespace) -> int:
     from rlbridge.bridge.play import HumanSession, play_text, play_window
     from rlbridge.bridge.view import require_display
+    from rlbridge.options import typed_options
 
+    typed_options(args.game, ENVIRONMENTS, args.opt)  # the game and its options, then a display
     if not args.text:
-        require_display("rlbridge play", "play in the terminal with --text")
+        require_display("a window", "play in the terminal with --text")
     session = HumanSession(args.game, parse_options(args.opt), seed=args.seed)
     try:
         total = (play_text(session, sys.stdin) if args.text
@@ -174,6 +176,13 @@ def _play(args: argparse.Namespace) -> int:
 def _screenshots(args: argparse.Namespace) -> int:
     from rlbridge.bridge.screenshots import take_all
 
+    if os.path.exists(args.directory) and not os.path.isdir(args.directory):
+        raise OptionError(f"{args.directory} exists and is not a directory; name a directory "
+                          "for the PNGs")
+    try:
+        os.makedirs(args.directory, exist_ok=True)
+    except OSError as err:
+        raise OptionError(f"cannot make the directory {args.directory}: {err.strerror}") from None
     for path in take_all(args.directory, args.scale):
         print(path)
     return 0

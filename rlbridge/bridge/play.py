@@ -11,15 +11,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable
 
-from rlbridge.bridge.games import GAMES, Controls
+from rlbridge.bridge.games import GAMES, NO_CONTROLS, Controls
 from rlbridge.environments.base import Environment, StepResult
 from rlbridge.options import build
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
 from rlbridge.registry import ENVIRONMENTS
-
-#: For games without a drawing (``module:Class`` environments): typed raw ints only.
-NO_CONTROLS = Controls(help="")
 
 
 def controls_of(game: str) -> Controls:

@@ -5,10 +5,8 @@ Each message is msgpack ``[episode, step, terminal, snapshot]``; closing sends
 blocks (a full queue drops the frame), and the snapshot function runs only when a frame
 will actually be sent; between frames most steps do not even read the clock. The socket
 is an XPUB that counts its subscribers, so with no viewer connected no snapshot is taken
-or encoded at all. With ``every_step=True`` (for PNG frames of every step) nothing is
-rate-limited or dropped: a send waits for a slow viewer, and closing waits until every
-viewer has read the end of the stream and left (a subscriber that reads too little stops
-reading its connection, and ZeroMQ discards what it had not read when the publisher goes).
+or encoded at all. PNG frames of every step are drawn in the environment's own process
+instead (:class:`rlbridge.bridge.view.FrameSink`, with the same ``offer``).
 """
 
 from __future__ import annotations
@@ -27,10 +25,6 @@ SUBSCRIBER_CHECK_INTERVAL = 0.1
 MAX_COUNTDOWN = 1000
 #: The last message of a stream: the publisher closed (the environment is stopping).
 END_OF_STREAM = msgpack.packb("end of stream")
-#: With every_step: how long a send waits for a stuck viewer before dropping the frame, and
-#: how long closing waits for the viewers to read the frames still queued and leave.
-EVERY_STEP_SEND_TIMEOUT_MS = 10_000
-EVERY_STEP_CLOSE_WAIT_S = 60.0
 
 
 def encode_frame(episode: int, step: int, terminal: bool, snapshot: dict) -> bytes:
@@ -54,17 +48,13 @@ class StatePublisher:
     viewers connect SUB sockets to it."""
 
     def __init__(self, address: str, max_rate: float = DEFAULT_MAX_RATE, high_water_mark: int = 8,
-                 clock: Callable[[], float] = time.monotonic, every_step: bool = False):
+                 clock: Callable[[], float] = time.monotonic):
         if max_rate <= 0:
             raise ValueError(f"max_rate must be positive; got {max_rate}")
-        self.every_step = every_step
         self._socket = zmq.Context.instance().socket(zmq.XPUB)
         self._socket.setsockopt(zmq.XPUB_VERBOSER, 1)  # every (un)subscription, to count viewers
         self._socket.setsockopt(zmq.SNDHWM, high_water_mark)
         self._socket.setsockopt(zmq.LINGER, 0)
-        if every_step:  # a full queue makes send wait instead of dropping the frame
-            self._socket.setsockopt(zmq.XPUB_NODROP, 1)
-            self._socket.setsockopt(zmq.SNDTIMEO, EVERY_STEP_SEND_TIMEOUT_MS)
         self._socket.bind(address)
         self.address: str = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self.min_interval = 1.0 / max_rate
@@ -102,12 +92,9 @@ class StatePublisher:
               terminal: bool) -> bool:
         """Publish ``snapshot_fn()`` unless a frame went out less than 1/max_rate s ago.
 
-        Returns True if a frame was sent. Never raises for a slow or absent viewer. With
-        ``every_step`` every offer is sent, waiting for a slow viewer.
+        Returns True if a frame was sent. Never raises for a slow or absent viewer.
         """
         self._offers += 1
-        if self.every_step:
-            terminal = True  # never rate-limited
         if self._countdown and not terminal:
             self._countdown -= 1
             self.skipped += 1
@@ -133,8 +120,7 @@ class StatePublisher:
         if snapshot is None:
             return False
         try:
-            self._socket.send(encode_frame(episode, step, terminal, snapshot),
-                              0 if self.every_step else zmq.NOBLOCK)
+            self._socket.send(encode_frame(episode, step, terminal, snapshot), zmq.NOBLOCK)
         except zmq.Again:
             self.dropped += 1
             return False
@@ -142,18 +128,11 @@ class StatePublisher:
         return True
 
     def close(self) -> None:
-        """Send :data:`END_OF_STREAM` and close; with ``every_step``, first wait (up to
-        ``EVERY_STEP_CLOSE_WAIT_S``) until every viewer has read it and unsubscribed."""
+        """Send :data:`END_OF_STREAM` and close."""
         if self._socket.closed:
             return
         with contextlib.suppress(zmq.Again):
-            self._socket.send(END_OF_STREAM, 0 if self.every_step else zmq.NOBLOCK)
-        if self.every_step:
-            deadline = time.monotonic() + EVERY_STEP_CLOSE_WAIT_S
-            self._read_subscriptions()
-            while self._subscribers and (left := deadline - time.monotonic()) > 0:
-                if self._socket.poll(int(left * 1000) + 1):
-                    self._read_subscriptions()
+            self._socket.send(END_OF_STREAM, zmq.NOBLOCK)
         self._socket.close()
 
     def __enter__(self) -> StatePublisher:

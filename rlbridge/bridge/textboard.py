@@ -6,4 +6,4 @@ from rlbridge.bridge.games import drawing_for
 
 
 def describe(snapshot: dict) -> str:
-    return drawing_for(snapshot.get("game"), "text picture").text(snapshot)
+    return drawing_for(snapshot.get("game"), "text picture", "text").text(snapshot)

@@ -116,6 +116,37 @@ class FrameWriter:
         return path
 
 
+class FrameSink:
+    """Every offered state drawn to a PNG in the process that offers it: ``rlbridge env
+    --frames DIR`` (``rlbridge run --render-frames DIR``). It stands where a
+    :class:`~rlbridge.bridge.publish.StatePublisher` stands, with the same ``offer`` and
+    ``close``, so the loop draws each episode's start and every step itself: no socket
+    between the states and the files can drop a frame or a viewer subscribe too late."""
+
+    def __init__(self, directory: str, scale: float = 1.0):
+        from rlbridge.bridge import render
+
+        render.init_headless()
+        self.writer = FrameWriter(directory)
+        self.scale = scale
+        self._surface = None
+
+    def offer(self, snapshot_fn: Callable[[], dict | None], episode: int, step: int,
+              terminal: bool) -> bool:
+        """Draw ``snapshot_fn()`` and write it; False when there is no state to draw."""
+        from rlbridge.bridge import render
+
+        snapshot = snapshot_fn()
+        if snapshot is None:
+            return False
+        self._surface = render.render(snapshot, self._surface, self.scale)
+        self.writer.write(self._surface)
+        return True
+
+    def close(self) -> None:
+        """Nothing is held open: every frame is on disk when ``offer`` returns."""
+
+
 class Window:
     """A pygame window that resizes to each frame; ``closed`` once the user closes it."""
 

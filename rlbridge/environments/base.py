@@ -77,6 +77,10 @@ class Environment:
     #: The game's own commands that set up the next episode, answered ``ok`` when applied:
     #: ``gymnasium``'s ``reset(options={COMMAND: ARGS})`` sends them (rlbridge.gym).
     RESET_OPTIONS: tuple[str, ...] = ()
+    #: The step limit `rlbridge run` and `rlbridge sweep` give ``RL_episode`` when
+    #: ``--max-steps`` is not given, as Gymnasium's registry gives TimeLimit its
+    #: ``max_episode_steps``: for a game where some policies never end an episode. 0: none.
+    DEFAULT_MAX_STEPS: int = 0
 
     def __init__(self) -> None:
         """No options: a subclass's own keyword arguments are its options."""

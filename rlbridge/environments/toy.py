@@ -24,13 +24,16 @@ class GridWalk(Environment):
     Rewards:
         -1 per step, 0 on reaching the goal.
     Episode end:
-        On reaching the goal; ``max_steps`` limits are the experiment's business.
+        On reaching the goal. A policy that never reaches it (``first`` only walks into
+        the top wall) never ends an episode: ``rlbridge run`` and ``rlbridge sweep`` cut
+        each episode after ``DEFAULT_MAX_STEPS`` steps unless ``--max-steps`` says otherwise.
     Options:
         size: the side of the square grid (default 4).
     """
 
     name = "gridwalk"
     RETURN_RANGE = (-math.inf, 0.0)  # every move costs 1 but the last
+    DEFAULT_MAX_STEPS = 1000
     _MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))
 
     def __init__(self, size: int = 4):

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 
 from rlbridge.experiment.net.curve import CurveError, add_curve_arguments, curve_for, exposure
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS, default_address
 from rlbridge.options import build, typed_options
-from rlbridge.protocol.errors import RLBridgeError
-from rlbridge.registry import AGENTS, ENVIRONMENTS, target
+from rlbridge.protocol.errors import OptionError, RLBridgeError
+from rlbridge.registry import AGENTS, ENVIRONMENTS, pairing_problem
 
 ENV_HELP = ("a built-in environment (" + ", ".join(ENVIRONMENTS) + "), gym:<id> (a Gymnasium env) "
             "or module:Class")
@@ -43,16 +42,19 @@ def register(subparsers) -> None:
             parser.add_argument("--batch", type=int, default=1, metavar="N",
                                 help="instances an experiment's ENV_BATCH_INIT for 0 gets "
                                      "(default 1; PROTOCOL.md section 16)")
-            parser.add_argument("--publish", metavar="ADDR",
-                                help="publish state snapshots for viewers on this PUB address")
-            parser.add_argument("--publish-every-step", action="store_true",
-                                help="with --publish: send every state, waiting for a slow "
-                                     "viewer, instead of at most 60 a second (for PNG frames)")
+            shown = parser.add_mutually_exclusive_group()
+            shown.add_argument("--publish", metavar="ADDR",
+                               help="publish state snapshots for viewers on this PUB address")
+            shown.add_argument("--frames", metavar="DIR",
+                               help="draw every state (each episode's start and every step) "
+                                    "as a PNG in DIR, in this process")
             parser.add_argument("--wait-viewer-ms", type=int, default=0, metavar="MS",
                                 help="with --publish: before serving, wait up to MS for a "
                                      "viewer to subscribe, so short runs are seen from the start")
+            add_scale_argument(parser)
         add_curve_arguments(parser)
-        parser.set_defaults(func=_serve, role=full)
+        # One prefix per process: the server's own lines say "rlbridge environment" too.
+        parser.set_defaults(func=_serve, role=full, prefix=f"rlbridge {full}")
 
     parser = subparsers.add_parser(
         "experiment", help="drive a running environment and agent",
@@ -104,7 +106,8 @@ def register(subparsers) -> None:
                         help="also start a viewer process on the environment's state stream")
     parser.add_argument("--render-frames", metavar="DIR", default=None,
                         help="draw headless and write one PNG per state to DIR: each "
-                             "episode's start and every step")
+                             "episode's start and every step, drawn by the environment "
+                             "process")
     add_scale_argument(parser)
     add_curve_arguments(parser)
     parser.set_defaults(func=_run)
@@ -116,14 +119,34 @@ def add_scale_argument(parser: argparse.ArgumentParser) -> None:
     add(parser)
 
 
+def whole_number(minimum: int):
+    """An argparse type: a whole number >= ``minimum``, refused in argparse's one line."""
+    def convert(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}; "
+                                             f"got {text!r}")
+        return value
+
+    return convert
+
+
 def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--episodes", type=int, default=10, help="episodes to run (default 10)")
-    parser.add_argument("--max-steps", type=int, default=0,
-                        help="step limit per episode, RL_episode's argument (0: none)")
-    parser.add_argument("--seed", type=int, default=0, help="experiment seed (default 0)")
-    parser.add_argument("--timeout-ms", type=int, default=STEP_TIMEOUT_MS,
-                        help=f"how long a peer may take to answer (default {STEP_TIMEOUT_MS})")
-    parser.add_argument("--connect-timeout-ms", type=int, default=CONNECT_TIMEOUT_MS,
+    parser.add_argument("--episodes", type=whole_number(1), default=10,
+                        help="episodes to run (default 10)")
+    parser.add_argument("--max-steps", type=whole_number(0), default=None,
+                        help="step limit per episode, RL_episode's argument (0: none; default: "
+                             "the environment's own limit where it has one, as gridwalk does, "
+                             "else none)")
+    parser.add_argument("--seed", type=whole_number(0), default=0,
+                        help="experiment seed (default 0)")
+    parser.add_argument("--timeout-ms", type=whole_number(1), default=None,
+                        help=f"how long a peer may take to answer (default {STEP_TIMEOUT_MS}, "
+                             "more for an agent that thinks for a set time per move)")
+    parser.add_argument("--connect-timeout-ms", type=whole_number(1), default=CONNECT_TIMEOUT_MS,
                         help=f"how long to wait for peers to start (default {CONNECT_TIMEOUT_MS})")
     parser.add_argument("--no-fast-path", action="store_true",
                         help="run episodes step by step through the experiment (two round trips "
@@ -135,14 +158,14 @@ def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-flush", choices=("episode", "step"), default="episode",
                         help="flush the log at every episode end (default) or every step")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--batch", type=int, default=0, metavar="N",
+    parser.add_argument("--batch", type=whole_number(0), default=0, metavar="N",
                         help="run N instances of the game at once, one round trip per "
                              "batched step (PROTOCOL.md section 16; default: unbatched)")
-    parser.add_argument("--groups", type=int, default=0, metavar="G",
+    parser.add_argument("--groups", type=whole_number(0), default=0, metavar="G",
                         help="with --batch: split each environment process's instances into "
                              "G groups, stepped while the agent answers another "
                              "(default: 2 when a process has 2 or more instances)")
-    parser.add_argument("--batched-steps", type=int, default=0, metavar="K",
+    parser.add_argument("--batched-steps", type=whole_number(0), default=0, metavar="K",
                         help="with --batch: stop after K batched steps instead of "
                              "--episodes episodes")
     parser.add_argument("--no-wait-hint", action="store_true", help=argparse.SUPPRESS)
@@ -173,7 +196,13 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"rlbridge environment: --batch takes a number of instances >= 1; got "
                   f"{args.batch}", file=sys.stderr)
             return 2
-        server = EnvironmentServer(obj, address, publisher=_publisher(args),
+        try:
+            publisher = _publisher(args)
+        except OSError as err:
+            print(f"rlbridge environment: --frames {args.frames}: {err.strerror}",
+                  file=sys.stderr)
+            return 2
+        server = EnvironmentServer(obj, address, publisher=publisher,
                                    make_env=lambda: build(args.name, registry, args.opt),
                                    batch=args.batch, **options)
     else:
@@ -185,23 +214,35 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _publisher(args: argparse.Namespace):
-    """The StatePublisher that `rlbridge env --publish` asks for, or None."""
-    if not getattr(args, "publish", None):
+    """Where `rlbridge env` offers its states: the StatePublisher that --publish asks for,
+    the FrameSink that --frames asks for, or None."""
+    if args.frames:
+        from rlbridge.bridge.view import FrameSink
+
+        return FrameSink(args.frames, scale=args.scale)
+    if not args.publish:
         return None
     from rlbridge.bridge.publish import StatePublisher
 
-    publisher = StatePublisher(args.publish, every_step=args.publish_every_step)
+    publisher = StatePublisher(args.publish)
     if args.wait_viewer_ms and not publisher.subscribers(timeout_ms=args.wait_viewer_ms):
         print(f"rlbridge environment: no viewer subscribed within {args.wait_viewer_ms} ms; "
               "serving anyway", file=sys.stderr, flush=True)
     return publisher
 
 
-def _load_program(name: str):
+def load_program(name: str):
     module_name, sep, function_name = name.partition(":")
     if not sep:
-        raise ValueError(f"--program takes module:function; got {name!r}")
-    return getattr(importlib.import_module(module_name), function_name)
+        raise OptionError(f"--program takes module:function; got {name!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        raise OptionError(f"--program {name}: {err}") from None
+    if not callable(getattr(module, function_name, None)):
+        raise OptionError(f"--program {name}: module {module_name!r} has no function "
+                          f"{function_name!r}")
+    return getattr(module, function_name)
 
 
 def default_program(experiment, episodes: int, max_steps: int, progress) -> None:
@@ -228,7 +269,10 @@ def _experiment(args: argparse.Namespace) -> int:
 
     env_addresses = args.env_addresses or [default_address("environment")]
     agent_address = args.agent_address or default_address("agent")
+    args.max_steps = args.max_steps or 0
+    args.timeout_ms = args.timeout_ms or STEP_TIMEOUT_MS
     check_recorded_options(args)
+    program = load_program(args.program) if args.program else default_program
     problem = batch_problem(args, len(env_addresses))
     if problem:
         print(f"rlbridge experiment: {problem}", file=sys.stderr, flush=True)
@@ -254,7 +298,6 @@ def _experiment(args: argparse.Namespace) -> int:
         env = envs[0]
         if args.no_fast_path:
             env.run_episode = None
-        program = _load_program(args.program) if args.program else default_program
         return run_experiment(env, agent, args, program)
     except RLBridgeError as err:
         print(f"rlbridge experiment: {err}", file=sys.stderr, flush=True)
@@ -311,32 +354,17 @@ def check_recorded_options(args: argparse.Namespace) -> None:
                                   (args.agent_name, args.agent_opt, AGENTS)):
         if name in registry:
             typed_options(name, registry, pairs)
+    problem = pairing_problem(args.env_name, args.agent_name)
+    if problem:
+        raise OptionError(problem)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from rlbridge.experiment.placement import cpu_choice
-    from rlbridge.experiment.runner import is_agent_program, run_local
+    from rlbridge.experiment.run_checks import check_run
+    from rlbridge.experiment.runner import run_local
 
-    # Before any process starts: a typo fails here in a second, not after connect timeouts.
-    args.cpu = cpu_choice(args.cpu)
-    target(args.env_name, ENVIRONMENTS)  # both names before either module is imported
-    program = is_agent_program(args.agent_name)
-    if program and not (os.path.isfile(args.agent_name) and os.access(args.agent_name, os.X_OK)):
-        return _refuse(f"agent program {args.agent_name} is not an executable file")
-    if not program:
-        target(args.agent_name, AGENTS)
-    typed_options(args.env_name, ENVIRONMENTS, args.env_opt)
-    if not program:  # a program checks its own --opt
-        typed_options(args.agent_name, AGENTS, args.agent_opt)
-    if args.shards < 1:
-        return _refuse(f"--shards takes a number of processes >= 1; got {args.shards}")
-    problem = batch_problem(args, args.shards)
+    problem = check_run(args)
     if problem:
-        return _refuse(problem)
+        print(f"rlbridge run: {problem}", file=sys.stderr, flush=True)
+        return 2
     return run_local(args)
-
-
-def _refuse(problem: str) -> int:
-    print(f"rlbridge run: {problem}", file=sys.stderr, flush=True)
-    return 2
-

@@ -24,9 +24,6 @@ from rlbridge.experiment.placement import placed_apart
 PEER_EXIT_GRACE_S = 3.0
 #: How long a child may take to exit after SIGTERM, before SIGKILL.
 TERMINATE_GRACE_S = 3.0
-#: How long a viewer writing PNG frames may take, after the experiment, to write the frames
-#: still queued (it exits by itself at the end of the state stream).
-FRAMES_DRAIN_S = 60.0
 
 _PR_SET_PDEATHSIG = 1
 
@@ -91,10 +88,10 @@ def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
         env_cmd = [*python, "env", args.env_name, "--bind", addresses[name]]
         for opt in args.env_opt:
             env_cmd += ["--opt", opt]
-        if (args.render or args.render_frames) and index == 0:
+        if index == 0 and args.render_frames:  # drawn where the states are: none is missed
+            env_cmd += ["--frames", args.render_frames, "--scale", repr(getattr(args, "scale", 1.0))]
+        elif index == 0 and args.render:
             env_cmd += ["--publish", addresses["view"], "--wait-viewer-ms", "15000"]
-            if args.render_frames:
-                env_cmd.append("--publish-every-step")
         env_cmds[name] = env_cmd
     agent_cmd = [args.agent_name] if is_agent_program(args.agent_name) else \
         [*python, "agent", args.agent_name]
@@ -130,18 +127,16 @@ def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
             command += ["--curve-dir", args.curve_dir]
         elif getattr(args, "no_curve", False):
             command.append("--no-curve")
-    if args.render or args.render_frames:
+    if args.render:
         from rlbridge.bridge.view import viewer_command
 
-        commands["viewer"] = viewer_command(addresses["view"], headless=bool(args.render_frames),
-                                            frames_dir=args.render_frames,
-                                            scale=getattr(args, "scale", 1.0))
+        commands["viewer"] = viewer_command(addresses["view"], scale=getattr(args, "scale", 1.0))
     return commands
 
 
 def run_local(args) -> int:
     """Run ``args`` (``args.cpu`` already a :data:`~rlbridge.experiment.placement.CpuChoice`)."""
-    if args.render and not args.render_frames:
+    if args.render:
         from rlbridge.bridge.view import display_problem
 
         problem = display_problem()
@@ -156,9 +151,7 @@ def run_local(args) -> int:
         commands = build_commands(args, plan_addresses(args.transport, directory, shards))
         # After a peer dies, the experiment needs its step timeout to notice and report it.
         grace_s = args.timeout_ms / 1000 + 2 * TERMINATE_GRACE_S
-        # The environment, closing its publisher, waits for the viewer to take the last frames.
-        drain = {"viewer": FRAMES_DRAIN_S, "env": FRAMES_DRAIN_S} if args.render_frames else {}
-        return supervise(commands, process_cpus(commands, cpus), grace_s, drain)
+        return supervise(commands, process_cpus(commands, cpus), grace_s)
 
 
 def cpus_wanted(args) -> int:
@@ -197,12 +190,9 @@ def process_cpus(commands: dict[str, list[str]],
 
 
 def supervise(commands: dict[str, list[str]], placement: dict[str, set[int] | None],
-              experiment_grace_s: float = 10.0, drain: dict[str, float] | None = None) -> int:
+              experiment_grace_s: float = 10.0) -> int:
     """Start the commands, each on its CPUs in ``placement``, wait for the experiment, stop
-    the rest; return the exit code.
-
-    ``drain`` gives named children longer than ``PEER_EXIT_GRACE_S`` to finish by themselves
-    after the experiment (a viewer writing the PNG frames still queued)."""
+    the rest; return the exit code."""
     children: dict[int, tuple[str, subprocess.Popen]] = {}
 
     def start(name: str) -> None:
@@ -212,7 +202,7 @@ def supervise(commands: dict[str, list[str]], placement: dict[str, set[int] | No
     try:
         for name in commands:
             start(name)
-        return _wait(children, experiment_grace_s, drain or {})
+        return _wait(children, experiment_grace_s)
     except KeyboardInterrupt:
         print("rlbridge run: interrupted; stopping all processes", file=sys.stderr, flush=True)
         _stop_all(children)
@@ -232,7 +222,7 @@ def exit_description(code: int) -> str:
     return f"exited with code {code}"
 
 
-def _wait(children: dict, experiment_grace_s: float, drain: dict[str, float]) -> int:
+def _wait(children: dict, experiment_grace_s: float) -> int:
     """Reap children until all are gone; return the run's exit code (docs/cli.md, "Exit codes").
 
     A child killed by a signal has a negative status here; it is named and mapped to 1,
@@ -252,7 +242,7 @@ def _wait(children: dict, experiment_grace_s: float, drain: dict[str, float]) ->
             if code < 0 and failure is None:
                 print(f"rlbridge run: the experiment process {exit_description(code)}",
                       file=sys.stderr, flush=True)
-            _stop_all(children, grace_s=PEER_EXIT_GRACE_S, drain=drain)
+            _stop_all(children, grace_s=PEER_EXIT_GRACE_S)
         elif name == "viewer" or code == 0:
             continue  # peers exit 0 when the experiment tells them to stop
         elif experiment_code is None:
@@ -270,11 +260,10 @@ def _wait(children: dict, experiment_grace_s: float, drain: dict[str, float]) ->
     return experiment_code
 
 
-def _stop_all(children: dict, grace_s: float = 0.0, drain: dict[str, float] | None = None) -> None:
-    """Let children exit for ``grace_s`` (``drain[name]`` for the named ones), then SIGTERM,
-    then SIGKILL; reap them all."""
-    for _pid, (name, child) in list(children.items()):
-        stop_child(child, (drain or {}).get(name, grace_s))
+def _stop_all(children: dict, grace_s: float = 0.0) -> None:
+    """Let children exit for ``grace_s``, then SIGTERM, then SIGKILL; reap them all."""
+    for _pid, (_name, child) in list(children.items()):
+        stop_child(child, grace_s)
     children.clear()
 
 

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-from rlbridge.protocol.errors import InvalidAction, RLBridgeError
+from rlbridge.protocol.errors import InvalidAction, OptionError, RLBridgeError
 
 #: How long each agent server may take to start and answer HELLO (a loaded machine).
 AGENT_START_TIMEOUT_MS = 60000
@@ -136,9 +136,18 @@ def register(subparsers) -> None:
 
 
 def _selfplay(args: argparse.Namespace) -> int:
+    from rlbridge.options import typed_options
+    from rlbridge.registry import AGENTS, pairing_problem
+
     if args.games < 1:
         print(f"rlbridge selfplay: --games must be at least 1; got {args.games}", file=sys.stderr)
         return 2
+    # Before either agent process starts: a mistake fails at once, in one line.
+    for name, options in ((args.agent_a, args.a_opt), (args.agent_b, args.b_opt)):
+        typed_options(name, AGENTS, options)
+        problem = pairing_problem(args.game, name)
+        if problem:
+            raise OptionError(problem)
     try:
         selfplay(args.agent_a, args.agent_b, args.games, args.size, args.a_opt, args.b_opt,
                  args.seed, args.timeout_ms)

@@ -29,7 +29,9 @@ def register(subparsers) -> None:
     grid.add_argument("--seeds", metavar="SEEDS",
                       help="a count (3: seeds 0, 1, 2), a range 'A-B' or a list '1,5,7'")
     grid.add_argument("--episodes", type=int, default=None, help="episodes per trial (10)")
-    grid.add_argument("--max-steps", type=int, default=None, help="step limit per episode (0)")
+    grid.add_argument("--max-steps", type=int, default=None,
+                      help="step limit per episode (0: none; default: each game's own, as for "
+                           "rlbridge run)")
     grid.add_argument("--program", default=None, metavar="MODULE:FUNCTION",
                       help="every trial's experiment program (`rlbridge run --program`)")
     grid.add_argument("--timeout-ms", type=int, default=None, metavar="MS",

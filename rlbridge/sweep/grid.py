@@ -6,7 +6,7 @@ TOML (every key optional except ``games`` and ``agents``; docs/sweeps.md shows o
     agents = ["random", "first"]
     seeds = [0, 1, 2]          # or a count: seeds = 3 means 0, 1, 2
     episodes = 20
-    max_steps = 100
+    max_steps = 100            # left out: each game's own limit (gridwalk's), else none
     env_opt = {rows = 6}        # every trial's fixed options
     agent_opt = {}
     program = ""                # `rlbridge run --program MODULE:FUNCTION` for every trial
@@ -116,7 +116,7 @@ class Grid:
     agents: list[str]
     seeds: list[int]
     episodes: int = DEFAULT_EPISODES
-    max_steps: int = 0
+    max_steps: int | None = None  # None: each game's own limit, as `rlbridge run` gives it
     env_options: dict[str, str] = field(default_factory=dict)
     agent_options: dict[str, str] = field(default_factory=dict)
     option_sets: list[OptionSet] = field(default_factory=lambda: [OptionSet()])
@@ -128,11 +128,23 @@ class Grid:
         """Every trial, seeds innermost, so that a setting's seeds finish close together."""
         return [Trial(game, agent, {**self.env_options, **options.env},
                       {**self.agent_options, **options.agent}, options.name, seed,
-                      options.episodes or self.episodes, self.max_steps, self.program,
+                      options.episodes or self.episodes,
+                      default_max_steps(game) if self.max_steps is None else self.max_steps,
+                      self.program,
                       self.timeout_ms, self.batch)
                 for game in self.games for agent in self.agents
                 for options in self.option_sets
                 for seed in (self.seeds if options.seeds is None else options.seeds)]
+
+
+def default_max_steps(game: str) -> int:
+    """The step limit `rlbridge run` gives ``game`` when --max-steps is not given: a built-in
+    game's ``DEFAULT_MAX_STEPS`` (gridwalk's 1000), else 0 (a ``module:Class`` is imported
+    only where its trial runs)."""
+    from rlbridge.registry import ENVIRONMENTS, resolve
+
+    return getattr(resolve(game, ENVIRONMENTS), "DEFAULT_MAX_STEPS", 0) \
+        if game in ENVIRONMENTS else 0
 
 
 def _strings(table, where: str) -> dict[str, str]:
@@ -188,7 +200,7 @@ def load_toml(path: str) -> Grid:
         games=list(config.get("games", [])), agents=list(config.get("agents", [])),
         seeds=seeds_from(config.get("seeds", 1)),
         episodes=int(config.get("episodes", DEFAULT_EPISODES)),
-        max_steps=int(config.get("max_steps", 0)),
+        max_steps=int(config["max_steps"]) if "max_steps" in config else None,
         env_options=_strings(config.get("env_opt", {}), "env_opt"),
         agent_options=_strings(config.get("agent_opt", {}), "agent_opt"),
         option_sets=option_sets or [OptionSet()], program=str(config.get("program", "")),
@@ -247,7 +259,7 @@ def check(grid: Grid) -> Grid:
     if grid.timeout_ms < 0:
         raise SweepError(f"expected timeout_ms >= 0 (0: rlbridge run's default); got "
                          f"{grid.timeout_ms}")
-    if min(episodes) < 1 or grid.max_steps < 0:
+    if min(episodes) < 1 or (grid.max_steps or 0) < 0:
         raise SweepError(f"expected episodes >= 1 and max_steps >= 0; got {min(episodes)} "
                          f"and {grid.max_steps}")
     if any(options.seeds == () for options in grid.option_sets):

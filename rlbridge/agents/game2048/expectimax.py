@@ -276,6 +276,7 @@ class ExpectimaxAgent(Agent):
     """
 
     name = "2048-expectimax"
+    THINK_OPTION = ("time_ms", 0.001)
 
     def __init__(self, time_ms: float = 20.0, depth: int = 0, max_depth: int = 6,
                  spawn: Literal["two", "standard"] = "two"):

@@ -153,6 +153,7 @@ class SeedMCTSAgent(Agent):
     """
 
     name = "2048-mcts"
+    THINK_OPTION = ("time", 1.0)
 
     def __init__(self, time: float = 1.0, iterations: int = 0, c: float = 100.0,
                  rollout_depth: int = 10, spawn: Literal["two", "standard"] = "two",

@@ -47,6 +47,7 @@ class ReversiSearchAgent(Agent):
 
     name = "reversi-search"
     SHARED_STATE = ("moves", "thinking")
+    THINK_OPTION = ("time", 1.0)
 
     def __init__(self, time: float = DEFAULT_TIME_S, depth: int = DEFAULT_DEPTH_PLIES, endgame: int = 10,
                  mobility: int = 8, seed: int = 0):

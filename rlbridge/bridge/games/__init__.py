@@ -2,7 +2,8 @@
 
 Each game's parts live in ``bridge/games/<game>.py``; the generic modules (``render``,
 ``blocks``, ``textboard``, ``play``) look the game up here with :func:`drawing_for`.
-The toy environments publish no snapshot, so nothing draws them.
+The toy environments publish no snapshot, so nothing draws them. A game of your own is
+added to :data:`GAMES` (docs/bridge.md, "Draw your own game").
 """
 
 from __future__ import annotations
@@ -33,55 +34,70 @@ class Controls:
     options: Mapping[str, str] = field(default_factory=dict)  # environment options for a person
 
 
+#: A game without controls of its own: typed raw ints only.
+NO_CONTROLS = Controls(help="")
+
+
 @dataclass(frozen=True)
 class GameDrawing:
-    """One game's parts: its snapshot schema, screen drawing, block grid, text board, outcome
-    and controls."""
+    """One game's parts: its screen drawing, and optionally its block grid, text board,
+    outcome, controls and snapshot schema. Only ``shape`` and ``draw`` are needed to draw
+    a game on a canvas or into PNG frames; a part left out is refused by name where it is
+    wanted (``rlbridge blocks``, ``play --text``)."""
 
-    schema: type  # the TypedDict of its state_snapshot()
     shape: Callable[[Snapshot], tuple[int, int]]  # (rows, cols) of the grid drawn on screen
     draw: Callable[[Any, Snapshot, Any], None]  # (surface of layout.canvas_size(*shape), snap, layout)
-    blocks: Callable[[Snapshot], BlockGrid]
-    text: Callable[[Snapshot], str]
+    blocks: Callable[[Snapshot], BlockGrid] | None = None
+    text: Callable[[Snapshot], str] | None = None
     #: How the episode ended, in words ("lost", "won +1", "game over"); None while it runs.
-    outcome: Callable[[Snapshot], str | None]
-    controls: Controls
+    outcome: Callable[[Snapshot], str | None] = lambda _snapshot: None
+    controls: Controls = NO_CONTROLS
     layout: Layout = SQUARES
     background: pal.RGB = pal.BACKGROUND
+    schema: type = dict  # the TypedDict of its state_snapshot()
 
 
+#: Environment short name (a snapshot's ``"game"``) -> its drawing. Public: a module that
+#: defines an environment adds its game here when it is imported (docs/bridge.md, "Draw
+#: your own game"), and the process that imports it draws it.
 GAMES: dict[str, GameDrawing] = {
     "minesweeper": GameDrawing(
-        minesweeper.MinesweeperSnapshot, minesweeper.shape, minesweeper.draw, minesweeper.block_grid,
-        minesweeper.text, minesweeper.outcome,
-        Controls(minesweeper.HELP, pair_action=minesweeper.cell_action, clicks_pick_cells=True)),
+        minesweeper.shape, minesweeper.draw, minesweeper.block_grid, minesweeper.text,
+        minesweeper.outcome,
+        Controls(minesweeper.HELP, pair_action=minesweeper.cell_action, clicks_pick_cells=True),
+        schema=minesweeper.MinesweeperSnapshot),
     "blackjack": GameDrawing(
-        blackjack.BlackjackSnapshot, blackjack.shape, blackjack.draw, blackjack.block_grid, blackjack.text,
-        blackjack.outcome, Controls(blackjack.HELP, blackjack.KEYS, blackjack.WORDS),
-        layout=blackjack.CARDS, background=blackjack.CARD_TABLE),
+        blackjack.shape, blackjack.draw, blackjack.block_grid, blackjack.text, blackjack.outcome,
+        Controls(blackjack.HELP, blackjack.KEYS, blackjack.WORDS),
+        layout=blackjack.CARDS, background=blackjack.CARD_TABLE, schema=blackjack.BlackjackSnapshot),
     "tetris": GameDrawing(
-        tetris.TetrisSnapshot, tetris.shape, tetris.draw, tetris.block_grid, tetris.text,
-        tetris.outcome, Controls(tetris.HELP, tetris.KEYS, tetris.WORDS,
-                                 pair_action=tetris.placement_action, options=tetris.PLAY_OPTIONS),
-        layout=tetris.LAYOUT),
+        tetris.shape, tetris.draw, tetris.block_grid, tetris.text, tetris.outcome,
+        Controls(tetris.HELP, tetris.KEYS, tetris.WORDS, pair_action=tetris.placement_action,
+                 options=tetris.PLAY_OPTIONS),
+        layout=tetris.LAYOUT, schema=tetris.TetrisSnapshot),
     "reversi": GameDrawing(
-        reversi.ReversiSnapshot, reversi.shape, reversi.draw, reversi.block_grid, reversi.text,
-        reversi.outcome, Controls(reversi.HELP, reversi.KEYS, reversi.WORDS,
-                                  pair_action=reversi.cell_action, clicks_pick_cells=True),
-        layout=reversi.LAYOUT),
+        reversi.shape, reversi.draw, reversi.block_grid, reversi.text, reversi.outcome,
+        Controls(reversi.HELP, reversi.KEYS, reversi.WORDS, pair_action=reversi.cell_action,
+                 clicks_pick_cells=True),
+        layout=reversi.LAYOUT, schema=reversi.ReversiSnapshot),
     "2048": GameDrawing(
-        game2048.Game2048Snapshot, game2048.shape, game2048.draw, game2048.block_grid, game2048.text,
-        game2048.outcome, Controls(game2048.HELP, game2048.KEYS, game2048.WORDS),
-        layout=game2048.LAYOUT),
+        game2048.shape, game2048.draw, game2048.block_grid, game2048.text, game2048.outcome,
+        Controls(game2048.HELP, game2048.KEYS, game2048.WORDS),
+        layout=game2048.LAYOUT, schema=game2048.Game2048Snapshot),
     "mission": GameDrawing(
-        mission.MissionSnapshot, mission.shape, mission.draw, mission.block_grid, mission.text,
-        mission.outcome, Controls(mission.HELP, mission.KEYS, mission.WORDS),
-        layout=mission.LAYOUT),
+        mission.shape, mission.draw, mission.block_grid, mission.text, mission.outcome,
+        Controls(mission.HELP, mission.KEYS, mission.WORDS),
+        layout=mission.LAYOUT, schema=mission.MissionSnapshot),
 }
 
 
-def drawing_for(game: str | None, part: str = "drawing") -> GameDrawing:
-    """The drawing of ``game`` (a snapshot's ``"game"``); ``part`` names what was wanted in the error."""
+def drawing_for(game: str | None, part: str = "drawing", needs: str = "") -> GameDrawing:
+    """The drawing of ``game`` (a snapshot's ``"game"``), which must have the part named
+    ``needs`` (``"blocks"``, ``"text"``); ``part`` names what was wanted in the error."""
     if game not in GAMES:
-        raise UnknownGame(f"no {part} for game {game!r}; known: {', '.join(GAMES)}")
-    return GAMES[game]
+        raise UnknownGame(f"no {part} for game {game!r}; known: {', '.join(GAMES)} (add one to "
+                          "rlbridge.bridge.games.GAMES: docs/bridge.md, 'Draw your own game')")
+    drawing = GAMES[game]
+    if needs and getattr(drawing, needs) is None:
+        raise UnknownGame(f"no {part} for game {game!r}: its GameDrawing has no {needs}")
+    return drawing
