@@ -4,7 +4,9 @@ The summary line is ``episodes N  steps N  mean return X  steps/s N  time Ts``, 
 when the environment reports an outcome (``env_message("outcomes")``, see
 :meth:`rlbridge.environments.base.Environment.outcomes_reply`), the outcome its docs
 quote: ``win rate 0.9460 (2838/3000) 95% CI [0.9372, 0.9535]`` for a rate (Wilson
-interval) or ``lines 17.3000 95% CI [15.2000, 19.4000]`` for a mean (normal interval).
+interval) or ``lines 17.3000 95% CI [15.2000, 19.4000]`` for a mean (normal interval). A
+mean that is a whole number prints as one, and a mean's interval is left out where the
+episodes cannot give one (one episode, or all alike): ``max tile 512``.
 :func:`parse_summary_line` reads it back (``rlbridge sweep`` does).
 """
 
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.progress import ProgressBar
-from rlbridge.protocol.errors import RLBridgeError
+from rlbridge.protocol.errors import PeerTimeout, RLBridgeError
 
 if TYPE_CHECKING:
     from rlbridge.experiment.net.remote import RemoteEnvironment
@@ -50,10 +52,18 @@ class Outcome(NamedTuple):
         return cls(name, kind, mean, len(values), None, low, high)
 
     def text(self) -> str:
-        interval = f"95% CI [{self.low:.4f}, {self.high:.4f}]"
         if self.kind == "rate":
-            return f"{self.name} {self.value:.4f} ({self.successes}/{self.count}) {interval}"
-        return f"{self.name} {self.value:.4f} {interval}"
+            return (f"{self.name} {self.value:.4f} ({self.successes}/{self.count}) "
+                    f"95% CI [{self.low:.4f}, {self.high:.4f}]")
+        if not self.low < self.high:  # one episode, or all alike: no interval to show
+            return f"{self.name} {_figure(self.value)}"
+        return (f"{self.name} {_figure(self.value)} "
+                f"95% CI [{_figure(self.low)}, {_figure(self.high)}]")
+
+
+def _figure(x: float) -> str:
+    """A mean as the summary prints it: a whole number as one (``512``), else 4 decimals."""
+    return f"{x:.0f}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:.4f}"
 
 
 class Summary(NamedTuple):
@@ -77,8 +87,8 @@ class Summary(NamedTuple):
 _SUMMARY = re.compile(
     r"episodes (?P<episodes>\d+)\s+steps (?P<steps>\d+)\s+mean return (?P<mean>\S+)\s+"
     r"steps/s (?P<rate>[\d,]+)\s+time (?P<seconds>[\d.]+)s"
-    r"(?:\s+(?P<name>[a-z][a-z ]*?) (?P<value>-?[\d.]+|nan)(?: \((?P<successes>\d+)/(?P<count>\d+)\))?"
-    r" 95% CI \[(?P<low>\S+), (?P<high>\S+)\])?")
+    r"(?: +(?P<name>[a-z][a-z ]*?) (?P<value>-?[\d.]+|nan)(?: \((?P<successes>\d+)/(?P<count>\d+)\))?"
+    r"(?: 95% CI \[(?P<low>\S+), (?P<high>\S+)\])?)?")
 
 
 def parse_summary_line(text: str) -> dict | None:
@@ -93,7 +103,9 @@ def parse_summary_line(text: str) -> dict | None:
     if m["name"]:
         fields["outcome"] = {
             "name": m["name"], "kind": "rate" if m["successes"] is not None else "mean",
-            "value": float(m["value"]), "low": float(m["low"]), "high": float(m["high"]),
+            "value": float(m["value"]),
+            "low": None if m["low"] is None else float(m["low"]),
+            "high": None if m["high"] is None else float(m["high"]),
             "successes": None if m["successes"] is None else int(m["successes"]),
             "count": int(m["count"]) if m["count"] is not None else int(m["episodes"])}
     return fields
@@ -141,6 +153,50 @@ def _logged_progress(experiment, args, total: int):
             log.close()
 
 
+#: An episode this long without a step limit gets a word: it may be one that cannot end.
+LONG_EPISODE_STEPS = 10_000
+
+
+class EpisodeWatch:
+    """How far the episode in play has come, from the environment's heartbeats in a
+    delegated episode (the experiment's own counter otherwise): shown beside the progress
+    bar, and, when an episode without a step limit runs long or fails, said in words."""
+
+    def __init__(self, experiment: Experiment, args, progress: ProgressBar):
+        self.experiment = experiment
+        self.max_steps = args.max_steps
+        self.timeout_ms = args.timeout_ms
+        self.progress = progress
+        self.episode = self.steps = 0
+        self.warned = False
+
+    def heard(self, episode: int, steps: int) -> None:
+        self.episode, self.steps = episode, steps
+        self.progress.note(f"episode {episode}: {steps:,} steps")
+        if not self.max_steps and steps >= LONG_EPISODE_STEPS and not self.warned:
+            self.warned = True
+            self.progress.write(
+                f"rlbridge experiment: episode {episode} has run {steps:,} steps without "
+                "ending, and --max-steps sets no limit; if it cannot end, stop it (Ctrl-C) "
+                "and set --max-steps N")
+
+    def advice(self, err: RLBridgeError) -> str:
+        """What to add to ``err``'s line: that the episode may be one that cannot end, and
+        for a timeout, which flag gives a peer longer."""
+        episode = self.experiment.episode
+        steps = max(self.experiment.counter.num_steps,
+                    self.steps if self.episode == episode else 0)
+        advice = ""
+        if not self.max_steps and steps >= LONG_EPISODE_STEPS:
+            advice += (f"; episode {episode} had run {steps:,} steps without ending, with no "
+                       "step limit: an episode that cannot end runs until something fails; "
+                       "set --max-steps N")
+        if isinstance(err, PeerTimeout):
+            advice += (f"; --timeout-ms {self.timeout_ms} is how long each answer may take: "
+                       "raise it for an agent that thinks longer")
+        return advice
+
+
 def run_experiment(env, agent, args, program) -> int:
     """Drive ``program(experiment, episodes, max_steps, progress)``; print a summary."""
     experiment = Experiment(env, agent, seed=args.seed)
@@ -154,8 +210,17 @@ def run_experiment(env, agent, args, program) -> int:
     experiment.observers.append(count)
     started = time.monotonic()
     with _logged_progress(experiment, args, args.episodes) as progress:
+        watch = EpisodeWatch(experiment, args, progress)
+        if hasattr(env, "on_progress"):
+            env.on_progress = watch.heard
         experiment.RL_init()
-        program(experiment, args.episodes, args.max_steps, progress)
+        try:
+            program(experiment, args.episodes, args.max_steps, progress)
+        except RLBridgeError as err:
+            advice = watch.advice(err)
+            if advice:  # the same error, its one line longer
+                err.args = (f"{err}{advice}",)
+            raise
         experiment.RL_cleanup()
     elapsed = time.monotonic() - started
     mean = sum(returns) / len(returns) if returns else 0.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from tqdm import tqdm
 
@@ -54,6 +55,8 @@ class ProgressBar:
 
     def __init__(self, total: int, unit: str = "it", *, stream=None, enabled: bool = True):
         stream = stream or sys.stderr
+        self._stream = stream
+        self._noted_at = -float("inf")
         counter = "{n_fmt}/{total_fmt} " + _literal(unit)
         timing = "[{elapsed}<{remaining}, {rate_noinv_fmt}{postfix}]"
         options = dict(total=max(int(total), 0), unit="", file=stream, miniters=1,
@@ -74,6 +77,26 @@ class ProgressBar:
         if note:
             self._bar.set_postfix_str(note, refresh=False)
         self._bar.update(count)
+
+    def note(self, text: str) -> None:
+        """Show ``text`` after the figures without counting anything (how far the episode in
+        play has come); a plain bar prints it at most every PLAIN_INTERVAL_S."""
+        bar = self._bar
+        if bar.disable:
+            return
+        bar.set_postfix_str(text, refresh=False)
+        now = time.monotonic()
+        if isinstance(bar, _Live) or now - self._noted_at >= PLAIN_INTERVAL_S:
+            self._noted_at = now
+            bar.refresh()
+
+    def write(self, line: str) -> None:
+        """Print ``line`` above a live bar, or as a line of its own (also when the bar is off,
+        ``--quiet``)."""
+        if isinstance(self._bar, _Live) and not self._bar.disable:
+            self._bar.write(line, file=self._stream)
+        else:
+            print(line, file=self._stream, flush=True)
 
     def close(self) -> None:
         """Draw the final state and end the line."""

@@ -78,6 +78,9 @@ class RemoteEnvironment(_Remote):
         #: environment's records, which go into it (PROTOCOL.md, "The message log").
         self.log_writer = None
         self._delegation: list | None = None  # the DELEGATE body last sent
+        #: Called with ``(episode, num_steps)`` at each heartbeat of a delegated episode:
+        #: how far a long episode has come (the driver's progress and its advice).
+        self.on_progress = None
 
     def env_init(self) -> str:
         return read_str(self.client.request(T.ENV_INIT).body, "task spec")
@@ -135,6 +138,8 @@ class RemoteEnvironment(_Remote):
             body = message.body
             if isinstance(body, list) and body and type(body[0]) is int:
                 client.progress_step = body[0]
+                if self.on_progress is not None:
+                    self.on_progress(episode, body[0])
                 if writer is not None and len(body) == 2 and message.episode == episode:
                     writer.append_records(records_of(body[1]))
 
