@@ -31,7 +31,9 @@ from rlbridge.experiment.net.transport import (
     LANGUAGE,
     DelimitedIdentity,
     TooManyFrames,
+    bound_file,
     recv_request,
+    remove_bound_file,
     send_message,
     send_reply,
     server_socket,
@@ -87,6 +89,7 @@ class RequestServer:
                  log: TextIO | None = sys.stderr, handle_signals: bool = True,
                  session_idle_ms: int = SESSION_IDLE_MS):
         self.socket, self.address = server_socket(address, bind=bind, curve=curve)
+        self._bound_file = bound_file(self.address) if bind else None  # removed by close()
         self.curve = curve  # also the client keys an environment calls its agent with
         self.max_message_bytes = max_message_bytes
         self.idle_timeout_ms = idle_timeout_ms
@@ -246,6 +249,8 @@ class RequestServer:
 
     def close(self) -> None:
         self.socket.close()
+        remove_bound_file(self._bound_file)
+        self._bound_file = None
 
     # -- requests both servers answer ----------------------------------------------
     def _hello(self, message, hello, frames, identity):

@@ -145,6 +145,30 @@ def server_socket(address: str, *, bind: bool = True, curve=None) -> tuple[zmq.S
     return socket, socket.getsockopt_string(zmq.LAST_ENDPOINT) or address
 
 
+def bound_file(address: str) -> tuple[str, int] | None:
+    """The socket file that binding ``address`` made, as (path, inode); None for other
+    transports. ZeroMQ removes it only if the process lives until its I/O thread closes
+    the socket, so a server removes it itself: :func:`remove_bound_file`."""
+    if not address.startswith("ipc://"):
+        return None
+    path = address[len("ipc://"):]
+    try:
+        return path, os.stat(path).st_ino
+    except OSError:  # an abstract socket (ipc://@name) has no file
+        return None
+
+
+def remove_bound_file(bound: tuple[str, int] | None) -> None:
+    """Remove the socket file :func:`bound_file` saw, unless another server has since bound
+    the same path (a new file)."""
+    if bound is None:
+        return
+    path, inode = bound
+    with contextlib.suppress(OSError):
+        if os.stat(path).st_ino == inode:
+            os.unlink(path)
+
+
 class DelimitedIdentity(bytes):
     """The identity of a REQ client: its replies need REQ's empty delimiter frame back."""
 
