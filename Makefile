@@ -33,7 +33,7 @@ test: setup
 	$(PYTHON) -m pytest
 
 run: setup-python
-	$(RLB) run $(RUN_ARGS)
+	$(RLB) run $(RUN_ARGS) && echo "rlbridge is $(RLB); to type plain rlbridge: . $(VENV)/bin/activate"
 
 bench: setup
 	$(RLB) bench
