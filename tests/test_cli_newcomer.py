@@ -71,6 +71,17 @@ def test_the_readme_command_runs_as_printed(tmp_path):
     assert SUMMARY.search(result.stdout).group(1) == "50"
 
 
+# -- 4. rlbridge on PATH ----------------------------------------------------------------------
+def test_make_run_and_the_readme_say_how_to_type_rlbridge():
+    activate = ". .venv/bin/activate"
+    assert activate in README.read_text().split("\n## ")[0]
+    # -n prints the recipes without running them (nothing is installed or played).
+    recipes = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=GUARD_S, check=True).stdout.strip().splitlines()
+    assert recipes[-1].startswith(".venv/bin/rlbridge run ")
+    assert activate in recipes[-1].partition(" && ")[2]
+
+
 # -- 2. no documented command runs for ever -------------------------------------------------
 def test_gridwalk_with_first_ends_at_its_own_step_limit():
     result = rlbridge("run", "gridwalk", "first", "--episodes", "2", "--quiet")

@@ -61,19 +61,17 @@ def think_seconds(agent_class: type, options: dict) -> float:
 
 
 def frames_problem(args: argparse.Namespace, env_class: type) -> str:
-    """What stops ``--render-frames DIR`` (and ``--render``) from drawing, in one line; ""
-    when nothing does. The directory is made here, before any process starts."""
+    """What stops ``--render-frames DIR`` from writing frames, in one line; "" when nothing
+    does. The directory is made here, before any process starts."""
     from rlbridge.environments.base import Environment
 
-    if not (args.render or args.render_frames):
+    if not args.render_frames:
         return ""
-    if args.render and args.render_frames:
+    if args.render:
         return "--render pygame shows a window and --render-frames DIR writes PNGs: choose one"
     if getattr(env_class, "state_snapshot", None) is Environment.state_snapshot:
         return (f"{args.env_name} has nothing to draw: its class does not define "
                 "state_snapshot() (docs/bridge.md, 'Draw your own game')")
-    if not args.render_frames:
-        return ""
     try:
         os.makedirs(args.render_frames, exist_ok=True)
     except OSError as err:
