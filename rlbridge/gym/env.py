@@ -121,8 +121,10 @@ class RLBridgeEnv(gymnasium.Env):
     ``env`` is a built-in name (``"tetris"``), ``module:Class``, ``gym:<id>``, or an object
     with the ``env_*`` methods (an :class:`~rlbridge.Environment` or a
     :class:`~rlbridge.experiment.net.remote.RemoteEnvironment`). ``options`` go to the
-    environment's constructor (strings as with ``--opt``, or typed values). See the module
-    docstring for ``illegal``, ``illegal_penalty``, ``max_episode_steps`` (0: no limit) and
+    environment's constructor (strings as with ``--opt``, or typed values), and so do any
+    other keyword arguments, as ``gymnasium.make(id, **kwargs)`` passes them
+    (``gymnasium.make("rlbridge/Mission-v0", mission="maze")``). See the module docstring
+    for ``illegal``, ``illegal_penalty``, ``max_episode_steps`` (0: no limit) and
     ``zero_based``.
     """
 
@@ -131,7 +133,13 @@ class RLBridgeEnv(gymnasium.Env):
     def __init__(self, env: Any = "gridwalk", options: Mapping[str, Any] | None = None, *,
                  illegal: IllegalMode = "penalty", illegal_penalty: float = -1.0,
                  max_episode_steps: int = 0, render_mode: str | None = None,
-                 zero_based: bool = True, owned_server: ServerProcess | None = None):
+                 zero_based: bool = True, owned_server: ServerProcess | None = None,
+                 **game_options: Any):
+        if game_options:
+            if not isinstance(env, str):
+                raise OptionError(f"game options {sorted(game_options)} go to a game built by "
+                                  f"name; got an environment object {type(env).__name__}")
+            options = {**(options or {}), **game_options}
         if illegal not in ILLEGAL_MODES:
             raise OptionError(f"illegal must be one of {', '.join(ILLEGAL_MODES)}; got {illegal!r}")
         if max_episode_steps < 0:

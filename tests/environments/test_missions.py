@@ -91,9 +91,12 @@ def test_every_bundled_mission_passes_the_environment_checker(name):
 
 
 def test_gymnasium_check_env_passes_on_a_mission():
-    env = gymnasium.make("rlbridge/Mission-v0", options={"mission": "maze"})
+    env = gymnasium.make("rlbridge/Mission-v0", mission="maze")
     check_env(env.unwrapped)
+    assert env.unwrapped.env.mission_name == "maze"
     env.close()
+    with pytest.raises(Exception, match="mision"):
+        gymnasium.make("rlbridge/Mission-v0", mision="maze")
 
 
 def test_the_q_learner_learns_the_cliff_walk():
