@@ -157,3 +157,25 @@ def test_the_docs_list_every_block_with_its_grid_id():
     listed = " ".join(doc.split("Blocks, with their ids")[1].split("\n\n")[0].split())
     for index, name in enumerate(NAMES):
         assert f"`{name}` {index}" in listed, name
+
+
+def test_the_tetris_arena_holds_the_board_the_tetris_blocks_renderer_draws():
+    from rlbridge.bridge.blocks import BlockStream, Fill, parse_command
+    from rlbridge.environments.mission.blocks import NAMES
+    from rlbridge.environments.tetris.env import TetrisEnv
+
+    tetris = TetrisEnv()  # the seed's 5x12 board
+    tetris.env_init()
+    tetris.env_start()
+
+    cells = set()
+    for line in BlockStream().update(tetris.state_snapshot()):
+        command = parse_command(line)
+        cells.update(command.positions() if isinstance(command, Fill)
+                     else [(command.x, command.y, command.z)])
+    world = MissionEnv("tetris_arena").core.world
+    # Every cell the renderer writes is the arena's open board; the frame closes it.
+    assert {NAMES[world.block(*cell)] for cell in cells} == {"air"}
+    assert {(x, y) for x, y, _ in cells} == {(x, y) for x in range(5) for y in range(69, 81)}
+    assert {NAMES[world.block(x, 70, 3)] for x in (-1, 5)} == {"stone"}
+    assert NAMES[world.block(2, 68, 3)] == "stone" and NAMES[world.block(2, 75, 4)] == "quartz_block"
