@@ -110,6 +110,16 @@ class EnvironmentServer extends RequestServer {
   get peerRoles() { return ["experiment"]; }
   get initType() { return T.ENV_INIT; }
 
+  checkServed(type) {
+    if (type === T.DELEGATE || type === T.RUN_EPISODE) {
+      // The experiment's default fast path sends DELEGATE first: say how to run without it.
+      throw new ProtocolError(ErrorCode.WRONG_STATE, `this environment does not play ` +
+        `delegated episodes: it does not serve ${TYPE_NAMES[type]} (PROTOCOL.md section 6); ` +
+        "run the experiment step by step with --no-fast-path");
+    }
+    super.checkServed(type);
+  }
+
   // Body fields are checked first, then the state, then the session, then the action, then
   // the environment is called. A request that fails leaves the state as it was.
   dispatch(message, outFrames, identity) {
