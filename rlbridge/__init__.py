@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Agent": ".agents.base",
     "Environment": ".environments.base",
+    "Experiment": ".experiment.api",
     "StepResult": ".environments.base",
     "ArraySpec": ".protocol.taskspec",
     "Range": ".protocol.taskspec",

@@ -66,6 +66,7 @@ from rlbridge.experiment.batch_experiment import BatchExperiment
 from rlbridge.experiment.net.bodies import agent_batch_step_body
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.experiment.runner import start_child, stop_peers
+from rlbridge.extras import require
 from rlbridge.options import build
 from rlbridge.protocol.batch import decode_batch, encode_batch, encode_column
 from rlbridge.protocol.messages import MessageType, decode, encode
@@ -237,7 +238,7 @@ VECTOR_ENVS = {
 
 
 def _vector_env(game: str, count: int, kind: str):
-    import gymnasium
+    gymnasium = require("gymnasium", "the vector-env benchmark")
 
     import rlbridge.gym
 

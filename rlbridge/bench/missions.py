@@ -12,6 +12,8 @@ from rlbridge.agents.mission.qlearning import MissionQLearningAgent
 from rlbridge.bench.report import Figure, mean_interval
 from rlbridge.environments.mission.env import MissionEnv
 from rlbridge.experiment.api import Experiment
+from rlbridge.extras import require
+from rlbridge.protocol.errors import DependencyNotInstalled
 from rlbridge.protocol.values import Value
 
 #: Malmo's sample plays 150 missions; the target is on the mean of the last 20.
@@ -43,12 +45,10 @@ def _learn(env: MissionEnv, seed: int, episodes: int = EPISODES) -> list[float]:
 
 def _draw(curves: np.ndarray, path: Path) -> str:
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return "no PNG: matplotlib is not installed (the plots extra)"
+        require("matplotlib").use("Agg")
+    except DependencyNotInstalled as missing:
+        return f"no PNG: {missing}"
+    import matplotlib.pyplot as plt
     figure, axis = plt.subplots(figsize=(7, 4))
     episodes = np.arange(1, curves.shape[1] + 1)
     mean = curves.mean(axis=0)

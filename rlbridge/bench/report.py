@@ -8,6 +8,8 @@ from statistics import NormalDist
 
 import numpy as np
 
+from rlbridge.extras import require
+
 
 @dataclass(frozen=True)
 class Figure:
@@ -95,7 +97,7 @@ def t_interval(values, bounds: tuple[float, float] = UNBOUNDED):
     if count < 2:
         return _plain(mean, mean, mean)
     # scipy.special, not scipy.stats: the quantile alone, without scipy.stats' import time.
-    from scipy.special import stdtrit
+    stdtrit = require("scipy.special", "a t-interval").stdtrit
 
     half = stdtrit(count - 1, 0.975) * data.std(axis=0, ddof=1) / math.sqrt(count)
     return _plain(mean, np.clip(mean - half, *bounds), np.clip(mean + half, *bounds))

@@ -21,6 +21,7 @@ import zmq
 
 from rlbridge.bridge.blocks import apply_commands
 from rlbridge.bridge.palette import BACKGROUND, GRAPHICS_CONTRAST, block_rgb, contrast, lifted
+from rlbridge.extras import require
 
 Position = tuple[int, int, int]
 #: Brightness of each visible face: the top, the east (+x) side and the south (+z) front.
@@ -109,7 +110,7 @@ def draw_world(world: BlockWorld, scale: int = 16, margin: int = 12,
                bounds: tuple[Position, Position] | None = None):
     """(surface, projection) of the world drawn; far blocks first (north to south, then bottom
     to top and west to east, so that each block covers the faces it hides)."""
-    import pygame
+    pygame = require("pygame", "the block viewer")
 
     bounds = bounds or world.bounds() or ((0, 0, 0), (1, 1, 1))
     projection, size = fit_projection(bounds, scale, margin)
@@ -204,7 +205,7 @@ class BlockViewer:
         self.snapshot(self.snapshot_path)
 
     def snapshot(self, path: str) -> None:
-        import pygame
+        pygame = require("pygame", "the block viewer")
 
         surface, _ = draw_world(self.world, self.scale)
         pygame.image.save(surface, path)
@@ -237,7 +238,7 @@ class BlockViewer:
         """Redraw the window if there is one; True when the user closed it."""
         if self.headless:
             return False
-        import pygame
+        pygame = require("pygame", "the block viewer")
 
         if self._window is None:
             pygame.display.init()

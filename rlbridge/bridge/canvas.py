@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from rlbridge.bridge import palette as pal
+from rlbridge.extras import require
 
 CELL = 40
 MARGIN = 12
@@ -26,7 +27,7 @@ SMALLEST_FONT = 8
 def load_pygame():
     """pygame with its font module started (the import stays lazy: only drawing needs it)."""
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-    import pygame
+    pygame = require("pygame", "drawing")
 
     if not pygame.font.get_init():
         pygame.font.init()

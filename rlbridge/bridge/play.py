@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 
 from rlbridge.bridge.games import GAMES, NO_CONTROLS, Controls
 from rlbridge.environments.base import Environment, StepResult
+from rlbridge.extras import require
 from rlbridge.options import build
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
@@ -92,7 +93,7 @@ class HumanSession:
 
 def action_for_event(snapshot: dict, event, scale: float = 1.0) -> int | None:
     """The action a pygame mouse or key event asks for in this state (drawn at ``scale``), or None."""
-    import pygame
+    pygame = require("pygame", "playing")
 
     from rlbridge.bridge.render import cell_at
 
@@ -151,7 +152,7 @@ def play_text(session: HumanSession, lines: Iterable[str], out: Callable[[str], 
 
 def play_window(session: HumanSession, frames_dir: str | None = None, scale: float = 1.0) -> float:
     """Mouse/keyboard play in a pygame window drawn at ``scale``; returns the last episode's return."""
-    import pygame
+    pygame = require("pygame", "playing")
 
     from rlbridge.bridge.render import render
     from rlbridge.bridge.view import FrameWriter, Window

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import zmq
 
 from rlbridge.bridge.publish import END_OF_STREAM, decode_frame
+from rlbridge.extras import require
 from rlbridge.protocol.errors import NoDisplay
 
 #: SDL video drivers that draw nowhere a person can see.
@@ -151,7 +152,7 @@ class Window:
     """A pygame window that resizes to each frame; ``closed`` once the user closes it."""
 
     def __init__(self, title: str):
-        import pygame
+        pygame = require("pygame", "the viewer window")
 
         pygame.display.init()
         pygame.display.set_caption(title)

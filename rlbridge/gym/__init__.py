@@ -7,10 +7,13 @@ says how to use it.
 
 from __future__ import annotations
 
-import gymnasium
+from rlbridge.extras import require
 
-from rlbridge.gym.env import RLBridgeEnv, build_environment
-from rlbridge.gym.vector import RLBridgeVectorEnv, make_vec
+# Before the submodules, which import gymnasium plainly: importing any of them runs this first.
+gymnasium = require("gymnasium", "rlbridge.gym")
+
+from rlbridge.gym.env import RLBridgeEnv, build_environment  # noqa: E402
+from rlbridge.gym.vector import RLBridgeVectorEnv, make_vec  # noqa: E402
 
 #: Gymnasium id -> built-in environment name.
 GAME_IDS: dict[str, str] = {

@@ -22,16 +22,13 @@ from __future__ import annotations
 import numpy as np
 
 from rlbridge.environments.reversi.core import AGENT, ENV, PASS, ReversiCore, bits_of, cells_of
+from rlbridge.extras import require
 from rlbridge.gym.env import RENDER_FPS, rgb_frame, show_in_window
-from rlbridge.protocol.errors import InvalidAction, RLBridgeError
+from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.values import Value
 
-try:
-    from gymnasium import spaces
-    from pettingzoo import AECEnv
-except ImportError as err:  # an optional extra: say how to get it
-    raise RLBridgeError(f"rlbridge.multiagent needs pettingzoo and gymnasium ({err.name} is "
-                        "missing): pip install rlbridge[rl]") from None
+spaces = require("gymnasium.spaces", "rlbridge.multiagent")
+AECEnv = require("pettingzoo", "rlbridge.multiagent").AECEnv
 
 #: PettingZoo's agent names: player_0 is black, player_1 white.
 BLACK, WHITE = "player_0", "player_1"

@@ -119,7 +119,7 @@ def register(subparsers) -> None:
         "selfplay", help="two agent processes play a two-player game against each other",
         description="Start one agent server per player and play GAME through its PettingZoo "
                     "AEC environment (docs/reversi.md, 'Self-play'); needs pip install "
-                    "rlbridge[rl].")
+                    "'rlbridge[gym]'.")
     parser.add_argument("game", choices=("reversi",), help="the two-player game")
     parser.add_argument("agent_a", metavar="AGENT_A", help="plays black in odd games")
     parser.add_argument("agent_b", metavar="AGENT_B", help="plays black in even games")

@@ -148,6 +148,13 @@ class LogError(RLBridgeError):
     """The message log could not be written or read (full disk, corrupt file)."""
 
 
+class DependencyNotInstalled(RLBridgeError, ImportError):
+    """An optional module that is not installed; the message names the extra that brings it.
+
+    An ImportError too, so that code which catches a failed import catches it.
+    """
+
+
 class SweepError(RLBridgeError):
     """A sweep that cannot run: a bad grid or TOML file, a results directory, Ray missing."""
 

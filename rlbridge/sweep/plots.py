@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlbridge.bench.report import T_METHOD, UNBOUNDED, t_interval
+from rlbridge.extras import require
 from rlbridge.protocol.errors import SweepError
 
 #: The PNG's size: FIGURE_INCHES at FIGURE_DPI is 900 x 500 pixels.
@@ -57,12 +58,7 @@ def plot_curves(settings: dict[str, list[list[float]]], path: str, title: str,
     """Write a PNG with one line per setting (its seeds' returns per episode, its band the
     95% CI clipped to ``bounds``, the game's return range); return the smoothing window
     used."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise SweepError("plots need matplotlib, which is not installed: "
-                         "pip install 'rlbridge[plots]'") from None
-    matplotlib.use("Agg")
+    require("matplotlib", "plotting").use("Agg")
     import matplotlib.pyplot as plt
 
     runs = {label: seeds for label, seeds in settings.items() if seeds and min(map(len, seeds))}

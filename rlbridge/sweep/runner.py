@@ -17,6 +17,7 @@ import sys
 from collections import deque
 
 from rlbridge.experiment.progress import ProgressBar
+from rlbridge.extras import require
 from rlbridge.protocol.errors import SweepError
 from rlbridge.sweep.grid import Grid, Trial
 from rlbridge.sweep.trial import run_trial
@@ -28,12 +29,7 @@ PROGRESS_POLL_S = 1.0
 
 
 def import_ray():
-    try:
-        import ray
-    except ImportError:
-        raise SweepError("rlbridge sweep needs Ray, which is not installed: "
-                         "pip install 'rlbridge[sweep]' (or pip install 'ray>=2.9')") from None
-    return ray
+    return require("ray", "rlbridge sweep")
 
 
 def read_rows(directory: str) -> dict[str, dict]:

@@ -23,10 +23,12 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from rlbridge.agents.files import load_npz
+from rlbridge.extras import require
+
+FigureCanvasAgg = require("matplotlib.backends.backend_agg", "plotting").FigureCanvasAgg
+Figure = require("matplotlib.figure", "plotting").Figure
 
 FIGSIZE = (9.0, 4.0)
 DPI = 100

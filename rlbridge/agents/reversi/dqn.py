@@ -13,6 +13,7 @@ import numpy as np
 
 from rlbridge.agents.base import Agent
 from rlbridge.agents.files import SAVE_AND_LOAD, check_loadable, load_npz, refusal
+from rlbridge.extras import require
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 
@@ -350,9 +351,7 @@ class ReversiDQNAgent(Agent):
 
     def plot(self, path: str, window: int = 500) -> None:
         """Learning curve: win rate over a moving window of training episodes."""
-        import matplotlib
-
-        matplotlib.use("Agg")
+        require("matplotlib", "plotting").use("Agg")
         import matplotlib.pyplot as plt
 
         wins = (np.asarray(self.returns) > 0).astype(float)

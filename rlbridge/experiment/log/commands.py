@@ -29,7 +29,7 @@ def register(subparsers) -> None:
                              "truncations, episode_starts, episode_ids, episode_instances")
     export.add_argument("--minari", metavar="NAME",
                         help="a Minari dataset id such as rlbridge/blackjack/random-v0, written "
-                             "under MINARI_DATASETS_PATH (needs pip install rlbridge[rl])")
+                             "under MINARI_DATASETS_PATH (needs pip install 'rlbridge[data]')")
     export.set_defaults(func=_export)
     plot = log_commands.add_parser(
         "plot", help="PNG learning curve: return per episode, smoothed, one line per log; "

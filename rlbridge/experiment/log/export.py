@@ -27,11 +27,10 @@ import numpy as np
 
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import Episode, read_episodes
+from rlbridge.extras import require
 from rlbridge.protocol.errors import LogError, OptionError
 from rlbridge.protocol.taskspec import SpaceSpec, TaskSpec, parse
 from rlbridge.protocol.values import Value
-
-RL_EXTRA_HINT = "pip install rlbridge[rl]"
 
 
 @dataclass(frozen=True)
@@ -105,16 +104,6 @@ def value_parts(space: SpaceSpec) -> list[Part]:
         low, high = _bounds(bounds, dtype, array.shape)
         parts.append(Part(f"array{index}", "array", index, dtype, array.shape, low, high))
     return parts
-
-
-def _require(module: str):
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise LogError(f"exporting needs {module}, which is not installed: "
-                       f"{RL_EXTRA_HINT}") from None
 
 
 @dataclass
@@ -231,8 +220,8 @@ def export_minari(reader: LogReader, dataset_id: str) -> tuple[int, int]:
     default root); return (episodes, steps). Its spaces and elements are those of the
     logged game's RLBridgeEnv, which ``recover_environment()`` makes (rlbridge.gym.dataset)."""
     check_dataset_id(dataset_id)
-    minari = _require("minari")
-    from minari.data_collector import EpisodeBuffer
+    minari = require("minari", "exporting")
+    EpisodeBuffer = require("minari.data_collector").EpisodeBuffer
 
     from rlbridge.gym.dataset import episode_buffer, live_env
 
