@@ -1,22 +1,39 @@
 # The two commands: `make run` and `make test`. Both set everything up first.
+# `make check` is the quick one: the unit tier of the tests (no processes, no sockets).
 VENV    := .venv
 PYTHON  := $(VENV)/bin/python
 RLB     := $(VENV)/bin/rlbridge
-STAMP   := $(VENV)/.installed
 SYSTEM_PYTHON ?= python3
+# `make run` needs the core only; the tests need every extra and the dev tools.
+CORE_STAMP := $(VENV)/.installed-core
+FULL_STAMP := $(VENV)/.installed-full
+# Without --quiet: pip names each package as it collects and installs it.
+PIP     := $(PYTHON) -m pip install --disable-pip-version-check
+PYTEST  := $(PYTHON) -m pytest
+# The tiers (tests/conftest.py marks them): unit, processes, external.
+TEST_WORKERS ?= 2
 
 # The main job: three processes, a real game and a real agent, with a progress bar.
 RUN_ARGS ?= minesweeper minesweeper-solver --env-opt first_click=safe --episodes 200 --seed 0
 
-.PHONY: setup setup-python setup-clients setup-servers test run bench lint clean example-sb3
+.PHONY: setup setup-core setup-python setup-clients setup-servers test check test-loaded run \
+	bench lint clean example-sb3
 
-$(STAMP): pyproject.toml
+$(PYTHON):
 	$(SYSTEM_PYTHON) -m venv $(VENV)
-	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet -e '.[dev,plots,rl,sweep]'
-	touch $(STAMP)
 
-setup-python: $(STAMP)
+$(CORE_STAMP): pyproject.toml | $(PYTHON)
+	$(PIP) -e .
+	touch $@
+
+# Everything the core has too, so that `make run` after it installs nothing.
+$(FULL_STAMP): pyproject.toml | $(PYTHON)
+	$(PIP) -e '.[all,dev]'
+	touch $@ $(CORE_STAMP)
+
+setup-core: $(CORE_STAMP)
+
+setup-python: $(FULL_STAMP)
 
 # The C and JavaScript agents: Debian's libzmq/msgpack-c dev packages, npm packages, gcc build.
 setup-clients:
@@ -30,9 +47,21 @@ setup: setup-python setup-clients setup-servers
 
 test: setup
 	$(PYTHON) -m ruff check rlbridge tests
-	$(PYTHON) -m pytest
+	$(PYTEST) -n $(TEST_WORKERS)
 
-run: setup-python
+# The unit tier: no processes, no sockets, nothing to set up beyond the Python packages.
+check: setup-python
+	$(PYTHON) -m ruff check rlbridge tests
+	$(PYTEST) -m unit -n $(TEST_WORKERS)
+
+# The whole suite with two CPU-bound processes beside it, as on a busy CI machine or laptop.
+test-loaded: setup
+	@$(PYTHON) -c 'while True: pass' & a=$$!; $(PYTHON) -c 'while True: pass' & b=$$!; \
+	trap 'kill $$a $$b' EXIT; trap 'exit 130' INT TERM; \
+	echo "two CPU-bound processes ($$a, $$b) run beside the tests"; \
+	$(PYTEST) -n $(TEST_WORKERS)
+
+run: setup-core
 	$(RLB) run $(RUN_ARGS) && echo "rlbridge is $(RLB); to type plain rlbridge: . $(VENV)/bin/activate"
 
 bench: setup

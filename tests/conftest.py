@@ -1,14 +1,164 @@
-"""Shared fixtures: real processes on short-lived ipc addresses, always cleaned up."""
+"""Shared fixtures (real processes on short-lived ipc addresses, always cleaned up) and the
+tiers of the suite: ``unit`` (no processes, no sockets), ``processes``, ``external``.
+
+Each test gets one tier here, so that test files need no marks: its own mark, else the
+highest tier that :data:`PLACES` (its test, file or folder) and :data:`FIXTURES` ask for; any
+other test is ``unit``. A unit test that starts a process or opens a socket fails, naming
+what it started, so that a new test lands in the right tier. `make check` runs ``-m unit``.
+"""
 
 from __future__ import annotations
 
+import multiprocessing.process
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 
 import pytest
+import zmq
+
+#: The tiers, from the one that needs least to the one that needs most.
+TIERS = ("unit", "processes", "external")
+#: Tests, test files and folders (paths under tests/; a test as "FILE::name" without its
+#: parameters) and the tier they need at least. A place missing here is unit.
+PLACES: dict[str, str] = {
+    # -- external: the C and JavaScript clients, the Minecraft-protocol server (node), Ray,
+    # benchmarks; docker-compose's services include the C and JS agents.
+    "clients/": "external",
+    "compose/": "external",
+    "bench/test_batched_bench.py": "external",
+    "bench/test_core_bench.py": "external",
+    "bridge/test_flying_squid.py": "external",
+    "sweep/test_sweep.py": "external",
+    "experiment/test_faults.py::"
+    "test_the_quick_campaign_finds_no_crash_hang_wrong_reply_or_lost_record": "external",
+    "experiment/test_faults.py::test_the_campaign_finds_the_built_c_and_javascript_agents":
+        "external",
+    "gym/test_serve.py::test_c_and_javascript_agents_play_a_served_gymnasium_env": "external",
+    # -- processes: files where (nearly) every test starts one or opens a socket.
+    "bridge/test_blockviewer.py": "processes",
+    "bridge/test_no_display.py": "processes",
+    "bridge/test_publish_view.py": "processes",
+    "bridge/test_rcon.py": "processes",
+    "environments/test_over_protocol.py": "processes",
+    "experiment/test_batch.py": "processes",
+    "experiment/test_bind.py": "processes",
+    "experiment/test_export.py": "processes",
+    "experiment/test_legacy_bridge.py": "processes",
+    "experiment/test_legacy_glue.py": "processes",
+    "experiment/test_legacy_robust.py": "processes",
+    "experiment/test_log.py": "processes",
+    "experiment/test_native_log_view.py": "processes",
+    "experiment/test_processes.py": "processes",
+    "gym/test_remote.py": "processes",
+    "sweep/test_blackjack_figures.py": "processes",
+    "test_cli.py": "processes",
+    "test_cli_typos.py": "processes",
+    # -- processes: single tests in files of unit tests.
+    "agents/test_blackjack_agents.py::test_exploring_starts_over_the_protocol": "processes",
+    "agents/test_game2048_agents.py::test_bench_games_are_the_same_in_worker_processes":
+        "processes",
+    "agents/test_reversi_agents.py::test_run_from_another_directory_plays_the_shipped_weights":
+        "processes",
+    "bridge/test_commands.py::test_screenshots_cover_every_game_in_both_views": "processes",
+    "bridge/test_play.py::test_window_play_says_the_outcome_and_prints_no_pygame_banner":
+        "processes",
+    "bridge/test_sinks.py::test_viewer_sink_drops_without_a_viewer_and_bridge_redraws_after":
+        "processes",
+    "experiment/test_golden_logs.py::test_a_fresh_run_reproduces_the_golden_log": "processes",
+    "experiment/test_legacy_wire.py::"
+    "test_a_frame_that_stalls_after_its_first_bytes_is_given_up_and_its_socket_closed":
+        "processes",
+    "experiment/test_progress.py::test_in_a_pipe_it_prints_plain_lines": "processes",
+    "experiment/test_progress.py::test_on_a_terminal_the_bar_redraws_one_line_with_an_eta":
+        "processes",
+    "gym/test_docs.py::test_the_vector_env_example_runs": "processes",
+    "gym/test_serve.py::test_run_logs_and_replay_verifies": "processes",
+    "gym/test_vector.py::test_remote_episodes_equal_single_envs_in_one_message_per_step":
+        "processes",
+    "gym/test_vector.py::test_the_vector_checks_pass_for_every_game": "processes",
+    "multiagent/test_reversi.py::test_search_agent_plays_the_dqn_agent_over_the_wire":
+        "processes",
+    "multiagent/test_reversi.py::test_selfplay_names_a_bad_game_count": "processes",
+    "sweep/test_grid_and_plots.py::test_log_plot_draws_one_line_per_log": "processes",
+    "sweep/test_grid_and_plots.py::test_without_ray_the_sweep_says_how_to_install_it":
+        "processes",
+    "sweep/test_outcomes.py::test_rlbridge_run_prints_the_win_rate_also_for_delegated_episodes":
+        "processes",
+}
+#: Fixtures and the tier that a test using them needs at least.
+FIXTURES: dict[str, str] = {
+    "flying_squid": "external",
+    "processes": "processes",
+    "ipc_dir": "processes",
+}
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def tier_of(item: pytest.Item) -> str:
+    """The tier of one collected test: its own mark, else the highest that its place (test,
+    file, folders) and its fixtures need."""
+    for tier in TIERS:
+        if item.get_closest_marker(tier) is not None:
+            return tier
+    path = os.path.relpath(str(item.path), TESTS_DIR).replace(os.sep, "/")
+    folders = [path[:index + 1] for index, char in enumerate(path) if char == "/"]
+    name = getattr(item, "originalname", item.name)
+    needs = [PLACES.get(place, "unit") for place in (f"{path}::{name}", path, *folders)]
+    needs += [tier for fixture, tier in FIXTURES.items() if fixture in item.fixturenames]
+    return max(needs, key=TIERS.index)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if not any(item.get_closest_marker(tier) for tier in TIERS):
+            item.add_marker(tier_of(item))
+
+
+class TierViolation(RuntimeError):
+    """A unit-tier test started a process or opened a socket."""
+
+
+def _refuse(what: str, started: list[str]):
+    def refused(*args, **kwargs):
+        started.append(what)
+        raise TierViolation(f"a unit-tier test may not start {what}")
+
+    return refused
+
+
+#: (object, attribute, what it starts): everything a unit test may not call.
+GUARDED = [
+    (subprocess.Popen, "_execute_child", "a process (subprocess)"),
+    (os, "fork", "a process (os.fork)"),
+    (os, "forkpty", "a process (os.forkpty)"),
+    (os, "posix_spawn", "a process (os.posix_spawn)"),
+    (os, "posix_spawnp", "a process (os.posix_spawnp)"),
+    (multiprocessing.process.BaseProcess, "start", "a process (multiprocessing)"),
+    (socket.socket, "__init__", "a socket"),
+    (zmq.Context, "socket", "a ZeroMQ socket"),
+]
+
+
+@pytest.fixture(autouse=True)
+def _unit_tier_guard(request):
+    """In a unit test, starting a process or opening a socket fails the test."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    started: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        for owner, attribute, what in GUARDED:
+            if hasattr(owner, attribute):
+                patch.setattr(owner, attribute, _refuse(what, started))
+        yield
+    if started:
+        pytest.fail(f"this test is in the unit tier (no processes, no sockets) but started "
+                    f"{started[0]}: mark it @pytest.mark.processes (or external), or name its "
+                    f"file or fixture in tests/conftest.py", pytrace=False)
 
 
 @pytest.fixture
