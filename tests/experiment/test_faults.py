@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import msgpack
 import numpy as np
+import pytest
 
 from rlbridge.bench.faults import campaign, closing_line, scenarios
 from rlbridge.bench.faults.inputs import Expect, Probe, ProbeMaker, StateModel, pack
@@ -14,10 +16,12 @@ from rlbridge.bench.faults.mutations import body_fault, envelope_fault, random_b
 from rlbridge.bench.faults.oracle import (
     ACCEPTED,
     APPLICATION,
+    NO_REPLY,
     NO_WRONG_STATE,
     SEQ_ZERO,
     judge,
 )
+from rlbridge.bench.faults.targets import ServerProcess, Target
 from rlbridge.protocol.errors import ErrorCode
 from rlbridge.protocol.messages import PROTOCOL_VERSION as V
 from rlbridge.protocol.messages import MessageType, encode
@@ -123,3 +127,65 @@ def test_the_log_scan_notes_only_whole_entries_while_the_file_grows(tmp_path):
     offsets = [sum(len(entry) for entry in entries[:index]) for index in range(len(entries))]
     assert sorted(scan.entries) == offsets
     assert scan.missing() == 0
+
+
+#: A server that echoes each request as its reply, in one of three manners (argv[2]):
+#: "late" holds each reply until the next request comes (a reply later than any patience),
+#: "drop" never answers its first request, "silent" never answers at all.
+ECHO_SERVER = """
+import sys, zmq
+router = zmq.Context().socket(zmq.ROUTER)
+router.bind(sys.argv[1])
+manner, held, seen = sys.argv[2], [], 0
+while True:
+    frames = router.recv_multipart()
+    seen += 1
+    if manner == "silent" or (manner == "drop" and seen == 1):
+        continue
+    if manner == "late" and not held:
+        held.append(frames)
+        continue
+    for reply in [*held, frames]:
+        router.send_multipart(reply)
+    held.clear()
+"""
+
+
+def _echo_server(manner: str, tmp_path, **limits) -> ServerProcess:
+    command = [sys.executable, "-c", ECHO_SERVER, "{address}", manner]
+    server = ServerProcess(Target(f"echo-{manner}", command, None), str(tmp_path), 1, **limits)
+    server.start()
+    return server
+
+
+@pytest.mark.processes
+def test_a_reply_later_than_the_patience_is_judged_as_a_reply(tmp_path):
+    server = _echo_server("late", tmp_path)
+    try:
+        for _ in range(3):  # the HEARTBEAT that asked for liveness does not shift the replies
+            verdict = server.exchange(_maker().heartbeat())
+            assert verdict.kind == "ok", verdict
+        assert server.liveness_checks == 3
+    finally:
+        server.stop(kill=True)
+
+
+@pytest.mark.processes
+def test_a_request_left_unanswered_by_a_live_server_is_a_wrong_reply_not_a_hang(tmp_path):
+    server = _echo_server("drop", tmp_path)
+    try:
+        verdict = server.exchange(_maker().heartbeat())
+        assert (verdict.kind, verdict.cls) == ("wrong", NO_REPLY), verdict
+        assert server.exchange(_maker().heartbeat()).kind == "ok"
+    finally:
+        server.stop(kill=True)
+
+
+@pytest.mark.processes
+def test_a_server_that_answers_nothing_hangs(tmp_path):
+    server = _echo_server("silent", tmp_path, hang_s=0.5)  # it never answers: no wait is long
+    try:
+        verdict = server.exchange(_maker().heartbeat())
+        assert verdict.kind == "hang", verdict
+    finally:
+        server.stop(kill=True)

@@ -42,15 +42,15 @@ class Settings(NamedTuple):
     inputs_per_target: int
     empty_frames: int  # frames of the many-empty-frames probe
     heavy_targets: int  # how many Python servers get the heavy probes (C and JS always do)
-    timeout_ms: int  # a reply later than this is a hang
+    patience_ms: int  # silence after which a HEARTBEAT asks whether the server lives
     log_faults: int
 
 
 #: Quick: 100,000 empty frames take a Python server about a second today, so the quick run
 #: does not see a million-frame stall; the full run sends a million, as the fault campaign did.
-QUICK = Settings(inputs_per_target=300, empty_frames=100_000, heavy_targets=1, timeout_ms=3000,
+QUICK = Settings(inputs_per_target=300, empty_frames=100_000, heavy_targets=1, patience_ms=3000,
                  log_faults=60)
-FULL = Settings(inputs_per_target=1500, empty_frames=1_000_000, heavy_targets=7, timeout_ms=5000,
+FULL = Settings(inputs_per_target=1500, empty_frames=1_000_000, heavy_targets=7, patience_ms=5000,
                 log_faults=300)
 
 
@@ -173,7 +173,7 @@ def campaign(quick: bool = False, seed: int = 0, require_clients: bool = False,
     chosen, notes = targets(found, require_clients)
     tallies: dict[str, Tally] = {}
     with tempfile.TemporaryDirectory(prefix="rlbridge-faults-") as directory:
-        servers = [ServerProcess(t, directory, settings.timeout_ms) for t in chosen]
+        servers = [ServerProcess(t, directory, settings.patience_ms) for t in chosen]
         try:
             for server in servers:  # all start at once; each is fuzzed in turn
                 server.start()
@@ -192,7 +192,7 @@ def campaign(quick: bool = False, seed: int = 0, require_clients: bool = False,
             for server in servers:
                 server.stop()
         log_tally, log_notes = log_campaign(directory, rng, settings.log_faults, found,
-                                            settings.timeout_ms)
+                                            settings.patience_ms)
         tallies["logged experiment"] = log_tally
         notes += log_notes
     total = Tally()

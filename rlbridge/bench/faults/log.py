@@ -28,6 +28,7 @@ from rlbridge.bench.faults.inputs import ProbeMaker, State, StateModel
 from rlbridge.bench.faults.mutations import body_fault, envelope_fault, random_bytes
 from rlbridge.bench.faults.oracle import EXPERIMENT, Tally, Verdict
 from rlbridge.bench.faults.targets import (
+    HANG_S,
     ROOT,
     ServerProcess,
     Target,
@@ -38,6 +39,10 @@ from rlbridge.bench.faults.targets import (
 MESSAGES = re.compile(r"^messages\s+(\d+)", re.MULTILINE)
 #: How long the experiment may take to start and end its first episode.
 START_S = 60.0
+#: The experiment's --timeout-ms: how long it waits for a silent peer. Its own liveness
+#: check (the environment's heartbeats) must not fail on a busy machine, and after the
+#: environment's SIGKILL it stops this long (plus two heartbeats) later.
+EXPERIMENT_TIMEOUT_MS = 10_000
 
 
 class LogScan:
@@ -119,32 +124,33 @@ class EpisodeLines:
 
 
 def log_campaign(directory: str, rng: np.random.Generator, faults: int, scenarios: dict,
-                 timeout_ms: int) -> tuple[Tally, list[str]]:
+                 patience_ms: int) -> tuple[Tally, list[str]]:
     """Logged runs under fire, flushing per episode and per step; ``lost`` counts records lost."""
     tally = Tally()
     notes: list[str] = []
     for flush in ("episode", "step"):
-        part, part_notes = _logged_run(directory, rng, faults // 2, scenarios, timeout_ms, flush)
+        part, part_notes = _logged_run(directory, rng, faults // 2, scenarios, patience_ms, flush)
         tally.add(part)
         notes += part_notes
     return tally, notes
 
 
 def _logged_run(directory: str, rng: np.random.Generator, faults: int, scenarios: dict,
-                timeout_ms: int, flush: str) -> tuple[Tally, list[str]]:
+                patience_ms: int, flush: str) -> tuple[Tally, list[str]]:
     tally = Tally()
     notes: list[str] = []
     directory = os.path.join(directory, f"log-{flush}")
     os.makedirs(directory, exist_ok=True)
     env = ServerProcess(Target(f"log-env (flush {flush})", python_server("env", "gridwalk"),
-                               scenarios["gridwalk"]), directory, timeout_ms)
+                               scenarios["gridwalk"]), directory, patience_ms)
     agent = ServerProcess(Target(f"log-agent (flush {flush})", python_server("agent", "random"),
-                                 scenarios["agent:gridwalk"]), directory, timeout_ms)
+                                 scenarios["agent:gridwalk"]), directory, patience_ms)
     path = os.path.join(directory, "faults.rlog")
     command = [sys.executable, "-m", "rlbridge", "experiment", "--env", env.address, "--agent",
                agent.address, "--log", path, "--log-flush", flush, "--episodes", "100000000",
                "--program", "rlbridge.bench.faults.log:paced_program",
-               "--seed", "7", "--quiet", "--timeout-ms", "1000", "--env-name", "gridwalk",
+               "--seed", "7", "--quiet", "--timeout-ms", str(EXPERIMENT_TIMEOUT_MS), "--env-name",
+               "gridwalk",
                "--agent-name", "random"]
     experiment = None
     scan = LogScan(path)
@@ -156,8 +162,7 @@ def _logged_run(directory: str, rng: np.random.Generator, faults: int, scenarios
         experiment = subprocess.Popen(command, cwd=ROOT, env=child_environment(),
                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE)
-        alive = _inject(tally, EpisodeLines(experiment), (env, agent), rng, faults, timeout_ms,
-                        scan)
+        alive = _inject(tally, EpisodeLines(experiment), (env, agent), rng, faults, scan)
         scan.scan()
         notes.append(f"log (flush {flush}): {len(scan.entries)} entries written before the "
                      "faults ended")
@@ -165,12 +170,12 @@ def _logged_run(directory: str, rng: np.random.Generator, faults: int, scenarios
             os.kill(env.process.pid, signal.SIGKILL)  # our own child: the last fault
             env.process.wait()
         try:
-            _, stderr = experiment.communicate(timeout=30)
+            _, stderr = experiment.communicate(timeout=HANG_S)
         except subprocess.TimeoutExpired:
             experiment.kill()
             _, stderr = experiment.communicate()
-            notes.append(f"log (flush {flush}): the experiment did not stop within 30 s of the "
-                         "SIGKILL of its environment")
+            notes.append(f"log (flush {flush}): the experiment did not stop within "
+                         f"{HANG_S:.0f} s of the SIGKILL of its environment")
             tally.hangs += 1
         notes.append(f"log (flush {flush}): the experiment exited with {experiment.returncode}: "
                      f"{_tail(stderr.decode(errors='replace'))}")
@@ -185,7 +190,7 @@ def _logged_run(directory: str, rng: np.random.Generator, faults: int, scenarios
 
 
 def _inject(tally: Tally, lines: EpisodeLines, servers: tuple, rng: np.random.Generator,
-            faults: int, timeout_ms: int, scan: LogScan) -> bool:
+            faults: int, scan: LogScan) -> bool:
     """Bad input to both servers, one per episode the experiment ends; False if it stopped."""
     makers = {server: ProbeMaker(server.target.scenario, rng) for server in servers}
     models = {server: StateModel(server.target.scenario.role) for server in servers}
@@ -203,8 +208,9 @@ def _inject(tally: Tally, lines: EpisodeLines, servers: tuple, rng: np.random.Ge
             else body_fault(maker, models[server])
         if probe.kind.startswith(("extreme", "seq or episode")):
             continue  # valid HEARTBEATs: harmless, and no fault
-        if not lines.wait(1, START_S if index == 0 else timeout_ms / 1000 * 3):
-            _stopped(tally, experiment, last, probe, timeout_ms)
+        # The experiment lives while it ends episodes; HANG_S only guards against a hang.
+        if not lines.wait(1, START_S if index == 0 else HANG_S):
+            _stopped(tally, experiment, last, probe)
             return False
         last[server.target.scenario.role] = last["any"] = probe
         tally.inputs += 1
@@ -214,21 +220,21 @@ def _inject(tally: Tally, lines: EpisodeLines, servers: tuple, rng: np.random.Ge
             if verdict.kind in ("crash", "hang"):
                 return False
         scan.scan()
-    if lines.wait(1, timeout_ms / 1000 * 3):
+    if lines.wait(1, HANG_S):
         return True
-    _stopped(tally, experiment, last, probe, timeout_ms)
+    _stopped(tally, experiment, last, probe)
     return False
 
 
-def _stopped(tally: Tally, experiment: subprocess.Popen, last: dict, pending,
-             timeout_ms: int) -> None:
-    """The experiment ended no episode in time: it failed (a wrong reply reached it) or hangs.
+def _stopped(tally: Tally, experiment: subprocess.Popen, last: dict, pending) -> None:
+    """The experiment ended no episode: it failed (a wrong reply reached it) or hangs.
     The blame goes to the last input of the server its error names."""
     try:
-        experiment.wait(timeout=timeout_ms / 1000 * 3)
+        experiment.wait(timeout=HANG_S)
     except subprocess.TimeoutExpired:
         tally.note("log-experiment", last.get("any", pending), Verdict(
-            "hang", "after this input the experiment ended no episode in time", EXPERIMENT))
+            "hang", f"after this input the experiment ended no episode and did not exit within "
+                    f"{HANG_S:.0f} s", EXPERIMENT))
         return
     error = _tail(experiment.stderr.read().decode(errors="replace"))
     role = "environment" if "environment at" in error else "agent" if "agent at" in error \

@@ -35,6 +35,7 @@ SEQ_OTHER = "reply with another seq/episode than the request's"
 MALFORMED_REPLY = "reply that is not a valid envelope"
 DEAD_AFTER = "valid HEARTBEAT after a bad input not answered right"
 EXPERIMENT = "experiment stopped by bad input to its servers"
+NO_REPLY = "request left without a reply"
 
 
 class Verdict(NamedTuple):

@@ -2,9 +2,11 @@
 
 A :class:`ServerProcess` is one real server (Python environment or agent, the C
 agent, the JavaScript agent) on a private ``ipc://`` address, talked to through
-one DEALER socket. ``exchange`` sends a probe, waits (polling, with a deadline)
-for the reply and gives the verdict: a crash (the process died), a hang (alive
-but silent), or the oracle's judgement of the reply (fault_oracle.py).
+one DEALER socket. ``exchange`` sends a probe, waits for the reply and gives the
+verdict: a crash (the process died), a hang (alive but answering nothing), or the
+oracle's judgement of the reply (oracle.py). Silence alone is no hang: a server
+silent for a while is sent a later HEARTBEAT, and only a server that answers neither
+within :data:`HANG_S` hangs, so a slow reply on a busy machine is judged as a reply.
 """
 
 from __future__ import annotations
@@ -20,15 +22,20 @@ from typing import NamedTuple
 import zmq
 
 from rlbridge.bench.faults.inputs import Probe, Scenario, pack
-from rlbridge.bench.faults.oracle import Verdict, judge
-from rlbridge.protocol.errors import PeerTimeout, RLBridgeError
-from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType
+from rlbridge.bench.faults.oracle import NO_REPLY, Verdict, judge
+from rlbridge.protocol.errors import PeerTimeout, ProtocolError, RLBridgeError
+from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType, decode
 
 ROOT = Path(__file__).resolve().parents[3]  # rlbridge/bench/faults/targets.py -> the repository
 #: Receivers' size limit during the campaign, so that oversize probes stay small.
 LIMIT_BYTES = 1 << 20
 #: How long a server may take to start and answer its first HELLO.
 START_TIMEOUT_S = 60.0
+#: How long a server that was asked whether it lives may stay silent before it hangs: a
+#: guard against waiting for ever, far beyond any reply of a live server on a busy machine.
+HANG_S = 60.0
+#: Sequence numbers of the liveness HEARTBEATs: far from the probes' own.
+LIVENESS_SEQ = 1 << 50
 
 
 class Target(NamedTuple):
@@ -42,15 +49,18 @@ class Target(NamedTuple):
 class ServerProcess:
     """One server under test, restarted after a crash or a hang."""
 
-    def __init__(self, target: Target, directory: str, timeout_ms: int):
+    def __init__(self, target: Target, directory: str, patience_ms: int,
+                 hang_s: float = HANG_S):
         self.target = target
         slug = re.sub(r"[^A-Za-z0-9]+", "-", target.name).strip("-")
         self.address = f"ipc://{directory}/{slug}.sock"
         self.stderr_path = os.path.join(directory, f"{slug}.stderr")
-        self.timeout_ms = timeout_ms
+        self.patience_ms = patience_ms
+        self.hang_s = hang_s
         self.process: subprocess.Popen | None = None
         self.socket = None
         self.restarts = 0
+        self.liveness_checks = 0
 
     def start(self) -> None:
         command = [part.replace("{address}", self.address) for part in self.target.command]
@@ -86,11 +96,48 @@ class ServerProcess:
             self.socket.send_multipart(probe.frames, copy=len(probe.frames) < 1000)
         except zmq.ZMQError as err:
             return Verdict("crash", f"could not send: {err}")
-        if not self.socket.poll(self.timeout_ms):
-            if self.process.poll() is not None:
-                return Verdict("crash", f"the process exited with {self.process.returncode}")
-            return Verdict("hang", f"no reply within {self.timeout_ms} ms")
-        frames = self.socket.recv_multipart()
+        if self.socket.poll(self.patience_ms):
+            return self._judged(probe, self.socket.recv_multipart())
+        if self.process.poll() is not None:
+            return Verdict("crash", f"the process exited with {self.process.returncode}")
+        return self._ask_liveness(probe)
+
+    def _ask_liveness(self, probe: Probe) -> Verdict:
+        """Silent for ``patience_ms``: slow, stuck, or it dropped the probe. A HEARTBEAT sent
+        now tells: a live server answers it, after the probe's reply if it has one."""
+        self.liveness_checks += 1
+        seq = LIVENESS_SEQ + self.liveness_checks
+        body = f"liveness {self.liveness_checks}"
+        try:
+            self.socket.send(pack([PROTOCOL_VERSION, int(MessageType.HEARTBEAT), seq, 0, body]))
+        except zmq.ZMQError as err:
+            return Verdict("crash", f"could not send a HEARTBEAT after the silence: {err}")
+        late = None
+        while True:
+            frames = self._receive(self.hang_s)
+            if frames is None:
+                if self.process.poll() is not None:
+                    return Verdict("crash", f"the process exited with {self.process.returncode}")
+                return Verdict("hang", f"no reply to it, nor to a HEARTBEAT sent after "
+                                       f"{self.patience_ms} ms of silence, within "
+                                       f"{self.hang_s:g} s")
+            if _answers(frames, seq, body):
+                break
+            late = late or frames  # the probe's reply, later than patience_ms
+        if late is None:
+            return Verdict("wrong", "no reply, though a HEARTBEAT sent after it was answered",
+                           NO_REPLY)
+        return self._judged(probe, late)
+
+    def _receive(self, wait_s: float) -> list | None:
+        """The next reply within ``wait_s``; None if none came, or if the process died."""
+        deadline = time.monotonic() + wait_s
+        while not self.socket.poll(100):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                return None
+        return self.socket.recv_multipart()
+
+    def _judged(self, probe: Probe, frames: list) -> Verdict:
         if self.process.poll() is not None:
             return Verdict("crash", f"the process exited with {self.process.returncode} "
                                     "after replying")
@@ -118,6 +165,15 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def _answers(frames: list, seq: int, body: str) -> bool:
+    """Whether ``frames`` are the echo of the liveness HEARTBEAT ``seq``."""
+    try:
+        reply = decode(bytes(frames[0]), tuple(frames[1:]), max_bytes=1 << 62)
+    except ProtocolError:
+        return False
+    return reply.type == MessageType.HEARTBEAT and reply.seq == seq and reply.body == body
 
 
 def child_environment() -> dict:
