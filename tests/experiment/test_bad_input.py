@@ -32,7 +32,7 @@ def env_server(processes, ipc_dir):
 def raw(env_server):
     """A bare DEALER socket that sends arbitrary bytes and returns the decoded reply."""
     socket = zmq.Context.instance().socket(zmq.DEALER)
-    socket.setsockopt(zmq.RCVTIMEO, 5000)
+    socket.setsockopt(zmq.RCVTIMEO, 60_000)  # every case gets a reply at once
     socket.setsockopt(zmq.LINGER, 0)
     socket.connect(env_server[0])
 

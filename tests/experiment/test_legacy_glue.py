@@ -62,7 +62,7 @@ def connect_all(glue, *, length=5, split=False, **env_options):
 
 def finish(experiment, env, agent):
     experiment.call(RL_TERM)
-    assert env.terminated.wait(5) and agent.terminated.wait(5)
+    assert env.terminated.wait(60) and agent.terminated.wait(60)
     assert experiment.closed_by_peer()
     env.join(5)
     agent.join(5)
@@ -204,7 +204,7 @@ def test_a_terminal_other_than_0_or_1_passes_through_and_counts_no_episode(value
             counts = json.loads(experiment.call(RL_AGENT_MESSAGE, s("counts")).string())
             assert (counts["step"], counts["end"]) == (6, 0)
             experiment.call(RL_TERM)
-            assert env.terminated.wait(5)
+            assert env.terminated.wait(60)
         assert glue.reports == []
 
 
