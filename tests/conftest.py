@@ -32,6 +32,7 @@ PLACES: dict[str, str] = {
     "bench/test_batched_bench.py": "external",
     "bench/test_core_bench.py": "external",
     "bridge/test_flying_squid.py": "external",
+    "environments/test_mission_server.py": "external",
     "sweep/test_sweep.py": "external",
     "experiment/test_faults.py::"
     "test_the_quick_campaign_finds_no_crash_hang_wrong_reply_or_lost_record": "external",
@@ -51,7 +52,6 @@ PLACES: dict[str, str] = {
     "experiment/test_legacy_glue.py": "processes",
     "experiment/test_legacy_robust.py": "processes",
     "experiment/test_log.py": "processes",
-    "experiment/test_native_log_view.py": "processes",
     "experiment/test_processes.py": "processes",
     "gym/test_remote.py": "processes",
     "sweep/test_blackjack_figures.py": "processes",
@@ -67,6 +67,8 @@ PLACES: dict[str, str] = {
     "bridge/test_play.py::test_window_play_says_the_outcome_and_prints_no_pygame_banner":
         "processes",
     "bridge/test_sinks.py::test_viewer_sink_drops_without_a_viewer_and_bridge_redraws_after":
+        "processes",
+    "environments/test_missions.py::test_a_bad_mission_file_on_the_command_line_is_one_line":
         "processes",
     "experiment/test_golden_logs.py::test_a_fresh_run_reproduces_the_golden_log": "processes",
     "experiment/test_legacy_wire.py::"

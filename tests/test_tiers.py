@@ -1,0 +1,63 @@
+"""The tiers of the suite (tests/conftest.py): its table names what exists, and a unit test
+that starts a process or opens a socket fails, saying how to move it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES, PLACES, TIERS
+
+HERE = Path(__file__).parent
+
+INNER = """
+import socket, subprocess, sys
+import pytest
+
+def test_starts_a_process():
+    subprocess.run([sys.executable, "-c", "pass"])
+
+def test_opens_a_socket():
+    socket.socket().close()
+
+@pytest.mark.processes
+def test_marked_processes():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+def test_computes():
+    assert sum([1, 2]) == 3
+"""
+
+
+def test_every_place_and_fixture_named_exists():
+    for place, tier in PLACES.items():
+        path, _, name = place.partition("::")
+        assert tier in TIERS, place
+        assert (HERE / path).exists(), f"{place}: no such file or folder under tests/"
+        if name:
+            assert f"def {name}(" in (HERE / path).read_text(), f"{place}: no such test"
+    defined = "".join(path.read_text() for path in HERE.rglob("conftest.py"))
+    assert all(f"def {fixture}(" in defined for fixture in FIXTURES)
+
+
+@pytest.mark.processes
+def test_a_unit_test_that_starts_a_process_or_opens_a_socket_fails(tmp_path):
+    shutil.copy(HERE / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_inner.py").write_text(INNER)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p",
+                           "no:xdist", "-q", "-rA", str(tmp_path)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    out = done.stdout
+    assert done.returncode == 1, out
+    assert "PASSED test_inner.py::test_computes" in out
+    assert "PASSED test_inner.py::test_marked_processes" in out
+    for test, started in (("test_starts_a_process", "a process (subprocess)"),
+                          ("test_opens_a_socket", "a socket")):
+        assert f"FAILED test_inner.py::{test}" in out, out
+        assert f"ERROR at teardown of {test} _" in out, out
+        assert ("this test is in the unit tier (no processes, no sockets) but started "
+                f"{started}: mark it @pytest.mark.processes") in out, out
