@@ -58,6 +58,8 @@ PLACES: dict[str, str] = {
     "test_cli.py": "processes",
     "test_cli_typos.py": "processes",
     # -- processes: single tests in files of unit tests.
+    "agents/test_batch_equivalence.py::"
+    "test_the_minesweeper_solver_wins_as_often_batched_as_in_single_runs": "processes",
     "agents/test_blackjack_agents.py::test_exploring_starts_over_the_protocol": "processes",
     "agents/test_game2048_agents.py::test_bench_games_are_the_same_in_worker_processes":
         "processes",
