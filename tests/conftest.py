@@ -52,7 +52,10 @@ PLACES: dict[str, str] = {
     "experiment/test_legacy_glue.py": "processes",
     "experiment/test_legacy_robust.py": "processes",
     "experiment/test_log.py": "processes",
+    "experiment/test_log_commands.py": "processes",
+    "experiment/test_log_trust.py": "processes",
     "experiment/test_processes.py": "processes",
+    "gym/test_lifeline.py": "processes",
     "gym/test_remote.py": "processes",
     "sweep/test_blackjack_figures.py": "processes",
     "test_cli.py": "processes",
@@ -81,9 +84,15 @@ PLACES: dict[str, str] = {
         "processes",
     "gym/test_docs.py::test_the_vector_env_example_runs": "processes",
     "gym/test_serve.py::test_run_logs_and_replay_verifies": "processes",
+    "gym/test_serve.py::test_a_users_gymnasium_env_keeps_its_keys_and_dtypes_over_the_wire":
+        "processes",
     "gym/test_vector.py::test_remote_episodes_equal_single_envs_in_one_message_per_step":
         "processes",
     "gym/test_vector.py::test_the_vector_checks_pass_for_every_game": "processes",
+    "gym/test_vector.py::test_the_other_autoreset_modes_equal_gymnasiums_sync_vector_env":
+        "processes",
+    "gym/test_vector.py::test_a_served_gymnasium_env_keeps_its_spaces_in_the_vector_env":
+        "processes",
     "multiagent/test_reversi.py::test_search_agent_plays_the_dqn_agent_over_the_wire":
         "processes",
     "multiagent/test_reversi.py::test_selfplay_names_a_bad_game_count": "processes",
