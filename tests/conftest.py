@@ -57,8 +57,10 @@ PLACES: dict[str, str] = {
     "experiment/test_processes.py": "processes",
     "gym/test_lifeline.py": "processes",
     "gym/test_remote.py": "processes",
+    "protocol/test_batched_logs.py": "processes",
     "sweep/test_blackjack_figures.py": "processes",
     "test_cli.py": "processes",
+    "test_cli_newcomer.py": "processes",
     "test_cli_typos.py": "processes",
     # -- processes: single tests in files of unit tests.
     "agents/test_batch_equivalence.py::"
