@@ -172,8 +172,8 @@ def test_bad_input_gets_the_protocol_error_and_the_environment_keeps_serving(soc
         ]
         for reply, code in cases:
             assert isinstance(error(reply, code), str)
-        assert "run the experiment step by step with --no-fast-path" in error(
-            request(T.DELEGATE, [address, 5000, None]), ErrorCode.WRONG_STATE)
+        assert error(request(T.DELEGATE, ["inproc://x", 5000, None]), ErrorCode.BAD_FIELD) \
+            .startswith("agent_address must be a ZeroMQ endpoint such as tcp://host:port")
         assert error(request(T.ENV_INIT, 5), ErrorCode.BAD_FIELD) == \
             "ENV_INIT takes a nil body; got int"
         assert error(request(T.ENV_START, None), ErrorCode.WRONG_STATE).startswith(

@@ -5,8 +5,8 @@
  * against the task spec (INVALID_ACTION), the state machine of section 12 and the sessions of
  * section 13, and calls the environment's envInit / envStart / envStep / envCleanup /
  * envMessage. Bad input gets the ERROR reply of section 5 and the server goes on serving.
- * It does not batch (section 16) nor play delegated episodes (DELEGATE, RUN_EPISODE: section
- * 6): an experiment drives it step by step (`rlbridge experiment --no-fast-path`).
+ * It plays delegated episodes (DELEGATE, RUN_EPISODE: section 6, in delegate.js) without
+ * their log records, and does not batch (section 16).
  */
 const {
   MessageType: T, TYPE_NAMES, ErrorCode, ProtocolError, Float64, decodeValue, encodeValue,
@@ -14,6 +14,7 @@ const {
 } = require("./protocol");
 const { parseTaskSpec } = require("./taskspec");
 const { RequestServer, runServer, parseArgs, messageWords, answerSeed } = require("./serving");
+const { EpisodeRunner, delegateBody, runEpisodeBody, checkAgentAddress } = require("./delegate");
 
 /** PROTOCOL.md section 12's environment states (BATCHED is never entered: no batching). */
 const EnvState = Object.freeze({
@@ -26,8 +27,8 @@ const STATE_MEANINGS = Object.freeze({
   RUNNING: "inside an episode",
   ENDED: "the episode ended: send ENV_START for the next one",
 });
-const ANY_STATE = [T.HELLO, T.HEARTBEAT, T.SHUTDOWN, T.ENV_INIT, T.ENV_MESSAGE];
-const INITIALISED = [...ANY_STATE, T.ENV_START, T.ENV_CLEANUP];
+const ANY_STATE = [T.HELLO, T.HEARTBEAT, T.SHUTDOWN, T.ENV_INIT, T.ENV_MESSAGE, T.DELEGATE];
+const INITIALISED = [...ANY_STATE, T.ENV_START, T.ENV_CLEANUP, T.RUN_EPISODE];
 /** The requests each state serves; ENV_STEP in ENDED is RL_step past a terminal step. */
 const ALLOWED = Object.freeze({
   FRESH: new Set(ANY_STATE),
@@ -103,22 +104,15 @@ class EnvironmentServer extends RequestServer {
     this.env = env;
     this.state = EnvState.FRESH;
     this.checkAction = null; // from the task spec of the last ENV_INIT
+    this.episodes = new EpisodeRunner(this);
   }
+
+  close() { this.episodes.closeAgent(); }
 
   get role() { return "environment"; }
   get served() { return SERVED; }
   get peerRoles() { return ["experiment"]; }
   get initType() { return T.ENV_INIT; }
-
-  checkServed(type) {
-    if (type === T.DELEGATE || type === T.RUN_EPISODE) {
-      // The experiment's default fast path sends DELEGATE first: say how to run without it.
-      throw new ProtocolError(ErrorCode.WRONG_STATE, `this environment does not play ` +
-        `delegated episodes: it does not serve ${TYPE_NAMES[type]} (PROTOCOL.md section 6); ` +
-        "run the experiment step by step with --no-fast-path");
-    }
-    super.checkServed(type);
-  }
 
   // Body fields are checked first, then the state, then the session, then the action, then
   // the environment is called. A request that fails leaves the state as it was.
@@ -138,6 +132,27 @@ class EnvironmentServer extends RequestServer {
     }
     if (type === T.ENV_MESSAGE) {
       return String(env.envMessage(this.text(body, "env_message text")));
+    }
+    if (type === T.DELEGATE) {
+      // Another client's DELEGATE would redirect the owner's episodes.
+      const delegation = delegateBody(body);
+      checkAgentAddress(delegation.address, this.options.address || "", this.options.curveDir);
+      this.needState(type);
+      this.ownerOnly(type, identity);
+      return this.episodes.configure(delegation).then(() => null);
+    }
+    if (type === T.RUN_EPISODE) {
+      const maxSteps = runEpisodeBody(body);
+      this.needState(type);
+      this.ownerOnly(type, identity);
+      // A delegated episode that fails is abandoned (ENDED); one cut off stays RUNNING.
+      return this.episodes.run(message, maxSteps, this.checkAction, identity, outFrames).then((reply) => {
+        this.state = reply[0] ? EnvState.ENDED : EnvState.RUNNING;
+        return reply;
+      }, (err) => {
+        this.state = EnvState.ENDED;
+        throw err;
+      });
     }
     const common = this.common(message, identity);
     if (common !== null) return common.reply;

@@ -176,13 +176,26 @@ class RequestServer {
     } catch (err) {
       return this.error(err.seq ?? 0, err.episode ?? 0, err);
     }
+    const outFrames = [];
+    const reply = (body) => encodeMessage(message.type, message.seq, message.episode, body,
+      outFrames);
+    const failed = (err) => this.error(message.seq, message.episode, err);
     try {
-      const outFrames = [];
       const body = this.dispatch(message, outFrames, identity);
-      return encodeMessage(message.type, message.seq, message.episode, body, outFrames);
+      // A request that waits on another peer (an environment's DELEGATE, RUN_EPISODE).
+      if (body instanceof Promise) return body.then(reply, failed);
+      return reply(body);
     } catch (err) {
-      return this.error(message.seq, message.episode, err);
+      return failed(err);
     }
+  }
+
+  /** Release what the server holds besides its socket (an environment's agent connection). */
+  close() {}
+
+  /** Send `frames` to client `identity` ahead of its reply (runServer sets the socket). */
+  async send(identity, frames) {
+    await this.sendTo(identity, frames);
   }
 
   error(seq, episode, err) {
@@ -372,7 +385,9 @@ async function runServer(server, options, name) {
       const [identity, ...message] = parts;
       // A REQ client puts an empty delimiter frame first; its reply must carry it back.
       const delimiter = message.length > 1 && message[0].length === 0 ? message.splice(0, 1) : [];
-      const reply = server.handle(message.length ? message : [Buffer.alloc(0)], identity);
+      server.sendTo = (to, frames) => socket.send([to, ...delimiter, ...frames]);
+      let reply = server.handle(message.length ? message : [Buffer.alloc(0)], identity);
+      if (reply instanceof Promise) reply = await reply;
       await socket.send([identity, ...delimiter, ...reply]);
       resetIdle();
     }
@@ -382,6 +397,7 @@ async function runServer(server, options, name) {
     process.removeListener("SIGINT", stop);
     if (!socket.closed) socket.close();
     if (zap) zap.close();
+    server.close();
   }
   return exitCode;
 }
