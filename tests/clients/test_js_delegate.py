@@ -23,7 +23,7 @@ from rlbridge.protocol.messages import PROTOCOL_VERSION as V
 from rlbridge.protocol.messages import MessageType as T
 
 from .helpers import agent_command, start, stop
-from .test_agents import experiment
+from .test_agents import experiment, log_contents
 from .test_js_environment import js_env_command
 
 UP = [[0], [], "", []]  # into the wall from gridwalk's start: the episode never ends
@@ -36,7 +36,8 @@ def sockets():
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def test_the_fast_path_gives_the_same_summary_from_the_js_and_python_gridwalk(sockets, capsys):
+def test_the_fast_path_gives_the_same_summary_and_log_from_the_js_and_python_gridwalk(
+        sockets, capsys, tmp_path):
     envs = {"javascript": f"ipc://{sockets}/env-js", "python": f"ipc://{sockets}/env-py"}
     agents = {"python": f"ipc://{sockets}/agent-py", "javascript": f"ipc://{sockets}/agent-js"}
     children = [
@@ -52,6 +53,16 @@ def test_the_fast_path_gives_the_same_summary_from_the_js_and_python_gridwalk(so
                        for language, address in envs.items()}
             assert results["javascript"] == results["python"], agent
             assert int(results["python"][1]) > 40
+        # With --log the environment sends its records of each delegated episode: the same
+        # records, byte for byte, in the same order (timestamps aside).
+        logs = {}
+        for language, address in envs.items():
+            log = str(tmp_path / f"{language}.log")
+            experiment(capsys, address, agents["python"], "--episodes", "4", "--max-steps",
+                       "60", "--seed", "3", "--log", log)
+            logs[language] = log_contents(log)
+        assert logs["javascript"] == logs["python"]
+        assert sum(record.writer == "environment" for record in logs["python"][1]) > 80
     finally:
         stop(children)
 
@@ -149,12 +160,26 @@ def test_an_invalid_action_or_an_agent_error_abandons_the_episode(js_env, socket
     bad = {T.AGENT_START: UP, T.AGENT_STEP: [[7], [], "", []]}
     agent = ScriptedAgent(agent_address, lambda msg_type, episode: bad.get(msg_type))
     try:
-        assert client.request(T.DELEGATE, [agent_address, 5000, None])[4] is None
-        text = error(client.request(T.RUN_EPISODE, [0], episode=3), ErrorCode.INVALID_ACTION)
+        assert client.request(T.DELEGATE, [agent_address, 5000, True])[4] is None
+        seq = client.send(T.RUN_EPISODE, [0], episode=3)
+        # Logging, the records of the calls made before the failure come first, in a heartbeat.
+        beat = client.receive()
+        assert beat[1:4] == [T.HEARTBEAT, 0, 3] and beat[4][0] == 2
+        records = [msgpack.unpackb(record) for record in beat[4][1]]
+        assert [record[1:8] for record in records] == [
+            ["environment", direction, "agent", msg_type, seq_, 3, step]
+            for direction, msg_type, seq_, step in [(0, T.AGENT_START, 2, 1),
+                                                    (1, T.AGENT_START, 2, 1),
+                                                    (0, T.AGENT_STEP, 3, 2),
+                                                    (1, T.AGENT_STEP, 3, 2)]]
+        reply = client.receive()
+        assert reply[2] == seq
+        text = error(reply, ErrorCode.INVALID_ACTION)
         assert text == (f"agent at {agent_address} sent an invalid action in episode 3 for step "
                         "2: action int 0 must be in [0, 3]; got 7; the action was ints [7]; "
                         "the episode is abandoned")
         bad[T.AGENT_STEP] = ("error", ErrorCode.APPLICATION, "agent raised ValueError: no")
+        assert client.request(T.DELEGATE, [agent_address, 5000, None])[4] is None
         text = error(client.request(T.RUN_EPISODE, [0], episode=4), ErrorCode.PEER_ERROR)
         assert text == f"agent at {agent_address} replied: agent raised ValueError: no"
         # The same agent, cut off at 5 steps: the reply of section 6, and the episode runs on.
@@ -207,10 +232,8 @@ def test_delegate_checks_its_body_and_only_the_owner_may_delegate(js_env, socket
                      ErrorCode.BAD_FIELD).startswith("agent_address must be a ZeroMQ endpoint")
         assert error(client.request(T.DELEGATE, [agent_address, 0, None]),
                      ErrorCode.BAD_FIELD) == "step_timeout_ms must be in 1..600000; got 0"
-        assert error(client.request(T.DELEGATE, [agent_address, 5000, True]),
-                     ErrorCode.BAD_FIELD) == ("this environment does not record delegated "
-                                              "episodes; run without --log or with "
-                                              "--no-fast-path")
+        assert error(client.request(T.DELEGATE, [agent_address, 5000, "yes"]),
+                     ErrorCode.BAD_FIELD) == "DELEGATE log must be nil, true or false; got str"
         assert agent.calls == []  # no refused DELEGATE reached the agent
         assert client.request(T.DELEGATE, [agent_address, 5000, None])[4] is None
         assert client.request(T.RUN_EPISODE, [3])[4] == [False, 3, -2.0, UP, None]

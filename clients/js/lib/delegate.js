@@ -4,13 +4,15 @@
  * rlbridge/experiment/net/episode.py plays it: DELEGATE connects a DEALER to the agent (HELLO
  * within DELEGATE_TIMEOUT_MS), RUN_EPISODE plays one episode with it under RL-Glue 3.0.4's
  * counting rules (section 7), sending the experiment HEARTBEAT [num_steps] at most once per
- * HEARTBEAT_INTERVAL_MS, and replies [terminal, num_steps, total_reward, last_action, nil].
+ * HEARTBEAT_INTERVAL_MS, and replies [terminal, num_steps, total_reward, last_action, records].
+ * With DELEGATE's log true, `records` (and each heartbeat's) are the message records of the
+ * calls to the agent, encoded as rlbridge/experiment/log/writer.py's RecordList encodes them.
  */
 const zmq = require("zeromq");
 const { performance } = require("node:perf_hooks");
 const {
   PROTOCOL_VERSION, MessageType: T, TYPE_NAMES, ErrorCode, ProtocolError, Float64, encodeMessage,
-  decodeEnvelope, decodeValue, encodeValue, describe,
+  decodeEnvelope, decodeValue, encodeValue, describe, encoder,
 } = require("./protocol");
 
 const DELEGATE_TIMEOUT_MS = 5000;
@@ -18,8 +20,10 @@ const HEARTBEAT_INTERVAL_MS = 1000;
 const POLL_INTERVAL_MS = 100;
 const MAX_STEP_TIMEOUT_MS = 600000;
 const LINGER_MS = 200;
-const NO_LOG = "this environment does not record delegated episodes; run without --log or " +
-  "with --no-fast-path";
+// rlbridge/experiment/log/format.py's record kind and directions.
+const MESSAGE = 1;
+const SENT = 0;
+const RECEIVED = 1;
 
 const badField = (text) => new ProtocolError(ErrorCode.BAD_FIELD, text);
 const callName = (type) => TYPE_NAMES[type].toLowerCase();
@@ -41,8 +45,7 @@ function delegateBody(body) {
   if (log !== null && typeof log !== "boolean") {
     throw badField(`DELEGATE log must be nil, true or false; got ${describe(log)}`);
   }
-  if (log === true) throw badField(NO_LOG);
-  return { address, timeoutMs };
+  return { address, timeoutMs, log: log === true };
 }
 
 /** A RUN_EPISODE body: its max_steps, checked before any state changes. */
@@ -81,6 +84,7 @@ class AgentClient {
     this.episode = 0;
     this.step = 0;
     this.timeoutMs = DELEGATE_TIMEOUT_MS;
+    this.recorder = null; // (direction, type, seq, payload, frames) while DELEGATE asks for a log
   }
 
   timeoutText(type, waited) {
@@ -91,8 +95,10 @@ class AgentClient {
   /** The reply to a request; waits in POLL_INTERVAL_MS slices so that `stopping()` ends it. */
   async request(type, body, frames = [], stopping = () => false, timeoutMs = this.timeoutMs) {
     const seq = ++this.seq;
+    const [head] = encodeMessage(type, seq, this.episode, body, frames);
+    if (this.recorder !== null) this.recorder(SENT, type, seq, head, frames); // wire order
     try {
-      await this.socket.send([encodeMessage(type, seq, this.episode, body, frames)[0], ...frames]);
+      await this.socket.send([head, ...frames]);
     } catch (err) {
       if (err.code !== "EAGAIN") throw err;
       throw new ProtocolError(ErrorCode.PEER_TIMEOUT, `agent at ${this.address} could not be ` +
@@ -118,6 +124,7 @@ class AgentClient {
           `agent at ${this.address}: ${err.message}`);
       }
       if (reply.seq !== seq || reply.type === T.HEARTBEAT) continue; // a stale reply
+      if (this.recorder !== null) this.recorder(RECEIVED, reply.type, seq, payload, extra);
       if (reply.type === T.ERROR) {
         const b = reply.body;
         if (!Array.isArray(b) || b.length !== 2 || !Number.isInteger(b[0]) || typeof b[1] !== "string") {
@@ -152,6 +159,24 @@ function describeAction(action) {
   return text.length <= 120 ? text : `${text.slice(0, 117)}...`;
 }
 
+/** writer.py's RecordList: records kept in memory until take(), for the experiment's log. */
+class RecordList {
+  constructor(client) {
+    this.bodies = [];
+    this.record = (direction, type, seq, payload, frames) => {
+      const nowNs = BigInt(Math.round((performance.timeOrigin + performance.now()) * 1000)) * 1000n;
+      this.bodies.push(encoder.encode([MESSAGE, "environment", direction, "agent", type, seq,
+        client.episode, client.step, nowNs, payload, frames]));
+    };
+  }
+
+  take() {
+    const bodies = this.bodies;
+    this.bodies = [];
+    return bodies;
+  }
+}
+
 /** Plays delegated episodes for an EnvironmentServer (its env, state, send and stopping). */
 class EpisodeRunner {
   constructor(server, heartbeatIntervalMs = HEARTBEAT_INTERVAL_MS) {
@@ -159,13 +184,17 @@ class EpisodeRunner {
     this.heartbeatIntervalMs = heartbeatIntervalMs;
     this.client = null; // kept across DELEGATEs to the same address
     this.agent = null; // set by a successful DELEGATE
+    this.records = null; // a RecordList while DELEGATE asks for a log
   }
 
   /** DELEGATE, its body checked: a failure here leaves no delegation at all. */
-  async configure({ address, timeoutMs }) {
+  async configure({ address, timeoutMs, log }) {
     this.agent = null;
+    this.records = null;
     const client = await this.connect(address);
     client.timeoutMs = timeoutMs;
+    this.records = log ? new RecordList(client) : null;
+    client.recorder = this.records === null ? null : this.records.record;
     this.agent = client;
   }
 
@@ -211,7 +240,19 @@ class EpisodeRunner {
       throw new ProtocolError(ErrorCode.WRONG_STATE,
         "RUN_EPISODE needs a successful DELEGATE first (the agent's address)");
     }
-    return [...await this.play(message.episode, maxSteps, checkAction, identity, outFrames), null];
+    const records = this.records;
+    let reply;
+    try {
+      reply = await this.play(message.episode, maxSteps, checkAction, identity, outFrames);
+    } catch (err) {
+      if (records !== null && records.bodies.length) {
+        // The records of an abandoned episode still belong in the log: ahead of the ERROR.
+        await this.server.send(identity, encodeMessage(T.HEARTBEAT, 0, message.episode,
+          [this.agent.step, records.take()]));
+      }
+      throw err;
+    }
+    return [...reply, records === null ? null : records.take()];
   }
 
   async play(episode, maxSteps, checkAction, identity, outFrames) {
@@ -258,7 +299,9 @@ class EpisodeRunner {
       const now = performance.now();
       if (now >= nextBeat) {
         nextBeat = now + this.heartbeatIntervalMs;
-        await server.send(identity, encodeMessage(T.HEARTBEAT, 0, episode, [numSteps]));
+        const records = this.records;
+        await server.send(identity, encodeMessage(T.HEARTBEAT, 0, episode,
+          records === null ? [numSteps] : [numSteps, records.take()]));
       }
     }
     const last = terminal ? null : encodeValue(action, outFrames);
@@ -277,5 +320,5 @@ class EpisodeRunner {
 
 module.exports = {
   EpisodeRunner, delegateBody, runEpisodeBody, checkAgentAddress, describeAction, DELEGATE_TIMEOUT_MS,
-  HEARTBEAT_INTERVAL_MS, NO_LOG,
+  HEARTBEAT_INTERVAL_MS,
 };

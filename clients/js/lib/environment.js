@@ -5,8 +5,8 @@
  * against the task spec (INVALID_ACTION), the state machine of section 12 and the sessions of
  * section 13, and calls the environment's envInit / envStart / envStep / envCleanup /
  * envMessage. Bad input gets the ERROR reply of section 5 and the server goes on serving.
- * It plays delegated episodes (DELEGATE, RUN_EPISODE: section 6, in delegate.js) without
- * their log records, and does not batch (section 16).
+ * It plays delegated episodes (DELEGATE, RUN_EPISODE: section 6, in delegate.js) and does
+ * not batch (section 16).
  */
 const {
   MessageType: T, TYPE_NAMES, ErrorCode, ProtocolError, Float64, decodeValue, encodeValue,
