@@ -241,3 +241,24 @@ def test_delegate_checks_its_body_and_only_the_owner_may_delegate(js_env, socket
     finally:
         stranger.close()
         agent.close()
+
+
+def test_sigterm_stops_the_environment_in_the_middle_of_a_delegated_episode(sockets):
+    address, agent_address = f"ipc://{sockets}/env-sigterm", f"ipc://{sockets}/agent-sigterm"
+    env = start(js_env_command(address))
+    client = Experiment(address)
+    # An agent that answers every step: only the environment can end this episode.
+    agent = ScriptedAgent(agent_address, lambda msg_type, episode: UP, delay_s=0.01)
+    try:
+        client.request(T.HELLO, ["experiment", V, "test", "python"])
+        client.request(T.ENV_INIT, None)
+        # No agent call times out before the test's wait does.
+        assert client.request(T.DELEGATE, [agent_address, 600000, None])[4] is None
+        client.send(T.RUN_EPISODE, [0])
+        assert client.receive()[1] == T.HEARTBEAT  # the episode is under way
+        env.terminate()
+        assert env.wait(timeout=20) == 0
+    finally:
+        client.close()
+        agent.close()
+        stop([env])

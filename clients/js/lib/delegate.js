@@ -273,6 +273,10 @@ class EpisodeRunner {
     let terminal = false;
     let running = maxSteps !== 1;
     while (running) {
+      if (server.stopping) { // SIGTERM or SIGINT: the episode ends within a step
+        throw new ProtocolError(ErrorCode.PEER_TIMEOUT, `episode ${episode} stopped at step ` +
+          `${numSteps}: the environment is shutting down`);
+      }
       try {
         checkAction(action);
       } catch (err) {

@@ -385,9 +385,13 @@ async function runServer(server, options, name) {
       const [identity, ...message] = parts;
       // A REQ client puts an empty delimiter frame first; its reply must carry it back.
       const delimiter = message.length > 1 && message[0].length === 0 ? message.splice(0, 1) : [];
-      server.sendTo = (to, frames) => socket.send([to, ...delimiter, ...frames]);
+      // Heartbeats of a delegated episode; none once a signal has closed the socket.
+      server.sendTo = async (to, frames) => {
+        if (!socket.closed) await socket.send([to, ...delimiter, ...frames]);
+      };
       let reply = server.handle(message.length ? message : [Buffer.alloc(0)], identity);
       if (reply instanceof Promise) reply = await reply;
+      if (socket.closed) break; // stopped while the request waited on another peer
       await socket.send([identity, ...delimiter, ...reply]);
       resetIdle();
     }
