@@ -192,6 +192,24 @@ def envelope_ids(payload: bytes) -> tuple[int, int]:
     return 0, 0
 
 
+def envelope_seq(payload: bytes) -> int | None:
+    """The seq of an envelope read without its body, or None when frame 0 does not start
+    with a 5-item array whose first four items are ints.
+
+    A client that cannot decode a message learns this way whether it answers the request
+    it waits for: a late reply to an earlier request is dropped whatever its body holds.
+    """
+    unpacker = msgpack.Unpacker(strict_map_key=False)
+    unpacker.feed(payload)
+    try:
+        if unpacker.read_array_header() != 5:
+            return None
+        head = [unpacker.unpack() for _ in range(4)]
+    except Exception:  # msgpack raises several unrelated classes for bad bytes
+        return None
+    return head[2] if all(_is_int64(item) for item in head) else None
+
+
 def _is_int64(item: Any) -> bool:
     """Envelope ints are int64 (PROTOCOL.md, "Messages"): a uint64 past 2**63 - 1 is not one,
     as in the C and JavaScript receivers."""

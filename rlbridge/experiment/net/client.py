@@ -21,6 +21,7 @@ from rlbridge.experiment.net.transport import (
     LINGER_MS,
     POLL_INTERVAL_MS,
     STEP_TIMEOUT_MS,
+    TooManyFrames,
     bind_socket,
     context,
     recv_extra_frames,
@@ -30,6 +31,7 @@ from rlbridge.experiment.net.transport import (
 )
 from rlbridge.protocol.errors import (
     MalformedMessage,
+    MessageTooLarge,
     PeerTimeout,
     ProtocolError,
     VersionMismatch,
@@ -38,11 +40,13 @@ from rlbridge.protocol.errors import (
 from rlbridge.protocol.messages import (
     CALL_NAMES,
     MAX_MESSAGE_BYTES,
+    MAX_MESSAGE_FRAMES,
     PROTOCOL_VERSION,
     Envelope,
     Hello,
     MessageType,
     decode,
+    envelope_seq,
     pack,
     read_hello,
 )
@@ -77,6 +81,9 @@ class RequestClient:
         self.socket.setsockopt(zmq.LINGER, LINGER_MS)
         if curve is not None:
             curve.apply_client(self.socket)
+        #: Asked between slices of a wait (:meth:`watch`); None: one slice, the whole wait.
+        self.stop: Callable[[], bool] | None = None
+        self.rcvtimeo = timeout_ms  # the socket's RCVTIMEO, which :meth:`watch` may shorten
         self.socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
         # A DEALER with no usable connection (a refused CURVE handshake) blocks in send.
         self.socket.setsockopt(zmq.SNDTIMEO, timeout_ms)
@@ -93,7 +100,21 @@ class RequestClient:
     def set_timeout(self, timeout_ms: int) -> None:
         """Wait up to ``timeout_ms`` for each reply from now on."""
         self.timeout_ms = timeout_ms
-        self.socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
+        self._apply_receive_timeout()
+
+    def watch(self, stop: Callable[[], bool] | None) -> None:
+        """Ask ``stop()`` every ``POLL_INTERVAL_MS`` while waiting for any reply, from now on
+        (None: no more). True ends the wait with :class:`PeerTimeout`; ``stop`` may also
+        raise its own error. An environment waiting for its agent thus notices a signal, or
+        an experiment that has gone, within about that time, whatever the step timeout."""
+        self.stop = stop
+        self._apply_receive_timeout()
+
+    def _apply_receive_timeout(self) -> None:
+        rcvtimeo = self.timeout_ms if self.stop is None else min(POLL_INTERVAL_MS,
+                                                                  self.timeout_ms)
+        self.socket.setsockopt(zmq.RCVTIMEO, rcvtimeo)
+        self.rcvtimeo = rcvtimeo
 
     def hello(self, timeout_ms: int = CONNECT_TIMEOUT_MS,
               stop: Callable[[], bool] | None = None,
@@ -136,11 +157,15 @@ class RequestClient:
                 record: bool = True, typed: Callable[[bytes], tuple] | None = None):
         """Send a request and return the reply Envelope; raise the peer's error or PeerTimeout.
 
-        With ``stop``, the wait goes in slices of ``POLL_INTERVAL_MS`` and ends early when
+        The wait is ``timeout_ms`` (default: the client's) from the send, whatever arrives
+        in between but heartbeats a delegated call listens to. With ``stop`` (or the one
+        :meth:`watch` set), it goes in slices of ``POLL_INTERVAL_MS`` and ends early when
         ``stop()`` says True (see :meth:`hello`). With ``typed`` (a decoder of typed.py for
         the reply's usual shape), a reply of that shape comes back with its body as the
         decoder's checked tuple, anything else with the plain body of the general path."""
         seq = self.send_request(msg_type, body, frames, record=record)
+        deadline = time.monotonic() + (self.timeout_ms if timeout_ms is None
+                                       else timeout_ms) / 1000.0
         first = None
         if typed is not None and timeout_ms is None and stop is None:
             # The per-step path, in this one Python frame (recv_message inlined): the reply,
@@ -150,11 +175,15 @@ class RequestClient:
             try:
                 frame = recv_frame(socket, 0, False)
             except zmq.Again:
-                raise PeerTimeout(self.timeout_text(msg_type)) from None
-            payload = frame.bytes
-            if frame.more:
-                first = (payload, recv_extra_frames(socket))
+                if self.stop is None:  # the socket waited the whole timeout
+                    raise PeerTimeout(self.timeout_text(msg_type)) from None
+                frame = None  # a slice of a watched wait: _receive goes on waiting
+            if frame is None:
+                pass
+            elif frame.more:
+                first = (frame.bytes, recv_extra_frames(socket))
             else:
+                payload = frame.bytes
                 first = (payload, ())
                 try:
                     fits = typed(payload)
@@ -166,7 +195,7 @@ class RequestClient:
                                       self.step, payload, ())
                     return _new_tuple(Envelope, (*fits, ()))
         return self.receive_reply(seq, msg_type, timeout_ms, stop=stop, record=record,
-                                  first=first)
+                                  first=first, deadline=deadline)
 
     def send_request(self, msg_type: int, body=None, frames: list | None = None, *,
                      record: bool = True) -> int:
@@ -193,13 +222,14 @@ class RequestClient:
 
     def receive_reply(self, seq: int, msg_type: int, timeout_ms: int | None = None, *,
                       stop: Callable[[], bool] | None = None, record: bool = True,
-                      first: tuple | None = None):
-        """The reply to the request ``seq`` that :meth:`send_request` sent, each message
-        awaited at most ``timeout_ms`` (default: the client's), after ``first`` (a message
-        already received as ``(payload, extra_frames)``). Replies come in the order of their
-        requests, so anything older is a stale reply and is dropped; heartbeats go to
-        ``on_heartbeat``. A reply of another type raises the peer's error."""
-        reply, payload = self._receive(msg_type, seq, timeout_ms, stop, first)
+                      first: tuple | None = None, deadline: float | None = None):
+        """The reply to the request ``seq`` that :meth:`send_request` sent, awaited until
+        ``deadline`` (``time.monotonic()`` seconds; default: ``timeout_ms``, or the
+        client's, from now), after ``first`` (a message already received as ``(payload,
+        extra_frames)``). Replies come in the order of their requests, so anything older is
+        a stale reply and is dropped, however broken; heartbeats go to ``on_heartbeat``. A
+        reply of another type raises the peer's error."""
+        reply, payload = self._receive(msg_type, seq, timeout_ms, stop, first, deadline)
         if record and self.recorder is not None:
             self.recorder("received", self.peer_role, reply.type, seq, self.episode, self.step,
                           payload, reply.frames)
@@ -211,56 +241,89 @@ class RequestClient:
         return reply
 
     def _receive(self, msg_type: int, seq: int, timeout_ms: int | None,
-                 stop: Callable[[], bool] | None, first: tuple | None):
+                 stop: Callable[[], bool] | None, first: tuple | None,
+                 deadline: float | None):
         """The reply to request ``seq`` and its first frame, after ``first`` and whatever
-        comes next; heartbeats go to ``on_heartbeat`` and stale replies are dropped."""
+        comes next; heartbeats go to ``on_heartbeat`` and stale replies are dropped.
+
+        The deadline holds for the request, not for each message: a peer that keeps
+        sending stale replies cannot hold the wait open. Only a heartbeat that a delegated
+        call listens to (``on_heartbeat``) moves it on, as PROTOCOL.md section 6 says."""
         socket = self.socket
-        other_timeout = timeout_ms is not None and timeout_ms != self.timeout_ms
-        deadline = 0.0
-        if stop is not None:
-            waited_ms = self.timeout_ms if timeout_ms is None else timeout_ms
-            deadline = time.monotonic() + waited_ms / 1000.0
-            socket.setsockopt(zmq.RCVTIMEO, min(POLL_INTERVAL_MS, waited_ms))
-            other_timeout = True
-        elif other_timeout:
-            socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
+        waited_s = (self.timeout_ms if timeout_ms is None else timeout_ms) / 1000.0
+        if stop is None:
+            stop = self.stop
+        monotonic = time.monotonic
+        if deadline is None:
+            deadline = monotonic() + waited_s
+        # Each receive waits one slice: the whole wait, or POLL_INTERVAL_MS with a stop.
+        slice_ms = int(waited_s * 1000) if stop is None else min(POLL_INTERVAL_MS,
+                                                                  int(waited_s * 1000))
+        current = self.rcvtimeo
         try:
             while True:
                 if first is not None:
                     (payload, extra), first = first, None
                 else:
+                    left_ms = (deadline - monotonic()) * 1000.0
+                    if left_ms <= 0:
+                        raise PeerTimeout(self.timeout_text(msg_type, timeout_ms))
+                    wait = min(slice_ms, int(left_ms) + 1)
+                    # A wait within 1 ms of the one set is left as it is: the per-step path
+                    # sets no option.
+                    if current > wait + 1 or current < wait - 1:
+                        socket.setsockopt(zmq.RCVTIMEO, wait)
+                        current = wait
                     try:
                         payload, extra = recv_message(socket)
                     except zmq.Again:
-                        if stop is not None and not stop() and time.monotonic() < deadline:
-                            continue
-                        raise PeerTimeout(self.timeout_text(msg_type, timeout_ms)) from None
+                        if stop is not None and stop():
+                            raise PeerTimeout(self.stopped_text(msg_type)) from None
+                        continue
                 try:
                     reply = decode(payload, extra, max_bytes=self.max_message_bytes)
-                except VersionMismatch as err:
-                    raise VersionMismatch(f"{self.peer_role} at {self.address}: {err}") from None
+                except ProtocolError as err:
+                    if envelope_seq(payload) not in (seq, None):
+                        continue  # a late reply (or heartbeat) we no longer wait for
+                    raise self.bad_reply(msg_type, err) from None
                 if reply.seq == seq and reply.type != HEARTBEAT:
+                    if type(extra) is TooManyFrames:
+                        raise self.bad_reply(msg_type, MessageTooLarge(
+                            f"a reply of {extra.count} frames exceeds the limit of "
+                            f"{MAX_MESSAGE_FRAMES} frames"))
                     return reply, payload
                 if reply.type == HEARTBEAT and self.on_heartbeat is not None:
+                    deadline = monotonic() + waited_s
                     self.on_heartbeat(reply)
                 # otherwise a stale reply or a heartbeat: keep waiting for ours
         finally:
-            if other_timeout:
-                socket.setsockopt(zmq.RCVTIMEO, self.timeout_ms)
+            if current != self.rcvtimeo:
+                socket.setsockopt(zmq.RCVTIMEO, self.rcvtimeo)
 
     on_heartbeat = None
     progress_step = 0  # the step a delegated episode last reported in a heartbeat
 
+    def where(self) -> str:
+        return f"episode {self.episode}, step {max(self.step, self.progress_step)}"
+
+    def bad_reply(self, msg_type: int, err: ProtocolError) -> ProtocolError:
+        """``err``, found in this peer's reply to ``msg_type``, as an error of the same class
+        that names the peer, the call, the episode and the step."""
+        return type(err)(f"{self.peer_role} at {self.address} sent a bad reply to "
+                         f"{describe(msg_type)} ({self.where()}): {err}")
+
     def send_timeout_text(self, msg_type: int) -> str:
         return (f"{self.peer_role} at {self.address} could not be reached to send "
-                f"{describe(msg_type)} within {self.timeout_ms} ms (episode "
-                f"{self.episode}, step {self.step})")
+                f"{describe(msg_type)} within {self.timeout_ms} ms ({self.where()})")
 
     def timeout_text(self, msg_type: int, timeout_ms: int | None = None) -> str:
         waited = self.timeout_ms if timeout_ms is None else timeout_ms
         return (f"{self.peer_role} at {self.address} did not answer {describe(msg_type)} "
-                f"within {waited} ms (episode {self.episode}, "
-                f"step {max(self.step, self.progress_step)})")
+                f"within {waited} ms ({self.where()})")
+
+    def stopped_text(self, msg_type: int) -> str:
+        return (f"{self.peer_role} at {self.address}: stopped waiting for its answer to "
+                f"{describe(msg_type)} ({self.where()})")
 
     def close(self) -> None:
         self.socket.close(linger=LINGER_MS)

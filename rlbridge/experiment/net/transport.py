@@ -107,7 +107,8 @@ def context() -> zmq.Context:
 
 
 def recv_message(socket) -> tuple[bytes, tuple]:
-    """The first frame of the next message, and its extra frames as memoryviews.
+    """The first frame of the next message, and its extra frames as memoryviews (a
+    :class:`TooManyFrames` past MAX_MESSAGE_FRAMES, as :func:`recv_request` gives).
 
     A non-copying receive learns whether more frames follow as part of the call;
     ``getsockopt(RCVMORE)`` would build an enum and cost several microseconds.
@@ -117,16 +118,6 @@ def recv_message(socket) -> tuple[bytes, tuple]:
     if not frame.more:
         return frame.bytes, ()
     return frame.bytes, recv_extra_frames(socket)
-
-
-def recv_extra_frames(socket) -> tuple:
-    extra = []
-    more = True
-    while more:
-        part = recv_frame(socket, 0, False)
-        extra.append(part.buffer)
-        more = part.more
-    return tuple(extra)
 
 
 def server_socket(address: str, *, bind: bool = True, curve=None) -> tuple[zmq.Socket, str]:
@@ -208,10 +199,13 @@ def recv_request(socket) -> tuple[bytes, bytes, tuple] | None:
         if not frame.more:
             return identity, frame.bytes, ()
         first = frame.bytes
-    return identity, first, _recv_bounded_frames(socket)
+    return identity, first, recv_extra_frames(socket)
 
 
-def _recv_bounded_frames(socket) -> tuple:
+def recv_extra_frames(socket) -> tuple:
+    """The frames after frame 0, as memoryviews; past MAX_MESSAGE_FRAMES, a
+    :class:`TooManyFrames` (the frames drained unread): a peer's million-frame message
+    costs no memory for its frames' Python objects."""
     extra = []
     more = True
     limit = MAX_MESSAGE_FRAMES - 1  # the envelope is one of them
