@@ -120,6 +120,12 @@ class UntrustedName(OptionError):
     confirmed on the command line (``--trust-log``, or the name given there)."""
 
 
+class ShuttingDown(RLBridgeError):
+    """The server was told to stop (SIGTERM, SIGINT) while it served the request."""
+
+    code = ErrorCode.SHUTDOWN
+
+
 class UnknownGame(OptionError):
     """A game that no drawing (pygame, blocks, text, play keys) is for."""
 
@@ -168,6 +174,7 @@ _BY_CODE: dict[int, type[RLBridgeError]] = {
     ErrorCode.INVALID_ACTION: InvalidAction,
     ErrorCode.WRONG_STATE: WrongState,
     ErrorCode.PEER_TIMEOUT: PeerTimeout,
+    ErrorCode.SHUTDOWN: ShuttingDown,
 }
 
 

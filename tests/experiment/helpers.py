@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 
 from rlbridge import Agent, Environment, Range, SpaceSpec, StepResult, TaskSpec, Value
 
@@ -59,6 +60,19 @@ class SignallingAgent(Agent):
         if self.steps == self.signal_at:
             print(f"{os.getpid()} {self.steps}", flush=True)
         return Value(ints=(0,))
+
+
+class SlowAgent(Agent):
+    """Answers agent_start, then stalls for good in agent_step after printing ``stalled`` on
+    stdout, so that a test knows the environment waits for it."""
+
+    def agent_start(self, observation: Value) -> Value:
+        return Value(ints=(0,))
+
+    def agent_step(self, reward: float, observation: Value) -> Value:
+        print("stalled", flush=True)
+        threading.Event().wait()  # never set: only a kill ends this process
+        raise AssertionError("unreachable")
 
 
 class BadActionAgent(Agent):

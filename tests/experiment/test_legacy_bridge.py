@@ -4,13 +4,15 @@ legacy abstract type <-> Value mapping on the way."""
 from __future__ import annotations
 
 import functools
+import json
 import struct
 
 import numpy as np
+import pytest
 
 from rlbridge import Agent, Value
 from rlbridge.environments.toy import Countdown
-from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.api import DelegatedLoop, Experiment, StepByStepLoop
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.experiment.rlglue3.adapters import run_legacy_client, serve_to_native
 from rlbridge.experiment.rlglue3.glue import GlueServer
@@ -171,3 +173,33 @@ def test_a_legacy_agent_lost_under_a_native_experiment_is_reported_to_it(ipc_dir
             agent.close()
         glue.close()
     assert any("was lost while serving" in report for report in glue.reports)
+
+
+@pytest.mark.parametrize("loop", [StepByStepLoop, DelegatedLoop])
+def test_a_legacy_terminal_of_2_ends_the_episode_on_both_paths(loop, processes, ipc_dir):
+    """`rlbridge glue --serve-env`: the native wire's terminal is a bool, so a legacy terminal
+    of 2 is true, step by step (ENV_STEP) and in RUN_EPISODE's reply alike."""
+    env_address, agent_address = f"ipc://{ipc_dir}/env", f"ipc://{ipc_dir}/agent"
+    processes.start("agent", "tests.experiment.helpers:CountingAgent", "--bind", agent_address)
+    serve = functools.partial(serve_to_native, role="environment", address=env_address)
+    with GlueServer("127.0.0.1", 0, on_legacy_env=serve) as glue:
+        # Down from 5: the second step (counter 4 -> 3) sends terminal 2.
+        legacy = FakeEnvironment(glue.port, length=5,
+                                 terminal_for=lambda counter: 2 if counter == 3 else 0)
+        legacy.start()
+        env = RemoteEnvironment(env_address)
+        agent = RemoteAgent(agent_address)
+        try:
+            experiment = Experiment(env, agent, loop=loop())
+            experiment.RL_init()
+            assert experiment.RL_episode(0) is True
+            assert (experiment.RL_num_steps(), experiment.RL_num_episodes(),
+                    experiment.RL_return()) == (2, 1, 9.0)
+            counts = json.loads(agent.agent_message("counts"))
+            assert (counts["start"], counts["step"], counts["end"]) == (1, 1, 1)
+            assert env.shutdown() and agent.shutdown()
+        finally:
+            env.close()
+            agent.close()
+        assert legacy.terminated.wait(5)
+    assert glue.reports == []

@@ -18,14 +18,13 @@ import numpy as np
 from rlbridge.experiment.batch import BatchLoop, EndedEpisodes
 from rlbridge.experiment.net.bodies import RunBatch
 from rlbridge.experiment.net.client import RequestClient
+from rlbridge.experiment.net.episode import OWN_ERRORS
 from rlbridge.protocol.batch import Batch, EnvCall, decode_batch, encode_batch, encode_column
 from rlbridge.protocol.errors import (
     InvalidAction,
     PeerError,
-    PeerTimeout,
     ProtocolError,
     RLBridgeError,
-    WrongState,
 )
 from rlbridge.protocol.messages import MessageType, encode
 
@@ -50,15 +49,15 @@ class RemoteAgentPort:
     def receive(self, group: int) -> Batch:
         try:
             reply = self.client.receive_reply(self.seqs.pop(group), AGENT_BATCH_STEP)
-        except PeerTimeout:
+        except OWN_ERRORS:
             raise
         except RLBridgeError as err:
             raise PeerError(str(err), int(err.code)) from None
         try:
             return decode_batch(reply.body, reply.frames, "AGENT_BATCH_STEP reply")
         except ProtocolError as err:
-            raise PeerError(f"{self.client.peer_role} at {self.client.address} answered "
-                            f"AGENT_BATCH_STEP with a bad batch: {err}", int(err.code)) from None
+            raise PeerError(str(self.client.bad_reply(AGENT_BATCH_STEP, err)),
+                            int(err.code)) from None
 
 
 def _published(env_batch, publisher, loop: BatchLoop):
@@ -109,9 +108,7 @@ class BatchRunner:
 
     def run(self, message, body: RunBatch, identity: bytes, frames: list) -> list:
         delegation = self.delegation
-        agent = delegation.agent
-        if agent is None:
-            raise WrongState("RUN_BATCH needs a successful DELEGATE first (the agent's address)")
+        agent = delegation.agent  # the server's state check made sure there is one
         loop: BatchLoop = self.server.batch_loop
         if body.quotas is not None and len(body.quotas) != loop.num_instances:
             raise ProtocolError(f"RUN_BATCH quotas must have {loop.num_instances} entries, one "
@@ -123,24 +120,21 @@ class BatchRunner:
         agent.step = 1
         records = delegation.records
         server = self.server
-        heartbeat_s = delegation.heartbeat_interval_ms / 1000.0
-        next_beat = time.monotonic() + heartbeat_s
+        ended_count = [0]
+        watch = delegation.watch(message, identity, f"batch {message.episode}",
+                                 lambda: [agent.step - 1, ended_count[0]])
+        monotonic = time.monotonic
         timing = self.timing = []
         last = [time.perf_counter()]
 
         def on_step(steps: int, episodes_ended: int) -> None:
-            nonlocal next_beat
             agent.step = steps + 1
             clock = time.perf_counter()
             timing.append(clock - last[0])
             last[0] = clock
-            now = time.monotonic()
-            if now >= next_beat:
-                next_beat = now + heartbeat_s
-                beat = [steps, episodes_ended]
-                if records is not None:
-                    beat.append(records.take())
-                server.send(identity, encode(T.HEARTBEAT, 0, message.episode, beat))
+            ended_count[0] = episodes_ended
+            if monotonic() >= watch.next_beat:
+                watch.beat()
 
         try:
             steps, ended = loop.play(self._env_step(loop), RemoteAgentPort(agent),
@@ -155,5 +149,7 @@ class BatchRunner:
                 raise InvalidAction(f"agent at {delegation.agent_address} sent an invalid action "
                                     f"{err}; the batch is abandoned") from None
             raise
+        finally:
+            agent.watch(None)
         return [steps, counters_body(loop), episodes_body(ended),
                 None if records is None else records.take()]

@@ -11,7 +11,7 @@ import copy
 import json
 from collections.abc import Callable
 
-from rlbridge.environments.batch import MAX_INSTANCES, EnvironmentBatch
+from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.experiment.batch import BatchLoop
 from rlbridge.experiment.net.batch_runner import BatchRunner
 from rlbridge.experiment.net.bodies import (
@@ -29,12 +29,13 @@ from rlbridge.experiment.net.episode import EpisodeRunner
 from rlbridge.experiment.net.server import RequestServer
 from rlbridge.experiment.net.states import ENV_ALLOWED, STATE_MEANINGS, EnvState, next_env_state
 from rlbridge.protocol.batch import encode_batch, encode_column
-from rlbridge.protocol.errors import ProtocolError, RLBridgeError
-from rlbridge.protocol.messages import MessageType, step_body
+from rlbridge.protocol.errors import RLBridgeError, WrongState
+from rlbridge.protocol.messages import CALL_NAMES, MessageType, step_body
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import encode_value
 
 T = MessageType
+_DELEGATED = frozenset({int(T.RUN_EPISODE), int(T.RUN_BATCH)})
 
 
 class EnvironmentServer(RequestServer):
@@ -104,11 +105,31 @@ class EnvironmentServer(RequestServer):
 
     def _env_step(self, message, action, frames, identity):
         self.task_spec.check_action(action)
+        reward, observation, terminal, info = self.step(action, message.episode, -1)
+        return step_body(reward, observation, terminal, info, frames)
+
+    def step(self, action, episode: int, step: int) -> tuple[float, object, bool, dict | None]:
+        """``env_step(action)`` as the native wire carries it, for ENV_STEP and RUN_EPISODE
+        alike, with the state shown to renderers: ``(reward, observation, terminal, info)``.
+
+        The one place a terminal becomes a bool: a legacy environment served through
+        ``rlbridge glue --serve-env`` sends an int32, and any non-zero one is true, so its
+        terminal of 2 ends the episode (AGENT_END, one more episode) on both paths."""
         result = self.env.env_step(action)
+        terminal = result[2]
+        if type(terminal) is not bool:
+            terminal = bool(terminal)
         if self.publisher is not None:
-            self.publisher.offer(self.env.state_snapshot, message.episode, -1, bool(result[2]))
-        info = result[3] if len(result) > 3 else None
-        return step_body(result[0], result[1], result[2], info, frames)
+            self.publisher.offer(self.env.state_snapshot, episode, step, terminal)
+        return result[0], result[1], terminal, result[3] if len(result) > 3 else None
+
+    def _check_state(self, msg_type: int, identity: bytes) -> None:
+        """RequestServer's state check, and for RUN_EPISODE and RUN_BATCH a delegation: a
+        refused request changes nothing (PROTOCOL.md section 12)."""
+        RequestServer._check_state(self, msg_type, identity)
+        if msg_type in _DELEGATED and self.episode_runner.agent is None:
+            raise WrongState(f"{CALL_NAMES[msg_type]} needs a successful DELEGATE first (the "
+                             "agent's address)")
 
     def _env_cleanup(self, message, _, frames, identity):
         if self.env_batch is not None:
@@ -127,9 +148,7 @@ class EnvironmentServer(RequestServer):
 
     # -- batches (PROTOCOL.md section 16) ------------------------------------------------
     def _env_batch_init(self, message, body, frames, identity):
-        count = body.num_instances or self.batch
-        if count > MAX_INSTANCES:
-            raise ProtocolError(f"num_instances must be at most {MAX_INSTANCES}; got {count}")
+        count = body.num_instances or self.batch  # a count from the wire is checked by its reader
         self._end_batch()
         batch = EnvironmentBatch(self.make_env or self._copy_env, count, body.first_instance)
         spec = batch.batch_init()

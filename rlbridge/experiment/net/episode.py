@@ -9,12 +9,16 @@ the experiment a HEARTBEAT ``[num_steps]`` at most once per ``HEARTBEAT_INTERVAL
 a long episode is not mistaken for a dead environment. When DELEGATE asked for a log,
 each HEARTBEAT is ``[num_steps, records]`` and ``records`` (nil otherwise) hold the
 message records gathered since the last one, encoded as the experiment's log stores
-them: the environment never opens a file a peer names.
+them: the environment never opens a file a peer names. The heartbeats also tell the
+environment that the experiment is still connected; while the environment waits for the
+agent, it checks every POLL_INTERVAL_MS for a signal (SIGTERM: ``SHUTDOWN``) or an
+experiment that has gone, and abandons the episode at once for either.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from rlbridge.experiment.counting import EpisodeCounter
 from rlbridge.experiment.log.writer import RecordList
@@ -30,16 +34,65 @@ from rlbridge.protocol.errors import (
     PeerTimeout,
     ProtocolError,
     RLBridgeError,
-    WrongState,
+    ShuttingDown,
 )
-from rlbridge.protocol.messages import MessageType, encode, read_int
+from rlbridge.protocol.messages import MessageType, encode
 from rlbridge.protocol.typed import WireValue, decoder
 from rlbridge.protocol.values import decode_value, encode_value, typed_value
 
 T = MessageType
 AGENT_START, AGENT_STEP, AGENT_END = int(T.AGENT_START), int(T.AGENT_STEP), int(T.AGENT_END)
+#: What a request to the agent raises that is not the agent's error (PEER_ERROR): its
+#: silence, and the stop of a Watch (a signal, or the experiment gone).
+OWN_ERRORS = (PeerTimeout, ShuttingDown)
 #: The agent's usual reply to AGENT_STEP, an action, decoded and checked in one call.
 _TYPED_ACTION = decoder(AGENT_STEP, WireValue)
+
+
+class Watch:
+    """One RUN_EPISODE or RUN_BATCH as the environment plays it: its heartbeats, and the
+    check that the agent's client makes between slices of its wait (RequestClient.watch).
+
+    A heartbeat goes out at most once per interval, from the step loop (:meth:`beat`) or
+    from a wait for the agent (:meth:`__call__`), and finds out whether the experiment is
+    still connected. A signal to the environment, or an experiment that has gone, ends the
+    wait within about POLL_INTERVAL_MS, whatever the step timeout."""
+
+    def __init__(self, server, identity: bytes, message, interval_ms: int,
+                 records: RecordList | None, what: str, counts: Callable[[], list]):
+        self.server = server
+        self.identity = identity
+        self.episode = message.episode
+        self.interval_s = interval_ms / 1000.0
+        self.next_beat = time.monotonic() + self.interval_s
+        self.records = records
+        self.what = what  # "episode 3" or "batch 3", for messages
+        self.counts = counts  # a heartbeat's counts: [num_steps], or [batched_steps, ended]
+
+    def beat(self) -> None:
+        """Send a heartbeat (with the records since the last one) now; a signal to stop
+        ends a long episode here, once per interval, even while the agent answers fast."""
+        self.stop_if_told()
+        self.next_beat = time.monotonic() + self.interval_s
+        counts = self.counts()
+        body = counts if self.records is None else [*counts, self.records.take()]
+        server = self.server
+        if not server.send_if_connected(self.identity, encode(T.HEARTBEAT, 0, self.episode, body)):
+            if server.session_owner == self.identity:  # its session ends with it
+                server.session_owner = None
+            raise PeerTimeout(f"the experiment that asked for {self.what} has gone (its "
+                              "connection closed); the environment abandons it")
+
+    def stop_if_told(self) -> None:
+        if self.server.stopping:
+            raise ShuttingDown(f"the environment was told to stop during {self.what} "
+                               f"(SIGTERM or SIGINT); it is abandoned")
+
+    def __call__(self) -> bool:
+        self.stop_if_told()
+        if time.monotonic() >= self.next_beat:
+            self.beat()
+        return False
 
 
 class EpisodeRunner:
@@ -96,53 +149,53 @@ class EpisodeRunner:
         self.client = client
         return client
 
+    def watch(self, message, identity: bytes, what: str, counts: Callable[[], list]) -> Watch:
+        """The Watch of a delegated call, which the agent's client asks while it waits."""
+        watch = Watch(self.server, identity, message, self.heartbeat_interval_ms,
+                      self.records, what, counts)
+        self.agent.watch(watch)
+        return watch
+
     def run(self, message, spec, identity: bytes, frames: list):
-        body = message.body
-        if type(body) is not list or len(body) != 1:
-            raise ProtocolError(f"RUN_EPISODE body must be [max_steps]; got {body!r:.80}")
-        max_steps = read_int(body[0], "max_steps")
-        if max_steps < 0:
-            raise ProtocolError(f"max_steps must be >= 0; got {max_steps}")
-        if self.agent is None:
-            raise WrongState("RUN_EPISODE needs a successful DELEGATE first (the agent's address)")
+        # The body and the delegation were checked before (bodies.run_episode_body and the
+        # server's state check): a refused RUN_EPISODE changes nothing.
+        max_steps = message.body[0]
+        agent = self.agent
         records = self.records
+        watch = self.watch(message, identity, f"episode {message.episode}",
+                           lambda: [agent.step])
         try:
-            reply = self._play(message, spec, identity, frames, self.agent, max_steps,
-                               self.agent_address)
+            reply = self._play(message, spec, frames, agent, max_steps, watch)
         except BaseException:
             if records is not None and records.bodies:
                 # The records of an abandoned episode still belong in the log: they go
                 # ahead of the ERROR reply.
                 self.server.send(identity, encode(T.HEARTBEAT, 0, message.episode,
-                                                  [self.agent.step, records.take()]))
+                                                  [agent.step, records.take()]))
             raise
+        finally:
+            agent.watch(None)
         reply.append(None if records is None else records.take())
         return reply
 
-    def _play(self, message, spec, identity, frames, agent, max_steps, address):
+    def _play(self, message, spec, frames, agent, max_steps, watch: Watch):
         agent.episode = episode = message.episode
         agent.step = 1
+        address = self.agent_address
         server = self.server
         env = server.env
         publisher = server.publisher
         check_action = spec.action_checker()
-        env_step = env.env_step
+        env_step = server.step
         request = agent.request
-        heartbeat_s = self.heartbeat_interval_ms / 1000.0
         monotonic = time.monotonic
-        next_beat = monotonic() + heartbeat_s
-        records = self.records
-
-        def beat(num_steps: int) -> None:
-            body = [num_steps] if records is None else [num_steps, records.take()]
-            server.send(identity, encode(T.HEARTBEAT, 0, episode, body))
 
         observation = env.env_start()
         if publisher is not None:
             publisher.offer(env.state_snapshot, episode, 0, False)
         out: list = []
         reply = self._call(request, AGENT_START, encode_value(observation, out), out)
-        action = decode_value(reply.body, reply.frames)
+        action = _action(agent, AGENT_START, reply)
         counter = EpisodeCounter()
         counter.start(max_steps)
         count_step = counter.step
@@ -152,28 +205,27 @@ class EpisodeRunner:
             except InvalidAction as err:
                 raise InvalidAction(_invalid_text(err, action, address, episode,
                                                   counter.num_steps)) from None
-            result = env_step(action)
-            reward = result[0]
-            if publisher is not None:
-                publisher.offer(env.state_snapshot, episode, counter.num_steps, bool(result[2]))
-            if count_step(reward, result[2]):
+            reward, observation, terminal, _ = env_step(action, episode, counter.num_steps)
+            if count_step(reward, terminal):
                 self._call(request, AGENT_END, float(reward))
                 break
-            num_steps = agent.step = counter.num_steps
+            agent.step = counter.num_steps
             out = []
-            body = [float(reward), encode_value(result[1], out)]
+            body = [float(reward), encode_value(observation, out)]
             try:  # inline rather than _call: this is the per-step path
                 reply = request(AGENT_STEP, body, out, typed=_TYPED_ACTION)
-            except PeerTimeout:
+            except OWN_ERRORS:
                 raise
             except RLBridgeError as err:
                 raise PeerError(str(err), int(err.code)) from None
             body = reply.body  # a tuple only from the typed decoder: checked but for arrays
-            action = typed_value(body) if type(body) is tuple else decode_value(body, reply.frames)
-            now = monotonic()
-            if now >= next_beat:
-                next_beat = now + heartbeat_s
-                beat(num_steps)
+            try:
+                action = typed_value(body) if type(body) is tuple else \
+                    decode_value(body, reply.frames)
+            except ProtocolError as err:
+                raise _bad_action(agent, AGENT_STEP, err) from None
+            if monotonic() >= watch.next_beat:
+                watch.beat()
         terminal = counter.terminal
         last = None if terminal else encode_value(action, frames)
         return [terminal, counter.num_steps, counter.total_reward, last]
@@ -181,10 +233,10 @@ class EpisodeRunner:
     @staticmethod
     def _call(call, *args, **kwargs):
         """``call(*args, **kwargs)``, a request to the agent: its error becomes PeerError,
-        a timeout stays PeerTimeout."""
+        a timeout stays PeerTimeout, and the environment's own stop stays ShuttingDown."""
         try:
             return call(*args, **kwargs)
-        except PeerTimeout:
+        except OWN_ERRORS:
             raise
         except RLBridgeError as err:
             raise PeerError(str(err), int(err.code)) from None
@@ -199,6 +251,20 @@ class EpisodeRunner:
 
     def close(self) -> None:
         self.close_agent()
+
+
+def _action(agent: RequestClient, msg_type: int, reply):
+    """The action in the agent's reply; a body that is no action is the agent's fault."""
+    try:
+        return decode_value(reply.body, reply.frames)
+    except ProtocolError as err:
+        raise _bad_action(agent, msg_type, err) from None
+
+
+def _bad_action(agent: RequestClient, msg_type: int, err: ProtocolError) -> PeerError:
+    """PEER_ERROR (the agent's fault, not the experiment's) naming the agent, the call, the
+    episode and the step, for a reply whose body is not an action."""
+    return PeerError(str(agent.bad_reply(msg_type, err)), int(err.code))
 
 
 def _invalid_text(err: InvalidAction, action, address: str, episode: int, step: int) -> str:

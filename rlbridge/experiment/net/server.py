@@ -34,6 +34,7 @@ from rlbridge.experiment.net.transport import (
     bound_file,
     recv_request,
     remove_bound_file,
+    send_if_connected,
     send_message,
     send_reply,
     server_socket,
@@ -237,6 +238,13 @@ class RequestServer:
         """
         if type(identity) is not DelimitedIdentity:
             send_reply(self.socket, identity, frames)
+
+    def send_if_connected(self, identity: bytes, frames: list) -> bool:
+        """:meth:`send`, and whether ``identity`` is still connected: False once its process
+        has died or closed its socket. A REQ client gets nothing and counts as connected."""
+        if type(identity) is DelimitedIdentity:
+            return True
+        return send_if_connected(self.socket, identity, frames)
 
     def _reply_error(self, identity, seq, episode, code, text) -> None:
         self._warn(f"error {ErrorCode(code).name}: {text}")

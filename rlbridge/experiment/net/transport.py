@@ -28,6 +28,7 @@ from rlbridge.protocol.messages import (
 
 #: Plain ints: pyzmq's enum operators cost microseconds per message.
 _SNDMORE = int(zmq.SNDMORE)
+_NOBLOCK = int(zmq.NOBLOCK)
 #: pyzmq's ``Socket.send`` is a Python wrapper (routing ids, groups) around the Cython
 #: method; per-message paths call the Cython methods directly.
 send_frame = zmq.backend.Socket.send
@@ -241,6 +242,30 @@ def send_reply(socket, identity: bytes, frames: list) -> None:
     for index, frame in enumerate(frames):
         # Array frames go zero-copy; the small envelope is cheaper copied.
         send_frame(socket, frame, 0 if index == last else _SNDMORE, index == 0)
+
+
+def send_if_connected(socket, identity: bytes, frames: list) -> bool:
+    """Send ``frames`` to ``identity`` on a ROUTER socket without blocking; False when no
+    peer of that identity is connected any more (its process died or closed the socket).
+
+    A ROUTER drops a message to a vanished peer without a word; with ROUTER_MANDATORY it
+    raises EHOSTUNREACH instead, which is how an environment learns, at each heartbeat of a
+    delegated episode, that the experiment it plays for has gone. A full queue (a peer that
+    is there but not reading) counts as connected: the message is dropped."""
+    socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    try:
+        send_frame(socket, identity, _SNDMORE | _NOBLOCK)
+        last = len(frames) - 1
+        for index, frame in enumerate(frames):
+            send_frame(socket, frame, 0 if index == last else _SNDMORE)
+    except zmq.ZMQError as err:
+        if err.errno == zmq.EHOSTUNREACH:
+            return False
+        if err.errno != zmq.EAGAIN:
+            raise
+    finally:
+        socket.setsockopt(zmq.ROUTER_MANDATORY, 0)
+    return True
 
 
 def send_message(socket, identity: bytes, msg_type: int, seq: int, episode: int, body,
