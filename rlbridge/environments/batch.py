@@ -23,6 +23,7 @@ import numpy as np
 
 from rlbridge.environments.base import Environment
 from rlbridge.protocol.batch import (
+    MAX_INSTANCES,
     Batch,
     EnvCall,
     InstanceState,
@@ -34,9 +35,6 @@ from rlbridge.protocol.errors import InvalidAction, ProtocolError, RLBridgeError
 from rlbridge.protocol.messages import answer_seed, message_words
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
-
-#: The most instances one environment process serves (PROTOCOL.md 16.2, ``MAX_INSTANCES``).
-MAX_INSTANCES = 65536
 
 _STEP, _START, _NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
 _RUNNING, _ENDED = int(InstanceState.RUNNING), int(InstanceState.ENDED)

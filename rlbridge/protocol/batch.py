@@ -54,6 +54,13 @@ ENV_TAKES_ACTION = np.array([True, False, False])
 ENV_GIVES_OBSERVATION = np.array([True, True, False])
 AGENT_TAKES_OBSERVATION = np.array([True, True, False, True, False])
 
+#: The most instances one environment process serves (PROTOCOL.md 16.2): a larger
+#: ENV_BATCH_INIT ``num_instances`` is BAD_FIELD, and so are RUN_BATCH quotas and groups past it.
+MAX_INSTANCES = 65536
+#: The most instances one agent process answers for (PROTOCOL.md 16.4), as in the C library:
+#: 16 environment processes of MAX_INSTANCES. A larger AGENT_BATCH_INIT is BAD_FIELD.
+MAX_AGENT_INSTANCES = 1 << 20
+
 _INT64 = np.dtype("<i8")
 _FLOAT64 = np.dtype("<f8")
 _EMPTY = np.empty((0, 0), dtype=_INT64)

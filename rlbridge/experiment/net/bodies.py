@@ -13,6 +13,8 @@ import numpy as np
 
 from rlbridge.protocol.batch import (
     AGENT_TAKES_OBSERVATION,
+    MAX_AGENT_INSTANCES,
+    MAX_INSTANCES,
     AgentCall,
     Batch,
     EnvCall,
@@ -161,9 +163,20 @@ def _count(value, name: str) -> int:
     return number
 
 
+def _at_most(number: int, limit: int, name: str, limit_name: str) -> int:
+    """``number``, or BAD_FIELD when a count from the wire passes a process's limit: checked
+    before anything of that size is made."""
+    if number > limit:
+        raise ProtocolError(f"{name} must be at most {limit} ({limit_name}); got {number}")
+    return number
+
+
 def env_batch_init_body(message) -> BatchInit:
     num_instances, first = _items(message, 2, "[num_instances, first_instance]")
-    return BatchInit(_count(num_instances, "num_instances"), _count(first, "first_instance"))
+    count = _at_most(_count(num_instances, "num_instances"), MAX_INSTANCES,
+                     "ENV_BATCH_INIT num_instances", "MAX_INSTANCES, the most instances an "
+                     "environment process serves")
+    return BatchInit(count, _count(first, "first_instance"))
 
 
 def env_batch_step_body(message) -> EnvBatchStep:
@@ -177,6 +190,8 @@ def agent_batch_init_body(message) -> AgentBatchInit:
     count = _count(num_instances, "num_instances")
     if count == 0:
         raise ProtocolError("AGENT_BATCH_INIT num_instances must be at least 1; got 0")
+    _at_most(count, MAX_AGENT_INSTANCES, "AGENT_BATCH_INIT num_instances",
+             "MAX_AGENT_INSTANCES, the most instances an agent process answers for")
     return AgentBatchInit(parse(read_str(spec, "task spec")), count)
 
 
@@ -199,13 +214,17 @@ def run_batch_body(message) -> RunBatch:
         message, 4, "[max_steps, num_steps, quotas, groups]")
     max_steps, num_steps = _count(max_steps, "max_steps"), _count(num_steps, "num_steps")
     if quotas is not None:
-        quotas = decode_column(quotas, message.frames, "<i8", "RUN_BATCH quotas").tolist()
-        if any(q < 0 for q in quotas):
-            raise ProtocolError(f"RUN_BATCH quotas must be >= 0; got {min(quotas)}")
+        column = decode_column(quotas, message.frames, "<i8", "RUN_BATCH quotas")
+        _at_most(len(column), MAX_INSTANCES, "RUN_BATCH quotas' length (one per instance)",
+                 "MAX_INSTANCES")
+        if len(column) and int(column.min()) < 0:
+            raise ProtocolError(f"RUN_BATCH quotas must be >= 0; got {int(column.min())}")
+        quotas = column.tolist()
     elif num_steps == 0:
         raise ProtocolError("RUN_BATCH needs num_steps > 0 or quotas; with neither it would "
                             "never stop")
     groups = read_int(groups, "groups")
     if groups < 1:
         raise ProtocolError(f"RUN_BATCH groups must be >= 1; got {groups}")
+    _at_most(groups, MAX_INSTANCES, "RUN_BATCH groups", "MAX_INSTANCES")
     return RunBatch(max_steps, num_steps, quotas, groups)
