@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import signal
 import struct
 
+import pytest
+
+from rlbridge.experiment.net.remote import RemoteEnvironment
 from rlbridge.experiment.rlglue3.commands import port_from_environment
 
 from .test_legacy_wire import (
@@ -80,6 +84,25 @@ def test_glue_command_drives_native_processes_and_stops_them(processes, ipc_dir)
     # The glue exits after the session and tells the native processes to stop.
     assert glue.wait(timeout=20) == 0
     assert env.wait(timeout=20) == 0 and agent.wait(timeout=20) == 0
+
+
+@pytest.mark.parametrize("shutdown_peers", [True, False])
+def test_sigterm_to_the_glue_stops_its_native_peers_as_told(shutdown_peers, processes, ipc_dir):
+    """What `docker stop` sends: the glue exits 0 and, with --shutdown-peers (the default),
+    the native environment hears SHUTDOWN; with --no-shutdown-peers it keeps serving."""
+    env_address = f"ipc://{ipc_dir}/env"
+    env = processes.start("env", "countdown", "--bind", env_address)
+    flag = "--shutdown-peers" if shutdown_peers else "--no-shutdown-peers"
+    glue = processes.start("glue", "--port", "0", "--env", env_address, flag)
+    line = glue.stdout.readline()
+    assert "listening on 127.0.0.1:" in line, line + glue.stderr.read()
+    glue.send_signal(signal.SIGTERM)
+    assert glue.wait(timeout=60) == 0
+    if shutdown_peers:
+        assert env.wait(timeout=60) == 0
+    else:
+        assert RemoteEnvironment(env_address).shutdown()  # still there, and answers
+        assert env.wait(timeout=60) == 0
 
 
 def test_a_refusal_is_logged_once_with_one_prefix(processes):

@@ -6,6 +6,7 @@ import argparse
 import functools
 import logging
 import os
+import signal
 import sys
 
 from rlbridge.experiment.net.curve import add_curve_arguments, curve_for
@@ -131,20 +132,35 @@ def _glue(args: argparse.Namespace) -> int:
     except OSError as err:
         print(f"rlbridge glue: cannot listen on {args.host}:{port}: {err}", file=sys.stderr)
         return 2
-    print(f"rlbridge glue: listening on {args.host}:{server.port}", flush=True)
+    # SIGTERM (`docker stop`, a supervisor) stops the glue as Ctrl-C does, so that the
+    # native peers still hear SHUTDOWN (--shutdown-peers) rather than outlive it; from the
+    # moment the glue says it listens.
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
+        print(f"rlbridge glue: listening on {args.host}:{server.port}", flush=True)
         while not server.wait(0.5):
             pass
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Terminated) as stop:
         server.close()
-        return 130
+        if isinstance(stop, KeyboardInterrupt):
+            return 130
     finally:
         for peer in (env, agent):
             if getattr(peer, "is_remote", False):
                 if args.shutdown_peers:
                     peer.shutdown()
                 peer.close()
+        signal.signal(signal.SIGTERM, previous)
     return 1 if server.reports else 0
+
+
+class _Terminated(Exception):
+    """SIGTERM, raised in the main thread like KeyboardInterrupt for SIGINT."""
+
+
+def _terminated(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one stop at a time
+    raise _Terminated
 
 
 def _legacy_client(args: argparse.Namespace) -> int:
