@@ -53,6 +53,36 @@ def test_keys_command_writes_both_pairs_authorizes_the_client_and_keeps_secrets_
     assert CurveKeys.load(directory).server_public != loaded.server_public
 
 
+@pytest.mark.processes
+@pytest.mark.parametrize("place, mode, words", [
+    ("", 0o777, "must not be writable by others"),
+    ("authorized_clients", 0o770, "must not be writable by others"),
+    ("authorized_clients/client.key", 0o666, "must not be writable by others"),
+    ("server.key", 0o646, "must not be writable by others"),
+    ("server.key_secret", 0o644, "readable by its owner only"),
+    ("client.key_secret", 0o640, "readable by its owner only"),
+])
+def test_keys_that_others_could_change_or_read_are_refused(place, mode, words, tmp_path):
+    directory = tmp_path / "k"
+    umask = os.umask(0o000)
+    try:
+        create_keys(directory)  # private whatever the umask
+    finally:
+        os.umask(umask)
+    assert CurveKeys.load(directory).server_secret is not None
+    path = directory / place
+    path.chmod(mode)
+    with pytest.raises(CurveError, match=f"{words}.*{path}|{path}.*{words}") as caught:
+        CurveKeys.load(directory)
+    assert f"{mode:04o}" in str(caught.value)
+    # The same one line from a process, exit 2, before it binds anything.
+    child = subprocess.run([sys.executable, "-m", "rlbridge", "env", "countdown", "--bind",
+                            "tcp://127.0.0.1:0", "--curve-dir", str(directory)],
+                           capture_output=True, text=True, timeout=60)
+    assert child.returncode == 2 and words in child.stderr
+    assert len(child.stderr.strip().splitlines()) == 1, child.stderr
+
+
 @pytest.mark.parametrize("address, loopback", [
     ("ipc:///tmp/x/env.sock", True), ("tcp://127.0.0.1:5555", True), ("tcp://localhost:1", True),
     ("tcp://[::1]:5555", True), ("tcp://0.0.0.0:5555", False), ("tcp://*:5555", False),

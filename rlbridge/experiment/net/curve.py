@@ -26,6 +26,7 @@ import argparse
 import atexit
 import os
 import shutil
+import stat
 import sys
 import threading
 import time
@@ -98,16 +99,46 @@ def create_keys(directory: str | os.PathLike, force: bool = False) -> list[Path]
     if (root / "server.key_secret").exists() and not force:
         raise CurveError(f"{root} already holds keys; pass --force to replace them")
     (root / AUTHORIZED_DIR).mkdir(parents=True, exist_ok=True)
+    # Whatever the umask: CurveKeys.load refuses keys that others could change or read.
     os.chmod(root, 0o700)
+    os.chmod(root / AUTHORIZED_DIR, 0o700)
     written: list[Path] = []
     for name in ("server", "client"):
         public_file, secret_file = zmq.auth.create_certificates(root, name)
         os.chmod(secret_file, 0o600)
+        os.chmod(public_file, 0o644)
         written += [Path(public_file), Path(secret_file)]
     authorized = root / AUTHORIZED_DIR / "client.key"
     shutil.copyfile(root / "client.key", authorized)
+    os.chmod(authorized, 0o644)
     written.append(authorized)
     return written
+
+
+def check_private(root: Path) -> None:
+    """Refuse keys another user could swap or read, as transport.private_directory refuses an
+    ipc directory: an owner other than us or root, group or other write access to the
+    directory, its ``authorized_clients/`` or a key, any such access to a secret key."""
+    authorized = root / AUTHORIZED_DIR
+    places = [root, *([authorized] if authorized.is_dir() else [])]
+    files = [*root.glob("*.key"), *root.glob("*.key_secret"), *authorized.glob("*.key")]
+    uid = os.getuid()
+    for path in places + files:
+        info = path.stat()
+        mode = stat.S_IMODE(info.st_mode)
+        if info.st_uid not in (uid, 0):
+            raise CurveError(f"CURVE keys must belong to uid {uid} (or root), but uid "
+                             f"{info.st_uid} owns {path}: that user could swap the keys; "
+                             "refusing them")
+        if mode & 0o022:
+            raise CurveError(f"CURVE keys must not be writable by others, but {path} has mode "
+                             f"{mode:04o}: anyone could swap the keys. Check them, then "
+                             f"`chmod go-w {path}`")
+        if path.name.endswith(".key_secret") and mode & 0o077:
+            raise CurveError(f"a CURVE secret key must be readable by its owner only, but "
+                             f"{path} has mode {mode:04o}: `chmod 600 {path}`, and make new "
+                             f"keys with `rlbridge keys {root} --force` if others may have "
+                             "read it")
 
 
 def _load(path: Path, what: str) -> tuple[bytes, bytes | None]:
@@ -138,6 +169,7 @@ class CurveKeys:
         if not root.is_dir():
             raise CurveError(f"CURVE key directory {root} does not exist; make it with "
                              f"`rlbridge keys {root}`")
+        check_private(root)
         server_file = root / "server.key_secret"
         if not server_file.exists():
             server_file = root / "server.key"
