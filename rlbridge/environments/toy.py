@@ -7,9 +7,12 @@ import math
 import numpy as np
 
 from rlbridge.environments.base import Environment, StepResult
-from rlbridge.protocol.errors import InvalidAction
+from rlbridge.protocol.errors import InvalidAction, OptionError
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
+
+#: GridWalk's largest side: its size**2 observations of size**2 bytes are made up front.
+MAX_SIZE = 64
 
 
 class GridWalk(Environment):
@@ -38,6 +41,9 @@ class GridWalk(Environment):
 
     def __init__(self, size: int = 4):
         super().__init__()
+        if not 2 <= size <= MAX_SIZE:
+            raise OptionError(f"gridwalk size must be an int from 2 to {MAX_SIZE} (the side "
+                              f"of the grid, whose goal is not its start); got {size}")
         self.size = size
         self.row = self.col = 0
         cells = self.size * self.size

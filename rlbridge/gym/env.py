@@ -42,7 +42,7 @@ from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_M
 from rlbridge.gym.launch import ServerProcess
 from rlbridge.gym.spaces import action_indices, codecs_for
 from rlbridge.options import typed_options
-from rlbridge.protocol.errors import InvalidAction, OptionError
+from rlbridge.protocol.errors import InvalidAction, OptionError, PeerError, PeerTimeout
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
 from rlbridge.registry import ENVIRONMENTS
@@ -363,10 +363,22 @@ class RLBridgeEnv(gymnasium.Env):
 
             load_pygame().display.quit()
             self._window = None
+        server = self.owned_server
+        if server is not None and server.process.poll() is not None:
+            # The server has died: nothing to clean up or ask to stop.
+            gymnasium.logger.warn(f"{self.name}'s environment server had exited with "
+                                  f"{server.process.returncode} before close()")
+            server.stop()
+            self.env.close()
+            return
         try:
             self.env.env_cleanup()
+        except (PeerTimeout, PeerError) as err:
+            # A server that died or hangs (close() may run from atexit or a finaliser):
+            # said, not raised; its resources here are released all the same.
+            gymnasium.logger.warn(f"{self.name}: env_cleanup failed while closing: {err}")
         finally:
-            if self.owned_server is not None:
-                self.owned_server.stop(self.env)
+            if server is not None:
+                server.stop(self.env)
             elif self.closes_proxy:
                 self.env.close()

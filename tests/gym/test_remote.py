@@ -9,7 +9,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env, data_equivalence
 
 from rlbridge.gym import RLBridgeEnv
-from rlbridge.protocol.errors import InvalidAction
+from rlbridge.protocol.errors import InvalidAction, OptionError
 from rlbridge.registry import ENVIRONMENTS
 
 RENDERED = ("minesweeper", "blackjack", "tetris", "reversi", "2048")
@@ -87,3 +87,26 @@ def test_human_rendering_draws_in_a_window(monkeypatch):
     finally:
         env.close()
     assert env._window is None
+
+
+def test_close_after_the_server_died_does_not_raise(processes, ipc_dir):
+    spawned = RLBridgeEnv.spawn("gridwalk", **SLOW)
+    spawned.owned_server.process.kill()
+    spawned.owned_server.process.wait(timeout=60)
+    address = f"ipc://{ipc_dir}/env.sock"
+    served = processes.start("env", "gridwalk", "--bind", address)
+    # A short reply bound: env_cleanup to a dead server is then said, not raised, soon.
+    remote = RLBridgeEnv.remote(address, timeout_ms=500, connect_timeout_ms=60_000)
+    served.kill()
+    served.wait(timeout=60)
+    with pytest.warns(UserWarning, match="had exited with -9 before close"):
+        spawned.close()
+    with pytest.warns(UserWarning, match="env_cleanup failed while closing"):
+        remote.close()
+    assert spawned.closed and remote.closed
+
+
+@pytest.mark.parametrize("size", [0, -3, 1, 65])
+def test_a_gridwalk_size_out_of_range_is_one_clear_error(size):
+    with pytest.raises(OptionError, match=f"gridwalk size must be an int from 2 to 64.*got {size}"):
+        RLBridgeEnv("gridwalk", {"size": size})
