@@ -60,7 +60,9 @@ def register(subparsers) -> None:
     run.add_argument("--max-trials", type=int, default=None, metavar="K",
                      help="run at most K unfinished trials, then stop (a re-run goes on)")
     run.add_argument("--trial-timeout-s", type=float, default=None, metavar="S",
-                     help="kill a trial that runs longer than S seconds (default: no limit)")
+                     help="kill a trial that runs longer than S seconds and record it as "
+                          "timed out (default: the file's trial_timeout_s, else 3 hours; "
+                          "0: no limit)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     report = parser.add_argument_group("report")
     report.add_argument("--smooth", type=int, default=0, metavar="EPISODES",
@@ -96,7 +98,7 @@ def _sweep(args: argparse.Namespace) -> int:
     check_names(grid)
     return run_sweep(grid, args.out, address=args.address, log=args.log, retries=args.retries,
                      max_trials=args.max_trials, num_cpus=args.num_cpus,
-                     timeout_s=args.trial_timeout_s, progress=not args.quiet)
+                     progress=not args.quiet)
 
 
 def check_names(grid) -> None:

@@ -12,6 +12,7 @@ TOML (every key optional except ``games`` and ``agents``; docs/sweeps.md shows o
     program = ""                # `rlbridge run --program MODULE:FUNCTION` for every trial
     timeout_ms = 20000          # `rlbridge run --timeout-ms`: how long a peer may take to answer
     batch = 8                   # `rlbridge run --batch`: instances per trial (0: unbatched)
+    trial_timeout_s = 10800     # kill a trial after this long (0: no limit)
     [[options]]                 # the options axis: one entry per setting (default: one, empty)
     name = "eps 0.1"
     agent = {epsilon = 0.1}
@@ -37,6 +38,13 @@ from rlbridge.protocol.errors import SweepError
 from rlbridge.registry import parse_options
 
 DEFAULT_EPISODES = 10
+#: The most trials one sweep may hold (seeds included), checked before any list is built:
+#: a grid file's ``seeds = "0-100000000"`` is refused, not expanded.
+MAX_TRIALS = 100_000
+#: How long a trial may run before it is killed and recorded as "timeout": long enough
+#: for every file in examples/sweeps on a loaded machine, short enough that a trial that
+#: cannot end (an agent that never finishes an episode) does not hold its CPU for good.
+DEFAULT_TRIAL_TIMEOUT_S = 3 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -123,6 +131,8 @@ class Grid:
     program: str = ""
     timeout_ms: int = 0
     batch: int = 0
+    #: Not a field of a trial: like timeout_ms it decides whether a trial ends, not its result.
+    trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S
 
     def trials(self) -> list[Trial]:
         """Every trial, seeds innermost, so that a setting's seeds finish close together."""
@@ -159,24 +169,60 @@ def _option_text(value) -> str:
     return str(value)
 
 
-def seeds_from(value) -> list[int]:
-    """A seed list from a count (3 or "3" -> 0, 1, 2), a list, or text "0-4" / "1,5,7"."""
+def seeds_from(value, key: str = "seeds") -> list[int]:
+    """A seed list from a count (3 or "3" -> 0, 1, 2), a list, or text "0-4" / "1,5,7";
+    more than MAX_TRIALS seeds are refused before the list is built."""
+    expected = "a count, a list of integers or 'A-B'"
     if isinstance(value, bool):
-        raise SweepError(f"seeds: expected a count, a list or 'A-B'; got {value!r}")
-    if isinstance(value, int):
-        return list(range(value))
+        raise SweepError(f"{key}: expected {expected}; got {value!r}")
     if isinstance(value, list):
-        return [int(v) for v in value]
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise SweepError(f"{key}: expected {expected}; got {value!r}")
+        return _bounded(key, len(value), lambda: list(value))
+    if isinstance(value, int):
+        return _bounded(key, value, lambda: list(range(value)))
     text = str(value).strip()
     if text.isdigit():
-        return list(range(int(text)))
+        return _bounded(key, int(text), lambda: list(range(int(text))))
     match = re.fullmatch(r"(\d+)-(\d+)", text)
     if match:
-        return list(range(int(match[1]), int(match[2]) + 1))
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise SweepError(f"seeds: expected a count, a list or 'A-B'; got {value!r}") from None
+        first, last = int(match[1]), int(match[2])
+        return _bounded(key, last - first + 1, lambda: list(range(first, last + 1)))
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not all(re.fullmatch(r"-?\d+", part) for part in parts):
+        raise SweepError(f"{key}: expected {expected}; got {value!r}")
+    return _bounded(key, len(parts), lambda: [int(part) for part in parts])
+
+
+def _bounded(key: str, count: int, build) -> list[int]:
+    if count > MAX_TRIALS:
+        raise SweepError(f"{key}: expected at most {MAX_TRIALS:,} seeds (MAX_TRIALS); "
+                         f"got {count:,}")
+    return build()
+
+
+def _integer(config: dict, key: str, default, where: str = ""):
+    """``config[key]`` as an integer (``default`` when absent): a string, a float or a
+    bool is a mistake in the file, named with its key."""
+    value = config.get(key, default)
+    if value is default or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise SweepError(f"{where}{key}: expected an integer; got {value!r}")
+
+
+def _seconds(config: dict, key: str, default: float) -> float:
+    value = config.get(key, default)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise SweepError(f"{key}: expected a number of seconds; got {value!r}")
+
+
+def _names(config: dict, key: str) -> list[str]:
+    value = config.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SweepError(f"{key}: expected a list of names, such as [\"countdown\"]; "
+                         f"got {value!r}")
+    return list(value)
 
 
 def load_toml(path: str) -> Grid:
@@ -185,26 +231,38 @@ def load_toml(path: str) -> Grid:
     try:
         with open(path, "rb") as file:
             config = tomllib.load(file)
+    except UnicodeDecodeError as err:
+        raise SweepError(f"sweep file {path}: expected UTF-8 text (TOML); got byte "
+                         f"{err.object[err.start]:#04x} at offset {err.start}") from None
     except OSError as err:
         raise SweepError(f"cannot read sweep file {path}: {err.strerror}") from None
     except tomllib.TOMLDecodeError as err:
         raise SweepError(f"sweep file {path} is not valid TOML: {err}") from None
     known = {"games", "agents", "seeds", "episodes", "max_steps", "env_opt", "agent_opt",
-             "options", "program", "timeout_ms", "batch"}
+             "options", "program", "timeout_ms", "batch", "trial_timeout_s"}
     unknown = sorted(set(config) - known)
     if unknown:
         raise SweepError(f"sweep file {path}: unknown keys {unknown}; expected some of "
                          f"{sorted(known)}")
-    option_sets = [_option_set(entry, path) for entry in config.get("options", [])]
-    return check(Grid(
-        games=list(config.get("games", [])), agents=list(config.get("agents", [])),
-        seeds=seeds_from(config.get("seeds", 1)),
-        episodes=int(config.get("episodes", DEFAULT_EPISODES)),
-        max_steps=int(config["max_steps"]) if "max_steps" in config else None,
-        env_options=_strings(config.get("env_opt", {}), "env_opt"),
-        agent_options=_strings(config.get("agent_opt", {}), "agent_opt"),
-        option_sets=option_sets or [OptionSet()], program=str(config.get("program", "")),
-        timeout_ms=int(config.get("timeout_ms", 0)), batch=int(config.get("batch", 0))))
+    try:
+        entries = config.get("options", [])
+        if not isinstance(entries, list):
+            raise SweepError(f"options: expected [[options]] entries; got {entries!r}")
+        option_sets = [_option_set(entry, path) for entry in entries]
+        return check(Grid(
+            games=_names(config, "games"), agents=_names(config, "agents"),
+            seeds=seeds_from(config.get("seeds", 1)),
+            episodes=_integer(config, "episodes", DEFAULT_EPISODES),
+            max_steps=_integer(config, "max_steps", None),
+            env_options=_strings(config.get("env_opt", {}), "env_opt"),
+            agent_options=_strings(config.get("agent_opt", {}), "agent_opt"),
+            option_sets=option_sets or [OptionSet()], program=str(config.get("program", "")),
+            timeout_ms=_integer(config, "timeout_ms", 0), batch=_integer(config, "batch", 0),
+            trial_timeout_s=_seconds(config, "trial_timeout_s", DEFAULT_TRIAL_TIMEOUT_S)))
+    except SweepError as err:
+        if str(err).startswith("sweep file "):
+            raise
+        raise SweepError(f"sweep file {path}: {err}") from None
 
 
 def _option_set(entry, path: str) -> OptionSet:
@@ -214,11 +272,11 @@ def _option_set(entry, path: str) -> OptionSet:
         raise SweepError(f"sweep file {path}: an [[options]] entry with unknown keys {unknown}; "
                          f"expected some of {sorted(known)}")
     seeds = entry.get("seeds")
-    episodes = entry.get("episodes")
+    episodes = _integer(entry, "episodes", None, "[[options]] ")
     return OptionSet(str(entry.get("name", "")), _strings(entry.get("env", {}), "env"),
                      _strings(entry.get("agent", {}), "agent"),
-                     None if seeds is None else tuple(seeds_from(seeds)),
-                     None if episodes is None else int(episodes))
+                     None if seeds is None else tuple(seeds_from(seeds, "[[options]] seeds")),
+                     episodes)
 
 
 def grid_from_args(args) -> Grid:
@@ -229,7 +287,7 @@ def grid_from_args(args) -> Grid:
     if args.agents:
         grid.agents = list(args.agents)
     if args.seeds is not None:
-        grid.seeds = seeds_from(args.seeds)
+        grid.seeds = seeds_from(args.seeds, "--seeds")
         grid.option_sets = [replace(options, seeds=None) for options in grid.option_sets]
     if args.episodes is not None:
         grid.episodes = args.episodes
@@ -242,6 +300,8 @@ def grid_from_args(args) -> Grid:
         grid.timeout_ms = args.timeout_ms
     if args.batch is not None:
         grid.batch = args.batch
+    if getattr(args, "trial_timeout_s", None) is not None:
+        grid.trial_timeout_s = args.trial_timeout_s
     grid.env_options.update(parse_options(args.env_opt))
     grid.agent_options.update(parse_options(args.agent_opt))
     return check(grid)
@@ -259,11 +319,20 @@ def check(grid: Grid) -> Grid:
     if grid.timeout_ms < 0:
         raise SweepError(f"expected timeout_ms >= 0 (0: rlbridge run's default); got "
                          f"{grid.timeout_ms}")
+    if not grid.trial_timeout_s >= 0:  # NaN too
+        raise SweepError(f"expected trial_timeout_s >= 0 (0: no limit); got "
+                         f"{grid.trial_timeout_s}")
     if min(episodes) < 1 or (grid.max_steps or 0) < 0:
         raise SweepError(f"expected episodes >= 1 and max_steps >= 0; got {min(episodes)} "
                          f"and {grid.max_steps}")
     if any(options.seeds == () for options in grid.option_sets):
         raise SweepError("an option set's seeds, when given, need at least one seed; got none")
+    count = len(grid.games) * len(grid.agents) * sum(
+        len(grid.seeds if options.seeds is None else options.seeds)
+        for options in grid.option_sets)
+    if count > MAX_TRIALS:
+        raise SweepError(f"expected at most {MAX_TRIALS:,} trials (MAX_TRIALS); the grid "
+                         f"holds {count:,}")
     names = [options.name for options in grid.option_sets]
     if len(set(names)) != len(names):
         raise SweepError(f"option sets need distinct names; got {names}")

@@ -3,7 +3,8 @@
 The results directory holds ``results.jsonl`` (one JSON row per finished trial, appended
 and synced as each one ends) and ``logs/<trial id>.rlog`` (the trial's message log,
 written before its row, so a row's log is always complete). A re-run reads the rows
-and skips every trial with status "ok"; a torn last line (a killed sweep) is ignored.
+and skips every trial with status "ok"; a torn last line (a killed sweep) is cut off
+before the first new row is appended, so that the new row starts a line of its own.
 When a trial appears more than once (a failed one retried by a later run), its last row
 counts.
 """
@@ -13,7 +14,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import shutil
+import signal
+import socket
 import sys
+import tempfile
+import threading
+import time
 from collections import deque
 
 from rlbridge.experiment.progress import ProgressBar
@@ -26,6 +34,11 @@ RESULTS_FILE = "results.jsonl"
 LOG_DIRECTORY = "logs"
 #: How long one wait for a trial lasts before the progress bar is redrawn.
 PROGRESS_POLL_S = 1.0
+#: How often, and how far apart, the sweep tries to remove its trials' directories at exit.
+REMOVE_ATTEMPTS = 50
+REMOVE_POLL_S = 0.1
+#: How long `--address HOST:PORT` may take to accept a connection.
+REACH_TIMEOUT_S = 5.0
 
 
 def import_ray():
@@ -60,6 +73,22 @@ class ResultsDirectory:
             raise SweepError(f"cannot create results directory {directory}: "
                              f"{err.strerror}") from None
 
+    def drop_torn_line(self) -> None:
+        """Cut the results file back to its last complete line: a kill can leave a row
+        half-written, and a row appended after it would join it and be lost as well."""
+        path = os.path.join(self.directory, RESULTS_FILE)
+        try:
+            with open(path, "rb+") as file:
+                data = file.read()
+                if data and not data.endswith(b"\n"):
+                    file.truncate(data.rfind(b"\n") + 1)
+                    file.flush()
+                    os.fsync(file.fileno())
+        except FileNotFoundError:
+            return
+        except OSError as err:
+            raise SweepError(f"cannot repair {path}: {err.strerror}") from None
+
     def finished(self) -> set[str]:
         return {trial_id for trial_id, row in read_rows(self.directory).items()
                 if row.get("status") == "ok"}
@@ -85,21 +114,59 @@ class ResultsDirectory:
 
 def start_ray(address: str | None, num_cpus: int | None):
     """Join the cluster at ``address``, or start Ray embedded in this process (no dashboard)."""
+    if address and "RAY_AUTH_MODE" not in os.environ and auth_token_present():
+        # `ray start --head` (Ray 2.5x) turns on token authentication and writes the token
+        # to ~/.ray/auth_token, but a client joining by HOST:PORT sends it only in token
+        # mode, which Ray reads when it is imported; a cluster without authentication
+        # ignores the token.
+        os.environ["RAY_AUTH_MODE"] = "token"
     ray = import_ray()
     options = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-    if address:
-        ray.init(address=address, **options)
-    else:
+    if not address:
         # "local" starts a private instance even when RAY_ADDRESS or a running cluster exist.
         ray.init(address="local", num_cpus=num_cpus, **options)
+        return ray
+    check_reachable(address)
+    try:
+        ray.init(address=address, **options)
+    except ConnectionError as err:
+        lines = [line.strip() for line in str(err.__cause__ or err).splitlines() if line.strip()]
+        cause = lines[-1].split(". Note:")[0] if lines else type(err).__name__
+        hint = ("set RAY_AUTH_MODE=token and give this machine the cluster's token (the head "
+                "node's ~/.ray/auth_token, or RAY_AUTH_TOKEN)" if "auth" in cause.lower()
+                else "start one with `ray start --head` and pass the address it prints, or "
+                "--address auto on a node of the cluster")
+        raise SweepError(f"cannot join the Ray cluster at {address}: {cause[:300]}; "
+                         f"{hint}") from None
     return ray
+
+
+def check_reachable(address: str) -> None:
+    """Refuse at once a HOST:PORT where nothing listens: Ray itself retries for minutes."""
+    match = re.fullmatch(r"(?:ray://)?\[?([^\]]+?)\]?:(\d+)", address)
+    if match is None:
+        return  # "auto", or a form Ray resolves itself
+    try:
+        socket.create_connection((match[1], int(match[2])), timeout=REACH_TIMEOUT_S).close()
+    except OSError as err:
+        raise SweepError(f"cannot join the Ray cluster at {address}: nothing answers there "
+                         f"({err.strerror or err}); start one with `ray start --head` and "
+                         f"pass the address it prints (HOST:6379), or --address auto on a "
+                         f"node of the cluster") from None
+
+
+def auth_token_present() -> bool:
+    return bool(os.environ.get("RAY_AUTH_TOKEN")) or os.path.exists(
+        os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.expanduser("~/.ray/auth_token"))
 
 
 def run_sweep(grid: Grid, directory: str, *, address: str | None = None, log: bool = True,
               retries: int = 1, max_trials: int | None = None, num_cpus: int | None = None,
-              timeout_s: float | None = None, progress: bool = True) -> int:
-    """Run the grid's unfinished trials; return 0 when all succeeded, 1 when any failed."""
+              progress: bool = True) -> int:
+    """Run the grid's unfinished trials; return 0 when all succeeded, 1 when any failed or
+    timed out. A trial may run ``grid.trial_timeout_s`` (0: no limit)."""
     results = ResultsDirectory(directory)
+    results.drop_torn_line()
     trials = grid.trials()
     done = results.finished()
     pending = [trial for trial in trials if trial.id not in done]
@@ -110,52 +177,113 @@ def run_sweep(grid: Grid, directory: str, *, address: str | None = None, log: bo
         f"results in {results.directory}")
     if not pending:
         return 0
-    ray = start_ray(address, num_cpus)
-    failures = 0
+    # The trials' working directories on this node go under one directory of the sweep's,
+    # which the sweep removes however it ends (SIGTERM included): Ray kills its workers
+    # without letting them clean up.
+    work = tempfile.mkdtemp(prefix="rlbridge-sweep-")
+    _STOP.clear()
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
-        task = ray.remote(num_cpus=1, max_retries=0)(run_trial)
-        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        queue = deque((trial, 1) for trial in pending)
-        in_flight: dict = {}
-        bar = ProgressBar(len(pending), "trials", enabled=progress)
-        finished = 0
-
-        def submit() -> None:
-            # Ray queues what it cannot place; submitting all at once keeps every CPU busy.
-            while queue:
-                trial, attempt = queue.popleft()
-                in_flight[task.remote(trial, log, timeout_s)] = (trial, attempt)
-
-        submit()
-        while in_flight:
-            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=PROGRESS_POLL_S)
-            for ref in ready:
-                trial, attempt = in_flight.pop(ref)
-                try:
-                    result = ray.get(ref)
-                except Exception as err:  # the worker died or Ray failed: a failed attempt
-                    result = {"status": "failed", "error": f"{type(err).__name__}: {err}"}
-                if result.get("status") != "ok" and attempt <= retries:
-                    say(f"trial {trial.id} failed ({ends(result.get('error'))}); retrying")
-                    queue.append((trial, attempt + 1))
-                    continue
-                row = results.write(trial, result, attempt)
-                finished += 1
-                if row["status"] != "ok":
-                    failures += 1
-                    say(f"trial {trial.id} failed after {attempt} attempts: {row.get('error')}")
-                bar.update(1, f"running {min(len(in_flight) + len(queue), cpus)}"
-                              + (f", failed {failures}" if failures else ""))
-            submit()
-            if not ready:
-                bar.update(0, f"running {min(len(in_flight), cpus)}"
-                              + (f", failed {failures}" if failures else ""))
-        bar.close()
+        ray = start_ray(address, num_cpus)
+        # Ray's driver installs its own SIGTERM handler, which aborts the process: ours again.
+        signal.signal(signal.SIGTERM, _terminated)
+        finished, failures = _run(ray, pending, results, log, retries, grid.trial_timeout_s,
+                                  work, progress)
+    except Terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
+        _shutdown_and_remove(work)
+        say(f"stopped by SIGTERM; the trials in progress were stopped and their directories "
+            f"removed (rows so far in {os.path.join(results.directory, RESULTS_FILE)}; a "
+            f"re-run goes on)")
+        return 128 + signal.SIGTERM
+    except BaseException:
+        _shutdown_and_remove(work)
+        raise
     finally:
-        ray.shutdown()
+        signal.signal(signal.SIGTERM, previous)
+    _shutdown_and_remove(work)
     say(f"{finished} trials run, {failures} failed; rows in "
         f"{os.path.join(results.directory, RESULTS_FILE)}")
     return 1 if failures else 0
+
+
+class Terminated(Exception):
+    """SIGTERM reached the sweep."""
+
+
+#: Set by SIGTERM; the loop looks at it after each wait. Raising from the handler instead
+#: would break out of Ray's compiled wait in the middle ("returned a result with an
+#: exception set").
+_STOP = threading.Event()
+
+
+def _terminated(signum, frame) -> None:
+    _STOP.set()
+
+
+def _shutdown_and_remove(work: str) -> None:
+    import ray
+
+    ray.shutdown()
+    # A trial's `rlbridge run` dies with its worker, a moment after it: what it writes
+    # meanwhile would keep the directory from going on the first pass.
+    for _ in range(REMOVE_ATTEMPTS):
+        shutil.rmtree(work, ignore_errors=True)
+        if not os.path.exists(work):
+            return
+        time.sleep(REMOVE_POLL_S)
+
+
+def _run(ray, pending: list[Trial], results: ResultsDirectory, log: bool, retries: int,
+         trial_timeout_s: float, work: str, progress: bool) -> tuple[int, int]:
+    """Run ``pending`` on Ray; return how many trials were run and how many did not end ok."""
+    timeout_s = trial_timeout_s or None
+    failures = 0
+    task = ray.remote(num_cpus=1, max_retries=0)(run_trial)
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    queue = deque((trial, 1) for trial in pending)
+    in_flight: dict = {}
+    bar = ProgressBar(len(pending), "trials", enabled=progress)
+    finished = 0
+
+    def submit() -> None:
+        # Ray queues what it cannot place; submitting all at once keeps every CPU busy.
+        while queue:
+            trial, attempt = queue.popleft()
+            in_flight[task.remote(trial, log, timeout_s, work)] = (trial, attempt)
+
+    submit()
+    while in_flight:
+        if _STOP.is_set():
+            bar.close()
+            raise Terminated
+        ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=PROGRESS_POLL_S)
+        for ref in ready:
+            trial, attempt = in_flight.pop(ref)
+            try:
+                result = ray.get(ref)
+            except Exception as err:  # the worker died or Ray failed: a failed attempt
+                result = {"status": "failed", "error": f"{type(err).__name__}: {err}"}
+            # A timed-out trial would most likely take as long again: not retried.
+            if result.get("status") == "failed" and attempt <= retries:
+                say(f"trial {trial.id} failed ({ends(result.get('error'))}); retrying")
+                queue.append((trial, attempt + 1))
+                continue
+            row = results.write(trial, result, attempt)
+            finished += 1
+            if row["status"] != "ok":
+                failures += 1
+                say(f"trial {trial.id} failed after {attempt} attempts: {row.get('error')}"
+                    if row["status"] == "failed" else f"trial {trial.id} timed out: "
+                    f"{ends(row.get('error'))}")
+            bar.update(1, f"running {min(len(in_flight) + len(queue), cpus)}"
+                          + (f", failed {failures}" if failures else ""))
+        submit()
+        if not ready:
+            bar.update(0, f"running {min(len(in_flight), cpus)}"
+                          + (f", failed {failures}" if failures else ""))
+    bar.close()
+    return finished, failures
 
 
 def ends(text) -> str:

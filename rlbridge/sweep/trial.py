@@ -35,12 +35,17 @@ def run_command(trial: Trial, cpu: int, log_path: str | None) -> list[str]:
     return command
 
 
-def run_trial(trial: Trial, log: bool, timeout_s: float | None = None) -> dict:
-    """Run ``trial``; return its result fields: status "ok" with summary and outcome, or
-    "failed" with the error; ``log_bytes`` holds the message log when asked for, so that it
-    reaches the sweep's directory from any node."""
+def run_trial(trial: Trial, log: bool, timeout_s: float | None = None,
+              parent: str | None = None) -> dict:
+    """Run ``trial``; return its result fields: status "ok" with summary and outcome,
+    "timeout" when it ran longer than ``timeout_s`` (None: no limit), or "failed", each
+    not ok with the error; ``log_bytes`` holds the message log when asked for, so that it
+    reaches the sweep's directory from any node. The trial's working directory goes under
+    ``parent`` when this node has it (the sweep's node), where the sweep removes it even
+    when Ray kills this worker."""
     result: dict = {"node": socket.gethostname()}
-    with tempfile.TemporaryDirectory(prefix="rlbridge-trial-") as directory, \
+    where = parent if parent is not None and os.path.isdir(parent) else None
+    with tempfile.TemporaryDirectory(prefix="rlbridge-trial-", dir=where) as directory, \
             placed(AUTO) as cpus:
         # started and finished bound the time the trial holds its CPU, so that two rows
         # whose windows overlap held their CPUs at the same time.
@@ -53,9 +58,13 @@ def run_trial(trial: Trial, log: bool, timeout_s: float | None = None) -> dict:
         try:
             out, err = child.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            child.kill()
+            child.kill()  # its environment and agent die with it (start_child)
             out, err = child.communicate()
-            err += f"\nrlbridge sweep: the trial took longer than {timeout_s:g} s and was killed"
+            result.update(status="timeout", error=(
+                f"the trial ran longer than {timeout_s:g} s (--trial-timeout-s) and was "
+                f"killed: {err.strip()[-ERROR_TAIL_CHARS:]}"))
+            result["finished"] = time.time()
+            return result
         summary = parse_summary_line(out) if child.returncode == 0 else None
         if summary is None:
             reason = (f"rlbridge run exited with code {child.returncode}"

@@ -1,0 +1,151 @@
+"""`rlbridge sweep` against faults: bad grid files, a torn results line, a trial over its time,
+SIGTERM, and a Ray address where nothing listens."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rlbridge.sweep.grid import Grid
+from rlbridge.sweep.runner import RESULTS_FILE
+from tests.sweep.test_sweep import POLL_S, SWEEP_TIMEOUT_S, private_registry, rlbridge
+
+#: A grid mistake is refused before Ray or any trial starts; generous for a loaded machine.
+REFUSAL_TIMEOUT_S = 60
+
+
+@pytest.mark.parametrize("body, key", [
+    (b'seeds = ["a"]\n', "seeds"),
+    (b'episodes = "many"\n', "episodes"),
+    (b'seeds = "0-100000000"\n', "seeds"),
+    (b'seeds = 100000000000\n', "seeds"),
+    (b'batch = 1.5\n', "batch"),
+    (b'games = "countdown"\n', "games"),
+    (b'trial_timeout_s = "long"\n', "trial_timeout_s"),
+    (b'# caf\xe9\n', "UTF-8"),
+])
+def test_a_bad_grid_file_is_one_line_and_exit_2(tmp_path, body, key):
+    path = tmp_path / "grid.toml"
+    head = b'games = ["countdown"]\nagents = ["random"]\n'
+    path.write_bytes(body if body.startswith(b"games") else head + body)
+    done = rlbridge("sweep", str(path), "--out", str(tmp_path / "out"),
+                    timeout=REFUSAL_TIMEOUT_S)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and key in lines[0] and "expected" in lines[0], done.stderr
+    assert not (tmp_path / "out").exists()  # refused before anything was built
+
+
+def _torn_results(out: Path, trials) -> None:
+    """A results file as a kill leaves it: one finished row, then half of the next one."""
+    out.mkdir(parents=True)
+    (out / "logs").mkdir()
+    done = {**trials[0].fields(), "attempts": 1, "status": "ok", "log": None,
+            "summary": {"episodes": 2, "steps": 2, "mean_return": 0.0, "steps_per_s": 1.0,
+                        "seconds": 1.0}, "outcome": None}
+    torn = json.dumps({**trials[1].fields(), "attempts": 1, "status": "ok"}, sort_keys=True)
+    (out / RESULTS_FILE).write_text(json.dumps(done, sort_keys=True) + "\n"
+                                    + torn[:len(torn) // 2])
+
+
+def test_a_torn_last_line_is_dropped_and_no_row_is_lost_on_resume(tmp_path):
+    out = tmp_path / "sweep"
+    trials = Grid(["countdown"], ["random"], [0, 1, 2], 2).trials()
+    _torn_results(out, trials)
+    resumed = rlbridge("sweep", "--games", "countdown", "--agents", "random", "--seeds", "3",
+                       "--episodes", "2", "--out", str(out), "--quiet",
+                       env=private_registry(tmp_path))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "3 trials: 1 already finished, 2 to run" in resumed.stderr
+    lines = (out / RESULTS_FILE).read_text().splitlines()
+    rows = [json.loads(line) for line in lines]  # every line whole: the torn one is gone
+    assert sorted(row["id"] for row in rows) == sorted(trial.id for trial in trials)
+    assert all(row["status"] == "ok" for row in rows)
+
+
+def test_a_trial_over_its_timeout_is_recorded_as_timed_out_and_the_sweep_goes_on(tmp_path):
+    out = tmp_path / "sweep"
+    grid = tmp_path / "grid.toml"
+    # gridwalk with `first` walks into a wall: with no step limit its episode never ends.
+    grid.write_text('games = ["gridwalk"]\nagents = ["first"]\nseeds = 3\nepisodes = 1\n'
+                    'max_steps = 0\ntrial_timeout_s = 2\n')
+    done = rlbridge("sweep", str(grid), "--out", str(out), "--quiet",
+                    env=private_registry(tmp_path))
+    assert done.returncode == 1, done.stderr
+    rows = [json.loads(line) for line in (out / RESULTS_FILE).read_text().splitlines()]
+    # Every trial ran and has its row, after the first to time out too; none was retried.
+    assert sorted(row["seed"] for row in rows) == [0, 1, 2]
+    assert all(row["status"] == "timeout" and row["attempts"] == 1 for row in rows)
+    assert all("ran longer than 2 s" in row["error"] for row in rows)
+    assert "3 trials run, 3 failed" in done.stderr and "timed out" in done.stderr
+
+
+def test_the_default_trial_timeout_holds_unless_the_command_line_changes_it(tmp_path):
+    from rlbridge.sweep.grid import DEFAULT_TRIAL_TIMEOUT_S, grid_from_args
+    from tests.sweep.test_grid_and_plots import args
+
+    grid = grid_from_args(args(games=["countdown"], agents=["random"]))
+    assert grid.trial_timeout_s == DEFAULT_TRIAL_TIMEOUT_S > 0
+    path = tmp_path / "grid.toml"
+    path.write_text('games = ["countdown"]\nagents = ["random"]\ntrial_timeout_s = 60\n')
+    assert grid_from_args(args(config=str(path))).trial_timeout_s == 60
+    assert grid_from_args(args(config=str(path), trial_timeout_s=0.0)).trial_timeout_s == 0
+
+
+def _trial_directories(root: Path) -> list[Path]:
+    return [path for path in root.rglob("rlbridge-trial-*") if path.is_dir()]
+
+
+def test_sigterm_stops_the_sweep_with_one_line_and_removes_its_trial_directories(tmp_path):
+    out = tmp_path / "sweep"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**private_registry(tmp_path), "TMPDIR": str(scratch)}
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "rlbridge", "sweep", "--games", "gridwalk", "--agents", "first",
+         "--seeds", "2", "--episodes", "1", "--max-steps", "0", "--out", str(out), "--quiet"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True)
+    try:
+        deadline = time.monotonic() + SWEEP_TIMEOUT_S
+        while not _trial_directories(scratch):
+            assert sweep.poll() is None, sweep.stderr.read()
+            assert time.monotonic() < deadline, "no trial started in time"
+            time.sleep(POLL_S)
+        sweep.send_signal(signal.SIGTERM)
+        _, stderr = sweep.communicate(timeout=SWEEP_TIMEOUT_S)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(sweep.pid, signal.SIGKILL)
+        sweep.wait()
+    assert sweep.returncode == 128 + signal.SIGTERM, stderr
+    assert "Traceback" not in stderr
+    # The sweep's own lines: the one it starts with, and one for the SIGTERM.
+    said = [line for line in stderr.splitlines() if line.startswith("rlbridge sweep: ")]
+    assert len(said) == 2 and "SIGTERM" in said[1], stderr
+    assert _trial_directories(scratch) == []
+    assert (out / "logs").is_dir()  # the results directory stays
+
+
+def test_an_address_where_nothing_listens_is_one_line(tmp_path):
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = rlbridge("sweep", "--games", "countdown", "--agents", "random", "--out",
+                    str(tmp_path / "out"), "--address", f"127.0.0.1:{port}",
+                    timeout=REFUSAL_TIMEOUT_S)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"cannot join the Ray cluster at 127.0.0.1:{port}" in last
+    assert "ray start --head" in last
