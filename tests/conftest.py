@@ -34,6 +34,12 @@ PLACES: dict[str, str] = {
     "bridge/test_flying_squid.py": "external",
     "environments/test_mission_server.py": "external",
     "sweep/test_sweep.py": "external",
+    "sweep/test_sweep_faults.py::"
+    "test_a_torn_last_line_is_dropped_and_no_row_is_lost_on_resume": "external",
+    "sweep/test_sweep_faults.py::"
+    "test_a_trial_over_its_timeout_is_recorded_as_timed_out_and_the_sweep_goes_on": "external",
+    "sweep/test_sweep_faults.py::"
+    "test_sigterm_stops_the_sweep_with_one_line_and_removes_its_trial_directories": "external",
     "experiment/test_faults.py::"
     "test_the_quick_campaign_finds_no_crash_hang_wrong_reply_or_lost_record": "external",
     "experiment/test_faults.py::test_the_campaign_finds_the_built_c_and_javascript_agents":
@@ -59,6 +65,9 @@ PLACES: dict[str, str] = {
     "gym/test_remote.py": "processes",
     "protocol/test_batched_logs.py": "processes",
     "sweep/test_blackjack_figures.py": "processes",
+    "sweep/test_sweep_faults.py::test_a_bad_grid_file_is_one_line_and_exit_2": "processes",
+    "sweep/test_sweep_faults.py::test_an_address_where_nothing_listens_is_one_line":
+        "processes",
     "test_cli.py": "processes",
     "test_cli_newcomer.py": "processes",
     "test_cli_typos.py": "processes",
