@@ -222,9 +222,9 @@ def _terminated(signum, frame) -> None:
 
 
 def _shutdown_and_remove(work: str) -> None:
-    import ray
-
-    ray.shutdown()
+    ray = sys.modules.get("ray")  # absent when Ray is not installed
+    if ray is not None:
+        ray.shutdown()
     # A trial's `rlbridge run` dies with its worker, a moment after it: what it writes
     # meanwhile would keep the directory from going on the first pass.
     for _ in range(REMOVE_ATTEMPTS):
