@@ -76,8 +76,12 @@ def test_make_run_and_the_readme_say_how_to_type_rlbridge():
     activate = ". .venv/bin/activate"
     assert activate in README.read_text().split("\n## ")[0]
     # -n prints the recipes without running them (nothing is installed or played).
-    recipes = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True,
-                             timeout=GUARD_S, check=True).stdout.strip().splitlines()
+    # Under `make test` this runs inside make: a clean environment keeps the outer make's
+    # flags (and its "Entering directory" lines) out.
+    clean = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    recipes = subprocess.run(["make", "--no-print-directory", "-n", "run"], cwd=ROOT, env=clean,
+                             capture_output=True, text=True, timeout=GUARD_S,
+                             check=True).stdout.strip().splitlines()
     assert recipes[-1].startswith(".venv/bin/rlbridge run ")
     assert activate in recipes[-1].partition(" && ")[2]
 

@@ -74,7 +74,7 @@ def test_a_bind_to_a_missing_directory_is_one_line(tmp_path):
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
-        f"rlbridge env: cannot bind {address}: the directory {tmp_path}/missing does not exist"]
+        f"rlbridge environment: cannot bind {address}: the directory {tmp_path}/missing does not exist"]
 
 
 def test_a_bind_to_a_port_in_use_is_one_line(processes):
@@ -88,4 +88,4 @@ def test_a_bind_to_a_port_in_use_is_one_line(processes):
                                  address], capture_output=True, text=True, timeout=30)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
-        f"rlbridge env: cannot bind {address}: the address is in use (is another server bound there?)"]
+        f"rlbridge environment: cannot bind {address}: the address is in use (is another server bound there?)"]
