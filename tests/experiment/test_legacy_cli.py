@@ -118,3 +118,13 @@ def test_a_refusal_is_logged_once_with_one_prefix(processes):
     assert logged.count("rlbridge glue:") == 1, logged
     first.close()
     second.close()
+
+
+def test_the_glue_says_listening_once_when_verbose(processes):
+    glue = processes.start("glue", "--port", "0", "--verbose")
+    line = glue.stdout.readline()
+    assert "listening on 127.0.0.1:" in line, line
+    glue.send_signal(signal.SIGTERM)
+    assert glue.wait(timeout=60) == 0
+    said = line + glue.stdout.read() + glue.stderr.read()
+    assert said.count("listening") == 1, said

@@ -122,7 +122,7 @@ class GlueServer:
         self._accept_thread = threading.Thread(target=self._accept_loop, name="glue-accept",
                                                daemon=True)
         self._accept_thread.start()
-        log.info("rlbridge glue listening on %s:%d", self.host, self.port)
+        log.debug("rlbridge glue listening on %s:%d", self.host, self.port)
         return self
 
     def wait(self, timeout: float | None = None) -> bool:
