@@ -83,6 +83,7 @@ def test_no_op_move_spawns_nothing_pays_zero_and_is_flagged():
     env.env_init()
     env.env_start()
     assert env.env_message("set_board 2 0 0 0 4 0 0 0 0 0 0 0 0 0 0 0") == "ok"
+    assert env.core.score == 4  # two 2s merged into the 4
     assert env.env_message("legal_actions") == "1 3"
     before = env.core.board
     reward, observation, terminal, info = step(env, LEFT)
@@ -166,7 +167,8 @@ def test_half_scoring_pays_half_the_merged_tile():
     env.env_start()
     env.env_message("set_board 1024 1024 4 4 " + "0 " * 12)
     reward, _, _, info = step(env, LEFT)
-    assert reward == 1024.0 + 4.0 and info["total_score"] == 1028
+    # set_board counts half of what building the tiles from 2s paid: 9 * 1024 + 2 * 2.
+    assert reward == 1024.0 + 4.0 and info["total_score"] == 9220 + 1028
 
 
 def test_stuck_board_is_terminal_without_success():

@@ -161,7 +161,10 @@ class Game2048Env(Environment):
                 board = board_from_tiles(args)
             except (InvalidAction, ValueError) as err:
                 return f"error: set_board takes 16 tile values: {err}"
-            self.core.set_board(board)
+            # The score merging 2s into these tiles pays: a tile 2^e took e - 1 merges
+            # up its line, each paying the tile it made (half of it with scoring=half).
+            built = sum((e - 1) * 2**e for e in exponents(board) if e >= 2)
+            self.core.set_board(board, built // 2 if self.core.half else built)
             self.core.moves = 0
             self.episode_length = 0
             self._observe(False)
