@@ -129,24 +129,51 @@ def action_for_text(snapshot: dict, text: str) -> int | None:
         return None
 
 
+def text_help(controls: Controls) -> str:
+    """How to type a move: the game's words, ``row,col`` where cells are moves."""
+    forms = list(dict.fromkeys(controls.words))
+    if controls.pair_action is not None:
+        forms.append("row,col")
+    return f"type a move ({', '.join(forms) or 'an action number'}) and Enter; q quits"
+
+
+def legal_names(session: HumanSession) -> str:
+    """The legal moves now, by the longest word that types each; the rest as a count of
+    cells where cells are moves (a board's cells are too many to list), else numbers."""
+    words: dict[int, str] = {}
+    for word, action in session.controls.words.items():
+        if len(word) > len(words.get(action, "")):
+            words[action] = word
+    legal = session.legal()
+    named = [words[action] for action in legal if action in words]
+    rest = [action for action in legal if action not in words]
+    if rest and session.controls.pair_action is not None:
+        named.append(f"{len(rest)} cell(s) as row,col")
+    else:
+        named += [str(action) for action in rest]
+    return ", ".join(named)
+
+
 def play_text(session: HumanSession, lines: Iterable[str], out: Callable[[str], None] = print) -> float:
     """Typed play on ``lines`` (stdin by default); returns the episode's return."""
     from rlbridge.bridge.textboard import describe
 
-    out(session.controls.help + "; moves: row,col or a word, q quits")
+    out(text_help(session.controls))
     out(describe(session.snapshot()))
+    out(f"legal: {legal_names(session)}")
     for line in lines:
         if line.strip().lower() in ("q", "quit", "exit"):
             break
         action = action_for_text(session.snapshot(), line)
         result = None if action is None else session.act(action)
         if result is None:
-            out(f"not a legal move: {line.strip()!r}; legal: {' '.join(map(str, session.legal()))}")
+            out(f"not a legal move: {line.strip()!r}; legal: {legal_names(session)}")
             continue
         out(describe(session.snapshot()))
         if session.terminal:
             out(session.ending())
             break
+        out(f"legal: {legal_names(session)}")
     return session.total
 
 

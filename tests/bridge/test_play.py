@@ -142,3 +142,18 @@ def test_the_ending_names_the_outcome_even_when_the_return_looks_like_a_win():
     session.act(session.snapshot()["mines"].index(True))
     assert session.terminal and session.outcome() == "lost" and session.total > 0
     assert session.ending() == f"episode over: lost; return {session.total:+g} in {session.steps} steps"
+
+
+def test_text_play_speaks_of_typed_moves_and_names_the_legal_ones():
+    from rlbridge.bridge.play import HumanSession
+
+    out: list[str] = []
+    session = HumanSession("blackjack", {}, seed=2)
+    play_text(session, io.StringIO("q\n"), out.append)
+    assert out[0] == "type a move (s, stick, h, hit) and Enter; q quits"
+    assert "legal: stick, hit" in out
+    out.clear()
+    board = HumanSession("minesweeper", {}, seed=2)
+    play_text(board, io.StringIO("q\n"), out.append)
+    assert out[0] == "type a move (row,col) and Enter; q quits"
+    assert "legal: 144 cell(s) as row,col" in out
