@@ -20,13 +20,14 @@ import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
 from rlbridge.experiment.log.replay import Episode
+from rlbridge.experiment.log.trust import file_options
 from rlbridge.gym.env import RLBridgeEnv
 from rlbridge.gym.spaces import ValueCodec
 from rlbridge.gym.taskspec import RestoredCodec
-from rlbridge.protocol.errors import LogError
+from rlbridge.protocol.errors import LogError, OptionError
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
-from rlbridge.registry import ENVIRONMENTS, GYM_PREFIX
+from rlbridge.registry import ENVIRONMENTS, resolve
 
 ENTRY_POINT = "rlbridge.gym.env:RLBridgeEnv"
 #: The EnvSpec id of a served Gymnasium env (its own id is in the spec's kwargs).
@@ -47,13 +48,6 @@ class LiveEnv(NamedTuple):
         return self.actions.to_gym(value)
 
 
-def makes_from_log(name: str) -> bool:
-    """Whether a log's env name is one that is made without importing code the log names."""
-    if name.startswith(GYM_PREFIX):
-        return ":" not in name[len(GYM_PREFIX):]
-    return name in ENVIRONMENTS
-
-
 def env_spec(name: str, options: Mapping[str, str]) -> EnvSpec:
     """The spec that ``gymnasium.make`` turns into ``RLBridgeEnv(name, options)``."""
     from rlbridge.gym import GAME_IDS
@@ -69,7 +63,13 @@ def live_env(header: Mapping[str, Any], task_spec: TaskSpec) -> LiveEnv:
     LogError when the game, made now, no longer gives the logged task spec."""
     name = str(header.get("env") or "")
     options = {key: str(value) for key, value in dict(header.get("env_options") or {}).items()}
-    if not makes_from_log(name):
+    # The log rules of experiment/log/trust.py: a log names no code to import, and no file
+    # or server to reach; where it would, the dataset keeps the logged spaces, no live env.
+    try:
+        cls = resolve(name, ENVIRONMENTS, source="a log")
+    except OptionError:
+        cls = None
+    if cls is None or file_options(cls, options):
         return LiveEnv(None, ValueCodec(task_spec.observations, "observation"),
                        ValueCodec(task_spec.actions, "action"))
     env = RLBridgeEnv(name, options)

@@ -11,6 +11,7 @@ import minari
 import numpy as np
 import pytest
 
+from rlbridge.environments.mission.env import MISSIONS_DIR, MissionEnv
 from rlbridge.experiment.log.export import value_parts
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import read_episodes
@@ -169,3 +170,20 @@ def test_export_without_a_target_says_what_it_expects(tmp_path):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "expected --npz OUT, --minari NAME or both" in result.stderr
+
+
+def test_a_logs_file_or_server_options_give_no_live_env(tmp_path):
+    # live_env follows the log rules: a mission log that names the server backend (a port
+    # to connect to) or a mission file is exported with the logged spaces and no live env.
+    from rlbridge.gym.dataset import live_env
+
+    spec = parse(str(MissionEnv("maze").env_init()))
+    served = live_env({"env": "mission", "env_options": {"mission": "maze", "backend": "server",
+                                                          "rcon_port": "1"}}, spec)
+    assert served.spec is None
+    mission_file = tmp_path / "maze.xml"
+    mission_file.write_bytes(MISSIONS_DIR.joinpath("maze.xml").read_bytes())
+    assert live_env({"env": "mission", "env_options": {"mission": str(mission_file)}},
+                    spec).spec is None
+    assert live_env({"env": "subprocess:Popen", "env_options": {"args": "true"}}, spec).spec is None
+    assert live_env({"env": "mission", "env_options": {"mission": "maze"}}, spec).spec is not None
