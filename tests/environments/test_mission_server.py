@@ -19,13 +19,17 @@ from rlbridge.protocol.values import Value
 EQUAL_STEPS = 200
 
 
-@pytest.fixture(scope="module")
-def server(monkeypatch_module):
+def start_server() -> FlyingSquid:
+    """A new flying-squid; a missing node or server fails the test, never skips it."""
     try:
-        running = FlyingSquid.start()
+        return FlyingSquid.start()
     except ServerUnavailable as exc:
         pytest.fail(str(exc))
-    with running:
+
+
+@pytest.fixture(scope="module")
+def server(monkeypatch_module):
+    with start_server() as running:
         monkeypatch_module.setenv("RCON_PASSWORD", running.password)
         yield running
 
@@ -96,11 +100,7 @@ def test_no_server_is_one_clear_error():
 
 
 def test_a_server_that_dies_mid_episode_ends_it_with_an_error_naming_it(monkeypatch):
-    try:
-        doomed = FlyingSquid.start()
-    except ServerUnavailable as exc:
-        pytest.fail(str(exc))
-    with doomed:
+    with start_server() as doomed:
         monkeypatch.setenv("RCON_PASSWORD", doomed.password)
         env = MissionEnv("maze", backend="server", rcon_port=doomed.rcon_port)
         env.env_start()
