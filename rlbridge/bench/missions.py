@@ -10,6 +10,7 @@ import numpy as np
 
 from rlbridge.agents.mission.qlearning import MissionQLearningAgent
 from rlbridge.bench.report import Figure, mean_interval
+from rlbridge.bridge.squid import FlyingSquid, ServerUnavailable
 from rlbridge.environments.mission.env import MissionEnv
 from rlbridge.experiment.api import Experiment
 from rlbridge.extras import require
@@ -84,8 +85,6 @@ def run(quick: bool = False) -> list[Figure]:
 
 
 def _server_figure(sim_rate: float, steps: int) -> Figure:
-    from rlbridge.bridge.squid import FlyingSquid, ServerUnavailable
-
     name = "cliff_walk on server (flying-squid), random commands"
     try:
         server = FlyingSquid.start()

@@ -143,9 +143,8 @@ class MissionEnv(Environment):
                                 f"({allowed}); got ints {list(ints)}")
         if self.core.done:
             raise WrongState("the mission's episode is over; call env_start first")
-        legal = self.core.can(self.commands[ints[0]])
         reward = self.core.command(int(ints[0]))
-        info = {"command": self.commands[ints[0]], "moved": legal, "end": self.core.end}
+        info = {"command": self.commands[ints[0]], "moved": self.core.moved, "end": self.core.end}
         return StepResult(float(reward), self._observe(), self.core.done, info)
 
     def env_cleanup(self) -> None:

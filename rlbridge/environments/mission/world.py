@@ -88,6 +88,7 @@ class MissionCore:
         self.steps = 0
         self.done = True
         self.died = False
+        self.moved = False  # whether the last command changed anything
         self.end = ""
         self.rewarded: set = set()
 
@@ -162,9 +163,10 @@ class MissionCore:
         """Carry out command ``index``; the reward it earned. The caller checks the index."""
         command = self.commands[index]
         self._begin_step()
+        self.moved = self.can(command)
         if command.startswith("turn"):
             self.yaw = (self.yaw + (1 if command.endswith(" 1") else -1)) % 4
-        elif self.can(command):
+        elif self.moved:
             goal = self.target(command)
             if goal is not None:
                 self.x, self.y, self.z = goal
