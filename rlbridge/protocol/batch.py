@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import operator
 from enum import IntEnum
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 from rlbridge.protocol.errors import ProtocolError, WrongState
 from rlbridge.protocol.values import (
@@ -29,6 +31,9 @@ from rlbridge.protocol.values import (
     encode_array,
     encode_value,
 )
+
+if TYPE_CHECKING:
+    from rlbridge.protocol.values import Frames
 
 
 class EnvCall(IntEnum):
@@ -75,26 +80,27 @@ class Batch(NamedTuple):
     :meth:`stack`; read the values back with :meth:`values` or :meth:`value`.
     """
 
-    count: int
-    ints: np.ndarray
-    doubles: np.ndarray
-    chars: tuple = ()
-    arrays: tuple = ()
-    listed: tuple | None = None
+    # The field hides tuple.count(), which nothing calls on a Batch.
+    count: int  # type: ignore[assignment]
+    ints: npt.NDArray[np.int64]
+    doubles: npt.NDArray[np.float64]
+    chars: tuple[str, ...] = ()
+    arrays: tuple[npt.NDArray[Any], ...] = ()
+    listed: tuple[Value, ...] | None = None
 
     @classmethod
-    def stack(cls, values: list[Value] | tuple) -> Batch:
+    def stack(cls, values: Sequence[Value]) -> Batch:
         """The batch of ``values``, stacked when every value has the same layout."""
         count = len(values)
         if count == 0:
             return cls(0, _EMPTY, _EMPTY.astype(_FLOAT64), (), (), None)
         # Values are tuples: one zip gives the columns without a Python loop per value.
-        ints, doubles, chars, array_rows = zip(*values, strict=True)
-        ints = _stack_numbers(ints, _INT64)
-        doubles = _stack_numbers(doubles, _FLOAT64)
+        int_rows, double_rows, chars, array_rows = zip(*values, strict=True)
+        ints = _stack_numbers(int_rows, _INT64)
+        doubles = _stack_numbers(double_rows, _FLOAT64)
         if ints is None or doubles is None:
             return cls.of_list(values)
-        arrays = []
+        arrays: list[npt.NDArray[Any]] = []
         if any(array_rows):  # then every value must have as many arrays
             if len(set(map(len, array_rows))) != 1:
                 return cls.of_list(values)
@@ -106,7 +112,7 @@ class Batch(NamedTuple):
         return _new_tuple(cls, (count, ints, doubles, chars, tuple(arrays), None))
 
     @classmethod
-    def of_list(cls, values) -> Batch:
+    def of_list(cls, values: Sequence[Value]) -> Batch:
         """The listed form: the values as they are."""
         empty = np.empty((len(values), 0), dtype=_INT64)
         return _new_tuple(cls, (len(values), empty, empty.astype(_FLOAT64), (), (),
@@ -138,48 +144,50 @@ class Batch(NamedTuple):
         new = _new_tuple
         return [new(Value, parts) for parts in zip(ints, doubles, self.chars, arrays, strict=True)]
 
-    def select(self, indices) -> Batch:
+    def select(self, indices: Sequence[int] | npt.NDArray[np.integer[Any]]) -> Batch:
         """The members at ``indices`` (an int array or list), as a batch of the same form."""
         if self.listed is not None:
             return Batch.of_list([self.listed[i] for i in indices])
-        indices = np.asarray(indices, dtype=np.intp)
-        return _new_tuple(Batch, (len(indices), self.ints[indices], self.doubles[indices],
-                                  tuple([self.chars[i] for i in indices]),
-                                  tuple([a[indices] for a in self.arrays]), None))
+        rows = np.asarray(indices, dtype=np.intp)
+        return _new_tuple(Batch, (len(rows), self.ints[rows], self.doubles[rows],
+                                  tuple([self.chars[i] for i in rows]),
+                                  tuple([a[rows] for a in self.arrays]), None))
 
 
 #: What batched calls pass around in process: a Batch, or the Values themselves, which a
 #: process keeps unstacked until they cross the wire (stacking 64 small observations and
 #: unstacking them again costs about 1 microsecond a value on the project's machine).
-Values = Batch | list
+Values: TypeAlias = "Batch | list[Value]"
+#: Row indices: a list of ints or an integer array.
+Rows: TypeAlias = "Sequence[int] | npt.NDArray[np.integer[Any]]"
 
 
 def values_of(batch: Values) -> list[Value]:
     """The members of a Batch or list of Values, as Values."""
-    return batch if type(batch) is list else batch.values()
+    return batch if isinstance(batch, list) else batch.values()
 
 
 def count_of(batch: Values) -> int:
-    return len(batch) if type(batch) is list else batch.count
+    return len(batch) if isinstance(batch, list) else batch.count
 
 
-def select(batch: Values, rows: list[int]) -> Values:
+def select(batch: Values, rows: Rows) -> Values:
     """The members at ``rows``, in the form they came in."""
-    if type(batch) is list:
+    if isinstance(batch, list):
         return [batch[row] for row in rows]
     return batch.select(rows)
 
 
-def interleave(first: Values, first_rows, second: Values, second_rows) -> Values:
+def interleave(first: Values, first_rows: Rows, second: Values, second_rows: Rows) -> Values:
     """One batch whose rows ``first_rows`` come from ``first`` and ``second_rows`` from
     ``second`` (together 0 .. M-1), without unstacking when both share a layout."""
-    if type(first) is list or type(second) is list:
-        merged: list = [None] * (count_of(first) + count_of(second))
+    if isinstance(first, list) or isinstance(second, list):
+        rows: list[Any] = [None] * (count_of(first) + count_of(second))
         for row, value in zip(first_rows, values_of(first), strict=True):
-            merged[row] = value
+            rows[row] = value
         for row, value in zip(second_rows, values_of(second), strict=True):
-            merged[row] = value
-        return merged
+            rows[row] = value
+        return rows
     count = first.count + second.count
     if first.count == 0:
         return second
@@ -192,20 +200,20 @@ def interleave(first: Values, first_rows, second: Values, second_rows) -> Values
             and all(a.dtype == b.dtype and a.shape[1:] == b.shape[1:]
                     for a, b in zip(first.arrays, second.arrays, strict=True)))
     if not same:
-        values: list = [None] * count
+        values: list[Any] = [None] * count
         for row, value in zip(first_rows, first.values(), strict=True):
             values[row] = value
         for row, value in zip(second_rows, second.values(), strict=True):
             values[row] = value
         return Batch.stack(values)
 
-    def merged(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def merged(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> npt.NDArray[Any]:
         out = np.empty((count, *a.shape[1:]), dtype=a.dtype)
         out[first_rows] = a
         out[second_rows] = b
         return out
 
-    chars: list = [""] * count
+    chars: list[str] = [""] * count
     for row, text in zip(first_rows, first.chars, strict=True):
         chars[row] = text
     for row, text in zip(second_rows, second.chars, strict=True):
@@ -216,7 +224,8 @@ def interleave(first: Values, first_rows, second: Values, second_rows) -> Values
                                                                   strict=True)]), None))
 
 
-def _stack_numbers(rows: list, dtype: np.dtype) -> np.ndarray | None:
+def _stack_numbers(rows: Sequence[tuple[float, ...]], dtype: np.dtype[Any]
+                   ) -> npt.NDArray[Any] | None:
     """Rows of ints or doubles as one (M, k) array; None when they are ragged or do not fit."""
     if not any(rows):
         return np.empty((len(rows), 0), dtype=dtype)
@@ -227,7 +236,7 @@ def _stack_numbers(rows: list, dtype: np.dtype) -> np.ndarray | None:
     return stacked if stacked.ndim == 2 else None
 
 
-def _stack_arrays(column: tuple) -> np.ndarray | None:
+def _stack_arrays(column: tuple[npt.NDArray[Any], ...]) -> npt.NDArray[Any] | None:
     """Arrays of one dtype and shape as one (M, ...) array; None when they differ.
 
     Joining their bytes is about 3x faster than ``np.stack`` for many small arrays
@@ -247,12 +256,13 @@ _dtype_of_array = operator.attrgetter("dtype")
 _ndarray_tobytes = np.ndarray.tobytes
 
 
-def as_batch(values: Batch | list | tuple) -> Batch:
+def as_batch(values: Batch | Sequence[Value]) -> Batch:
     """A Batch as it is; a list of Values stacked."""
-    return values if type(values) is Batch else Batch.stack(values)
+    return values if isinstance(values, Batch) else Batch.stack(values)
 
 
-def encode_batch(batch: Batch | list | tuple, frames: list | None = None) -> list:
+def encode_batch(batch: Batch | Sequence[Value], frames: list[memoryview] | None = None
+                 ) -> list[Any]:
     """The wire form of a batch (stacked or listed); large arrays go to ``frames``."""
     batch = as_batch(batch)
     if batch.listed is not None:
@@ -261,7 +271,7 @@ def encode_batch(batch: Batch | list | tuple, frames: list | None = None) -> lis
             list(batch.chars), [encode_array(a, frames) for a in batch.arrays]]
 
 
-def decode_batch(raw: Any, frames: list | tuple = (), name: str = "batch") -> Batch:
+def decode_batch(raw: Any, frames: Frames = (), name: str = "batch") -> Batch:
     """A Batch from its wire form; BAD_FIELD (:class:`ProtocolError`) names what is wrong."""
     if type(raw) is not list or len(raw) not in (2, 5):
         raise ProtocolError(f"{name} must be [count, ints, doubles, chars, arrays] (stacked) or "
@@ -290,7 +300,8 @@ def decode_batch(raw: Any, frames: list | tuple = (), name: str = "batch") -> Ba
     return _new_tuple(Batch, (count, ints, doubles, tuple(chars), stacked, None))
 
 
-def _stacked(entry: Any, frames, dtype: np.dtype | None, count: int, name: str) -> np.ndarray:
+def _stacked(entry: Any, frames: Frames, dtype: np.dtype[Any] | None, count: int, name: str
+             ) -> npt.NDArray[Any]:
     array = decode_array(entry, frames)
     if dtype is not None and array.dtype != dtype:
         raise ProtocolError(f"{name} must have dtype {dtype.str}; got {array.dtype.str}")
@@ -300,12 +311,13 @@ def _stacked(entry: Any, frames, dtype: np.dtype | None, count: int, name: str) 
     return array
 
 
-def encode_column(array: np.ndarray) -> list:
+def encode_column(array: npt.NDArray[Any]) -> list[Any]:
     """A per-instance column (calls, rewards, terminals) as an inline array ``[dtype, [n], data]``."""
     return encode_array(array)
 
 
-def decode_column(entry: Any, frames, dtype: str, name: str, count: int | None = None) -> np.ndarray:
+def decode_column(entry: Any, frames: Frames, dtype: str, name: str,
+                  count: int | None = None) -> npt.NDArray[Any]:
     """A one-dimensional array of ``dtype`` (and, if given, ``count`` entries); BAD_FIELD else."""
     array = decode_array(entry, frames)
     if array.dtype.str != dtype or array.ndim != 1:
@@ -317,7 +329,8 @@ def decode_column(entry: Any, frames, dtype: str, name: str, count: int | None =
     return array
 
 
-def decode_calls(entry: Any, frames, codes: type[IntEnum], name: str) -> np.ndarray:
+def decode_calls(entry: Any, frames: Frames, codes: type[IntEnum], name: str
+                 ) -> npt.NDArray[Any]:
     """A ``|u1`` column of per-instance call codes, each one of ``codes``."""
     calls = decode_column(entry, frames, "|u1", name)
     if calls.size and int(calls.max()) >= len(codes):

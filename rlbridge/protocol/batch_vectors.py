@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import hashlib
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 from rlbridge.protocol.batch import (
     AgentCall,
@@ -33,7 +36,7 @@ SPEC = ("VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS 
         '{"observations":[["|b1",[4]]],"legal_mask":0}')
 
 
-def _array(array: np.ndarray) -> dict:
+def _array(array: npt.NDArray[Any]) -> dict[str, Any]:
     if array.nbytes < ZERO_COPY_THRESHOLD_BYTES:
         return {"dtype": array.dtype.str, "shape": list(array.shape),
                 "data_hex": array.tobytes().hex()}
@@ -41,12 +44,12 @@ def _array(array: np.ndarray) -> dict:
             "data_rule": "byte i is i mod 256", "sha256": hashlib.sha256(array.tobytes()).hexdigest()}
 
 
-def _value(value: Value) -> dict:
+def _value(value: Value) -> dict[str, Any]:
     return {"ints": list(value.ints), "doubles": list(value.doubles), "chars": value.chars,
             "arrays": [_array(a) for a in value.arrays]}
 
 
-def _batch(batch: Batch) -> dict:
+def _batch(batch: Batch) -> dict[str, Any]:
     if batch.listed is not None:
         return {"count": batch.count, "form": "listed",
                 "values": [_value(v) for v in batch.listed]}
@@ -55,13 +58,13 @@ def _batch(batch: Batch) -> dict:
             "arrays": [_array(a) for a in batch.arrays]}
 
 
-def _column(values, dtype: str) -> tuple[np.ndarray, dict]:
+def _column(values: list[Any], dtype: str) -> tuple[npt.NDArray[Any], dict[str, Any]]:
     array = np.array(values, dtype=dtype)
     return array, _array(array)
 
 
-def _message(name: str, description: str, msg_type: T, seq: int, episode: int, body,
-             fields: dict, frames: list | None = None) -> dict:
+def _message(name: str, description: str, msg_type: T, seq: int, episode: int, body: Any,
+             fields: dict[str, Any], frames: list[memoryview] | None = None) -> dict[str, Any]:
     out = encode(msg_type, seq, episode, body, frames)
     return {"name": name, "description": description, "version": PROTOCOL_VERSION,
             "type": int(msg_type), "type_name": msg_type.name, "seq": seq, "episode": episode,
@@ -76,8 +79,8 @@ def _mask(*legal: int) -> Value:
     return Value(ints=(3,), arrays=(mask,))
 
 
-def messages() -> list[dict]:
-    vectors = []
+def messages() -> list[dict[str, Any]]:
+    vectors: list[dict[str, Any]] = []
     add = vectors.append
     add(_message("env_batch_init", "serve 3 instances numbered from 4", T.ENV_BATCH_INIT, 1, 0,
                  [3, 4], {"num_instances": 3, "first_instance": 4}))
@@ -136,7 +139,7 @@ def messages() -> list[dict]:
                  [0, encode_column(calls), encode_column(rewards), encode_batch(listed)],
                  {"first_instance": 0, "calls": calls_fields, "rewards": rewards_fields,
                   "observations": _batch(listed)}))
-    frames: list = []
+    frames: list[memoryview] = []
     large = Batch.stack([Value(arrays=(np.arange(32768, dtype=np.uint8),))] * 2)
     add(_message("agent_batch_step_large", "a stacked array of 64 KiB travels in its own frame",
                  T.AGENT_BATCH_STEP, 4, 1,
@@ -174,7 +177,7 @@ def messages() -> list[dict]:
     return vectors
 
 
-def invalid_agent() -> list[dict]:
+def invalid_agent() -> list[dict[str, Any]]:
     """AGENT_BATCH_STEP bodies of the wrong form: BAD_FIELD in every state."""
     calls2 = encode_column(np.array([AgentCall.START, AgentCall.START], dtype="|u1"))
     rewards2 = encode_column(np.zeros(2))
@@ -198,12 +201,12 @@ def invalid_agent() -> list[dict]:
             for name, body in rows]
 
 
-def instance_seeds() -> list[dict]:
+def instance_seeds() -> list[dict[str, Any]]:
     return [{"seed": seed, "instance": instance, "instance_seed": instance_seed(seed, instance)}
             for seed in (2968811710, 42) for instance in (0, 1, 7)]
 
 
-def batch_vectors() -> dict:
+def batch_vectors() -> dict[str, Any]:
     return {"messages": messages(), "invalid_agent": invalid_agent(),
             "instance_seeds": instance_seeds()}
 

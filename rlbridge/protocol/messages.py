@@ -22,7 +22,7 @@ from rlbridge.protocol.errors import (
     UnknownMessageType,
     VersionMismatch,
 )
-from rlbridge.protocol.values import Value, _new_tuple, decode_value, encode_value
+from rlbridge.protocol.values import Frames, Value, _new_tuple, decode_value, encode_value
 
 #: The protocol version this implementation speaks (PROTOCOL.md, "Changelog"). Version 1
 #: peers are refused: the RUN_EPISODE reply, DELEGATE and HEARTBEAT changed shape in 2.
@@ -80,7 +80,7 @@ class Envelope(NamedTuple):
     seq: int
     episode: int
     body: Any
-    frames: tuple = ()
+    frames: Frames = ()
 
 
 class Hello(NamedTuple):
@@ -101,10 +101,11 @@ _unpackb = msgpack.unpackb
 pack: Callable[[Any], bytes] = _packer.pack
 
 
-def encode(msg_type: int, seq: int, episode: int, body: Any = None, frames: list | None = None,
-           version: int = PROTOCOL_VERSION) -> list:
+def encode(msg_type: int, seq: int, episode: int, body: Any = None,
+           frames: list[memoryview] | None = None, version: int = PROTOCOL_VERSION
+           ) -> list[bytes | memoryview]:
     """The ZeroMQ frames of one message: the envelope, then any zero-copy array frames."""
-    head = _packer.pack([version, msg_type, seq, episode, body])
+    head: bytes | memoryview = _packer.pack([version, msg_type, seq, episode, body])
     if frames:
         return [head, *frames]
     return [head]
@@ -113,7 +114,7 @@ def encode(msg_type: int, seq: int, episode: int, body: Any = None, frames: list
 INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
 
 
-def decode(payload: bytes, frames: tuple = (), *, max_bytes: int | None = MAX_MESSAGE_BYTES,
+def decode(payload: bytes, frames: Frames = (), *, max_bytes: int | None = MAX_MESSAGE_BYTES,
            expected_version: int = PROTOCOL_VERSION) -> Envelope:
     """Check and decode the first frame of a message. Raises a specific ProtocolError.
 
@@ -152,7 +153,7 @@ def decode(payload: bytes, frames: tuple = (), *, max_bytes: int | None = MAX_ME
     return _new_tuple(Envelope, (version, msg_type, seq, episode, body, frames))
 
 
-def decode_logged(payload: bytes, frames: tuple = ()) -> Envelope:
+def decode_logged(payload: bytes, frames: Frames = ()) -> Envelope:
     """A message as a log records it (PROTOCOL.md section 10), of any version in
     LOGGED_VERSIONS: a log written by an earlier version still replays."""
     # Versions 1 and 2 are msgpack fixints: the byte after the 5-item array's header.
@@ -170,7 +171,7 @@ def version_mismatch_text(expected: int, got: int, where: str = "") -> str:
             "what changed): run peers of the same protocol version")
 
 
-def check_size(payload: bytes, frames: tuple, max_bytes: int) -> None:
+def check_size(payload: bytes, frames: Frames, max_bytes: int) -> None:
     """Raise TOO_LARGE when all frames of a message together exceed ``max_bytes``."""
     size = len(payload) + sum(len(memoryview(f)) for f in frames) if frames else len(payload)
     if size > max_bytes:
@@ -222,13 +223,13 @@ def _kind(item: Any) -> str:
 
 # -- body helpers ----------------------------------------------------------------
 
-def step_body(reward: float, observation: Value, terminal: bool, info: dict | None,
-              frames: list) -> list:
+def step_body(reward: float, observation: Value, terminal: bool, info: dict[str, Any] | None,
+              frames: list[memoryview]) -> list[Any]:
     """ENV_STEP reply body: ``[reward, observation, terminal, info]``."""
     return [float(reward), encode_value(observation, frames), bool(terminal), info]
 
 
-def read_step(body: Any, frames: tuple) -> tuple[float, Value, bool, dict | None]:
+def read_step(body: Any, frames: Frames) -> tuple[float, Value, bool, dict[str, Any] | None]:
     if type(body) is not list or len(body) != 4:
         raise ProtocolError("env_step reply body must be [reward, observation, terminal, info]")
     reward, observation, terminal, info = body

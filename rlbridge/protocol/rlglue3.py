@@ -19,10 +19,14 @@ Bytes and types only: reading and writing frames on a socket is
 
 from __future__ import annotations
 
+import builtins
 import struct
+from collections.abc import Sequence
 from enum import IntEnum
+from typing import Any, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.taskspec import ArraySpec
@@ -45,6 +49,8 @@ _KEEP_BYTES_THRESHOLD = 4096
 _CHARS_ENCODING = "utf-8"
 _CHARS_ERRORS = "surrogateescape"
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+#: A value's legacy ints or doubles: its own tuple, or an array when arrays join them.
+_Numbers: TypeAlias = "Sequence[float] | npt.NDArray[Any]"
 
 
 class Role(IntEnum):
@@ -132,7 +138,7 @@ def pack_string(text: str | None) -> bytes:
     return _UINT.pack(len(data)) + data
 
 
-def _pack_doubles(numbers) -> bytes:
+def _pack_doubles(numbers: _Numbers) -> bytes:
     if isinstance(numbers, np.ndarray):
         return numbers.astype(">f8", copy=False).tobytes()
     if len(numbers) > _NUMPY_THRESHOLD:
@@ -140,11 +146,12 @@ def _pack_doubles(numbers) -> bytes:
     return struct.pack(f">{len(numbers)}d", *numbers)
 
 
-def _flatten(value: Value) -> tuple[object, object]:
+def _flatten(value: Value) -> tuple[_Numbers, _Numbers]:
     """The legacy ints and doubles of ``value``: its plain numbers then its arrays in order."""
     if not value.arrays:
         return value.ints, value.doubles
-    int_parts, double_parts = [], []
+    int_parts: list[npt.NDArray[Any]] = []
+    double_parts: list[npt.NDArray[Any]] = []
     for array in value.arrays:
         array = np.asarray(array)
         if array.dtype.kind in "biu":
@@ -158,7 +165,8 @@ def _flatten(value: Value) -> tuple[object, object]:
     return ints, doubles
 
 
-def _join(plain: tuple, parts: list, dtype) -> object:
+def _join(plain: tuple[float, ...], parts: list[npt.NDArray[Any]], dtype: type[np.generic]
+          ) -> _Numbers:
     if not parts:
         return plain
     arrays = [np.asarray(plain, dtype=dtype)] if plain else []
@@ -180,9 +188,8 @@ class LegacyValue(Value):
 
 def pack_value(value: Value) -> bytes:
     """The abstract-type bytes of ``value`` (arrays flattened after the plain numbers)."""
-    raw = getattr(value, "legacy_bytes", None)
-    if raw:
-        return raw
+    if isinstance(value, LegacyValue) and value.legacy_bytes:
+        return value.legacy_bytes
     try:
         ints, doubles = _flatten(value)
         if not isinstance(ints, np.ndarray) and len(ints) > _NUMPY_THRESHOLD:
@@ -233,17 +240,23 @@ class Reader:
         self.offset = start + count
         return start
 
-    def int(self) -> int:
-        return _INT.unpack_from(self.data, self._need(4, "int32"))[0]
+    # ``builtins.int`` below: the ``int`` method hides the builtin name in this class.
+    def int(self) -> builtins.int:
+        number: builtins.int = _INT.unpack_from(self.data, self._need(4, "int32"))[0]
+        return number
 
-    def uint(self) -> int:
-        return _UINT.unpack_from(self.data, self._need(4, "uint32"))[0]
+    def uint(self) -> builtins.int:
+        number: builtins.int = _UINT.unpack_from(self.data, self._need(4, "uint32"))[0]
+        return number
 
     def double(self) -> float:
-        return _DOUBLE.unpack_from(self.data, self._need(8, "double"))[0]
+        number: float = _DOUBLE.unpack_from(self.data, self._need(8, "double"))[0]
+        return number
 
-    def terminal_reward(self) -> tuple[int, float]:
-        return _TERMINAL_REWARD.unpack_from(self.data, self._need(12, "terminal and reward"))
+    def terminal_reward(self) -> tuple[builtins.int, float]:
+        terminal, reward = _TERMINAL_REWARD.unpack_from(
+            self.data, self._need(12, "terminal and reward"))
+        return terminal, reward
 
     def string(self) -> str:
         length = self.uint()
@@ -280,12 +293,13 @@ class Reader:
                    f"{n_ints} ints, {n_doubles} doubles and {n_chars} chars")
         return memoryview(self.data)[start : self.offset]
 
-    def end(self) -> int:
+    def end(self) -> builtins.int:
         """The number of unread bytes (callers log them: RL-Glue ignores extra bytes)."""
         return len(self.data) - self.offset
 
 
-def _unpack_numbers(data, start: int, count: int, dtype: str, fmt: str) -> tuple:
+def _unpack_numbers(data: bytes, start: int, count: int, dtype: str, fmt: str
+                    ) -> tuple[Any, ...]:
     if count == 0:
         return ()
     if count > _NUMPY_THRESHOLD:
@@ -293,7 +307,8 @@ def _unpack_numbers(data, start: int, count: int, dtype: str, fmt: str) -> tuple
     return struct.unpack_from(f">{count}{fmt}", data, start)
 
 
-def _value_with_arrays(data, int_start, n_ints, double_start, n_doubles, chars, arrays) -> Value:
+def _value_with_arrays(data: bytes, int_start: int, n_ints: int, double_start: int,
+                       n_doubles: int, chars: str, arrays: tuple[ArraySpec, ...]) -> Value:
     int_arrays = [a for a in arrays if a.dtype[1] in "biu"]
     float_arrays = [a for a in arrays if a.dtype[1] == "f"]
     int_tail = sum(a.size for a in int_arrays)

@@ -13,9 +13,12 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from rlbridge.protocol.errors import (
     InvalidAction,
@@ -89,7 +92,8 @@ class TaskSpec:
     #: Index of the observation array that is the legal-action mask, if any:
     #: ``mask[i]`` is true iff the action ``actions.ints[0].low + i`` is legal.
     legal_mask: int | None = None
-    _checkers: dict = field(default_factory=dict, compare=False, repr=False)
+    _checkers: dict[tuple[int, str], _Checker] = field(default_factory=dict, compare=False,
+                                                       repr=False)
 
     def __str__(self) -> str:
         return build(self)
@@ -98,7 +102,7 @@ class TaskSpec:
         """Raise :class:`InvalidAction` unless ``action`` fits the ACTIONS part."""
         self.action_checker()(action)
 
-    def action_checker(self):
+    def action_checker(self) -> Callable[[Value], None]:
         """``check_action`` as one precomputed callable, for per-step loops."""
         return _checker(self.actions, "action", InvalidAction, self._checkers).check_action
 
@@ -162,7 +166,7 @@ def build(spec: TaskSpec) -> str:
         f"REWARDS ({_fmt(spec.rewards.low, False)} {_fmt(spec.rewards.high, False)})",
     ]
     extra = spec.extra
-    arrays = {}
+    arrays: dict[str, object] = {}
     if spec.observations.arrays:
         arrays["observations"] = [[a.dtype, list(a.shape)] for a in spec.observations.arrays]
     if spec.actions.arrays:
@@ -252,7 +256,7 @@ def parse(text: str) -> TaskSpec:
     if not sep and text.rstrip().endswith("EXTRA"):
         head = text.rstrip()[: -len("EXTRA")]
     tokens = _tokens(head)
-    values: dict = {}
+    values: dict[str, Any] = {}
     i = 0
     while i < len(tokens):
         word = tokens[i].upper()
@@ -300,12 +304,12 @@ def parse(text: str) -> TaskSpec:
     )
 
 
-def _with_arrays(space: SpaceSpec, arrays) -> SpaceSpec:
+def _with_arrays(space: SpaceSpec, arrays: Iterable[tuple[Any, Iterable[Any]]]) -> SpaceSpec:
     specs = tuple(ArraySpec(str(dtype), tuple(int(n) for n in shape)) for dtype, shape in arrays)
     return SpaceSpec(space.ints, space.doubles, space.charcount, specs)
 
 
-def _checker(space: SpaceSpec, what: str, error: type[RLBridgeError], cache: dict) -> _Checker:
+def _checker(space: SpaceSpec, what: str, error: type[RLBridgeError], cache: dict[tuple[int, str], _Checker]) -> _Checker:
     key = (id(space), what)
     checker = cache.get(key)
     if checker is None:
@@ -333,7 +337,8 @@ class _Checker:
         self.int_low, self.int_high = _bound_arrays(self.int_bounds)
         self.double_low, self.double_high = _bound_arrays(self.double_bounds)
 
-    def _within(self, plain, arrays, kinds: str, low, high, kind: str) -> None:
+    def _within(self, plain: tuple[float, ...], arrays: tuple[npt.NDArray[Any], ...], kinds: str,
+                low: npt.NDArray[np.float64], high: npt.NDArray[np.float64], kind: str) -> None:
         parts = [np.asarray(plain, dtype=np.float64)]
         # The caller has checked the arrays' dtypes and shapes against the spec.
         parts += [a.ravel() for a in arrays if a.dtype.kind in kinds]
@@ -382,7 +387,8 @@ class _Checker:
             )
 
 
-def _bound_arrays(bounds: list) -> tuple[np.ndarray, np.ndarray]:
+def _bound_arrays(bounds: list[tuple[float, float]]
+                  ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Bounds as arrays; UNSPEC admits every finite number, only NEGINF/POSINF admit infinities."""
     low = np.array([b[0] for b in bounds], dtype=np.float64)
     high = np.array([b[1] for b in bounds], dtype=np.float64)

@@ -49,10 +49,12 @@ RewardValue = tuple[float, WireValue]
 Mismatch = (msgspec.DecodeError, UnicodeDecodeError)
 
 
-def decoder(msg_type: int, body: Any) -> Callable[[bytes], tuple]:
+def decoder(msg_type: int, body: Any) -> Callable[[bytes], tuple[Any, ...]]:
     """msgspec's compiled decoder, from a frame to ``(version, type, seq, episode, body)``
     when the frame is one msgpack message of type ``msg_type`` whose body fits the schema
     ``body``; it raises :data:`Mismatch` for any other frame. Callers call it directly: a
     Python function around it would cost as much as it saves (docs/speed.md)."""
-    return msgspec.msgpack.Decoder(
-        tuple[Literal[PROTOCOL_VERSION], Literal[int(msg_type)], _Int64, _Int64, body]).decode
+    # A schema built at run time for msgspec, which no static type can name.
+    schema = tuple[Literal[PROTOCOL_VERSION], Literal[int(msg_type)],  # type: ignore[misc, valid-type]
+                   _Int64, _Int64, body]
+    return msgspec.msgpack.Decoder(schema).decode

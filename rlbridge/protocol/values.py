@@ -10,11 +10,20 @@ that holds them. Plain msgpack decoders read all of it without extension hooks.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import builtins
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from rlbridge.protocol.errors import ProtocolError
+
+if TYPE_CHECKING:  # collections.abc.Buffer from Python 3.12 on
+    from typing_extensions import Buffer
+
+#: The extra frames of a received message: bytes, or zmq.Frame when received without a copy.
+Frames: TypeAlias = "Sequence[Buffer]"
 
 #: Arrays at least this large travel as their own zero-copy ZeroMQ frame.
 ZERO_COPY_THRESHOLD_BYTES = 64 * 1024
@@ -34,10 +43,11 @@ class Value(NamedTuple):
     ``Value(ints=(3,))``, or with :meth:`of`.
     """
 
-    ints: tuple = ()
-    doubles: tuple = ()
+    # ``builtins.int`` in this class: its ``int`` property hides the builtin name here.
+    ints: tuple[builtins.int, ...] = ()
+    doubles: tuple[float, ...] = ()
     chars: str = ""
-    arrays: tuple = ()
+    arrays: tuple[npt.NDArray[Any], ...] = ()
 
     @classmethod
     def of(cls, data: Any) -> Value:
@@ -60,11 +70,11 @@ class Value(NamedTuple):
         return cls(doubles=tuple(float(x) for x in items))
 
     @property
-    def int(self) -> int:
+    def int(self) -> builtins.int:
         """The first int, for the common single-int action."""
         return self.ints[0]
 
-    def flat_ints(self) -> list[int]:
+    def flat_ints(self) -> list[builtins.int]:
         """The ints followed by every integer array flattened in C order (task-spec order)."""
         out = list(self.ints)
         for array in self.arrays:
@@ -101,11 +111,18 @@ _ndarray = np.ndarray
 #: every 64-bit implementation can index; past them a shape is BAD_FIELD, never a crash.
 MAX_ARRAY_DIMS = 32
 MAX_ARRAY_EXTENT_BYTES = 2**62
+_T = TypeVar("_T", bound=tuple[Any, ...])
+
+
+class _TupleNew(Protocol):
+    def __call__(self, cls: type[_T], fields: Iterable[Any], /) -> _T: ...
+
+
 #: Builds a NamedTuple from a complete field tuple without its Python-level ``__new__``.
-_new_tuple = tuple.__new__
+_new_tuple: _TupleNew = tuple.__new__
 
 
-def _wire_array(array: np.ndarray) -> tuple[np.ndarray, str]:
+def _wire_array(array: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], str]:
     """The array as it crosses the wire (C order, little-endian) and its dtype code."""
     code = _WIRE_CODES.get(array.dtype)  # ``dtype.str`` builds a new str on every call
     if code is not None and array.flags.c_contiguous:
@@ -120,7 +137,7 @@ def _wire_array(array: np.ndarray) -> tuple[np.ndarray, str]:
     return array, array.dtype.str
 
 
-def encode_value(value: Value, frames: list | None = None) -> list:
+def encode_value(value: Value, frames: list[memoryview] | None = None) -> list[Any]:
     """Return the msgpack-ready form ``[ints, doubles, chars, arrays]`` of ``value``.
 
     Arrays of :data:`ZERO_COPY_THRESHOLD_BYTES` or more are appended to ``frames``
@@ -132,7 +149,7 @@ def encode_value(value: Value, frames: list | None = None) -> list:
     return [value.ints, value.doubles, value.chars, [encode_array(a, frames) for a in arrays]]
 
 
-def encode_array(array: np.ndarray, frames: list | None = None) -> list:
+def encode_array(array: npt.NDArray[Any], frames: list[memoryview] | None = None) -> list[Any]:
     """The wire form ``[dtype, shape, data]`` of one array; with ``frames``, an array of
     :data:`ZERO_COPY_THRESHOLD_BYTES` or more goes there and ``data`` is its index."""
     array, code = _wire_array(array if type(array) is np.ndarray else np.asarray(array))
@@ -142,7 +159,7 @@ def encode_array(array: np.ndarray, frames: list | None = None) -> list:
     return [code, array.shape, array.tobytes()]
 
 
-def decode_value(raw: Any, frames: list | tuple = ()) -> Value:
+def decode_value(raw: Any, frames: Frames = ()) -> Value:
     """Rebuild a Value from its wire form; ``frames`` holds the zero-copy array frames."""
     if type(raw) is not list or len(raw) != 4:
         raise ProtocolError(
@@ -169,7 +186,7 @@ def decode_value(raw: Any, frames: list | tuple = ()) -> Value:
     return _new_tuple(Value, (tuple(ints), tuple(doubles), chars, decoded))
 
 
-def typed_value(wire: tuple) -> Value:
+def typed_value(wire: tuple[Any, ...]) -> Value:
     """The Value of a frame's value that a typed decoder (typed.py) has checked already; only
     its arrays' dtypes, shapes and sizes are left, checked as decode_value checks them."""
     arrays = wire[3]
@@ -180,14 +197,14 @@ def typed_value(wire: tuple) -> Value:
     return _new_tuple(Value, (wire[0], wire[1], wire[2], decoded))
 
 
-def decode_array(entry: Any, frames: list | tuple) -> np.ndarray:
+def decode_array(entry: Any, frames: Frames) -> npt.NDArray[Any]:
     """One array from its wire form ``[dtype, shape, data]`` (``data`` bin or a frame index)."""
     if type(entry) is not list or len(entry) != 3:
         raise ProtocolError("an array must be [dtype, shape, data]")
     return _array(entry[0], entry[1], entry[2], frames)
 
 
-def _array(dtype: Any, shape: Any, data: Any, frames: list | tuple) -> np.ndarray:
+def _array(dtype: Any, shape: Any, data: Any, frames: Frames) -> npt.NDArray[Any]:
     array_dtype = _DTYPES.get(dtype) if type(dtype) is str else None
     if array_dtype is None:
         raise ProtocolError(f"array dtype {dtype!r} is not one of {WIRE_DTYPES}")

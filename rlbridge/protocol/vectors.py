@@ -16,7 +16,10 @@ import hashlib
 import json
 from pathlib import Path
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 from rlbridge.experiment.log.format import HEADER, LOG_FORMAT_VERSION, MESSAGE, RECEIVED, SENT
 from rlbridge.experiment.net.states import busy_text
@@ -37,7 +40,7 @@ VECTORS_PATH = Path(__file__).with_name("vectors.json")
 BAD_SEED = f"error: seed takes an integer from 0 to {SEED_MAX}; got 'x'"
 
 
-def _array_fields(array: np.ndarray) -> dict:
+def _array_fields(array: npt.NDArray[Any]) -> dict[str, Any]:
     if array.nbytes < ZERO_COPY_THRESHOLD_BYTES:
         return {"dtype": array.dtype.str, "shape": list(array.shape),
                 "data_hex": array.tobytes().hex()}
@@ -46,7 +49,7 @@ def _array_fields(array: np.ndarray) -> dict:
             "sha256": hashlib.sha256(array.tobytes()).hexdigest()}
 
 
-def _value_fields(value: Value) -> dict:
+def _value_fields(value: Value) -> dict[str, Any]:
     return {
         "ints": list(value.ints),
         "doubles": list(value.doubles),
@@ -55,15 +58,19 @@ def _value_fields(value: Value) -> dict:
     }
 
 
-def _samples() -> list[tuple[str, str, int, int, int, object, dict, Value | None]]:
+_Sample = tuple[str, str, int, int, int, Any, dict[str, Any], list[memoryview] | None]
+
+
+def _samples() -> list[_Sample]:
     """(name, description, type, seq, episode, body, fields) for each vector."""
     small = Value(ints=(2,))
     board = Value(arrays=(np.array([[0, 1], [2, 0]], dtype=np.int8),))
     mixed = Value(ints=(15, 7, 0), doubles=(0.5, -1.25), chars="hi")
     big = Value(ints=(1,), arrays=(np.arange(65536, dtype=np.uint8),))
-    samples = []
+    samples: list[_Sample] = []
 
-    def add(name, description, msg_type, seq, episode, body_value, fields, frames_from=None):
+    def add(name: str, description: str, msg_type: int, seq: int, episode: int, body_value: Any,
+            fields: dict[str, Any], frames_from: list[memoryview] | None = None) -> None:
         samples.append((name, description, int(msg_type), seq, episode, body_value, fields,
                         frames_from))
 
@@ -147,15 +154,15 @@ def _samples() -> list[tuple[str, str, int, int, int, object, dict, Value | None
         MessageType.AGENT_MESSAGE, 6, 0, "", {"text": ""})
     add("shutdown", "stop serving", MessageType.SHUTDOWN, 11, 3, "experiment finished",
         {"reason": "experiment finished"})
-    frames: list = []
+    frames: list[memoryview] = []
     add("agent_step_large_array", "a 64 KiB array travels in its own frame",
         MessageType.AGENT_STEP, 12, 4, [0.0, encode_value(big, frames)],
         {"reward": 0.0, "observation": _value_fields(big)}, frames)
     return samples
 
 
-def build_vectors() -> dict:
-    vectors = []
+def build_vectors() -> dict[str, Any]:
+    vectors: list[dict[str, Any]] = []
     for name, description, msg_type, seq, episode, body, fields, frames in _samples():
         out = encode(msg_type, seq, episode, body, list(frames) if frames else None)
         vectors.append({
@@ -176,7 +183,7 @@ def build_vectors() -> dict:
             "batch": batch_vectors(), "log_headers": _log_headers()}
 
 
-def _invalid() -> list[dict]:
+def _invalid() -> list[dict[str, Any]]:
     """First frames a receiver refuses: (name, hex, error code, reply seq, reply episode)."""
     agent_init = int(MessageType.AGENT_INIT)
     rows = [
@@ -203,7 +210,7 @@ def _invalid() -> list[dict]:
              "reply_episode": episode} for name, hex_, code, seq, episode in rows]
 
 
-def _seeds() -> list[dict]:
+def _seeds() -> list[dict[str, Any]]:
     """How ``--seed S`` becomes the environment's and the agent's seed (PROTOCOL.md section 8)."""
     out = []
     for seed in (0, 1, 12345):
@@ -217,7 +224,7 @@ _HEADER_RECORD, _MESSAGE_RECORD, _SENT, _RECEIVED = HEADER, MESSAGE, SENT, RECEI
 _TIMESTAMP_NS = 1795334232554217442
 
 
-def _records(exchanges: list[tuple], episode: int, step: int) -> list[dict]:
+def _records(exchanges: list[tuple[int, MessageType, int, Any]], episode: int, step: int) -> list[dict[str, Any]]:
     """Log records of the environment's (direction, type, seq, body) exchanges with the agent,
     each ``{fields, hex}`` (PROTOCOL.md section 10)."""
     records = []
@@ -234,7 +241,7 @@ def _records(exchanges: list[tuple], episode: int, step: int) -> list[dict]:
 
 
 def _with_records(name: str, description: str, msg_type: MessageType, seq: int, episode: int,
-                  fields: dict, records: list[dict]) -> dict:
+                  fields: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
     """A message vector whose body is ``fields``' items, then the records' bins."""
     body = [*fields.values(), [bytes.fromhex(r["hex"]) for r in records]]
     head = encode(msg_type, seq, episode, body)[0]
@@ -243,7 +250,7 @@ def _with_records(name: str, description: str, msg_type: MessageType, seq: int, 
             "fields": fields, "records": records, "hex": head.hex(), "frames": []}
 
 
-def _messages_with_records() -> list[dict]:
+def _messages_with_records() -> list[dict[str, Any]]:
     """A one-step delegated episode logged by the environment: its records in the reply, in
     a heartbeat, and in a batched heartbeat."""
     observation, action = Value(ints=(19, 5, 0)), Value(ints=(1,))
@@ -275,7 +282,7 @@ def _messages_with_records() -> list[dict]:
     ]
 
 
-def _log_headers() -> list[dict]:
+def _log_headers() -> list[dict[str, Any]]:
     """Header records of a log (PROTOCOL.md section 10), unbatched and batched, their keys in
     the order the writer puts them."""
     spec = ("VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS (0 15) "
@@ -293,8 +300,9 @@ def _log_headers() -> list[dict]:
              "hex": pack([_HEADER_RECORD, fields]).hex()} for name, description, fields in rows]
 
 
-def load_vectors() -> dict:
-    return json.loads(VECTORS_PATH.read_text())
+def load_vectors() -> dict[str, Any]:
+    vectors: dict[str, Any] = json.loads(VECTORS_PATH.read_text())
+    return vectors
 
 
 if __name__ == "__main__":
