@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from rlbridge.bridge.games import drawing_for
+from rlbridge.bridge.games import blocks_for
 from rlbridge.bridge.games.board import BlockGrid, Grid
 from rlbridge.bridge.palette import AIR, PALETTE, check_block, legacy_block
 
@@ -43,7 +43,7 @@ class Origin:
 def snapshot_grid(snapshot: dict) -> BlockGrid:
     """(rows, cols, non-air cells) of a game's ``state_snapshot()``; each game's colours are in
     ``bridge/games/<game>.py``."""
-    return drawing_for(snapshot.get("game"), "block mapping", "blocks").blocks(snapshot)
+    return blocks_for(snapshot.get("game"))(snapshot)
 
 
 # -- commands --------------------------------------------------------------------------------
@@ -83,7 +83,8 @@ def parse_command(line: str) -> SetBlock | Fill:
         if words and words[0] == "setblock" and len(words) == 5:
             return SetBlock(int(words[1]), int(words[2]), int(words[3]), words[4])
         if words and words[0] == "fill" and len(words) == 8:
-            return Fill(*(int(w) for w in words[1:7]), words[7])
+            x1, y1, z1, x2, y2, z2 = (int(w) for w in words[1:7])
+            return Fill(x1, y1, z1, x2, y2, z2, words[7])
     except ValueError:
         pass
     raise ValueError(f"expected 'setblock X Y Z BLOCK' or 'fill X1 Y1 Z1 X2 Y2 Z2 BLOCK'; got {line!r}")
@@ -170,9 +171,10 @@ def apply_commands(world: dict[tuple[int, int, int], str], lines: Iterable[str])
     """Apply command lines to a ``{(x, y, z): block}`` world (air removes): the reference model."""
     for line in lines:
         command = parse_command(line)
-        positions = [command[:3]] if isinstance(command, SetBlock) else command.positions()
+        positions = ([(command.x, command.y, command.z)] if isinstance(command, SetBlock)
+                     else command.positions())
         for position in positions:
             if command.block == AIR:
-                world.pop(tuple(position), None)
+                world.pop(position, None)
             else:
-                world[tuple(position)] = command.block
+                world[position] = command.block

@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import zmq
 
 from rlbridge.bridge.blocks import apply_commands
 from rlbridge.bridge.palette import BACKGROUND, GRAPHICS_CONTRAST, block_rgb, contrast, lifted
 from rlbridge.extras import require
+
+if TYPE_CHECKING:  # pygame is the render extra's; it is imported where it draws
+    from pygame import Surface
 
 Position = tuple[int, int, int]
 #: Brightness of each visible face: the top, the east (+x) side and the south (+z) front.
@@ -150,17 +154,17 @@ class BlockViewer:
 
         if headless:
             init_headless()
-        self._socket = zmq.Context.instance().socket(zmq.PULL)
+        self._socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PULL)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.bind(address)
-        self.address = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.address: str = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self.world = BlockWorld()
         self.scale = scale
         self.snapshot_path = snapshot_path  # where #snapshot saves: the user's, never a peer's
         self.headless = headless
         self.errors = 0
         self.last_error = ""
-        self._window = None
+        self._window: Surface | None = None
         self.saved = 0
         self.stopping = False  # set by stop(), e.g. from a signal handler
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rlbridge.bridge import palette as pal
 from rlbridge.extras import require
+
+if TYPE_CHECKING:  # typing.Self from Python 3.11 on
+    from typing_extensions import Self
 
 CELL = 40
 MARGIN = 12
@@ -69,8 +72,12 @@ class Rect:
 class Layout(Protocol):
     """Where a game's drawn grid of ``rows x cols`` cells goes on its canvas, at some scale."""
 
-    scale: float
-    header: int  # the header line's height at scale 1
+    # Read-only: a layout is a frozen value that scaled() copies.
+    @property
+    def scale(self) -> float: ...
+
+    @property
+    def header(self) -> int: ...  # the header line's height at scale 1
 
     def cell_rect(self, row: int, col: int) -> Rect: ...
 
@@ -90,10 +97,11 @@ class Scaled:
         """``length`` (at scale 1) in pixels, at least 1."""
         return max(1, round(length * self.scale))
 
-    def scaled(self, factor: float):
+    def scaled(self, factor: float) -> Self:
         if not factor > 0:
             raise ValueError(f"scale must be positive; got {factor}")
-        return replace(self, scale=self.scale * factor)
+        # Every layout is a frozen dataclass that mixes this in.
+        return replace(self, scale=self.scale * factor)  # type: ignore[type-var]
 
 
 @dataclass(frozen=True)

@@ -130,8 +130,16 @@ def _host_port(text: str) -> tuple[str, int]:
 
 def make_bridge(args: argparse.Namespace):
     from rlbridge.bridge.blocks import Origin
-    from rlbridge.bridge.sinks import BlockBridge, MalmoSink, RconSink, TextSink, ViewerSink
+    from rlbridge.bridge.sinks import (
+        BlockBridge,
+        BlockSink,
+        MalmoSink,
+        RconSink,
+        TextSink,
+        ViewerSink,
+    )
 
+    sink: BlockSink
     if args.sink == "text":
         sink = TextSink(args.out, malmo_syntax=args.malmo_syntax)
     elif args.sink == "viewer":

@@ -113,7 +113,8 @@ def lifted(rgb: RGB, against: RGB, ratio: float = GRAPHICS_CONTRAST) -> RGB:
     with white that does (for a dark colour on a dark background)."""
     for step in range(21):
         share = step / 20
-        mixed = tuple(round(v + share * (255 - v)) for v in rgb)
+        r, g, b = (round(v + share * (255 - v)) for v in rgb)
+        mixed = (r, g, b)
         if contrast(mixed, against) >= ratio:
-            return mixed  # type: ignore[return-value]
+            return mixed
     return (255, 255, 255)

@@ -72,8 +72,9 @@ class HumanSession:
     def legal(self) -> list[int]:
         reply = self.env.env_message("legal_actions")
         if reply.startswith("error"):
+            # Task-spec bounds are floats (UNSPEC is NaN); an int range is bounded by ints.
             low, high = self.spec.actions.ints[0].low, self.spec.actions.ints[0].high
-            return list(range(low, high + 1))
+            return list(range(int(low), int(high) + 1))
         return [int(word) for word in reply.split()]
 
     def act(self, action: int) -> StepResult | None:
@@ -99,7 +100,8 @@ def action_for_event(snapshot: dict, event, scale: float = 1.0) -> int | None:
 
     controls = controls_of(snapshot["game"])
     if event.type == pygame.MOUSEBUTTONDOWN and event.button == 1:
-        cell = cell_at(snapshot, *event.pos, scale=scale)
+        x, y = event.pos
+        cell = cell_at(snapshot, x, y, scale=scale)
         if cell is None or not controls.clicks_pick_cells or controls.pair_action is None:
             return None
         return controls.pair_action(snapshot, *cell)

@@ -51,7 +51,7 @@ class StatePublisher:
                  clock: Callable[[], float] = time.monotonic):
         if max_rate <= 0:
             raise ValueError(f"max_rate must be positive; got {max_rate}")
-        self._socket = zmq.Context.instance().socket(zmq.XPUB)
+        self._socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.XPUB)
         self._socket.setsockopt(zmq.XPUB_VERBOSER, 1)  # every (un)subscription, to count viewers
         self._socket.setsockopt(zmq.SNDHWM, high_water_mark)
         self._socket.setsockopt(zmq.LINGER, 0)

@@ -62,7 +62,7 @@ class ViewerSink:
     wait_ms = 10_000
 
     def __init__(self, address: str, high_water_mark: int = 64):
-        self._socket = zmq.Context.instance().socket(zmq.PUSH)
+        self._socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUSH)
         self._socket.setsockopt(zmq.SNDHWM, high_water_mark)
         self._socket.setsockopt(zmq.LINGER, 1000)
         self._socket.connect(address)
@@ -173,7 +173,7 @@ class MalmoSink:
     def __init__(self, agent_host=None):
         if agent_host is None:
             try:
-                import MalmoPython  # type: ignore[import-not-found]
+                import MalmoPython
             except ImportError as exc:
                 raise RuntimeError("the Malmo sink needs Malmo's MalmoPython module, which did "
                                    "not import; install Malmo or use another sink") from exc
@@ -194,7 +194,7 @@ class MalmoSink:
 
 def malmo_available() -> bool:
     try:
-        import MalmoPython  # type: ignore[import-not-found]  # noqa: F401
+        import MalmoPython  # noqa: F401
     except ImportError:
         return False
     return True

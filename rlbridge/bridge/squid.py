@@ -15,6 +15,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from rlbridge.bridge.rcon import RconAuthError, RconError, wait_for_rcon
 
@@ -47,13 +48,13 @@ def ensure_installed(server_dir: Path = SERVER_DIR) -> None:
 class FlyingSquid:
     """A running server: ``with FlyingSquid.start() as server: server.rcon_port ...``."""
 
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     rcon_port: int
     game_port: int
     password: str
     log_path: Path
     host: str = "127.0.0.1"
-    _log: object = field(default=None, repr=False)
+    _log: IO[str] | None = field(default=None, repr=False)
 
     @classmethod
     def start(cls, startup_timeout: float = 60.0, server_dir: Path = SERVER_DIR) -> FlyingSquid:

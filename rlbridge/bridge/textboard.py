@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from rlbridge.bridge.games import drawing_for
+from collections.abc import Mapping
+from typing import Any
+
+from rlbridge.bridge.games import text_for
 
 
-def describe(snapshot: dict) -> str:
-    return drawing_for(snapshot.get("game"), "text picture", "text").text(snapshot)
+def describe(snapshot: Mapping[str, Any]) -> str:
+    return text_for(snapshot.get("game"))(snapshot)

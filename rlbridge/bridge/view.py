@@ -14,12 +14,16 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import zmq
 
 from rlbridge.bridge.publish import END_OF_STREAM, decode_frame
 from rlbridge.extras import require
 from rlbridge.protocol.errors import NoDisplay
+
+if TYPE_CHECKING:  # pygame is the render extra's; it is imported where it draws
+    from pygame import Surface
 
 #: SDL video drivers that draw nowhere a person can see.
 _INVISIBLE_DRIVERS = ("dummy", "offscreen")
@@ -59,7 +63,7 @@ class StateSubscriber:
     """SUB socket connected to a :class:`StatePublisher`; :meth:`latest` polls with a timeout."""
 
     def __init__(self, address: str, high_water_mark: int = 16):
-        self._socket = zmq.Context.instance().socket(zmq.SUB)
+        self._socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.SUB)
         self._socket.setsockopt(zmq.RCVHWM, high_water_mark)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt(zmq.SUBSCRIBE, b"")
@@ -157,7 +161,7 @@ class Window:
         pygame.display.init()
         pygame.display.set_caption(title)
         self._pygame = pygame
-        self._screen = None
+        self._screen: Surface | None = None
         self.closed = False
 
     def set_title(self, title: str) -> None:

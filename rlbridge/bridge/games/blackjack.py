@@ -133,7 +133,9 @@ def block_grid(snap: BlackjackSnapshot) -> BlockGrid:
     grid: Grid = {}
     done = bool(snap.get("done"))
     hidden = 0 if done else max(1, len(snap["dealer"]) - 1)
-    hands = ((dealer_shown(snap) + [None] * hidden, "D"), (list(snap["player"]), "P"))
+    dealer: list[int | None] = [*dealer_shown(snap), *[None] * hidden]
+    hands: tuple[tuple[list[int | None], str], ...] = (
+        (dealer, "D"), (list(snap["player"]), "P"))
     slots = max(BLOCK_SLOTS, len(hands[0][0]), len(hands[1][0]))
     for row, (hand, letter) in enumerate(hands):
         top, _ = card_block_origin(row, 0)
