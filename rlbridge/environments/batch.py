@@ -114,12 +114,12 @@ class EnvironmentBatch:
     def batch_step(self, calls: np.ndarray | list[int],
                    actions: Batch | list[Value]) -> BatchStep:
         count = self.num_instances
-        call_list = calls.tolist() if type(calls) is np.ndarray else calls
+        call_list: list[int] = calls.tolist() if isinstance(calls, np.ndarray) else calls
         if len(call_list) != count:
             raise ProtocolError(f"ENV_BATCH_STEP has {len(call_list)} calls; this environment "
                                 f"serves {count} instances")
         stepping = [index for index, call in enumerate(call_list) if call == _STEP]
-        values = actions.values() if type(actions) is Batch else list(actions)
+        values = actions.values() if isinstance(actions, Batch) else list(actions)
         if len(values) != len(stepping):
             raise ProtocolError(f"ENV_BATCH_STEP has {len(stepping)} STEP calls but "
                                 f"{len(values)} actions")
@@ -180,14 +180,14 @@ class EnvironmentBatch:
             raise RLBridgeError(f"instance {self.first_instance + index}: the environment "
                                 f"raised {type(err).__name__}: {err}") from err
         if self._mask_index is not None:
-            self._keep_masks(calls, observations)
+            self._keep_masks(calls, observations, self._mask_index)
         # Unstacked: in process nothing needs them stacked; the wire stacks them.
         return BatchStep(np.array(rewards, dtype=np.float64), observations,
                          np.array(terminals, dtype=bool), infos)
 
-    def _keep_masks(self, calls: list[int], observations: list[Value]) -> None:
+    def _keep_masks(self, calls: list[int], observations: list[Value], mask_index: int) -> None:
         """Each instance's legal mask from the observation it just returned."""
-        mask_index, masks = self._mask_index, self._masks
+        masks = self._masks
         returned = iter(observations)
         for index, call in enumerate(calls):
             if call != _NONE:

@@ -55,8 +55,8 @@ def legal_actions_of(env: Environment, spec: TaskSpec, observation: Value) -> li
     reply = env.env_message("legal_actions")
     if reply.strip():
         return [int(word) for word in reply.split()]
-    low, high = spec.actions.int_bounds()[0]
-    return list(range(int(low), int(high) + 1))
+    low_bound, high_bound = spec.actions.int_bounds()[0]
+    return list(range(int(low_bound), int(high_bound) + 1))
 
 
 def _fail(message: str) -> None:

@@ -49,10 +49,10 @@ class GridWalk(Environment):
         cells = self.size * self.size
         self._observations = []
         for position in range(cells):
-            board = np.zeros(cells, dtype=np.int8)
-            board[-1] = 2
-            board[position] = 1
-            board = board.reshape(self.size, self.size)
+            flat = np.zeros(cells, dtype=np.int8)
+            flat[-1] = 2
+            flat[position] = 1
+            board = flat.reshape(self.size, self.size)
             board.flags.writeable = False
             self._observations.append(Value(arrays=(board,)))
         self._spec = TaskSpec(

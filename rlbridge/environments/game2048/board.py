@@ -10,6 +10,8 @@ import instant while every reachable tile works (4-bit cells would stop at 32768
 
 from __future__ import annotations
 
+from typing import Any
+
 from rlbridge.protocol.errors import InvalidAction
 
 UP, DOWN, LEFT, RIGHT = 0, 1, 2, 3
@@ -177,15 +179,18 @@ _X0, _X1, _X2, _X3 = (LineTable(s, _line_exponents, keep) for s in _ROW_SHIFTS)
 _ROW_MOVABLE, _COL_MOVABLE = _movable_bits(LEFT, RIGHT), _movable_bits(UP, DOWN)
 #: Exact dicts (faster to look up than a LineTable) that hot paths fill from LineTables
 #: with ``fill_lines`` when a look-up raises KeyError: (table, mask) per line, and makers.
-_H0, _H1, _H2, _H3, _V0, _V1, _V2, _V3 = _LEGAL_TABLES = tuple({} for _ in range(8))
+_LEGAL_TABLES: tuple[dict[int, int], ...] = tuple({} for _ in range(8))
+_H0, _H1, _H2, _H3, _V0, _V1, _V2, _V3 = _LEGAL_TABLES
 _LEGAL_PARTS = tuple(part for table, mask in zip(
     _LEGAL_TABLES, (_R0, _R1, _R2, _R3, _C0, _C1, _C2, _C3), strict=True) for part in (table, mask))
 _LEGAL_MAKERS = (*(LineTable(s, _ROW_MOVABLE, keep) for s in _ROW_SHIFTS),
                  *(LineTable(s, _COL_MOVABLE, keep) for s in _COL_SHIFTS))
 #: PLAY_TABLES[action] = (table, mask) for the 4 lines, the table giving ``_moved_line``
 #: (exact dicts filled from PLAY_MAKERS[action] by ``fill_lines``).
-PLAY_TABLES = tuple(
-    tuple(part for line in range(4) for part in ({}, _line_mask(_line_shifts(action, line))))
+#: Per action, a dict (masked line -> (moved line, score, empty shifts)) then its mask, per line.
+PLAY_TABLES: tuple[tuple[Any, ...], ...] = tuple(
+    tuple(part for line in range(4)
+          for part in (dict[int, Any](), _line_mask(_line_shifts(action, line))))
     for action in range(4))
 PLAY_MAKERS = tuple(
     tuple(LineTable(_line_shifts(action, line), _moved_line, _place_moved) for line in range(4))

@@ -136,6 +136,7 @@ class MinesweeperCore:
         self.placed = True
 
     def _place_random(self, kept_free: Sequence[int]) -> None:
+        candidates: np.ndarray | int  # the free cells, or all of them: a count
         if kept_free:
             free = np.ones(self.cells, dtype=bool)
             free[list(kept_free)] = False

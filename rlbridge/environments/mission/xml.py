@@ -89,7 +89,10 @@ class _Reader:
     def __init__(self, source: str):
         self.source = source
 
-    def fail(self, node: _Node, what: str) -> MissionError:
+    def fail(self, node: _Node | None, what: str) -> MissionError:
+        """The error about ``node``, or about the source as a whole when None (a default)."""
+        if node is None:
+            return MissionError(f"{self.source}: {what}")
         return MissionError(f"{self.source}:{node.line}: <{node.name}>: {what}")
 
     def unsupported(self, node: _Node) -> MissionError:
@@ -299,11 +302,11 @@ class _Reader:
 
     def grid(self, node: _Node, fields: dict) -> None:
         self.only(node, {"Grid"})
-        grids = []
+        grids: list[Grid] = []
         for item in node.children:
             self.only(item, {"min", "max"})
-            corners = {c.name: tuple(self.coordinate(c, k) if k != "y" else
-                                     int(self.number(c, k)) for k in ("x", "y", "z"))
+            corners = {c.name: (self.coordinate(c, "x"), int(self.number(c, "y")),
+                                self.coordinate(c, "z"))
                        for c in item.children}
             if set(corners) != {"min", "max"}:
                 raise self.fail(item, "expected <min> and <max>")

@@ -89,7 +89,7 @@ class ReversiEnv(Environment):
         self.size = size
         self.core = ReversiCore(size=self.size)  # validates the size
         self.cells = self.size * self.size
-        self.opponent_name = opponent
+        self.opponent_name: str = opponent
         self.opponent = self._opponent(opponent, depth)
         self.rng = np.random.default_rng(seed)
         self.done = True
