@@ -6,6 +6,7 @@ import difflib
 import importlib
 import os
 import sys
+from collections.abc import Iterable, Mapping
 
 from rlbridge.protocol.errors import OptionError, UntrustedName
 
@@ -47,7 +48,7 @@ AGENTS: dict[str, str] = {
 }
 
 
-def target(name: str, registry: dict[str, str]) -> str:
+def target(name: str, registry: Mapping[str, str]) -> str:
     """The ``module:Class`` path for a built-in short name or such a path, importing nothing.
 
     An unknown name raises OptionError with the known names and the closest one.
@@ -66,7 +67,7 @@ def target(name: str, registry: dict[str, str]) -> str:
     return path
 
 
-def resolve(name: str, registry: dict[str, str], *, source: str = "") -> type:
+def resolve(name: str, registry: Mapping[str, str], *, source: str = "") -> type:
     """The class for a built-in short name or a ``module:Class`` path (imported now);
     for ``gym:<id>``, and for a ``module:Class`` that is a gymnasium.Env class, the adapter
     class that serves it (:mod:`rlbridge.gym.serve`).
@@ -105,11 +106,11 @@ def resolve(name: str, registry: dict[str, str], *, source: str = "") -> type:
     return check_contract(found, name, registry)
 
 
-def _kind(registry: dict[str, str]) -> str:
+def _kind(registry: Mapping[str, str]) -> str:
     return "environment" if registry is ENVIRONMENTS else "agent" if registry is AGENTS else "name"
 
 
-def _refuse_untrusted(name: str, registry: dict[str, str], source: str) -> None:
+def _refuse_untrusted(name: str, registry: Mapping[str, str], source: str) -> None:
     if name in registry:
         return
     if registry is ENVIRONMENTS and name.startswith(GYM_PREFIX) \
@@ -123,17 +124,19 @@ def _refuse_untrusted(name: str, registry: dict[str, str], source: str) -> None:
         f"pass --trust-log, or name the {kind} on the command line")
 
 
-def check_contract(found: object, name: str, registry: dict[str, str]) -> type:
+def check_contract(found: object, name: str, registry: Mapping[str, str]) -> type:
     """``found`` itself when it is a class of the registry's contract, else OptionError.
 
     Environments: a subclass of :class:`~rlbridge.environments.base.Environment`. Agents:
-    a subclass of :class:`~rlbridge.agents.base.Agent`, or a class with the batched
-    contract's ``batch_init`` and ``batch_step`` (PROTOCOL.md 16.4). Functions and other
+    a subclass of :class:`~rlbridge.agents.base.Agent`, or a class of the batched
+    contract, :class:`~rlbridge.agents.batch.BatchAgent` (PROTOCOL.md 16.4). Functions and other
     callables are refused: a name must never reach a call that is not a game or an agent.
     """
     from rlbridge.agents.base import Agent
+    from rlbridge.agents.batch import BatchAgent
     from rlbridge.environments.base import Environment
 
+    accepted: tuple[type, ...]
     if registry is ENVIRONMENTS:
         expected, accepted = "an Environment class (rlbridge.environments.base)", (Environment,)
     elif registry is AGENTS:
@@ -143,8 +146,7 @@ def check_contract(found: object, name: str, registry: dict[str, str]) -> type:
     if isinstance(found, type):
         if issubclass(found, accepted):
             return found
-        if registry is not ENVIRONMENTS and all(
-                callable(getattr(found, method, None)) for method in ("batch_init", "batch_step")):
+        if registry is not ENVIRONMENTS and issubclass(found, BatchAgent):
             return found
         what = f"class {found.__module__}.{found.__qualname__}"
     else:
@@ -152,7 +154,7 @@ def check_contract(found: object, name: str, registry: dict[str, str]) -> type:
     raise OptionError(f"{name!r} is not a game or agent: expected {expected}; got {what}")
 
 
-def parse_options(pairs: list[str] | None) -> dict[str, str]:
+def parse_options(pairs: Iterable[str] | None) -> dict[str, str]:
     """Turn ``["key=value", ...]`` from ``--opt`` into a dict of strings, naming a malformed pair.
 
     The strings are what logs record; :func:`rlbridge.options.convert_options` types them.
@@ -166,7 +168,7 @@ def parse_options(pairs: list[str] | None) -> dict[str, str]:
     return options
 
 
-def _game_package(name: str, registry: dict[str, str], root: str) -> str | None:
+def _game_package(name: str, registry: Mapping[str, str], root: str) -> str | None:
     """The game package of a built-in name (``rlbridge.<root>.<game>.*``); None for a name
     outside one (the toys, ``random``, ``first``) or not built in."""
     parts = registry.get(name, "").partition(":")[0].split(".")

@@ -12,6 +12,7 @@ when a step limit cuts the episode off); ``agent_cleanup`` at the end; and
 
 from __future__ import annotations
 
+from rlbridge.protocol.errors import WrongState
 from rlbridge.protocol.messages import answer_seed, message_words
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
@@ -44,6 +45,13 @@ class Agent:
 
     def agent_init(self, task_spec: TaskSpec) -> None:
         self.task_spec = task_spec
+
+    @property
+    def spec(self) -> TaskSpec:
+        """The task spec of ``agent_init``, for code that runs after it; WRONG_STATE before."""
+        if self.task_spec is None:
+            raise WrongState(f"{type(self).__name__} needs agent_init before it acts")
+        return self.task_spec
 
     def act(self, observation: Value) -> Value:
         """The action for ``observation``, for agents whose start and step are the same."""

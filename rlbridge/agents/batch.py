@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -28,9 +28,13 @@ from rlbridge.protocol.messages import answer_seed, message_words
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 
+if TYPE_CHECKING:  # typing.TypeIs from Python 3.13 on
+    from typing_extensions import TypeIs
+
 _STEP, _START, _END, _END_START, _NONE = (int(c) for c in AgentCall)
 
 
+@runtime_checkable
 class BatchAgent(Protocol):
     """An agent for ``num_instances`` instances at once (PROTOCOL.md 16.4).
 
@@ -51,8 +55,9 @@ class BatchAgent(Protocol):
     def agent_cleanup(self) -> None: ...
 
 
-def is_batch_agent(agent: object) -> bool:
-    return callable(getattr(agent, "batch_step", None))
+def is_batch_agent(agent: object) -> TypeIs[BatchAgent]:
+    """Whether ``agent`` has BatchAgent's methods, and so answers for many instances itself."""
+    return isinstance(agent, BatchAgent)
 
 
 class _SharedAttribute:
@@ -62,12 +67,12 @@ class _SharedAttribute:
     def __init__(self, name: str):
         self.name = name
 
-    def __get__(self, agent, owner=None):
+    def __get__(self, agent: Any, owner: type | None = None) -> Any:
         if agent is None:
             return self
         return getattr(agent.batch_learner, self.name)
 
-    def __set__(self, agent, value) -> None:
+    def __set__(self, agent: Any, value: Any) -> None:
         setattr(agent.batch_learner, self.name, value)
 
 
@@ -75,7 +80,7 @@ class _SharedAttribute:
 def _sharing_class(cls: type, names: tuple[str, ...]) -> type:
     """``cls`` with ``names`` routed to instance 0's agent: the class of the copies.
     It keeps ``cls``'s names, so what a copy reports of itself is what the agent does."""
-    namespace = {name: _SharedAttribute(name) for name in names}
+    namespace: dict[str, object] = {name: _SharedAttribute(name) for name in names}
     namespace.update(__module__=cls.__module__, __qualname__=cls.__qualname__, __doc__=cls.__doc__)
     return type(cls.__name__, (cls,), namespace)
 
@@ -113,14 +118,16 @@ class AgentBatch:
             value = getattr(learner, name)
             memo[id(value)] = value
         try:
-            clone = copy.deepcopy(learner, memo)
+            # Any: its class becomes the made one below, with batch_learner beside it.
+            clone: Any = copy.deepcopy(learner, memo)
         except (TypeError, copy.Error) as err:
             raise TypeError(f"{type(learner).__name__} cannot be copied for each instance "
                             f"({err}); name what all instances may share (a file, a "
                             "connection) in its SHARED_STATE") from err
         for name in names:
             delattr(clone, name)
-        clone.__class__ = _sharing_class(type(learner), names)
+        learner_class: type = type(learner)
+        clone.__class__ = _sharing_class(learner_class, names)
         clone.batch_learner = learner
         return clone
 
@@ -171,6 +178,6 @@ class AgentBatch:
         self.agent.agent_cleanup()
 
 
-def as_batch_agent(agent) -> BatchAgent:
+def as_batch_agent(agent: Agent | BatchAgent) -> BatchAgent:
     """``agent`` itself when it is a BatchAgent, else the adapter around it."""
     return agent if is_batch_agent(agent) else AgentBatch(agent)

@@ -43,7 +43,7 @@ class RandomAgent(Agent):
         self.rng = np.random.default_rng(seed)
         self._draws: list[float] = []
 
-    def agent_init(self, task_spec) -> None:
+    def agent_init(self, task_spec: TaskSpec) -> None:
         super().agent_init(task_spec)
         self._int_bounds = [(int(low), int(high)) for low, high in task_spec.actions.int_bounds()]
         only_one_int = len(self._int_bounds) == 1 and not task_spec.actions.doubles
@@ -56,7 +56,7 @@ class RandomAgent(Agent):
         return self._draws.pop()
 
     def act(self, observation: Value) -> Value:
-        spec = self.task_spec
+        spec = self.spec
         if spec.legal_mask is not None:
             legal = legal_actions(spec, observation)
             if not legal:
@@ -101,7 +101,7 @@ class FirstLegalAgent(Agent):
     name = "first"
 
     def act(self, observation: Value) -> Value:
-        legal = legal_actions(self.task_spec, observation)
+        legal = legal_actions(self.spec, observation)
         if legal:
             return Value(ints=(legal[0],))
-        return Value(ints=tuple(int(low) for low, _ in self.task_spec.actions.int_bounds()))
+        return Value(ints=tuple(int(low) for low, _ in self.spec.actions.int_bounds()))

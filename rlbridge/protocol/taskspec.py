@@ -98,6 +98,13 @@ class TaskSpec:
     def __str__(self) -> str:
         return build(self)
 
+    def mask_index(self, who: str) -> int:
+        """:attr:`legal_mask`, for ``who`` (an agent) that needs one: TaskSpecError without."""
+        if self.legal_mask is None:
+            raise TaskSpecError(f"{who} needs a task spec whose EXTRA ARRAYS names a "
+                                f"legal_mask; got {build(self)!r}")
+        return self.legal_mask
+
     def check_action(self, action: Value) -> None:
         """Raise :class:`InvalidAction` unless ``action`` fits the ACTIONS part."""
         self.action_checker()(action)

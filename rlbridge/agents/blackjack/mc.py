@@ -166,13 +166,15 @@ class BlackjackTabularAgent(Agent):
     def exact_return(self) -> float:
         return blackjack_dp.expected_return(self.greedy_table())
 
-    def extra_arrays(self) -> dict[str, np.ndarray]:
+    # Any, not ndarray: np.savez takes the dict as keywords, which a typed dict could not
+    # tell from its allow_pickle flag.
+    def extra_arrays(self) -> dict[str, Any]:
         return {}
 
     def restore_extra(self, data) -> None:
         return None
 
-    def save(self, path: str) -> None:
+    def save(self, path: str | Path) -> None:
         np.savez(
             path, algorithm=np.array(self.algorithm), q=self.q_table(),
             c=np.asarray(self.c).reshape(TABLE_SHAPE), policy=self.policy_table(),
@@ -180,7 +182,7 @@ class BlackjackTabularAgent(Agent):
             episodes=np.array(self.episodes), **self.extra_arrays(),
         )
 
-    def load(self, path: str) -> None:
+    def load(self, path: str | Path) -> None:
         with load_npz(path) as data:
             if data["q"].shape != TABLE_SHAPE:
                 raise ValueError(f"{path}: q must have shape {TABLE_SHAPE}; got {data['q'].shape}")
@@ -256,7 +258,9 @@ class MCEvalAgent(BlackjackTabularAgent):
             q[pair] += delta / c[pair]
             m2[pair] += delta * (ret - q[pair])
 
-    def extra_arrays(self) -> dict[str, np.ndarray]:
+    # Any, not ndarray: np.savez takes the dict as keywords, which a typed dict could not
+    # tell from its allow_pickle flag.
+    def extra_arrays(self) -> dict[str, Any]:
         return {"m2": np.asarray(self.m2).reshape(TABLE_SHAPE),
                 "target_hit": np.asarray(self.target_hit).reshape(TABLE_SHAPE[:3])}
 

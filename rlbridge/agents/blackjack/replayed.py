@@ -40,6 +40,9 @@ def replayed_agent(log_path: str, trusted: bool = False) -> BlackjackTabularAgen
     if differences:
         raise LogError(f"{log_path}: replaying {name} does not reproduce the run "
                        f"({differences[0]}); its tables cannot be rebuilt")
+    if not isinstance(agent, BlackjackTabularAgent):
+        raise LogError(f"{log_path}: replaying {name} built a {type(agent).__name__}, "
+                       "expected a Monte Carlo Blackjack agent")
     return agent
 
 

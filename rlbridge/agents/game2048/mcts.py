@@ -133,8 +133,11 @@ class SeedMCTS:
                 self.iterate(root, board)
                 passes += 1
                 mean = (time.process_time() - start) / passes
-        return max(legal, key=lambda a: -math.inf if root.children[a] is None
-                   else root.children[a].q)
+        def value(action: int) -> float:
+            child = root.children[action]
+            return -math.inf if child is None else child.q
+
+        return max(legal, key=value)
 
 
 class SeedMCTSAgent(Agent):

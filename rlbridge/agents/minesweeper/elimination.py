@@ -100,12 +100,12 @@ class MinesweeperAgentBase(Agent):
     def apply_settings(self, settings: dict) -> None:
         return None
 
-    def save(self, path: str) -> None:
+    def save(self, path: str | Path) -> None:
         payload = {"agent": type(self).__name__, "settings": self.settings(), "stats": self.stats}
         with open(path, "wb") as handle:
             handle.write(msgpack.packb(payload))
 
-    def load(self, path: str) -> None:
+    def load(self, path: str | Path) -> None:
         with open_regular(path) as handle:
             payload = msgpack.unpackb(handle.read())
         if payload.get("agent") != type(self).__name__:
@@ -122,10 +122,11 @@ class MinesweeperAgentBase(Agent):
         self.channels = int(shape[2])
         extra = game_options(spec.extra, "minesweeper")
         mines = extra.get("mines")
-        self.num_mines = int(mines) if mines else self.mines_option
-        if self.num_mines is None:
+        num_mines = int(mines) if mines else self.mines_option
+        if num_mines is None:
             raise ValueError("the mine count is unknown: the task spec's EXTRA lacks mines=; "
                              "pass the agent option mines=N")
+        self.num_mines = num_mines
         self.first_click = extra.get("first_click", "none")
         self.neighbours = neighbour_table(self.rows, self.cols)
 

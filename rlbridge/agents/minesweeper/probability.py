@@ -20,6 +20,7 @@ with every kept hint; ``Solution.exact`` says whether any relaxation happened.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from math import comb
@@ -60,8 +61,9 @@ class _Component:
         self.boxes = boxes
         self.exact = True
         self.nodes = 0
-        self.weights: list[int] = []
-        self.box_mines: list[list[int]] = []
+        # Lists while solving, tuples once frozen (_freeze).
+        self.weights: Sequence[int] = []
+        self.box_mines: Sequence[Sequence[int]] = []
         order = _order(len(boxes), constraints)
         try:
             self._enumerate(boxes, constraints, order, node_limit)
@@ -144,10 +146,11 @@ class _Component:
             parts.append((sorted(side), part))
         (_, a), (_, b) = parts
         self.weights = _convolve(a.weights, b.weights)
-        self.box_mines = [[0] * len(self.weights) for _ in boxes]
+        box_mines: list[Sequence[int]] = [[0] * len(self.weights) for _ in boxes]
         for (members, part), other in ((parts[0], b), (parts[1], a)):
             for i, box in enumerate(members):
-                self.box_mines[box] = _convolve(part.box_mines[i], other.weights)
+                box_mines[box] = _convolve(part.box_mines[i], other.weights)
+        self.box_mines = box_mines
         self._freeze()
 
 
@@ -280,10 +283,11 @@ def solve_constraints(constraints: list[Constraint], unknown: list[int], left: i
         wanted = sorted({c for b in group for c in touching[boxes[b][0]]})
         local_constraints = [([local[b] for b in constraint_boxes[c]], constraints[c][1]) for c in wanted]
         component_boxes = [boxes[b] for b in group]
-        key = None
+        cache_key = None
         if cache is not None:
-            key = tuple(constraints[c] for c in wanted)  # the hints fix the boxes and solutions
-            component = cache.get(key)
+            # The hints fix the boxes and solutions.
+            cache_key = tuple(constraints[c] for c in wanted)
+            component = cache.get(cache_key)
             if component is not None:
                 components.append(component)
                 continue
@@ -292,7 +296,7 @@ def solve_constraints(constraints: list[Constraint], unknown: list[int], left: i
         if cache is not None:
             if len(cache) >= _CACHE_LIMIT:
                 cache.clear()
-            cache[key] = component
+            cache[cache_key] = component
         components.append(component)
     frontier = len(touching)
     work += len(constraints) + frontier

@@ -73,7 +73,7 @@ class SolverAgent(MinesweeperAgentBase):
         self.lookahead = lookahead
         self.spread = spread
         self.endgame = endgame
-        self.rule = rule
+        self.rule: str = rule
         self.work_limit = work
         if self.rule not in RULES:
             raise ValueError(f"option rule must be one of {', '.join(RULES)}; got {self.rule!r}")
@@ -93,7 +93,7 @@ class SolverAgent(MinesweeperAgentBase):
 
     def agent_init(self, task_spec) -> None:
         super().agent_init(task_spec)
-        self.opening: int | None = None  # the first move depends only on the board size
+        self.opening = None  # the first move depends only on the board size
 
     def new_game(self) -> None:
         self.safe: set[int] = set()

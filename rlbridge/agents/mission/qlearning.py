@@ -70,7 +70,7 @@ class MissionQLearningAgent(Agent):
     def _choose(self, state: tuple[int, int], observation: Value) -> int:
         values = self.q.setdefault(state, [0.0] * self.actions)
         legal = list(range(self.actions))
-        index = self.task_spec.legal_mask
+        index = self.spec.legal_mask
         if index is not None:
             legal = [int(a) for a in np.flatnonzero(observation.arrays[index])] or legal
         if self.rng.random() < self.epsilon:

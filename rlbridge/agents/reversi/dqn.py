@@ -7,13 +7,14 @@ import json
 import math
 from collections import deque
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from rlbridge.agents.base import Agent
 from rlbridge.agents.files import SAVE_AND_LOAD, check_loadable, load_npz, refusal
 from rlbridge.extras import require
+from rlbridge.protocol.errors import WrongState
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 
@@ -205,7 +206,8 @@ class ReversiDQNAgent(Agent):
         self.epsilon_steps, self.epsilon_test = epsilon_steps, epsilon_test
         self.train_every, self.target_every = train_every, target_every
         self.warmup = warmup
-        self.save_path, self.load_path, self.curve_path = save, load, curve
+        self.save_path, self.curve_path = save, curve
+        self.load_path: Path | str | None = load
         if load:
             check_loadable(load)
         self.play_shipped = mode == "test" and load is None
@@ -215,8 +217,10 @@ class ReversiDQNAgent(Agent):
         self.returns: list[float] = []
         self.moves = 0
         self.losses: deque[float] = deque(maxlen=200)
-        self.frames: deque | None = None  # the episode's last n_frames observations
-        self.pending = None  # the (state, action) whose transition the next reward completes
+        # The episode's last n_frames observations (agent_start fills it).
+        self.frames: deque[np.ndarray] = deque(maxlen=n_frames)
+        # The (state, action) whose transition the next reward completes.
+        self.pending: tuple[np.ndarray, int] | None = None
         self.episode_return = 0.0
 
     def set_mode(self, mode: str) -> None:
@@ -256,7 +260,7 @@ class ReversiDQNAgent(Agent):
         frame = np.asarray(observation.ints, dtype=np.uint8)
         self.frames.appendleft(frame)
         state = np.concatenate(self.frames)
-        return state, np.asarray(observation.arrays[self.task_spec.legal_mask])[1:]
+        return state, np.asarray(observation.arrays[self.spec.mask_index(self.name)])[1:]
 
     def epsilon(self) -> float:
         if self.mode == "test":
@@ -270,7 +274,7 @@ class ReversiDQNAgent(Agent):
             return PASS
         if self.rng.random() < self.epsilon():
             return int(cells[self.rng.integers(len(cells))])
-        q = self.net.predict(state[None, :].astype(np.float32))[0]
+        q = self._online().predict(state[None, :].astype(np.float32))[0]
         return int(cells[np.argmax(q[cells])])
 
     def agent_start(self, observation: Value) -> Value:
@@ -312,26 +316,34 @@ class ReversiDQNAgent(Agent):
             return
         states, actions, rewards, next_states, next_legal, done = self.memory.sample(
             self.batch, self.rng)
-        online = np.where(next_legal, self.net.predict(next_states), -np.inf)
+        net = self._online()
+        online = np.where(next_legal, net.predict(next_states), -np.inf)
         best = np.argmax(online, axis=1)
         following = self.target.predict(next_states)[np.arange(self.batch), best]
         following = np.where(done | ~next_legal.any(axis=1), 0.0, following)
         targets = (rewards + self.gamma * following).astype(np.float32)
-        self.losses.append(self.net.train_step(states, actions, targets))
-        if self.net.updates % self.target_every == 0:
-            self.target.copy_from(self.net)
+        self.losses.append(net.train_step(states, actions, targets))
+        if net.updates % self.target_every == 0:
+            self.target.copy_from(net)
 
     # -- persistence and reporting -----------------------------------------------------
-    def save(self, path: str) -> None:
+    def _online(self) -> MLP:
+        """The online network, which agent_init builds."""
+        if self.net is None:
+            raise WrongState(f"{self.name} needs agent_init before it acts or learns")
+        return self.net
+
+    def save(self, path: str | Path) -> None:
         meta = {"n_frames": self.n_frames, "hidden": self.hidden, "cells": self.cells,
                 "moves": self.moves, "episodes": len(self.returns)}
         # float16 halves the file (the bench measures the weights as stored); training
         # resumes from it in float32, and the optimiser's moments are not saved anyway.
-        arrays = {name: array.astype(np.float16) for name, array in self.net.arrays().items()}
+        arrays: dict[str, Any] = {name: array.astype(np.float16)
+                                  for name, array in self._online().arrays().items()}
         np.savez_compressed(path, meta=np.array(json.dumps(meta)),
                             returns=np.asarray(self.returns, dtype=np.float32), **arrays)
 
-    def load(self, path: str) -> None:
+    def load(self, path: str | Path) -> None:
         if self.task_spec is None:  # before agent_init the board size is unknown
             self.load_path = path
             return
@@ -343,13 +355,14 @@ class ReversiDQNAgent(Agent):
             if meta["n_frames"] != self.n_frames or meta["hidden"] != self.hidden:
                 self.n_frames, self.hidden = meta["n_frames"], meta["hidden"]
                 self._build()
-            self.net.load_arrays(data)
-            self.target.copy_from(self.net)
+            net = self._online()
+            net.load_arrays(data)
+            self.target.copy_from(net)
             self.returns = data["returns"].tolist()
         self.weights = str(path)
         self.moves = max(self.moves, meta["moves"])
 
-    def plot(self, path: str, window: int = 500) -> None:
+    def plot(self, path: str | Path, window: int = 500) -> None:
         """Learning curve: win rate over a moving window of training episodes."""
         require("matplotlib", "plotting").use("Agg")
         import matplotlib.pyplot as plt

@@ -9,12 +9,15 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlbridge.agents.reversi.dqn import ReversiDQNAgent
 
+if TYPE_CHECKING:
+    from rlbridge.environments.reversi.env import Opponent
 
-def train(size: int = 6, episodes: int = 20000, opponent: str = "seed", seed: int = 0,
+
+def train(size: int = 6, episodes: int = 20000, opponent: Opponent = "seed", seed: int = 0,
           report_every: int = 1000, checkpoints: Path | None = None,
           **agent_options: Any) -> ReversiDQNAgent:
     """Train against the reversi environment, with a progress bar; every ``report_every``

@@ -22,7 +22,7 @@ DEFAULT_DEPTH_PLIES = 4
 
 def core_from_observation(task_spec: TaskSpec, observation: Value) -> ReversiCore:
     """The position the agent sees: layers 0 and 1 of the observation, agent to move."""
-    cells = task_spec.observations.arrays[task_spec.legal_mask].shape[0] - 1
+    cells = task_spec.observations.arrays[task_spec.mask_index("reversi search")].shape[0] - 1
     size = math.isqrt(cells)
     ints = observation.ints
     agent = int("".join(map(str, reversed(ints[:cells]))), 2)
@@ -63,7 +63,7 @@ class ReversiSearchAgent(Agent):
 
     def act(self, observation: Value) -> Value:
         started = time.perf_counter()
-        core = core_from_observation(self.task_spec, observation)
+        core = core_from_observation(self.spec, observation)
         move = self.engine.best_move(core, AGENT, self.rng)
         self.moves += 1
         self.thinking += time.perf_counter() - started

@@ -12,6 +12,8 @@ expectimax), so the agent never looks at the hidden next piece.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
@@ -31,7 +33,8 @@ class SecondPly:
     def __init__(self, placer, kinds: tuple[int, ...]):
         self.placer, self.kinds = placer, tuple(kinds)
         cols, rows = placer.cols, placer.rows
-        places, starts = [], []
+        places: list[tuple[int, Any, int]] = []  # (kind's index, orientation, column)
+        starts: list[int] = []
         for k, kind in enumerate(self.kinds):
             starts.append(len(places))
             places += [(k, o, col) for _, o in placer.shapes[kind]

@@ -23,6 +23,7 @@ from rlbridge.agents.tetris.expect import SecondPly, expected_values
 from rlbridge.environments.tetris.board import landing_row, place
 from rlbridge.environments.tetris.core import TetrisCore
 from rlbridge.environments.tetris.pieces import SEED_PIECES, PieceSet, pieces_of_extra
+from rlbridge.protocol.errors import WrongState
 from rlbridge.protocol.taskspec import TaskSpec, game_options
 from rlbridge.protocol.values import Value
 
@@ -234,6 +235,8 @@ def play_game(placer: Placer, rng: np.random.Generator, preview: bool = False,
     while not core.terminal and (max_pieces is None or core.pieces < max_pieces):
         action = placer.best(core.board, core.heights, core.kind,
                              core.next_kind if preview else None)
+        if action is None:  # no placement fits the board: the game is over for the placer
+            break
         core.apply_action(action)
     return core
 
@@ -274,6 +277,8 @@ class PlacementAgent(Agent):
 
     def act(self, observation: Value) -> Value:
         placer = self.placer
+        if placer is None:
+            raise WrongState(f"{type(self).__name__} needs agent_init before it acts")
         grid = observation.arrays[0] != 0
         board = (grid.astype(np.int64) << np.arange(placer.cols)).sum(axis=1).tolist()
         heights = [int(h) for h in np.where(grid.any(axis=0), placer.rows - grid.argmax(axis=0), 0)]

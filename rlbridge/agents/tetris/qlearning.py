@@ -169,7 +169,7 @@ class QLearningAgent(Agent):
             self.q[state][key] = old + self.alpha * (ret - old)
 
     # -- persistence ---------------------------------------------------------------
-    def save(self, path: str) -> None:
+    def save(self, path: str | Path) -> None:
         states = [s for s, row in self.q.items() for _ in row]
         keys = [k for row in self.q.values() for k in row]
         values = [v for row in self.q.values() for v in row.values()]
@@ -179,7 +179,7 @@ class QLearningAgent(Agent):
                                 values=np.asarray(values, dtype=np.float64),
                                 games=np.int64(self.games), cols=np.int64(self.cols))
 
-    def load(self, path: str) -> None:
+    def load(self, path: str | Path) -> None:
         with load_npz(path) as data:
             self.q = {}
             for s, k, v in zip(data["states"].tolist(), data["afterstates"].tolist(),

@@ -101,9 +101,8 @@ class MinesweeperEnv(Environment):
 
     def env_start(self) -> Value:
         self.file_outcome()
-        core = self.core = MinesweeperCore(self.rows, self.cols, self.num_mines,
-                                           self.first_click, self.rng)
-        return self._observation(core)
+        self.core = MinesweeperCore(self.rows, self.cols, self.num_mines, self.first_click, self.rng)
+        return self._observation()
 
     def env_step(self, action: Value) -> StepResult:
         core = self.core
@@ -115,7 +114,7 @@ class MinesweeperEnv(Environment):
             raise InvalidAction(f"a minesweeper action is one int (a cell index); got {action!r}")
         reward = core.apply_action(int(action.ints[0]))
         info = {"won": core.won, "lost": core.lost} if core.is_terminal() else None
-        return StepResult(reward, self._observation(core), core.is_terminal(), info)
+        return StepResult(reward, self._observation(), core.is_terminal(), info)
 
     MESSAGES = ("elimination",)
     OUTCOME = ("win rate", "rate")
@@ -137,7 +136,10 @@ class MinesweeperEnv(Environment):
         return self.core.snapshot() if self.core is not None else None
 
     # -- observation -----------------------------------------------------------------
-    def _observation(self, core: MinesweeperCore) -> Value:
+    def _observation(self) -> Value:
+        core = self.core
+        if core is None:
+            raise WrongState("an observation needs env_start first")
         is_open = core.open_mask()
         shown = core.hints() * is_open
         if self.onehot:

@@ -45,6 +45,10 @@ def _alphabeta_policy(depth: int) -> Policy:
     return policy
 
 
+#: The built-in opponents, by the name the ``opponent`` option takes.
+Opponent = Literal["seed", "random", "greedy", "alphabeta"]
+
+
 class ReversiEnv(Environment):
     """Reversi on an N x N board against the seed's heuristic opponent (or another one).
 
@@ -83,7 +87,7 @@ class ReversiEnv(Environment):
     name = "reversi"
 
     def __init__(self, size: int = 6,
-                 opponent: Literal["seed", "random", "greedy", "alphabeta"] = "seed",
+                 opponent: Opponent = "seed",
                  depth: int = 3, seed: int = 0):
         super().__init__()
         self.size = size

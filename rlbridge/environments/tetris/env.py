@@ -137,9 +137,9 @@ class TetrisEnv(Environment):
 
     def env_start(self) -> Value:
         self.file_outcome()
-        core = self.core = TetrisCore(self.rows, self.cols, self.rng, self.reward, self.actions,
-                                      self.gravity, self.piece_set)
-        return self._observation(core)
+        self.core = TetrisCore(self.rows, self.cols, self.rng, self.reward, self.actions,
+                               self.gravity, self.piece_set)
+        return self._observation()
 
     def env_step(self, action: Value) -> StepResult:
         core = self.core
@@ -151,7 +151,7 @@ class TetrisEnv(Environment):
             raise InvalidAction(f"a tetris action is one int; got {action!r}")
         reward = core.apply_action(int(action.ints[0]))
         info = {"pieces": core.pieces, "lines": core.lines, "level": core.level}
-        return StepResult(reward, self._observation(core), core.is_terminal(), info)
+        return StepResult(reward, self._observation(), core.is_terminal(), info)
 
     MESSAGES = ("render",)
     OUTCOME = ("lines", "mean")
@@ -185,7 +185,10 @@ class TetrisEnv(Environment):
         }
 
     # -- observation -----------------------------------------------------------------
-    def _observation(self, core: TetrisCore) -> Value:
+    def _observation(self) -> Value:
+        core = self.core
+        if core is None:
+            raise WrongState("an observation needs env_start first")
         ints: tuple[int, ...] = (core.kind, core.rot, core.x, core.y)
         if self.preview:
             ints += (core.next_kind,)
