@@ -20,7 +20,7 @@ from gymnasium.vector.utils import batch_space, create_empty_array, iterate
 
 from rlbridge.gym.spaces import Codec, ValueCodec, action_indices
 from rlbridge.gym.taskspec import RestoredCodec
-from rlbridge.protocol.batch import Batch, as_batch
+from rlbridge.protocol.batch import Batch, Values, as_batch
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.values import Value
 
@@ -32,7 +32,7 @@ class BatchedObservations:
         self.codec = codec
         self.count = count
         self.space = batch_space(codec.space, count)
-        empty = create_empty_array(codec.space, n=count, fn=np.zeros)
+        empty: Any = create_empty_array(codec.space, n=count, fn=np.zeros)  # a Dict's is a dict
         single = len(codec.parts) == 1
         #: Part key -> its (count, ...) array, or a list of strings for ``chars``.
         self.parts: dict[str, Any] = {}
@@ -43,25 +43,25 @@ class BatchedObservations:
         self.int_offsets = codec.int_offsets if codec.int_offsets.any() else None
         self.arrays = [key for key in self.parts if key.startswith("array_")]
 
-    def update(self, rows: np.ndarray, batch: Batch) -> None:
+    def update(self, rows: np.ndarray, batch: Values) -> None:
         """Overwrite the rows ``rows`` (instance indices, in order) with ``batch``'s values."""
         if not len(rows):
             return
-        batch = as_batch(batch)  # in process a batch step returns the Values unstacked
+        columns = as_batch(batch)  # in process a batch step returns the Values unstacked
         parts = self.parts
-        if batch.listed is not None or len(batch.arrays) != len(self.arrays):
-            self._update_one_by_one(rows, batch.values())
+        if columns.listed is not None or len(columns.arrays) != len(self.arrays):
+            self._update_one_by_one(rows, columns.values())
             return
         if "ints" in parts:
-            ints = batch.ints if self.int_offsets is None else batch.ints - self.int_offsets
+            ints = columns.ints if self.int_offsets is None else columns.ints - self.int_offsets
             parts["ints"][rows] = ints[:, 0] if self.discrete_ints else ints
         if "doubles" in parts:
-            parts["doubles"][rows] = batch.doubles
-        for key, stacked in zip(self.arrays, batch.arrays, strict=True):
+            parts["doubles"][rows] = columns.doubles
+        for key, stacked in zip(self.arrays, columns.arrays, strict=True):
             parts[key][rows] = stacked
         if "chars" in parts:
             chars = parts["chars"]
-            for row, text in zip(rows.tolist(), batch.chars, strict=True):
+            for row, text in zip(rows.tolist(), columns.chars, strict=True):
                 chars[row] = text
 
     def _update_one_by_one(self, rows: np.ndarray, values: list[Value]) -> None:
@@ -109,7 +109,7 @@ class ElementRows:
         self.space = batch_space(codec.space, count)
         self.stacked = create_empty_array(codec.space, n=count, fn=np.zeros)
 
-    def update(self, rows: np.ndarray, batch: Batch) -> None:
+    def update(self, rows: np.ndarray, batch: Values) -> None:
         if len(rows):
             for row, value in zip(rows.tolist(), as_batch(batch).values(), strict=True):
                 _put(self.stacked, row, self.codec.to_gym(value))
@@ -159,7 +159,7 @@ class BatchedActions:
         # One int per action, with finite bounds: rows of an int array, checked at once.
         part, offset = action_indices(codec)
         self.plain_ints = part is not None
-        if self.plain_ints:
+        if part is not None:
             self.low = np.asarray(part.start, dtype=np.int64)
             self.high = self.low + np.asarray(part.n, dtype=np.int64) - 1
             self.offset = offset - int(part.start)  # element + offset = the game's int

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import gymnasium
 import numpy as np
@@ -46,6 +46,14 @@ from rlbridge.protocol.errors import InvalidAction, OptionError, PeerError, Peer
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
 from rlbridge.registry import ENVIRONMENTS
+
+
+@runtime_checkable
+class Snapshots(Protocol):
+    """An environment object that gives its state for drawing (Environment does; a remote
+    one is asked over ENV_MESSAGE ``get_state`` instead)."""
+
+    def state_snapshot(self) -> dict[str, Any] | None: ...
 
 IllegalMode = Literal["raise", "penalty", "random"]
 ILLEGAL_MODES = ("raise", "penalty", "random")
@@ -294,8 +302,10 @@ class RLBridgeEnv(gymnasium.Env):
         value = self.actions.from_gym(action)
         illegal = self._is_masked_out(value)
         if illegal and self.illegal == "raise":
+            legal = np.flatnonzero(self.action_masks())
+            start = int(self.discrete_actions.start) if self.discrete_actions is not None else 0
             raise InvalidAction(f"action {action} is not legal now; legal: "
-                                f"{(np.flatnonzero(self.action_masks()) + self.discrete_actions.start).tolist()}")
+                                f"{(legal + start).tolist()}")
         self.elapsed_steps += 1
         if illegal and self.illegal == "random":
             value = self._random_legal()
@@ -324,18 +334,20 @@ class RLBridgeEnv(gymnasium.Env):
             self.render()
         return self.observations.to_gym(observation), reward, terminal, truncated, self._info(extra)
 
-    def _penalised(self):
+    def _penalised(self) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        observation = self.last_observation
+        if observation is None:
+            raise gymnasium.error.ResetNeeded("call reset() before step()")
         truncated = 0 < self.max_episode_steps <= self.elapsed_steps
         self.running = not truncated
-        return (self.observations.to_gym(self.last_observation), self.illegal_penalty, False,
+        return (self.observations.to_gym(observation), self.illegal_penalty, False,
                 truncated, self._info({"illegal_action": True}))
 
     # -- rendering --------------------------------------------------------------------
     def state_snapshot(self) -> dict | None:
         """The game's state for the renderers, from the object or over ENV_MESSAGE get_state."""
-        snapshot = getattr(self.env, "state_snapshot", None)
-        if snapshot is not None:
-            return snapshot()
+        if isinstance(self.env, Snapshots):
+            return self.env.state_snapshot()
         reply = self.env.env_message("get_state")
         return None if reply.startswith("error") else json.loads(reply)
 

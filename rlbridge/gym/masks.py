@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from rlbridge.protocol.errors import InvalidAction
+from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 
@@ -58,13 +58,20 @@ class InstanceMasks:
             self.has_mask = np.array([bool(reply) and not reply.startswith("error")
                                       for reply in replies])
             self.masked = bool(self.has_mask.any())
+        has_mask = self._known()
         for row in asked.tolist():
-            if self.has_mask[row] and replies[row]:
+            if has_mask[row] and replies[row]:
                 legal = np.array([int(word) for word in replies[row].split()], dtype=np.int64)
                 self.masks[row, legal - self.low] = 1
 
+    def _known(self) -> np.ndarray:
+        """``has_mask`` once it is known, as it is whenever ``masked`` is True."""
+        if self.has_mask is None:
+            raise WrongState("which instances have a legal mask is known after the first reset")
+        return self.has_mask
+
     def has(self, row: int) -> bool:
-        return self.masked and bool(self.has_mask[row])
+        return self.masked and bool(self._known()[row])
 
     def as_bools(self) -> np.ndarray:
         """The masks as bools; all True for an instance without one."""
@@ -72,14 +79,15 @@ class InstanceMasks:
         if not self.masked:
             masks[:] = True
         else:
-            masks[~self.has_mask] = True
+            masks[~self._known()] = True
         return masks
 
     def info(self, infos: dict[str, Any], rows: np.ndarray | None = None) -> dict[str, Any]:
         """Add ``action_mask`` and ``_action_mask`` for every instance, or for the instances
         ``rows`` (a bool array: a reset with a reset_mask informs only about those it started)."""
         if self.masked:
-            present = self.has_mask if rows is None else self.has_mask & rows
+            known = self._known()
+            present = known if rows is None else known & rows
             if present.any():
                 masks = self.masks.copy()
                 masks[~present] = 0  # zero where an instance has no mask
@@ -93,7 +101,7 @@ class InstanceMasks:
         moves = np.fromiter((value.ints[0] for value in values), dtype=np.int64,
                             count=len(values)) - self.low
         at = np.asarray(rows, dtype=np.intp)
-        return np.flatnonzero(self.has_mask[at] & (self.masks[at, moves] == 0)).tolist()
+        return np.flatnonzero(self._known()[at] & (self.masks[at, moves] == 0)).tolist()
 
     def random_legal(self, row: int, generator: np.random.Generator, name: str) -> Value:
         """A uniformly random legal action of instance ``row``, drawn from ``generator``."""

@@ -171,7 +171,7 @@ def gym_options(gym_id: str) -> tuple[list[GymOption], bool]:
         else:
             kind = type(typed_by)
         registered = key in spec.kwargs
-        default = spec.kwargs[key] if registered else parameter.default
+        default = spec.kwargs[key] if registered or parameter is None else parameter.default
         options[key] = GymOption(key, kind if kind in READ_AS else None, default,
                                  "registered with the id" if registered else "")
     return list(options.values()), opens
@@ -194,7 +194,8 @@ def convert_gym_options(gym_id: str, strings: Mapping[str, str]) -> dict[str, An
         try:
             converted[key] = option.read(text)
         except (ValueError, SyntaxError):
-            raise OptionError(f"gym:{gym_id}: option {key} expects {option.kind.__name__}; "
+            kind = option.kind.__name__ if option.kind is not None else "any"
+            raise OptionError(f"gym:{gym_id}: option {key} expects {kind}; "
                               f"got {text!r}") from None
     return converted
 

@@ -105,8 +105,8 @@ class ValueCodec:
             if finite:
                 self.int_offsets = lows - starts
             if finite and len(plain_ints) == 1:
-                low, high = plain_ints[0]
-                parts.append(_Part("ints", spaces.Discrete(int(high - low + 1),
+                first_low, first_high = plain_ints[0]
+                parts.append(_Part("ints", spaces.Discrete(int(first_high - first_low + 1),
                                                            start=int(starts[0]))))
                 self.discrete = True
             elif finite:
@@ -185,12 +185,15 @@ class ValueCodec:
 
 def action_index_space(codec: ValueCodec) -> spaces.Discrete | None:
     """The Discrete action space when actions are one int (a legal mask indexes it), else None."""
-    return codec.space if codec.discrete and len(codec.parts) == 1 else None  # type: ignore[return-value]
+    space = codec.space
+    if codec.discrete and len(codec.parts) == 1 and isinstance(space, spaces.Discrete):
+        return space
+    return None
 
 
-def wire_low(codec: ValueCodec) -> int:
-    """The game's int for mask index 0 of a Discrete action space (its task spec's low)."""
-    space = codec.parts[0].space
+def wire_low(codec: ValueCodec, space: spaces.Discrete) -> int:
+    """The game's int for mask index 0 of ``space``, the codec's Discrete action space (its
+    task spec's low)."""
     return int(space.start) + int(codec.int_offsets[0])
 
 
@@ -215,7 +218,7 @@ def action_indices(codec: Codec) -> tuple[spaces.Discrete | None, int]:
     index 0."""
     if isinstance(codec, ValueCodec):
         space = action_index_space(codec)
-        return space, (wire_low(codec) if space is not None else 0)
+        return space, (wire_low(codec, space) if space is not None else 0)
     if isinstance(codec.space, spaces.Discrete):
         return codec.space, int(codec.space.start)
     return None, 0

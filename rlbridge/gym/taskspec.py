@@ -224,8 +224,11 @@ def describe_space(space: spaces.Space) -> dict:
                 "low": _bound(space.low), "high": _bound(space.high)}
     if isinstance(space, spaces.Tuple):
         return {"kind": "Tuple", "spaces": [describe_space(member) for member in space.spaces]}
-    return {"kind": "Dict", "spaces": [[str(key), describe_space(member)]
-                                       for key, member in space.spaces.items()]}
+    if isinstance(space, spaces.Dict):
+        return {"kind": "Dict", "spaces": [[str(key), describe_space(member)]
+                                           for key, member in space.spaces.items()]}
+    raise TaskSpecError(f"RL-Glue cannot express {space}; expected Discrete, MultiDiscrete, "
+                        "MultiBinary, Box, Tuple or Dict")
 
 
 def _read_bound(text: Any, shape: tuple[int, ...]) -> np.ndarray:

@@ -22,16 +22,21 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 from rlbridge.experiment.api import derive_seeds
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
-from rlbridge.gym.batched import BatchedActions, batched_observations
+from rlbridge.gym.batched import BatchedActions, BatchedObservations, batched_observations
 from rlbridge.gym.env import ILLEGAL_MODES, RENDER_FPS, IllegalMode, check_applied, reset_messages
 from rlbridge.gym.instances import open_instances
 from rlbridge.gym.masks import InstanceMasks
 from rlbridge.gym.spaces import action_indices, codecs_for
 from rlbridge.protocol.batch import EnvCall, instance_seed
-from rlbridge.protocol.errors import InvalidAction, OptionError
+from rlbridge.protocol.errors import InvalidAction, OptionError, TaskSpecError
 
 _STEP, _START, _NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
 
+
+
+def _no_mask_array(key: str) -> Any:
+    """A served Gymnasium env's own observation space holds no task-spec mask array."""
+    raise TaskSpecError(f"a served Gymnasium space has no {key} to read a legal mask from")
 
 class RLBridgeVectorEnv(VectorEnv):
     """``num_envs`` instances of the environment ``env`` (a built-in name, ``module:Class`` or
@@ -116,7 +121,8 @@ class RLBridgeVectorEnv(VectorEnv):
         self.illegal_penalty = float(illegal_penalty)
         self.max_episode_steps = max_episode_steps
         self.render_mode = render_mode
-        connect = {"timeout_ms": timeout_ms, "connect_timeout_ms": connect_timeout_ms}
+        connect: dict[str, Any] = {"timeout_ms": timeout_ms,
+                                   "connect_timeout_ms": connect_timeout_ms}
         if curve_dir is not None:
             connect["curve_dir"] = curve_dir
         self.instances = open_instances(env, num_envs, options, remote, **connect)
@@ -141,7 +147,7 @@ class RLBridgeVectorEnv(VectorEnv):
         self.observation_space = self.observations.space
         self.action_space = self.actions.space
         self.discrete_actions, action_low = action_indices(action_codec)
-        width = self.discrete_actions.n if self.discrete_actions is not None else 0
+        width = int(self.discrete_actions.n) if self.discrete_actions is not None else 0
         self.masks = InstanceMasks(self.task_spec, num_envs, width, action_low)
         self.elapsed = np.zeros(num_envs, dtype=np.int64)
         self.autoreset = np.zeros(num_envs, dtype=bool)
@@ -171,6 +177,8 @@ class RLBridgeVectorEnv(VectorEnv):
             self.instances.batch_message(f"seed {derive_seeds(seed)[0]}")
             self.generators = [np.random.default_rng(instance_seed(seed, i))
                                for i in range(self.num_envs)]
+        elif isinstance(seed, bool):
+            raise OptionError(f"seed must be an int or a list of {self.num_envs} seeds; got {seed}")
         else:
             seeds = list(seed)
             if len(seeds) != self.num_envs:
@@ -197,8 +205,10 @@ class RLBridgeVectorEnv(VectorEnv):
 
     def _update_masks(self, rows: np.ndarray, terminal: np.ndarray) -> None:
         # A mask array exists only in the task spec's own spaces (BatchedObservations).
-        self.masks.update(rows, terminal, lambda key: self.observations.array(key),
-                          self.instances.batch_message)
+        observations = self.observations
+        stacked = (observations.array if isinstance(observations, BatchedObservations)
+                   else _no_mask_array)
+        self.masks.update(rows, terminal, stacked, self.instances.batch_message)
 
     # -- Gymnasium's API ---------------------------------------------------------------
     def reset(self, *, seed: int | Sequence[int | None] | None = None,
@@ -272,7 +282,10 @@ class RLBridgeVectorEnv(VectorEnv):
         penalised: list[int] = []
         if illegal:
             if self.illegal == "raise":
-                row, start = rows[illegal[0]], int(self.discrete_actions.start)
+                row = rows[illegal[0]]
+                # A mask rules an action out only of a Discrete action space.
+                start = (int(self.discrete_actions.start) if self.discrete_actions is not None
+                         else 0)
                 move = values[illegal[0]].ints[0] - self.masks.low + start
                 raise InvalidAction(f"instance {row}: action {move} is not legal now; legal: "
                                     f"{(np.flatnonzero(self.masks.masks[row]) + start).tolist()}")
