@@ -19,6 +19,8 @@ as the ``reversi`` env gives them: +1 a win, -1 a loss, -0.5 each for a draw.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from rlbridge.environments.reversi.core import AGENT, ENV, PASS, ReversiCore, bits_of, cells_of
@@ -28,7 +30,10 @@ from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.values import Value
 
 spaces = require("gymnasium.spaces", "rlbridge.multiagent")
-AECEnv = require("pettingzoo", "rlbridge.multiagent").AECEnv
+if TYPE_CHECKING:
+    from pettingzoo import AECEnv
+else:  # the gym extra's: a missing one fails naming it
+    AECEnv = require("pettingzoo", "rlbridge.multiagent").AECEnv
 
 #: PettingZoo's agent names: player_0 is black, player_1 white.
 BLACK, WHITE = "player_0", "player_1"
@@ -60,7 +65,7 @@ class ReversiAEC(AECEnv):
     """Reversi for two agents, player_0 (black) and player_1 (white), taking turns; a side
     with no move passes."""
 
-    metadata = {"render_modes": ["ansi", "rgb_array", "human"], "name": "rlbridge_reversi_v0",
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array", "human"], "name": "rlbridge_reversi_v0",
                 "is_parallelizable": False, "render_fps": RENDER_FPS}
 
     def __init__(self, size: int = 6, render_mode: str | None = None):
@@ -95,7 +100,7 @@ class ReversiAEC(AECEnv):
         self._cumulative_rewards = {agent: 0.0 for agent in self.agents}
         self.terminations = {agent: False for agent in self.agents}
         self.truncations = {agent: False for agent in self.agents}
-        self.infos = {agent: {} for agent in self.agents}
+        self.infos: dict[str, dict[str, Any]] = {agent: {} for agent in self.agents}
         self.agent_selection = BLACK
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:

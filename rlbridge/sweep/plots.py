@@ -61,7 +61,7 @@ def plot_curves(settings: dict[str, list[list[float]]], path: str, title: str,
     require("matplotlib", "plotting").use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = {label: seeds for label, seeds in settings.items() if seeds and min(map(len, seeds))}
+    runs = {label: seeds for label, seeds in settings.items() if seeds and all(seeds)}
     if not runs:
         raise SweepError(f"no episode returns to plot for {title!r}: expected message logs "
                          "with at least one episode")

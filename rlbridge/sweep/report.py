@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 from rlbridge.bench.report import T_METHOD, UNBOUNDED
 from rlbridge.bench.report import t_interval as bench_t_interval
@@ -55,7 +56,11 @@ def game_ranges(game: str) -> tuple[tuple[float, float], tuple[float, float]]:
     results file is data: it names no code to import)."""
     if game not in ENVIRONMENTS:
         return UNBOUNDED, UNBOUNDED
+    from rlbridge.environments.base import Environment
+
     cls = resolve(game, ENVIRONMENTS)
+    if not issubclass(cls, Environment):  # a built-in name is always one
+        return UNBOUNDED, UNBOUNDED
     return cls.RETURN_RANGE, cls.OUTCOME_RANGE
 
 
@@ -177,13 +182,23 @@ def outcome_counts(rows: list[dict]) -> list[str]:
 AGENT_FIGURES = {"blackjack": "rlbridge.agents.blackjack.replayed"}
 
 
-def figure_module(game: str, agent: str):
+class AgentFigures(Protocol):
+    """What an AGENT_FIGURES module provides (agents/blackjack/replayed.py)."""
+
+    def is_monte_carlo(self, agent_name: str) -> bool: ...
+
+    def learned(self, setting: str, log_paths: list[str], path: str,
+                trusted: bool = False) -> tuple[str, list[str]]: ...
+
+
+def figure_module(game: str, agent: str) -> AgentFigures | None:
     """The AGENT_FIGURES module that draws ``agent`` on ``game``, or None."""
     import importlib
 
     if game not in AGENT_FIGURES:
         return None
-    module = importlib.import_module(AGENT_FIGURES[game])
+    # A module named by this file's own table, which provides AgentFigures' functions.
+    module = cast(AgentFigures, importlib.import_module(AGENT_FIGURES[game]))
     return module if module.is_monte_carlo(agent) else None
 
 
@@ -191,7 +206,7 @@ def agent_figures(directory: str, rows: list[dict],
                   trusted: bool = False) -> list[tuple[str, list[str]]]:
     """Write DIR/learned-SETTING.png for each setting that AGENT_FIGURES draws; return each
     path with its lines."""
-    settings: dict[str, tuple[object, list[str]]] = {}
+    settings: dict[str, tuple[AgentFigures, list[str]]] = {}
     for row in sorted(rows, key=lambda r: r["seed"]):
         if row.get("status") != "ok" or not row.get("log"):
             continue

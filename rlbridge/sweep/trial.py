@@ -19,8 +19,9 @@ import tempfile
 import time
 
 from rlbridge.experiment.driver import parse_summary_line
-from rlbridge.experiment.placement import AUTO, placed
+from rlbridge.experiment.placement import placed
 from rlbridge.experiment.runner import start_child
+from rlbridge.protocol.errors import SweepError
 from rlbridge.sweep.grid import Trial
 
 #: How much of a failed trial's stderr its row keeps.
@@ -46,10 +47,12 @@ def run_trial(trial: Trial, log: bool, timeout_s: float | None = None,
     result: dict = {"node": socket.gethostname()}
     where = parent if parent is not None and os.path.isdir(parent) else None
     with tempfile.TemporaryDirectory(prefix="rlbridge-trial-", dir=where) as directory, \
-            placed(AUTO) as cpus:
+            placed("auto") as cpus:  # placement.AUTO, not typed as its Literal yet
         # started and finished bound the time the trial holds its CPU, so that two rows
         # whose windows overlap held their CPUs at the same time.
         result["started"] = time.time()
+        if cpus is None:
+            raise SweepError("a trial runs on one CPU of its own; this machine gave none")
         (cpu,) = cpus
         result["cpu"] = cpu
         log_path = os.path.join(directory, "trial.rlog") if log else None
