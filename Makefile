@@ -45,8 +45,12 @@ setup-servers:
 
 setup: setup-python setup-clients setup-servers
 
+# mypy checks the package ([tool.mypy] in pyproject.toml); experiment/ joins when it is typed.
+MYPY    := $(PYTHON) -m mypy
+
 test: setup
 	$(PYTHON) -m ruff check rlbridge tests
+	$(MYPY)
 	$(PYTEST) -n $(TEST_WORKERS)
 
 # The unit tier: no processes, no sockets, nothing to set up beyond the Python packages.
@@ -77,6 +81,7 @@ example-sb3: setup-python
 
 lint: setup
 	$(PYTHON) -m ruff check rlbridge tests
+	$(MYPY)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -51,6 +51,7 @@ import tempfile
 import time
 from dataclasses import replace
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -103,7 +104,7 @@ def bare_loop(game: str, count: int, batched_steps: int) -> tuple[float, list[fl
     for index, env in enumerate(envs):
         env.env_message(f"seed {index + 1}")
     actions = [agent.agent_start(env.env_start()) for env in envs]
-    latencies = []
+    latencies: list[float] = []
     clock = time.perf_counter
     started = 0.0
     warmup = warmup_steps(batched_steps)
@@ -295,7 +296,7 @@ def in_fresh_process(function: str, *arguments, cpus: set[int] | None = None):
     return rate, latencies
 
 
-def _paired(measure, bare, repeats: int) -> tuple[tuple[float, list[float]], float]:
+def _paired(measure, bare, repeats: int) -> tuple[tuple[Any, ...], float]:
     """``measure()`` next to a fresh bare loop, ``repeats`` times: the run with the median
     ratio, and that ratio. This machine's speed drifts by half from one run to the next
     (the same bare loop measured 36,000 and 65,000 steps/s minutes apart), so a row is

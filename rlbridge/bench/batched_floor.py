@@ -68,7 +68,7 @@ def environment_floor(game: str, count: int, batched_steps: int, groups: int,
         address = f"ipc://{directory}/echo.sock"
         echo = start_child([sys.executable, "-c", ECHO_SCRIPT, address],
                            set(echo_cpus) if echo_cpus else None)
-        socket = zmq.Context.instance().socket(zmq.DEALER)
+        socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
         socket.setsockopt(zmq.LINGER, 0)
         socket.connect(address)
         try:
@@ -144,7 +144,7 @@ class _FloorLoop:
         legal = self.legal.get(key)
         if legal is None:
             legal = self.legal[key] = tuple(
-                self.values[int(i)] for i in np.flatnonzero(mask)) or self.values[:1]
+                self.values[int(i)] for i in np.flatnonzero(mask)) or self.everything[:1]
         return legal
 
     def _receive(self) -> None:

@@ -133,12 +133,13 @@ def agent_strength(quick: bool, *, seeds: tuple[int, ...] = (1,), agents: tuple[
                 "blackjack", name + tag, f"exact return of greedy policy, {label}", value, value,
                 value, f">= {target} @500k", None if quick else value >= target,
                 1000 * seconds / max(moves, 1), episodes))
-        for name, agent_class in EVAL_AGENTS:
+        for name, eval_class in EVAL_AGENTS:
             if agents and name not in agents:
                 continue
-            agent = agent_class()
-            seconds, moves = train(agent, episodes, exploring=False, seed=seed, progress=progress)
-            estimate, error = estimated_deal_value(agent)
+            evaluator = eval_class()
+            seconds, moves = train(evaluator, episodes, exploring=False, seed=seed,
+                                   progress=progress)
+            estimate, error = estimated_deal_value(evaluator)
             low, high = estimate - 1.96 * error, estimate + 1.96 * error
             rows.append(AgentResult(
                 "blackjack", name + tag, f"est. return/hand of stick-20, {label}", estimate, low,

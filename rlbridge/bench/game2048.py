@@ -84,7 +84,7 @@ def play_calls_per_second(seconds: float, seed: int = 0) -> float:
 def slides_per_second(seconds: float, seed: int = 0) -> float:
     """Bare table slides (``move_left`` on boards from random games), without spawns."""
     core = Game2048Core(seed, win_tile=0)
-    boards = []
+    boards: list[int] = []
     while len(boards) < 1000:
         legal = legal_moves(core.board)
         if not legal:

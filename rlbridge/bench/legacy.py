@@ -28,7 +28,7 @@ from rlbridge.agents.random_agent import FirstLegalAgent
 from rlbridge.bench.report import Figure
 from rlbridge.environments.toy import Countdown
 from rlbridge.experiment.api import Experiment
-from rlbridge.experiment.placement import AUTO, placed
+from rlbridge.experiment.placement import placed
 from rlbridge.experiment.rlglue3.framing import FramedSocket, configure
 from rlbridge.experiment.runner import start_child, stop_child
 from rlbridge.protocol.rlglue3 import (
@@ -117,7 +117,7 @@ def through_glue(length: int, payload_ints: int, seconds: float, cpus) -> tuple[
     original_cpus = os.sched_getaffinity(0)
     conn = None
     try:
-        line = glue.stdout.readline()
+        line = glue.stdout.readline() if glue.stdout is not None else ""
         if "listening on" not in line:
             raise RuntimeError(f"rlbridge glue did not start: {line!r}")
         port = int(line.rsplit(":", 1)[1])
@@ -159,11 +159,11 @@ def through_glue(length: int, payload_ints: int, seconds: float, cpus) -> tuple[
     return rate, per_step
 
 
-def _call(conn: FramedSocket, code: Code, payload: bytes = b"") -> bytes:
+def _call(conn: FramedSocket, code: Code, payload: bytes = b"") -> bytes | bytearray:
     conn.send_frame(code, payload)
     reply_code, reply = conn.read_frame()
     if reply_code != code:
-        text = Reader(reply).string() if reply_code == Code.ERROR else reply[:80]
+        text = Reader(reply).string() if reply_code == Code.ERROR else repr(bytes(reply[:80]))
         raise RuntimeError(f"{code.name} answered with code {reply_code}: {text}")
     return reply
 
@@ -185,11 +185,13 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def run(quick: bool = False) -> list[Figure]:
-    with placed(AUTO) as cpus:  # recorded, so that runs started meanwhile take another CPU
+    # Recorded, so that runs started meanwhile take another CPU ("auto" is placement.AUTO,
+    # which is not typed as its Literal yet).
+    with placed("auto") as cpus:
         return measure(quick, cpus)
 
 
-def measure(quick: bool, cpus: set[int]) -> list[Figure]:
+def measure(quick: bool, cpus: set[int] | None) -> list[Figure]:
     from rlbridge.bench.core import rlbridge_three_processes
 
     seconds = 1.0 if quick else 3.0

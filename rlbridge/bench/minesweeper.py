@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import time
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -56,7 +57,8 @@ def _timed(method, sink: list[float]):
     return timed
 
 
-def play(agent, rows: int, cols: int, mines: int, games: int, *, first_click: str = "safe",
+def play(agent, rows: int, cols: int, mines: int, games: int, *,
+         first_click: Literal["none", "safe", "zero"] = "safe",
          seed: int = 0, progress: bool = False) -> PlayResult:
     """Run ``games`` in-process episodes of ``agent``; wins come from the environment's info.
     ``seconds`` covers the whole run (environment included); ``move_ms`` holds the CPU time

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +21,7 @@ SPEED_TARGET_8X8 = 20_000
 #: which the agent plays by default.
 DQN_WEIGHTS = WEIGHTS_DIR / "reversi_dqn_6x6.npz"
 DQN_TARGET = 0.85
-SEARCH_OPTIONS = {"time": 1.0, "depth": 4, "endgame": 10}
+SEARCH_OPTIONS: dict[str, Any] = {"time": 1.0, "depth": 4, "endgame": 10}
 
 
 def core_moves_per_second(size: int, seconds: float, seed: int = 0) -> float:
@@ -83,11 +85,12 @@ def agent_strength(quick: bool) -> list[AgentResult]:
         wins, played, ms = play(agent, size, games, seed=size, label=f"search {size}x{size}")
         ok = ms <= 1000
         row = _row("reversi-search", size, wins, played, ms, target)
-        rows.append(row if ok else row._replace(passed=False))
+        # AgentResult is a frozen dataclass, copied with dataclasses.replace.
+        rows.append(row if ok else replace(row, passed=False))
     if DQN_WEIGHTS.exists():
-        agent = ReversiDQNAgent(mode="test", load=DQN_WEIGHTS)
+        dqn = ReversiDQNAgent(mode="test", load=DQN_WEIGHTS)
         games = 200 if quick else 2000
         # Seed 66 is kept out of training and of checkpoint choice (docs/reversi.md).
-        wins, played, ms = play(agent, 6, games, seed=66, label="dqn 6x6")
+        wins, played, ms = play(dqn, 6, games, seed=66, label="dqn 6x6")
         rows.append(_row("reversi-dqn", 6, wins, played, ms, DQN_TARGET))
     return rows

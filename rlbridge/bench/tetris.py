@@ -19,6 +19,7 @@ from rlbridge.environments.tetris.core import TetrisCore
 from rlbridge.environments.tetris.env import TetrisEnv
 from rlbridge.environments.tetris.pieces import PIECE_SETS
 from rlbridge.experiment.api import Experiment
+from rlbridge.protocol.errors import WrongState
 
 PLACEMENTS_TARGET = 20_000
 #: Issue 4 targets, mean lines per game over >= 200 games, set for the tetrominoes.
@@ -90,8 +91,11 @@ def play(agent, episodes: int, seed: int, max_pieces: int | None = None,
     lines, pieces, started = [], [], time.perf_counter()
     for _ in range(episodes):
         experiment.RL_episode(max_pieces or 0)
-        lines.append(env.core.lines)
-        pieces.append(env.core.pieces)
+        core = env.core
+        if core is None:
+            raise WrongState("a tetris episode ran without env_start")
+        lines.append(core.lines)
+        pieces.append(core.pieces)
     elapsed = time.perf_counter() - started
     return lines, pieces, 1000 * elapsed / max(1, sum(pieces))
 

@@ -15,8 +15,8 @@ per-instance calls are :class:`EnvCall` and :class:`AgentCall` codes.
 from __future__ import annotations
 
 import operator
-from enum import IntEnum
 from collections.abc import Sequence
+from enum import IntEnum
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 import numpy as np

@@ -12,7 +12,6 @@ whatever its state, because their bodies are malformed. ``instance_seeds`` fix
 from __future__ import annotations
 
 import hashlib
-
 from typing import Any
 
 import numpy as np

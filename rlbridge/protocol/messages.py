@@ -114,7 +114,7 @@ def encode(msg_type: int, seq: int, episode: int, body: Any = None,
 INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
 
 
-def decode(payload: bytes, frames: Frames = (), *, max_bytes: int | None = MAX_MESSAGE_BYTES,
+def decode(payload: bytes | memoryview, frames: Frames = (), *, max_bytes: int | None = MAX_MESSAGE_BYTES,
            expected_version: int = PROTOCOL_VERSION) -> Envelope:
     """Check and decode the first frame of a message. Raises a specific ProtocolError.
 
@@ -171,7 +171,7 @@ def version_mismatch_text(expected: int, got: int, where: str = "") -> str:
             "what changed): run peers of the same protocol version")
 
 
-def check_size(payload: bytes, frames: Frames, max_bytes: int) -> None:
+def check_size(payload: bytes | memoryview, frames: Frames, max_bytes: int) -> None:
     """Raise TOO_LARGE when all frames of a message together exceed ``max_bytes``."""
     size = len(payload) + sum(len(memoryview(f)) for f in frames) if frames else len(payload)
     if size > max_bytes:

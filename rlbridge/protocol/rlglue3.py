@@ -225,7 +225,7 @@ class Reader:
 
     __slots__ = ("data", "offset", "what")
 
-    def __init__(self, data: bytes, what: str = "payload"):
+    def __init__(self, data: bytes | bytearray, what: str = "payload"):
         self.data = data
         self.offset = 0
         self.what = what
@@ -298,7 +298,7 @@ class Reader:
         return len(self.data) - self.offset
 
 
-def _unpack_numbers(data: bytes, start: int, count: int, dtype: str, fmt: str
+def _unpack_numbers(data: bytes | bytearray, start: int, count: int, dtype: str, fmt: str
                     ) -> tuple[Any, ...]:
     if count == 0:
         return ()
@@ -307,7 +307,7 @@ def _unpack_numbers(data: bytes, start: int, count: int, dtype: str, fmt: str
     return struct.unpack_from(f">{count}{fmt}", data, start)
 
 
-def _value_with_arrays(data: bytes, int_start: int, n_ints: int, double_start: int,
+def _value_with_arrays(data: bytes | bytearray, int_start: int, n_ints: int, double_start: int,
                        n_doubles: int, chars: str, arrays: tuple[ArraySpec, ...]) -> Value:
     int_arrays = [a for a in arrays if a.dtype[1] in "biu"]
     float_arrays = [a for a in arrays if a.dtype[1] == "f"]

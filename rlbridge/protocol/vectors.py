@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-
 from typing import Any
 
 import numpy as np

@@ -35,6 +35,7 @@ from rlbridge.bench.faults.targets import (
     child_environment,
     python_server,
 )
+from rlbridge.protocol.errors import RLBridgeError
 
 MESSAGES = re.compile(r"^messages\s+(\d+)", re.MULTILINE)
 #: How long the experiment may take to start and end its first episode.
@@ -101,7 +102,9 @@ def paced_program(experiment, episodes: int, max_steps: int, progress) -> None:
 class EpisodeLines:
     """Counts the experiment's episode lines, waiting for them with select (no sleeps)."""
 
-    def __init__(self, process: subprocess.Popen):
+    def __init__(self, process: subprocess.Popen[bytes]):
+        if process.stdout is None:
+            raise RLBridgeError("the experiment's stdout must be a pipe to count its lines")
         self.process = process
         self.fd = process.stdout.fileno()
         self.seen = 0
@@ -166,9 +169,10 @@ def _logged_run(directory: str, rng: np.random.Generator, faults: int, scenarios
         scan.scan()
         notes.append(f"log (flush {flush}): {len(scan.entries)} entries written before the "
                      "faults ended")
-        if alive and env.process.poll() is None:
-            os.kill(env.process.pid, signal.SIGKILL)  # our own child: the last fault
-            env.process.wait()
+        env_process = env.process
+        if alive and env_process is not None and env_process.poll() is None:
+            os.kill(env_process.pid, signal.SIGKILL)  # our own child: the last fault
+            env_process.wait()
         try:
             _, stderr = experiment.communicate(timeout=HANG_S)
         except subprocess.TimeoutExpired:
@@ -236,7 +240,8 @@ def _stopped(tally: Tally, experiment: subprocess.Popen, last: dict, pending) ->
             "hang", f"after this input the experiment ended no episode and did not exit within "
                     f"{HANG_S:.0f} s", EXPERIMENT))
         return
-    error = _tail(experiment.stderr.read().decode(errors="replace"))
+    stderr = experiment.stderr.read() if experiment.stderr is not None else b""
+    error = _tail(stderr.decode(errors="replace"))
     role = "environment" if "environment at" in error else "agent" if "agent at" in error \
         else "any"
     tally.note("log-experiment", last.get(role, pending), Verdict(

@@ -169,7 +169,7 @@ class Tally:
 
     def report(self) -> list[str]:
         """Per failure class: its count, its targets, its kinds of input, an example per target."""
-        classes = Counter()
+        classes: Counter[str] = Counter()
         for (cls, _), count in self.by_target.items():
             classes[cls] += count
         lines = []

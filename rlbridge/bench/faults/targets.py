@@ -23,7 +23,7 @@ import zmq
 
 from rlbridge.bench.faults.inputs import Probe, Scenario, pack
 from rlbridge.bench.faults.oracle import NO_REPLY, Verdict, judge
-from rlbridge.protocol.errors import PeerTimeout, ProtocolError, RLBridgeError
+from rlbridge.protocol.errors import PeerTimeout, ProtocolError, RLBridgeError, WrongState
 from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType, decode
 
 ROOT = Path(__file__).resolve().parents[3]  # rlbridge/bench/faults/targets.py -> the repository
@@ -57,8 +57,8 @@ class ServerProcess:
         self.stderr_path = os.path.join(directory, f"{slug}.stderr")
         self.patience_ms = patience_ms
         self.hang_s = hang_s
-        self.process: subprocess.Popen | None = None
-        self.socket = None
+        self.process: subprocess.Popen[bytes] | None = None
+        self.socket: zmq.Socket[bytes] | None = None
         self.restarts = 0
         self.liveness_checks = 0
 
@@ -71,35 +71,44 @@ class ServerProcess:
         self._connect()
 
     def _connect(self) -> None:
-        self.socket = zmq.Context.instance().socket(zmq.DEALER)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.connect(self.address)
+        socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.connect(self.address)
+        self.socket = socket
+
+    def started(self) -> tuple[subprocess.Popen[bytes], zmq.Socket[bytes]]:
+        """The server process and the socket to it, which start() makes."""
+        if self.process is None or self.socket is None:
+            raise WrongState(f"{self.target.name} is not started")
+        return self.process, self.socket
 
     def wait_ready(self) -> None:
         """Send HELLO until the server answers (start-up order is free: ZeroMQ reconnects)."""
         deadline = time.monotonic() + START_TIMEOUT_S
         hello = pack([PROTOCOL_VERSION, int(MessageType.HELLO), 0, 0,
                       ["experiment", PROTOCOL_VERSION, "rlbridge-faults", "python"]])
-        self.socket.send(hello)
-        while not self.socket.poll(100):
-            if self.process.poll() is not None:
-                raise RLBridgeError(f"{self.target.name} exited with {self.process.returncode} "
+        process, socket = self.started()
+        socket.send(hello)
+        while not socket.poll(100):
+            if process.poll() is not None:
+                raise RLBridgeError(f"{self.target.name} exited with {process.returncode} "
                                     f"on start; see {self.stderr_path}")
             if time.monotonic() > deadline:
                 raise PeerTimeout(f"{self.target.name} did not answer HELLO within "
                                   f"{START_TIMEOUT_S:.0f} s; see {self.stderr_path}")
-        self.socket.recv_multipart()
+        socket.recv_multipart()
 
     def exchange(self, probe: Probe) -> Verdict:
         """Send ``probe``; the verdict on the reply, the silence or the death that follows."""
+        process, socket = self.started()
         try:
-            self.socket.send_multipart(probe.frames, copy=len(probe.frames) < 1000)
+            socket.send_multipart(probe.frames, copy=len(probe.frames) < 1000)
         except zmq.ZMQError as err:
             return Verdict("crash", f"could not send: {err}")
-        if self.socket.poll(self.patience_ms):
-            return self._judged(probe, self.socket.recv_multipart())
-        if self.process.poll() is not None:
-            return Verdict("crash", f"the process exited with {self.process.returncode}")
+        if socket.poll(self.patience_ms):
+            return self._judged(probe, socket.recv_multipart())
+        if process.poll() is not None:
+            return Verdict("crash", f"the process exited with {process.returncode}")
         return self._ask_liveness(probe)
 
     def _ask_liveness(self, probe: Probe) -> Verdict:
@@ -108,16 +117,17 @@ class ServerProcess:
         self.liveness_checks += 1
         seq = LIVENESS_SEQ + self.liveness_checks
         body = f"liveness {self.liveness_checks}"
+        process, socket = self.started()
         try:
-            self.socket.send(pack([PROTOCOL_VERSION, int(MessageType.HEARTBEAT), seq, 0, body]))
+            socket.send(pack([PROTOCOL_VERSION, int(MessageType.HEARTBEAT), seq, 0, body]))
         except zmq.ZMQError as err:
             return Verdict("crash", f"could not send a HEARTBEAT after the silence: {err}")
         late = None
         while True:
             frames = self._receive(self.hang_s)
             if frames is None:
-                if self.process.poll() is not None:
-                    return Verdict("crash", f"the process exited with {self.process.returncode}")
+                if process.poll() is not None:
+                    return Verdict("crash", f"the process exited with {process.returncode}")
                 return Verdict("hang", f"no reply to it, nor to a HEARTBEAT sent after "
                                        f"{self.patience_ms} ms of silence, within "
                                        f"{self.hang_s:g} s")
@@ -129,17 +139,19 @@ class ServerProcess:
                            NO_REPLY)
         return self._judged(probe, late)
 
-    def _receive(self, wait_s: float) -> list | None:
+    def _receive(self, wait_s: float) -> list[bytes] | None:
         """The next reply within ``wait_s``; None if none came, or if the process died."""
+        process, socket = self.started()
         deadline = time.monotonic() + wait_s
-        while not self.socket.poll(100):
-            if self.process.poll() is not None or time.monotonic() > deadline:
+        while not socket.poll(100):
+            if process.poll() is not None or time.monotonic() > deadline:
                 return None
-        return self.socket.recv_multipart()
+        return socket.recv_multipart()
 
-    def _judged(self, probe: Probe, frames: list) -> Verdict:
-        if self.process.poll() is not None:
-            return Verdict("crash", f"the process exited with {self.process.returncode} "
+    def _judged(self, probe: Probe, frames: list[bytes]) -> Verdict:
+        process, _ = self.started()
+        if process.poll() is not None:
+            return Verdict("crash", f"the process exited with {process.returncode} "
                                     "after replying")
         return judge(probe, frames)
 
