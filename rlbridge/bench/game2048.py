@@ -21,7 +21,7 @@ import numpy as np
 
 from rlbridge.agents.game2048.expectimax import ExpectimaxAgent
 from rlbridge.agents.game2048.mcts import SeedMCTSAgent
-from rlbridge.bench.report import AgentResult, Figure, wilson_interval
+from rlbridge.bench.report import AgentResult, Figure
 from rlbridge.environments.game2048.core import (
     Game2048Core,
     legal_moves,
@@ -31,6 +31,7 @@ from rlbridge.environments.game2048.core import (
 from rlbridge.environments.game2048.env import Game2048Env
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.progress import ProgressBar
+from rlbridge.stats import wilson_interval
 
 CORE_TARGET = 200_000
 PLAYOUT_MOVES = 300  # moves per batch of draws; most random games are shorter

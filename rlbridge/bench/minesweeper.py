@@ -11,12 +11,13 @@ import numpy as np
 
 from rlbridge.agents.minesweeper.elimination import EliminationAgent
 from rlbridge.agents.minesweeper.solver import SolverAgent
-from rlbridge.bench.report import AgentResult, Figure, wilson_interval
+from rlbridge.bench.report import AgentResult, Figure
 from rlbridge.environments.minesweeper.core import MinesweeperCore
 from rlbridge.environments.minesweeper.env import MinesweeperEnv
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.progress import ProgressBar
 from rlbridge.protocol.values import Value
+from rlbridge.stats import wilson_interval
 
 SPEED_TARGET_STEPS_PER_S = 5_000
 

@@ -9,13 +9,14 @@ from pathlib import Path
 import numpy as np
 
 from rlbridge.agents.mission.qlearning import MissionQLearningAgent
-from rlbridge.bench.report import Figure, mean_interval
+from rlbridge.bench.report import Figure
 from rlbridge.bridge.squid import FlyingSquid, ServerUnavailable
 from rlbridge.environments.mission.env import MissionEnv
 from rlbridge.experiment.api import Experiment
 from rlbridge.extras import require
 from rlbridge.protocol.errors import DependencyNotInstalled
 from rlbridge.protocol.values import Value
+from rlbridge.stats import mean_interval
 
 #: Malmo's sample plays 150 missions; the target is on the mean of the last 20.
 EPISODES, LAST, TARGET = 150, 20, 80.0

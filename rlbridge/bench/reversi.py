@@ -10,11 +10,12 @@ import numpy as np
 
 from rlbridge.agents.reversi.dqn import WEIGHTS_DIR, ReversiDQNAgent
 from rlbridge.agents.reversi.search import ReversiSearchAgent
-from rlbridge.bench.report import AgentResult, Figure, wilson_interval
+from rlbridge.bench.report import AgentResult, Figure
 from rlbridge.environments.reversi.core import ReversiCore
 from rlbridge.environments.reversi.env import ReversiEnv
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.progress import ProgressBar
+from rlbridge.stats import wilson_interval
 
 SPEED_TARGET_8X8 = 20_000
 #: The shipped DQN weights (6x6), trained by `python -m rlbridge.agents.reversi.dqn_train`,

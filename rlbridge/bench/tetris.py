@@ -14,12 +14,13 @@ from rlbridge.agents.random_agent import RandomAgent
 from rlbridge.agents.tetris.apriori import AprioriAgent
 from rlbridge.agents.tetris.placement import PlacementAgent
 from rlbridge.agents.tetris.qlearning import QLearningAgent
-from rlbridge.bench.report import AgentResult, Figure, mean_interval
+from rlbridge.bench.report import AgentResult, Figure
 from rlbridge.environments.tetris.core import TetrisCore
 from rlbridge.environments.tetris.env import TetrisEnv
 from rlbridge.environments.tetris.pieces import PIECE_SETS
 from rlbridge.experiment.api import Experiment
 from rlbridge.protocol.errors import WrongState
+from rlbridge.stats import mean_interval
 
 PLACEMENTS_TARGET = 20_000
 #: Issue 4 targets, mean lines per game over >= 200 games, set for the tetrominoes.

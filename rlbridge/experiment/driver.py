@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.progress import ProgressBar
 from rlbridge.protocol.errors import PeerTimeout, RLBridgeError
+from rlbridge.stats import mean_interval, wilson_interval
 
 if TYPE_CHECKING:
     from rlbridge.experiment.net.remote import RemoteEnvironment
@@ -41,8 +42,6 @@ class Outcome(NamedTuple):
 
     @classmethod
     def from_values(cls, name: str, kind: str, values: list[float]) -> Outcome:
-        from rlbridge.bench.report import mean_interval, wilson_interval
-
         if kind == "rate":
             successes = sum(1 for v in values if v > 0)
             low, high = wilson_interval(successes, len(values))

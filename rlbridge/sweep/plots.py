@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlbridge.bench.report import T_METHOD, UNBOUNDED, t_interval
 from rlbridge.extras import require
 from rlbridge.protocol.errors import SweepError
+from rlbridge.stats import T_METHOD, UNBOUNDED, t_interval
 
 #: The PNG's size: FIGURE_INCHES at FIGURE_DPI is 900 x 500 pixels.
 FIGURE_INCHES = (9.0, 5.0)

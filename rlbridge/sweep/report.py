@@ -4,7 +4,7 @@ A setting is a trial's game, agent and options (every field but the seed). Its m
 return and steps/s get a t-interval across seeds; a rate outcome (win rate) is pooled
 over every seed's episodes with a Wilson interval; a mean outcome (lines, max tile) gets
 a t-interval across seeds' means. Each t-interval is clipped to its metric's range
-(:data:`~rlbridge.bench.report.T_METHOD`): steps/s are never negative, and returns and
+(:data:`~rlbridge.stats.T_METHOD`): steps/s are never negative, and returns and
 outcomes stay within the game's ``RETURN_RANGE`` and ``OUTCOME_RANGE``; the report says so
 under the table (:data:`METHODS`).
 """
@@ -16,10 +16,10 @@ import os
 from dataclasses import dataclass
 from typing import Protocol, cast
 
-from rlbridge.bench.report import T_METHOD, UNBOUNDED
-from rlbridge.bench.report import t_interval as bench_t_interval
 from rlbridge.protocol.errors import SweepError
 from rlbridge.registry import ENVIRONMENTS, resolve
+from rlbridge.stats import T_METHOD, UNBOUNDED, text_table, wilson_interval
+from rlbridge.stats import t_interval as stats_t_interval
 from rlbridge.sweep.runner import LOG_DIRECTORY, RESULTS_FILE, read_rows
 
 
@@ -48,7 +48,7 @@ METHODS = (f"95% CIs: mean return, steps/s and mean outcomes {T_METHOD} (steps/s
 def t_interval(values: list[float], bounds: tuple[float, float] = UNBOUNDED) -> Estimate:
     """Mean and 95% t-interval across seeds, clipped to ``bounds``; the mean alone for one
     value."""
-    return Estimate(*bench_t_interval(values, bounds))
+    return Estimate(*stats_t_interval(values, bounds))
 
 
 def game_ranges(game: str) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -83,8 +83,6 @@ class SettingStats:
 
 def setting_stats(rows: list[dict]) -> list[SettingStats]:
     """One entry per setting, in the order settings first appear."""
-    from rlbridge.bench.report import wilson_interval
-
     groups: dict[str, list[dict]] = {}
     for row in rows:
         groups.setdefault(row["setting_key"], []).append(row)
@@ -112,13 +110,11 @@ def setting_stats(rows: list[dict]) -> list[SettingStats]:
 
 
 def format_table(stats: list[SettingStats]) -> str:
-    from rlbridge.bench.report import _table
-
     header = ("setting", "seeds", "mean return [95% CI]", "outcome [95% CI]",
               "steps/s [95% CI]", "failed")
     rows = [header] + [(s.key, str(s.seeds), s.mean_return.text(), s.outcome_text(),
                         s.steps_per_s.text(), str(s.failed)) for s in stats]
-    return _table(rows)
+    return text_table(rows)
 
 
 def curves_by_game(directory: str, rows: list[dict]) -> dict[str, dict[str, list[list[float]]]]:

@@ -52,8 +52,8 @@ def train(size: int = 6, episodes: int = 20000, opponent: Opponent = "seed", see
 def score_checkpoints(directory: Path, games: int, seed: int, size: int = 6) -> list[tuple]:
     """Each checkpoint's greedy wins against the seed opponent on ``games`` games of
     ``seed``: rows (file name, wins, games, Wilson 95% low, high), printed as they finish."""
-    from rlbridge.bench.report import wilson_interval
     from rlbridge.bench.reversi import play
+    from rlbridge.stats import wilson_interval
 
     rows = []
     for path in sorted(directory.glob("*.npz")):

@@ -1,10 +1,10 @@
-"""The Wilson interval of the agent benchmarks, against published values."""
+"""rlbridge.stats: the Wilson interval of the run summary and the agent benchmarks, against published values."""
 
 from __future__ import annotations
 
 import pytest
 
-from rlbridge.bench.report import wilson_interval
+from rlbridge.stats import wilson_interval
 
 Z_SQUARED = 1.959963984540054 ** 2  # the 97.5% normal quantile, squared
 
