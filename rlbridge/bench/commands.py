@@ -17,7 +17,7 @@ SUITES: dict[str, str] = {
     "bridge": "rlbridge.bench.bridge:run",
     "legacy": "rlbridge.bench.legacy:run",
     "faults": "rlbridge.bench.faults:run",
-    "sweep": "rlbridge.sweep.bench:run",  # needs Ray (the sweep extra)
+    "sweep": "rlbridge.bench.sweep:run",  # needs Ray (the sweep extra)
     "missions": "rlbridge.bench.missions:run",
 }
 #: One game's rows alone, e.g. `rlbridge bench tetris-agents` or `rlbridge bench 2048-games`.

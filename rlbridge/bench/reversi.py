@@ -18,7 +18,7 @@ from rlbridge.experiment.progress import ProgressBar
 from rlbridge.stats import wilson_interval
 
 SPEED_TARGET_8X8 = 20_000
-#: The shipped DQN weights (6x6), trained by `python -m rlbridge.agents.reversi.dqn_train`,
+#: The shipped DQN weights (6x6), trained by `python -m rlbridge.bench.reversi_train`,
 #: which the agent plays by default.
 DQN_WEIGHTS = WEIGHTS_DIR / "reversi_dqn_6x6.npz"
 DQN_TARGET = 0.85

@@ -175,7 +175,7 @@ def outcome_counts(rows: list[dict]) -> list[str]:
 #: game -> the module that draws what a setting's agents learned, rebuilt from its seeds'
 #: logs: ``is_monte_carlo(agent_name)`` says which agents it draws, and
 #: ``learned(setting, log_paths, path)`` writes the PNG and returns it with lines to print.
-AGENT_FIGURES = {"blackjack": "rlbridge.agents.blackjack.replayed"}
+AGENT_FIGURES = {"blackjack": "rlbridge.sweep.blackjack"}
 
 
 class AgentFigures(Protocol):

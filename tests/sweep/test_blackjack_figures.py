@@ -14,9 +14,9 @@ from matplotlib import image as mpimg
 
 from rlbridge.agents.blackjack import plots
 from rlbridge.agents.blackjack.mc import estimated_deal_value
-from rlbridge.agents.blackjack.replayed import replayed_agent
 from rlbridge.cli import main
 from rlbridge.protocol.errors import LogError
+from rlbridge.sweep.blackjack import replayed_agent
 from rlbridge.sweep.grid import Trial
 from rlbridge.sweep.runner import ResultsDirectory
 from rlbridge.sweep.trial import run_trial

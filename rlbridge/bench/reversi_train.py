@@ -1,7 +1,10 @@
 """Training the reversi DQN in-process, with numbered checkpoints, and scoring those checkpoints.
 
-    python -m rlbridge.agents.reversi.dqn_train --episodes 15000 --checkpoints DIR --opt save=FILE
-    python -m rlbridge.agents.reversi.dqn_train --score DIR --games 500 --seed 7
+    python -m rlbridge.bench.reversi_train --episodes 15000 --checkpoints DIR --opt save=FILE
+    python -m rlbridge.bench.reversi_train --score DIR --games 500 --seed 7
+
+It lives with the benchmarks, above the runtime: it runs Experiments, and scores with
+:func:`rlbridge.bench.reversi.play`.
 """
 
 from __future__ import annotations
