@@ -20,11 +20,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rlbridge.experiment.log.format import HEADER, LOG_FORMAT_VERSION, MESSAGE, RECEIVED, SENT
-from rlbridge.experiment.net.states import busy_text
 from rlbridge.protocol.batch import AgentCall, Batch, encode_batch, encode_column
 from rlbridge.protocol.batch_vectors import batch_vectors
 from rlbridge.protocol.errors import ErrorCode
+from rlbridge.protocol.log_format import HEADER, LOG_FORMAT_VERSION, MESSAGE, RECEIVED, SENT
 from rlbridge.protocol.messages import (
     PROTOCOL_VERSION,
     SEED_MAX,
@@ -33,6 +32,7 @@ from rlbridge.protocol.messages import (
     pack,
     version_mismatch_text,
 )
+from rlbridge.protocol.states import busy_text
 from rlbridge.protocol.values import ZERO_COPY_THRESHOLD_BYTES, Value, encode_value
 
 VECTORS_PATH = Path(__file__).with_name("vectors.json")

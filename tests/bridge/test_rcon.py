@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from rlbridge.bridge.rcon import RconAuthError, RconClient, RconError, encode_packet
 from rlbridge.bridge.sinks import RateLimiter, RconSink
+from rlbridge.environments.mission.rcon import RconAuthError, RconClient, RconError, encode_packet
 
 
 class FakeRconServer:

@@ -26,10 +26,10 @@ import numpy as np
 import pytest
 
 from rlbridge.cli import main
-from rlbridge.experiment.log.format import RECEIVED
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.protocol.batch import AgentCall, instance_seed
 from rlbridge.protocol.batch_vectors import SPEC as MASK_SPEC
+from rlbridge.protocol.log_format import RECEIVED
 from rlbridge.protocol.values import Value
 
 from .helpers import C_DIR, ROOT, SUMMARY, agent_command, build_c, check_js, start, stop

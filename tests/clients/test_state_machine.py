@@ -54,7 +54,7 @@ from .wire import (
 WS = E.WRONG_STATE
 Cell = tuple[object, str]
 #: PROTOCOL.md section 12's agent table (and AGENT_ALLOWED with next_agent_state in
-#: rlbridge/experiment/net/states.py): request -> (reply, next state) in FRESH, READY, RUNNING,
+#: rlbridge/protocol/states.py): request -> (reply, next state) in FRESH, READY, RUNNING,
 #: ENDED and BATCHED. A reply is OK or the ERROR code; an ERROR leaves the state as it was.
 #: SHUTDOWN (OK in every state) stops the process: test_shutdown_is_served_in_every_state
 #: covers it.

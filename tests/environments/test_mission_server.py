@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from rlbridge.bridge.rcon import RconClient
 from rlbridge.bridge.squid import FlyingSquid, ServerUnavailable
 from rlbridge.environments.mission.env import BUNDLED, MissionEnv
+from rlbridge.environments.mission.rcon import RconClient
 from rlbridge.environments.mission.server import MissionServerError
 from rlbridge.protocol.errors import MissionError
 from rlbridge.protocol.values import Value

@@ -15,7 +15,6 @@ import zmq
 from rlbridge.agents.random_agent import RandomAgent
 from rlbridge.environments.toy import GridWalk
 from rlbridge.experiment.api import Experiment
-from rlbridge.experiment.log.format import MESSAGE, RECEIVED, SENT
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import verify
 from rlbridge.experiment.log.writer import attach_log
@@ -31,6 +30,7 @@ from rlbridge.protocol.errors import (
     ProtocolError,
     WrongState,
 )
+from rlbridge.protocol.log_format import MESSAGE, RECEIVED, SENT
 from rlbridge.protocol.messages import MessageType, decode, encode
 
 from .helpers import BadActionAgent

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from rlbridge.experiment.log.format import HEADER, MESSAGE
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import verify
 from rlbridge.experiment.log.writer import encode_entry
 from rlbridge.protocol.errors import LogError
+from rlbridge.protocol.log_format import HEADER, MESSAGE
 from rlbridge.protocol.messages import PROTOCOL_VERSION
 
 GOLDEN = Path(__file__).with_name("golden")

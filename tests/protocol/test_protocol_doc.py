@@ -12,9 +12,9 @@ from rlbridge.agents.random_agent import RandomAgent
 from rlbridge.environments.toy import GridWalk
 from rlbridge.experiment.net.agent_server import AgentServer
 from rlbridge.experiment.net.env_server import EnvironmentServer
-from rlbridge.experiment.net.states import AGENT_ALLOWED, ENV_ALLOWED, AgentState, EnvState
 from rlbridge.protocol.errors import ErrorCode
 from rlbridge.protocol.messages import MessageType
+from rlbridge.protocol.states import AGENT_ALLOWED, ENV_ALLOWED, AgentState, EnvState
 from rlbridge.protocol.vectors import load_vectors
 
 DOC = (Path(__file__).resolve().parents[2] / "PROTOCOL.md").read_text()
@@ -31,7 +31,7 @@ CONSTANT_MODULES = (
     "rlbridge.experiment.net.agent_server",
     "rlbridge.experiment.net.episode",
     "rlbridge.experiment.net.remote",
-    "rlbridge.experiment.net.states",
+    "rlbridge.protocol.states",
     "rlbridge.experiment.net.bodies",
 )
 

@@ -7,9 +7,9 @@ import msgpack
 import pytest
 
 from rlbridge.experiment.api import derive_seeds
-from rlbridge.experiment.log.format import HEADER, MESSAGE, RECEIVED, SENT
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.protocol.errors import ProtocolError
+from rlbridge.protocol.log_format import HEADER, MESSAGE, RECEIVED, SENT
 from rlbridge.protocol.messages import MessageType, decode, encode
 from rlbridge.protocol.vectors import build_vectors, load_vectors
 

@@ -20,7 +20,7 @@ const HEARTBEAT_INTERVAL_MS = 1000;
 const POLL_INTERVAL_MS = 100;
 const MAX_STEP_TIMEOUT_MS = 600000;
 const LINGER_MS = 200;
-// rlbridge/experiment/log/format.py's record kind and directions.
+// rlbridge/protocol/log_format.py's record kind and directions.
 const MESSAGE = 1;
 const SENT = 0;
 const RECEIVED = 1;

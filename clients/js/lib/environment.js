@@ -20,7 +20,7 @@ const { EpisodeRunner, delegateBody, runEpisodeBody, checkAgentAddress } = requi
 const EnvState = Object.freeze({
   FRESH: "FRESH", READY: "READY", RUNNING: "RUNNING", ENDED: "ENDED",
 });
-// The same meanings as rlbridge/experiment/net/states.py, so both sides explain alike.
+// The same meanings as rlbridge/protocol/states.py, so both sides explain alike.
 const STATE_MEANINGS = Object.freeze({
   FRESH: "not initialised: send ENV_INIT first",
   READY: "initialised, no episode started: send ENV_START first",
@@ -194,7 +194,7 @@ class EnvironmentServer extends RequestServer {
     return result.reward;
   }
 
-  // The text of rlbridge/experiment/net/states.py's wrong_state_text.
+  // The text of rlbridge/protocol/states.py's wrong_state_text.
   needState(type) {
     const allowed = ALLOWED[this.state];
     if (allowed.has(type)) return;

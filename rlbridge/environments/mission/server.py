@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 import os
 
-from rlbridge.bridge.rcon import RconClient, RconError
 from rlbridge.environments.mission.blocks import AIR, BLOCKS, NAMES, modern_id
+from rlbridge.environments.mission.rcon import RconClient, RconError
 from rlbridge.environments.mission.spec import MAX_Y, MIN_Y, Mission
 from rlbridge.protocol.errors import MissionError, RLBridgeError
 

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from rlbridge.environments.batch import MAX_INSTANCES
-from rlbridge.experiment.log.format import RECEIVED, SENT, Record
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.protocol.batch import AgentCall, EnvCall, decode_batch, decode_column
 from rlbridge.protocol.errors import LogError
+from rlbridge.protocol.log_format import RECEIVED, SENT, Record
 from rlbridge.protocol.messages import MessageType, decode_logged
 from rlbridge.protocol.values import Value, decode_value
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import msgpack
 
-from rlbridge.experiment.log.format import HEADER, LOG_FORMAT_VERSION, MESSAGE, Record
 from rlbridge.protocol.errors import LogError
+from rlbridge.protocol.log_format import HEADER, LOG_FORMAT_VERSION, MESSAGE, Record
 
 
 class LogReader:

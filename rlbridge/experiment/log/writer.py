@@ -1,6 +1,6 @@
 """The message log's writer: buffers records of every message and appends them to the log file,
 and :func:`attach_log` wires one to an Experiment (PROTOCOL.md §10; the format is in
-:mod:`rlbridge.experiment.log.format`).
+:mod:`rlbridge.protocol.log_format`).
 
 Any msgpack library reads the stream; records reach the file at each flush (episode
 ends and hand-overs, or every step), so a killed process loses at most its last episode.
@@ -18,8 +18,8 @@ import zlib
 
 import msgpack
 
-from rlbridge.experiment.log.format import HEADER, LOG_FORMAT_VERSION, MESSAGE, RECEIVED, SENT
 from rlbridge.protocol.errors import LogError
+from rlbridge.protocol.log_format import HEADER, LOG_FORMAT_VERSION, MESSAGE, RECEIVED, SENT
 from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType
 
 _packer = msgpack.Packer(use_bin_type=True, autoreset=True)

@@ -21,12 +21,6 @@ from rlbridge.experiment.net.bodies import (
     value_body,
 )
 from rlbridge.experiment.net.server import RequestServer
-from rlbridge.experiment.net.states import (
-    AGENT_ALLOWED,
-    AGENT_STATE_MEANINGS,
-    AgentState,
-    next_agent_state,
-)
 from rlbridge.experiment.net.transport import (
     TooManyFrames,
     send_message,
@@ -40,6 +34,12 @@ from rlbridge.protocol.batch import (
 )
 from rlbridge.protocol.errors import ProtocolError, RLBridgeError
 from rlbridge.protocol.messages import MessageType
+from rlbridge.protocol.states import (
+    AGENT_ALLOWED,
+    AGENT_STATE_MEANINGS,
+    AgentState,
+    next_agent_state,
+)
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.typed import Mismatch, RewardValue, decoder
 from rlbridge.protocol.values import Value, _new_tuple, encode_value, typed_value

@@ -27,10 +27,10 @@ from rlbridge.experiment.net.bodies import (
 from rlbridge.experiment.net.curve import check_agent_address
 from rlbridge.experiment.net.episode import EpisodeRunner
 from rlbridge.experiment.net.server import RequestServer
-from rlbridge.experiment.net.states import ENV_ALLOWED, STATE_MEANINGS, EnvState, next_env_state
 from rlbridge.protocol.batch import encode_batch, encode_column
 from rlbridge.protocol.errors import RLBridgeError, WrongState
 from rlbridge.protocol.messages import CALL_NAMES, MessageType, step_body
+from rlbridge.protocol.states import ENV_ALLOWED, STATE_MEANINGS, EnvState, next_env_state
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import encode_value
 

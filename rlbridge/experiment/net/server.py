@@ -20,12 +20,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from rlbridge.experiment.net.bodies import hello_body, shutdown_body, whole_body
-from rlbridge.experiment.net.states import (
-    HELLO_ROLES,
-    SESSION_IDLE_MS,
-    busy_text,
-    wrong_state_text,
-)
 from rlbridge.experiment.net.transport import (
     IMPLEMENTATION,
     LANGUAGE,
@@ -56,6 +50,12 @@ from rlbridge.protocol.messages import (
     encode,
     envelope_ids,
     version_mismatch_text,
+)
+from rlbridge.protocol.states import (
+    HELLO_ROLES,
+    SESSION_IDLE_MS,
+    busy_text,
+    wrong_state_text,
 )
 
 if TYPE_CHECKING:
