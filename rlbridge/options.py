@@ -25,7 +25,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal, Protocol, get_args, get_origin, runtime_checkable
 
 from rlbridge.protocol.errors import OptionError
 from rlbridge.registry import parse_options, resolve
@@ -34,6 +34,16 @@ TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
 #: The heading of the docstring section that documents a class's options, one ``name: text`` each.
 OPTIONS_HEADING = "Options:"
+
+
+@runtime_checkable
+class ConvertsOwnOptions(Protocol):
+    """A class whose ``--opt`` strings are not its constructor's typed keyword arguments,
+    and that converts them itself (a served Gymnasium env: ``gymnasium.make``'s)."""
+
+    def convert_options(self, strings: Mapping[str, str]) -> dict[str, Any]:
+        """``strings`` as keyword arguments; OptionError names a bad one. A classmethod."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -210,14 +220,11 @@ def _did_you_mean(word: str, names: Iterable[str]) -> str:
 def convert_options(cls: type, strings: Mapping[str, str], owner: str = "") -> dict[str, Any]:
     """``--opt`` strings as the typed keyword arguments of ``cls``; OptionError names a bad one.
 
-    A ``gym:<id>`` environment's options are ``gymnasium.make`` keyword arguments,
-    converted by :func:`rlbridge.gym.serve.convert_gym_options`.
+    A class that converts its own (:class:`ConvertsOwnOptions`) does so: a ``gym:<id>``
+    environment's options are ``gymnasium.make`` keyword arguments (rlbridge.gym.serve).
     """
-    gym_id = getattr(cls, "gym_id", "")
-    if gym_id:
-        from rlbridge.gym.serve import convert_gym_options
-
-        return convert_gym_options(gym_id, strings)
+    if isinstance(cls, ConvertsOwnOptions):
+        return cls.convert_options(strings)
     owner = owner or cls.__name__
     accepted = option_specs(cls)
     valid = ", ".join(accepted.names) or "none"

@@ -7,6 +7,7 @@ import importlib
 import os
 import sys
 from collections.abc import Iterable, Mapping
+from typing import Protocol, cast
 
 from rlbridge.protocol.errors import OptionError, UntrustedName
 
@@ -22,9 +23,31 @@ ENVIRONMENTS: dict[str, str] = {
     "mission": "rlbridge.environments.mission.env:MissionEnv",
 }
 
-#: Environment names of this form are Gymnasium ids served by rlbridge.gym.serve.
+#: Environment names of this form are Gymnasium ids, served by the Gymnasium adapter.
 GYM_PREFIX = "gym:"
-GYM_TARGET = "rlbridge.gym.serve:GymEnvironment"
+#: The Gymnasium adapter (a :class:`GymAdapter`). It sits above the registry, on the
+#: environments, the options and gymnasium (docs/architecture.md), so the registry names it
+#: as it names the built-in games, by module, and imports it only when a name needs it.
+GYM_ADAPTER = "rlbridge.gym.serve"
+GYM_TARGET = f"{GYM_ADAPTER}:GymEnvironment"
+
+
+class GymAdapter(Protocol):
+    """What the registry asks of :data:`GYM_ADAPTER`: the Environment class serving a
+    Gymnasium env."""
+
+    def environment_class(self, name: str) -> type:
+        """The class for ``gym:<id>``; OptionError for an unknown id."""
+        ...
+
+    def class_environment(self, name: str) -> type:
+        """The class serving ``module:Class``, a gymnasium.Env class already imported."""
+        ...
+
+
+def gym_adapter() -> GymAdapter:
+    """:data:`GYM_ADAPTER`, imported now (it imports gymnasium)."""
+    return cast(GymAdapter, importlib.import_module(GYM_ADAPTER))
 
 #: Built-in agents: short name -> "module:Class".
 AGENTS: dict[str, str] = {
@@ -70,7 +93,7 @@ def target(name: str, registry: Mapping[str, str]) -> str:
 def resolve(name: str, registry: Mapping[str, str], *, source: str = "") -> type:
     """The class for a built-in short name or a ``module:Class`` path (imported now);
     for ``gym:<id>``, and for a ``module:Class`` that is a gymnasium.Env class, the adapter
-    class that serves it (:mod:`rlbridge.gym.serve`).
+    class that serves it (:func:`gym_adapter`).
 
     ``source`` names the file ``name`` was read from (``"log run.rlog"``): a file is data,
     so then only built-in names and Gymnasium ids without a module part resolve, and
@@ -81,9 +104,7 @@ def resolve(name: str, registry: Mapping[str, str], *, source: str = "") -> type
     if source:
         _refuse_untrusted(name, registry, source)
     if registry is ENVIRONMENTS and name.startswith(GYM_PREFIX):
-        from rlbridge.gym.serve import environment_class
-
-        return check_contract(environment_class(name), name, registry)
+        return check_contract(gym_adapter().environment_class(name), name, registry)
     module_name, _, class_name = target(name, registry).partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -100,9 +121,7 @@ def resolve(name: str, registry: Mapping[str, str], *, source: str = "") -> type
     gymnasium = sys.modules.get("gymnasium")  # a gymnasium.Env class imported it
     if registry is ENVIRONMENTS and gymnasium is not None and isinstance(found, type) \
             and issubclass(found, gymnasium.Env):
-        from rlbridge.gym.serve import class_environment
-
-        return check_contract(class_environment(name), name, registry)
+        return check_contract(gym_adapter().class_environment(name), name, registry)
     return check_contract(found, name, registry)
 
 

@@ -236,6 +236,14 @@ class GymEnvironment(Environment):
         self.next_seed: int | None = DEFAULT_SEED
         self.last_info: dict = {}
 
+    @classmethod
+    def convert_options(cls, strings: Mapping[str, str]) -> dict[str, Any]:
+        """``--opt`` strings as ``gymnasium.make`` keyword arguments
+        (:class:`rlbridge.options.ConvertsOwnOptions`)."""
+        if not cls.gym_id:
+            raise OptionError("GymEnvironment needs a gym id; expected a gym:<id> name")
+        return convert_gym_options(cls.gym_id, strings)
+
     def env_init(self) -> TaskSpec:
         return TaskSpec(observations=self.observation_codec.space_spec(),
                         actions=self.action_codec.space_spec(), extra=f"gym {self.gym_id}")
