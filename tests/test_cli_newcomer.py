@@ -149,7 +149,7 @@ def test_a_failure_in_an_episode_without_end_says_so(tmp_path):
 ])
 def test_the_step_timeout_grows_with_the_agents_time_budget(agent, options, timeout_ms):
     from rlbridge.cli import build_parser
-    from rlbridge.experiment.run_checks import check_run
+    from rlbridge.cli.run_checks import check_run
     from rlbridge.experiment.runner import build_commands, plan_addresses
 
     args = build_parser().parse_args(["run", "2048", agent, *options])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlbridge.cli import main
-from rlbridge.describe import describe, describe_names
+from rlbridge.cli.describe import describe, describe_names
 from rlbridge.protocol.errors import OptionError
 from rlbridge.registry import AGENTS, ENVIRONMENTS
 

@@ -37,7 +37,7 @@ class Agent:
     SHARED_STATE: tuple[str, ...] = ()
     #: For an agent that thinks for a set time per move: the option that sets it and the
     #: seconds one unit of it is, such as ``("time_ms", 0.001)``. `rlbridge run` gives such an
-    #: agent a longer default step timeout (rlbridge/experiment/run_checks.py).
+    #: agent a longer default step timeout (rlbridge/cli/run_checks.py).
     THINK_OPTION: tuple[str, float] | None = None
 
     def __init__(self) -> None:

@@ -1,4 +1,4 @@
-"""A logged run's live Gymnasium env, for Minari: the EnvSpec that recover_environment() makes, its spaces, and the log's values as its elements.
+"""Minari datasets from message logs: the EnvSpec that recover_environment() makes, its spaces, and the log's values as its elements.
 
 The dataset that ``rlbridge log export --minari`` writes has the spaces of the
 :class:`~rlbridge.gym.env.RLBridgeEnv` of the logged game and options (keys, dtypes and
@@ -13,19 +13,23 @@ Environment, and the dataset has no env spec.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
-from rlbridge.experiment.log.replay import Episode
+from rlbridge.experiment.log.export import check_dataset_id
+from rlbridge.experiment.log.reader import LogReader
+from rlbridge.experiment.log.replay import Episode, read_episodes
 from rlbridge.experiment.log.trust import file_options
+from rlbridge.extras import require
 from rlbridge.gym.env import RLBridgeEnv
 from rlbridge.gym.spaces import ValueCodec
 from rlbridge.gym.taskspec import RestoredCodec
 from rlbridge.protocol.errors import LogError, OptionError
-from rlbridge.protocol.taskspec import TaskSpec
+from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
 from rlbridge.registry import ENVIRONMENTS, resolve
 
@@ -124,3 +128,47 @@ def episode_buffer(live: LiveEnv, number: int, episode: Episode, buffer_type) ->
         terminations=[episode.terminal and i == steps - 1 for i in range(steps)],
         truncations=[(not episode.terminal) and i == steps - 1 for i in range(steps)],
         infos={})
+
+
+def export_minari(reader: LogReader, dataset_id: str) -> tuple[int, int]:
+    """Write a Minari dataset named ``dataset_id`` (under MINARI_DATASETS_PATH or Minari's
+    default root); return (episodes, steps). Its spaces and elements are those of the
+    logged game's RLBridgeEnv, which ``recover_environment()`` makes."""
+    check_dataset_id(dataset_id)
+    minari = require("minari", "exporting")
+    EpisodeBuffer = require("minari.data_collector").EpisodeBuffer
+
+    text = reader.header.get("task_spec")
+    if not text:
+        raise LogError(f"log {reader.path} has no task spec in its header; cannot derive spaces")
+    spec = parse(text)
+    header = reader.header
+    live = live_env(header, spec)
+    buffers = []
+    for episode in read_episodes(reader):
+        buffer = episode_buffer(live, len(buffers), episode, EpisodeBuffer)
+        if buffer is not None:
+            buffers.append(buffer)
+    if not buffers:
+        raise LogError(f"log {reader.path} holds no episode with a step; nothing to export")
+    try:
+        with warnings.catch_warnings():  # Minari's advice on authors and permalinks
+            warnings.simplefilter("ignore", UserWarning)
+            dataset = minari.create_dataset_from_buffers(
+                dataset_id, buffers, env=live.spec, observation_space=live.observations.space,
+                action_space=live.actions.space,
+                algorithm_name=str(header.get("agent") or "unknown"),
+                description=f"rlbridge log {reader.path}: {header.get('env')} played by "
+                            f"{header.get('agent')}, seed {header.get('seed')}")
+    except ValueError as err:
+        raise LogError(f"cannot create Minari dataset {dataset_id!r}: {err}") from None
+    dataset.storage.update_metadata({
+        "rlbridge_version": str(header.get("rlbridge_version", "")),
+        "game": str(header.get("env") or ""),
+        "env_options": dict(header.get("env_options") or {}),
+        "seed": header.get("seed"),
+        "agent": str(header.get("agent") or ""),
+        "agent_options": dict(header.get("agent_options") or {}),
+        "task_spec": str(header.get("task_spec", "")),
+    })
+    return len(buffers), sum(len(buffer.rewards) for buffer in buffers)

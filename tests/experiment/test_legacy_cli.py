@@ -7,8 +7,8 @@ import struct
 
 import pytest
 
+from rlbridge.cli.glue import port_from_environment
 from rlbridge.experiment.net.remote import RemoteEnvironment
-from rlbridge.experiment.rlglue3.commands import port_from_environment
 
 from .test_legacy_wire import (
     AGENT,

@@ -14,8 +14,8 @@ import matplotlib.image
 import numpy as np
 import pytest
 
+from rlbridge.cli.sweep import check_names
 from rlbridge.protocol.errors import SweepError
-from rlbridge.sweep.commands import check_names
 from rlbridge.sweep.grid import Grid, grid_from_args, load_toml, seeds_from
 from rlbridge.sweep.plots import FIGURE_DPI, FIGURE_INCHES, episode_returns, mean_and_band, smooth
 from rlbridge.sweep.report import outcome_counts, report, setting_stats, t_interval

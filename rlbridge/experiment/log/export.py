@@ -1,8 +1,7 @@
-"""Exporting a message log as per-step arrays for offline RL: an npz file or a Minari dataset.
+"""Exporting a message log as per-step arrays for offline RL: an npz file.
 
-A Minari dataset holds the elements of the logged game's Gymnasium env (RLBridgeEnv:
-its keys, dtypes and zero-based starts), which ``recover_environment()`` makes again
-(:mod:`rlbridge.gym.dataset`); the npz file holds the parts below.
+A Minari dataset, which holds the elements of the logged game's Gymnasium env, is
+written by :mod:`rlbridge.gym.dataset`; the npz file holds the parts below.
 
 A value is split into parts by its task spec: the plain ints, the plain doubles,
 the chars, and each array (``ints``, ``doubles``, ``chars``, ``array0``, ...).
@@ -20,14 +19,12 @@ the environment took and flags the last one as truncated.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import Episode, read_episodes
-from rlbridge.extras import require
 from rlbridge.protocol.errors import LogError, OptionError
 from rlbridge.protocol.taskspec import SpaceSpec, TaskSpec, parse
 from rlbridge.protocol.values import Value
@@ -207,55 +204,10 @@ def _concat(chunks: list[np.ndarray], dtype) -> np.ndarray:
 
 
 def check_dataset_id(dataset_id: str) -> None:
-    """OptionError unless ``dataset_id`` is Minari's ``[namespace/]name-vN`` form."""
+    """OptionError unless ``dataset_id`` is Minari's ``[namespace/]name-vN`` form: checked
+    before any export, without Minari or Gymnasium (rlbridge.gym.dataset writes the dataset)."""
     import re
 
     if not re.fullmatch(r"(?:[\w.-]+/)*[\w.-]+-v\d+", dataset_id):
         raise OptionError(f"--minari takes a dataset id of Minari's form namespace/name-vN "
                           f"(such as rlbridge/blackjack/random-v0); got {dataset_id!r}")
-
-
-def export_minari(reader: LogReader, dataset_id: str) -> tuple[int, int]:
-    """Write a Minari dataset named ``dataset_id`` (under MINARI_DATASETS_PATH or Minari's
-    default root); return (episodes, steps). Its spaces and elements are those of the
-    logged game's RLBridgeEnv, which ``recover_environment()`` makes (rlbridge.gym.dataset)."""
-    check_dataset_id(dataset_id)
-    minari = require("minari", "exporting")
-    EpisodeBuffer = require("minari.data_collector").EpisodeBuffer
-
-    from rlbridge.gym.dataset import episode_buffer, live_env
-
-    text = reader.header.get("task_spec")
-    if not text:
-        raise LogError(f"log {reader.path} has no task spec in its header; cannot derive spaces")
-    spec = parse(text)
-    header = reader.header
-    live = live_env(header, spec)
-    buffers = []
-    for episode in read_episodes(reader):
-        buffer = episode_buffer(live, len(buffers), episode, EpisodeBuffer)
-        if buffer is not None:
-            buffers.append(buffer)
-    if not buffers:
-        raise LogError(f"log {reader.path} holds no episode with a step; nothing to export")
-    try:
-        with warnings.catch_warnings():  # Minari's advice on authors and permalinks
-            warnings.simplefilter("ignore", UserWarning)
-            dataset = minari.create_dataset_from_buffers(
-                dataset_id, buffers, env=live.spec, observation_space=live.observations.space,
-                action_space=live.actions.space,
-                algorithm_name=str(header.get("agent") or "unknown"),
-                description=f"rlbridge log {reader.path}: {header.get('env')} played by "
-                            f"{header.get('agent')}, seed {header.get('seed')}")
-    except ValueError as err:
-        raise LogError(f"cannot create Minari dataset {dataset_id!r}: {err}") from None
-    dataset.storage.update_metadata({
-        "rlbridge_version": str(header.get("rlbridge_version", "")),
-        "game": str(header.get("env") or ""),
-        "env_options": dict(header.get("env_options") or {}),
-        "seed": header.get("seed"),
-        "agent": str(header.get("agent") or ""),
-        "agent_options": dict(header.get("agent_options") or {}),
-        "task_spec": str(header.get("task_spec", "")),
-    })
-    return len(buffers), sum(len(buffer.rewards) for buffer in buffers)

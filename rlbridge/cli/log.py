@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from rlbridge.bridge.commands import add_scale_argument
+from rlbridge.cli.draw import add_scale_argument
 from rlbridge.protocol.errors import OptionError, RLBridgeError
 from rlbridge.registry import parse_options
 
@@ -139,7 +139,9 @@ def _export(args: argparse.Namespace) -> int:
             rows = export.export_npz(reader, args.npz)
             print(f"wrote {rows} transitions to {args.npz}")
         if args.minari:
-            episodes, steps = export.export_minari(reader, args.minari)
+            from rlbridge.gym.dataset import export_minari
+
+            episodes, steps = export_minari(reader, args.minari)
             print(f"wrote Minari dataset {args.minari}: {episodes} episodes, {steps} steps")
     except RLBridgeError as err:
         return _failed("log", err)

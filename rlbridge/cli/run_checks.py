@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from rlbridge.experiment.commands import batch_problem, load_program
+from rlbridge.cli.run import batch_problem, load_program
 from rlbridge.experiment.net.transport import STEP_TIMEOUT_MS
 from rlbridge.options import option_specs, typed_options
 from rlbridge.registry import AGENTS, ENVIRONMENTS, pairing_problem, target

@@ -114,7 +114,7 @@ def register(subparsers) -> None:
 
 
 def add_scale_argument(parser: argparse.ArgumentParser) -> None:
-    from rlbridge.bridge.commands import add_scale_argument as add
+    from rlbridge.cli.draw import add_scale_argument as add
 
     add(parser)
 
@@ -360,7 +360,7 @@ def check_recorded_options(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from rlbridge.experiment.run_checks import check_run
+    from rlbridge.cli.run_checks import check_run
     from rlbridge.experiment.runner import run_local
 
     problem = check_run(args)

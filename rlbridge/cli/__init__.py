@@ -1,4 +1,4 @@
-"""The `rlbridge` command: each subcommand lives beside the code it drives and registers here."""
+"""The `rlbridge` command: the top layer; one module per group of subcommands, each registering here."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import sys
 
 #: Modules with a ``register(subparsers)`` function, in the order --help lists them.
 COMMAND_MODULES = [
-    "rlbridge.experiment.commands",  # env, agent, experiment, run
-    "rlbridge.experiment.log.commands",  # log, replay
-    "rlbridge.bench.commands",  # bench
-    "rlbridge.sweep.commands",  # sweep, sweep report
-    "rlbridge.experiment.rlglue3.commands",  # glue, legacy-env, legacy-agent
-    "rlbridge.bridge.commands",  # view, play, blocks
-    "rlbridge.experiment.net.curve",  # keys
-    "rlbridge.describe",  # describe
-    "rlbridge.multiagent.selfplay",  # selfplay
+    "rlbridge.cli.run",  # env, agent, experiment, run
+    "rlbridge.cli.log",  # log, replay
+    "rlbridge.cli.bench",  # bench
+    "rlbridge.cli.sweep",  # sweep, sweep report
+    "rlbridge.cli.glue",  # glue, legacy-env, legacy-agent
+    "rlbridge.cli.draw",  # view, play, blocks
+    "rlbridge.cli.keys",  # keys, ping
+    "rlbridge.cli.describe",  # describe
+    "rlbridge.cli.selfplay",  # selfplay
 ]
 
 
