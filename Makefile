@@ -10,6 +10,8 @@ FULL_STAMP := $(VENV)/.installed-full
 # Without --quiet: pip names each package as it collects and installs it.
 PIP     := $(PYTHON) -m pip install --disable-pip-version-check
 PYTEST  := $(PYTHON) -m pytest
+# The import contract in pyproject.toml: layers only point down, no cycles (docs/architecture.md).
+LINT_IMPORTS := $(VENV)/bin/lint-imports
 # The tiers (tests/conftest.py marks them): unit, processes, external.
 TEST_WORKERS ?= 2
 
@@ -51,11 +53,13 @@ MYPY    := $(PYTHON) -m mypy
 test: setup
 	$(PYTHON) -m ruff check rlbridge tests
 	$(MYPY)
+	$(LINT_IMPORTS)
 	$(PYTEST) -n $(TEST_WORKERS)
 
 # The unit tier: no processes, no sockets, nothing to set up beyond the Python packages.
 check: setup-python
 	$(PYTHON) -m ruff check rlbridge tests
+	$(LINT_IMPORTS)
 	$(PYTEST) -m unit -n $(TEST_WORKERS)
 
 # The whole suite with two CPU-bound processes beside it, as on a busy CI machine or laptop.
@@ -82,6 +86,7 @@ example-sb3: setup-python
 lint: setup
 	$(PYTHON) -m ruff check rlbridge tests
 	$(MYPY)
+	$(LINT_IMPORTS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
+from rlbridge.cli.run_checks import batch_problem, check_run, load_program
 from rlbridge.experiment.net.curve import CurveError, add_curve_arguments, curve_for, exposure
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS, default_address
 from rlbridge.options import build, typed_options
@@ -231,20 +231,6 @@ def _publisher(args: argparse.Namespace):
     return publisher
 
 
-def load_program(name: str):
-    module_name, sep, function_name = name.partition(":")
-    if not sep:
-        raise OptionError(f"--program takes module:function; got {name!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as err:
-        raise OptionError(f"--program {name}: {err}") from None
-    if not callable(getattr(module, function_name, None)):
-        raise OptionError(f"--program {name}: module {module_name!r} has no function "
-                          f"{function_name!r}")
-    return getattr(module, function_name)
-
-
 def default_program(experiment, episodes: int, max_steps: int, progress) -> None:
     """The default experiment: ``episodes`` calls of ``RL_episode(max_steps)``."""
     for _ in range(episodes):
@@ -310,30 +296,6 @@ def _experiment(args: argparse.Namespace) -> int:
                 peer.close()
 
 
-def batch_problem(args: argparse.Namespace, shards: int) -> str:
-    """What is wrong with the batching arguments, in one line; "" when nothing is."""
-    if args.batch < 0:
-        return f"--batch takes a number of instances >= 1; got {args.batch}"
-    if not args.batch:
-        if shards > 1:
-            return f"{shards} environments (--env) are the shards of a batched run: add --batch N"
-        if args.batched_steps or args.groups:
-            return "--batched-steps and --groups need --batch N"
-        return ""
-    if not 1 <= shards <= args.batch:
-        return f"{args.batch} instances cannot be spread over {shards} environment processes"
-    if args.groups < 0 or args.groups > args.batch // shards:
-        return (f"--groups must be in 1..{args.batch // shards} (the instances of one "
-                f"environment process); got {args.groups}")
-    if args.program:
-        return "--program runs RL_* calls, which drive one instance: it does not combine with --batch"
-    if args.batched_steps < 0:
-        return f"--batched-steps must be >= 0; got {args.batched_steps}"
-    if shards > 1 and args.no_fast_path:
-        return "several shards need the fast path: each environment process reaches the agent itself"
-    return ""
-
-
 def _batch_experiment(envs, agent, args: argparse.Namespace) -> int:
     from rlbridge.experiment.batch import default_groups
     from rlbridge.experiment.batch_experiment import BatchExperiment
@@ -360,7 +322,6 @@ def check_recorded_options(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from rlbridge.cli.run_checks import check_run
     from rlbridge.experiment.runner import run_local
 
     problem = check_run(args)

@@ -4,11 +4,12 @@ second, in one line, not after the processes' connect timeouts."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 
-from rlbridge.cli.run import batch_problem, load_program
 from rlbridge.experiment.net.transport import STEP_TIMEOUT_MS
 from rlbridge.options import option_specs, typed_options
+from rlbridge.protocol.errors import OptionError
 from rlbridge.registry import AGENTS, ENVIRONMENTS, pairing_problem, target
 
 #: An agent that thinks T seconds a move gets STEP_TIMEOUT_MS + this many times T to answer
@@ -78,4 +79,42 @@ def frames_problem(args: argparse.Namespace, env_class: type) -> str:
         return f"--render-frames {args.render_frames}: cannot make the directory: {err.strerror}"
     if not os.access(args.render_frames, os.W_OK | os.X_OK):
         return f"--render-frames {args.render_frames}: the directory is not writable"
+    return ""
+
+
+def load_program(name: str):
+    module_name, sep, function_name = name.partition(":")
+    if not sep:
+        raise OptionError(f"--program takes module:function; got {name!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        raise OptionError(f"--program {name}: {err}") from None
+    if not callable(getattr(module, function_name, None)):
+        raise OptionError(f"--program {name}: module {module_name!r} has no function "
+                          f"{function_name!r}")
+    return getattr(module, function_name)
+
+
+def batch_problem(args: argparse.Namespace, shards: int) -> str:
+    """What is wrong with the batching arguments, in one line; "" when nothing is."""
+    if args.batch < 0:
+        return f"--batch takes a number of instances >= 1; got {args.batch}"
+    if not args.batch:
+        if shards > 1:
+            return f"{shards} environments (--env) are the shards of a batched run: add --batch N"
+        if args.batched_steps or args.groups:
+            return "--batched-steps and --groups need --batch N"
+        return ""
+    if not 1 <= shards <= args.batch:
+        return f"{args.batch} instances cannot be spread over {shards} environment processes"
+    if args.groups < 0 or args.groups > args.batch // shards:
+        return (f"--groups must be in 1..{args.batch // shards} (the instances of one "
+                f"environment process); got {args.groups}")
+    if args.program:
+        return "--program runs RL_* calls, which drive one instance: it does not combine with --batch"
+    if args.batched_steps < 0:
+        return f"--batched-steps must be >= 0; got {args.batched_steps}"
+    if shards > 1 and args.no_fast_path:
+        return "several shards need the fast path: each environment process reaches the agent itself"
     return ""

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlbridge.experiment.net.remote_check import check_over_protocol
+from rlbridge.experiment.remote_check import check_over_protocol
 
 GAMES = {
     "minesweeper": {},

@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.rlglue3.framing import (
@@ -60,10 +60,23 @@ from rlbridge.protocol.rlglue3 import (
 )
 from rlbridge.protocol.taskspec import SpaceSpec, TaskSpec, parse
 
-if TYPE_CHECKING:
-    from rlbridge.experiment.rlglue3.glue import GlueServer
-
 log = logging.getLogger("rlbridge.glue")
+
+class Owner(Protocol):
+    """What a session asks of the glue that accepted it (rlbridge.experiment.rlglue3.glue's
+    GlueServer), named here so that the session does not import the glue that imports it."""
+
+    peer_timeout: float | None
+    seed: int | None
+    check_actions: bool
+
+    def acquire(self, role: Role, session: Session) -> Any:
+        """The environment or agent for ``session``."""
+        ...
+
+    def report(self, message: str) -> None:
+        ...
+
 
 #: Errors after which a peer's connection (or state) cannot be trusted: the session ends.
 FATAL = (PeerLost, PeerTimeout)
@@ -132,7 +145,7 @@ class ForwardingLoop:
 class Session:
     """Serves one legacy experiment connection until kRLTerm, its disconnect or a fatal error."""
 
-    def __init__(self, server: GlueServer, conn: FramedSocket):
+    def __init__(self, server: Owner, conn: FramedSocket):
         self.server = server
         self.conn = conn
         if server.peer_timeout:
