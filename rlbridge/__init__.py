@@ -10,19 +10,35 @@ import importlib
 
 __version__ = "0.1.0"
 
+#: The public API: the two contracts, their values and task specs, the Experiment that runs
+#: them, and the root of the one error hierarchy. Everything else is imported from its module.
+__all__ = [
+    "Agent",
+    "ArraySpec",
+    "Environment",
+    "Experiment",
+    "RLBridgeError",
+    "Range",
+    "SpaceSpec",
+    "StepResult",
+    "TaskSpec",
+    "Value",
+    "__version__",
+]
+
+#: Where each public name lives.
 _EXPORTS = {
     "Agent": ".agents.base",
+    "ArraySpec": ".protocol.taskspec",
     "Environment": ".environments.base",
     "Experiment": ".experiment.api",
-    "StepResult": ".environments.base",
-    "ArraySpec": ".protocol.taskspec",
+    "RLBridgeError": ".protocol.errors",
     "Range": ".protocol.taskspec",
     "SpaceSpec": ".protocol.taskspec",
+    "StepResult": ".environments.base",
     "TaskSpec": ".protocol.taskspec",
     "Value": ".protocol.values",
 }
-
-__all__ = [*sorted(_EXPORTS), "__version__"]
 
 
 def __getattr__(name: str):
