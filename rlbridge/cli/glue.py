@@ -146,7 +146,7 @@ def _glue(args: argparse.Namespace) -> int:
             return 130
     finally:
         for peer in (env, agent):
-            if getattr(peer, "is_remote", False):
+            if peer is not None and getattr(peer, "is_remote", False):
                 if args.shutdown_peers:
                     peer.shutdown()
                 peer.close()

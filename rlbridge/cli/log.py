@@ -229,6 +229,7 @@ class _Painter:
         else:
             from rlbridge.bridge.sinks import BlockBridge, RconSink, TextSink
 
+            sink: TextSink | RconSink
             if self.kind == "blocks":
                 sink = TextSink(args.blocks_out)
             else:

@@ -191,6 +191,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"rlbridge {args.role}: {err}", file=sys.stderr)
         return 2
     options.update(bind=args.connect is None, idle_timeout_ms=args.idle_timeout_ms, curve=curve)
+    server: EnvironmentServer | AgentServer
     if args.role == "environment":
         if args.batch < 1:
             print(f"rlbridge environment: --batch takes a number of instances >= 1; got "

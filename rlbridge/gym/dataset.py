@@ -144,7 +144,7 @@ def export_minari(reader: LogReader, dataset_id: str) -> tuple[int, int]:
     spec = parse(text)
     header = reader.header
     live = live_env(header, spec)
-    buffers = []
+    buffers: list[Any] = []
     for episode in read_episodes(reader):
         buffer = episode_buffer(live, len(buffers), episode, EpisodeBuffer)
         if buffer is not None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from rlbridge.protocol.values import Frames
+
 LOG_FORMAT_VERSION = 1
 #: Record kinds: the first element of a record.
 HEADER, MESSAGE = 0, 1
@@ -31,4 +33,4 @@ class Record(NamedTuple):
     step: int
     timestamp_ns: int
     payload: bytes
-    frames: tuple = ()
+    frames: Frames = ()

@@ -9,6 +9,7 @@ a served request that succeeds moves the state by :func:`next_env_state` or
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
 from rlbridge.protocol.messages import MessageType
 
@@ -83,14 +84,14 @@ AGENT_ALLOWED: dict[AgentState, frozenset[int]] = {
 #: The roles whose HELLO each server accepts; another role gets WRONG_STATE.
 HELLO_ROLES = {"environment": ("experiment",), "agent": ("experiment", "environment")}
 
-_ENV_NEXT = {T.ENV_INIT: EnvState.READY, T.ENV_START: EnvState.RUNNING,
+_ENV_NEXT: dict[int, EnvState] = {T.ENV_INIT: EnvState.READY, T.ENV_START: EnvState.RUNNING,
              T.ENV_CLEANUP: EnvState.FRESH, T.ENV_BATCH_INIT: EnvState.BATCHED}
-_AGENT_NEXT = {T.AGENT_INIT: AgentState.READY, T.AGENT_START: AgentState.RUNNING,
+_AGENT_NEXT: dict[int, AgentState] = {T.AGENT_INIT: AgentState.READY, T.AGENT_START: AgentState.RUNNING,
                T.AGENT_STEP: AgentState.RUNNING, T.AGENT_END: AgentState.ENDED,
                T.AGENT_CLEANUP: AgentState.FRESH, T.AGENT_BATCH_INIT: AgentState.BATCHED}
 
 
-def next_env_state(state: EnvState, msg_type: int, reply: object, succeeded: bool) -> EnvState:
+def next_env_state(state: EnvState, msg_type: int, reply: Any, succeeded: bool) -> EnvState:
     """The environment's state after serving ``msg_type`` (with ``reply`` as its body).
 
     A terminal ENV_STEP or RUN_EPISODE ends the episode; a RUN_EPISODE cut off by its
@@ -106,7 +107,7 @@ def next_env_state(state: EnvState, msg_type: int, reply: object, succeeded: boo
     return _ENV_NEXT.get(msg_type, state)
 
 
-def next_agent_state(state: AgentState, msg_type: int, reply: object,
+def next_agent_state(state: AgentState, msg_type: int, reply: Any,
                      succeeded: bool) -> AgentState:
     """The agent's state after serving ``msg_type``; a failed request leaves it as it was."""
     return _AGENT_NEXT.get(msg_type, state) if succeeded else state

@@ -179,7 +179,7 @@ AGENT_FIGURES = {"blackjack": "rlbridge.sweep.blackjack"}
 
 
 class AgentFigures(Protocol):
-    """What an AGENT_FIGURES module provides (agents/blackjack/replayed.py)."""
+    """What an AGENT_FIGURES module provides (sweep/blackjack.py)."""
 
     def is_monte_carlo(self, agent_name: str) -> bool: ...
 
