@@ -5,7 +5,8 @@ instance an :class:`~rlbridge.protocol.batch.EnvCall` (STEP with the next action
 or NONE), and back a reward and a terminal for every instance and an observation for
 each instance that stepped or started. :class:`EnvironmentBatch` is that contract over N
 ordinary :class:`~rlbridge.environments.base.Environment` objects, stepped in instance
-order; a natively vectorised game can implement the contract itself.
+order, or, when the game's class names a :class:`BatchCore` (``BATCH_CORE``), stepped
+all at once by that core on arrays.
 
 Every check runs before any instance is touched, so a refused call changes nothing:
 the number of calls and actions, that no instance is stepped before it has started,
@@ -74,12 +75,66 @@ class BatchEnvironment(Protocol):
     def batch_cleanup(self) -> None: ...
 
 
+class BatchCore(Protocol):
+    """A game's optional batch-native core: N instances' states as arrays, stepped in one call.
+
+    A game names it in its Environment class's ``BATCH_CORE`` (as Gymnasium's
+    ``vector_entry_point``); the contract for a game author stays one single-instance
+    Environment, and a core must play every instance exactly as that Environment does
+    (the same observations, rewards, terminals, infos and errors, the same generator draws
+    in the same order), which a test per game holds. :class:`EnvironmentBatch` builds it
+    in ``batch_init`` from the N initialised environments when ``fits(envs)``; from then
+    on the core owns the instances' states, and the environments hold them only after
+    ``store``. Messages still go to the environments: the batch calls ``store(rows)``
+    before and ``load(rows)`` after each one (a message may read or change the state).
+    """
+
+    @classmethod
+    def fits(cls, envs: list[Environment]) -> bool:
+        """Whether the core covers these environments' options (else the batch steps them)."""
+        ...
+
+    def apply(self, calls: np.ndarray, actions: list[Value]) -> BatchStep:
+        """``batch_step``'s work after the batch's checks: one EnvCall per instance (a
+        ``uint8`` array), ``actions`` one per STEP in instance order; the observations a
+        stacked Batch. Refuses (raises, naming the instance) before changing any instance."""
+        ...
+
+    def store(self, rows: list[int]) -> None:
+        """Write the states of the instances at ``rows`` into their environments."""
+        ...
+
+    def load(self, rows: list[int]) -> None:
+        """Read the states of the instances at ``rows`` back from their environments."""
+        ...
+
+
+def first_ints(actions: list[Value]) -> np.ndarray:
+    """The first int of each action, as int64: what a core of one-int actions steps with
+    (the batch has checked each action against the task spec)."""
+    return np.fromiter([action[0][0] for action in actions], dtype=np.int64, count=len(actions))
+
+
+def stacked_observations(count: int, ints: np.ndarray | None = None,
+                         arrays: tuple = ()) -> Batch:
+    """``count`` observations as the stacked Batch that ``Batch.stack`` makes of the same
+    Values: ``ints`` (count, k) int64 (none: k = 0), no doubles or chars, and ``arrays``."""
+    if ints is None:
+        ints = np.empty((count, 0), dtype=np.int64)
+    return Batch(count, ints, np.empty((count, 0), dtype=np.float64), ("",) * count,
+                 tuple(arrays), None)
+
+
 class EnvironmentBatch:
     """``num_instances`` Environments made by ``make_env``, served as one BatchEnvironment.
 
     Instance i (global number ``first_instance + i``) is seeded with
     ``instance_seed(E, first_instance + i)`` when the batch gets ``seed E``, so instance 0
     plays exactly as an unbatched environment and an instance plays the same in any shard.
+
+    When every environment is of one class whose own body sets ``BATCH_CORE`` (a subclass
+    does not inherit it: it may change what a step does), and the core ``fits`` them, that
+    :class:`BatchCore` steps the instances (``self.core``; None otherwise).
     """
 
     def __init__(self, make_env: Callable[[], Environment], num_instances: int,
@@ -94,6 +149,7 @@ class EnvironmentBatch:
         self.instances = InstanceStates(num_instances, first_instance)
         self.task_spec: TaskSpec | None = None
         self._masks: list = [None] * num_instances  # each instance's last legal mask
+        self.core: BatchCore | None = None
 
     @property
     def name(self) -> str:
@@ -108,7 +164,15 @@ class EnvironmentBatch:
         self._check = spec.action_checker()
         self._mask_index = spec.legal_mask
         self._mask_low = int(spec.actions.ints[0].low) if spec.legal_mask is not None else 0
+        self.core = self._batch_core()
         return spec
+
+    def _batch_core(self) -> BatchCore | None:
+        kind = type(self.envs[0])
+        core = vars(kind).get("BATCH_CORE")
+        if core is None or any(type(env) is not kind for env in self.envs):
+            return None
+        return core(self.envs) if core.fits(self.envs) else None
 
     # -- stepping ----------------------------------------------------------------
     def batch_step(self, calls: np.ndarray | list[int],
@@ -125,6 +189,8 @@ class EnvironmentBatch:
                                 f"{len(values)} actions")
         self.instances.refuse_new(stepping, call_list, EnvCall, "START or NONE")
         self._check_actions(stepping, values)
+        if self.core is not None:
+            return self._apply_core(np.asarray(call_list, dtype=np.uint8), values)
         return self._apply(call_list, values)
 
     def _check_actions(self, stepping: list[int], actions: list[Value]) -> None:
@@ -185,6 +251,17 @@ class EnvironmentBatch:
         return BatchStep(np.array(rewards, dtype=np.float64), observations,
                          np.array(terminals, dtype=bool), infos)
 
+    def _apply_core(self, calls: np.ndarray, actions: list[Value]) -> BatchStep:
+        result = self.core.apply(calls, actions)
+        touched = np.flatnonzero(calls != _NONE)
+        states = np.frombuffer(self.instances.states, dtype=np.uint8)
+        states[touched] = np.where(result.terminals[touched], _ENDED, _RUNNING)
+        if self._mask_index is not None and len(touched):
+            masks = result.observations.arrays[self._mask_index]
+            for index, mask in zip(touched.tolist(), masks, strict=True):
+                self._masks[index] = mask
+        return result
+
     def _keep_masks(self, calls: list[int], observations: list[Value], mask_index: int) -> None:
         """Each instance's legal mask from the observation it just returned."""
         masks = self._masks
@@ -200,22 +277,38 @@ class EnvironmentBatch:
         answered as a JSON array of their replies; anything else to the first."""
         words = message_words(text)
         command, args = (words[0], words[1:]) if words else ("", [])
+        every = range(self.num_instances)
         if command == "seed":
-            return answer_seed(args, self.seed)
+            return self._with_envs(every, lambda: answer_seed(args, self.seed))
         if command == "outcomes" and not args:
-            return self._outcomes()
+            return self._with_envs(every, self._outcomes)
         if command == "instance" and args:
             index = int(args[0]) - self.first_instance if args[0].isdigit() else -1
             if not 0 <= index < self.num_instances:
                 return (f"error: instance takes a number in {self.first_instance}.."
                         f"{self.first_instance + self.num_instances - 1}; got {args[0]!r}")
-            return self.envs[index].env_message(text.split(None, 2)[2] if len(args) > 1 else "")
+            inner = text.split(None, 2)[2] if len(args) > 1 else ""
+            return self._with_envs([index], lambda: self.envs[index].env_message(inner))
         if command == "each" and args:
             # One round trip for what a client needs of every instance (a Gymnasium vector
             # env's legal actions at each step, its frames), instead of one per instance.
             each = text.split(None, 1)[1]
-            return json.dumps([env.env_message(each) for env in self.envs])
-        return self.envs[0].env_message(text)
+            return self._with_envs(
+                every, lambda: json.dumps([env.env_message(each) for env in self.envs]))
+        return self._with_envs([0], lambda: self.envs[0].env_message(text))
+
+    def _with_envs(self, rows, answer: Callable[[], str]) -> str:
+        """``answer()`` with the environments at ``rows`` holding their states: a batch core
+        writes them before and reads them back after (a message may change them)."""
+        core = self.core
+        if core is None:
+            return answer()
+        rows = list(rows)
+        core.store(rows)
+        try:
+            return answer()
+        finally:
+            core.load(rows)
 
     def seed(self, seed: int) -> None:
         for index, env in enumerate(self.envs):
@@ -238,4 +331,6 @@ class EnvironmentBatch:
 
     def state_snapshot(self) -> dict | None:
         """The first instance's state, for renderers."""
+        if self.core is not None:
+            self.core.store([0])
         return self.envs[0].state_snapshot()

@@ -1,4 +1,4 @@
-"""Two tiny environments for tests and benchmarks: GridWalk (4x4 int observation) and Countdown."""
+"""Two tiny environments for tests and benchmarks: GridWalk (4x4 int observation, and its batch core) and Countdown."""
 
 from __future__ import annotations
 
@@ -7,12 +7,62 @@ import math
 import numpy as np
 
 from rlbridge.environments.base import Environment, StepResult
+from rlbridge.environments.batch import BatchStep, first_ints, stacked_observations
 from rlbridge.protocol.errors import InvalidAction, OptionError
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
 
 #: GridWalk's largest side: its size**2 observations of size**2 bytes are made up front.
 MAX_SIZE = 64
+
+
+class GridWalkVector:
+    """GridWalk's batch core (``BatchCore``): every walker's cell in one array.
+
+    A walker's cell is ``row * size + col``; a step moves all of them at once, and the
+    observations are rows of the single environment's own boards. Like the single
+    environment, a walker on the goal may go on stepping."""
+
+    def __init__(self, envs: list[GridWalk]):
+        self.envs = envs
+        self.size = size = envs[0].size
+        self.boards = np.stack([value.arrays[0] for value in envs[0]._observations])
+        self.cells = np.zeros(len(envs), dtype=np.int64)
+        self.load(range(len(envs)))
+        moves = np.array(GridWalk._MOVES)
+        self.d_row, self.d_col = moves[:, 0], moves[:, 1]
+        self.goal = size * size - 1
+
+    @classmethod
+    def fits(cls, envs: list[GridWalk]) -> bool:
+        return len({env.size for env in envs}) == 1
+
+    def apply(self, calls: np.ndarray, actions: list) -> BatchStep:
+        count, size = len(calls), self.size
+        rewards = np.zeros(count, dtype=np.float64)
+        terminals = np.zeros(count, dtype=bool)
+        stepping = np.flatnonzero(calls == 0)
+        if len(stepping):
+            moves = first_ints(actions)  # in [0, 3]: the batch checked them
+            row, col = np.divmod(self.cells[stepping], size)
+            row = np.clip(row + self.d_row[moves], 0, size - 1)
+            col = np.clip(col + self.d_col[moves], 0, size - 1)
+            cells = self.cells[stepping] = row * size + col
+            done = cells == self.goal
+            terminals[stepping] = done
+            rewards[stepping] = np.where(done, 0.0, -1.0)
+        self.cells[calls == 1] = 0
+        touched = np.flatnonzero(calls != 2)
+        return BatchStep(rewards, stacked_observations(len(touched), arrays=(
+            self.boards[self.cells[touched]],)), terminals)
+
+    def store(self, rows) -> None:
+        for index in rows:
+            self.envs[index].row, self.envs[index].col = divmod(int(self.cells[index]), self.size)
+
+    def load(self, rows) -> None:
+        for index in rows:
+            self.cells[index] = self.envs[index].row * self.size + self.envs[index].col
 
 
 class GridWalk(Environment):
@@ -37,6 +87,7 @@ class GridWalk(Environment):
     name = "gridwalk"
     RETURN_RANGE = (-math.inf, 0.0)  # every move costs 1 but the last
     DEFAULT_MAX_STEPS = 1000
+    BATCH_CORE = GridWalkVector
     _MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))
 
     def __init__(self, size: int = 4):

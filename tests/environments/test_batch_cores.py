@@ -1,0 +1,174 @@
+"""Batch cores (BATCH_CORE) play every instance exactly as the game's single environment does.
+
+For each game with a batch core: N = 16 instances, 2,000 batched steps of random STEP,
+START and NONE calls with legal random actions, against 16 single environments seeded
+as the batch seeds its instances; observations (legal masks included), rewards,
+terminals, infos, legal-action replies, snapshots and outcomes must be equal throughout.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rlbridge.environments.batch import EnvironmentBatch
+from rlbridge.environments.checker import check_environment
+from rlbridge.environments.toy import GridWalk
+from rlbridge.protocol.batch import EnvCall, instance_seed, values_of
+from rlbridge.protocol.errors import RLBridgeError
+from rlbridge.protocol.values import Value
+from rlbridge.registry import ENVIRONMENTS, resolve
+
+COUNT, STEPS = 16, 2000
+#: Game name -> (options, message sent to an instance now and then, as a gym reset option).
+GAMES = {
+    "gridwalk": ({}, None),
+    "gridwalk-3": ({"size": 3}, None),
+}
+
+
+def make(name: str):
+    game = name.split("-")[0]
+    options = GAMES[name][0]
+    kind = resolve(game, ENVIRONMENTS)
+    return lambda: kind(**options)
+
+
+def legal_of(env_or_reply, spec, observation) -> list[int]:
+    if spec.legal_mask is not None:
+        low = int(spec.actions.ints[0].low)
+        return [low + int(i) for i in np.flatnonzero(observation.arrays[spec.legal_mask])]
+    low, high = spec.actions.int_bounds()[0]
+    return list(range(int(low), int(high) + 1))
+
+
+def same_step(name, step, index, got, expected) -> None:
+    reward, observation, terminal, info = got
+    want = expected if len(expected) > 3 else (*expected, None)
+    where = f"{name} step {step} instance {index}"
+    assert observation.same_as(want[1]), f"{where}: {observation} != {want[1]}"
+    assert (reward, terminal, info) == (want[0], want[2], want[3]), where
+
+
+@pytest.mark.parametrize("name", list(GAMES))
+def test_every_instance_plays_as_its_single_environment(name):
+    make_env = make(name)
+    batch = EnvironmentBatch(make_env, COUNT)
+    spec = batch.batch_init()
+    assert batch.core is not None, "the game's batch core is in use"
+    singles = [make_env() for _ in range(COUNT)]
+    for single in singles:
+        single.env_init()
+    seed = 41
+    assert batch.batch_message(f"seed {seed}") == "ok"
+    for index, single in enumerate(singles):
+        single.env_message(f"seed {instance_seed(seed, index)}")
+    rng = np.random.default_rng(7)
+    running = np.zeros(COUNT, dtype=bool)
+    last: list = [None] * COUNT
+    ends = 0
+    message = GAMES[name][1]
+    for step in range(STEPS):
+        draw = rng.random(COUNT)
+        calls = np.where(~running | (draw < 0.02), EnvCall.START,
+                         np.where(draw < 0.1, EnvCall.NONE, EnvCall.STEP)).astype(np.uint8)
+        actions, expected = [], {}
+        for index in range(COUNT):
+            if calls[index] == EnvCall.START:
+                if message is not None and draw[index] < 0.005:
+                    reply = batch.batch_message(f"instance {index} {message}")
+                    assert reply == singles[index].env_message(message)
+                expected[index] = singles[index].env_start()
+            elif calls[index] == EnvCall.STEP:
+                legal = legal_of(singles[index], spec, last[index])
+                action = Value(ints=(legal[int(rng.integers(len(legal)))],))
+                actions.append(action)
+                expected[index] = singles[index].env_step(action)
+        result = batch.batch_step(calls, actions)
+        observations = iter(values_of(result.observations))
+        for index in range(COUNT):
+            if calls[index] == EnvCall.NONE:
+                assert (result.rewards[index], result.terminals[index]) == (0.0, False)
+                continue
+            observation = next(observations)
+            info = result.infos[index] if result.infos is not None else None
+            if calls[index] == EnvCall.START:
+                assert observation.same_as(expected[index]), f"{name} start {step} {index}"
+                assert (result.rewards[index], result.terminals[index]) == (0.0, False)
+                running[index] = True
+            else:
+                got = (float(result.rewards[index]), observation, bool(result.terminals[index]),
+                       info)
+                same_step(name, step, index, got, expected[index])
+                running[index] = not result.terminals[index]
+                ends += int(result.terminals[index])
+            last[index] = observation
+        if step % 97 == 0:  # messages read the states the core wrote back
+            for command in ("legal_actions", "get_state"):
+                replies = json.loads(batch.batch_message(f"each {command}"))
+                assert replies == [single.env_message(command) for single in singles], command
+    assert ends >= 100, f"{name}: only {ends} episodes ended"
+    outcomes = batch.batch_message("outcomes")
+    if outcomes:
+        assert json.loads(outcomes)["instances"] == [
+            json.loads(single.env_message("outcomes"))["values"] for single in singles]
+
+
+@pytest.mark.parametrize("name", list(GAMES))
+def test_the_checker_passes_with_the_batch_core_stepping(name):
+    make_env = make(name)
+    report = check_environment(lambda: OneInstance(make_env), episodes=50, max_steps=5000)
+    assert report.episodes == 50
+
+
+class OneInstance:
+    """Instance 0 of a one-instance EnvironmentBatch (its batch core stepping), as an
+    Environment, for the environment checker."""
+
+    def __init__(self, make_env):
+        self.batch = EnvironmentBatch(make_env, 1)
+        self.illegal_action = getattr(self.batch.envs[0], "illegal_action", "error")
+
+    def env_init(self):
+        spec = self.batch.batch_init()
+        assert self.batch.core is not None
+        return spec
+
+    def env_start(self):
+        return values_of(self.batch.batch_step([EnvCall.START], []).observations)[0]
+
+    def env_step(self, action):
+        result = self.batch.batch_step([EnvCall.STEP], [action])
+        info = result.infos[0] if result.infos is not None else None
+        return (float(result.rewards[0]), values_of(result.observations)[0],
+                bool(result.terminals[0]), info)
+
+    def env_message(self, text):
+        return self.batch.batch_message(text)
+
+    def env_cleanup(self):
+        self.batch.batch_cleanup()
+
+
+def test_a_subclass_does_not_inherit_the_batch_core():
+    class Walker(GridWalk):
+        pass
+
+    batch = EnvironmentBatch(Walker, 2)
+    batch.batch_init()
+    assert batch.core is None
+    plain = EnvironmentBatch(GridWalk, 2)
+    plain.batch_init()
+    assert plain.core is not None
+
+
+def test_a_refused_call_changes_no_instance():
+    batch = EnvironmentBatch(GridWalk, 3)
+    batch.batch_init()
+    batch.batch_step([EnvCall.START] * 3, [])
+    with pytest.raises(RLBridgeError):
+        batch.batch_step([EnvCall.STEP] * 3, [Value(ints=(3,)), Value(ints=(1,)), Value(ints=(9,))])
+    assert json.loads(batch.batch_message("each get_state")) == ["null"] * 3
+    assert [(env.row, env.col) for env in batch.envs] == [(0, 0)] * 3
