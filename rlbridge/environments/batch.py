@@ -83,7 +83,8 @@ class BatchCore(Protocol):
     Environment, and a core must play every instance exactly as that Environment does
     (the same observations, rewards, terminals, infos and errors, the same generator draws
     in the same order), which a test per game holds. :class:`EnvironmentBatch` builds it
-    in ``batch_init`` from the N initialised environments when ``fits(envs)``; from then
+    in ``batch_init`` as ``BATCH_CORE(envs, first_instance)`` from the N initialised
+    environments (an error names instance ``first_instance + i``) when ``fits(envs)``; from then
     on the core owns the instances' states, and the environments hold them only after
     ``store``. Messages still go to the environments: the batch calls ``store(rows)``
     before and ``load(rows)`` after each one (a message may read or change the state).
@@ -172,7 +173,7 @@ class EnvironmentBatch:
         core = vars(kind).get("BATCH_CORE")
         if core is None or any(type(env) is not kind for env in self.envs):
             return None
-        return core(self.envs) if core.fits(self.envs) else None
+        return core(self.envs, self.first_instance) if core.fits(self.envs) else None
 
     # -- stepping ----------------------------------------------------------------
     def batch_step(self, calls: np.ndarray | list[int],

@@ -19,38 +19,35 @@ MAX_SIZE = 64
 class GridWalkVector:
     """GridWalk's batch core (``BatchCore``): every walker's cell in one array.
 
-    A walker's cell is ``row * size + col``; a step moves all of them at once, and the
-    observations are rows of the single environment's own boards. Like the single
-    environment, a walker on the goal may go on stepping."""
+    A walker's cell is ``row * size + col``; a step is one look-up in a table of the next
+    cell per (cell, action), and the observations are rows of the single environment's
+    own boards. Like the single environment, a walker on the goal may go on stepping."""
 
-    def __init__(self, envs: list[GridWalk]):
+    def __init__(self, envs: list[GridWalk], first_instance: int = 0):
         self.envs = envs
         self.size = size = envs[0].size
         self.boards = np.stack([value.arrays[0] for value in envs[0]._observations])
+        rows, cols = np.divmod(np.arange(size * size), size)
+        self.next_cell = np.stack([np.clip(rows + d_row, 0, size - 1) * size
+                                   + np.clip(cols + d_col, 0, size - 1)
+                                   for d_row, d_col in GridWalk._MOVES], axis=1)
         self.cells = np.zeros(len(envs), dtype=np.int64)
         self.load(range(len(envs)))
-        moves = np.array(GridWalk._MOVES)
-        self.d_row, self.d_col = moves[:, 0], moves[:, 1]
-        self.goal = size * size - 1
 
     @classmethod
     def fits(cls, envs: list[GridWalk]) -> bool:
         return len({env.size for env in envs}) == 1
 
     def apply(self, calls: np.ndarray, actions: list) -> BatchStep:
-        count, size = len(calls), self.size
+        count = len(calls)
         rewards = np.zeros(count, dtype=np.float64)
         terminals = np.zeros(count, dtype=bool)
         stepping = np.flatnonzero(calls == 0)
         if len(stepping):
-            moves = first_ints(actions)  # in [0, 3]: the batch checked them
-            row, col = np.divmod(self.cells[stepping], size)
-            row = np.clip(row + self.d_row[moves], 0, size - 1)
-            col = np.clip(col + self.d_col[moves], 0, size - 1)
-            cells = self.cells[stepping] = row * size + col
-            done = cells == self.goal
-            terminals[stepping] = done
-            rewards[stepping] = np.where(done, 0.0, -1.0)
+            # The actions are in [0, 3]: the batch checked them against the task spec.
+            cells = self.cells[stepping] = self.next_cell[self.cells[stepping], first_ints(actions)]
+            done = terminals[stepping] = cells == self.size * self.size - 1
+            rewards[stepping] = done - 1.0
         self.cells[calls == 1] = 0
         touched = np.flatnonzero(calls != 2)
         return BatchStep(rewards, stacked_observations(len(touched), arrays=(

@@ -22,10 +22,13 @@ from rlbridge.protocol.values import Value
 from rlbridge.registry import ENVIRONMENTS, resolve
 
 COUNT, STEPS = 16, 2000
+STEP, START, NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
 #: Game name -> (options, message sent to an instance now and then, as a gym reset option).
 GAMES = {
     "gridwalk": ({}, None),
     "gridwalk-3": ({"size": 3}, None),
+    "blackjack": ({}, "start 13 10 1"),
+    "blackjack-natural": ({"natural": True}, "deal 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1 1,1"),
 }
 
 
@@ -72,16 +75,17 @@ def test_every_instance_plays_as_its_single_environment(name):
     message = GAMES[name][1]
     for step in range(STEPS):
         draw = rng.random(COUNT)
-        calls = np.where(~running | (draw < 0.02), EnvCall.START,
-                         np.where(draw < 0.1, EnvCall.NONE, EnvCall.STEP)).astype(np.uint8)
+        calls = np.where(~running | (draw < 0.02), START,
+                         np.where(draw < 0.1, NONE, STEP)).astype(np.uint8)
         actions, expected = [], {}
+        call_list = calls.tolist()
         for index in range(COUNT):
-            if calls[index] == EnvCall.START:
+            if call_list[index] == START:
                 if message is not None and draw[index] < 0.005:
                     reply = batch.batch_message(f"instance {index} {message}")
                     assert reply == singles[index].env_message(message)
                 expected[index] = singles[index].env_start()
-            elif calls[index] == EnvCall.STEP:
+            elif call_list[index] == STEP:
                 legal = legal_of(singles[index], spec, last[index])
                 action = Value(ints=(legal[int(rng.integers(len(legal)))],))
                 actions.append(action)
@@ -89,12 +93,12 @@ def test_every_instance_plays_as_its_single_environment(name):
         result = batch.batch_step(calls, actions)
         observations = iter(values_of(result.observations))
         for index in range(COUNT):
-            if calls[index] == EnvCall.NONE:
+            if call_list[index] == NONE:
                 assert (result.rewards[index], result.terminals[index]) == (0.0, False)
                 continue
             observation = next(observations)
             info = result.infos[index] if result.infos is not None else None
-            if calls[index] == EnvCall.START:
+            if call_list[index] == START:
                 assert observation.same_as(expected[index]), f"{name} start {step} {index}"
                 assert (result.rewards[index], result.terminals[index]) == (0.0, False)
                 running[index] = True

@@ -14,6 +14,7 @@ from rlbridge.environments.blackjack.core import (
     hand_for,
     hand_total,
 )
+from rlbridge.environments.blackjack.vector import BlackjackVector
 from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.taskspec import Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
@@ -74,6 +75,7 @@ class BlackjackEnv(Environment):
 
     name = "blackjack"
     illegal_action = "error"
+    BATCH_CORE = BlackjackVector
 
     def __init__(self, natural: bool = False, seed: int = 0):
         super().__init__()
