@@ -29,6 +29,9 @@ GAMES = {
     "gridwalk-3": ({"size": 3}, None),
     "blackjack": ({}, "start 13 10 1"),
     "blackjack-natural": ({"natural": True}, "deal 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1 1,1"),
+    # Small win tiles end many games; set_board (a reset option) starts from a given board.
+    "2048": ({"win_tile": 64}, "set_board 2 4 8 16 0 0 0 0 0 0 0 0 0 0 2 2"),
+    "2048-standard-half": ({"spawn": "standard", "scoring": "half", "win_tile": 128}, None),
 }
 
 

@@ -18,6 +18,7 @@ from rlbridge.environments.game2048.core import (
     legal_moves,
     tiles,
 )
+from rlbridge.environments.game2048.vector import Game2048Vector
 from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
@@ -79,6 +80,7 @@ class Game2048Env(Environment):
 
     name = "2048"
     illegal_action = "noop"
+    BATCH_CORE = Game2048Vector
     MESSAGES = ("set_board V1 ... V16", "render")
     OUTCOME = ("max tile", "mean")
     RETURN_RANGE = OUTCOME_RANGE = (0.0, math.inf)
