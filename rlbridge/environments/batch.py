@@ -17,6 +17,7 @@ instance last returned.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
@@ -120,6 +121,8 @@ def stacked_observations(count: int, ints: np.ndarray | None = None,
                          arrays: tuple = ()) -> Batch:
     """``count`` observations as the stacked Batch that ``Batch.stack`` makes of the same
     Values: ``ints`` (count, k) int64 (none: k = 0), no doubles or chars, and ``arrays``."""
+    if count == 0:
+        return Batch.stack([])  # no layout: (0, 0) ints and no arrays, as on the wire
     if ints is None:
         ints = np.empty((count, 0), dtype=np.int64)
     return Batch(count, ints, np.empty((count, 0), dtype=np.float64), ("",) * count,
@@ -135,7 +138,9 @@ class EnvironmentBatch:
 
     When every environment is of one class whose own body sets ``BATCH_CORE`` (a subclass
     does not inherit it: it may change what a step does), and the core ``fits`` them, that
-    :class:`BatchCore` steps the instances (``self.core``; None otherwise).
+    :class:`BatchCore` steps the instances (``self.core``; None otherwise). The environment
+    variable ``RLBRIDGE_BATCH_CORES=off`` turns every core off, in this process and the
+    processes it starts: a run then steps the single environments, with the same log.
     """
 
     def __init__(self, make_env: Callable[[], Environment], num_instances: int,
@@ -171,7 +176,7 @@ class EnvironmentBatch:
     def _batch_core(self) -> BatchCore | None:
         kind = type(self.envs[0])
         core = vars(kind).get("BATCH_CORE")
-        if core is None or any(type(env) is not kind for env in self.envs):
+        if core is None or os.environ.get("RLBRIDGE_BATCH_CORES") == "off" or any(type(env) is not kind for env in self.envs):
             return None
         return core(self.envs, self.first_instance) if core.fits(self.envs) else None
 

@@ -145,9 +145,13 @@ class Batch(NamedTuple):
         return [new(Value, parts) for parts in zip(ints, doubles, self.chars, arrays, strict=True)]
 
     def select(self, indices: Sequence[int] | npt.NDArray[np.integer[Any]]) -> Batch:
-        """The members at ``indices`` (an int array or list), as a batch of the same form."""
+        """The members at ``indices`` (an int array or list), as a batch of the same form;
+        none of a stacked batch: the empty batch, which has no layout (as ``stack([])``
+        makes it), so the wire carries the same bytes as for an empty list of Values."""
         if self.listed is not None:
             return Batch.of_list([self.listed[i] for i in indices])
+        if len(indices) == 0:
+            return Batch.stack([])
         rows = np.asarray(indices, dtype=np.intp)
         return _new_tuple(Batch, (len(rows), self.ints[rows], self.doubles[rows],
                                   tuple([self.chars[i] for i in rows]),
