@@ -137,7 +137,8 @@ class EnvironmentBatch:
     plays exactly as an unbatched environment and an instance plays the same in any shard.
 
     When every environment is of one class whose own body sets ``BATCH_CORE`` (a subclass
-    does not inherit it: it may change what a step does), and the core ``fits`` them, that
+    does not inherit it: it may change what a step does, and neither does an instance
+    whose own ``env_step`` or ``env_start`` replaces the class's), and the core ``fits`` them, that
     :class:`BatchCore` steps the instances (``self.core``; None otherwise). The environment
     variable ``RLBRIDGE_BATCH_CORES=off`` turns every core off, in this process and the
     processes it starts: a run then steps the single environments, with the same log.
@@ -176,7 +177,9 @@ class EnvironmentBatch:
     def _batch_core(self) -> BatchCore | None:
         kind = type(self.envs[0])
         core = vars(kind).get("BATCH_CORE")
-        if core is None or os.environ.get("RLBRIDGE_BATCH_CORES") == "off" or any(type(env) is not kind for env in self.envs):
+        if core is None or os.environ.get("RLBRIDGE_BATCH_CORES") == "off" or any(
+                type(env) is not kind or "env_step" in vars(env) or "env_start" in vars(env)
+                for env in self.envs):
             return None
         return core(self.envs, self.first_instance) if core.fits(self.envs) else None
 
