@@ -199,7 +199,7 @@ class EnvironmentBatch:
         self.instances.refuse_new(stepping, call_list, EnvCall, "START or NONE")
         self._check_actions(stepping, values)
         if self.core is not None:
-            return self._apply_core(np.asarray(call_list, dtype=np.uint8), values)
+            return self._apply_core(self.core, np.asarray(call_list, dtype=np.uint8), values)
         return self._apply(call_list, values)
 
     def _check_actions(self, stepping: list[int], actions: list[Value]) -> None:
@@ -260,13 +260,17 @@ class EnvironmentBatch:
         return BatchStep(np.array(rewards, dtype=np.float64), observations,
                          np.array(terminals, dtype=bool), infos)
 
-    def _apply_core(self, calls: np.ndarray, actions: list[Value]) -> BatchStep:
-        result = self.core.apply(calls, actions)
+    def _apply_core(self, core: BatchCore, calls: np.ndarray, actions: list[Value]) -> BatchStep:
+        result = core.apply(calls, actions)
         touched = np.flatnonzero(calls != _NONE)
         states = np.frombuffer(self.instances.states, dtype=np.uint8)
         states[touched] = np.where(result.terminals[touched], _ENDED, _RUNNING)
         if self._mask_index is not None and len(touched):
-            masks = result.observations.arrays[self._mask_index]
+            observations = result.observations
+            if not isinstance(observations, Batch):
+                raise RLBridgeError(f"{type(core).__name__}.apply must return its "
+                                    "observations as a stacked Batch")
+            masks = observations.arrays[self._mask_index]
             for index, mask in zip(touched.tolist(), masks, strict=True):
                 self._masks[index] = mask
         return result

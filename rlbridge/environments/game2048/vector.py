@@ -114,7 +114,7 @@ class Game2048Vector:
         terminals = np.zeros(count, dtype=bool)
         terminals[touched] = done
         terminals[starting] = False
-        infos = None
+        infos: list | None = None
         if invalid is not None:
             infos = [None] * count
             at = np.searchsorted(touched, stepping)
