@@ -25,6 +25,8 @@ REWARD_WIN = 10.0
 REWARD_LOSS = -10.0
 REWARD_LOW = REWARD_LOSS
 REWARD_HIGH = REWARD_UNKNOWN_SAFE + REWARD_WIN
+#: Hint channels of the one-hot observation (hints 0..8), followed by the open mask.
+ONEHOT_HINT_CHANNELS = 9
 
 # Elimination marks of unopened cells, stored in a bytearray (public form: -1 / 0 / 1).
 _UNKNOWN, _MINE, _SAFE = 0, 1, 2
@@ -84,6 +86,30 @@ def check_board(rows: int, cols: int, mines: int, first_click: FirstClick) -> No
         )
 
 
+def first_click_free(first_click: FirstClick, action: int, neighbours) -> tuple[int, ...]:
+    """The cells a deferred placement keeps mine-free when ``action`` is the first click."""
+    return (action,) if first_click is FirstClick.SAFE else (action, *neighbours[action])
+
+
+def draw_mines(rng: np.random.Generator, cells: int, mines: int,
+               kept_free: Sequence[int]) -> np.ndarray:
+    """A layout, bool (cells,): ``mines`` cells drawn by ``rng`` outside ``kept_free``.
+
+    The one draw of a game's generator: the single core and the batched core
+    (:mod:`.vector`) both call it, so one seed lays the same mines in either."""
+    candidates: np.ndarray | int  # the free cells, or all of them: a count
+    if kept_free:
+        free = np.ones(cells, dtype=bool)
+        free[list(kept_free)] = False
+        candidates = np.flatnonzero(free)
+    else:
+        candidates = cells
+    chosen = rng.choice(candidates, size=mines, replace=False)
+    flat = np.zeros(cells, dtype=bool)
+    flat[chosen] = True
+    return flat
+
+
 class MinesweeperCore:
     """One game of Minesweeper. Actions are cell indices ``row * cols + col``.
 
@@ -136,17 +162,7 @@ class MinesweeperCore:
         self.placed = True
 
     def _place_random(self, kept_free: Sequence[int]) -> None:
-        candidates: np.ndarray | int  # the free cells, or all of them: a count
-        if kept_free:
-            free = np.ones(self.cells, dtype=bool)
-            free[list(kept_free)] = False
-            candidates = np.flatnonzero(free)
-        else:
-            candidates = self.cells
-        chosen = self.rng.choice(candidates, size=self.num_mines, replace=False)
-        flat = np.zeros(self.cells, dtype=bool)
-        flat[chosen] = True
-        self._place(flat)
+        self._place(draw_mines(self.rng, self.cells, self.num_mines, kept_free))
 
     # -- GameCore ----------------------------------------------------------------
     def is_terminal(self) -> bool:
@@ -178,8 +194,7 @@ class MinesweeperCore:
         if not self.is_legal(action):
             raise InvalidAction(self._why_illegal(action))
         if not self.placed:
-            kept = (action,) if self.first_click is FirstClick.SAFE else (action, *self.neighbours[action])
-            self._place_random(kept)
+            self._place_random(first_click_free(self.first_click, action, self.neighbours))
         self.moves += 1
         self.last = action
         if self._mine[action]:
@@ -281,6 +296,20 @@ class MinesweeperCore:
                     if is_open[k] and hint[k] and k != cell:
                         pending.add(k)
 
+    def restore(self, mines: np.ndarray, hints: np.ndarray, is_open: np.ndarray,
+                marks: np.ndarray, *, placed: bool, lost: bool, won: bool, last: int | None,
+                total: float, moves: int) -> None:
+        """Take the state of a game the batched core (:mod:`.vector`) played: its R*C arrays
+        of mines, hints, open cells and elimination marks (uint8 codes, as kept here), and
+        its ends and counters. Cheap on a copy of another core of the same options."""
+        self._mine = bytearray(mines.astype(np.uint8).tobytes())
+        self._hint = hints.tolist()
+        self._open = bytearray(is_open.astype(np.uint8).tobytes())
+        self._elim = bytearray(marks.astype(np.uint8).tobytes())
+        self.unopened = self.cells - int(np.count_nonzero(is_open))
+        self.placed, self.lost, self.won, self.last = placed, lost, won, last
+        self.total, self.moves = total, moves
+
     # -- views -------------------------------------------------------------------
     def open_mask(self) -> np.ndarray:
         """Bool array (R*C,) of open cells (a copy)."""
@@ -293,6 +322,11 @@ class MinesweeperCore:
     def mines(self) -> np.ndarray:
         """Bool array (R*C,) of mines (hidden state; all False before a deferred placement)."""
         return np.frombuffer(bytes(self._mine), dtype=np.bool_)
+
+    def marks(self) -> np.ndarray:
+        """The elimination marks as kept, uint8 (R*C,): 0 unknown, 1 mine, 2 safe (an open
+        cell keeps the mark it had when it opened)."""
+        return np.frombuffer(bytes(self._elim), dtype=np.uint8).copy()
 
     def elimination(self) -> np.ndarray:
         """The seed's elimination array (R*C,): 1 proven mine, -1 proven safe, 0 unknown or open."""

@@ -8,20 +8,20 @@ import numpy as np
 
 from rlbridge.environments.base import Environment, StepResult
 from rlbridge.environments.minesweeper.core import (
+    ONEHOT_HINT_CHANNELS,
     REWARD_HIGH,
     REWARD_LOW,
     FirstClick,
     MinesweeperCore,
     check_board,
 )
+from rlbridge.environments.minesweeper.vector import MinesweeperVector
 from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
 
 #: Index of the legal-action mask in ``observation.arrays`` (TaskSpec.legal_mask).
 LEGAL_MASK_INDEX = 1
-#: Hint channels of the one-hot observation (hints 0..8), followed by the open mask.
-ONEHOT_HINT_CHANNELS = 9
 
 
 class MinesweeperEnv(Environment):
@@ -66,6 +66,7 @@ class MinesweeperEnv(Environment):
     """
 
     name = "minesweeper"
+    BATCH_CORE = MinesweeperVector
 
     def __init__(self, rows: int = 12, cols: int = 12, mines: int = 15,
                  first_click: Literal["none", "safe", "zero"] = "none", onehot: bool = False):

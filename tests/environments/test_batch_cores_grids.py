@@ -1,0 +1,157 @@
+"""Minesweeper's and Tetris's batch cores against their single environments, step for step.
+
+N = 16 instances through one EnvironmentBatch (its core stepping them all at once) and 16
+single environments seeded with the same instance seeds, given the same calls and actions:
+every observation, reward, terminal, info and legal mask must be equal, and so must the
+replies to messages (which the core answers by storing its state into the environments).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rlbridge.environments.base import Environment, StepResult
+from rlbridge.environments.batch import EnvironmentBatch
+from rlbridge.environments.checker import check_environment
+from rlbridge.environments.minesweeper.env import MinesweeperEnv
+from rlbridge.environments.minesweeper.vector import MinesweeperVector
+from rlbridge.protocol.batch import EnvCall, instance_seed
+from rlbridge.protocol.errors import InvalidAction
+from rlbridge.protocol.values import Value
+
+COUNT = 16
+SEED = 1234
+
+
+def run_side_by_side(make_env, core_class, steps: int, messages: tuple[str, ...],
+                     seed: int = SEED) -> dict:
+    """Step a batch and COUNT single environments alike; return counts of what happened."""
+    batch = EnvironmentBatch(make_env, COUNT)
+    spec = batch.batch_init()
+    assert type(batch.core) is core_class
+    batch.batch_message(f"seed {seed}")
+    singles = [make_env() for _ in range(COUNT)]
+    for index, env in enumerate(singles):
+        env.env_init()
+        env.seed(instance_seed(seed, index))
+    rng = np.random.default_rng(seed)
+    masks: list = [None] * COUNT
+    ended = [True] * COUNT
+    seen = {"episodes": 0, "ends": 0, "steps": 0, "rewards": set()}
+    for step in range(steps):
+        calls, actions = [], []
+        for index in range(COUNT):
+            draw = rng.random()
+            if ended[index] or draw < 0.005:  # a fresh start now and then abandons a game
+                calls.append(EnvCall.START)
+            elif draw < 0.05:
+                calls.append(EnvCall.NONE)
+            else:
+                calls.append(EnvCall.STEP)
+                legal = np.flatnonzero(masks[index])
+                actions.append(Value(ints=(int(legal[rng.integers(len(legal))]),)))
+        result = batch.batch_step(np.array(calls, dtype=np.uint8), actions)
+        observations = result.observations
+        row, move = 0, iter(actions)
+        for index, call in enumerate(calls):
+            env = singles[index]
+            if call == EnvCall.NONE:
+                assert result.rewards[index] == 0.0 and not result.terminals[index]
+                continue
+            if call == EnvCall.START:
+                expected = (0.0, env.env_start(), False, None)
+                seen["episodes"] += 1
+            else:
+                expected = env.env_step(next(move))
+                seen["steps"] += 1
+            got = observations.value(row)
+            row += 1
+            where = f"step {step} instance {index}"
+            assert got.same_as(expected[1]), where
+            assert result.rewards[index] == expected[0], where
+            assert bool(result.terminals[index]) == expected[2], where
+            info = result.infos[index] if result.infos is not None else None
+            assert info == (expected[3] if len(expected) > 3 else None), where
+            masks[index] = got.arrays[spec.legal_mask]
+            ended[index] = bool(expected[2])
+            seen["ends"] += ended[index]
+            seen["rewards"].add(float(expected[0]))
+        if step % 97 == 0:
+            index = int(rng.integers(COUNT))
+            for text in messages:
+                assert batch.batch_message(f"instance {index} {text}") == \
+                    singles[index].env_message(text), f"step {step}: {text}"
+    assert json.loads(batch.batch_message("outcomes"))["instances"] == \
+        [json.loads(env.outcomes_reply())["values"] for env in singles]
+    for text in messages:
+        assert json.loads(batch.batch_message(f"each {text}")) == \
+            [env.env_message(text) for env in singles]
+    return seen
+
+
+MINESWEEPER_OPTIONS = [
+    {},  # the defaults: 12x12, 15 mines, first_click=none
+    {"first_click": "safe"},  # README's and `make run`'s
+    {"rows": 5, "cols": 8, "mines": 4, "first_click": "zero", "onehot": True},
+]
+
+
+@pytest.mark.parametrize("options", MINESWEEPER_OPTIONS, ids=lambda o: str(o) or "defaults")
+def test_minesweeper_core_plays_as_the_single_environment(options):
+    seen = run_side_by_side(lambda: MinesweeperEnv(**options), MinesweeperVector, 2000,
+                            ("elimination", "get_state", "legal_actions"))
+    assert seen["steps"] > 20_000 and seen["ends"] > 1000
+    assert {1.0, 1.5, -10.0} <= seen["rewards"]  # both safe rewards and a loss
+    if options.get("rows") == 5:  # random play wins on the small board
+        assert seen["rewards"] & {11.0, 11.5}
+
+
+def test_minesweeper_core_refuses_before_touching_any_instance():
+    batch = EnvironmentBatch(lambda: MinesweeperEnv(rows=4, cols=4, mines=2), 3)
+    batch.batch_init()
+    batch.batch_message("seed 5")
+    first = batch.batch_step(np.ones(3, dtype=np.uint8), [])
+    opened = int(np.flatnonzero(first.observations.arrays[1][1])[0])
+    before = batch.batch_message("each get_state")
+    with pytest.raises(InvalidAction, match="instance 2"):
+        batch.batch_step(np.zeros(3, dtype=np.uint8),
+                         [Value(ints=(0,)), Value(ints=(opened,)), Value(ints=(99,))])
+    assert batch.batch_message("each get_state") == before
+
+
+class OneOfBatch(Environment):
+    """One instance of an EnvironmentBatch as an Environment, so that the checker's steps go
+    through the batch's checks and its core."""
+
+    def __init__(self, make_env):
+        super().__init__()
+        self.batch = EnvironmentBatch(make_env, 1)
+
+    def env_init(self):
+        return self.batch.batch_init()
+
+    def seed(self, seed: int) -> None:
+        self.batch.seed(seed)
+
+    def env_message(self, message: str) -> str:
+        return self.batch.batch_message(message)
+
+    def env_start(self) -> Value:
+        return self.batch.batch_step(np.array([EnvCall.START], dtype=np.uint8), []).observations.value(0)
+
+    def env_step(self, action: Value) -> StepResult:
+        result = self.batch.batch_step(np.array([EnvCall.STEP], dtype=np.uint8), [action])
+        return StepResult(float(result.rewards[0]), result.observations.value(0),
+                          bool(result.terminals[0]), result.infos and result.infos[0])
+
+
+@pytest.mark.parametrize("make_env", [lambda: MinesweeperEnv(first_click="safe")], ids=["minesweeper"])
+def test_the_checker_passes_with_the_core_stepping(make_env):
+    single = OneOfBatch(make_env)
+    single.env_init()
+    assert single.batch.core is not None
+    report = check_environment(lambda: OneOfBatch(make_env), episodes=200)
+    assert report.episodes == 200 and report.illegal_checked > 0
