@@ -18,6 +18,8 @@ from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.environments.checker import check_environment
 from rlbridge.environments.minesweeper.env import MinesweeperEnv
 from rlbridge.environments.minesweeper.vector import MinesweeperVector
+from rlbridge.environments.tetris.env import TetrisEnv
+from rlbridge.environments.tetris.vector import TetrisVector
 from rlbridge.protocol.batch import EnvCall, instance_seed
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.values import Value
@@ -109,6 +111,28 @@ def test_minesweeper_core_plays_as_the_single_environment(options):
         assert seen["rewards"] & {11.0, 11.5}
 
 
+TETRIS_OPTIONS = [
+    {},  # the defaults: 12x5, the seed's pieces, reward=lines, as `rlbridge run tetris`
+    {"pieces": "tetrominoes", "reward": "shaped", "preview": True, "cols": 6},
+    {"reward": "score", "rows": 8},
+]
+
+
+@pytest.mark.parametrize("options", TETRIS_OPTIONS, ids=lambda o: str(o) or "defaults")
+def test_tetris_core_plays_as_the_single_environment(options):
+    seen = run_side_by_side(lambda: TetrisEnv(**options), TetrisVector, 2000,
+                            ("render", "get_state", "legal_actions"))
+    assert seen["steps"] > 20_000 and seen["ends"] > 500
+    if options.get("reward", "lines") == "lines":
+        assert {0.0, 1.0, 2.0} <= seen["rewards"]
+
+
+def test_tetris_low_level_moves_stay_with_the_single_environment():
+    batch = EnvironmentBatch(lambda: TetrisEnv(actions="low"), 2)
+    batch.batch_init()
+    assert batch.core is None
+
+
 def test_minesweeper_core_refuses_before_touching_any_instance():
     batch = EnvironmentBatch(lambda: MinesweeperEnv(rows=4, cols=4, mines=2), 3)
     batch.batch_init()
@@ -148,7 +172,9 @@ class OneOfBatch(Environment):
                           bool(result.terminals[0]), result.infos and result.infos[0])
 
 
-@pytest.mark.parametrize("make_env", [lambda: MinesweeperEnv(first_click="safe")], ids=["minesweeper"])
+@pytest.mark.parametrize("make_env", [lambda: MinesweeperEnv(first_click="safe"),
+                                      lambda: TetrisEnv(reward="shaped")],
+                         ids=["minesweeper", "tetris"])
 def test_the_checker_passes_with_the_core_stepping(make_env):
     single = OneOfBatch(make_env)
     single.env_init()

@@ -11,6 +11,7 @@ from rlbridge.environments.base import Environment, StepResult
 from rlbridge.environments.tetris.board import score_bounds
 from rlbridge.environments.tetris.core import ACTION_MODES, LOW_ACTIONS, REWARD_MODES, TetrisCore
 from rlbridge.environments.tetris.pieces import ROTATIONS, PieceSetName, piece_set_named
+from rlbridge.environments.tetris.vector import TetrisVector
 from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
@@ -85,6 +86,7 @@ class TetrisEnv(Environment):
     """
 
     name = "tetris"
+    BATCH_CORE = TetrisVector  # placement games only: its fits() leaves actions=low to env_step
 
     def __init__(self, rows: int = 12, cols: int = 5,
                  actions: Literal["placement", "low"] = "placement", preview: bool = False,
