@@ -46,6 +46,8 @@ PLACES: dict[str, str] = {
         "external",
     "gym/test_serve.py::test_c_and_javascript_agents_play_a_served_gymnasium_env": "external",
     # -- processes: files where (nearly) every test starts one or opens a socket.
+    "environments/test_batch_cores_grids.py::"
+    "test_a_batched_run_logs_the_same_records_whichever_core_stepped": "processes",
     "bridge/test_blockviewer.py": "processes",
     "bridge/test_no_display.py": "processes",
     "bridge/test_publish_view.py": "processes",

@@ -9,6 +9,8 @@ replies to messages (which the core answers by storing its state into the enviro
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -20,6 +22,8 @@ from rlbridge.environments.minesweeper.env import MinesweeperEnv
 from rlbridge.environments.minesweeper.vector import MinesweeperVector
 from rlbridge.environments.tetris.env import TetrisEnv
 from rlbridge.environments.tetris.vector import TetrisVector
+from rlbridge.experiment.log.reader import LogReader
+from rlbridge.experiment.log.replay import verify
 from rlbridge.protocol.batch import EnvCall, instance_seed
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.values import Value
@@ -181,3 +185,32 @@ def test_the_checker_passes_with_the_core_stepping(make_env):
     assert single.batch.core is not None
     report = check_environment(lambda: OneOfBatch(make_env), episodes=200)
     assert report.episodes == 200 and report.illegal_checked > 0
+
+
+class PlainMinesweeper(MinesweeperEnv):
+    """Minesweeper without its batch core (a subclass does not inherit BATCH_CORE): each
+    instance stepped by env_step, as before the core existed."""
+
+
+class PlainTetris(TetrisEnv):
+    """Tetris without its batch core."""
+
+
+@pytest.mark.parametrize("game, plain, options", [
+    ("minesweeper", "PlainMinesweeper", ["--env-opt", "first_click=safe"]),
+    ("tetris", "PlainTetris", ["--env-opt", "reward=shaped"]),
+])
+def test_a_batched_run_logs_the_same_records_whichever_core_stepped(tmp_path, game, plain,
+                                                                     options):
+    records = []
+    for name in (game, f"{__name__}:{plain}"):
+        log = tmp_path / f"{len(records)}.log"
+        result = subprocess.run(
+            [sys.executable, "-m", "rlbridge", "run", name, "random", "--batch", "8",
+             "--episodes", "60", "--seed", "3", "--log", str(log), "--quiet", *options],
+            capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        checked, divergence = verify(LogReader(str(log)), env_name=game)
+        assert divergence is None and checked > 200, (name, checked, divergence)
+        records.append([r._replace(timestamp_ns=0) for r in LogReader(str(log)).records()])
+    assert records[0] == records[1]

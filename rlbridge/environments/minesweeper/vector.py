@@ -28,6 +28,7 @@ from rlbridge.environments.minesweeper.core import (
     first_click_free,
     neighbour_table,
 )
+from rlbridge.protocol.batch import Batch
 
 # The single core's elimination codes (core._UNKNOWN, _MINE, _SAFE), kept as uint8 arrays.
 _UNKNOWN, _MINE, _SAFE = 0, 1, 2
@@ -63,7 +64,7 @@ class MinesweeperVector:
     """MinesweeperEnv's batch core: N games of one options set as (N, rows * cols) arrays of
     mines, hints, open cells and elimination marks (``BatchCore``, rlbridge.environments.batch)."""
 
-    def __init__(self, envs: list):
+    def __init__(self, envs: list, first_instance: int = 0):
         env = envs[0]
         self.envs = envs
         self.rows, self.cols, self.num_mines = env.rows, env.cols, env.num_mines
@@ -147,10 +148,9 @@ class MinesweeperVector:
     # -- episodes -----------------------------------------------------------------------
     def _start(self, rows: np.ndarray) -> None:
         ended = rows[self.playing[rows]]
-        if len(ended):  # env_start files the ended episode's outcome first
-            self.store(ended.tolist())
-            for index in ended.tolist():
-                self.envs[index].file_outcome()
+        # What env_start's file_outcome files first: the episode_outcome of the game it ends.
+        for index, value in zip(ended.tolist(), self.won[ended].tolist(), strict=True):
+            self.envs[index].__dict__.setdefault("_filed_outcomes", []).append(float(value))
         self.playing[rows] = True
         self.open[rows] = False
         self.marks[rows] = _UNKNOWN
@@ -258,6 +258,8 @@ class MinesweeperVector:
     # -- observations -------------------------------------------------------------------------
     def _observations(self, rows: np.ndarray):
         count = len(rows)
+        if not count:  # the empty batch as Batch.stack makes it, so logs match byte for byte
+            return Batch.stack([])
         is_open = self.open[rows]
         shown = self.hint[rows] * is_open
         if self.onehot:

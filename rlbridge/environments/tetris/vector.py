@@ -20,6 +20,7 @@ from rlbridge.environments.batch import BatchStep, first_ints, stacked_observati
 from rlbridge.environments.tetris.board import REWARDS_MAP, column_heights
 from rlbridge.environments.tetris.core import TetrisCore
 from rlbridge.environments.tetris.pieces import ROTATIONS
+from rlbridge.protocol.batch import Batch
 
 #: Pieces a game's generator draws at once (TetrisCore._draw).
 DRAWS = 64
@@ -31,7 +32,7 @@ class TetrisVector:
     rlbridge.environments.batch): N games' boards as (N, rows, cols) colours, their pieces
     and counters as (N,) arrays, and each game's undealt draws as a row of (N, 64)."""
 
-    def __init__(self, envs: list):
+    def __init__(self, envs: list, first_instance: int = 0):
         env = envs[0]
         self.envs = envs
         self.rows, self.cols, self.preview = env.rows, env.cols, env.preview
@@ -132,10 +133,9 @@ class TetrisVector:
     # -- episodes --------------------------------------------------------------------------
     def _start(self, rows: np.ndarray) -> None:
         ended = rows[self.playing[rows]]
-        if len(ended):  # env_start files the ended episode's outcome first
-            self.store(ended.tolist())
-            for index in ended.tolist():
-                self.envs[index].file_outcome()
+        # What env_start's file_outcome files first: the episode_outcome of the game it ends.
+        for index, value in zip(ended.tolist(), self.lines[ended].tolist(), strict=True):
+            self.envs[index].__dict__.setdefault("_filed_outcomes", []).append(float(value))
         self.playing[rows] = True
         self.colours[rows] = 0
         self.lines[rows] = self.pieces[rows] = 0
@@ -188,6 +188,8 @@ class TetrisVector:
     # -- observations and the environments' view ----------------------------------------------
     def _observations(self, rows: np.ndarray):
         count = len(rows)
+        if not count:  # the empty batch as Batch.stack makes it, so logs match byte for byte
+            return Batch.stack([])
         ints = [self.kind[rows], np.zeros(count, dtype=np.int64), self.column[rows],
                 np.zeros(count, dtype=np.int64)]
         if self.preview:
