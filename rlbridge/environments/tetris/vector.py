@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+import numpy.typing as npt
 
 from rlbridge.environments.batch import BatchStep, first_ints, stacked_observations
 from rlbridge.environments.tetris.board import REWARDS_MAP, column_heights
@@ -91,7 +92,7 @@ class TetrisVector:
         if len(starting):
             self._start(starting)
         stepping = np.flatnonzero(calls == _STEP)
-        infos = None
+        infos: list[dict | None] | None = None
         if len(stepping):
             rewards[stepping] = self._step(stepping, first_ints(actions))
             infos = [None] * count
@@ -240,14 +241,14 @@ class TetrisVector:
             self.draws[index, DRAWS - len(queue):] = queue
 
 
-def seed_scores(filled: np.ndarray) -> np.ndarray:
+def seed_scores(filled: npt.NDArray[np.bool_]) -> np.ndarray:
     """:func:`~.board.seed_score` of each of (N, rows, cols) boards of filled cells, as int64."""
     count, rows, cols = filled.shape
     full = filled.all(axis=2)
-    empty = ~filled.any(axis=2)
+    empty: npt.NDArray[np.bool_] = np.logical_not(np.any(filled, axis=2))
     has_block = filled.any(axis=1)
     heights = np.where(has_block, rows - filled.argmax(axis=1), 0).sum(axis=1)
-    any_empty = empty.any(axis=1)
+    any_empty = np.any(empty, axis=1)
     # ``highest``: the bottom-up index of the topmost entirely empty row (0 if none).
     highest = np.where(any_empty, rows - 1 - empty.argmax(axis=1), 0)
     # Holes count up to the lowest empty row (bottom-up, the first one): rows below it and it.
