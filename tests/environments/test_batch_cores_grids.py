@@ -207,7 +207,8 @@ def test_a_batched_run_logs_the_same_records_whichever_core_stepped(tmp_path, ga
         log = tmp_path / f"{len(records)}.log"
         result = subprocess.run(
             [sys.executable, "-m", "rlbridge", "run", name, "random", "--batch", "8",
-             "--episodes", "60", "--seed", "3", "--log", str(log), "--quiet", *options],
+             "--episodes", "60", "--seed", "3", "--log", str(log), "--quiet",
+             "--timeout-ms", "120000", *options],  # a loaded machine is slow, not hung
             capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr
         checked, divergence = verify(LogReader(str(log)), env_name=game)
