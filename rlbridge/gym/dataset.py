@@ -13,6 +13,7 @@ Environment, and the dataset has no env spec.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -151,6 +152,11 @@ def export_minari(reader: LogReader, dataset_id: str) -> tuple[int, int]:
             buffers.append(buffer)
     if not buffers:
         raise LogError(f"log {reader.path} holds no episode with a step; nothing to export")
+    # Minari joins a relative MINARI_DATASETS_PATH onto itself (datasets/NAME/data/datasets/...)
+    # when it sizes the file it wrote; an absolute one is the same place.
+    where = os.environ.get("MINARI_DATASETS_PATH")
+    if where and not os.path.isabs(where):
+        os.environ["MINARI_DATASETS_PATH"] = os.path.abspath(where)
     try:
         with warnings.catch_warnings():  # Minari's advice on authors and permalinks
             warnings.simplefilter("ignore", UserWarning)
