@@ -47,6 +47,18 @@ def _fastest(*args: str) -> tuple[subprocess.CompletedProcess, float]:
     (["env", "tetris", "--opt", "colz=4"],
      "rlbridge environment: cannot create 'tetris': tetris: unknown option 'colz' "
      "(did you mean 'cols'?)"),
+    (["view", "blackjack"], "rlbridge view: argument ADDR: expected an address, tcp://HOST:PORT "
+     "or ipc://PATH (such as tcp://127.0.0.1:5590); got 'blackjack'"),
+    (["view", "blackjack", "--headless"], "rlbridge view: argument ADDR: expected an address"),
+    (["experiment", "--env", "blackjack"], "rlbridge experiment: argument --env: expected an "),
+    (["run", "gridwalk", "random", "--env-opt", "size=0"],
+     "rlbridge run: gridwalk: option size expects a number from 2 to 64; got 0"),
+    (["sweep", "--games", "countdown", "--agents", "random", "--seeds", "a"],
+     "rlbridge sweep: --seeds: expected a count, a list of integers or 'A-B'; got 'a'"),
+    (["sweep", "--games", "gridwalk", "--agents", "random", "--env-opt", "size=0"],
+     "rlbridge sweep: gridwalk: option size expects a number from 2 to 64; got 0"),
+    (["env", "countdown", "--bind", "countdown.sock"],
+     "rlbridge env: argument --bind: expected an address"),
 ])
 def test_a_typo_fails_in_under_a_second_with_one_line(args, expected):
     result, seconds = _fastest(*args)

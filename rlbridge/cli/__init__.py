@@ -35,6 +35,17 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def zmq_address(text: str) -> str:
+    """An argparse type: an address another process is reached at, ``tcp://HOST:PORT`` or
+    ``ipc://PATH``, checked before any socket opens (ZeroMQ's own refusal is a traceback)."""
+    scheme, _, rest = text.partition("://")
+    host, _, port = rest.rpartition(":")
+    if (scheme == "ipc" and rest) or (scheme == "tcp" and host and (port.isdigit() or port == "*")):
+        return text
+    raise argparse.ArgumentTypeError(f"expected an address, tcp://HOST:PORT or ipc://PATH (such "
+                                     f"as tcp://127.0.0.1:5590); got {text!r}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="rlbridge",

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from rlbridge.cli import zmq_address
 from rlbridge.protocol.errors import OptionError
 from rlbridge.registry import ENVIRONMENTS, parse_options
 
@@ -38,7 +39,7 @@ def register(subparsers) -> None:
         "view", help="draw the states a running experiment publishes (pygame)",
         description="Subscribe to an environment's --publish address and draw each state; "
                     "frames are dropped when drawing falls behind.")
-    view.add_argument("address", metavar="ADDR", help="the PUB address, e.g. tcp://127.0.0.1:5590")
+    view.add_argument("address", type=zmq_address, metavar="ADDR", help="the PUB address, e.g. tcp://127.0.0.1:5590")
     view.add_argument("--headless", action="store_true", help="no window (SDL dummy driver)")
     view.add_argument("--frames", metavar="DIR", help="write every drawn frame as a PNG here")
     view.add_argument("--max-frames", type=int, default=None, help="stop after N frames")
@@ -74,7 +75,7 @@ def register(subparsers) -> None:
     actions.required = True
 
     viewer = actions.add_parser("viewer", help="the built-in block viewer (PULL socket)")
-    viewer.add_argument("--bind", default="tcp://127.0.0.1:5591", metavar="ADDR")
+    viewer.add_argument("--bind", type=zmq_address, default="tcp://127.0.0.1:5591", metavar="ADDR")
     viewer.add_argument("--headless", action="store_true")
     viewer.add_argument("--scale", type=int, default=16, help="pixels per block edge")
     viewer.add_argument("--max-batches", type=int, default=None)
@@ -83,7 +84,7 @@ def register(subparsers) -> None:
     viewer.set_defaults(func=_blocks_viewer)
 
     stream = actions.add_parser("stream", help="published states -> block commands -> a sink")
-    stream.add_argument("address", metavar="ADDR", help="the environment's --publish address")
+    stream.add_argument("address", type=zmq_address, metavar="ADDR", help="the environment's --publish address")
     stream.add_argument("--max-frames", type=int, default=None)
     stream.add_argument("--idle-timeout", type=float, default=None, metavar="S")
     _sink_arguments(stream)
@@ -109,7 +110,7 @@ def _sink_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="-", metavar="FILE", help="text sink: file or - (stdout)")
     parser.add_argument("--malmo-syntax", action="store_true",
                         help="text sink: write Malmo's 1.12 'chat /setblock ... wool N' lines")
-    parser.add_argument("--viewer", default="tcp://127.0.0.1:5591", metavar="ADDR",
+    parser.add_argument("--viewer", type=zmq_address, default="tcp://127.0.0.1:5591", metavar="ADDR",
                         help="viewer sink: the block viewer's address")
     parser.add_argument("--rcon", default="127.0.0.1:25575", metavar="HOST:PORT")
     parser.add_argument("--password", default=os.environ.get("RCON_PASSWORD", ""),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rlbridge.cli import zmq_address
 from rlbridge.cli.run_checks import batch_problem, check_run, load_program
 from rlbridge.experiment.net.curve import CurveError, add_curve_arguments, curve_for, exposure
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS, default_address
@@ -29,8 +30,8 @@ def register(subparsers) -> None:
                         f"or ipc://$TMPDIR/rlbridge-$UID/{'env' if role == 'env' else 'agent'}.sock.")
         parser.add_argument("name", metavar="NAME", help=names_help)
         where = parser.add_mutually_exclusive_group()
-        where.add_argument("--bind", metavar="ADDR", help="bind this address (the default)")
-        where.add_argument("--connect", metavar="ADDR",
+        where.add_argument("--bind", type=zmq_address, metavar="ADDR", help="bind this address (the default)")
+        where.add_argument("--connect", type=zmq_address, metavar="ADDR",
                            help="connect to an experiment that binds ADDR instead")
         parser.add_argument("--opt", action="append", metavar="KEY=VALUE", default=[],
                             help="an option for the constructor; repeatable")
@@ -43,7 +44,7 @@ def register(subparsers) -> None:
                                 help="instances an experiment's ENV_BATCH_INIT for 0 gets "
                                      "(default 1; PROTOCOL.md section 16)")
             shown = parser.add_mutually_exclusive_group()
-            shown.add_argument("--publish", metavar="ADDR",
+            shown.add_argument("--publish", type=zmq_address, metavar="ADDR",
                                help="publish state snapshots for viewers on this PUB address")
             shown.add_argument("--frames", metavar="DIR",
                                help="draw every state (each episode's start and every step) "
@@ -60,10 +61,11 @@ def register(subparsers) -> None:
         "experiment", help="drive a running environment and agent",
         description="Connect to an environment and an agent and run episodes with RL_episode.")
     add_experiment_arguments(parser)
-    parser.add_argument("--env", dest="env_addresses", metavar="ADDR", action="append",
+    parser.add_argument("--env", dest="env_addresses", type=zmq_address, metavar="ADDR",
+                        action="append",
                         default=None, help="the environment's address; repeated, the "
                         "shards of a batched run (--batch), in instance order")
-    parser.add_argument("--agent", dest="agent_address", metavar="ADDR",
+    parser.add_argument("--agent", dest="agent_address", type=zmq_address, metavar="ADDR",
                         default=None, help="the agent's address")
     parser.add_argument("--bind", action="store_true",
                         help="bind both addresses (for peers started with --connect)")

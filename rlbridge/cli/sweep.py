@@ -88,7 +88,6 @@ def _sweep(args: argparse.Namespace) -> int:
         raise SweepError(f"expected one CONFIG.toml (or `report DIR`); got {args.config!r} "
                          f"and {args.report_directory!r}")
     from rlbridge.sweep.grid import grid_from_args
-    from rlbridge.sweep.runner import run_sweep
 
     try:
         grid = grid_from_args(args)
@@ -96,6 +95,10 @@ def _sweep(args: argparse.Namespace) -> int:
         print(f"rlbridge sweep: {err}", file=sys.stderr)
         return 2
     check_names(grid)
+    # Only now: the runner imports the progress bar and the trial machinery, which a refused
+    # grid does not need.
+    from rlbridge.sweep.runner import run_sweep
+
     return run_sweep(grid, args.out, address=args.address, log=args.log, retries=args.retries,
                      max_trials=args.max_trials, num_cpus=args.num_cpus,
                      progress=not args.quiet)

@@ -8,7 +8,8 @@ import numpy as np
 
 from rlbridge.environments.base import Environment, StepResult
 from rlbridge.environments.batch import BatchStep, first_ints, stacked_observations
-from rlbridge.protocol.errors import InvalidAction, OptionError
+from rlbridge.options import check_bounds
+from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
 
@@ -85,13 +86,13 @@ class GridWalk(Environment):
     RETURN_RANGE = (-math.inf, 0.0)  # every move costs 1 but the last
     DEFAULT_MAX_STEPS = 1000
     BATCH_CORE = GridWalkVector
+    #: The side of the grid: at least 2, so that the goal is not the start.
+    OPTION_BOUNDS = {"size": (2, MAX_SIZE)}
     _MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))
 
     def __init__(self, size: int = 4):
         super().__init__()
-        if not 2 <= size <= MAX_SIZE:
-            raise OptionError(f"gridwalk size must be an int from 2 to {MAX_SIZE} (the side "
-                              f"of the grid, whose goal is not its start); got {size}")
+        check_bounds(GridWalk, {"size": size}, "gridwalk")
         self.size = size
         self.row = self.col = 0
         cells = self.size * self.size
