@@ -40,6 +40,8 @@ PLACES: dict[str, str] = {
     "test_a_trial_over_its_timeout_is_recorded_as_timed_out_and_the_sweep_goes_on": "external",
     "sweep/test_sweep_faults.py::"
     "test_sigterm_stops_the_sweep_with_one_line_and_removes_its_trial_directories": "external",
+    "sweep/test_sweep_faults.py::"
+    "test_sigterm_while_ray_starts_is_one_line_and_leaves_no_trial_directory": "external",
     "experiment/test_faults.py::"
     "test_the_quick_campaign_finds_no_crash_hang_wrong_reply_or_lost_record": "external",
     "experiment/test_faults.py::test_the_campaign_finds_the_built_c_and_javascript_agents":

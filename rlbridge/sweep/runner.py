@@ -184,9 +184,18 @@ def run_sweep(grid: Grid, directory: str, *, address: str | None = None, log: bo
     _STOP.clear()
     previous = signal.signal(signal.SIGTERM, _terminated)
     try:
-        ray = start_ray(address, num_cpus)
-        # Ray's driver installs its own SIGTERM handler, which aborts the process: ours again.
+        try:
+            ray = start_ray(address, num_cpus)
+        except SystemExit as stop:
+            # ray.init installs its own SIGTERM handler first thing, sys.exit(SIGTERM): a
+            # SIGTERM while Ray starts arrives as that exit, wherever ray.init was.
+            if stop.code != signal.SIGTERM:
+                raise
+            raise Terminated from None
+        # Ray's handler would exit the process without a word: ours again.
         signal.signal(signal.SIGTERM, _terminated)
+        if _STOP.is_set():  # SIGTERM came before Ray's handler was installed
+            raise Terminated
         finished, failures = _run(ray, pending, results, log, retries, grid.trial_timeout_s,
                                   work, progress)
     except Terminated:

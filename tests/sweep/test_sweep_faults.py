@@ -137,6 +137,36 @@ def test_sigterm_stops_the_sweep_with_one_line_and_removes_its_trial_directories
     assert (out / "logs").is_dir()  # the results directory stays
 
 
+def test_sigterm_while_ray_starts_is_one_line_and_leaves_no_trial_directory(tmp_path, ipc_dir):
+    """ray.init installs its own SIGTERM handler before it starts the node (whose session
+    directory appears under TMPDIR, when that is short enough for Ray's sockets): a SIGTERM
+    then used to end the sweep with exit 15 and no word."""
+    scratch = Path(ipc_dir)
+    env = {**private_registry(tmp_path), "TMPDIR": str(scratch), "RAY_TMPDIR": str(scratch)}
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "rlbridge", "sweep", "--games", "countdown", "--agents", "random",
+         "--seeds", "2", "--episodes", "1", "--out", str(tmp_path / "sweep"), "--quiet"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True)
+    try:
+        deadline = time.monotonic() + SWEEP_TIMEOUT_S
+        while not (scratch / "ray").exists():  # Ray is starting its node
+            assert sweep.poll() is None, sweep.stderr.read()
+            assert time.monotonic() < deadline, "Ray did not start in time"
+            time.sleep(POLL_S)
+        sweep.send_signal(signal.SIGTERM)
+        _, stderr = sweep.communicate(timeout=SWEEP_TIMEOUT_S)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(sweep.pid, signal.SIGKILL)
+        sweep.wait()
+    assert sweep.returncode == 128 + signal.SIGTERM, stderr
+    assert "Traceback" not in stderr
+    said = [line for line in stderr.splitlines() if line.startswith("rlbridge sweep: ")]
+    assert len(said) == 2 and "stopped by SIGTERM" in said[1], stderr
+    assert list(scratch.glob("rlbridge-sweep-*")) == []
+
+
 def test_an_address_where_nothing_listens_is_one_line(tmp_path):
     with socket.socket() as probe:  # a port that was free a moment ago: nothing listens
         probe.bind(("127.0.0.1", 0))
