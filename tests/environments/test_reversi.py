@@ -12,10 +12,12 @@ from rlbridge.environments.reversi.core import (
     ReversiCore,
     seed_policy,
 )
-from rlbridge.environments.reversi.env import ReversiEnv
-from rlbridge.protocol.errors import InvalidAction
+from rlbridge.environments.reversi.env import MAX_DEPTH, ReversiEnv
+from rlbridge.options import typed_options
+from rlbridge.protocol.errors import InvalidAction, OptionError
 from rlbridge.protocol.taskspec import parse
 from rlbridge.protocol.values import Value
+from rlbridge.registry import ENVIRONMENTS
 
 # The seed's 6x6 example position and the four layers it prints for it.
 SEED_BOARD = [
@@ -179,6 +181,26 @@ def test_options_validate_size_and_opponent():
     env = ReversiEnv(size=4, opponent="alphabeta", depth=2)
     env.env_start()
     assert len(env.env_start().ints) == 4 * 16
+
+
+@pytest.mark.parametrize("message, got", [
+    ("opponent alphabeta 7", "got 7"), ("opponent alphabeta 60", "got 60"),
+    ("opponent alphabeta 0", "got 0"), ("opponent alphabeta deep", "got 'deep'"),
+])
+def test_the_alphabeta_depth_is_bounded_in_a_message(message, got):
+    env = ReversiEnv(size=4)
+    assert env.env_message(message) == (
+        f"error: reversi: alphabeta depth expects a number from 1 to {MAX_DEPTH}; {got}")
+    assert env.opponent_name == "seed"  # a refused message changes nothing
+    assert env.env_message(f"opponent alphabeta {MAX_DEPTH}") == "ok"
+
+
+def test_the_alphabeta_depth_is_bounded_as_an_option():
+    with pytest.raises(OptionError, match=f"reversi: option depth expects a number from 1 to "
+                                          f"{MAX_DEPTH}; got 9"):
+        typed_options("reversi", ENVIRONMENTS, ["opponent=alphabeta", "depth=9"])
+    with pytest.raises(OptionError, match="alphabeta depth expects a number from 1 to"):
+        ReversiEnv(opponent="alphabeta", depth=MAX_DEPTH + 1)
 
 
 def test_same_seed_same_game():

@@ -18,7 +18,7 @@ from rlbridge.environments.reversi.core import (
     random_policy,
     seed_policy,
 )
-from rlbridge.protocol.errors import InvalidAction
+from rlbridge.protocol.errors import InvalidAction, OptionError
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
 
@@ -34,6 +34,12 @@ OPPONENTS: dict[str, Policy] = {
 }
 
 
+#: The alphabeta opponent's deepest search. Each ply costs about 4x (8x8 opening, CPU per
+#: opponent move: depth 5 0.08 s, 6 0.23 s); a peer's `opponent alphabeta DEPTH` message must
+#: not stall the environment for minutes.
+MAX_DEPTH = 6
+
+
 def _alphabeta_policy(depth: int) -> Policy:
     from rlbridge.environments.reversi.search import AlphaBeta
 
@@ -43,6 +49,15 @@ def _alphabeta_policy(depth: int) -> Policy:
         return engine.best_move(core, player, rng)
 
     return policy
+
+
+def _depth(text: str) -> int:
+    """A message's DEPTH word as a number (its range is checked with the opponent's)."""
+    try:
+        return int(text, 10)
+    except ValueError:
+        raise OptionError(f"reversi: alphabeta depth expects a number from 1 to {MAX_DEPTH}; "
+                          f"got {text[:40]!r}") from None
 
 
 #: The built-in opponents, by the name the ``opponent`` option takes.
@@ -74,7 +89,7 @@ class ReversiEnv(Environment):
     Options:
         size: the board's side, even, 4 to 16 (default 6).
         opponent: seed (default) | random | greedy | alphabeta: the built-in opponent.
-        depth: alpha-beta plies of the alphabeta opponent (default 3).
+        depth: alpha-beta plies of the alphabeta opponent, 1 to 6 (default 3).
         seed: the opponent's generator seed (default 0).
     Departures from the seed:
         An illegal cell or an unforced pass raises ``InvalidAction`` (the seed printed
@@ -85,6 +100,7 @@ class ReversiEnv(Environment):
     """
 
     name = "reversi"
+    OPTION_BOUNDS = {"depth": (1, MAX_DEPTH)}
 
     def __init__(self, size: int = 6,
                  opponent: Opponent = "seed",
@@ -111,8 +127,9 @@ class ReversiEnv(Environment):
     @staticmethod
     def _opponent(name: str, depth: int) -> Policy:
         if name == "alphabeta":
-            if depth < 1:
-                raise ValueError(f"reversi depth must be at least 1; got {depth}")
+            if not 1 <= depth <= MAX_DEPTH:
+                raise OptionError(f"reversi: alphabeta depth expects a number from 1 to "
+                                  f"{MAX_DEPTH}; got {depth}")
             return _alphabeta_policy(depth)
         if name not in OPPONENTS:
             known = ", ".join([*OPPONENTS, "alphabeta"])
@@ -188,7 +205,7 @@ class ReversiEnv(Environment):
             return f"{agent} {env}"
         if command == "opponent" and len(args) in (1, 2):
             try:
-                self.opponent = self._opponent(args[0], int(args[1]) if len(args) == 2 else 3)
+                self.opponent = self._opponent(args[0], _depth(args[1]) if len(args) == 2 else 3)
             except ValueError as err:
                 return f"error: {err}"
             self.opponent_name = args[0]
