@@ -92,11 +92,19 @@ class RemoteInstances:
     def batch_cleanup(self) -> None:
         self.proxy.env_cleanup()
 
+    @property
+    def gone(self) -> bool:
+        """Whether the server process this object started has exited."""
+        return self.owned_server is not None and self.owned_server.process.poll() is not None
+
     def close(self) -> None:
-        if self.owned_server is not None:
-            self.owned_server.stop(self.proxy)
-        else:
+        if self.owned_server is None:
             self.proxy.close()
+        elif self.gone:  # nothing there to ask to stop
+            self.proxy.close()
+            self.owned_server.stop()
+        else:
+            self.owned_server.stop(self.proxy)
 
 
 def open_instances(name: str, num_instances: int, options: Mapping[str, Any] | None,

@@ -13,6 +13,7 @@ step by step against Gymnasium's ``SyncVectorEnv`` of ``RLBridgeEnv`` s.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,8 +29,15 @@ from rlbridge.gym.instances import open_instances
 from rlbridge.gym.masks import InstanceMasks
 from rlbridge.gym.spaces import action_indices, codecs_for
 from rlbridge.protocol.batch import EnvCall, instance_seed
-from rlbridge.protocol.errors import InvalidAction, OptionError, TaskSpecError
+from rlbridge.protocol.errors import (
+    InvalidAction,
+    OptionError,
+    PeerError,
+    PeerTimeout,
+    TaskSpecError,
+)
 
+log = logging.getLogger("rlbridge.gym")
 _STEP, _START, _NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
 
 
@@ -398,7 +406,15 @@ class RLBridgeVectorEnv(VectorEnv):
 
     def close_extras(self, **kwargs: Any) -> None:
         try:
-            self.instances.batch_cleanup()
+            if not getattr(self.instances, "gone", False):
+                self.instances.batch_cleanup()
+            else:
+                log.debug("%s: the environment server had exited before close(); nothing "
+                          "to clean up", self.name)
+        except (PeerTimeout, PeerError) as err:
+            # A server that died or hangs (close() may run from atexit or a finaliser): its
+            # resources here are released all the same, and close() succeeds.
+            log.debug("%s: batch_cleanup failed while closing: %s", self.name, err)
         finally:
             self.instances.close()
 

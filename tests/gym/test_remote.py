@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env, data_equivalence
 
-from rlbridge.gym import RLBridgeEnv
+from rlbridge.gym import RLBridgeEnv, make_vec
 from rlbridge.protocol.errors import InvalidAction, OptionError
 from rlbridge.registry import ENVIRONMENTS
 
@@ -104,6 +105,32 @@ def test_close_after_the_server_died_does_not_raise(processes, ipc_dir):
     with pytest.warns(UserWarning, match="env_cleanup failed while closing"):
         remote.close()
     assert spawned.closed and remote.closed
+
+
+def test_a_vector_env_closes_quietly_after_its_server_died(processes, ipc_dir, caplog):
+    spawned = make_vec("gridwalk", num_envs=2, remote=True, **SLOW)
+    spawned.reset(seed=0)
+    server = spawned.instances.owned_server
+    server.process.kill()
+    server.process.wait(timeout=60)
+    address = f"ipc://{ipc_dir}/env.sock"
+    served = processes.start("env", "gridwalk", "--bind", address, "--batch", "2")
+    # A short reply bound: batch_cleanup to a dead server then gives up soon.
+    connected = make_vec("gridwalk", num_envs=2, remote=address, timeout_ms=500,
+                         connect_timeout_ms=60_000)
+    connected.reset(seed=0)
+    served.kill()
+    served.wait(timeout=60)
+    caplog.set_level("DEBUG", logger="rlbridge.gym")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # quietly: no warning either
+        spawned.close()
+        connected.close()
+    assert spawned.closed and connected.closed
+    assert not os.path.exists(server.directory)
+    said = [record.getMessage() for record in caplog.records if record.levelname == "DEBUG"]
+    assert any("had exited before close()" in line for line in said), said
+    assert any("batch_cleanup failed while closing" in line for line in said), said
 
 
 @pytest.mark.parametrize("size", [0, -3, 1, 65])
