@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <zmq.h>
 
@@ -60,6 +61,15 @@ static int load_authorized(rlb_authorized *authorized, const char *curve_dir) {
 int rlb_curve_server(void *socket, const char *curve_dir, rlb_authorized *authorized) {
     char path[1024], public_key[RLB_Z85_KEY_CHARS + 1], secret_key[RLB_Z85_KEY_CHARS + 1];
     snprintf(path, sizeof path, "%s/server.key_secret", curve_dir);
+    /* A secret key others can read is no secret: refused as the Python side refuses it
+     * (rlbridge/experiment/net/curve.py, check_private), in the same words. */
+    struct stat info;
+    if (stat(path, &info) == 0 && (info.st_mode & 077) != 0) {
+        rlb_warn("a CURVE secret key must be readable by its owner only, but %s has mode %04o: "
+                 "`chmod 600 %s`, and make new keys with `rlbridge keys %s --force` if others "
+                 "may have read it", path, (unsigned)(info.st_mode & 07777), path, curve_dir);
+        return 0;
+    }
     if (!read_key(path, "public-key", public_key) || !read_key(path, "secret-key", secret_key)) {
         rlb_warn("cannot read the CURVE server keys from %s (make them with `rlbridge keys %s`)",
              path, curve_dir);

@@ -20,7 +20,7 @@ import zmq
 from rlbridge.cli import main
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.net.client import RequestClient
-from rlbridge.experiment.net.curve import CurveKeys, create_keys
+from rlbridge.experiment.net.curve import CurveError, CurveKeys, create_keys
 from rlbridge.protocol.errors import ErrorCode, PeerTimeout
 from rlbridge.protocol.messages import PROTOCOL_VERSION as V
 from rlbridge.protocol.messages import MessageType
@@ -224,6 +224,28 @@ def test_agents_speak_curve_and_refuse_a_wrong_key(language, servers, sockets, t
     assert agent.returncode == 0
     assert "with CURVE" in err
     assert f"its public key {other.client_public.decode()} is not in authorized_clients" in err
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604])
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_every_agent_refuses_a_secret_key_others_can_read_in_the_same_line(language, mode,
+                                                                            sockets, tmp_path):
+    if language == "c":
+        build_c()
+    create_keys(tmp_path / "keys")
+    secret = tmp_path / "keys" / "server.key_secret"
+    secret.chmod(mode)
+    with pytest.raises(CurveError) as python_says:
+        CurveKeys.load(tmp_path / "keys")
+    agent = start(agent_command(language, "first", f"ipc://{sockets}/readable-{language}",
+                                "--curve-dir", str(tmp_path / "keys")))
+    try:
+        _, err = agent.communicate(timeout=60)
+    finally:
+        stop([agent])
+    assert agent.returncode == 2, err
+    assert err == f"rlbridge agent: {python_says.value}\n"
+    assert f"but {secret} has mode {mode:04o}: `chmod 600 {secret}`" in err
 
 
 @pytest.mark.parametrize("language", ["c", "javascript"])

@@ -33,8 +33,19 @@ function readKey(file, field) {
   return match[1];
 }
 
+/** Keys that must not be used; its message is the one line the server prints. */
+class CurveError extends Error {}
+
 function loadCurve(directory) {
   const secretFile = path.join(directory, "server.key_secret");
+  // A secret key others can read is no secret: refused as the Python side refuses it
+  // (rlbridge/experiment/net/curve.py, check_private), in the same words.
+  const mode = fs.existsSync(secretFile) ? fs.statSync(secretFile).mode & 0o7777 : 0;
+  if (mode & 0o077) {
+    throw new CurveError(`a CURVE secret key must be readable by its owner only, but ${secretFile} ` +
+      `has mode ${mode.toString(8).padStart(4, "0")}: \`chmod 600 ${secretFile}\`, and make new ` +
+      `keys with \`rlbridge keys ${directory} --force\` if others may have read it`);
+  }
   const authorizedDir = path.join(directory, "authorized_clients");
   const authorized = new Set(fs.readdirSync(authorizedDir)
     .filter((name) => name.endsWith(".key"))
@@ -62,4 +73,4 @@ async function runZap(zap, authorized) {
   }
 }
 
-module.exports = { loadCurve, runZap, z85Encode };
+module.exports = { CurveError, loadCurve, runZap, z85Encode };

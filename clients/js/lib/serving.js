@@ -15,7 +15,7 @@ const {
   BATCHED_TYPES, ErrorCode, ERROR_NAMES, ProtocolError, encodeMessage, decodeEnvelope,
   describe, arrayItemKinds,
 } = require("./protocol");
-const { loadCurve, runZap } = require("./curve");
+const { CurveError, loadCurve, runZap } = require("./curve");
 
 const IMPLEMENTATION = "rlbridge-js";
 const LANGUAGE = "javascript";
@@ -327,7 +327,15 @@ async function runServer(server, options, name) {
   const socket = new zmq.Router({ linger: LINGER_MS });
   let zap = null;
   if (options.curveDir) {
-    const curve = loadCurve(options.curveDir);
+    let curve;
+    try {
+      curve = loadCurve(options.curveDir);
+    } catch (err) {
+      if (!(err instanceof CurveError)) throw err;
+      log(err.message);
+      socket.close();
+      return 2;
+    }
     zap = new zmq.Reply({ linger: LINGER_MS });
     await zap.bind("inproc://zeromq.zap.01");
     runZap(zap, curve.authorized).catch(() => {});
