@@ -265,18 +265,10 @@ def typed_options(name: str, registry: Mapping[str, str],
             if _negative(value):
                 raise OptionError(f"{name}: option {key} expects a number >= 0; "
                                   f"got {strings[key]!r}")
-        check_bounds(cls, options, name)
+        bounds = getattr(cls, "check_bounds", None)  # an Environment's OPTION_BOUNDS
+        if bounds is not None:
+            bounds(options)
     return cls, options
-
-
-def check_bounds(cls: type, options: Mapping[str, Any], owner: str) -> None:
-    """Refuse a number option outside the ``(low, high)`` that ``cls.OPTION_BOUNDS`` gives it:
-    the check `rlbridge run` makes before any process starts, and the constructor's own."""
-    for key, (low, high) in getattr(cls, "OPTION_BOUNDS", {}).items():
-        value = options.get(key)
-        if value is not None and not low <= value <= high:
-            raise OptionError(f"{owner}: option {key} expects a number from {low} to {high}; "
-                              f"got {value!r}")
 
 
 def _negative(value: Any) -> bool:

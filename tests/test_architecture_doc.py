@@ -3,6 +3,7 @@ in order, and its folders are the package's, so that the page cannot drift from 
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
@@ -65,3 +66,12 @@ def test_the_public_api_is_the_short_list_and_every_name_loads():
     assert set(rlbridge.__all__) == {*rlbridge._EXPORTS, "__version__"}
     for name in rlbridge.__all__:
         assert getattr(rlbridge, name) is not None, name
+
+
+def test_the_protocol_packages_names_load_on_first_use():
+    import rlbridge.protocol as protocol
+
+    assert set(protocol.__all__) == set(protocol._EXPORTS)
+    for name in protocol.__all__:
+        module = importlib.import_module(f"rlbridge.protocol{protocol._EXPORTS[name]}")
+        assert getattr(protocol, name) is getattr(module, name), name

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import math
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
+from rlbridge.protocol.errors import OptionError
 from rlbridge.protocol.messages import answer_seed, message_words
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
@@ -86,9 +88,21 @@ class Environment:
     #: (``EnvironmentBatch`` uses it). Read from the class's own body only: a subclass that
     #: changes what a step does must not inherit a core that does not know it.
     BATCH_CORE: type | None = None
+    #: Number options' ``(low, high)`` bounds, which :meth:`check_bounds` holds them to.
+    OPTION_BOUNDS: dict[str, tuple[float, float]] = {}
 
     def __init__(self) -> None:
         """No options: a subclass's own keyword arguments are its options."""
+
+    @classmethod
+    def check_bounds(cls, options: Mapping[str, Any]) -> None:
+        """Refuse a number option outside its OPTION_BOUNDS: the check that `rlbridge run`
+        and `sweep` make before any process starts (rlbridge.options), and the constructor's."""
+        for key, (low, high) in cls.OPTION_BOUNDS.items():
+            value = options.get(key)
+            if value is not None and not low <= value <= high:
+                raise OptionError(f"{cls.name or cls.__name__}: option {key} expects a number "
+                                  f"from {low} to {high}; got {value!r}")
 
     def env_init(self) -> TaskSpec | str:
         raise NotImplementedError

@@ -8,7 +8,6 @@ import numpy as np
 
 from rlbridge.environments.base import Environment, StepResult
 from rlbridge.environments.batch import BatchStep, first_ints, stacked_observations
-from rlbridge.options import check_bounds
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
@@ -92,7 +91,7 @@ class GridWalk(Environment):
 
     def __init__(self, size: int = 4):
         super().__init__()
-        check_bounds(GridWalk, {"size": size}, "gridwalk")
+        self.check_bounds({"size": size})
         self.size = size
         self.row = self.col = 0
         cells = self.size * self.size

@@ -8,6 +8,25 @@ values need it).
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the names as type checkers see them
+    from rlbridge.protocol.errors import (
+        ErrorCode,
+        InvalidAction,
+        MalformedMessage,
+        MessageTooLarge,
+        PeerError,
+        PeerTimeout,
+        ProtocolError,
+        RLBridgeError,
+        TaskSpecError,
+        UnknownMessageType,
+        VersionMismatch,
+        WrongState,
+    )
+    from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
+    from rlbridge.protocol.values import Value
 
 _EXPORTS = {
     **dict.fromkeys(("ErrorCode", "InvalidAction", "MalformedMessage", "MessageTooLarge",
@@ -18,10 +37,14 @@ _EXPORTS = {
     "Value": ".values",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "ArraySpec", "ErrorCode", "InvalidAction", "MalformedMessage", "MessageTooLarge",
+    "PeerError", "PeerTimeout", "ProtocolError", "RLBridgeError", "Range", "SpaceSpec",
+    "TaskSpec", "TaskSpecError", "UnknownMessageType", "Value", "VersionMismatch", "WrongState",
+]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'rlbridge.protocol' has no attribute {name!r}")
