@@ -4,22 +4,24 @@ VENV    := .venv
 PYTHON  := $(VENV)/bin/python
 RLB     := $(VENV)/bin/rlbridge
 SYSTEM_PYTHON ?= python3
-# `make run` needs the core only; the tests need every extra and the dev tools.
+# `make run` needs the core only; the tests need every extra and the dev tools, and
+# `make test` the train extra too (torch, SB3: about 2.5 minutes to install here, once).
 CORE_STAMP := $(VENV)/.installed-core
 FULL_STAMP := $(VENV)/.installed-full
+TRAIN_STAMP := $(VENV)/.installed-train
 # Without --quiet: pip names each package as it collects and installs it.
 PIP     := $(PYTHON) -m pip install --disable-pip-version-check
 PYTEST  := $(PYTHON) -m pytest
 # The import contract in pyproject.toml: layers only point down, no cycles (docs/architecture.md).
 LINT_IMPORTS := $(VENV)/bin/lint-imports
-# The tiers (tests/conftest.py marks them): unit, processes, external.
+# The tiers (tests/conftest.py marks them): unit, processes, external, train.
 TEST_WORKERS ?= 2
 
 # The main job: three processes, a real game and a real agent, with a progress bar.
 RUN_ARGS ?= minesweeper minesweeper-solver --env-opt first_click=safe --episodes 200 --seed 0
 
-.PHONY: setup setup-core setup-python setup-clients setup-servers test check test-loaded run \
-	bench lint clean example-sb3
+.PHONY: setup setup-core setup-python setup-train setup-clients setup-servers test check \
+	test-loaded run bench lint clean example-sb3
 
 $(PYTHON):
 	$(SYSTEM_PYTHON) -m venv $(VENV)
@@ -37,6 +39,14 @@ setup-core: $(CORE_STAMP)
 
 setup-python: $(FULL_STAMP)
 
+# Stable-Baselines3 and sb3-contrib for the train tier and `make example-sb3`. The extra pins
+# torch to the CPU build that this machine holds; a bare `torch` means a CUDA build of GBs.
+$(TRAIN_STAMP): pyproject.toml $(FULL_STAMP)
+	$(PIP) -e '.[all,dev,train]'
+	touch $@
+
+setup-train: $(TRAIN_STAMP)
+
 # The C and JavaScript agents: Debian's libzmq/msgpack-c dev packages, npm packages, gcc build.
 setup-clients:
 	bash clients/setup.sh
@@ -45,7 +55,7 @@ setup-clients:
 setup-servers:
 	bash servers/flying-squid/setup.sh
 
-setup: setup-python setup-clients setup-servers
+setup: setup-python setup-train setup-clients setup-servers
 
 # mypy checks the package ([tool.mypy] in pyproject.toml); experiment/ joins when it is typed.
 MYPY    := $(PYTHON) -m mypy
@@ -76,11 +86,7 @@ bench: setup
 	$(RLB) bench
 
 # Stable-Baselines3 PPO trained on a game another process serves (docs/gymnasium.md).
-# Not part of `make test`: torch and SB3 are installed here only. torch is pinned first
-# because its CPU wheel is the one this machine holds; a bare `torch` means a CUDA build.
-example-sb3: setup-python
-	$(PYTHON) -m pip install --quiet torch==2.13.0
-	$(PYTHON) -m pip install --quiet stable-baselines3
+example-sb3: setup-train
 	$(PYTHON) examples/sb3_train.py $(SB3_ARGS)
 
 lint: setup

@@ -1,5 +1,5 @@
 """Shared fixtures (real processes on short-lived ipc addresses, always cleaned up) and the
-tiers of the suite: ``unit`` (no processes, no sockets), ``processes``, ``external``.
+tiers of the suite: ``unit`` (no processes, no sockets), ``processes``, ``external``, ``train``.
 
 Each test gets one tier here, so that test files need no marks: its own mark, else the
 highest tier that :data:`PLACES` (its test, file or folder) and :data:`FIXTURES` ask for; any
@@ -20,8 +20,9 @@ import tempfile
 import pytest
 import zmq
 
-#: The tiers, from the one that needs least to the one that needs most.
-TIERS = ("unit", "processes", "external")
+#: The tiers, from the one that needs least to the one that needs most. ``train`` needs the
+#: train extra (torch, Stable-Baselines3, sb3-contrib), which `make test` installs.
+TIERS = ("unit", "processes", "external", "train")
 #: Tests, test files and folders (paths under tests/; a test as "FILE::name" without its
 #: parameters) and the tier they need at least. A place missing here is unit.
 PLACES: dict[str, str] = {
@@ -47,6 +48,8 @@ PLACES: dict[str, str] = {
     "experiment/test_faults.py::test_the_campaign_finds_the_built_c_and_javascript_agents":
         "external",
     "gym/test_serve.py::test_c_and_javascript_agents_play_a_served_gymnasium_env": "external",
+    # -- train: Stable-Baselines3 and sb3-contrib on torch (the train extra).
+    "gym/test_sb3.py": "train",
     # -- processes: files where (nearly) every test starts one or opens a socket.
     "environments/test_batch_cores_grids.py::"
     "test_a_batched_run_logs_the_same_records_whichever_core_stepped": "processes",
