@@ -7,6 +7,7 @@ import sys
 import time
 
 from rlbridge.cli.draw import add_scale_argument
+from rlbridge.extras import require
 from rlbridge.protocol.errors import OptionError, RLBridgeError
 from rlbridge.registry import parse_options
 
@@ -139,6 +140,7 @@ def _export(args: argparse.Namespace) -> int:
             rows = export.export_npz(reader, args.npz)
             print(f"wrote {rows} transitions to {args.npz}")
         if args.minari:
+            require("minari", "exporting a Minari dataset")  # names [data], not gym's extra
             from rlbridge.gym.dataset import export_minari
 
             episodes, steps = export_minari(reader, args.minari)
