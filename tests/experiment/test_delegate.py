@@ -21,7 +21,7 @@ from rlbridge.experiment.log.writer import attach_log
 from rlbridge.experiment.net.agent_server import AgentServer
 from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.env_server import EnvironmentServer
-from rlbridge.experiment.net.episode import EpisodeRunner
+from rlbridge.experiment.net.delegation import Delegation
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.protocol.errors import (
     ErrorCode,
@@ -50,12 +50,12 @@ def pair(ipc_dir):
               env_address: str = "", agent_address: str = ""):
         def runner(server):
             if heartbeat_interval_ms is None:
-                return EpisodeRunner(server)
-            return EpisodeRunner(server, heartbeat_interval_ms=heartbeat_interval_ms)
+                return Delegation(server)
+            return Delegation(server, heartbeat_interval_ms=heartbeat_interval_ms)
 
         env_side = Served(EnvironmentServer(env or GridWalk(),
                                             env_address or f"ipc://{ipc_dir}/env{tag}",
-                                            episode_runner=runner, handle_signals=False,
+                                            delegation=runner, handle_signals=False,
                                             log=None))
         agent_side = Served(AgentServer(agent or RandomAgent(),
                                         agent_address or f"ipc://{ipc_dir}/agent{tag}",

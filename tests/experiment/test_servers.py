@@ -12,7 +12,7 @@ from rlbridge.experiment.api import Experiment, StepByStepLoop, choose_loop
 from rlbridge.experiment.net.agent_server import AgentServer
 from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.env_server import EnvironmentServer
-from rlbridge.experiment.net.episode import EpisodeRunner
+from rlbridge.experiment.net.delegation import Delegation
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.protocol.errors import WrongState
 from rlbridge.protocol.messages import MessageType
@@ -54,15 +54,15 @@ def served(ipc_dir):
 
 
 def test_step_by_step_and_delegated_episodes_through_both_servers(served):
-    runners: list[EpisodeRunner] = []
+    runners: list[Delegation] = []
 
-    def runner_for(server: EnvironmentServer) -> EpisodeRunner:
-        runners.append(EpisodeRunner(server))
+    def runner_for(server: EnvironmentServer) -> Delegation:
+        runners.append(Delegation(server))
         return runners[-1]
 
-    env_side = served(EnvironmentServer, GridWalk(), "env", episode_runner=runner_for)
+    env_side = served(EnvironmentServer, GridWalk(), "env", delegation=runner_for)
     agent_side = served(AgentServer, RandomAgent(), "agent")
-    assert runners == [env_side.server.episode_runner]
+    assert runners == [env_side.server.delegation]
     assert runners[0].server is env_side.server
     env, agent = RemoteEnvironment(env_side.server.address), RemoteAgent(agent_side.server.address)
     try:

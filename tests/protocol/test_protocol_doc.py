@@ -29,7 +29,7 @@ CONSTANT_MODULES = (
     "rlbridge.experiment.net.server",
     "rlbridge.experiment.net.env_server",
     "rlbridge.experiment.net.agent_server",
-    "rlbridge.experiment.net.episode",
+    "rlbridge.experiment.net.delegation",
     "rlbridge.experiment.net.remote",
     "rlbridge.protocol.states",
     "rlbridge.experiment.net.bodies",

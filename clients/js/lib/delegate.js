@@ -125,17 +125,19 @@ class AgentClient {
       }
       if (reply.seq !== seq || reply.type === T.HEARTBEAT) continue; // a stale reply
       if (this.recorder !== null) this.recorder(RECEIVED, reply.type, seq, payload, extra);
+      const where = `episode ${this.episode}, step ${this.step}`;
       if (reply.type === T.ERROR) {
         const b = reply.body;
         if (!Array.isArray(b) || b.length !== 2 || !Number.isInteger(b[0]) || typeof b[1] !== "string") {
-          throw new ProtocolError(ErrorCode.PEER_ERROR,
-            `agent at ${this.address} sent an ERROR reply without [code, message]`);
+          throw new ProtocolError(ErrorCode.PEER_ERROR, `agent at ${this.address} sent an ` +
+            `ERROR reply without [code, message] to ${callName(type)} (${where})`);
         }
-        throw new ProtocolError(ErrorCode.PEER_ERROR, `agent at ${this.address} replied: ${b[1]}`);
+        throw new ProtocolError(ErrorCode.PEER_ERROR,
+          `agent at ${this.address} replied to ${callName(type)} (${where}): ${b[1]}`);
       }
       if (reply.type !== type) {
         throw new ProtocolError(ErrorCode.PEER_ERROR, `agent at ${this.address} answered ` +
-          `${callName(type)} with ${TYPE_NAMES[reply.type] ? callName(reply.type) : `message type ${reply.type}`}`);
+          `${callName(type)} with ${TYPE_NAMES[reply.type] ? callName(reply.type) : `message type ${reply.type}`} (${where})`);
       }
       return reply;
     }

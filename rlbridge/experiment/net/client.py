@@ -235,9 +235,11 @@ class RequestClient:
                           payload, reply.frames)
         if reply.type != msg_type:
             if reply.type == ERROR:
-                raise _remote_error(reply.body, self.peer_role, self.address)
+                raise _remote_error(reply.body, f"{self.peer_role} at {self.address}",
+                                    f"{describe(msg_type)} ({self.where()})")
             raise ProtocolError(f"{self.peer_role} at {self.address} answered "
-                                f"{describe(msg_type)} with {describe(reply.type)}")
+                                f"{describe(msg_type)} with {describe(reply.type)} "
+                                f"({self.where()})")
         return reply
 
     def _receive(self, msg_type: int, seq: int, timeout_ms: int | None,
@@ -329,7 +331,8 @@ class RequestClient:
         self.socket.close(linger=LINGER_MS)
 
 
-def _remote_error(body, peer_role: str, address: str):
+def _remote_error(body, peer: str, call: str):
+    """The error of an ERROR reply, naming the peer, the call, the episode and the step."""
     if type(body) is list and len(body) == 2 and type(body[0]) is int and type(body[1]) is str:
-        return error_from_reply(body[0], f"{peer_role} at {address} replied: {body[1]}")
-    return MalformedMessage(f"{peer_role} at {address} sent an ERROR reply without [code, message]")
+        return error_from_reply(body[0], f"{peer} replied to {call}: {body[1]}")
+    return MalformedMessage(f"{peer} sent an ERROR reply without [code, message] to {call}")

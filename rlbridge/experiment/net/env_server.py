@@ -1,8 +1,8 @@
 """EnvironmentServer: an Environment's ``env_*`` calls, delegated episodes and batches.
 
 Over :class:`~rlbridge.experiment.net.server.RequestServer`'s loop and checks, it adds
-the environment's handler table and state machine, RUN_EPISODE (episode.py) and the
-batched calls of PROTOCOL.md section 16 (RUN_BATCH in batch_runner.py).
+the environment's handler table and state machine, the batched calls of PROTOCOL.md
+section 16, and DELEGATE, RUN_EPISODE and RUN_BATCH (delegation.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from collections.abc import Callable
 
 from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.experiment.batch import BatchLoop
-from rlbridge.experiment.net.batch_runner import BatchRunner
 from rlbridge.experiment.net.bodies import (
     delegate_body,
     env_batch_init_body,
@@ -25,7 +24,7 @@ from rlbridge.experiment.net.bodies import (
     value_body,
 )
 from rlbridge.experiment.net.curve import check_agent_address
-from rlbridge.experiment.net.episode import EpisodeRunner
+from rlbridge.experiment.net.delegation import Delegation
 from rlbridge.experiment.net.server import RequestServer
 from rlbridge.protocol.batch import encode_batch, encode_column
 from rlbridge.protocol.errors import RLBridgeError, WrongState
@@ -41,7 +40,8 @@ _DELEGATED = frozenset({int(T.RUN_EPISODE), int(T.RUN_BATCH)})
 class EnvironmentServer(RequestServer):
     """Serves an Environment's ``env_*`` calls and runs delegated episodes (the fast path).
 
-    ``episode_runner`` builds the object that plays delegated episodes from this server;
+    ``delegation`` builds the object that plays delegated episodes and batches for this
+    server;
     ``publisher`` (a StatePublisher) sends the environment's state to renderers.
     ``make_env`` builds the instances of a batch (ENV_BATCH_INIT, PROTOCOL.md 16.2; by
     default deep copies of ``env``, which env_init and ``seed`` then reset), and ``batch``
@@ -58,7 +58,7 @@ class EnvironmentServer(RequestServer):
     next_state = staticmethod(next_env_state)
 
     def __init__(self, env, address: str, *,
-                 episode_runner: Callable[[EnvironmentServer], EpisodeRunner] = EpisodeRunner,
+                 delegation: Callable[[EnvironmentServer], Delegation] = Delegation,
                  publisher=None, make_env: Callable[[], object] | None = None, batch: int = 1,
                  **options):
         super().__init__(address, **options)
@@ -81,12 +81,10 @@ class EnvironmentServer(RequestServer):
             T.ENV_BATCH_STEP: (env_batch_step_body, self._env_batch_step),
             T.RUN_BATCH: (run_batch_body, self._run_batch),
         })
-        # Last: the runners may read the server's parts.
-        self.episode_runner = episode_runner(self)
-        self.batch_runner = BatchRunner(self, self.episode_runner)
+        self.delegation = delegation(self)  # last: it may read the server's parts
 
     def close(self) -> None:
-        self.episode_runner.close()
+        self.delegation.close()
         if self.publisher is not None:
             self.publisher.close()
         super().close()
@@ -127,7 +125,7 @@ class EnvironmentServer(RequestServer):
         """RequestServer's state check, and for RUN_EPISODE and RUN_BATCH a delegation: a
         refused request changes nothing (PROTOCOL.md section 12)."""
         RequestServer._check_state(self, msg_type, identity)
-        if msg_type in _DELEGATED and self.episode_runner.agent is None:
+        if msg_type in _DELEGATED and self.delegation.agent is None:
             raise WrongState(f"{CALL_NAMES[msg_type]} needs a successful DELEGATE first (the "
                              "agent's address)")
 
@@ -142,7 +140,7 @@ class EnvironmentServer(RequestServer):
     def _env_message(self, message, text, frames, identity):
         if self.env_batch is not None:
             if text == "batch_timing":
-                return json.dumps({"seconds": self.batch_runner.timing})
+                return json.dumps({"seconds": self.delegation.timing})
             return self.env_batch.batch_message(text)
         return self.env.env_message(text)
 
@@ -164,7 +162,7 @@ class EnvironmentServer(RequestServer):
                 encode_column(result.terminals), result.infos]
 
     def _run_batch(self, message, body, frames, identity):
-        return self.batch_runner.run(message, body, identity, frames)
+        return self.delegation.run_batch(message, body, identity, frames)
 
     def _copy_env(self):
         try:
@@ -180,8 +178,8 @@ class EnvironmentServer(RequestServer):
 
     def _delegate(self, message, body, frames, identity):
         check_agent_address(body.agent_address, self.address, self.curve)
-        self.episode_runner.configure(body)
+        self.delegation.configure(body)
         return None
 
     def _run_episode(self, message, _, frames, identity):
-        return self.episode_runner.run(message, self.task_spec, identity, frames)
+        return self.delegation.run_episode(message, self.task_spec, identity, frames)
