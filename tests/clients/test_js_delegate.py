@@ -181,8 +181,8 @@ def test_an_invalid_action_or_an_agent_error_abandons_the_episode(js_env, socket
         bad[T.AGENT_STEP] = ("error", ErrorCode.APPLICATION, "agent raised ValueError: no")
         assert client.request(T.DELEGATE, [agent_address, 5000, None])[4] is None
         text = error(client.request(T.RUN_EPISODE, [0], episode=4), ErrorCode.PEER_ERROR)
-        assert text == (f"agent at {agent_address} replied to agent_step (episode 4, step 2): "
-                        "agent raised ValueError: no")
+        assert text == (f"agent at {agent_address} replied to agent_step (episode 4, step 2) "
+                        "with APPLICATION: agent raised ValueError: no")
         # The same agent, cut off at 5 steps: the reply of section 6, and the episode runs on.
         bad[T.AGENT_STEP] = UP
         reply = client.request(T.RUN_EPISODE, [5], episode=5)

@@ -85,6 +85,23 @@ class BadActionAgent(Agent):
         return Value(ints=(99,))
 
 
+class FailingAgent(Agent):
+    """Starts with action 0, then fails at its first agent_step: ``fail`` "invalid" answers
+    an action outside every task spec's range, "raise" raises ValueError("no")."""
+
+    def __init__(self, fail: str = "invalid", **options: str):
+        super().__init__(**options)
+        self.fail = fail
+
+    def agent_start(self, observation: Value) -> Value:
+        return Value(ints=(0,))
+
+    def agent_step(self, reward: float, observation: Value) -> Value:
+        if self.fail == "raise":
+            raise ValueError("no")
+        return Value(ints=(99,))
+
+
 class RaisingMessageEnv(Environment):
     """Its ``env_message("raise")`` raises: the served object's own bug, not bad input."""
 

@@ -1,5 +1,5 @@
-"""DELEGATE and RUN_EPISODE: the capped HELLO wait, no half-open state, no peer-chosen files,
-the records returned to the experiment, and the invalid-action error."""
+"""DELEGATE, RUN_EPISODE and RUN_BATCH: the capped HELLO wait, no half-open state, no peer-chosen
+files, the records returned to the experiment, and the failures of both delegated calls."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import msgpack
+import numpy as np
 import pytest
 import zmq
 
@@ -20,12 +21,12 @@ from rlbridge.experiment.log.replay import verify
 from rlbridge.experiment.log.writer import attach_log
 from rlbridge.experiment.net.agent_server import AgentServer
 from rlbridge.experiment.net.client import RequestClient
-from rlbridge.experiment.net.env_server import EnvironmentServer
 from rlbridge.experiment.net.delegation import Delegation
+from rlbridge.experiment.net.env_server import EnvironmentServer
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
+from rlbridge.protocol.batch import encode_column
 from rlbridge.protocol.errors import (
     ErrorCode,
-    InvalidAction,
     PeerTimeout,
     ProtocolError,
     WrongState,
@@ -33,7 +34,7 @@ from rlbridge.protocol.errors import (
 from rlbridge.protocol.log_format import MESSAGE, RECEIVED, SENT
 from rlbridge.protocol.messages import MessageType, decode, encode
 
-from .helpers import BadActionAgent
+from .helpers import FailingAgent
 from .test_servers import Served
 
 T = MessageType
@@ -223,23 +224,61 @@ def test_no_delegate_body_makes_the_environment_write_a_file(pair, tmp_path):
     assert existing.read_bytes() == b"keep"
 
 
-def test_an_invalid_action_names_agent_episode_step_and_action(pair):
-    env_server, agent_server = pair(agent=BadActionAgent())
-    env, agent = RemoteEnvironment(env_server.address), RemoteAgent(agent_server.address)
+def _failed_call(pair, call: str, fail: str, tag: str) -> tuple[str, list, object]:
+    """``call`` (RUN_EPISODE, or RUN_BATCH of one instance) with a FailingAgent, logging:
+    the agent's address, the heartbeat that came first, and the ERROR reply."""
+    env_server, agent_server = pair(agent=FailingAgent(fail), tag=tag)
+    client = RequestClient(env_server.address, "environment", "experiment", timeout_ms=30000)
+    agent = RequestClient(agent_server.address, "agent", "experiment", timeout_ms=30000)
     try:
-        experiment = Experiment(env, agent, seed=1)
-        experiment.RL_init()
-        with pytest.raises(InvalidAction) as caught:
-            experiment.RL_episode(10)
-        text = str(caught.value)
-        assert caught.value.code == ErrorCode.INVALID_ACTION
-        assert f"agent at {agent_server.address} sent an invalid action in episode 1 " \
-               "for step 1" in text
-        assert "the action was ints [99]" in text
-        assert env.env_message("still serving?") is not None
+        if call == "RUN_EPISODE":
+            agent.request(T.AGENT_INIT, client.request(T.ENV_INIT).body)
+            body = [0]
+        else:
+            agent.request(T.AGENT_BATCH_INIT, [client.request(T.ENV_BATCH_INIT, [1, 0]).body[0], 1])
+            body = [0, 0, encode_column(np.array([1], dtype="<i8")), 1]
+        client.request(T.DELEGATE, [agent_server.address, 5000, True])
+        client.episode = 3
+        seq = client.send_request(T[call], body)
+        beat, reply = (decode(client.socket.recv_multipart()[0]) for _ in range(2))
+        assert (beat.type, beat.seq, beat.episode) == (T.HEARTBEAT, 0, 3)
+        assert (reply.type, reply.seq, reply.episode) == (T.ERROR, seq, 3)
+        # The environment serves on, and the delegation with it.
+        assert client.request(T.ENV_MESSAGE, "still serving?").body is not None
+        return agent_server.address, beat.body, reply.body
     finally:
-        env.close()
+        client.close()
         agent.close()
+
+
+@pytest.mark.parametrize("call", ["RUN_EPISODE", "RUN_BATCH"])
+def test_a_failed_delegated_call_sends_its_records_first_and_names_the_agent(pair, call):
+    """PROTOCOL.md sections 6 and 16.6: an invalid action is INVALID_ACTION naming the agent,
+    the episode (or batched step), the step and the action; an agent's ERROR is PEER_ERROR
+    naming the agent, the call, the episode and the step; logging, the records of the calls
+    made before the failure come first, in a heartbeat with the call's own counts."""
+    address, beat, (code, text) = _failed_call(pair, call, "invalid", "i")
+    records = [msgpack.unpackb(record, raw=False) for record in beat[-1]]
+    if call == "RUN_EPISODE":
+        assert beat[:-1] == [2]  # num_steps
+        assert [r[4] for r in records] == [T.AGENT_START] * 2 + [T.AGENT_STEP] * 2
+        assert text == (f"agent at {address} sent an invalid action in episode 3 for step 2: "
+                        "action int 0 must be in [0, 3]; got 99; the action was ints [99]; "
+                        "the episode is abandoned")
+    else:
+        assert beat[:-1] == [2, 0]  # batched_steps, episodes_ended
+        assert [r[4] for r in records] == [T.AGENT_BATCH_STEP] * 4
+        assert text == (f"agent at {address} sent an invalid action in batched step 3: "
+                        "instance 0: action int 0 must be in [0, 3]; got 99; "
+                        "the batch is abandoned")
+    assert code == ErrorCode.INVALID_ACTION
+
+    address, beat, (code, text) = _failed_call(pair, call, "raise", "r")
+    name = "agent_step" if call == "RUN_EPISODE" else "agent_batch_step"
+    step = 2 if call == "RUN_EPISODE" else 3
+    assert code == ErrorCode.PEER_ERROR
+    assert text == (f"agent at {address} replied to {name} (episode 3, step {step}) with "
+                    "APPLICATION: agent raised ValueError: no")
 
 
 def _logged_run(pair, path: Path, heartbeat_interval_ms: int | None, tag: str) -> list:

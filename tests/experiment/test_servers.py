@@ -11,8 +11,8 @@ from rlbridge.environments.toy import GridWalk
 from rlbridge.experiment.api import Experiment, StepByStepLoop, choose_loop
 from rlbridge.experiment.net.agent_server import AgentServer
 from rlbridge.experiment.net.client import RequestClient
-from rlbridge.experiment.net.env_server import EnvironmentServer
 from rlbridge.experiment.net.delegation import Delegation
+from rlbridge.experiment.net.env_server import EnvironmentServer
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.protocol.errors import WrongState
 from rlbridge.protocol.messages import MessageType

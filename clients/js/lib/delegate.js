@@ -15,6 +15,8 @@ const {
   decodeEnvelope, decodeValue, encodeValue, describe, encoder,
 } = require("./protocol");
 
+/** An error code's name, as PEER_ERROR texts give the agent's code. */
+const CODE_NAMES = Object.fromEntries(Object.entries(ErrorCode).map(([name, code]) => [code, name]));
 const DELEGATE_TIMEOUT_MS = 5000;
 const HEARTBEAT_INTERVAL_MS = 1000;
 const POLL_INTERVAL_MS = 100;
@@ -133,7 +135,8 @@ class AgentClient {
             `ERROR reply without [code, message] to ${callName(type)} (${where})`);
         }
         throw new ProtocolError(ErrorCode.PEER_ERROR,
-          `agent at ${this.address} replied to ${callName(type)} (${where}): ${b[1]}`);
+          `agent at ${this.address} replied to ${callName(type)} (${where}) with ` +
+          `${CODE_NAMES[b[0]] ?? `code ${b[0]}`}: ${b[1]}`);
       }
       if (reply.type !== type) {
         throw new ProtocolError(ErrorCode.PEER_ERROR, `agent at ${this.address} answered ` +

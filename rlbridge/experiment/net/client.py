@@ -30,6 +30,7 @@ from rlbridge.experiment.net.transport import (
     send_frame,
 )
 from rlbridge.protocol.errors import (
+    ErrorCode,
     MalformedMessage,
     MessageTooLarge,
     PeerTimeout,
@@ -332,7 +333,10 @@ class RequestClient:
 
 
 def _remote_error(body, peer: str, call: str):
-    """The error of an ERROR reply, naming the peer, the call, the episode and the step."""
+    """The error of an ERROR reply, naming the peer, the call, the episode, the step and the
+    peer's code (which a delegated environment's PEER_ERROR would otherwise lose)."""
     if type(body) is list and len(body) == 2 and type(body[0]) is int and type(body[1]) is str:
-        return error_from_reply(body[0], f"{peer} replied to {call}: {body[1]}")
+        code = body[0]
+        name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else f"code {code}"
+        return error_from_reply(code, f"{peer} replied to {call} with {name}: {body[1]}")
     return MalformedMessage(f"{peer} sent an ERROR reply without [code, message] to {call}")
