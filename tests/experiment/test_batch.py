@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 from collections import defaultdict
@@ -31,7 +30,6 @@ from rlbridge.protocol.messages import MessageType as T
 from rlbridge.protocol.values import Value
 from rlbridge.protocol.vectors import load_vectors
 from rlbridge.registry import AGENTS, ENVIRONMENTS
-from tests.experiment.helpers import children_of
 
 
 def rlbridge_run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -177,28 +175,7 @@ def test_a_batched_monte_carlo_learner_converges_like_the_single_one():
     assert errors["batched"] < 1.5 * errors["single"] + 0.005, errors
 
 
-# -- failures -----------------------------------------------------------------------
-def test_a_sigkill_of_the_agent_mid_batch_is_reported():
-    runner = subprocess.Popen(
-        [sys.executable, "-m", "rlbridge", "run", "countdown",
-         "tests.experiment.helpers:SignallingAgent", "--env-opt", "length=100000000",
-         "--agent-opt", "signal_at=400", "--batch", "4", "--episodes", "4",
-         "--timeout-ms", "1000", "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        agent_pid = int(runner.stdout.readline().split()[0])
-        assert agent_pid in children_of(runner.pid)
-        os.kill(agent_pid, signal.SIGKILL)
-        _, err = runner.communicate(timeout=30)
-        assert runner.returncode == 1, err
-        assert re.search(r"did not answer agent_batch_step within 1000 ms", err), err
-        assert "agent process was killed by SIGKILL" in err
-    finally:
-        if runner.poll() is None:
-            os.killpg(runner.pid, signal.SIGKILL)
-            runner.wait()
-
-
+# -- failures (an agent killed mid-batch: test_processes.py, for both delegated calls) ---
 @pytest.fixture
 def servers(processes, ipc_dir):
     env_address, agent_address = f"ipc://{ipc_dir}/env", f"ipc://{ipc_dir}/agent"

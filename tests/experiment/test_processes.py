@@ -78,21 +78,25 @@ def _run_with_signalling_agent(extra: list[str]) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "rlbridge", "run", "countdown",
          "tests.experiment.helpers:SignallingAgent", "--env-opt", "length=100000000",
-         "--agent-opt", "signal_at=100", "--episodes", "1", "--timeout-ms", "1000", "--quiet",
+         "--agent-opt", "signal_at=100", "--episodes", "4", "--timeout-ms", "1000", "--quiet",
          *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-def test_run_leaves_no_process_after_a_peer_crashes():
-    runner = _run_with_signalling_agent([])
+@pytest.mark.parametrize("batch", [[], ["--batch", "4"]], ids=["episode", "batch"])
+def test_run_leaves_no_process_after_a_peer_crashes(batch):
+    """RUN_EPISODE or RUN_BATCH: the environment's wait for the dead agent times out, the
+    experiment reports it and the dead process, and nothing is left running."""
+    runner = _run_with_signalling_agent(batch)
     try:
         agent_pid = int(runner.stdout.readline().split()[0])
         family = children_of(runner.pid)
         assert len(family) == 3 and agent_pid in family
         os.kill(agent_pid, signal.SIGKILL)
         _, err = runner.communicate(timeout=30)
-        assert runner.returncode != 0
-        assert "did not answer agent_step" in err
+        assert runner.returncode == 1, err
+        call = "agent_batch_step" if batch else "agent_step"
+        assert re.search(rf"did not answer {call} within 1000 ms", err), err
         assert "agent process was killed by SIGKILL" in err
         assert not [pid for pid in family if _alive(pid)]
     finally:
