@@ -225,15 +225,14 @@ class Delegation:
         monotonic = time.monotonic
         counter = EpisodeCounter()
 
-        def check(action) -> None:
+        def step(action):
+            """The task spec's check, then ``env_step``: either may find the action invalid."""
             try:
                 check_action(action)
+                return env_step(action, episode, counter.num_steps)
             except InvalidAction as err:
                 raise InvalidAction(f"in episode {episode} for step {counter.num_steps}: "
                                     f"{err}; the action was {_describe(action)}") from None
-
-        def step(action):
-            return env_step(action, episode, counter.num_steps)
 
         def agent_step(reward, observation):
             agent.step = counter.num_steps
@@ -265,7 +264,7 @@ class Delegation:
         reply = _call(request, AGENT_START, encode_value(observation, out), out)
         action = _action(agent, AGENT_START, reply)
         counter.start(max_steps)
-        action, _ = counter.play(action, step, agent_step, agent_end, check)
+        action, _ = counter.play(action, step, agent_step, agent_end)
         terminal = counter.terminal
         last = None if terminal else encode_value(action, frames)
         return [terminal, counter.num_steps, counter.total_reward, last]
