@@ -1,7 +1,7 @@
 "use strict";
 /**
  * The environment's side of a delegated episode (PROTOCOL.md section 6), as
- * rlbridge/experiment/net/episode.py plays it: DELEGATE connects a DEALER to the agent (HELLO
+ * rlbridge/experiment/net/delegation.py plays it: DELEGATE connects a DEALER to the agent (HELLO
  * within DELEGATE_TIMEOUT_MS), RUN_EPISODE plays one episode with it under RL-Glue 3.0.4's
  * counting rules (section 7), sending the experiment HEARTBEAT [num_steps] at most once per
  * HEARTBEAT_INTERVAL_MS, and replies [terminal, num_steps, total_reward, last_action, records].
@@ -149,7 +149,7 @@ class AgentClient {
   close() { this.socket.close(); }
 }
 
-/** episode.py's _describe: an action as the agent sent it, cut short when it is large. */
+/** delegation.py's _describe: an action as the agent sent it, cut short when it is large. */
 function describeAction(action) {
   const ints = (xs) => `[${Array.from(xs).join(", ")}]`;
   // Python's repr of a float: 1.0, not 1.
