@@ -32,6 +32,12 @@ GAMES = {
     # Small win tiles end many games; set_board (a reset option) starts from a given board.
     "2048": ({"win_tile": 64}, "set_board 2 4 8 16 0 0 0 0 0 0 0 0 0 0 2 2"),
     "2048-standard-half": ({"spawn": "standard", "scoring": "half", "win_tile": 128}, None),
+    # The opponent is a reset option: instances switch between the opponents the core
+    # chooses for on arrays, and from alphabeta, which it leaves to the single core's search
+    # (a few hundred steps an instance: each of its moves costs a search on either side).
+    "reversi": ({}, "opponent greedy"),
+    "reversi-8": ({"size": 8, "opponent": "random"}, "opponent seed"),
+    "reversi-4": ({"size": 4, "opponent": "alphabeta", "depth": 1}, "opponent random"),
 }
 
 
@@ -179,3 +185,32 @@ def test_a_refused_call_changes_no_instance():
         batch.batch_step([EnvCall.STEP] * 3, [Value(ints=(3,)), Value(ints=(1,)), Value(ints=(9,))])
     assert json.loads(batch.batch_message("each get_state")) == ["null"] * 3
     assert [(env.row, env.col) for env in batch.envs] == [(0, 0)] * 3
+
+
+def test_reversi_core_takes_boards_up_to_8x8_and_refuses_as_the_single_game():
+    from rlbridge.environments.reversi.env import ReversiEnv
+
+    class Variant(ReversiEnv):
+        pass
+
+    for make_env in (lambda: ReversiEnv(size=10), Variant):  # 100 cells; a subclass
+        batch = EnvironmentBatch(make_env, 2)
+        batch.batch_init()
+        assert batch.core is None
+    batch = EnvironmentBatch(ReversiEnv, 3)
+    batch.batch_init()
+    batch.batch_step([EnvCall.START] * 3, [])
+    before = batch.batch_message("each get_state")
+    with pytest.raises(RLBridgeError, match="instance 2"):  # the batch's mask check
+        batch.batch_step([EnvCall.STEP] * 3, [Value(ints=(9,))] * 2 + [Value(ints=(8,))])
+    single = ReversiEnv()
+    single.env_init()
+    single.env_start()
+    for action in (-1, 8):  # a pass while cells are legal (9, 16, 19, 26); an illegal cell
+        with pytest.raises(RLBridgeError) as expected:
+            single.env_step(Value(ints=(action,)))
+        with pytest.raises(RLBridgeError) as got:  # the core's own check, behind the batch's
+            batch.core.apply(np.array([STEP, NONE, STEP], dtype=np.uint8),
+                             [Value(ints=(9,)), Value(ints=(action,))])
+        assert str(got.value) == f"instance 2: {expected.value}"
+    assert batch.batch_message("each get_state") == before

@@ -18,6 +18,7 @@ from rlbridge.environments.reversi.core import (
     random_policy,
     seed_policy,
 )
+from rlbridge.environments.reversi.vector import ReversiVector
 from rlbridge.protocol.errors import InvalidAction, OptionError
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
@@ -100,6 +101,7 @@ class ReversiEnv(Environment):
     """
 
     name = "reversi"
+    BATCH_CORE = ReversiVector  # boards up to 8x8 (uint64); alphabeta searches per instance
     OPTION_BOUNDS = {"depth": (1, MAX_DEPTH)}
 
     def __init__(self, size: int = 6,
