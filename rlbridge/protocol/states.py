@@ -86,9 +86,12 @@ HELLO_ROLES = {"environment": ("experiment",), "agent": ("experiment", "environm
 
 _ENV_NEXT: dict[int, EnvState] = {T.ENV_INIT: EnvState.READY, T.ENV_START: EnvState.RUNNING,
              T.ENV_CLEANUP: EnvState.FRESH, T.ENV_BATCH_INIT: EnvState.BATCHED}
-_AGENT_NEXT: dict[int, AgentState] = {T.AGENT_INIT: AgentState.READY, T.AGENT_START: AgentState.RUNNING,
-               T.AGENT_STEP: AgentState.RUNNING, T.AGENT_END: AgentState.ENDED,
-               T.AGENT_CLEANUP: AgentState.FRESH, T.AGENT_BATCH_INIT: AgentState.BATCHED}
+#: The state a successful request of each type leaves the agent in, whatever its state
+#: before; other types leave it as it was. RequestServer.moves.
+AGENT_MOVES: dict[int, AgentState] = {
+    T.AGENT_INIT: AgentState.READY, T.AGENT_START: AgentState.RUNNING,
+    T.AGENT_STEP: AgentState.RUNNING, T.AGENT_END: AgentState.ENDED,
+    T.AGENT_CLEANUP: AgentState.FRESH, T.AGENT_BATCH_INIT: AgentState.BATCHED}
 
 
 def next_env_state(state: EnvState, msg_type: int, reply: Any, succeeded: bool) -> EnvState:
@@ -110,7 +113,7 @@ def next_env_state(state: EnvState, msg_type: int, reply: Any, succeeded: bool) 
 def next_agent_state(state: AgentState, msg_type: int, reply: Any,
                      succeeded: bool) -> AgentState:
     """The agent's state after serving ``msg_type``; a failed request leaves it as it was."""
-    return _AGENT_NEXT.get(msg_type, state) if succeeded else state
+    return AGENT_MOVES.get(msg_type, state) if succeeded else state
 
 
 def wrong_state_text(role: str, msg_type: int, state: IntEnum, meaning: str,

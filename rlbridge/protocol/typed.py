@@ -49,6 +49,13 @@ RewardValue = tuple[float, WireValue]
 Mismatch = (msgspec.DecodeError, UnicodeDecodeError)
 
 
+def prefix(msg_type: int) -> bytes:
+    """The first three bytes of every message of ``msg_type`` as rlbridge's encoders write
+    it: a 5-item array, the version and the type as fixints. A receiver picks the typed
+    decoder to try by them; a frame it does not fit takes the general path."""
+    return bytes((0x95, PROTOCOL_VERSION, int(msg_type)))
+
+
 def decoder(msg_type: int, body: Any) -> Callable[[bytes], tuple[Any, ...]]:
     """msgspec's compiled decoder, from a frame to ``(version, type, seq, episode, body)``
     when the frame is one msgpack message of type ``msg_type`` whose body fits the schema

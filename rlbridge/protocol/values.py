@@ -160,7 +160,12 @@ def encode_array(array: npt.NDArray[Any], frames: list[memoryview] | None = None
 
 
 def decode_value(raw: Any, frames: Frames = ()) -> Value:
-    """Rebuild a Value from its wire form; ``frames`` holds the zero-copy array frames."""
+    """Rebuild a Value from its wire form; ``frames`` holds the zero-copy array frames.
+
+    ``raw`` is msgpack's list, or a typed decoder's tuple (typed.py), checked already."""
+    if type(raw) is tuple:  # msgpack.unpackb makes lists: only a typed decoder makes these
+        # typed_value's first case inline: a value without arrays is a Value's fields.
+        return typed_value(raw, frames) if raw[3] else _new_tuple(Value, raw)
     if type(raw) is not list or len(raw) != 4:
         raise ProtocolError(
             f"a value must be the array [ints, doubles, chars, arrays]; got {type(raw).__name__}"
@@ -186,14 +191,15 @@ def decode_value(raw: Any, frames: Frames = ()) -> Value:
     return _new_tuple(Value, (tuple(ints), tuple(doubles), chars, decoded))
 
 
-def typed_value(wire: tuple[Any, ...]) -> Value:
+def typed_value(wire: tuple[Any, ...], frames: Frames = ()) -> Value:
     """The Value of a frame's value that a typed decoder (typed.py) has checked already; only
-    its arrays' dtypes, shapes and sizes are left, checked as decode_value checks them."""
+    its arrays' dtypes, shapes and sizes (and frame indices, into ``frames``) are left,
+    checked as decode_value checks them."""
     arrays = wire[3]
     if not arrays:
         # (ints, doubles, chars, ()) as tuples of checked items: already a Value's fields.
         return _new_tuple(Value, wire)
-    decoded = tuple([_array(dtype, shape, data, ()) for dtype, shape, data in arrays])
+    decoded = tuple([_array(dtype, shape, data, frames) for dtype, shape, data in arrays])
     return _new_tuple(Value, (wire[0], wire[1], wire[2], decoded))
 
 

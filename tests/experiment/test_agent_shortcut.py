@@ -1,10 +1,10 @@
-"""AgentServer's shortcut for AGENT_STEP answers every request as RequestServer.handle does.
+"""AgentServer answers every request alike whether its typed decoder or msgpack's decodes it.
 
 Two agent servers get the same requests from the same two clients, the session's owner
-and a stranger (a delegated environment): one answers with AgentServer.handle, whose
-shortcut takes the usual AGENT_STEP, the other with RequestServer.handle alone. Their
-replies must be the same bytes, and their states and sessions must move alike, for usual
-steps and for every way a step can fail.
+and a stranger (a delegated environment): one decodes the usual AGENT_STEP with its typed
+decoder (RequestServer.typed), the other has none and decodes every request with
+messages.decode and the body readers. Their replies must be the same bytes, and their
+states and sessions must move alike, for usual steps and for every way a step can fail.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import zmq
 
 from rlbridge.agents.base import Agent
 from rlbridge.experiment.net.agent_server import AgentServer
-from rlbridge.experiment.net.server import RequestServer
 from rlbridge.experiment.net.transport import recv_request
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.messages import PROTOCOL_VERSION as V
@@ -51,9 +50,9 @@ class Quirky(Agent):
 
 
 class GeneralOnly(AgentServer):
-    """An agent server without the shortcut: every request takes RequestServer.handle."""
+    """An agent server without typed decoders: every request takes messages.decode."""
 
-    handle = RequestServer.handle
+    typed = {}
 
 
 def step(n, seq, *, reward=0.5, arrays=(), episode=1) -> bytes:
@@ -82,6 +81,8 @@ REQUESTS = [
     ("s", [step(8, 10, arrays=[["|u1", [4], b"\x00"]])]),  # a short array: BAD_FIELD
     ("s", [step(9, 11, arrays=[["|u1", [4], b"\x00\x01\x02\x03"]])]),
     ("s", [step(9, 12, arrays=[["|u1", [1], 0]])]),  # a frame that is not there
+    ("s", [step(9, 30, arrays=[["|u1", [4], 0]]), b"\x00\x01\x02\x03"]),  # in a frame
+    ("s", [step(9, 31, arrays=[["|u1", [5], 0]]), b"\x00\x01\x02\x03"]),  # a short frame
     ("s", [step(9, 13), b"extra"]),  # an extra frame
     ("s", [step(9, 14)] + [b""] * 1024),  # too many frames
     ("s", [msgpack.packb([V, 22, 15, 1, [0.5, [list(range(LIMIT_BYTES)), [], "", []]]])]),
@@ -126,10 +127,10 @@ def _run(server_class, ipc_dir, name: str) -> list:
     return seen
 
 
-def test_the_shortcut_answers_every_request_as_the_general_path(ipc_dir):
+def test_the_typed_decoder_answers_every_request_as_the_general_decoder(ipc_dir):
     general = _run(GeneralOnly, ipc_dir, "general")
-    shortcut = _run(AgentServer, ipc_dir, "shortcut")
-    for (who, frames), mine, theirs in zip(REQUESTS, shortcut, general, strict=True):
+    typed = _run(AgentServer, ipc_dir, "typed")
+    for (who, frames), mine, theirs in zip(REQUESTS, typed, general, strict=True):
         assert mine == theirs, f"{who} sent {frames[0][:40]!r}"
     # The cases above do reach each outcome: replies, and errors of every kind.
     codes = [msgpack.unpackb(reply[0][0])[4][0] for reply in general

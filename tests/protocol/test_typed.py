@@ -18,19 +18,22 @@ import pytest
 from rlbridge.experiment.net.bodies import agent_step_body
 from rlbridge.protocol import typed
 from rlbridge.protocol.errors import ProtocolError
-from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType, decode, encode
-from rlbridge.protocol.values import Value, decode_value, encode_value, typed_value
+from rlbridge.protocol.messages import PROTOCOL_VERSION, Envelope, MessageType, decode, encode
+from rlbridge.protocol.values import Value, decode_value, encode_value
 from rlbridge.protocol.vectors import load_vectors
 
 T = MessageType
 VECTORS = load_vectors()
 
 #: (name, typed decoder, reader of its typed body, the general path's reader): the typed
-#: paths in use, AgentServer's requests and a delegated episode's replies.
+#: paths in use, AgentServer's requests and the request client's replies. The readers are
+#: the ones in use, which take either decoder's body.
 PATHS = [
     ("agent_step request", typed.decoder(T.AGENT_STEP, typed.RewardValue),
-     lambda body: (body[0], typed_value(body[1])), agent_step_body),
-    ("agent_step reply", typed.decoder(T.AGENT_STEP, typed.WireValue), typed_value,
+     lambda body: agent_step_body(Envelope(2, T.AGENT_STEP, 0, 0, body)), agent_step_body),
+    ("agent_step reply", typed.decoder(T.AGENT_STEP, typed.WireValue), decode_value,
+     lambda message: decode_value(message.body, message.frames)),
+    ("agent_start reply", typed.decoder(T.AGENT_START, typed.WireValue), decode_value,
      lambda message: decode_value(message.body, message.frames)),
 ]
 
@@ -155,7 +158,7 @@ def test_a_typed_decoder_agrees_with_the_general_path_wherever_it_decides(path):
 
 def test_the_per_step_messages_of_the_countdown_take_the_typed_paths():
     value = encode_value(Value(ints=(999,)))
-    agent_step, agent_reply = (path[1] for path in PATHS)
+    agent_step, agent_reply = (path[1] for path in PATHS[:2])
     assert _fits(agent_step, encode(T.AGENT_STEP, 5, 1, [999.0, value])[0]) == (
         PROTOCOL_VERSION, 22, 5, 1, (999.0, ((999,), (), "", ())))
     assert _fits(agent_reply, encode(T.AGENT_STEP, 5, 1, value)[0]) == (

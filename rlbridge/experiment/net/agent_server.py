@@ -2,12 +2,10 @@
 
 Over :class:`~rlbridge.experiment.net.server.RequestServer`'s loop and checks, it adds
 the agent's handler table and state machine, AGENT_BATCH_INIT/STEP (PROTOCOL.md 16.4),
-and a one-call path for a delegated episode's every AGENT_STEP.
+and the typed decoder of a delegated episode's every AGENT_STEP.
 """
 
 from __future__ import annotations
-
-import time
 
 from rlbridge.agents.batch import BatchAgent, as_batch_agent
 from rlbridge.experiment.net.bodies import (
@@ -21,10 +19,6 @@ from rlbridge.experiment.net.bodies import (
     value_body,
 )
 from rlbridge.experiment.net.server import RequestServer
-from rlbridge.experiment.net.transport import (
-    TooManyFrames,
-    send_message,
-)
 from rlbridge.protocol.batch import (
     AgentCall,
     InstanceState,
@@ -36,13 +30,14 @@ from rlbridge.protocol.errors import ProtocolError, RLBridgeError
 from rlbridge.protocol.messages import MessageType
 from rlbridge.protocol.states import (
     AGENT_ALLOWED,
+    AGENT_MOVES,
     AGENT_STATE_MEANINGS,
     AgentState,
     next_agent_state,
 )
 from rlbridge.protocol.taskspec import TaskSpec
-from rlbridge.protocol.typed import Mismatch, RewardValue, decoder
-from rlbridge.protocol.values import Value, _new_tuple, encode_value, typed_value
+from rlbridge.protocol.typed import RewardValue, decoder, prefix
+from rlbridge.protocol.values import encode_value
 
 T = MessageType
 
@@ -65,6 +60,10 @@ class AgentServer(RequestServer):
     allowed = AGENT_ALLOWED
     meanings = AGENT_STATE_MEANINGS
     next_state = staticmethod(next_agent_state)
+    moves = AGENT_MOVES
+    #: AGENT_STEP ``[reward, observation]`` of the usual shape, decoded and checked in one
+    #: call but for its arrays, which agent_step_body checks.
+    typed = {prefix(T.AGENT_STEP): decoder(T.AGENT_STEP, RewardValue)}
 
     def __init__(self, agent, address: str, **options):
         super().__init__(address, **options)
@@ -83,44 +82,6 @@ class AgentServer(RequestServer):
         })
         self.batch_agent: BatchAgent | None = None  # set by AGENT_BATCH_INIT
         self.instances: InstanceStates | None = None
-
-    def handle(self, identity: bytes, payload: bytes, frames: tuple = ()) -> None:
-        """RequestServer.handle, with a shortcut for a delegated episode's every step.
-
-        An AGENT_STEP ``[reward, observation]`` of the usual shape (typed.py), in a state
-        that serves AGENT_STEP, passes the checks up to the state's in its decoding call but
-        for the size and its arrays': it is answered here with the same checks, reply and
-        state, in a third of the Python calls. In a three-process loop on one CPU each
-        call costs far more than alone, caches being cold at every switch: the agent's CPU
-        per step of a delegated countdown fell from 93.1 to 81.2 us (the two versions run
-        side by side on one loaded CPU, median of 8 runs). Any other request takes
-        RequestServer.handle; tests/experiment/test_agent_shortcut.py compares the two.
-        """
-        state = self.state
-        # (TooManyFrames holds none of the frames it stands for: it is an empty tuple.)
-        if frames or type(frames) is TooManyFrames or _AGENT_STEP not in self.allowed[state]:
-            return super().handle(identity, payload, frames)
-        try:
-            _, _, seq, episode, (reward, observation) = _typed_agent_step(payload)
-        except Mismatch:
-            return super().handle(identity, payload, frames)
-        if len(payload) > self.max_message_bytes:  # TOO_LARGE
-            return super().handle(identity, payload, frames)
-        acting = False
-        try:
-            observation = typed_value(observation) if observation[3] else \
-                _new_tuple(Value, observation)
-            # AGENT_STEP neither starts nor ends a session: an owner's renews it, anyone
-            # else's passes (RequestServer._check_state).
-            if identity == self.session_owner:
-                self.session_seen = time.monotonic()
-            acting = True
-            out_frames: list = []
-            body = encode_value(self.agent.agent_step(reward, observation), out_frames)
-            self.state = _AFTER_AGENT_STEP[state]
-            send_message(self.socket, identity, _AGENT_STEP, seq, episode, body, out_frames)
-        except Exception as err:  # as RequestServer.handle: reply, keep serving
-            self._failed(identity, payload, True, acting, _AGENT_STEP, seq, episode, err)
 
     def _agent_init(self, message, spec, frames, identity):
         self.batch_agent = None
@@ -184,9 +145,3 @@ class AgentServer(RequestServer):
         return encode_batch(actions, frames)
 
 
-_AGENT_STEP = int(T.AGENT_STEP)
-#: AGENT_STEP's usual request, decoded and checked in one call (AgentServer.handle).
-_typed_agent_step = decoder(T.AGENT_STEP, RewardValue)
-#: The state a successful AGENT_STEP leaves the agent in, from each state.
-_AFTER_AGENT_STEP = {state: next_agent_state(state, T.AGENT_STEP, None, True)
-                     for state in AgentState}

@@ -32,7 +32,7 @@ from rlbridge.protocol.messages import (
     read_str,
 )
 from rlbridge.protocol.taskspec import TaskSpec, parse
-from rlbridge.protocol.values import decode_value
+from rlbridge.protocol.values import Value, _new_tuple, decode_value, typed_value
 
 
 def whole_body(message) -> object:
@@ -99,7 +99,14 @@ def task_spec_body(message) -> TaskSpec:
 
 
 def agent_step_body(message) -> tuple[float, object]:
+    """``(reward, observation)``, from msgpack's list or from the tuple of a typed decoder
+    (typed.py), which has checked all but the observation's arrays."""
     body = message.body
+    if type(body) is tuple:
+        observation = body[1]
+        # A Value's fields as they are, when no arrays are left to check (typed_value).
+        return body[0], typed_value(observation, message.frames) if observation[3] else \
+            _new_tuple(Value, observation)
     if type(body) is not list or len(body) != 2:
         raise ProtocolError(f"agent_step body must be [reward, observation]; got {body!r:.80}")
     return read_reward(body[0]), decode_value(body[1], message.frames)

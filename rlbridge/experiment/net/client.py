@@ -26,7 +26,6 @@ from rlbridge.experiment.net.transport import (
     context,
     recv_extra_frames,
     recv_frame,
-    recv_message,
     send_frame,
 )
 from rlbridge.protocol.errors import (
@@ -51,12 +50,17 @@ from rlbridge.protocol.messages import (
     pack,
     read_hello,
 )
-from rlbridge.protocol.typed import Mismatch
+from rlbridge.protocol.typed import Mismatch, WireValue, decoder
 from rlbridge.protocol.values import _new_tuple
 
 HEARTBEAT = int(MessageType.HEARTBEAT)
 ERROR = int(MessageType.ERROR)
 AGENT_STEP = int(MessageType.AGENT_STEP)
+#: Typed decoders of replies by request type: the agent's action, the per-step reply of
+#: a delegated episode, is decoded and checked in one call (typed.py). A reply that does
+#: not fit takes messages.decode; values.decode_value reads both bodies.
+TYPED_REPLIES = {int(MessageType.AGENT_START): decoder(MessageType.AGENT_START, WireValue),
+                 AGENT_STEP: decoder(MessageType.AGENT_STEP, WireValue)}
 
 
 def describe(msg_type: int) -> str:
@@ -155,48 +159,17 @@ class RequestClient:
 
     def request(self, msg_type: int, body=None, frames: list | None = None, *,
                 timeout_ms: int | None = None, stop: Callable[[], bool] | None = None,
-                record: bool = True, typed: Callable[[bytes], tuple] | None = None):
+                record: bool = True):
         """Send a request and return the reply Envelope; raise the peer's error or PeerTimeout.
 
         The wait is ``timeout_ms`` (default: the client's) from the send, whatever arrives
         in between but heartbeats a delegated call listens to. With ``stop`` (or the one
         :meth:`watch` set), it goes in slices of ``POLL_INTERVAL_MS`` and ends early when
-        ``stop()`` says True (see :meth:`hello`). With ``typed`` (a decoder of typed.py for
-        the reply's usual shape), a reply of that shape comes back with its body as the
-        decoder's checked tuple, anything else with the plain body of the general path."""
-        seq = self.send_request(msg_type, body, frames, record=record)
-        deadline = time.monotonic() + (self.timeout_ms if timeout_ms is None
-                                       else timeout_ms) / 1000.0
-        first = None
-        if typed is not None and timeout_ms is None and stop is None:
-            # The per-step path, in this one Python frame (recv_message inlined): the reply,
-            # when it is the next message and has its usual shape, is checked in the decoding
-            # call; anything else (a heartbeat, an ERROR, a stale reply) goes to _receive.
-            socket = self.socket
-            try:
-                frame = recv_frame(socket, 0, False)
-            except zmq.Again:
-                if self.stop is None:  # the socket waited the whole timeout
-                    raise PeerTimeout(self.timeout_text(msg_type)) from None
-                frame = None  # a slice of a watched wait: _receive goes on waiting
-            if frame is None:
-                pass
-            elif frame.more:
-                first = (frame.bytes, recv_extra_frames(socket))
-            else:
-                payload = frame.bytes
-                first = (payload, ())
-                try:
-                    fits = typed(payload)
-                except Mismatch:
-                    fits = None
-                if fits is not None and fits[2] == seq and len(payload) <= self.max_message_bytes:
-                    if record and self.recorder is not None:
-                        self.recorder("received", self.peer_role, msg_type, seq, self.episode,
-                                      self.step, payload, ())
-                    return _new_tuple(Envelope, (*fits, ()))
-        return self.receive_reply(seq, msg_type, timeout_ms, stop=stop, record=record,
-                                  first=first, deadline=deadline)
+        ``stop()`` says True (see :meth:`hello`). A reply of a type in ``TYPED_REPLIES``
+        that has its usual shape comes back with its body as the typed decoder's checked
+        tuple, which values.decode_value reads as it reads the general path's lists."""
+        return self.receive_reply(self.send_request(msg_type, body, frames, record=record),
+                                  msg_type, timeout_ms, stop=stop, record=record)
 
     def send_request(self, msg_type: int, body=None, frames: list | None = None, *,
                      record: bool = True) -> int:
@@ -222,67 +195,60 @@ class RequestClient:
         return seq
 
     def receive_reply(self, seq: int, msg_type: int, timeout_ms: int | None = None, *,
-                      stop: Callable[[], bool] | None = None, record: bool = True,
-                      first: tuple | None = None, deadline: float | None = None):
-        """The reply to the request ``seq`` that :meth:`send_request` sent, awaited until
-        ``deadline`` (``time.monotonic()`` seconds; default: ``timeout_ms``, or the
-        client's, from now), after ``first`` (a message already received as ``(payload,
-        extra_frames)``). Replies come in the order of their requests, so anything older is
-        a stale reply and is dropped, however broken; heartbeats go to ``on_heartbeat``. A
-        reply of another type raises the peer's error."""
-        reply, payload = self._receive(msg_type, seq, timeout_ms, stop, first, deadline)
-        if record and self.recorder is not None:
-            self.recorder("received", self.peer_role, reply.type, seq, self.episode, self.step,
-                          payload, reply.frames)
-        if reply.type != msg_type:
-            if reply.type == ERROR:
-                raise _remote_error(reply.body, f"{self.peer_role} at {self.address}",
-                                    f"{describe(msg_type)} ({self.where()})")
-            raise ProtocolError(f"{self.peer_role} at {self.address} answered "
-                                f"{describe(msg_type)} with {describe(reply.type)} "
-                                f"({self.where()})")
-        return reply
-
-    def _receive(self, msg_type: int, seq: int, timeout_ms: int | None,
-                 stop: Callable[[], bool] | None, first: tuple | None,
-                 deadline: float | None):
-        """The reply to request ``seq`` and its first frame, after ``first`` and whatever
-        comes next; heartbeats go to ``on_heartbeat`` and stale replies are dropped.
+                      stop: Callable[[], bool] | None = None, record: bool = True):
+        """The reply to the request ``seq`` that :meth:`send_request` sent, awaited for
+        ``timeout_ms`` (default: the client's) from now. Replies come in the order of their
+        requests, so anything older is a stale reply and is dropped, however broken;
+        heartbeats go to ``on_heartbeat``. A reply of another type raises the peer's error.
 
         The deadline holds for the request, not for each message: a peer that keeps
         sending stale replies cannot hold the wait open. Only a heartbeat that a delegated
-        call listens to (``on_heartbeat``) moves it on, as PROTOCOL.md section 6 says."""
+        call listens to (``on_heartbeat``) moves it on, as PROTOCOL.md section 6 says.
+        This is the per-step path of a delegated episode: its usual reply takes one
+        receive and one typed decoding call, with no clock read and no option set."""
         socket = self.socket
-        waited_s = (self.timeout_ms if timeout_ms is None else timeout_ms) / 1000.0
+        waited_ms = self.timeout_ms if timeout_ms is None else timeout_ms
         if stop is None:
             stop = self.stop
         monotonic = time.monotonic
-        if deadline is None:
-            deadline = monotonic() + waited_s
+        deadline = monotonic() + waited_ms / 1000.0
         # Each receive waits one slice: the whole wait, or POLL_INTERVAL_MS with a stop.
-        slice_ms = int(waited_s * 1000) if stop is None else min(POLL_INTERVAL_MS,
-                                                                  int(waited_s * 1000))
+        slice_ms = waited_ms if stop is None else min(POLL_INTERVAL_MS, waited_ms)
+        typed = TYPED_REPLIES.get(msg_type)
         current = self.rcvtimeo
+        # The first receive waits the slice the socket has when it is about right.
+        wait = current if slice_ms - 1 <= current <= slice_ms + 1 else 0
         try:
             while True:
-                if first is not None:
-                    (payload, extra), first = first, None
-                else:
+                if not wait:
                     left_ms = (deadline - monotonic()) * 1000.0
                     if left_ms <= 0:
                         raise PeerTimeout(self.timeout_text(msg_type, timeout_ms))
                     wait = min(slice_ms, int(left_ms) + 1)
-                    # A wait within 1 ms of the one set is left as it is: the per-step path
-                    # sets no option.
+                    # A wait within 1 ms of the one set is left as it is.
                     if current > wait + 1 or current < wait - 1:
                         socket.setsockopt(zmq.RCVTIMEO, wait)
                         current = wait
-                    try:
-                        payload, extra = recv_message(socket)
-                    except zmq.Again:
-                        if stop is not None and stop():
-                            raise PeerTimeout(self.stopped_text(msg_type)) from None
-                        continue
+                try:
+                    frame = recv_frame(socket, 0, False)
+                except zmq.Again:
+                    wait = 0
+                    if stop is not None and stop():
+                        raise PeerTimeout(self.stopped_text(msg_type)) from None
+                    continue
+                wait = 0
+                payload = frame.bytes
+                extra = recv_extra_frames(socket) if frame.more else ()
+                fits = None
+                if typed is not None:
+                    try:  # noqa: SIM105 (contextlib.suppress costs a context manager a step)
+                        fits = typed(payload)
+                    except Mismatch:
+                        pass
+                if fits is not None and fits[2] == seq and type(extra) is not TooManyFrames \
+                        and not extra and len(payload) <= self.max_message_bytes:
+                    reply = _new_tuple(Envelope, (*fits, ()))
+                    break
                 try:
                     reply = decode(payload, extra, max_bytes=self.max_message_bytes)
                 except ProtocolError as err:
@@ -294,14 +260,25 @@ class RequestClient:
                         raise self.bad_reply(msg_type, MessageTooLarge(
                             f"a reply of {extra.count} frames exceeds the limit of "
                             f"{MAX_MESSAGE_FRAMES} frames"))
-                    return reply, payload
+                    break
                 if reply.type == HEARTBEAT and self.on_heartbeat is not None:
-                    deadline = monotonic() + waited_s
+                    deadline = monotonic() + waited_ms / 1000.0
                     self.on_heartbeat(reply)
                 # otherwise a stale reply or a heartbeat: keep waiting for ours
         finally:
             if current != self.rcvtimeo:
                 socket.setsockopt(zmq.RCVTIMEO, self.rcvtimeo)
+        if record and self.recorder is not None:
+            self.recorder("received", self.peer_role, reply.type, seq, self.episode, self.step,
+                          payload, reply.frames)
+        if reply.type != msg_type:
+            if reply.type == ERROR:
+                raise _remote_error(reply.body, f"{self.peer_role} at {self.address}",
+                                    f"{describe(msg_type)} ({self.where()})")
+            raise ProtocolError(f"{self.peer_role} at {self.address} answered "
+                                f"{describe(msg_type)} with {describe(reply.type)} "
+                                f"({self.where()})")
+        return reply
 
     on_heartbeat = None
     progress_step = 0  # the step a delegated episode last reported in a heartbeat

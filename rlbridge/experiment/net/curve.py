@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import functools
 import os
 import shutil
 import stat
@@ -32,11 +33,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple, TextIO
+from typing import Any, NamedTuple, TextIO
 
 import zmq
-import zmq.auth
-from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils.monitor import parse_monitor_message
 
 from rlbridge.protocol.errors import ProtocolError, RLBridgeError
@@ -104,7 +103,7 @@ def create_keys(directory: str | os.PathLike, force: bool = False) -> list[Path]
     os.chmod(root / AUTHORIZED_DIR, 0o700)
     written: list[Path] = []
     for name in ("server", "client"):
-        public_file, secret_file = zmq.auth.create_certificates(root, name)
+        public_file, secret_file = _zmq_auth().create_certificates(root, name)
         os.chmod(secret_file, 0o600)
         os.chmod(public_file, 0o644)
         written += [Path(public_file), Path(secret_file)]
@@ -143,7 +142,7 @@ def check_private(root: Path) -> None:
 
 def _load(path: Path, what: str) -> tuple[bytes, bytes | None]:
     try:
-        return zmq.auth.load_certificate(path)
+        return _zmq_auth().load_certificate(path)
     except (OSError, ValueError) as err:
         raise CurveError(f"cannot read the CURVE {what} from {path}: {err}; make keys with "
                          f"`rlbridge keys {path.parent}`") from None
@@ -209,35 +208,50 @@ class CurveKeys:
         print(f"rlbridge security: refused {text}", file=self.log, flush=True)
 
 
-class _Authenticator(ThreadAuthenticator):
-    """zmq.auth's ZAP thread for one context: admits the client keys of every server on it.
+def _zmq_auth():
+    """zmq.auth, imported when keys are made or read: its import (and its thread's asyncio)
+    costs every process about 70 ms of CPU at start-up, CURVE or not."""
+    import zmq.auth
 
-    The check is a credentials callback rather than ``configure_curve(location=...)`` so that
-    each refusal is logged, with the key and where it came from, through the server's keys.
-    """
+    return zmq.auth
 
-    def __init__(self, context: zmq.Context):
-        super().__init__(context)
-        self.served: tuple[CurveKeys, ...] = ()
-        self.peer_address = ""
-        self.start()
-        self.configure_curve_callback(ZAP_DOMAIN.decode(), credentials_provider=self)
 
-    async def handle_zap_message(self, msg: list[bytes]) -> None:
-        # The credentials callback is told the key but not the peer; the request says both.
-        self.peer_address = msg[3].decode(errors="replace") if len(msg) > 3 else ""
-        await super().handle_zap_message(msg)
+@functools.cache
+def _authenticator_class() -> type:
+    """The ZAP thread's class, defined on first use (see _zmq_auth)."""
+    from zmq.auth.thread import ThreadAuthenticator
 
-    def callback(self, domain: str, public_key: bytes) -> bool:
-        """zmq.auth asks this with the client's z85 public key."""
-        served = self.served
-        if any(public_key in keys.authorized for keys in served):
-            return True
-        if served:
-            served[-1].refuse(f"a CURVE client from {self.peer_address or 'unknown'}: its public "
-                              f"key {public_key.decode()} is not in "
-                              f"{served[-1].directory / AUTHORIZED_DIR}")
-        return False
+    class _Authenticator(ThreadAuthenticator):
+        """zmq.auth's ZAP thread for one context: admits the client keys of every server on it.
+
+        The check is a credentials callback rather than ``configure_curve(location=...)`` so that
+        each refusal is logged, with the key and where it came from, through the server's keys.
+        """
+
+        def __init__(self, context: zmq.Context):
+            super().__init__(context)
+            self.served: tuple[CurveKeys, ...] = ()
+            self.peer_address = ""
+            self.start()
+            self.configure_curve_callback(ZAP_DOMAIN.decode(), credentials_provider=self)
+
+        async def handle_zap_message(self, msg: list[bytes]) -> None:
+            # The credentials callback is told the key but not the peer; the request says both.
+            self.peer_address = msg[3].decode(errors="replace") if len(msg) > 3 else ""
+            await super().handle_zap_message(msg)
+
+        def callback(self, domain: str, public_key: bytes) -> bool:
+            """zmq.auth asks this with the client's z85 public key."""
+            served = self.served
+            if any(public_key in keys.authorized for keys in served):
+                return True
+            if served:
+                served[-1].refuse(f"a CURVE client from {self.peer_address or 'unknown'}: its public "
+                                  f"key {public_key.decode()} is not in "
+                                  f"{served[-1].directory / AUTHORIZED_DIR}")
+            return False
+
+    return _Authenticator
 
 
 class _HandshakeWatch:
@@ -288,7 +302,7 @@ class _HandshakeWatch:
 
 
 class _Guard(NamedTuple):
-    authenticator: _Authenticator
+    authenticator: Any  # an _authenticator_class() instance
     handshakes: _HandshakeWatch
 
 
@@ -302,7 +316,8 @@ def _guard(socket: zmq.Socket, keys: CurveKeys) -> None:
     with _guards_lock:
         guard = _guards.get(id(context))
         if guard is None:
-            guard = _guards[id(context)] = _Guard(_Authenticator(context), _HandshakeWatch())
+            guard = _guards[id(context)] = _Guard(_authenticator_class()(context),
+                                                      _HandshakeWatch())
         guard.authenticator.served += (keys,)
     guard.handshakes.watch(socket, keys)
 

@@ -43,8 +43,7 @@ from rlbridge.protocol.errors import (
     ShuttingDown,
 )
 from rlbridge.protocol.messages import MessageType, encode
-from rlbridge.protocol.typed import WireValue, decoder
-from rlbridge.protocol.values import decode_value, encode_value, typed_value
+from rlbridge.protocol.values import decode_value, encode_value
 
 T = MessageType
 AGENT_START, AGENT_STEP, AGENT_END = int(T.AGENT_START), int(T.AGENT_STEP), int(T.AGENT_END)
@@ -52,8 +51,6 @@ AGENT_BATCH_STEP = int(T.AGENT_BATCH_STEP)
 #: What a request to the agent raises that is not the agent's error (PEER_ERROR): its
 #: silence, and the stop of a Watch (a signal, or the experiment gone).
 OWN_ERRORS = (PeerTimeout, ShuttingDown)
-#: The agent's usual reply to AGENT_STEP, an action, decoded and checked in one call.
-_TYPED_ACTION = decoder(AGENT_STEP, WireValue)
 
 
 class Watch:
@@ -238,16 +235,13 @@ class Delegation:
             agent.step = counter.num_steps
             out: list = []
             try:  # inline rather than _call: this is the per-step path
-                reply = request(AGENT_STEP, [float(reward), encode_value(observation, out)], out,
-                                typed=_TYPED_ACTION)
+                reply = request(AGENT_STEP, [float(reward), encode_value(observation, out)], out)
             except OWN_ERRORS:
                 raise
             except RLBridgeError as err:
                 raise PeerError(str(err), int(err.code)) from None
-            body = reply.body  # a tuple only from the typed decoder: checked but for arrays
             try:
-                action = typed_value(body) if type(body) is tuple else \
-                    decode_value(body, reply.frames)
+                action = decode_value(reply.body, reply.frames)
             except ProtocolError as err:
                 raise _bad_action(agent, AGENT_STEP, err) from None
             if monotonic() >= watch.next_beat:

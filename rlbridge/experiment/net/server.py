@@ -17,19 +17,22 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from enum import IntEnum
 from typing import TYPE_CHECKING, TextIO
 
 from rlbridge.experiment.net.bodies import hello_body, shutdown_body, whole_body
 from rlbridge.experiment.net.transport import (
+    _SNDMORE,
     IMPLEMENTATION,
     LANGUAGE,
+    POLL_INTERVAL_MS,
     DelimitedIdentity,
     TooManyFrames,
     bound_file,
     recv_request,
     remove_bound_file,
+    send_frame,
     send_if_connected,
-    send_message,
     send_reply,
     server_socket,
 )
@@ -44,11 +47,13 @@ from rlbridge.protocol.messages import (
     MAX_MESSAGE_BYTES,
     MAX_MESSAGE_FRAMES,
     PROTOCOL_VERSION,
+    Envelope,
     MessageType,
     check_size,
     decode,
     encode,
     envelope_ids,
+    pack,
     version_mismatch_text,
 )
 from rlbridge.protocol.states import (
@@ -57,6 +62,8 @@ from rlbridge.protocol.states import (
     busy_text,
     wrong_state_text,
 )
+from rlbridge.protocol.typed import Mismatch
+from rlbridge.protocol.values import _new_tuple
 
 if TYPE_CHECKING:
     from rlbridge.experiment.net.curve import CurveKeys
@@ -84,6 +91,15 @@ class RequestServer:
     #: its ``cleanup_type``: from anyone else these would stop or take over the owner's
     #: experiment, as another client's cleanup would reset it.
     owner_only: frozenset[int] = frozenset({T.SHUTDOWN})
+    #: Typed decoders (typed.py) by the first three bytes of the requests they decode
+    #: (typed.prefix): a request that fits its type's schema is decoded and checked in that
+    #: call, any other by messages.decode; the type's reader takes either body. The two
+    #: decoders agree (tests/protocol/test_typed.py); the rest of :meth:`handle` is the
+    #: same for both.
+    typed: dict[bytes, Callable[[bytes], tuple]] = {}
+    #: The state a successful request of each type leaves, where the type alone decides it;
+    #: the others ask ``next_state``.
+    moves: dict[int, IntEnum] = {}
 
     def __init__(self, address: str, *, bind: bool = True, curve: CurveKeys | None = None,
                  max_message_bytes: int = MAX_MESSAGE_BYTES, idle_timeout_ms: int | None = None,
@@ -108,6 +124,8 @@ class RequestServer:
         self.session_owner: bytes | None = None
         self.session_started = self.session_seen = 0.0
         self.session_init = 0  # the INIT type that started the current session
+        #: The types whose state check or session step needs more than the type alone.
+        self.guarded = self.init_types | self.owner_only | {self.cleanup_type}
 
     # -- the loop ----------------------------------------------------------------
     def serve_forever(self, keep_serving: Callable[[bool], bool] | None = None) -> int:
@@ -123,22 +141,27 @@ class RequestServer:
         self.keep_serving = keep_serving
         socket = self.socket
         handle = self.handle
-        idle_since = time.monotonic()
+        idle_since: float | None = time.monotonic()
         # Start-up objects (modules, tables) never die: keep the collector from walking them.
         gc.freeze()
         try:
             while not self.stopping:
                 request = recv_request(socket)
                 if request is None:
+                    now = time.monotonic()
+                    if idle_since is None:
+                        # The quiet wait began right after the last request, a receive
+                        # timeout ago: no clock read on the per-request path.
+                        idle_since = now - POLL_INTERVAL_MS / 1000.0
                     if self.idle_timeout_ms is not None and \
-                            (time.monotonic() - idle_since) * 1000 > self.idle_timeout_ms:
+                            (now - idle_since) * 1000 > self.idle_timeout_ms:
                         self._warn(f"no request for {self.idle_timeout_ms} ms; stopping")
                         return 1
                     if keep_serving is not None and not keep_serving(True):
                         break
                     continue
                 handle(*request)
-                idle_since = time.monotonic()
+                idle_since = None
                 if keep_serving is not None and not keep_serving(False):
                     break
         finally:
@@ -154,14 +177,29 @@ class RequestServer:
         """Answer one request: its handler's reply, or an ERROR reply saying what went wrong.
 
         The checks run in PROTOCOL.md's order: the envelope, the role, the size, the body,
-        the state, then the served object's own code.
+        the state, then the served object's own code. Every request takes this one path;
+        a typed decoder (``typed``) only does the envelope's and the body's checks in one
+        call for a request of the usual shape. It is the per-step path of a delegated
+        episode's every AGENT_STEP, so its common case costs few Python calls: each costs
+        far more in a three-process loop on one CPU than alone (docs/speed.md).
         """
         seq = episode = msg_type = 0
         decoded = acting = False
         try:
-            message = decode(payload, frames, max_bytes=None)
+            typed = self.typed.get(payload[:3])
+            fits = None
+            if typed is not None:
+                try:  # noqa: SIM105 (contextlib.suppress costs a context manager per request)
+                    fits = typed(payload)
+                except Mismatch:
+                    pass
+            if fits is None:
+                message = decode(payload, frames, max_bytes=None)
+                seq, episode, msg_type = message.seq, message.episode, message.type
+            else:
+                message = _new_tuple(Envelope, (*fits, frames))
+                msg_type, seq, episode = fits[1], fits[2], fits[3]
             decoded = True
-            seq, episode, msg_type = message.seq, message.episode, message.type
             entry = self.handlers.get(msg_type)
             if entry is None:
                 raise WrongState(
@@ -175,13 +213,31 @@ class RequestServer:
                 check_size(payload, frames, self.max_message_bytes)
             read, act = entry
             arguments = read(message)
-            self._check_state(msg_type, identity)
+            owner = self.session_owner
+            # _check_state's passing cases inline: the state serves the type, and there is
+            # no session, or a stranger sends what anyone may (a delegated AGENT_STEP).
+            if msg_type not in self.allowed[self.state] or owner is not None and (
+                    owner == identity or msg_type in self.guarded):
+                self._check_state(msg_type, identity)
             acting = True
             out_frames: list = []
             body = act(message, arguments, out_frames, identity)
-            self.state = self.next_state(self.state, msg_type, body, True)
-            self._follow_session(msg_type, identity)
-            send_message(self.socket, identity, msg_type, seq, episode, body, out_frames)
+            move = self.moves.get(msg_type)
+            self.state = move if move is not None else \
+                self.next_state(self.state, msg_type, body, True)
+            if msg_type in self.guarded:
+                self._follow_session(msg_type, identity)
+            # The reply: packed before any frame goes out, so a body msgpack refuses sends
+            # nothing; inline rather than send_reply(encode(...)), a call fewer per request.
+            head = pack([PROTOCOL_VERSION, msg_type, seq, episode, body])
+            if out_frames:
+                send_reply(self.socket, identity, [head, *out_frames])
+            else:
+                socket = self.socket
+                send_frame(socket, identity, _SNDMORE)
+                if type(identity) is DelimitedIdentity:
+                    send_frame(socket, b"", _SNDMORE)
+                send_frame(socket, head)
         except Exception as err:  # bad input, or the served object's own bug: keep serving
             self._failed(identity, payload, decoded, acting, msg_type, seq, episode, err)
 

@@ -22,8 +22,6 @@ from rlbridge.protocol.errors import (
 )
 from rlbridge.protocol.messages import (
     MAX_MESSAGE_FRAMES,
-    PROTOCOL_VERSION,
-    pack,
 )
 
 #: Plain ints: pyzmq's enum operators cost microseconds per message.
@@ -107,20 +105,6 @@ def context() -> zmq.Context:
     return zmq.Context.instance()
 
 
-def recv_message(socket) -> tuple[bytes, tuple]:
-    """The first frame of the next message, and its extra frames as memoryviews (a
-    :class:`TooManyFrames` past MAX_MESSAGE_FRAMES, as :func:`recv_request` gives).
-
-    A non-copying receive learns whether more frames follow as part of the call;
-    ``getsockopt(RCVMORE)`` would build an enum and cost several microseconds.
-    Raises ``zmq.Again`` when the socket's receive timeout passes.
-    """
-    frame = recv_frame(socket, 0, False)
-    if not frame.more:
-        return frame.bytes, ()
-    return frame.bytes, recv_extra_frames(socket)
-
-
 def server_socket(address: str, *, bind: bool = True, curve=None) -> tuple[zmq.Socket, str]:
     """A server's ROUTER socket, bound to (or connected to) ``address``, and the address it
     ended up on (a bound ``tcp://...:0`` gets its real port). Receives wake every
@@ -189,7 +173,6 @@ def recv_request(socket) -> tuple[bytes, bytes, tuple] | None:
         identity = recv_frame(socket, 0, True)
     except zmq.Again:
         return None
-    # recv_message inlined: one Python call less per request.
     frame = recv_frame(socket, 0, False)
     if not frame.more:
         return identity, frame.bytes, ()
@@ -266,19 +249,3 @@ def send_if_connected(socket, identity: bytes, frames: list) -> bool:
     finally:
         socket.setsockopt(zmq.ROUTER_MANDATORY, 0)
     return True
-
-
-def send_message(socket, identity: bytes, msg_type: int, seq: int, episode: int, body,
-                 frames: list) -> None:
-    """``send_reply(socket, identity, encode(msg_type, seq, episode, body, frames))`` in one
-    Python call, as servers answer every request (a call fewer per reply: see
-    AgentServer.handle for what one is worth). The envelope is packed before any frame
-    goes out, so a body msgpack refuses sends nothing."""
-    head = pack([PROTOCOL_VERSION, msg_type, seq, episode, body])
-    if frames:
-        send_reply(socket, identity, [head, *frames])
-        return
-    send_frame(socket, identity, _SNDMORE)
-    if type(identity) is DelimitedIdentity:
-        send_frame(socket, b"", _SNDMORE)
-    send_frame(socket, head)
