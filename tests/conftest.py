@@ -32,6 +32,10 @@ PLACES: dict[str, str] = {
     "compose/": "external",
     "bench/test_batched_bench.py": "external",
     "bench/test_core_bench.py": "external",
+    "bench/test_rlglue_bench.py::"
+    "test_the_c_baseline_builds_and_plays_every_step_through_the_glue": "external",
+    "bench/test_rlglue_bench.py::"
+    "test_rlbridge_run_is_measured_with_its_environment_and_agent": "external",
     "bridge/test_flying_squid.py": "external",
     "environments/test_mission_server.py": "external",
     "sweep/test_sweep.py": "external",

@@ -11,6 +11,7 @@ from rlbridge.bench.report import AgentResult, Figure, format_agent_results, for
 #: Figure or AgentResult rows. `make bench` runs the suites listed in DEFAULT_SUITES.
 SUITES: dict[str, str] = {
     "core": "rlbridge.bench.core:run",
+    "rlglue": "rlbridge.bench.rlglue:run",
     "batched": "rlbridge.bench.batched:run",
     "games": "rlbridge.bench.suites:games",
     "agents": "rlbridge.bench.suites:agents",
@@ -28,7 +29,7 @@ for _module, _game in (("minesweeper", "minesweeper"), ("blackjack", "blackjack"
 #: Tetris's agents on one piece set: `rlbridge bench tetris-agents-seed`, `...-tetrominoes`.
 SUITES["tetris-agents-seed"] = "rlbridge.bench.tetris:seed_pieces_strength"
 SUITES["tetris-agents-tetrominoes"] = "rlbridge.bench.tetris:tetromino_strength"
-DEFAULT_SUITES = ["core", "batched", "games", "bridge", "legacy", "agents"]
+DEFAULT_SUITES = ["core", "rlglue", "batched", "games", "bridge", "legacy", "agents"]
 
 
 def register(subparsers) -> None:
