@@ -33,7 +33,7 @@ import numpy as np
 
 from rlbridge.bench.per_step_cpu import raw_cpu
 from rlbridge.bench.report import Figure
-from rlbridge.experiment.placement import AUTO, placed
+from rlbridge.experiment.placement import placed
 from rlbridge.experiment.runner import start_child
 
 SOURCE = Path(__file__).resolve().parent / "rlglue_baseline" / "rlglue_baseline.c"
@@ -56,13 +56,18 @@ def build(directory: str) -> tuple[str | None, str]:
     return binary, ""
 
 
-def _reap(process: subprocess.Popen) -> float:
+def _reap(process: subprocess.Popen, what: str) -> float:
     """Wait for ``process``; its CPU seconds, its reaped children's included."""
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
-        raise RuntimeError(f"{process.args[:4]} exited with code {process.returncode}")
+        raise RuntimeError(f"{what} exited with code {process.returncode}; expected 0")
     return usage.ru_utime + usage.ru_stime
+
+
+def _line(process: subprocess.Popen) -> str:
+    """The next line ``process`` prints (its stdout is a text pipe)."""
+    return process.stdout.readline() if process.stdout is not None else ""
 
 
 def c_baseline(binary: str, episodes: int, cpus) -> tuple[float, float]:
@@ -72,14 +77,16 @@ def c_baseline(binary: str, episodes: int, cpus) -> tuple[float, float]:
     glue = start_child([binary, "glue"], cpus, stdout=subprocess.PIPE, text=True)
     processes = [glue]
     try:
-        port = glue.stdout.readline().strip()  # the glue listens once it has printed it
+        port = _line(glue).strip()  # the glue listens once it has printed it
         processes += [start_child([binary, "env", "127.0.0.1", port, str(LENGTH)], cpus),
                       start_child([binary, "agent", "127.0.0.1", port], cpus)]
         experiment = start_child([binary, "experiment", "127.0.0.1", port, str(episodes)],
                                  cpus, stdout=subprocess.PIPE, text=True)
         processes.append(experiment)
-        steps = int(experiment.stdout.readline() or 0)
-        cpu = sum(_reap(process) for process in reversed(processes))
+        steps = int(_line(experiment) or 0)
+        cpu = sum(_reap(process, f"the C baseline's {role}") for process, role in
+                  zip(reversed(processes), ("experiment", "agent", "environment", "glue"),
+                      strict=True))
     finally:
         for process in processes:
             if process.returncode is None:
@@ -99,7 +106,7 @@ def rlbridge_run(episodes: int, length: int, cpus, cpu: int | None) -> tuple[flo
     started = time.perf_counter()
     process = start_child(command, cpus, stdout=subprocess.DEVNULL)
     try:
-        seconds = _reap(process)
+        seconds = _reap(process, "rlbridge run")
     finally:
         if process.returncode is None:
             process.kill()
@@ -108,11 +115,11 @@ def rlbridge_run(episodes: int, length: int, cpus, cpu: int | None) -> tuple[flo
 
 
 def run(quick: bool = False) -> list[Figure]:
-    with placed(AUTO) as cpus:
+    with placed("auto") as cpus:  # recorded: runs started meanwhile take another CPU
         return measure(quick, cpus)
 
 
-def measure(quick: bool, cpus: set[int]) -> list[Figure]:
+def measure(quick: bool, cpus: set[int] | None) -> list[Figure]:
     episodes = 20 if quick else 100
     rounds = 3 if quick else 5
     steps = episodes * LENGTH
