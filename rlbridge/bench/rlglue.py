@@ -104,13 +104,18 @@ def rlbridge_run(episodes: int, length: int, cpus, cpu: int | None) -> tuple[flo
                f"length={length}", "--episodes", str(episodes), "--quiet",
                "--cpu", "none" if cpu is None else str(cpu)]
     started = time.perf_counter()
-    process = start_child(command, cpus, stdout=subprocess.DEVNULL)
-    try:
-        seconds = _reap(process, "rlbridge run")
-    finally:
-        if process.returncode is None:
-            process.kill()
-            process.wait()
+    with tempfile.TemporaryFile("w+") as errors:  # its processes' start-up lines
+        process = start_child(command, cpus, stdout=subprocess.DEVNULL, stderr=errors)
+        try:
+            seconds = _reap(process, "rlbridge run")
+        except RuntimeError as err:
+            errors.seek(0)
+            lines = errors.read().strip().splitlines() or ["no output"]
+            raise RuntimeError(f"{err}: {lines[-1]}") from None
+        finally:
+            if process.returncode is None:
+                process.kill()
+                process.wait()
     return seconds, time.perf_counter() - started
 
 

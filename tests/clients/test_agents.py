@@ -24,6 +24,7 @@ from rlbridge.experiment.net.curve import CurveError, CurveKeys, create_keys
 from rlbridge.protocol.errors import ErrorCode, PeerTimeout
 from rlbridge.protocol.messages import PROTOCOL_VERSION as V
 from rlbridge.protocol.messages import MessageType
+from rlbridge.protocol.values import Value, decode_value
 
 from .helpers import C_DIR, JS_DIR, SUMMARY, agent_command, build_c, check_js, need, start, stop
 
@@ -212,7 +213,8 @@ def test_agents_speak_curve_and_refuse_a_wrong_key(language, servers, sockets, t
     try:
         assert trusted.hello(timeout_ms=20000).language == language
         trusted.request(MessageType.AGENT_INIT, COUNTDOWN_SPEC)
-        assert trusted.request(MessageType.AGENT_START, [[5], [], "", []]).body[0] == [0]
+        reply = trusted.request(MessageType.AGENT_START, [[5], [], "", []])
+        assert decode_value(reply.body, reply.frames) == Value(ints=(0,))
         with pytest.raises((PeerTimeout, zmq.Again)):
             intruder.request(MessageType.AGENT_START, [[5], [], "", []])
         trusted.request(MessageType.SHUTDOWN, "done")

@@ -93,7 +93,11 @@ class AgentServer(RequestServer):
         return encode_value(self.agent.agent_start(observation), frames)
 
     def _agent_step(self, message, reward_observation, frames, identity):
-        return encode_value(self.agent.agent_step(*reward_observation), frames)
+        action = self.agent.agent_step(*reward_observation)
+        # encode_value's first case inline: the per-step path's every frame is counted
+        # (docs/speed.md, "One per-step path").
+        return [action.ints, action.doubles, action.chars, ()] if not action.arrays else \
+            encode_value(action, frames)
 
     def _agent_end(self, message, reward, frames, identity):
         self.agent.agent_end(reward)

@@ -234,8 +234,11 @@ class Delegation:
         def agent_step(reward, observation):
             agent.step = counter.num_steps
             out: list = []
+            # encode_value's first case inline, as AgentServer._agent_step's.
+            body = [float(reward), [observation.ints, observation.doubles, observation.chars, ()]
+                    if not observation.arrays else encode_value(observation, out)]
             try:  # inline rather than _call: this is the per-step path
-                reply = request(AGENT_STEP, [float(reward), encode_value(observation, out)], out)
+                reply = request(AGENT_STEP, body, out)
             except OWN_ERRORS:
                 raise
             except RLBridgeError as err:
