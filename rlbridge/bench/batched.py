@@ -7,13 +7,15 @@ twentieth of its steps (:func:`in_fresh_process`), one run measures:
 * **bare loop** (the baseline, "the limit"): one process steps the N environment objects
   in turn and calls the one agent object for each (agent_start, agent_step, agent_end),
   with no protocol, no checks and no batching machinery;
-* **in process, batched**: the same objects through BatchExperiment's in-process loop;
+* **in process, batched**: the same objects through the Experiment's in-process loop
+  (at N = 1, a batch of one: the loop over one Environment and Agent);
 * **environment side alone, hot, no socket**: the environment process's own work (its instances,
   the loop, the encoding of its messages), in one hot process without the agent's time or
   a socket: the floor of every placement of the processes, since the environment
   process must do at least this for each batched step;
 * **3 processes, 1 CPU**: environment and agent processes and this process as the
-  experiment, all on one CPU, RUN_BATCH with one group;
+  experiment, all on one CPU, RUN_BATCH with one group (at N = 1, the one engine's fast
+  path: RUN_EPISODE, whole episodes until the row's steps are done);
 * **3 processes, 2 CPUs**: the environment and the agent each on its own CPU, two groups,
   so the environment steps one half while the agent answers the other;
 * **floor of that environment process** (after each of the two rows above): the least
@@ -62,8 +64,8 @@ from rlbridge.bench.batched_floor import (  # noqa: F401 (in_fresh_process runs 
 from rlbridge.bench.per_step_cpu import process_cpu_s
 from rlbridge.bench.report import Figure
 from rlbridge.environments.batch import EnvironmentBatch
+from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.batch import BatchLoop
-from rlbridge.experiment.batch_experiment import BatchExperiment
 from rlbridge.experiment.net.bodies import agent_batch_step_body
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.experiment.runner import start_child, stop_peers
@@ -124,9 +126,9 @@ def bare_loop(game: str, count: int, batched_steps: int) -> tuple[float, list[fl
 
 
 def in_process_batched(game: str, count: int, batched_steps: int) -> tuple[float, list[float]]:
-    experiment = BatchExperiment(lambda: build(game, ENVIRONMENTS), build("random", AGENTS),
-                                 num_instances=count, seed=1)
-    experiment.init()
+    experiment = Experiment(lambda: build(game, ENVIRONMENTS), build("random", AGENTS),
+                            instances=count, seed=1)
+    experiment.RL_init()
     latencies = []
     last = [time.perf_counter()]
 
@@ -206,20 +208,33 @@ def processes(game: str, count: int, batched_steps: int, *, shards: int, groups:
     try:
         envs = [RemoteEnvironment(address) for address in addresses]
         agent = RemoteAgent(agent_address)
-        experiment = BatchExperiment(envs, agent, num_instances=count, seed=1, groups=groups)
-        experiment.init()
-        experiment.run(num_steps=warmup_steps(batched_steps) if warmup is None else warmup)
+        experiment = Experiment(envs if shards > 1 else envs[0], agent, instances=count, seed=1,
+                                groups=groups)
+        experiment.RL_init()
+        _play(experiment, warmup_steps(batched_steps) if warmup is None else warmup)
         before = [process_cpu_s(child.pid) for child in children]
         started = time.perf_counter()
-        experiment.run(num_steps=batched_steps)
+        batched_steps = _play(experiment, batched_steps)
         rate = count * batched_steps / (time.perf_counter() - started)
         spent = [(process_cpu_s(child.pid) - first) / batched_steps * 1e6
                  for child, first in zip(children, before, strict=True)]
-        latencies = _timing(envs[0])
+        latencies = _timing(envs[0]) if count > 1 else []
     finally:
         stop_peers((*envs, agent), children)
     return rate, latencies, spent
 
+
+
+def _play(experiment: Experiment, batched_steps: int) -> int:
+    """At least ``batched_steps`` batched steps; returns how many. One instance plays as the
+    engine plays it, whole delegated episodes (RUN_EPISODE), until the steps are done."""
+    if experiment.num_instances > 1:
+        return experiment.run(num_steps=batched_steps).batched_steps
+    steps = 0
+    while steps < batched_steps:
+        experiment.RL_episode()
+        steps += experiment.RL_num_steps()
+    return steps
 
 
 def _timing(env: RemoteEnvironment) -> list[float]:

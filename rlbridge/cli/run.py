@@ -234,13 +234,6 @@ def _publisher(args: argparse.Namespace):
     return publisher
 
 
-def default_program(experiment, episodes: int, max_steps: int, progress) -> None:
-    """The default experiment: ``episodes`` calls of ``RL_episode(max_steps)``."""
-    for _ in range(episodes):
-        experiment.RL_episode(max_steps)
-        progress.update(1, f"return {experiment.RL_return():.3f}")
-
-
 def _wait_hint(role: str, bind: bool):
     """What to tell a person whose experiment has no {role} to talk to yet."""
     def hint(address: str, timeout_ms: int) -> None:
@@ -261,7 +254,7 @@ def _experiment(args: argparse.Namespace) -> int:
     args.max_steps = args.max_steps or 0
     args.timeout_ms = args.timeout_ms or STEP_TIMEOUT_MS
     check_recorded_options(args)
-    program = load_program(args.program) if args.program else default_program
+    program = load_program(args.program) if args.program else None
     problem = batch_problem(args, len(env_addresses))
     if problem:
         print(f"rlbridge experiment: {problem}", file=sys.stderr, flush=True)
@@ -282,12 +275,7 @@ def _experiment(args: argparse.Namespace) -> int:
                             connect_timeout_ms=args.connect_timeout_ms, bind=args.bind,
                             curve=curve,
                             on_wait=None if args.no_wait_hint else _wait_hint("agent", args.bind))
-        if args.batch:
-            return _batch_experiment(envs, agent, args)
-        env = envs[0]
-        if args.no_fast_path:
-            env.run_episode = None
-        return run_experiment(env, agent, args, program)
+        return run_experiment(_build_experiment(envs, agent, args), args, program)
     except RLBridgeError as err:
         print(f"rlbridge experiment: {err}", file=sys.stderr, flush=True)
         return 1
@@ -299,15 +287,14 @@ def _experiment(args: argparse.Namespace) -> int:
                 peer.close()
 
 
-def _batch_experiment(envs, agent, args: argparse.Namespace) -> int:
+def _build_experiment(envs, agent, args: argparse.Namespace):
+    from rlbridge.experiment.api import Experiment
     from rlbridge.experiment.batch import default_groups
-    from rlbridge.experiment.batch_experiment import BatchExperiment
-    from rlbridge.experiment.driver import run_batch_experiment
 
-    groups = args.groups or default_groups(args.batch, len(envs))
-    experiment = BatchExperiment(envs, agent, num_instances=args.batch, seed=args.seed,
-                                 groups=groups, delegate=not args.no_fast_path)
-    return run_batch_experiment(experiment, args)
+    instances = args.batch or 1
+    return Experiment(envs if len(envs) > 1 else envs[0], agent, instances=instances,
+                      seed=args.seed, groups=args.groups or default_groups(instances, len(envs)),
+                      mode="step" if args.no_fast_path else None)
 
 
 def check_recorded_options(args: argparse.Namespace) -> None:

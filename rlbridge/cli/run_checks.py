@@ -111,8 +111,9 @@ def batch_problem(args: argparse.Namespace, shards: int) -> str:
     if args.groups < 0 or args.groups > args.batch // shards:
         return (f"--groups must be in 1..{args.batch // shards} (the instances of one "
                 f"environment process); got {args.groups}")
-    if args.program:
-        return "--program runs RL_* calls, which drive one instance: it does not combine with --batch"
+    if args.program and args.batch > 1:
+        return ("--program runs RL_* calls, which drive one instance: it does not combine with "
+                "--batch N > 1")
     if args.batched_steps < 0:
         return f"--batched-steps must be >= 0; got {args.batched_steps}"
     if shards > 1 and args.no_fast_path:

@@ -1,25 +1,31 @@
-"""The Experiment API: RL-Glue 3.0.4's RL_* calls, with its counting rules kept by an EpisodeCounter.
+"""The Experiment API for N >= 1 instances: RL-Glue 3.0.4's RL_* calls where N = 1, ``run`` for any N.
 
-The same class drives local objects (the in-process mode: no sockets) and
-remote proxies (:mod:`rlbridge.experiment.net.remote`). The counting rules live in
-:mod:`rlbridge.experiment.counting`; how ``RL_episode`` plays an episode is an
-:class:`EpisodeLoop`, chosen once when the Experiment is built:
+One class drives local objects (the in-process mode: no sockets) and remote proxies
+(:mod:`rlbridge.experiment.net.remote`), for one instance or many, with one loop,
+:class:`~rlbridge.experiment.batch.BatchLoop`, which keeps each instance's counters
+with RL-Glue's rules (:mod:`rlbridge.experiment.counting`). The mode is chosen once,
+when the Experiment is built (:func:`choose_mode`):
 
-* :class:`LocalLoop`: in-process objects, a tight loop of direct calls;
-* :class:`DelegatedLoop`: a remote environment with ``run_episode`` plays the whole
-  episode with a native agent process itself (RUN_EPISODE), one round trip a step;
-* :class:`StepByStepLoop`: ``RL_start`` then ``RL_step`` until the end (remote peers
-  that cannot delegate);
-* the legacy glue's forwarding loop (:mod:`rlbridge.experiment.rlglue3.session`).
+* ``"local"``: in-process objects;
+* ``"delegated"``: the environment process plays with a native agent process itself,
+  RUN_EPISODE for one instance, RUN_BATCH on every shard for several (PROTOCOL.md,
+  "Fast path" and 16.6);
+* ``"step"``: the experiment's own loop over remote peers (ENV_STEP or ENV_BATCH_STEP).
+
+One instance is a batch of one: its peers speak the single-instance calls (AGENT_START,
+STEP, END; RUN_EPISODE), and whole episodes take the loop's fast path,
+:meth:`~rlbridge.experiment.batch.BatchLoop.play_episode`. Several instances are
+initialised and played as batches (:mod:`rlbridge.experiment.instances`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 import numpy as np
 
+from rlbridge.experiment.batch import BatchLoop, EndedEpisodes, OneInstance, split_quota
 from rlbridge.experiment.counting import EpisodeCounter
 from rlbridge.protocol.errors import WrongState
 from rlbridge.protocol.taskspec import TaskSpec, parse
@@ -38,13 +44,12 @@ class StepOutcome(NamedTuple):
     info: dict | None = None
 
 
-class EpisodeSummary(NamedTuple):
-    """What a delegated episode returns: the glue's counters after it."""
+class RunResult(NamedTuple):
+    """What :meth:`Experiment.run` returns: the batched steps taken (for whole episodes of
+    one instance, their steps) and the episodes that ended, in the order they ended."""
 
-    terminal: bool
-    num_steps: int
-    total_reward: float
-    last_action: Value | None
+    batched_steps: int
+    episodes: EndedEpisodes
 
 
 def derive_seeds(seed: int) -> tuple[int, int]:
@@ -53,45 +58,70 @@ def derive_seeds(seed: int) -> tuple[int, int]:
     return int(env_seed), int(agent_seed)
 
 
-class EpisodeLoop(Protocol):
-    """How ``RL_episode`` plays one episode, keeping the counting rules with the
-    experiment's :class:`EpisodeCounter`; ``max_steps`` 0 means no limit."""
-
-    def play(self, experiment: Experiment, max_steps: int) -> None: ...
+MODES = ("local", "delegated", "step")
 
 
 class Experiment:
-    """Drives an environment and an agent with RL-Glue's experiment calls.
+    """Drives ``instances`` instances of an environment with one agent.
 
-    ``env`` and ``agent`` are objects with the ``env_*`` and ``agent_*`` methods:
-    local :class:`~rlbridge.Environment` and :class:`~rlbridge.Agent` instances
-    (in-process mode) or remote proxies. ``loop`` plays ``RL_episode``; by default
-    :func:`choose_loop` picks it from the peers. ``on_init`` and ``observers`` are the
-    experiment's events: ``on_init`` callables get ``(experiment, task_spec_text)`` at
-    the end of each ``RL_init`` (the message log writes its header there), ``observers``
-    get ``("episode", experiment=...)`` after each ``RL_episode``.
+    ``env`` is an Environment (one instance in process), a callable that makes one (any
+    number in process: a class or a factory), a remote environment, or a list of remote
+    environments: the shards, each serving a contiguous range of the instances. ``agent``
+    is an Agent, a BatchAgent or a remote agent. ``groups`` is how many AGENT_BATCH_STEP
+    messages each environment process splits a batched step into (PROTOCOL.md 16.6);
+    ``mode`` (:data:`MODES`) overrides :func:`choose_mode`.
+
+    ``on_init`` callables get ``(experiment, task_spec_text)`` at the end of each
+    ``RL_init`` (the message log writes its header there); ``observers`` get
+    ``("episode", experiment=...)`` after episodes end (after each ``RL_episode``, or each
+    round of batched steps), with :attr:`ended` holding them.
     """
 
-    def __init__(self, env, agent, *, seed: int | None = None, check_actions: bool = True,
-                 loop: EpisodeLoop | None = None):
-        self.env = env
+    def __init__(self, env, agent, *, instances: int = 1, seed: int | None = None,
+                 check_actions: bool = True, groups: int = 1, mode: str | None = None):
+        if instances < 1:
+            raise ValueError(f"instances must be >= 1; got {instances}")
         self.agent = agent
         self.seed = seed
         self.check_actions = check_actions
-        self.loop: EpisodeLoop = choose_loop(env, agent) if loop is None else loop
-        self.counter = EpisodeCounter()
+        self.num_instances = instances
+        self.groups = groups
+        shards = list(env) if isinstance(env, list | tuple) else [env] if _is_remote(env) else []
+        if instances == 1 and not shards and _is_factory(env):
+            env = env()
+        self.env = shards[0] if shards else env
+        self.shards = shards
+        self.mode = choose_mode(self.env, agent) if mode is None else mode
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}; got {self.mode!r}")
+        self.loop = BatchLoop(instances)
         self.task_spec: TaskSpec | None = None
         self.last_action: Value | None = None
-        self.last_info: dict | None = None
-        self.episode = 0  # episodes started, used as the episode id on the wire
+        self.episode = 0  # episodes started (rounds of RUN_BATCH), the episode id on the wire
+        self.ended = EndedEpisodes.empty()  # the episodes the last "episode" event is about
         #: Remote proxies get the episode id, which their messages carry.
-        self.remote_peers = tuple(peer for peer in (env, agent) if _is_remote(peer))
+        self.remote_peers = tuple(peer for peer in (*(shards or [self.env]), agent)
+                                  if _is_remote(peer))
         #: A local agent gets the parsed task spec, a remote one the environment's text.
         self.agent_takes_text = _is_remote(agent)
+        self.peers = (*shards, agent) if shards else (self.env, agent)
+        self.log_writer = None  # set by attach_log: it takes delegated calls' records
+        #: ``(episode, num_steps)`` at each heartbeat of a delegated episode (the driver's
+        #: progress and its advice).
+        self.on_heartbeat: Callable[[int, int], None] | None = None
         self.on_init: list[Callable[[Experiment, str], None]] = []
-        self.observers: list = []  # callables(event, **fields) for progress and logs
+        self.observers: list = []  # callables(event, experiment=...) for progress and logs
+        self.one: OneInstance | None = None
+        if instances > 1:
+            from rlbridge.experiment.instances import Instances
 
-    # -- the counters, as attributes ---------------------------------------------
+            self.batch = Instances(self, env)
+
+    # -- the counters of one instance, as attributes -----------------------------------
+    @property
+    def counter(self) -> EpisodeCounter:
+        return self.loop.counters[0]
+
     @property
     def num_steps(self) -> int:
         return self.counter.num_steps
@@ -108,8 +138,13 @@ class Experiment:
     def terminal(self) -> bool:
         return self.counter.terminal
 
-    # -- RL_init / RL_cleanup ------------------------------------------------
+    # -- RL_init / RL_cleanup: every instance ----------------------------------------------
     def RL_init(self) -> str:
+        if self.num_instances > 1:
+            spec_text = self.batch.init()
+            self.task_spec = parse(spec_text)
+            self.initialised(spec_text)
+            return spec_text
         spec = self.env.env_init()
         self.task_spec = spec if isinstance(spec, TaskSpec) else parse(spec)
         spec_text = spec if isinstance(spec, str) else str(spec)
@@ -119,31 +154,56 @@ class Experiment:
 
     def initialised(self, spec_text: str) -> None:
         """The end of every ``RL_init``: reset the counters, seed the peers, tell ``on_init``."""
-        self.counter.reset()
+        self.loop.reset()
         self.last_action = None  # RL_step needs an RL_start after RL_init
+        check = self.task_spec.check_action if self.check_actions else None
+        self.one = OneInstance(self.env, self.agent, check) if self.num_instances == 1 else None
         if self.seed is not None:
             env_seed, agent_seed = derive_seeds(self.seed)
-            self.env.env_message(f"seed {env_seed}")
-            self.agent.agent_message(f"seed {agent_seed}")
+            self.RL_env_message(f"seed {env_seed}")
+            self.RL_agent_message(f"seed {agent_seed}")
         for listener in self.on_init:
             listener(self, spec_text)
 
     def RL_cleanup(self) -> None:
+        if self.num_instances > 1:
+            self.batch.cleanup()
+            return
         self.env.env_cleanup()
         self.agent.agent_cleanup()
 
-    # -- stepping --------------------------------------------------------------
+    def RL_env_message(self, message: str) -> str:
+        """To the environment (every shard, or every instance in process: the first reply)."""
+        if self.num_instances > 1:
+            return self.batch.env_message(message)
+        return self.env.env_message(message)
+
+    def RL_agent_message(self, message: str) -> str:
+        if self.num_instances > 1:
+            return self.batch.agent_message(message)
+        return self.agent.agent_message(message)
+
+    # -- one instance: RL-Glue's calls -------------------------------------------------
+    def _one_instance(self, call: str) -> None:
+        if self.num_instances != 1:
+            raise WrongState(f"{call} drives one instance; this experiment has "
+                             f"{self.num_instances}: use run()")
+        if self.task_spec is None:
+            raise WrongState(f"{call} needs RL_init first")
+
     def RL_start(self) -> tuple[Value, Value]:
         return self.start_episode(0)
 
+    def _begin_episode(self) -> None:
+        self.episode = episode = self.episode + 1
+        for peer in self.remote_peers:
+            peer.episode = episode
+
     def start_episode(self, max_steps: int) -> tuple[Value, Value]:
         """``RL_start``, with the cut-off of the ``RL_episode(max_steps)`` it begins."""
-        if self.task_spec is None:
-            raise WrongState("RL_start needs RL_init first")
+        self._one_instance("RL_start")
         self.counter.start(max_steps)
-        self.episode += 1
-        for peer in self.remote_peers:
-            peer.episode = self.episode
+        self._begin_episode()
         observation = self.env.env_start()
         action = self.agent.agent_start(observation)
         self.last_action = action
@@ -166,25 +226,52 @@ class Experiment:
             self.task_spec.check_action(action)
         result = self.env.env_step(action)
         reward, observation, terminal = result[0], result[1], result[2]
-        self.last_info = result[3] if len(result) > 3 else None
-        if self.counter.step(reward, terminal):
+        info = result[3] if len(result) > 3 else None
+        counter = self.counter
+        if counter.step(reward, terminal):
             self.agent.agent_end(reward)
-            return StepOutcome(reward, observation, self.counter.terminal, None, self.last_info)
+            return StepOutcome(reward, observation, counter.terminal, None, info)
         action = self.agent.agent_step(reward, observation)
         self.last_action = action
-        return StepOutcome(reward, observation, self.counter.terminal, action, self.last_info)
+        return StepOutcome(reward, observation, counter.terminal, action, info)
 
     def RL_episode(self, max_steps: int = 0) -> bool:
         """Run one episode; ``max_steps`` 0 means no limit. Returns the last step's terminal:
         whether it ended terminally (a legacy environment's int32 as it sent it)."""
         if max_steps < 0:
             raise ValueError(f"max_steps must be >= 0; got {max_steps}")
-        self.loop.play(self, max_steps)
-        for observer in self.observers:
-            observer("episode", experiment=self)
-        return self.counter.terminal
+        self._one_instance("RL_episode")
+        self.play_episode(max_steps)
+        counter = self.counter
+        if self.observers:
+            self.ended = EndedEpisodes([0], [bool(counter.terminal)], [counter.num_steps],
+                                       [counter.total_reward])
+            for observer in self.observers:
+                observer("episode", experiment=self)
+        return counter.terminal
 
-    # -- queries and messages --------------------------------------------------
+    def play_episode(self, max_steps: int) -> None:
+        """One instance's episode: the loop's fast path, or RUN_EPISODE when delegated. An
+        agent that no longer has an address to give the environment is stepped instead."""
+        if self.mode == "delegated" and getattr(self.agent, "address", None) is not None:
+            from rlbridge.experiment.net.remote import DelegatedCall
+
+            self._begin_episode()
+            episode, writer, watcher = self.episode, self.log_writer, self.on_heartbeat
+            call = DelegatedCall(
+                self.env, self.agent, episode=episode, max_steps=max_steps,
+                records=None if writer is None else writer.append_records,
+                on_heartbeat=None if watcher is None else
+                (lambda steps, ended: watcher(episode, steps)))
+            call.start()
+            reply = call.finish()
+            self.counter.absorb(reply.episodes.terminal[0], reply.steps,
+                                reply.episodes.total_reward[0])
+            self.last_action = reply.last_action
+            return
+        self._begin_episode()
+        self.last_action = self.loop.play_episode(self.one, max_steps)
+
     def RL_return(self) -> float:
         return self.counter.total_reward
 
@@ -194,66 +281,62 @@ class Experiment:
     def RL_num_episodes(self) -> int:
         return self.counter.num_episodes
 
-    def RL_env_message(self, message: str) -> str:
-        return self.env.env_message(message)
+    # -- any number of instances -------------------------------------------------------
+    def run(self, *, episodes: int = 0, num_steps: int = 0, max_steps: int = 0,
+            on_progress: Callable[[int], None] | None = None) -> RunResult:
+        """Play until every instance has played its share of ``episodes`` (split by
+        :func:`~rlbridge.experiment.batch.split_quota`) or ``num_steps`` batched steps are
+        done (0: no limit). ``on_progress(episodes_ended)`` follows progress."""
+        if self.task_spec is None:
+            raise WrongState("run needs RL_init first")
+        if episodes <= 0 and num_steps <= 0:
+            raise ValueError("a run needs episodes > 0 or num_steps > 0")
+        quotas = split_quota(episodes, self.num_instances) if episodes > 0 else None
+        if self.num_instances == 1 and quotas is not None:  # the fast path, episode by episode
+            ended = EndedEpisodes.empty()
+            for _ in range(episodes):
+                self.RL_episode(max_steps)
+                counter = self.counter
+                ended.add(0, counter)
+                if on_progress is not None:
+                    on_progress(len(ended))
+            return RunResult(sum(ended.num_steps), ended)
+        if self.num_instances > 1 and self.mode == "delegated":
+            steps, ended = self.batch.run_delegated(quotas, num_steps, max_steps,
+                                                        on_progress)
+            return RunResult(steps, ended)
+        if self.num_instances == 1:
+            self._begin_episode()
+            env_step, port = self.one.env_step, self.one
+        else:
+            env_step, port = self.batch.ports()
+        on_step = None if on_progress is None else (lambda steps, ended: on_progress(ended))
+        steps, ended = self.loop.play(env_step, port, max_steps=max_steps, num_steps=num_steps,
+                                      quotas=quotas, groups=self.groups, on_step=on_step)
+        self.notify(ended)
+        return RunResult(steps, ended)
 
-    def RL_agent_message(self, message: str) -> str:
-        return self.agent.agent_message(message)
-
-
-# -- the episode loops ---------------------------------------------------------------
-class LocalLoop:
-    """In-process objects: direct calls in :meth:`EpisodeCounter.play`, so that the
-    in-process mode adds only a few microseconds per step."""
-
-    def play(self, experiment: Experiment, max_steps: int) -> None:
-        _observation, action = experiment.start_episode(max_steps)
-        check = experiment.task_spec.check_action if experiment.check_actions else None
-        action, result = experiment.counter.play(action, experiment.env.env_step,
-                                                 experiment.agent.agent_step,
-                                                 experiment.agent.agent_end, check)
-        experiment.last_action = action
-        if experiment.counter.terminal:
-            experiment.last_info = result[3] if len(result) > 3 else None
-
-
-class StepByStepLoop:
-    """Remote peers that cannot delegate: RL_start, then RL_step until the episode ends or
-    is cut off (two round trips a step)."""
-
-    def play(self, experiment: Experiment, max_steps: int) -> None:
-        experiment.start_episode(max_steps)
-        counter = experiment.counter
-        while counter.running:
-            experiment.RL_step()
-
-
-class DelegatedLoop:
-    """A remote environment plays the episode with a native agent process itself
-    (PROTOCOL.md, "Fast path") and reports the counters, which the experiment takes.
-    An agent that no longer has an address to give the environment is stepped instead."""
-
-    def play(self, experiment: Experiment, max_steps: int) -> None:
-        if getattr(experiment.agent, "address", None) is None:
-            StepByStepLoop().play(experiment, max_steps)
-            return
-        if experiment.task_spec is None:
-            raise WrongState("RL_episode needs RL_init first")
-        experiment.episode += 1
-        summary = experiment.env.run_episode(max_steps, experiment.agent, experiment.episode)
-        experiment.counter.absorb(summary.terminal, summary.num_steps, summary.total_reward)
-        experiment.last_action = summary.last_action
+    def notify(self, ended: EndedEpisodes) -> None:
+        """Tell the observers that ``ended`` episodes ended."""
+        self.ended = ended
+        for observer in self.observers:
+            observer("episode", experiment=self)
 
 
-def choose_loop(env, agent) -> EpisodeLoop:
+def choose_mode(env, agent) -> str:
     """Delegated when the environment can run episodes and the agent has an address it can
     reach; local when both are in-process objects; otherwise step by step."""
-    if getattr(env, "run_episode", None) is not None and getattr(agent, "address", None) is not None:
-        return DelegatedLoop()
+    if callable(getattr(env, "delegate", None)) and getattr(agent, "address", None) is not None:
+        return "delegated"
     if not _is_remote(env) and not _is_remote(agent):
-        return LocalLoop()
-    return StepByStepLoop()
+        return "local"
+    return "step"
 
 
 def _is_remote(peer) -> bool:
     return getattr(peer, "is_remote", False)
+
+
+def _is_factory(env) -> bool:
+    """Whether ``env`` makes environments (a class, a function) rather than being one."""
+    return isinstance(env, type) or (callable(env) and not hasattr(env, "env_init"))

@@ -13,6 +13,10 @@ instances at a time. The same loop runs in every mode:
   go out as soon as a group has stepped, so the environment steps one group while the
   agent answers another;
 * step by step from the experiment: the environment's calls are ENV_BATCH_STEP.
+
+One instance is a batch of one: :class:`OneInstance` gives a single-instance environment
+and agent (local or remote) the loop's two ports, and :meth:`BatchLoop.play_episode` is
+its fast path, whole episodes by direct calls (RL_episode, RUN_EPISODE).
 """
 
 from __future__ import annotations
@@ -168,6 +172,16 @@ class BatchLoop:
             raise
         return steps, ended
 
+    def play_episode(self, one: OneInstance, max_steps: int = 0):
+        """One instance's fast path: a whole episode by direct calls, RL-Glue 3.0.4's
+        ``RL_episode``, with its counter's rules (:meth:`EpisodeCounter.play`). Returns the
+        last action, the one a further ``RL_step`` applies."""
+        counter = self.counters[0]
+        counter.start(max_steps)
+        action = one.agent.agent_start(one.env.env_start())
+        return counter.play(action, one.env.env_step, one.agent.agent_step,
+                            one.agent.agent_end, one.check)[0]
+
     def _take_actions(self, actions, instances: list[int]) -> None:
         values = values_of(actions)
         if len(values) != len(instances):
@@ -291,6 +305,51 @@ class BatchLoop:
         ended.add(self.first_instance + index, counter)
         if left is not None:
             left[index] -= 1
+
+
+class _OneStep(NamedTuple):
+    """One instance's batched step: a reward, an observation and a terminal as the
+    environment sent it (a legacy int32 kept: the column's dtype follows it)."""
+
+    rewards: np.ndarray
+    observations: list
+    terminals: np.ndarray
+
+
+class OneInstance:
+    """A single-instance environment and agent (Environment and Agent, or remote proxies)
+    as a batch of one: :meth:`env_step` is BatchLoop's environment call and the object is
+    its AgentPort. ``check(action)`` runs before each environment step."""
+
+    def __init__(self, env, agent, check: Callable[[Value], None] | None = None):
+        self.env, self.agent, self.check = env, agent, check
+        self.reply: list = []
+
+    def env_step(self, calls, actions) -> _OneStep:
+        call = calls[0]
+        if call == _ENV_START:
+            return _OneStep(np.zeros(1), [self.env.env_start()], np.zeros(1, dtype=bool))
+        if call == _ENV_NONE:
+            return _OneStep(np.zeros(1), [], np.zeros(1, dtype=bool))
+        action = actions[0]
+        if self.check is not None:
+            self.check(action)
+        result = self.env.env_step(action)
+        return _OneStep(np.array([result[0]], dtype=np.float64), [result[1]],
+                        np.array([result[2]]))
+
+    def send(self, group, first_instance, calls, rewards, observations) -> None:
+        call, agent = int(calls[0]), self.agent
+        values = values_of(observations)
+        if call == _STEP:
+            self.reply = [agent.agent_step(float(rewards[0]), values[0])]
+            return
+        if call in (_END, _END_START):
+            agent.agent_end(float(rewards[0]))
+        self.reply = [agent.agent_start(values[0])] if call in (_START, _END_START) else []
+
+    def receive(self, group: int) -> list:
+        return self.reply
 
 
 def default_groups(num_instances: int, shards: int = 1) -> int:

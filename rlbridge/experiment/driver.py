@@ -196,66 +196,57 @@ class EpisodeWatch:
         return advice
 
 
-def run_experiment(env, agent, args, program) -> int:
-    """Drive ``program(experiment, episodes, max_steps, progress)``; print a summary."""
-    experiment = Experiment(env, agent, seed=args.seed)
+def run_experiment(experiment: Experiment, args, program=None) -> int:
+    """Run ``experiment`` for ``args.episodes`` episodes (or ``args.batched_steps`` batched
+    steps) with a progress bar, or drive ``program(experiment, episodes, max_steps,
+    progress)`` (RL-Glue calls, one instance); print the summary line, whose steps are
+    instance steps."""
     returns: list[float] = []
+    instances: list[int] = []
     steps = [0]
 
     def count(event, experiment):
-        returns.append(experiment.RL_return())
-        steps[0] += experiment.RL_num_steps()
+        returns.extend(experiment.ended.total_reward)
+        instances.extend(experiment.ended.instance)
+        steps[0] += sum(experiment.ended.num_steps)
 
     experiment.observers.append(count)
+    steps_mode = getattr(args, "batched_steps", 0) > 0
+    one = experiment.num_instances == 1
     started = time.monotonic()
-    with _logged_progress(experiment, args, args.episodes) as progress:
+    with _logged_progress(experiment, args, 0 if steps_mode else args.episodes) as progress:
         watch = EpisodeWatch(experiment, args, progress)
-        if hasattr(env, "on_progress"):
-            env.on_progress = watch.heard
+        experiment.on_heartbeat = watch.heard
+        shown = [0]
+
+        def advance(episodes_ended: int) -> None:
+            if episodes_ended > shown[0]:
+                note = f"return {experiment.RL_return():.3f}" if one and not steps_mode else ""
+                progress.update(episodes_ended - shown[0], note)
+                shown[0] = episodes_ended
+
         experiment.RL_init()
         try:
-            program(experiment, args.episodes, args.max_steps, progress)
+            if program is not None:
+                program(experiment, args.episodes, args.max_steps, progress)
+            else:
+                experiment.run(episodes=0 if steps_mode else args.episodes,
+                               num_steps=args.batched_steps if steps_mode else 0,
+                               max_steps=args.max_steps, on_progress=advance)
         except RLBridgeError as err:
             advice = watch.advice(err)
             if advice:  # the same error, its one line longer
                 err.args = (f"{err}{advice}",)
             raise
-        experiment.RL_cleanup()
-    elapsed = time.monotonic() - started
-    mean = sum(returns) / len(returns) if returns else 0.0
-    outcome = query_outcome(env, len(returns)) if returns else None
-    print(Summary(len(returns), steps[0], mean, elapsed, outcome).line(), flush=True)
-    return 0
-
-
-def run_batch_experiment(experiment, args) -> int:
-    """Run a :class:`~rlbridge.experiment.batch_experiment.BatchExperiment` for
-    ``args.episodes`` episodes (or ``args.batched_steps`` batched steps) with a progress bar;
-    print the summary line, whose steps are instance steps."""
-    steps_mode = getattr(args, "batched_steps", 0) > 0
-    shown = [0]
-    started = time.monotonic()
-    with _logged_progress(experiment, args, 0 if steps_mode else args.episodes) as progress:
-
-        def advance(episodes_ended: int) -> None:
-            if episodes_ended > shown[0]:
-                progress.update(episodes_ended - shown[0])
-                shown[0] = episodes_ended
-
-        experiment.init()
-        result = experiment.run(episodes=0 if steps_mode else args.episodes,
-                                num_steps=args.batched_steps if steps_mode else 0,
-                                max_steps=args.max_steps, on_progress=advance)
         elapsed = time.monotonic() - started
         outcome = None  # asked before cleanup, which ends the instances
-        if result.episodes.instance and experiment.remote:
-            outcome = pooled_outcome(experiment.shards, experiment.ranges,
-                                     result.episodes.instance)
-        experiment.cleanup()
-    returns = result.episodes.total_reward
+        if returns and one:
+            outcome = query_outcome(experiment.env, len(returns))
+        elif returns and experiment.shards:
+            outcome = pooled_outcome(experiment.shards, experiment.batch.ranges, instances)
+        experiment.RL_cleanup()
     mean = sum(returns) / len(returns) if returns else 0.0
-    print(Summary(len(returns), sum(result.episodes.num_steps), mean, elapsed, outcome).line(),
-          flush=True)
+    print(Summary(len(returns), steps[0], mean, elapsed, outcome).line(), flush=True)
     return 0
 
 

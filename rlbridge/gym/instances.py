@@ -16,7 +16,6 @@ import numpy as np
 from rlbridge.environments.base import Environment
 from rlbridge.environments.batch import BatchStep, EnvironmentBatch
 from rlbridge.experiment.net.remote import RemoteEnvironment
-from rlbridge.experiment.net.remote_batch import env_batch_init, env_batch_step
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
 from rlbridge.gym.env import build_environment
 from rlbridge.gym.launch import ServerProcess
@@ -77,14 +76,14 @@ class RemoteInstances:
                    num_instances)
 
     def batch_init(self) -> TaskSpec:
-        text, count = env_batch_init(self.proxy, self.num_instances, 0)
+        text, count = self.proxy.env_batch_init(self.num_instances, 0)
         if count != self.num_instances:
             raise PeerError(f"the environment at {self.where} serves {count} instances; "
                             f"asked for {self.num_instances}")
         return parse(text)
 
     def batch_step(self, calls: np.ndarray, actions) -> BatchStep:
-        return env_batch_step(self.proxy, calls, actions)
+        return self.proxy.env_batch_step(calls, actions)
 
     def batch_message(self, text: str) -> str:
         return self.proxy.env_message(text)

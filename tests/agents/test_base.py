@@ -31,16 +31,15 @@ def test_the_batched_random_agent_draws_what_the_per_instance_adapter_draws(game
     from rlbridge.agents.batch import AgentBatch
     from rlbridge.agents.random_agent import RandomAgent
     from rlbridge.agents.random_batch import RandomBatch
-    from rlbridge.experiment.batch_experiment import BatchExperiment
+    from rlbridge.experiment.api import Experiment
     from rlbridge.options import build
     from rlbridge.registry import ENVIRONMENTS
 
     runs, forms = [], []
     for agent in (RandomAgent(), AgentBatch(RandomAgent())):
-        experiment = BatchExperiment(lambda: build(game, ENVIRONMENTS), agent, num_instances=5,
-                                     seed=4)
-        experiment.init()
-        forms.append(type(getattr(experiment.batch_agent, "_batch", experiment.batch_agent)))
+        experiment = Experiment(lambda: build(game, ENVIRONMENTS), agent, instances=5, seed=4)
+        experiment.RL_init()
+        forms.append(type(getattr(experiment.batch.batch_agent, "_batch", experiment.batch.batch_agent)))
         runs.append(list(zip(*experiment.run(episodes=12, max_steps=30).episodes, strict=True)))
     assert forms == [RandomBatch, AgentBatch]
     assert runs[0] == runs[1] and len(runs[0]) == 12

@@ -17,7 +17,6 @@ import pytest
 from rlbridge.agents.batch import AgentBatch
 from rlbridge.experiment.api import Experiment, derive_seeds
 from rlbridge.experiment.batch import split_quota
-from rlbridge.experiment.batch_experiment import BatchExperiment
 from rlbridge.options import build
 from rlbridge.protocol.batch import instance_seed
 from rlbridge.registry import AGENTS, ENVIRONMENTS
@@ -77,8 +76,8 @@ def batched(name: str, agent_options: dict | None = None):
         return recording(build(game, ENVIRONMENTS, game_options), actions[-1])
 
     agent = build(name, AGENTS, options if agent_options is None else agent_options)
-    experiment = BatchExperiment(make_env, agent, num_instances=N, seed=SEED)
-    experiment.init()
+    experiment = Experiment(make_env, agent, instances=N, seed=SEED)
+    experiment.RL_init()
     result = experiment.run(episodes=episodes, max_steps=max_steps)
     played = defaultdict(list)
     for instance, terminal, steps, total in zip(*result.episodes, strict=True):
@@ -114,7 +113,7 @@ def test_each_instance_plays_as_a_single_run_with_its_seeds(name):
         assert played[instance] == alone_played, (name, instance)
         assert actions[instance] == alone_actions, (name, instance)
     assert len({(tuple(actions[i]), tuple(played[i])) for i in range(N)}) > 1, "all alike"
-    adapter = experiment.batch_agent
+    adapter = experiment.batch.batch_agent
     if isinstance(adapter, AgentBatch):  # copies share what the agent declares, only that
         learner, copies = adapter.agents[0], adapter.agents[1:]
         assert learner is agent and len(copies) == N - 1
@@ -152,8 +151,8 @@ def test_a_learner_declares_what_it_shares_and_learns_from_every_instance(name):
     episodes = CASES[name][3]
     assert sorted(len(runs) for runs in played.values()) == sorted(split_quota(episodes, N))
     assert counted(agent) == episodes  # the copies' episodes reached the one learner
-    for copy in experiment.batch_agent._batch.agents[1:] if name == "reversi-dqn" else \
-            experiment.batch_agent.agents[1:]:
+    for copy in experiment.batch.batch_agent._batch.agents[1:] if name == "reversi-dqn" else \
+            experiment.batch.batch_agent.agents[1:]:
         assert all(getattr(copy, attribute) is getattr(agent, attribute)
                    for attribute in type(agent).SHARED_STATE)
         assert counted(copy) == episodes
@@ -168,13 +167,13 @@ def test_a_learner_declares_what_it_shares_and_learns_from_every_instance(name):
 
 def test_a_message_reaches_every_instance_and_cleanup_saves_once_for_all(tmp_path):
     _, _, _, experiment = batched("tetris-qlearning")
-    assert experiment.batch_agent.agent_message("epsilon 0.5") == "ok"
-    assert [copy.epsilon for copy in experiment.batch_agent.agents] == [0.5] * N
+    assert experiment.batch.batch_agent.agent_message("epsilon 0.5") == "ok"
+    assert [copy.epsilon for copy in experiment.batch.batch_agent.agents] == [0.5] * N
     path = tmp_path / "stats.msgpack"
     _, played, agent, experiment = batched("minesweeper-elimination", {"save": str(path)})
     episodes = CASES["minesweeper-elimination"][3]
-    assert experiment.batch_agent.agent_message("stats").startswith(f"games={episodes} ")
-    experiment.cleanup()
+    assert experiment.batch.batch_agent.agent_message("stats").startswith(f"games={episodes} ")
+    experiment.RL_cleanup()
     # Instance 0's agent saves, with the statistics every instance counted into.
     assert msgpack.unpackb(path.read_bytes())["stats"]["games"] == episodes
 

@@ -196,16 +196,15 @@ def test_batched_dqn_plays_its_instances_as_the_per_instance_agent_does():
     from rlbridge.agents.reversi.dqn import ReversiDQNAgent
     from rlbridge.agents.reversi.dqn_batch import DQNBatch
     from rlbridge.environments.reversi.env import ReversiEnv
-    from rlbridge.experiment.batch_experiment import BatchExperiment
-
+    
     class PerInstance(AgentBatch):
         """The adapter, forced: agent_start and agent_step for each instance in turn."""
 
     runs, forms = [], []
     for agent in (ReversiDQNAgent(), PerInstance(ReversiDQNAgent())):
-        experiment = BatchExperiment(ReversiEnv, agent, num_instances=6, seed=3)
-        experiment.init()
-        forms.append(type(getattr(experiment.batch_agent, "_batch", experiment.batch_agent)))
+        experiment = Experiment(ReversiEnv, agent, instances=6, seed=3)
+        experiment.RL_init()
+        forms.append(type(getattr(experiment.batch.batch_agent, "_batch", experiment.batch.batch_agent)))
         runs.append(list(zip(*experiment.run(episodes=24).episodes, strict=True)))
     assert forms == [DQNBatch, PerInstance]
     assert runs[0] == runs[1] and len(runs[0]) == 24

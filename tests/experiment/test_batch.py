@@ -18,7 +18,6 @@ from rlbridge.agents.blackjack import dp
 from rlbridge.agents.blackjack.mc import MCEvalAgent
 from rlbridge.environments.blackjack.env import BlackjackEnv
 from rlbridge.experiment.api import Experiment, derive_seeds
-from rlbridge.experiment.batch_experiment import BatchExperiment
 from rlbridge.experiment.driver import parse_summary_line
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import read_episodes, verify
@@ -143,9 +142,9 @@ def test_the_same_seed_gives_the_same_log_records_with_shards(tmp_path):
 
 
 def test_in_process_batches_count_like_the_processes():
-    experiment = BatchExperiment(lambda: build("blackjack", ENVIRONMENTS), build("random", AGENTS),
-                                 num_instances=5, seed=11, groups=2)
-    experiment.init()
+    experiment = Experiment(lambda: build("blackjack", ENVIRONMENTS), build("random", AGENTS),
+                            instances=5, seed=11, groups=2)
+    experiment.RL_init()
     result = experiment.run(episodes=23)
     per_instance = defaultdict(list)
     for instance, terminal, steps, total in zip(*result.episodes, strict=True):
@@ -160,8 +159,8 @@ def test_a_batched_monte_carlo_learner_converges_like_the_single_one():
     learners = {}
     for name, instances in (("single", 1), ("batched", 8)):
         agent = MCEvalAgent()
-        experiment = BatchExperiment(BlackjackEnv, agent, num_instances=instances, seed=5)
-        experiment.init()
+        experiment = Experiment(BlackjackEnv, agent, instances=instances, seed=5)
+        experiment.RL_init()
         experiment.run(episodes=40_000)
         learners[name] = agent
     errors = {}

@@ -1,5 +1,5 @@
-"""RL-Glue 3.0.4 counting rules with each episode loop: in-process, over the fast path, step by
-step, and forwarded between two RL-Glue 3.0 clients by the legacy glue."""
+"""RL-Glue 3.0.4 counting rules with the one engine in each mode: in process, delegated (the fast
+path), step by step, and forwarded between two RL-Glue 3.0 clients by the legacy glue."""
 
 from __future__ import annotations
 
@@ -11,20 +11,21 @@ import pytest
 
 from rlbridge.environments.base import StepResult
 from rlbridge.environments.toy import Countdown
-from rlbridge.experiment.api import DelegatedLoop, Experiment, LocalLoop, StepByStepLoop
+from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.experiment.rlglue3.adapters import run_legacy_client
 from rlbridge.experiment.rlglue3.framing import FramedSocket, configure
 from rlbridge.experiment.rlglue3.peers import LegacyAgent, LegacyEnvironment
-from rlbridge.experiment.rlglue3.session import ForwardingLoop, LegacyExperiment
+from rlbridge.experiment.rlglue3.session import LegacyExperiment
 from rlbridge.protocol.errors import WrongState
 from rlbridge.protocol.rlglue3 import HEADER, HEADER_SIZE, Role
 from rlbridge.protocol.values import Value
 
 from .helpers import CountingAgent
 
-LOOPS = {"in_process": LocalLoop, "fast_path": DelegatedLoop, "step_by_step": StepByStepLoop,
-         "legacy_forwarding": ForwardingLoop}
+#: The modes, each with the Experiment's mode (the legacy glue's forwards between its clients).
+LOOPS = {"in_process": "local", "fast_path": "delegated", "step_by_step": "step",
+         "legacy_forwarding": "step"}
 
 
 class AbsorbingCountdown(Countdown):
@@ -41,11 +42,11 @@ ENVIRONMENTS = {"countdown": ("countdown", Countdown),
 
 
 def build(loop: str, env_name: str, processes, ipc_dir):
-    """An Experiment on a 5-transition environment with a CountingAgent, with one episode loop."""
+    """An Experiment on a 5-transition environment with a CountingAgent, in one mode."""
     target, env_class = ENVIRONMENTS[env_name]
     if loop == "in_process":
         exp = Experiment(env_class(length=5), CountingAgent())
-        assert type(exp.loop) is LOOPS[loop]
+        assert exp.mode == LOOPS[loop]
         yield exp
         return
     if loop == "legacy_forwarding":
@@ -55,10 +56,8 @@ def build(loop: str, env_name: str, processes, ipc_dir):
     processes.start("env", target, "--bind", env_addr, "--opt", "length=5")
     processes.start("agent", "tests.experiment.helpers:CountingAgent", "--bind", agent_addr)
     env, agent = RemoteEnvironment(env_addr), RemoteAgent(agent_addr)
-    if loop == "step_by_step":
-        env.run_episode = None
-    exp = Experiment(env, agent)
-    assert type(exp.loop) is LOOPS[loop]
+    exp = Experiment(env, agent, mode="step" if loop == "step_by_step" else None)
+    assert exp.mode == LOOPS[loop]
     yield exp
     for peer in (env, agent):
         peer.shutdown()
@@ -98,7 +97,7 @@ def legacy_experiment(env):
             wrapper = LegacyEnvironment if role is Role.ENVIRONMENT else LegacyAgent
             peers[role] = wrapper(FramedSocket(conn), timeout=10)
     exp = LegacyExperiment(peers[Role.ENVIRONMENT], peers[Role.AGENT])
-    assert type(exp.loop) is ForwardingLoop
+    assert exp.forwarding is not None
     yield exp
     for peer in peers.values():
         peer.terminate()
@@ -192,7 +191,7 @@ def test_step_after_a_terminal_step_that_is_terminal_again_counts_another_episod
 def test_step_after_a_terminal_rl_episode(absorbing):
     absorbing.RL_init()
     assert absorbing.RL_episode(0) is True
-    if type(absorbing.loop) is DelegatedLoop:
+    if absorbing.mode == "delegated":
         # The environment process played the episode and does not return its last action.
         with pytest.raises(WrongState, match="does not return its last action"):
             absorbing.RL_step()

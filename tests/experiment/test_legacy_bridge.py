@@ -12,7 +12,7 @@ import pytest
 
 from rlbridge import Agent, Value
 from rlbridge.environments.toy import Countdown
-from rlbridge.experiment.api import DelegatedLoop, Experiment, StepByStepLoop
+from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.experiment.rlglue3.adapters import run_legacy_client, serve_to_native
 from rlbridge.experiment.rlglue3.glue import GlueServer
@@ -175,8 +175,8 @@ def test_a_legacy_agent_lost_under_a_native_experiment_is_reported_to_it(ipc_dir
     assert any("was lost while serving" in report for report in glue.reports)
 
 
-@pytest.mark.parametrize("loop", [StepByStepLoop, DelegatedLoop])
-def test_a_legacy_terminal_of_2_ends_the_episode_on_both_paths(loop, processes, ipc_dir):
+@pytest.mark.parametrize("mode", ["step", "delegated"])
+def test_a_legacy_terminal_of_2_ends_the_episode_on_both_paths(mode, processes, ipc_dir):
     """`rlbridge glue --serve-env`: the native wire's terminal is a bool, so a legacy terminal
     of 2 is true, step by step (ENV_STEP) and in RUN_EPISODE's reply alike."""
     env_address, agent_address = f"ipc://{ipc_dir}/env", f"ipc://{ipc_dir}/agent"
@@ -190,7 +190,7 @@ def test_a_legacy_terminal_of_2_ends_the_episode_on_both_paths(loop, processes, 
         env = RemoteEnvironment(env_address)
         agent = RemoteAgent(agent_address)
         try:
-            experiment = Experiment(env, agent, loop=loop())
+            experiment = Experiment(env, agent, mode=mode)
             experiment.RL_init()
             assert experiment.RL_episode(0) is True
             assert (experiment.RL_num_steps(), experiment.RL_num_episodes(),

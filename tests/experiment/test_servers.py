@@ -8,7 +8,7 @@ import pytest
 
 from rlbridge.agents.random_agent import RandomAgent
 from rlbridge.environments.toy import GridWalk
-from rlbridge.experiment.api import Experiment, StepByStepLoop, choose_loop
+from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.net.agent_server import AgentServer
 from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.delegation import Delegation
@@ -74,10 +74,11 @@ def test_step_by_step_and_delegated_episodes_through_both_servers(served):
         assert 1 <= delegated_steps <= 20
         assert runners[0].agent_address == agent_side.server.address
         agent.address = None  # without an address to delegate to, the experiment steps itself
-        experiment.loop = choose_loop(env, agent)  # the loop is chosen once, at construction
-        assert isinstance(experiment.loop, StepByStepLoop)
+        sent = env.client.seq
         experiment.RL_episode(20)
         assert 1 <= experiment.RL_num_steps() <= 20
+        # ENV_START and an ENV_STEP per step went to the environment, not one RUN_EPISODE.
+        assert env.client.seq - sent == experiment.RL_num_steps() + experiment.RL_num_episodes()
         experiment.RL_cleanup()
         assert env.shutdown() and agent.shutdown()
     finally:

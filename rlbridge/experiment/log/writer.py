@@ -161,9 +161,7 @@ def attach_log(experiment, path: str, args) -> LogWriter:
     """
     writer = LogWriter(path, "experiment", truncate=True,
                        flush_every=getattr(args, "log_flush", "episode"))
-    peers = getattr(experiment, "peers", None)
-    if peers is None:
-        peers = (experiment.env, experiment.agent)
+    peers = experiment.peers
     header = {
         "rlbridge_version": _version(),
         "env": getattr(args, "env_name", None) or "",
@@ -175,18 +173,15 @@ def attach_log(experiment, path: str, args) -> LogWriter:
         "peers": [list(peer.hello) for peer in peers
                   if getattr(peer, "hello", None) is not None],
     }
-    num_instances = getattr(experiment, "num_instances", None)
-    if num_instances is not None:  # a batched experiment (PROTOCOL.md 16.8)
+    num_instances = experiment.num_instances
+    if num_instances > 1:  # a batched experiment (PROTOCOL.md 16.8)
         header["batch"] = {"instances": num_instances, "shards": max(len(experiment.shards), 1),
                            "groups": experiment.groups}
     for peer in peers:
         client = getattr(peer, "client", None)
         if client is not None:
             client.recorder = writer.record
-    if num_instances is not None:
-        experiment.log_writer = writer  # receives the records of RUN_BATCH
-    elif getattr(experiment.env, "is_remote", False):
-        experiment.env.log_writer = writer  # receives the records of delegated episodes
+    experiment.log_writer = writer  # receives the records of delegated calls
     experiment.on_init.append(
         lambda experiment, task_spec: writer.header({**header, "task_spec": task_spec}))
     experiment.observers.append(lambda event, experiment: writer.flush())

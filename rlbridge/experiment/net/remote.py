@@ -1,14 +1,24 @@
-"""Proxies that make a remote environment or agent look like a local object to the Experiment.
+"""Proxies that make a remote environment or agent look like a local object to the Experiment,
+and the one delegated call (RUN_EPISODE for one instance, RUN_BATCH for several).
 
-``RemoteEnvironment(address)`` has the ``env_*`` methods and ``run_episode``;
-``RemoteAgent(address)`` has the ``agent_*`` methods. Each call is one request and
-one reply over a :class:`~rlbridge.experiment.net.client.RequestClient`; errors
-come back as the same exception classes the peer raised.
+``RemoteEnvironment(address)`` has the ``env_*`` methods and the batched ones
+(ENV_BATCH_INIT, ENV_BATCH_STEP); ``RemoteAgent(address)`` has the ``agent_*`` methods
+and is itself a BatchAgent (AGENT_BATCH_INIT, AGENT_BATCH_STEP). Each call is one request
+and one reply over a :class:`~rlbridge.experiment.net.client.RequestClient`; errors come
+back as the same exception classes the peer raised. :class:`DelegatedCall` hands episodes
+to an environment process that plays them with the agent itself (PROTOCOL.md, "Fast path"
+and 16.6).
 """
 
 from __future__ import annotations
 
-from rlbridge.experiment.api import EpisodeSummary
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+from rlbridge.environments.batch import BatchStep
+from rlbridge.experiment.batch import EndedEpisodes
 from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.transport import (
     CONNECT_TIMEOUT_MS,
@@ -16,6 +26,7 @@ from rlbridge.experiment.net.transport import (
     HEARTBEAT_INTERVAL_MS,
     STEP_TIMEOUT_MS,
 )
+from rlbridge.protocol.batch import Batch, decode_batch, decode_column, encode_batch, encode_column
 from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.messages import (
     MessageType,
@@ -74,13 +85,7 @@ class RemoteEnvironment(_Remote):
 
     def __init__(self, address: str, **options):
         super().__init__(address, **options)
-        #: The experiment's LogWriter when it logs: delegated episodes then return the
-        #: environment's records, which go into it (PROTOCOL.md, "The message log").
-        self.log_writer = None
         self._delegation: list | None = None  # the DELEGATE body last sent
-        #: Called with ``(episode, num_steps)`` at each heartbeat of a delegated episode:
-        #: how far a long episode has come (the driver's progress and its advice).
-        self.on_progress = None
 
     def env_init(self) -> str:
         return read_str(self.client.request(T.ENV_INIT).body, "task spec")
@@ -105,6 +110,31 @@ class RemoteEnvironment(_Remote):
         reply = self.client.request(T.ENV_MESSAGE, message, record=record)
         return read_str(reply.body, "env_message reply")
 
+    def env_batch_init(self, num_instances: int, first_instance: int) -> tuple[str, int]:
+        """ENV_BATCH_INIT: the task spec and the number of instances the process serves."""
+        body = self.client.request(T.ENV_BATCH_INIT, [num_instances, first_instance]).body
+        if type(body) is not list or len(body) != 2:
+            raise ProtocolError(f"ENV_BATCH_INIT reply must be [task_spec, num_instances]; "
+                                f"got {body!r:.80}")
+        return read_str(body[0], "task spec"), read_int(body[1], "num_instances")
+
+    def env_batch_step(self, calls: np.ndarray | list[int], actions) -> BatchStep:
+        """ENV_BATCH_STEP: one round trip for every instance the process serves."""
+        frames: list = []
+        column = encode_column(np.asarray(calls, dtype=np.uint8))
+        reply = self.client.request(T.ENV_BATCH_STEP, [column, encode_batch(actions, frames)],
+                                    frames)
+        body = reply.body
+        if type(body) is not list or len(body) != 4:
+            raise ProtocolError("ENV_BATCH_STEP reply must be [rewards, observations, "
+                                f"terminals, infos]; got {body!r:.80}")
+        rewards, observations, terminals, infos = body
+        count = len(calls)
+        return BatchStep(decode_column(rewards, reply.frames, "<f8", "rewards", count),
+                         decode_batch(observations, reply.frames, "observations"),
+                         decode_column(terminals, reply.frames, "|b1", "terminals", count),
+                         infos if isinstance(infos, list) else None)
+
     def delegate(self, agent) -> None:
         """Send DELEGATE when it is new or changed: where the agent is, how long each of its
         calls may take, and whether to return log records (PROTOCOL.md, "Fast path")."""
@@ -124,52 +154,124 @@ class RemoteEnvironment(_Remote):
             client.recorder = recorder
         self._delegation = delegation
 
-    def run_episode(self, max_steps: int, agent, episode: int) -> EpisodeSummary:
-        """Delegate a whole episode to the environment process (PROTOCOL.md, "Fast path")."""
-        client = self.client
-        client.episode = episode
+
+class DelegatedReply(NamedTuple):
+    """What a delegated call brings back: the steps taken (an episode's ``num_steps`` for
+    RUN_EPISODE, batched steps for RUN_BATCH), the episodes that ended (RUN_EPISODE: its one
+    episode, if it ended or was cut off) and, for RUN_EPISODE, the agent's last action."""
+
+    steps: int
+    episodes: EndedEpisodes
+    last_action: Value | None = None
+
+
+class DelegatedCall:
+    """One delegated call in flight: RUN_EPISODE ``[max_steps]`` when ``batch`` is None, else
+    RUN_BATCH ``[max_steps, num_steps, quotas, groups]`` with ``batch = (num_steps, quotas,
+    groups)``. :meth:`start` sends it, :meth:`finish` waits for the reply, so an experiment
+    starts every shard before it waits for any.
+
+    ``records`` takes the environment's log records as they come (in heartbeats, then in
+    the reply, which is itself recorded without them); ``on_heartbeat(steps,
+    episodes_ended)`` hears each heartbeat.
+    """
+
+    def __init__(self, env: RemoteEnvironment, agent: RemoteAgent, *, episode: int,
+                 max_steps: int, batch: tuple[int, list[int] | None, int] | None = None,
+                 records: Callable[[list[bytes]], None] | None = None,
+                 on_heartbeat: Callable[[int, int], None] | None = None):
+        self.env, self.agent, self.episode = env, agent, episode
+        if batch is None:
+            self.msg_type, self.body, self.keep = T.RUN_EPISODE, [max_steps], 4
+        else:
+            num_steps, quotas, groups = batch
+            self.msg_type, self.keep = T.RUN_BATCH, 3
+            self.body = [max_steps, num_steps, None if quotas is None else
+                         encode_column(np.array(quotas, dtype="<i8")), groups]
+        self.records = records
+        self.on_heartbeat = on_heartbeat
+        self.seq = 0
+        self.recorder = None
+
+    def start(self) -> None:
+        env, client = self.env, self.env.client
+        client.episode = self.episode
         client.step = 0
-        step_timeout = agent.timeout_ms
-        writer = self.log_writer
+        env.delegate(self.agent)
+        self.recorder = client.recorder
+        if self.recorder is not None and self.records is not None:
+            client.recorder = ReplyRecorder(self.recorder, self.records, self.msg_type,
+                                            self.keep)
+        try:
+            self.seq = client.send_request(self.msg_type, self.body)
+        except BaseException:
+            client.recorder = self.recorder
+            raise
 
-        def on_heartbeat(message):
-            # Heartbeats arrive at timing-dependent moments: they update the step named in
-            # timeout reports, and bring records, never a record of their own.
-            body = message.body
-            if isinstance(body, list) and body and type(body[0]) is int:
-                client.progress_step = body[0]
-                if self.on_progress is not None:
-                    self.on_progress(episode, body[0])
-                if writer is not None and len(body) == 2 and message.episode == episode:
-                    writer.append_records(records_of(body[1]))
+    def _heard(self, message) -> None:
+        # Heartbeats arrive at timing-dependent moments: they update the step named in
+        # timeout reports, and bring records, never a record of their own. RUN_EPISODE's
+        # are [num_steps] or [num_steps, records]; RUN_BATCH's [batched_steps,
+        # episodes_ended] or [batched_steps, episodes_ended, records].
+        body = message.body
+        if not (isinstance(body, list) and body and type(body[0]) is int
+                and message.episode == self.episode):
+            return
+        self.env.client.progress_step = body[0]
+        batched = self.msg_type == T.RUN_BATCH
+        if self.records is not None and len(body) == (3 if batched else 2):
+            self.records(records_of(body[-1]))
+        if self.on_heartbeat is not None:
+            ended = body[1] if batched and len(body) > 1 and type(body[1]) is int else 0
+            self.on_heartbeat(body[0], ended)
 
-        self.delegate(agent)
-        recorder = client.recorder
-        if writer is not None and recorder is not None:
-            client.recorder = ReplyRecorder(recorder, writer.append_records, T.RUN_EPISODE, 4)
-        client.on_heartbeat = on_heartbeat
+    def finish(self) -> DelegatedReply:
+        client = self.env.client
+        client.on_heartbeat = self._heard
         client.progress_step = 0
         try:
-            reply = client.request(T.RUN_EPISODE, [max_steps],
-                                   timeout_ms=step_timeout + 2 * HEARTBEAT_INTERVAL_MS)
+            reply = client.receive_reply(self.seq, self.msg_type, timeout_ms=self.agent.timeout_ms
+                                         + 2 * HEARTBEAT_INTERVAL_MS)
         finally:
             client.on_heartbeat = None
             client.progress_step = 0
-            client.recorder = recorder
+            client.recorder = self.recorder
         body = reply.body
-        if type(body) is not list or len(body) != 5:
-            raise ProtocolError("RUN_EPISODE reply must be [terminal, num_steps, total_reward, "
-                                f"last_action, records]; got {body!r:.80}")
-        terminal, num_steps, total, last, records = body
-        if writer is not None and recorder is None:  # records come in; nobody recorded the reply
-            writer.append_records(records_of(records))
-        last_action = None if last is None else decode_value(last, reply.frames)
-        summary = EpisodeSummary(read_bool(terminal, "terminal"), read_int(num_steps, "num_steps"),
-                                 float(total), last_action)
-        client.step = summary.num_steps
-        agent.episode = episode
-        agent.client.step = summary.num_steps
-        return summary
+        if type(body) is not list or len(body) != self.keep + 1:
+            fields = ("[terminal, num_steps, total_reward, last_action, records]"
+                      if self.msg_type == T.RUN_EPISODE else
+                      "[batched_steps, counters, episodes, records]")
+            raise ProtocolError(f"{self.msg_type.name} reply must be {fields}; "
+                                f"got {body!r:.80}")
+        if self.records is not None and self.recorder is None:  # nobody recorded the reply
+            self.records(records_of(body[-1]))
+        if self.msg_type == T.RUN_EPISODE:
+            return self._episode(body, reply.frames)
+        return _batch_reply(body, reply.frames)
+
+    def _episode(self, body: list, frames) -> DelegatedReply:
+        terminal, num_steps, total, last, _records = body
+        steps = read_int(num_steps, "num_steps")
+        ended = EndedEpisodes([0], [read_bool(terminal, "terminal")], [steps], [float(total)])
+        self.env.client.step = steps
+        self.agent.episode = self.episode
+        self.agent.client.step = steps
+        return DelegatedReply(steps, ended, None if last is None else decode_value(last, frames))
+
+
+def _batch_reply(body: list, frames) -> DelegatedReply:
+    steps, counters, episodes, _records = body
+    if type(counters) is not list or len(counters) != 3 or type(episodes) is not list \
+            or len(episodes) != 4:
+        raise ProtocolError("RUN_BATCH reply's counters must be 3 columns and its episodes 4")
+    for column, dtype, name in zip(counters, ("<i8", "<i8", "<f8"),
+                                   ("num_episodes", "num_steps", "total_reward"), strict=True):
+        decode_column(column, frames, dtype, f"counters {name}")  # checked, not kept
+    ended = [decode_column(c, frames, dtype, f"episodes {name}") for c, dtype, name in
+             zip(episodes, ("<i8", "|b1", "<i8", "<f8"),
+                 ("instance", "terminal", "num_steps", "total_reward"), strict=True)]
+    return DelegatedReply(read_int(steps, "batched_steps"),
+                          EndedEpisodes(*(column.tolist() for column in ended)))
 
 
 class ReplyRecorder:
@@ -209,7 +311,7 @@ def records_of(records) -> list[bytes]:
 
 
 class RemoteAgent(_Remote):
-    """An agent served by another process."""
+    """An agent served by another process: an Agent, and a BatchAgent (PROTOCOL.md 16.4)."""
 
     peer_role = "agent"
 
@@ -238,3 +340,12 @@ class RemoteAgent(_Remote):
     def agent_message(self, message: str) -> str:
         return read_str(self.client.request(T.AGENT_MESSAGE, message).body, "agent_message reply")
 
+    def batch_init(self, task_spec, num_instances: int) -> None:
+        self.client.request(T.AGENT_BATCH_INIT, [str(task_spec), num_instances])
+
+    def batch_step(self, first_instance, calls, rewards, observations) -> Batch:
+        frames: list = []
+        reply = self.client.request(
+            T.AGENT_BATCH_STEP, [first_instance, encode_column(calls), encode_column(rewards),
+                                 encode_batch(observations, frames)], frames)
+        return decode_batch(reply.body, reply.frames, "AGENT_BATCH_STEP reply")

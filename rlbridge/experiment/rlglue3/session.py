@@ -92,9 +92,9 @@ class LegacyExperiment(Experiment):
     """
 
     def __init__(self, env, agent, *, seed: int | None = None, check_actions: bool = True):
+        super().__init__(env, agent, seed=seed, check_actions=check_actions)
         forwarding = isinstance(env, LegacyEnvironment) and isinstance(agent, LegacyAgent)
-        super().__init__(env, agent, seed=seed, check_actions=check_actions,
-                         loop=ForwardingLoop() if forwarding else None)
+        self.forwarding = ForwardingLoop() if forwarding else None
         #: What the glue asked for; each RL_init checks actions only if its task spec parses.
         self.check_requested = check_actions
         self.agent_takes_text = self.agent_takes_text or hasattr(agent, "peer_address")
@@ -114,6 +114,12 @@ class LegacyExperiment(Experiment):
         self.last_action = None
         self.initialised(text)
         return text
+
+    def play_episode(self, max_steps: int) -> None:
+        if self.forwarding is None:
+            super().play_episode(max_steps)
+        else:
+            self.forwarding.play(self, max_steps)
 
 
 class ForwardingLoop:
