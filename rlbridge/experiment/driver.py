@@ -238,13 +238,13 @@ def run_experiment(experiment: Experiment, args, program=None) -> int:
             if advice:  # the same error, its one line longer
                 err.args = (f"{err}{advice}",)
             raise
-        elapsed = time.monotonic() - started
         outcome = None  # asked before cleanup, which ends the instances
-        if returns and one:
-            outcome = query_outcome(experiment.env, len(returns))
-        elif returns and experiment.shards:
+        if returns and not one and experiment.shards:
             outcome = pooled_outcome(experiment.shards, experiment.batch.ranges, instances)
         experiment.RL_cleanup()
+    elapsed = time.monotonic() - started
+    if returns and one:  # after cleanup: the query takes a seq, and the log keeps cleanup's
+        outcome = query_outcome(experiment.env, len(returns))
     mean = sum(returns) / len(returns) if returns else 0.0
     print(Summary(len(returns), steps[0], mean, elapsed, outcome).line(), flush=True)
     return 0
