@@ -196,7 +196,7 @@ def test_batched_dqn_plays_its_instances_as_the_per_instance_agent_does():
     from rlbridge.agents.reversi.dqn import ReversiDQNAgent
     from rlbridge.agents.reversi.dqn_batch import DQNBatch
     from rlbridge.environments.reversi.env import ReversiEnv
-    
+
     class PerInstance(AgentBatch):
         """The adapter, forced: agent_start and agent_step for each instance in turn."""
 

@@ -227,3 +227,34 @@ def test_cleanup_reaches_both_peers(experiment):
     experiment.RL_episode(0)
     experiment.RL_cleanup()
     assert counts(experiment)["cleanup"] == 1
+
+
+@pytest.mark.parametrize("env_class", [Countdown, AbsorbingCountdown])
+@pytest.mark.parametrize("max_steps", [0, 1, 3])
+def test_one_instance_counts_alike_on_the_fast_path_and_through_the_general_loop(env_class,
+                                                                                 max_steps):
+    """N = 1 is a batch of one: BatchLoop.play over OneInstance plays the episodes that the
+    fast path (play_episode, RL_episode's) plays, with the same agent calls."""
+    runs = []
+    for general in (False, True):
+        agent = CountingAgent()
+        exp = Experiment(env_class(length=5), agent)
+        exp.RL_init()
+        if general:
+            steps, ended = exp.loop.play(exp.one.env_step, exp.one, max_steps=max_steps,
+                                         quotas=[4])
+        else:
+            ended = exp.run(episodes=4, max_steps=max_steps).episodes
+        runs.append((list(zip(*ended, strict=True)), agent.counts, agent.rewards,
+                     exp.RL_num_episodes()))
+    assert runs[0] == runs[1]
+    assert len(runs[0][0]) == 4
+
+
+def test_rl_calls_that_drive_one_instance_are_refused_with_several():
+    exp = Experiment(Countdown, CountingAgent(), instances=3)
+    exp.RL_init()
+    for call in (exp.RL_episode, exp.RL_start):
+        with pytest.raises(WrongState, match="drives one instance; this experiment has 3"):
+            call()
+    assert len(exp.run(episodes=6).episodes) == 6
