@@ -21,7 +21,7 @@ initialised and played as batches (:mod:`rlbridge.experiment.instances`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from rlbridge.experiment.counting import EpisodeCounter
 from rlbridge.protocol.errors import WrongState
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
+
+if TYPE_CHECKING:
+    from rlbridge.experiment.log.writer import LogWriter
 
 
 class StepOutcome(NamedTuple):
@@ -105,13 +108,15 @@ class Experiment:
         #: A local agent gets the parsed task spec, a remote one the environment's text.
         self.agent_takes_text = _is_remote(agent)
         self.peers = (*shards, agent) if shards else (self.env, agent)
-        self.log_writer = None  # set by attach_log: it takes delegated calls' records
+        #: Set by attach_log: it takes delegated calls' records.
+        self.log_writer: LogWriter | None = None
         #: ``(episode, num_steps)`` at each heartbeat of a delegated episode (the driver's
         #: progress and its advice).
         self.on_heartbeat: Callable[[int, int], None] | None = None
         self.on_init: list[Callable[[Experiment, str], None]] = []
         self.observers: list = []  # callables(event, experiment=...) for progress and logs
-        self.one: OneInstance | None = None
+        #: One instance as a batch of one (its check is set at RL_init).
+        self.one = OneInstance(self.env, agent)
         if instances > 1:
             from rlbridge.experiment.instances import Instances
 
@@ -156,8 +161,8 @@ class Experiment:
         """The end of every ``RL_init``: reset the counters, seed the peers, tell ``on_init``."""
         self.loop.reset()
         self.last_action = None  # RL_step needs an RL_start after RL_init
-        check = self.task_spec.check_action if self.check_actions else None
-        self.one = OneInstance(self.env, self.agent, check) if self.num_instances == 1 else None
+        spec = self.task_spec
+        self.one.check = spec.check_action if self.check_actions and spec is not None else None
         if self.seed is not None:
             env_seed, agent_seed = derive_seeds(self.seed)
             self.RL_env_message(f"seed {env_seed}")
@@ -222,8 +227,8 @@ class Experiment:
             raise WrongState("RL_step needs an action to apply; got none: call RL_start "
                              "first (after RL_init, or after a terminal RL_episode that the "
                              "environment process played: it does not return its last action)")
-        if self.check_actions:
-            self.task_spec.check_action(action)
+        if self.one.check is not None:
+            self.one.check(action)
         result = self.env.env_step(action)
         reward, observation, terminal = result[0], result[1], result[2]
         info = result[3] if len(result) > 3 else None

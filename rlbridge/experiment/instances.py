@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rlbridge.agents.batch import as_batch_agent
+from rlbridge.agents.batch import BatchAgent, as_batch_agent
 from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.experiment.batch import EndedEpisodes, LocalAgentPort, group_bounds
 from rlbridge.experiment.log.writer import RecordList
@@ -70,7 +70,7 @@ class Instances:
             self.ranges = [(0, count)]
         group_bounds(min(high - low for low, high in self.ranges), experiment.groups)
         self.env_batch: EnvironmentBatch | None = None
-        self.batch_agent = None
+        self.batch_agent: BatchAgent | None = None
 
     # -- init and cleanup --------------------------------------------------------------
     def init(self) -> str:
@@ -81,8 +81,8 @@ class Instances:
         if not self.remote:
             self.env_batch = EnvironmentBatch(self.make_env, count)
             spec = self.env_batch.batch_init()
-            self.batch_agent = as_batch_agent(agent)
-            self.batch_agent.batch_init(spec, count)
+            self.batch_agent = batch_agent = as_batch_agent(agent)
+            batch_agent.batch_init(spec, count)
             return str(spec)
         texts = []
         for env, (low, high) in zip(self.shards, self.ranges, strict=True):
@@ -105,27 +105,37 @@ class Instances:
                 env.env_cleanup()
             self.experiment.agent.agent_cleanup()
         else:
-            self.env_batch.batch_cleanup()
-            self.batch_agent.agent_cleanup()
+            self._env_batch().batch_cleanup()
+            self._batch_agent().agent_cleanup()
 
     def env_message(self, text: str) -> str:
         """Send ``text`` to every shard (every instance in process); the first reply."""
         if not self.remote:
-            return self.env_batch.batch_message(text)
+            return self._env_batch().batch_message(text)
         replies = [env.env_message(text) for env in self.shards]
         return replies[0]
 
     def agent_message(self, text: str) -> str:
-        return self.batch_agent.agent_message(text)
+        return self._batch_agent().agent_message(text)
+
+    def _env_batch(self) -> EnvironmentBatch:
+        if self.env_batch is None:
+            raise WrongState("the instances need RL_init first")
+        return self.env_batch
+
+    def _batch_agent(self) -> BatchAgent:
+        if self.batch_agent is None:
+            raise WrongState("the instances need RL_init first")
+        return self.batch_agent
 
     # -- running -----------------------------------------------------------------------
     def ports(self):
         """The environment's batched step and the agent's port, for the experiment's loop."""
         if not self.remote:
-            return self.env_batch.batch_step, LocalAgentPort(self.batch_agent)
+            return self._env_batch().batch_step, LocalAgentPort(self._batch_agent())
         experiment, env = self.experiment, self.shards[0]
         experiment.episode = env.episode = experiment.agent.episode = experiment.episode + 1
-        return env.env_batch_step, LocalAgentPort(self.batch_agent)
+        return env.env_batch_step, LocalAgentPort(self._batch_agent())
 
     def run_delegated(self, quotas, num_steps, max_steps, on_progress):
         """RUN_BATCH to every shard, in rounds when there are several; returns the batched
@@ -217,6 +227,8 @@ class Instances:
         return buffers[index][2].bodies.extend
 
     def _write_buffers(self, buffers) -> None:
+        writer = self.experiment.log_writer
         for env, recorder, buffer in buffers:
             env.client.recorder = recorder
-            self.experiment.log_writer.append_records(buffer.take())
+            if writer is not None:
+                writer.append_records(buffer.take())

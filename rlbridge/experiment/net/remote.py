@@ -181,6 +181,7 @@ class DelegatedCall:
                  records: Callable[[list[bytes]], None] | None = None,
                  on_heartbeat: Callable[[int, int], None] | None = None):
         self.env, self.agent, self.episode = env, agent, episode
+        self.body: list
         if batch is None:
             self.msg_type, self.body, self.keep = T.RUN_EPISODE, [max_steps], 4
         else:
@@ -191,7 +192,7 @@ class DelegatedCall:
         self.records = records
         self.on_heartbeat = on_heartbeat
         self.seq = 0
-        self.recorder = None
+        self.recorder: Callable | None = None
 
     def start(self) -> None:
         env, client = self.env, self.env.client
