@@ -162,7 +162,8 @@ def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--batch", type=whole_number(0), default=0, metavar="N",
                         help="run N instances of the game at once, one round trip per "
-                             "batched step (PROTOCOL.md section 16; default: unbatched)")
+                             "batched step (PROTOCOL.md section 16; default, and N = 1: "
+                             "one instance, unbatched)")
     parser.add_argument("--groups", type=whole_number(0), default=0, metavar="G",
                         help="with --batch: split each environment process's instances into "
                              "G groups, stepped while the agent answers another "
