@@ -23,10 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-import numpy as np
-
 from rlbridge.experiment.batch import BatchLoop, EndedEpisodes, OneInstance, split_quota
 from rlbridge.experiment.counting import EpisodeCounter
+from rlbridge.protocol.batch import derive_seeds
 from rlbridge.protocol.errors import WrongState
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
@@ -53,12 +52,6 @@ class RunResult(NamedTuple):
 
     batched_steps: int
     episodes: EndedEpisodes
-
-
-def derive_seeds(seed: int) -> tuple[int, int]:
-    """The environment's and the agent's seeds from the experiment seed (PROTOCOL.md, "Seeding")."""
-    env_seed, agent_seed = np.random.SeedSequence(seed).generate_state(2)
-    return int(env_seed), int(agent_seed)
 
 
 MODES = ("local", "delegated", "step")
@@ -100,6 +93,8 @@ class Experiment:
         self.loop = BatchLoop(instances)
         self.task_spec: TaskSpec | None = None
         self.last_action: Value | None = None
+        #: The info of the last step played here (RL_step's, or an episode's last).
+        self.last_info: dict | None = None
         self.episode = 0  # episodes started (rounds of RUN_BATCH), the episode id on the wire
         self.ended = EndedEpisodes.empty()  # the episodes the last "episode" event is about
         #: Remote proxies get the episode id, which their messages carry.
@@ -231,7 +226,7 @@ class Experiment:
             self.one.check(action)
         result = self.env.env_step(action)
         reward, observation, terminal = result[0], result[1], result[2]
-        info = result[3] if len(result) > 3 else None
+        self.last_info = info = result[3] if len(result) > 3 else None
         counter = self.counter
         if counter.step(reward, terminal):
             self.agent.agent_end(reward)
@@ -275,7 +270,9 @@ class Experiment:
             self.last_action = reply.last_action
             return
         self._begin_episode()
-        self.last_action = self.loop.play_episode(self.one, max_steps)
+        self.last_action, result = self.loop.play_episode(self.one, max_steps)
+        if result is not None:
+            self.last_info = result[3] if len(result) > 3 else None
 
     def RL_return(self) -> float:
         return self.counter.total_reward

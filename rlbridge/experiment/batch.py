@@ -175,12 +175,13 @@ class BatchLoop:
     def play_episode(self, one: OneInstance, max_steps: int = 0):
         """One instance's fast path: a whole episode by direct calls, RL-Glue 3.0.4's
         ``RL_episode``, with its counter's rules (:meth:`EpisodeCounter.play`). Returns the
-        last action, the one a further ``RL_step`` applies."""
+        last action, the one a further ``RL_step`` applies, and the last step's result
+        (None if no step was taken)."""
         counter = self.counters[0]
         counter.start(max_steps)
         action = one.agent.agent_start(one.env.env_start())
         return counter.play(action, one.env.env_step, one.agent.agent_step,
-                            one.agent.agent_end, one.check)[0]
+                            one.agent.agent_end, one.check)
 
     def _take_actions(self, actions, instances: list[int]) -> None:
         values = values_of(actions)

@@ -17,16 +17,11 @@ Every mode counts with the same loop and gives the same episodes for the same se
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rlbridge.agents.batch import BatchAgent, as_batch_agent
 from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.experiment.batch import EndedEpisodes, LocalAgentPort, group_bounds
 from rlbridge.experiment.log.writer import RecordList
 from rlbridge.protocol.errors import ProtocolError, UnknownMessageType, WrongState
-
-if TYPE_CHECKING:
-    from rlbridge.experiment.api import Experiment
 
 #: With several shards, the most batched steps in one round of RUN_BATCH calls: the log
 #: holds one round's records in memory before writing them in shard order.
@@ -45,10 +40,11 @@ def _batched(peer, request: str, call, *args):
 
 
 class Instances:
-    """The N > 1 instances of ``experiment``: ``env`` is its list of shards (remote) or a
-    callable that makes one local Environment."""
+    """The N > 1 instances of ``experiment`` (the Experiment that owns them, left untyped
+    here: api imports this module), ``env`` its list of shards (remote) or a callable
+    that makes one local Environment."""
 
-    def __init__(self, experiment: Experiment, env):
+    def __init__(self, experiment, env):
         self.experiment = experiment
         count = experiment.num_instances
         self.shards = experiment.shards

@@ -378,6 +378,12 @@ class InstanceStates:
                                  f"call must be {allowed}; got {codes(calls[offset]).name}")
 
 
+def derive_seeds(seed: int) -> tuple[int, int]:
+    """The environment's and the agent's seeds from the experiment seed (PROTOCOL.md, "Seeding")."""
+    env_seed, agent_seed = np.random.SeedSequence(seed).generate_state(2)
+    return int(env_seed), int(agent_seed)
+
+
 def instance_seed(seed: int, instance: int) -> int:
     """The seed of instance ``instance`` of a batch seeded with ``seed`` (PROTOCOL.md 16.5).
 

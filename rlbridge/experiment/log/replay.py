@@ -17,7 +17,6 @@ import numpy as np
 
 from rlbridge.agents.batch import AgentBatch, as_batch_agent
 from rlbridge.environments.batch import EnvironmentBatch
-from rlbridge.experiment.api import derive_seeds
 from rlbridge.experiment.log.calls import Divergence, EnvCall, Episode, check_call, make_environment
 from rlbridge.experiment.log.exchanges import (
     BEGINS,
@@ -37,7 +36,7 @@ from rlbridge.experiment.log.exchanges import (
 )
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.trust import build_from_log
-from rlbridge.protocol.batch import Batch
+from rlbridge.protocol.batch import Batch, derive_seeds
 from rlbridge.protocol.errors import LogError
 from rlbridge.protocol.taskspec import parse
 from rlbridge.registry import AGENTS
