@@ -30,6 +30,10 @@ from rlbridge.protocol.values import Value
 
 COUNT = 16
 SEED = 1234
+#: Batched steps per game: enough for every reward kind, wins on the small board and 500
+#: (Tetris) or 1,000 (Minesweeper) ended episodes, which the tests assert; each step checks
+#: 16 instances, about 10,000 calls in all.
+STEPS = 800
 
 
 def run_side_by_side(make_env, core_class, steps: int, messages: tuple[str, ...],
@@ -107,9 +111,9 @@ MINESWEEPER_OPTIONS = [
 
 @pytest.mark.parametrize("options", MINESWEEPER_OPTIONS, ids=lambda o: str(o) or "defaults")
 def test_minesweeper_core_plays_as_the_single_environment(options):
-    seen = run_side_by_side(lambda: MinesweeperEnv(**options), MinesweeperVector, 2000,
+    seen = run_side_by_side(lambda: MinesweeperEnv(**options), MinesweeperVector, STEPS,
                             ("elimination", "get_state", "legal_actions"))
-    assert seen["steps"] > 20_000 and seen["ends"] > 1000
+    assert seen["steps"] > 8000 and seen["ends"] > 1000
     assert {1.0, 1.5, -10.0} <= seen["rewards"]  # both safe rewards and a loss
     if options.get("rows") == 5:  # random play wins on the small board
         assert seen["rewards"] & {11.0, 11.5}
@@ -124,9 +128,9 @@ TETRIS_OPTIONS = [
 
 @pytest.mark.parametrize("options", TETRIS_OPTIONS, ids=lambda o: str(o) or "defaults")
 def test_tetris_core_plays_as_the_single_environment(options):
-    seen = run_side_by_side(lambda: TetrisEnv(**options), TetrisVector, 2000,
+    seen = run_side_by_side(lambda: TetrisEnv(**options), TetrisVector, STEPS,
                             ("render", "get_state", "legal_actions"))
-    assert seen["steps"] > 20_000 and seen["ends"] > 500
+    assert seen["steps"] > 8000 and seen["ends"] > 500
     if options.get("reward", "lines") == "lines":
         assert {0.0, 1.0, 2.0} <= seen["rewards"]
 
