@@ -37,11 +37,13 @@ def step(env, action):
     return env.env_step(Value(ints=(action,)))
 
 
-def test_passes_checker_with_1000_episodes():
-    report = check_environment(Game2048Env, episodes=1000)
-    assert report.episodes == 1000
+def test_passes_checker_with_300_episodes():
+    # Random 2048 games last about 130 moves: 300 of them check about 39,000 steps, more
+    # than the other games' 1,000 episodes do.
+    report = check_environment(Game2048Env, episodes=300)
+    assert report.episodes == 300
     assert report.illegal_checked > 0
-    assert report.steps > 50_000  # random 2048 games last about 130 moves
+    assert report.steps > 30_000
 
 
 @pytest.mark.parametrize(
