@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -278,26 +279,46 @@ def agent_of(runner: subprocess.Popen) -> int:
     raise AssertionError("rlbridge run started no agent process")
 
 
+def _read_until_closed(fd: int, guard_s: float = 60) -> bytes:
+    """What a pty's processes write until the last of them closes it (EIO on Linux); the
+    guard only ends a hung test."""
+    out = b""
+    while select.select([fd], [], [], guard_s)[0]:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    return out
+
+
 @pytest.mark.parametrize("agent", ["first", C_FIRST], ids=["python", "c"])
 def test_a_sigkill_of_the_agent_mid_batch_is_reported_by_rlbridge_run(agent):
     build_c()
+    # stderr on a terminal: the progress bar redraws every 0.2 s (in a pipe, every 5 s, for
+    # which the three processes would play on), and its first count shows a batch under way.
+    terminal, stderr = os.openpty()
     runner = subprocess.Popen(
         [sys.executable, "-m", "rlbridge", "run", "gridwalk", agent, "--batch", "8",
          "--episodes", "1000000", "--max-steps", "50", "--timeout-ms", "1000"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, start_new_session=True)
+        stdout=subprocess.DEVNULL, stderr=stderr, cwd=ROOT, start_new_session=True)
+    os.close(stderr)
     try:
         err = b""
         while not re.search(rb" [1-9]\d*/1000000 episodes", err):  # the progress: mid-batch
-            chunk = os.read(runner.stderr.fileno(), 4096)
+            chunk = os.read(terminal, 4096)
             assert chunk, err
             err += chunk
         os.kill(agent_of(runner), signal.SIGKILL)
-        _, rest = runner.communicate(timeout=60)
-        err = (err + rest).decode()
+        err = (err + _read_until_closed(terminal)).decode()
+        runner.wait(timeout=60)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(runner.pid, signal.SIGKILL)
         runner.wait(timeout=10)
+        os.close(terminal)
     assert runner.returncode == 1, err
     assert "rlbridge run: the agent process was killed by SIGKILL before the experiment ended" \
         in err
