@@ -16,6 +16,9 @@ PYTEST  := $(PYTHON) -m pytest
 LINT_IMPORTS := $(VENV)/bin/lint-imports
 # The tiers (tests/conftest.py marks them): unit, processes, external, train.
 TEST_WORKERS ?= 2
+# tests/conftest.py starts the longest tests first; worksteal lets a worker that runs out
+# take queued tests from the other, so that the two finish together.
+XDIST   := -n $(TEST_WORKERS) --dist worksteal
 
 # The main job: three processes, a real game and a real agent, with a progress bar.
 RUN_ARGS ?= minesweeper minesweeper-solver --env-opt first_click=safe --episodes 200 --seed 0
@@ -64,20 +67,20 @@ test: setup
 	$(PYTHON) -m ruff check rlbridge tests
 	$(MYPY)
 	$(LINT_IMPORTS)
-	$(PYTEST) -n $(TEST_WORKERS)
+	$(PYTEST) $(XDIST)
 
 # The unit tier: no processes, no sockets, nothing to set up beyond the Python packages.
 check: setup-python
 	$(PYTHON) -m ruff check rlbridge tests
 	$(LINT_IMPORTS)
-	$(PYTEST) -m unit -n $(TEST_WORKERS)
+	$(PYTEST) -m unit $(XDIST)
 
 # The whole suite with two CPU-bound processes beside it, as on a busy CI machine or laptop.
 test-loaded: setup
 	@$(PYTHON) -c 'while True: pass' & a=$$!; $(PYTHON) -c 'while True: pass' & b=$$!; \
 	trap 'kill $$a $$b' EXIT; trap 'exit 130' INT TERM; \
 	echo "two CPU-bound processes ($$a, $$b) run beside the tests"; \
-	$(PYTEST) -n $(TEST_WORKERS)
+	$(PYTEST) $(XDIST)
 
 run: setup-core
 	$(RLB) run $(RUN_ARGS) && echo "rlbridge is $(RLB); to type plain rlbridge: . $(VENV)/bin/activate"

@@ -133,24 +133,58 @@ FIXTURES: dict[str, str] = {
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+#: The longest tests and files, longest first (places as in PLACES), by CPU seconds that
+#: `pytest -n0 --durations` measured. The suite starts them first, then the rest by tier
+#: from train down to unit, so that the many short unit tests come last and fill in: with
+#: pytest-xdist's ``--dist worksteal`` (the Makefile's) the two workers finish together
+#: rather than one running a long test alone at the end. A place missing here only starts
+#: later; a place that no longer exists fails tests/test_tiers.py.
+LONGEST: tuple[str, ...] = (
+    "sweep/test_sweep.py",
+    "test_readme.py::test_the_documented_blocks_run",
+    "gym/test_sb3.py",
+    "experiment/test_batch.py",
+    "experiment/test_faults.py",
+    "clients/test_batched.py",
+    "clients/test_agents.py",
+    "environments/test_batch_cores_grids.py",
+    "environments/test_batch_cores.py",
+    "environments/test_over_protocol.py",
+)
+
+
+def places_of(item: pytest.Item) -> list[str]:
+    """Where a collected test is, most specific first: "FILE::name", its file, its folders."""
+    path = os.path.relpath(str(item.path), TESTS_DIR).replace(os.sep, "/")
+    folders = [path[:index + 1] for index, char in enumerate(path) if char == "/"]
+    name = getattr(item, "originalname", item.name)
+    return [f"{path}::{name}", path, *reversed(folders)]
+
+
 def tier_of(item: pytest.Item) -> str:
     """The tier of one collected test: its own mark, else the highest that its place (test,
     file, folders) and its fixtures need."""
     for tier in TIERS:
         if item.get_closest_marker(tier) is not None:
             return tier
-    path = os.path.relpath(str(item.path), TESTS_DIR).replace(os.sep, "/")
-    folders = [path[:index + 1] for index, char in enumerate(path) if char == "/"]
-    name = getattr(item, "originalname", item.name)
-    needs = [PLACES.get(place, "unit") for place in (f"{path}::{name}", path, *folders)]
+    needs = [PLACES.get(place, "unit") for place in places_of(item)]
     needs += [tier for fixture, tier in FIXTURES.items() if fixture in item.fixturenames]
     return max(needs, key=TIERS.index)
+
+
+def start_order(item: pytest.Item) -> tuple[int, int]:
+    """Where a test starts: the LONGEST places first, in their order, then by tier from the
+    highest; collection order within each (the sort is stable)."""
+    longest = [LONGEST.index(place) for place in places_of(item) if place in LONGEST]
+    tier = next(tier for tier in TIERS if item.get_closest_marker(tier) is not None)
+    return min(longest, default=len(LONGEST)), -TIERS.index(tier)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if not any(item.get_closest_marker(tier) for tier in TIERS):
             item.add_marker(tier_of(item))
+    items.sort(key=start_order)
 
 
 class TierViolation(RuntimeError):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, PLACES, TIERS
+from tests.conftest import FIXTURES, LONGEST, PLACES, TIERS
 from tests.test_extras import BLOCKER
 
 HERE = Path(__file__).parent
@@ -37,7 +37,8 @@ def test_computes():
 
 
 def test_every_place_and_fixture_named_exists():
-    for place, tier in PLACES.items():
+    assert len(set(LONGEST)) == len(LONGEST)
+    for place, tier in [*PLACES.items(), *((place, "unit") for place in LONGEST)]:
         path, _, name = place.partition("::")
         assert tier in TIERS, place
         assert (HERE / path).exists(), f"{place}: no such file or folder under tests/"
