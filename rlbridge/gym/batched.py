@@ -20,7 +20,7 @@ from gymnasium.vector.utils import batch_space, create_empty_array, iterate
 
 from rlbridge.gym.spaces import Codec, ValueCodec, action_indices
 from rlbridge.gym.taskspec import RestoredCodec
-from rlbridge.protocol.batch import Values, as_batch
+from rlbridge.protocol.batch import Batch, Values, as_batch
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.values import Value
 
@@ -101,8 +101,9 @@ def batched_observations(codec: Codec, count: int) -> BatchedObservations | Elem
 
 
 class ElementRows:
-    """BatchedObservations of a served Gymnasium env's own space: each instance's element
-    written into its row of ``create_empty_array``'s structure."""
+    """BatchedObservations of a served Gymnasium env's own space: the rows of
+    ``create_empty_array``'s structure, overwritten from the stacked columns at once
+    (a listed batch, whose values differ in layout, element by element)."""
 
     def __init__(self, codec: RestoredCodec, count: int):
         self.codec = codec
@@ -110,9 +111,16 @@ class ElementRows:
         self.stacked = create_empty_array(codec.space, n=count, fn=np.zeros)
 
     def update(self, rows: np.ndarray, batch: Values) -> None:
-        if len(rows):
-            for row, value in zip(rows.tolist(), as_batch(batch).values(), strict=True):
-                _put(self.stacked, row, self.codec.to_gym(value))
+        if not len(rows):
+            return
+        columns = as_batch(batch)
+        if columns.listed is None:
+            element = self.codec.codec.batched_element(columns.ints, columns.doubles,
+                                                       columns.arrays)
+            _put(self.stacked, rows, element)
+            return
+        for row, value in zip(rows.tolist(), columns.listed, strict=True):
+            _put(self.stacked, row, self.codec.to_gym(value))
 
     def current(self) -> Any:
         return _copy(self.stacked)
@@ -121,7 +129,8 @@ class ElementRows:
         return _take(batched, index)
 
 
-def _put(stacked: Any, row: int, element: Any) -> None:
+def _put(stacked: Any, row: int | np.ndarray, element: Any) -> None:
+    """Write ``element`` at ``row`` of ``stacked``, or a batched element at the rows ``row``."""
     if isinstance(stacked, dict):
         for key, part in stacked.items():
             _put(part, row, element[key])
@@ -174,9 +183,11 @@ class BatchedActions:
             return None
         return array.astype(np.int64, copy=False)
 
-    def values(self, actions: Any, rows: list[int]) -> list[Value]:
-        """The Values of ``rows``' actions; InvalidAction, naming the first instance whose
-        action is not an element of the single action space, before any is used."""
+    def values(self, actions: Any, rows: list[int]) -> Batch | list[Value]:
+        """The actions of ``rows``: a one-int action space's as a stacked Batch of one int
+        column (no work per instance), any other's as Values; InvalidAction, naming the
+        first instance whose action is not an element of the single action space, before
+        any is used."""
         ints = self.ints(actions)
         if ints is not None:
             chosen = ints if len(rows) == self.count else ints[rows]
@@ -185,8 +196,9 @@ class BatchedActions:
                 row = rows[int(np.flatnonzero(outside)[0])]
                 raise InvalidAction(f"instance {row}: action must be an element of "
                                     f"{self.codec.space}; got {int(ints[row])}")
-            offset = self.offset
-            return [Value(ints=(action + offset,)) for action in chosen.tolist()]
+            count = len(chosen)
+            return Batch(count, (chosen + self.offset).reshape(count, 1),
+                         np.empty((count, 0), dtype=np.float64), ("",) * count)
         try:
             elements = list(iterate(self.space, actions))
         except (TypeError, ValueError, IndexError, KeyError) as err:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from rlbridge.protocol.batch import Batch
 from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
@@ -94,12 +95,15 @@ class InstanceMasks:
                 infos["action_mask"], infos["_action_mask"] = masks, present.copy()
         return infos
 
-    def illegal(self, rows: list[int], values: list[Value]) -> list[int]:
+    def illegal(self, rows: list[int], values: Batch | list[Value]) -> list[int]:
         """The positions in ``rows`` whose action (in ``values``) the mask rules out."""
         if not self.masked:
             return []
-        moves = np.fromiter((value.ints[0] for value in values), dtype=np.int64,
-                            count=len(values)) - self.low
+        if isinstance(values, Batch):
+            moves = values.ints[:, 0] - self.low
+        else:
+            moves = np.fromiter((value.ints[0] for value in values), dtype=np.int64,
+                                count=len(values)) - self.low
         at = np.asarray(rows, dtype=np.intp)
         return np.flatnonzero(self._known()[at] & (self.masks[at, moves] == 0)).tolist()
 

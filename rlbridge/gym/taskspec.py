@@ -195,6 +195,49 @@ class GymSpaceCodec:
                 for key, member in space.spaces.items()}
 
 
+    # -- stacked Values -> batched element (observations) -----------------------------
+    def batched_element(self, ints: np.ndarray, doubles: np.ndarray,
+                        arrays: tuple[np.ndarray, ...]) -> Any:
+        """The element of ``batch_space(space, M)`` that M Values stand for, from a stacked
+        Batch's columns (``ints`` (M, k), ``doubles`` (M, k), ``arrays`` one (M, ...) array
+        each): one slice or cast per part, no work per member. PeerError when the columns
+        do not have this space's layout. The members are not checked against the space's
+        bounds: they are what the served env returned, as :meth:`to_value` flattened them."""
+        layout = self.layout
+        shapes = [(len(ints),) + shape for _dtype, shape, _bounds in layout.arrays]
+        if ints.shape[1] != len(layout.ints) or doubles.shape[1] != len(layout.doubles) or \
+                [array.shape for array in arrays] != shapes:
+            raise PeerError(f"{self.what}: expected columns of {len(layout.ints)} ints, "
+                            f"{len(layout.doubles)} doubles and arrays {shapes} for "
+                            f"{self.space}; got {ints.shape[1]} ints, {doubles.shape[1]} "
+                            f"doubles and arrays {[array.shape for array in arrays]}")
+        return self._build_columns(self.space, len(ints), [ints, doubles, arrays], [0, 0, 0])
+
+    def _build_columns(self, space, count: int, columns: list, taken: list[int]) -> Any:
+        """As :meth:`_build`, each member's columns at once; ``taken`` counts the ints,
+        doubles and arrays used so far."""
+        def take(which: int, width: int) -> Any:
+            start = taken[which]
+            taken[which] += width
+            return columns[which][:, start:start + width] if which < 2 else columns[2][start]
+
+        if isinstance(space, spaces.Discrete):
+            return take(0, 1)[:, 0].copy()
+        if isinstance(space, (spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)) and \
+                not (isinstance(space, spaces.Box) and self.use_arrays):
+            source = 1 if isinstance(space, spaces.Box) and \
+                np.dtype(space.dtype).kind == "f" else 0
+            width = int(np.prod(space.shape))
+            return take(source, width).astype(space.dtype).reshape((count, *space.shape))
+        if isinstance(space, spaces.Box):
+            return np.array(take(2, 1), dtype=space.dtype)  # a copy: the frames are reused
+        if isinstance(space, spaces.Tuple):
+            return tuple(self._build_columns(member, count, columns, taken)
+                         for member in space.spaces)
+        return {key: self._build_columns(member, count, columns, taken)
+                for key, member in space.spaces.items()}
+
+
 # -- a space's structure as JSON, and back ----------------------------------------------
 def _number(x: float) -> float | str:
     """JSON has no infinities: they travel as "inf" and "-inf"."""

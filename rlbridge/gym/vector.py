@@ -28,7 +28,7 @@ from rlbridge.gym.env import ILLEGAL_MODES, RENDER_FPS, IllegalMode, check_appli
 from rlbridge.gym.instances import open_instances
 from rlbridge.gym.masks import InstanceMasks
 from rlbridge.gym.spaces import action_indices, codecs_for
-from rlbridge.protocol.batch import EnvCall, instance_seed
+from rlbridge.protocol.batch import Batch, EnvCall, instance_seed
 from rlbridge.protocol.errors import (
     InvalidAction,
     OptionError,
@@ -36,6 +36,7 @@ from rlbridge.protocol.errors import (
     PeerTimeout,
     TaskSpecError,
 )
+from rlbridge.protocol.values import Value
 
 log = logging.getLogger("rlbridge.gym")
 _STEP, _START, _NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
@@ -45,6 +46,11 @@ _STEP, _START, _NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
 def _no_mask_array(key: str) -> Any:
     """A served Gymnasium env's own observation space holds no task-spec mask array."""
     raise TaskSpecError(f"a served Gymnasium space has no {key} to read a legal mask from")
+
+def as_values(actions: Batch | list[Value]) -> list[Value]:
+    """A step's actions as a list of Values (a stacked Batch's members)."""
+    return actions.values() if isinstance(actions, Batch) else actions
+
 
 class RLBridgeVectorEnv(VectorEnv):
     """``num_envs`` instances of the environment ``env`` (a built-in name, ``module:Class`` or
@@ -289,6 +295,7 @@ class RLBridgeVectorEnv(VectorEnv):
         illegal = self.masks.illegal(rows, values)
         penalised: list[int] = []
         if illegal:
+            values = as_values(values)  # the rare path: replaced or left out one by one
             if self.illegal == "raise":
                 row = rows[illegal[0]]
                 # A mask rules an action out only of a Discrete action space.

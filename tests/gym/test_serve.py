@@ -216,3 +216,30 @@ def test_a_module_that_does_not_import_is_one_line(capsys):
     assert main(["run", "gym:no_such_module:X-v0", "random"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot import module 'no_such_module'" in err
+
+
+@pytest.mark.parametrize("space", [
+    spaces.Box(-2.0, 2.0, (3, 2), np.float32),
+    spaces.Dict({"position": spaces.Discrete(5, start=-2),
+                 "grid": spaces.Box(0, 9, (2, 2), np.int16),
+                 "flags": spaces.MultiBinary(3),
+                 "pair": spaces.Tuple((spaces.MultiDiscrete([3, 4]), spaces.Discrete(2)))}),
+])
+def test_stacked_columns_give_the_batched_element_that_the_members_make(space):
+    """The vector env's lean path: M observations' stacked columns become the element of
+    batch_space(space, M) at once, equal to concatenating each member's own element."""
+    from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+
+    from rlbridge.protocol.batch import Batch
+    from rlbridge.protocol.errors import PeerError
+
+    space.seed(3)
+    codec = GymSpaceCodec(space, "observation", arrays=True)
+    members = [space.sample() for _ in range(5)]
+    columns = Batch.stack([codec.to_value(member) for member in members])
+    element = codec.batched_element(columns.ints, columns.doubles, columns.arrays)
+    expected = concatenate(space, members, create_empty_array(space, 5))
+    assert data_equivalence(element, expected)
+    assert batch_space(space, 5).contains(element)
+    with pytest.raises(PeerError, match="expected columns"):
+        codec.batched_element(columns.ints, columns.doubles, ())
