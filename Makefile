@@ -86,6 +86,7 @@ run: setup-core
 	$(RLB) run $(RUN_ARGS) && echo "rlbridge is $(RLB); to type plain rlbridge: . $(VENV)/bin/activate"
 
 bench: setup
+	$(PIP) -e '.[bench]'
 	$(RLB) bench
 
 # Stable-Baselines3 PPO trained on a game another process serves (docs/gymnasium.md).

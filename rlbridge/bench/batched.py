@@ -294,14 +294,16 @@ def gym_vector(game: str, count: int, batched_steps: int, kind: str) -> tuple[fl
         vector.close()
 
 
-def in_fresh_process(function: str, *arguments, cpus: set[int] | None = None):
-    """``function(*arguments)`` of this module, run in a new Python process on ``cpus``.
+def in_fresh_process(function: str, *arguments, cpus: set[int] | None = None,
+                     module: str = "batched"):
+    """``function(*arguments)`` of this module (or of ``rlbridge.bench.<module>``), run in a
+    new Python process on ``cpus``.
 
     Every row starts as cold as an environment process does: 2048's move tables fill as
     positions first appear, so a loop in this long-lived process, whose tables earlier rows
     filled, would run faster than the same loop in a new process."""
-    script = ("import json, sys; from rlbridge.bench import batched; "
-              f"print(json.dumps(batched.{function}(*json.loads(sys.argv[1]))))")
+    script = (f"import json, sys; from rlbridge.bench import {module}; "
+              f"print(json.dumps({module}.{function}(*json.loads(sys.argv[1]))))")
     child = start_child([sys.executable, "-c", script, json.dumps(arguments)], cpus,
                         stdout=subprocess.PIPE, text=True)
     output, _ = child.communicate()
@@ -384,7 +386,15 @@ def run(quick: bool = False) -> list[Figure]:
                 if two and count == 64:
                     figures += [_shards_row(game, count, cpus, directory, repeats, floats)
                                 for floats in (False, True)]
-    return figures
+    return figures + gym_rows(quick)
+
+
+def gym_rows(quick: bool) -> list[Figure]:
+    """Issue 25's rows: served CartPole against Gymnasium's vector envs and EnvPool, and
+    two shards against one (:mod:`rlbridge.bench.batched_gym`)."""
+    from rlbridge.bench import batched_gym
+
+    return batched_gym.run(quick)
 
 
 def _shards_row(game: str, count: int, cpus: list[int], directory: str, repeats: int,

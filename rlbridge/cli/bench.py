@@ -13,6 +13,8 @@ SUITES: dict[str, str] = {
     "core": "rlbridge.bench.core:run",
     "rlglue": "rlbridge.bench.rlglue:run",
     "batched": "rlbridge.bench.batched:run",
+    # Its Gymnasium and shard rows alone (issue 25), also part of `batched`.
+    "batched-gym": "rlbridge.bench.batched_gym:run",
     "games": "rlbridge.bench.suites:games",
     "agents": "rlbridge.bench.suites:agents",
     "bridge": "rlbridge.bench.bridge:run",

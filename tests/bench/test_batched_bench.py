@@ -73,3 +73,25 @@ def test_a_process_row_reports_each_childs_cpu_per_batched_step(tmp_path):
                                        env_cpus=[{cpus[0]}], agent_cpus={cpus[0]},
                                        directory=str(tmp_path))
     assert rate > 0 and len(spent) == 2 and all(us >= 0 for us in spent)
+
+
+def test_the_gym_rows_name_their_baselines_ratios_and_targets():
+    """`bench batched`'s issue-25 rows, quick: each judged row has a same-run baseline, a
+    target and p50/p99; EnvPool's rows say why they are empty when it is not installed."""
+    from rlbridge.bench import batched_gym
+
+    figures = batched_gym.run(quick=True)
+    names = [figure.name for figure in figures]
+    assert any("AsyncVectorEnv" in name for name in names)
+    assert any("SyncVectorEnv" in name and "baseline" in name for name in names)
+    judged = {figure.name: figure for figure in figures if figure.target}
+    assert {"gym:CartPole-v1 served, 3 processes, 2 CPUs, 2 groups, against SyncVectorEnv",
+            "rlbridge.gym.make_vec(remote=True), 1 env process",
+            "2 shards, 2 CPUs, agent beside shard 2 (against 1 shard)"} <= set(judged)
+    for figure in figures:
+        assert "p50" in figure.note or "EnvPool" in figure.note, figure
+    for name, figure in judged.items():
+        if figure.baseline is None:  # only EnvPool's, when it is missing
+            assert "EnvPool" in name and "not installed" in figure.note
+        else:
+            assert figure.value > 0 and figure.ratio is not None and figure.passed is not None
