@@ -386,15 +386,7 @@ def run(quick: bool = False) -> list[Figure]:
                 if two and count == 64:
                     figures += [_shards_row(game, count, cpus, directory, repeats, floats)
                                 for floats in (False, True)]
-    return figures + gym_rows(quick)
-
-
-def gym_rows(quick: bool) -> list[Figure]:
-    """Issue 25's rows: served CartPole against Gymnasium's vector envs and EnvPool, and
-    two shards against one (:mod:`rlbridge.bench.batched_gym`)."""
-    from rlbridge.bench import batched_gym
-
-    return batched_gym.run(quick)
+    return figures
 
 
 def _shards_row(game: str, count: int, cpus: list[int], directory: str, repeats: int,

@@ -211,3 +211,8 @@ def run(quick: bool = False) -> list[Figure]:
         figures += served_rows(cpus, directory, quick, repeats)
         figures += shard_rows(cpus, directory, quick, repeats)
     return figures
+
+
+def batched_suite(quick: bool = False) -> list[Figure]:
+    """`rlbridge bench batched`: :func:`rlbridge.bench.batched.run`'s rows, then this module's."""
+    return batched.run(quick) + run(quick)

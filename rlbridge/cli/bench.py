@@ -12,8 +12,8 @@ from rlbridge.bench.report import AgentResult, Figure, format_agent_results, for
 SUITES: dict[str, str] = {
     "core": "rlbridge.bench.core:run",
     "rlglue": "rlbridge.bench.rlglue:run",
-    "batched": "rlbridge.bench.batched:run",
-    # Its Gymnasium and shard rows alone (issue 25), also part of `batched`.
+    # bench/batched.py's rows, then bench/batched_gym.py's (issue 25), which `batched-gym` runs alone.
+    "batched": "rlbridge.bench.batched_gym:batched_suite",
     "batched-gym": "rlbridge.bench.batched_gym:run",
     "games": "rlbridge.bench.suites:games",
     "agents": "rlbridge.bench.suites:agents",
