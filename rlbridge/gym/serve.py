@@ -257,7 +257,9 @@ class GymEnvironment(Environment):
         return self.observation_codec.to_value(observation)
 
     def env_step(self, action: Value) -> StepResult:
-        element = self.action_codec.from_value(action)
+        # Every caller has checked the action against the task spec (the environment
+        # process, EnvironmentBatch, Experiment), which is at least as strict as contains.
+        element = self.action_codec.from_value(action, check=False)
         observation, reward, terminated, truncated, info = self.gym_env.step(element)
         self.last_info = info
         extra = {key: plain for key, value in info.items()

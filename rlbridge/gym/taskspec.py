@@ -84,6 +84,8 @@ class GymSpaceCodec:
         self.what = what
         self.use_arrays = arrays
         self.layout = _Layout()
+        #: Each Box's wire dtype, by the Box's id: looked up per element, not worked out.
+        self.wire_dtypes: dict[int, np.dtype] = {}
         self._walk(space, what)
 
     def _walk(self, space: spaces.Space, where: str) -> None:
@@ -98,7 +100,7 @@ class GymSpaceCodec:
         elif isinstance(space, spaces.MultiBinary):
             layout.ints += [(0, 1)] * int(np.prod(space.n))
         elif isinstance(space, spaces.Box):
-            dtype = _wire_dtype(space, where)
+            dtype = self.wire_dtypes[id(space)] = _wire_dtype(space, where)
             bounds = _box_bounds(space)
             if self.use_arrays:
                 layout.arrays.append((dtype, tuple(space.shape), bounds))
@@ -139,7 +141,7 @@ class GymSpaceCodec:
         if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
             ints.extend(int(x) for x in np.asarray(element).ravel())
         elif isinstance(space, spaces.Box):
-            dtype = _wire_dtype(space, self.what)
+            dtype = self.wire_dtypes[id(space)]
             if self.use_arrays:
                 arrays.append(np.ascontiguousarray(element, dtype=dtype).reshape(space.shape))
             elif dtype.kind == "f":
@@ -154,8 +156,10 @@ class GymSpaceCodec:
                 self._flatten(member, element[key], ints, doubles, arrays)
 
     # -- Value -> element (actions) --------------------------------------------------
-    def from_value(self, value: Value) -> Any:
-        """The space element a Value stands for; InvalidAction when it is none."""
+    def from_value(self, value: Value, check: bool = True) -> Any:
+        """The space element a Value stands for; InvalidAction when it is none. ``check=False``
+        leaves out ``space.contains`` for a Value already checked against the task spec,
+        whose ranges are the space's bounds in float64 and so at least as strict."""
         if self.use_arrays:
             ints, doubles = [int(x) for x in value.ints], [float(x) for x in value.doubles]
             if len(value.arrays) != len(self.layout.arrays):
@@ -169,7 +173,7 @@ class GymSpaceCodec:
                                 f"{expected_doubles} doubles for {self.space}; got {len(ints)} "
                                 f"and {len(doubles)}")
         element = self._build(self.space, ints[::-1], doubles[::-1], list(value.arrays[::-1]))
-        if not self.space.contains(element):
+        if check and not self.space.contains(element):
             raise InvalidAction(f"{self.what} {value} is not an element of {self.space}")
         return element
 
