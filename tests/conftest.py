@@ -73,6 +73,8 @@ PLACES: dict[str, str] = {
     "experiment/test_log_trust.py": "processes",
     "experiment/test_processes.py": "processes",
     "gym/test_lifeline.py": "processes",
+    "gym/test_serve_vector.py::"
+    "test_remote_make_vec_is_stepped_by_the_vector_env_in_the_env_process": "processes",
     "gym/test_remote.py": "processes",
     "protocol/test_batched_logs.py": "processes",
     "sweep/test_blackjack_figures.py": "processes",

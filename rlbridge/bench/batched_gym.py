@@ -17,7 +17,9 @@ Against them:
   SyncVectorEnv (target >= 1.0x) and EnvPool (>= 0.3x) of the same N;
 * **make_vec(remote=True)** (N = 1): ``rlbridge.gym.make_vec("gym:CartPole-v1",
   remote=True)``, one ENV_BATCH_STEP round trip per step, against AsyncVectorEnv(1)'s pipe
-  (>= 2x);
+  (>= 2x); and at N = 64, where the environment process steps CartPole's own vector env
+  (:mod:`rlbridge.gym.serve_vector`), against SyncVectorEnv (no target: for comparison
+  with the 3-process row, whose loop restarts instances in a way the vector env cannot);
 * **2 shards, 2 CPUs** (N = 128): two environment processes of N/2 gridwalk instances,
   one per CPU, the agent beside the second, against one shard on one CPU (>= 1.5x).
 
@@ -147,8 +149,9 @@ def served_rows(cpus: list[int], directory: str, quick: bool, repeats: int) -> l
         served = batched.processes(f"gym:{GYM_ID}", count, steps, shards=1, groups=2,
                                    env_cpus=[{cpus[0]}], agent_cpus={cpus[-1]},
                                    directory=directory)
-        runs.append((served[0] / sync[0], (sync, pool, served)))
-    _, (sync, pool, served) = _median_run(runs)
+        remote = _fresh("make_vec-remote", count, steps)
+        runs.append((served[0] / sync[0], (sync, pool, served, remote)))
+    _, (sync, pool, served, remote) = _median_run(runs)
     cpu = f"CPU us per batched step: env {served[2][0]:,.0f}, agent {served[2][1]:,.0f}"
     rows = [_figure(group, f"baseline: {BASELINES['sync']}", sync, None)]
     rows.append(Figure(group, f"baseline: {BASELINES['envpool']}", math.nan,
@@ -161,6 +164,8 @@ def served_rows(cpus: list[int], directory: str, quick: bool, repeats: int) -> l
                            target=">= 0.3x", note=missing))
     else:
         rows.append(_figure(group, f"{name}, against EnvPool", served, pool[0], 0.3))
+    rows.append(_figure(group, "rlbridge.gym.make_vec(remote=True): the env's vector form, "
+                               "against SyncVectorEnv", remote, sync[0]))
     return rows
 
 

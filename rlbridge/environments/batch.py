@@ -157,6 +157,7 @@ class EnvironmentBatch:
         self.task_spec: TaskSpec | None = None
         self._masks: list = [None] * num_instances  # each instance's last legal mask
         self.core: BatchCore | None = None
+        self.next_step_promised = False  # autoreset next_step (_promise_next_step)
 
     @property
     def name(self) -> str:
@@ -171,6 +172,7 @@ class EnvironmentBatch:
         self._check = spec.action_checker()
         self._mask_index = spec.legal_mask
         self._mask_low = int(spec.actions.ints[0].low) if spec.legal_mask is not None else 0
+        self.next_step_promised = False
         self.core = self._batch_core()
         return spec
 
@@ -181,7 +183,20 @@ class EnvironmentBatch:
                 type(env) is not kind or "env_step" in vars(env) or "env_start" in vars(env)
                 for env in self.envs):
             return None
+        if getattr(core, "AUTORESET_NEXT_STEP", False) and not self.next_step_promised:
+            return None  # a core that restarts instances only inside the next step
         return core(self.envs, self.first_instance) if core.fits(self.envs) else None
+
+    def _promise_next_step(self) -> str:
+        """``autoreset next_step`` (PROTOCOL.md 16.5): the client will start an instance
+        only in the batched step after its episode ended, with every other one stepping,
+        or all at once. Before any instance has started, a core that needs the promise
+        (a Gymnasium vector env, ``AUTORESET_NEXT_STEP``) may then take the batch:
+        answered ``vector`` when one did, else ``ok``."""
+        self.next_step_promised = True
+        if self.core is None and self.task_spec is not None and not any(self.instances.states):
+            self.core = self._batch_core()
+        return "vector" if getattr(self.core, "AUTORESET_NEXT_STEP", False) else "ok"
 
     # -- stepping ----------------------------------------------------------------
     def batch_step(self, calls: np.ndarray | list[int],
@@ -287,10 +302,13 @@ class EnvironmentBatch:
     def batch_message(self, text: str) -> str:
         """``seed E`` seeds every instance (PROTOCOL.md 16.5); ``outcomes`` answers every
         instance's; ``instance I TEXT`` goes to instance I; ``each TEXT`` to every instance,
-        answered as a JSON array of their replies; anything else to the first."""
+        answered as a JSON array of their replies; ``autoreset next_step`` is the client's
+        promise (:meth:`_promise_next_step`); anything else to the first."""
         words = message_words(text)
         command, args = (words[0], words[1:]) if words else ("", [])
         every = range(self.num_instances)
+        if command == "autoreset" and args == ["next_step"]:
+            return self._promise_next_step()
         if command == "seed":
             return self._with_envs(every, lambda: answer_seed(args, self.seed))
         if command == "outcomes" and not args:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import inspect
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -40,7 +41,8 @@ import gymnasium
 import numpy as np
 
 from rlbridge.environments.base import Environment, StepResult
-from rlbridge.gym.taskspec import GymSpaceCodec, spaces_reply
+from rlbridge.gym.serve_vector import GymVectorCore
+from rlbridge.gym.taskspec import GymSpaceCodec, plain_value, spaces_reply
 from rlbridge.options import convert_value, type_name
 from rlbridge.protocol.errors import OptionError
 from rlbridge.protocol.taskspec import TaskSpec
@@ -200,19 +202,6 @@ def convert_gym_options(gym_id: str, strings: Mapping[str, str]) -> dict[str, An
     return converted
 
 
-def _plain(value: Any) -> Any:
-    """An info entry as a plain value, or None when it is not an int, float, bool or str."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value)
-    if isinstance(value, str):
-        return value
-    return None
-
-
 class GymEnvironment(Environment):
     """A Gymnasium env served as an rlbridge environment; subclasses name ``gym_id``.
 
@@ -229,6 +218,7 @@ class GymEnvironment(Environment):
         if not self.gym_id:
             raise OptionError("GymEnvironment needs a gym id; expected a gym:<id> name")
         self.gym_env = gymnasium.make(self.gym_spec or self.gym_id, **make_kwargs)
+        self.make_kwargs = make_kwargs  # a batch's vector env (GymVectorCore) is made with them
         self.observation_codec = GymSpaceCodec(self.gym_env.observation_space,
                                                f"gym:{self.gym_id} observation space", arrays=True)
         self.action_codec = GymSpaceCodec(self.gym_env.action_space,
@@ -263,7 +253,7 @@ class GymEnvironment(Environment):
         observation, reward, terminated, truncated, info = self.gym_env.step(element)
         self.last_info = info
         extra = {key: plain for key, value in info.items()
-                 if isinstance(key, str) and (plain := _plain(value)) is not None}
+                 if isinstance(key, str) and (plain := plain_value(value)) is not None}
         if truncated and not terminated:
             extra["truncated"] = True
         return StepResult(float(reward), self.observation_codec.to_value(observation),
@@ -289,12 +279,16 @@ def is_gym_name(name: str) -> bool:
     return name.startswith(GYM_PREFIX)
 
 
+@functools.cache
 def environment_class(name: str) -> type[GymEnvironment]:
-    """The GymEnvironment subclass for ``gym:<id>``; OptionError for an unknown id."""
+    """The GymEnvironment subclass for ``gym:<id>``; OptionError for an unknown id. One class
+    per name, so that N instances built by name are of one class (a batch core needs it)."""
     gym_id = name[len(GYM_PREFIX):] if is_gym_name(name) else name
     spec = spec_of(gym_id)
     return type(f"Gym[{gym_id}]", (GymEnvironment,),
                 {"gym_id": gym_id, "gym_spec": spec, "name": GYM_PREFIX + gym_id,
+                 # The id's own vector env steps a batch (on the client's promise).
+                 "BATCH_CORE": GymVectorCore if spec.vector_entry_point is not None else None,
                  "__module__": __name__,
                  "__doc__": f"Gymnasium's {gym_id} as an rlbridge environment."})
 

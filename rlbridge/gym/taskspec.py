@@ -74,6 +74,19 @@ def _wire_dtype(space: spaces.Box, where: str) -> np.dtype:
     return dtype
 
 
+def plain_value(value: Any) -> Any:
+    """An info entry as a plain value, or None when it is not an int, float, bool or str."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if isinstance(value, str):
+        return value
+    return None
+
+
 class GymSpaceCodec:
     """One side (observations or actions) of a Gymnasium env as a task-spec part and a
     Value codec. ``arrays`` says whether a Box becomes an array (observations) or plain
@@ -216,6 +229,39 @@ class GymSpaceCodec:
                             f"{self.space}; got {ints.shape[1]} ints, {doubles.shape[1]} "
                             f"doubles and arrays {[array.shape for array in arrays]}")
         return self._build_columns(self.space, len(ints), [ints, doubles, arrays], [0, 0, 0])
+
+    def stacked_columns(self, batched: Any, count: int
+                        ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+        """The stacked Batch columns (ints, doubles, arrays) of ``batched``, an element of
+        ``batch_space(space, count)``: :meth:`batched_element` backwards, as :meth:`to_value`
+        flattens each member."""
+        ints: list[np.ndarray] = []
+        doubles: list[np.ndarray] = []
+        arrays: list[np.ndarray] = []
+        self._flatten_columns(self.space, batched, count, ints, doubles, arrays)
+
+        def joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+            if not parts:
+                return np.empty((count, 0), dtype=dtype)
+            return np.concatenate(parts, axis=1).astype(dtype, copy=False)
+
+        return joined(ints, np.int64), joined(doubles, np.float64), tuple(arrays)
+
+    def _flatten_columns(self, space, batched: Any, count: int, ints: list, doubles: list,
+                         arrays: list) -> None:
+        if isinstance(space, spaces.Box) and self.use_arrays:
+            arrays.append(np.ascontiguousarray(batched, dtype=self.wire_dtypes[id(space)])
+                          .reshape((count, *space.shape)))
+        elif isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary,
+                                spaces.Box)):
+            floats = isinstance(space, spaces.Box) and np.dtype(space.dtype).kind == "f"
+            (doubles if floats else ints).append(np.asarray(batched).reshape(count, -1))
+        elif isinstance(space, spaces.Tuple):
+            for member, part in zip(space.spaces, batched, strict=True):
+                self._flatten_columns(member, part, count, ints, doubles, arrays)
+        else:
+            for key, member in space.spaces.items():
+                self._flatten_columns(member, batched[key], count, ints, doubles, arrays)
 
     def _build_columns(self, space, count: int, columns: list, taken: list[int]) -> Any:
         """As :meth:`_build`, each member's columns at once; ``taken`` counts the ints,

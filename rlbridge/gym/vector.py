@@ -148,6 +148,10 @@ class RLBridgeVectorEnv(VectorEnv):
         self.metadata = {"render_modes": ["rgb_array"] if self.instances.renders else [],
                          "render_fps": RENDER_FPS, "autoreset_mode": autoreset_mode}
         self.autoreset_mode = autoreset_mode
+        #: Whether the instances are stepped by the served env's own Gymnasium vector env,
+        #: which NEXT_STEP's promise lets the environment use (PROTOCOL.md 16.5).
+        self.vector_form = autoreset_mode == AutoresetMode.NEXT_STEP and \
+            self.instances.batch_message("autoreset next_step") == "vector"
         if render_mode is not None and not self.instances.renders:
             self.instances.close()
             raise OptionError(f"{env} cannot be rendered: it has no state_snapshot; expected a "
@@ -193,6 +197,10 @@ class RLBridgeVectorEnv(VectorEnv):
                                for i in range(self.num_envs)]
         elif isinstance(seed, bool):
             raise OptionError(f"seed must be an int or a list of {self.num_envs} seeds; got {seed}")
+        elif self.vector_form:
+            raise OptionError(f"{self.name} is stepped by its Gymnasium vector env, whose one "
+                              f"generator takes one seed; expected an int, got {seed!r:.80} "
+                              f"(for single envs: RLBRIDGE_BATCH_CORES=off)")
         else:
             seeds = list(seed)
             if len(seeds) != self.num_envs:
@@ -247,6 +255,11 @@ class RLBridgeVectorEnv(VectorEnv):
             if self.needs_reset and not starting.all():
                 raise OptionError("the first reset must start every instance; got a "
                                   "reset_mask with False entries")
+            if self.vector_form and not starting.all():
+                raise OptionError(f"{self.name} is stepped by its Gymnasium vector env, which "
+                                  f"starts every instance at once; expected a reset_mask of "
+                                  f"all True, got {starting.tolist()!r:.80} (for single envs: "
+                                  f"RLBRIDGE_BATCH_CORES=off)")
         self._seed(seed)
         calls = np.where(starting, _START, _NONE).astype(np.uint8)
         rows = np.flatnonzero(starting)

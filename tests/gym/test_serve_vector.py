@@ -1,0 +1,127 @@
+"""gym:<id> served in its own Gymnasium vector form (GymVectorCore) on the client's NEXT_STEP promise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlbridge.gym
+from rlbridge.environments.batch import EnvironmentBatch
+from rlbridge.gym.env import build_environment
+from rlbridge.gym.serve_vector import GymVectorCore
+from rlbridge.protocol.batch import EnvCall
+from rlbridge.protocol.errors import OptionError, ProtocolError
+from rlbridge.protocol.values import Value
+
+STEP, START, NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
+NAME = "gym:CartPole-v1"
+
+
+def _batch(count: int, options: dict | None = None) -> EnvironmentBatch:
+    batch = EnvironmentBatch(lambda: build_environment(NAME, options), count)
+    batch.batch_init()
+    return batch
+
+
+@pytest.mark.parametrize("options", [{}, {"max_episode_steps": 7}])
+def test_every_step_is_the_single_envs_step_from_the_same_states(options):
+    """16 instances over 2,000 batched steps, many episode ends (and, with a time limit of
+    7, truncations): from the states the vector env drew (its one generator departs from
+    16 seeded single envs, module docstring), each instance's observations, rewards,
+    terminals and infos are those of the single env that rlbridge serves without the core."""
+    count = 16
+    batch = _batch(count, options)
+    assert batch.core is None  # no promise yet: the single envs step
+    assert batch.batch_message("autoreset next_step") == "vector"
+    assert isinstance(batch.core, GymVectorCore)
+    singles = [build_environment(NAME, options) for _ in range(count)]
+    for single in singles:
+        single.env_init()
+    state = batch.core.vector.unwrapped
+    rng = np.random.default_rng(0)
+    calls = np.full(count, START, dtype=np.uint8)
+    actions: list[Value] = []
+    ends = truncations = 0
+    for _ in range(2_000):
+        result = batch.batch_step(calls, actions)
+        moves = iter(actions)
+        observations = result.observations.arrays[0]
+        for index, call in enumerate(calls.tolist()):
+            single = singles[index]
+            if call == START:
+                single.env_start()
+                single.gym_env.unwrapped.state = state.state[:, index].copy()
+                expected = np.asarray(state.state[:, index], dtype=np.float32)
+                np.testing.assert_array_equal(observations[index], expected)
+                assert result.rewards[index] == 0.0 and not result.terminals[index]
+                continue
+            reward, observation, terminal, info = single.env_step(next(moves))
+            np.testing.assert_array_equal(observations[index], observation.arrays[0])
+            assert (result.rewards[index], bool(result.terminals[index])) == (reward, terminal)
+            assert (result.infos[index] if result.infos else None) == info
+            ends += terminal
+            truncations += bool(info)
+        calls = np.where(result.terminals, START, STEP).astype(np.uint8)
+        actions = [Value(ints=(int(move),))
+                   for move in rng.integers(0, 2, int((calls == STEP).sum()))]
+    assert ends > 500
+    assert (truncations > 100) == bool(options)
+
+
+def test_a_call_that_breaks_the_promise_is_refused_before_anything_steps():
+    batch = _batch(4)
+    batch.batch_message("autoreset next_step")
+    first = batch.batch_step(np.full(4, START, dtype=np.uint8), []).observations.arrays[0]
+    calls = np.array([STEP, NONE, STEP, STEP], dtype=np.uint8)
+    with pytest.raises(ProtocolError, match="instance 1: NONE breaks the promise"):
+        batch.batch_step(calls, [Value(ints=(0,))] * 3)
+    calls = np.array([STEP, START, STEP, STEP], dtype=np.uint8)  # 1 has not ended
+    with pytest.raises(ProtocolError, match="instance 1: START breaks the promise"):
+        batch.batch_step(calls, [Value(ints=(0,))] * 3)
+    np.testing.assert_array_equal(batch.core.vector.unwrapped.state.T.astype(np.float32), first)
+
+
+def test_without_the_promise_or_once_an_instance_has_started_the_single_envs_step():
+    batch = _batch(4)
+    batch.batch_step(np.full(4, START, dtype=np.uint8), [])
+    assert batch.batch_message("autoreset next_step") == "ok" and batch.core is None
+    assert _batch(1).batch_message("autoreset next_step") == "ok"  # one instance: no core
+
+
+def test_make_vec_takes_the_vector_form_deterministically_and_refuses_what_it_cannot_do():
+    def rollout(**kwargs) -> list[np.ndarray]:
+        vector = rlbridge.gym.make_vec(NAME, num_envs=4, **kwargs)
+        try:
+            assert vector.vector_form == ("autoreset_mode" not in kwargs)
+            rng = np.random.default_rng(1)
+            seen = [vector.reset(seed=3)[0]]
+            seen += [vector.step(rng.integers(0, 2, 4))[0] for _ in range(300)]
+            return seen
+        finally:
+            vector.close()
+
+    first = rollout()
+    assert all((a == b).all() for a, b in zip(first, rollout(), strict=True))
+    assert len(rollout(autoreset_mode="same_step")) == 301  # NONE calls: the single envs
+    vector = rlbridge.gym.make_vec(NAME, num_envs=4)
+    try:
+        vector.reset(seed=0)
+        with pytest.raises(OptionError, match="reset_mask of all True"):
+            vector.reset(options={"reset_mask": np.array([True, False, False, False])})
+        with pytest.raises(OptionError, match="one seed"):
+            vector.reset(seed=[1, 2, 3, 4])
+    finally:
+        vector.close()
+
+
+def test_remote_make_vec_is_stepped_by_the_vector_env_in_the_env_process():
+    vector = rlbridge.gym.make_vec(NAME, num_envs=8, remote=True)
+    try:
+        assert vector.vector_form
+        observations, _ = vector.reset(seed=2)
+        assert observations.shape == (8, 4)
+        for _ in range(100):
+            observations, rewards, terminated, truncated, _ = vector.step(np.ones(8, int))
+        assert vector.single_observation_space.contains(observations[0])
+    finally:
+        vector.close()
