@@ -106,53 +106,18 @@ def _trial_directories(root: Path) -> list[Path]:
     return [path for path in root.rglob("rlbridge-trial-*") if path.is_dir()]
 
 
-def test_sigterm_stops_the_sweep_with_one_line_and_removes_its_trial_directories(tmp_path):
-    out = tmp_path / "sweep"
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    env = {**private_registry(tmp_path), "TMPDIR": str(scratch)}
-    sweep = subprocess.Popen(
-        [sys.executable, "-m", "rlbridge", "sweep", "--games", "gridwalk", "--agents", "first",
-         "--seeds", "2", "--episodes", "1", "--max-steps", "0", "--out", str(out), "--quiet"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
-        start_new_session=True)
+def _terminated_sweep(sweep_args: list[str], env: dict, started, what: str) -> str:
+    """Start ``rlbridge sweep``, send it SIGTERM once ``started()`` holds, and return its
+    stderr after checking the common ending: exit 128+SIGTERM, no traceback, and two lines
+    of its own, the second about the SIGTERM."""
+    sweep = subprocess.Popen([sys.executable, "-m", "rlbridge", "sweep", *sweep_args],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             env=env, start_new_session=True)
     try:
-        deadline = time.monotonic() + SWEEP_TIMEOUT_S
-        while not _trial_directories(scratch):
+        deadline = time.monotonic() + SWEEP_TIMEOUT_S  # a hang guard, not the verdict
+        while not started():
             assert sweep.poll() is None, sweep.stderr.read()
-            assert time.monotonic() < deadline, "no trial started in time"
-            time.sleep(POLL_S)
-        sweep.send_signal(signal.SIGTERM)
-        _, stderr = sweep.communicate(timeout=SWEEP_TIMEOUT_S)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(sweep.pid, signal.SIGKILL)
-        sweep.wait()
-    assert sweep.returncode == 128 + signal.SIGTERM, stderr
-    assert "Traceback" not in stderr
-    # The sweep's own lines: the one it starts with, and one for the SIGTERM.
-    said = [line for line in stderr.splitlines() if line.startswith("rlbridge sweep: ")]
-    assert len(said) == 2 and "SIGTERM" in said[1], stderr
-    assert _trial_directories(scratch) == []
-    assert (out / "logs").is_dir()  # the results directory stays
-
-
-def test_sigterm_while_ray_starts_is_one_line_and_leaves_no_trial_directory(tmp_path, ipc_dir):
-    """ray.init installs its own SIGTERM handler before it starts the node (whose session
-    directory appears under TMPDIR, when that is short enough for Ray's sockets): a SIGTERM
-    then used to end the sweep with exit 15 and no word."""
-    scratch = Path(ipc_dir)
-    env = {**private_registry(tmp_path), "TMPDIR": str(scratch), "RAY_TMPDIR": str(scratch)}
-    sweep = subprocess.Popen(
-        [sys.executable, "-m", "rlbridge", "sweep", "--games", "countdown", "--agents", "random",
-         "--seeds", "2", "--episodes", "1", "--out", str(tmp_path / "sweep"), "--quiet"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
-        start_new_session=True)
-    try:
-        deadline = time.monotonic() + SWEEP_TIMEOUT_S
-        while not (scratch / "ray").exists():  # Ray is starting its node
-            assert sweep.poll() is None, sweep.stderr.read()
-            assert time.monotonic() < deadline, "Ray did not start in time"
+            assert time.monotonic() < deadline, f"{what} did not start in time"
             time.sleep(POLL_S)
         sweep.send_signal(signal.SIGTERM)
         _, stderr = sweep.communicate(timeout=SWEEP_TIMEOUT_S)
@@ -164,6 +129,30 @@ def test_sigterm_while_ray_starts_is_one_line_and_leaves_no_trial_directory(tmp_
     assert "Traceback" not in stderr
     said = [line for line in stderr.splitlines() if line.startswith("rlbridge sweep: ")]
     assert len(said) == 2 and "stopped by SIGTERM" in said[1], stderr
+    return stderr
+
+
+def test_sigterm_stops_the_sweep_with_one_line_and_removes_its_trial_directories(tmp_path):
+    out = tmp_path / "sweep"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**private_registry(tmp_path), "TMPDIR": str(scratch)}
+    _terminated_sweep(["--games", "gridwalk", "--agents", "first", "--seeds", "2",
+                       "--episodes", "1", "--max-steps", "0", "--out", str(out), "--quiet"],
+                      env, lambda: bool(_trial_directories(scratch)), "a trial")
+    assert _trial_directories(scratch) == []
+    assert (out / "logs").is_dir()  # the results directory stays
+
+
+def test_sigterm_while_ray_starts_is_one_line_and_leaves_no_trial_directory(tmp_path, ipc_dir):
+    """ray.init installs its own SIGTERM handler before it starts the node (whose session
+    directory appears under TMPDIR, when that is short enough for Ray's sockets): a SIGTERM
+    then used to end the sweep with exit 15 and no word."""
+    scratch = Path(ipc_dir)
+    env = {**private_registry(tmp_path), "TMPDIR": str(scratch), "RAY_TMPDIR": str(scratch)}
+    _terminated_sweep(["--games", "countdown", "--agents", "random", "--seeds", "2",
+                       "--episodes", "1", "--out", str(tmp_path / "sweep"), "--quiet"],
+                      env, (scratch / "ray").exists, "Ray")
     assert list(scratch.glob("rlbridge-sweep-*")) == []
 
 
