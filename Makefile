@@ -65,6 +65,7 @@ MYPY    := $(PYTHON) -m mypy
 
 test: setup
 	$(PYTHON) -m ruff check rlbridge tests
+	$(PYTHON) -m ruff format --check rlbridge tests
 	$(MYPY)
 	$(LINT_IMPORTS)
 	$(PYTEST) $(XDIST)
@@ -72,6 +73,7 @@ test: setup
 # The unit tier: no processes, no sockets, nothing to set up beyond the Python packages.
 check: setup-python
 	$(PYTHON) -m ruff check rlbridge tests
+	$(PYTHON) -m ruff format --check rlbridge tests
 	$(LINT_IMPORTS)
 	$(PYTEST) -m unit $(XDIST)
 
@@ -95,6 +97,7 @@ example-sb3: setup-train
 
 lint: setup
 	$(PYTHON) -m ruff check rlbridge tests
+	$(PYTHON) -m ruff format --check rlbridge tests
 	$(MYPY)
 	$(LINT_IMPORTS)
 

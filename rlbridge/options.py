@@ -120,11 +120,19 @@ def option_specs(cls: type) -> OptionSet:
         for parameter in list(inspect.signature(init).parameters.values())[1:]:
             if parameter.kind is inspect.Parameter.VAR_KEYWORD:
                 forwards = True
-            elif parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                    inspect.Parameter.KEYWORD_ONLY):
-                specs.setdefault(parameter.name, OptionSpec(
-                    parameter.name, hints.get(parameter.name, str), parameter.default,
-                    docs.get(parameter.name, "")))
+            elif parameter.kind in (
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                inspect.Parameter.KEYWORD_ONLY,
+            ):
+                specs.setdefault(
+                    parameter.name,
+                    OptionSpec(
+                        parameter.name,
+                        hints.get(parameter.name, str),
+                        parameter.default,
+                        docs.get(parameter.name, ""),
+                    ),
+                )
         if not forwards:
             return OptionSet(tuple(specs.values()), open=False)
     return OptionSet(tuple(specs.values()), open=forwards)
@@ -153,7 +161,11 @@ def type_name(annotation: Any) -> str:
             return f"comma-separated {type_name(args[0])}s"
         return ",".join(type_name(arg) for arg in args)
     if annotation is bool:
-        return "bool (" + "/".join(word for pair in zip(TRUE_WORDS, FALSE_WORDS, strict=True) for word in pair) + ")"
+        return (
+            "bool ("
+            + "/".join(word for pair in zip(TRUE_WORDS, FALSE_WORDS, strict=True) for word in pair)
+            + ")"
+        )
     if isinstance(annotation, type) and issubclass(annotation, PurePath):
         return "path"
     if isinstance(annotation, type):
@@ -235,22 +247,30 @@ def convert_options(cls: type, strings: Mapping[str, str], owner: str = "") -> d
             if accepted.open:
                 converted[key] = text
                 continue
-            raise OptionError(f"{owner}: unknown option {key!r}{_did_you_mean(key, accepted.names)};"
-                              f" valid options: {valid}")
+            raise OptionError(
+                f"{owner}: unknown option {key!r}{_did_you_mean(key, accepted.names)};"
+                f" valid options: {valid}"
+            )
         try:
             converted[key] = convert_value(text, spec.annotation)
         except ValueError:
-            raise OptionError(f"{owner}: option {key} expects {type_name(spec.annotation)}; "
-                              f"got {text!r}; valid options: {valid}") from None
-    missing = [spec.name for spec in accepted.options if spec.required and spec.name not in converted]
+            raise OptionError(
+                f"{owner}: option {key} expects {type_name(spec.annotation)}; "
+                f"got {text!r}; valid options: {valid}"
+            ) from None
+    missing = [
+        spec.name for spec in accepted.options if spec.required and spec.name not in converted
+    ]
     if missing:
-        raise OptionError(f"{owner}: missing required option(s) {', '.join(missing)}; "
-                          f"valid options: {valid}")
+        raise OptionError(
+            f"{owner}: missing required option(s) {', '.join(missing)}; valid options: {valid}"
+        )
     return converted
 
 
-def typed_options(name: str, registry: Mapping[str, str],
-                  strings: Mapping[str, str] | Iterable[str] | None) -> tuple[type, dict[str, Any]]:
+def typed_options(
+    name: str, registry: Mapping[str, str], strings: Mapping[str, str] | Iterable[str] | None
+) -> tuple[type, dict[str, Any]]:
     """The class for ``name`` and its options converted from strings (a dict or ``key=value``s).
 
     Nothing is constructed, so this is the cheap check a command runs before it starts
@@ -263,8 +283,9 @@ def typed_options(name: str, registry: Mapping[str, str],
     if name in registry:  # a module:Class checks its own options when it is built
         for key, value in options.items():
             if _negative(value):
-                raise OptionError(f"{name}: option {key} expects a number >= 0; "
-                                  f"got {strings[key]!r}")
+                raise OptionError(
+                    f"{name}: option {key} expects a number >= 0; got {strings[key]!r}"
+                )
         bounds = getattr(cls, "check_bounds", None)  # an Environment's OPTION_BOUNDS
         if bounds is not None:
             bounds(options)
@@ -278,8 +299,9 @@ def _negative(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0
 
 
-def build(name: str, registry: Mapping[str, str],
-          strings: Mapping[str, str] | Iterable[str] | None = None) -> Any:
+def build(
+    name: str, registry: Mapping[str, str], strings: Mapping[str, str] | Iterable[str] | None = None
+) -> Any:
     """An instance of ``name`` built from string options (``--opt`` pairs or a log header's dict)."""
     cls, options = typed_options(name, registry, strings)
     return cls(**options)

@@ -49,6 +49,7 @@ def gym_adapter() -> GymAdapter:
     """:data:`GYM_ADAPTER`, imported now (it imports gymnasium)."""
     return cast(GymAdapter, importlib.import_module(GYM_ADAPTER))
 
+
 #: Built-in agents: short name -> "module:Class".
 AGENTS: dict[str, str] = {
     "random": "rlbridge.agents.random_agent:RandomAgent",
@@ -110,17 +111,23 @@ def resolve(name: str, registry: Mapping[str, str], *, source: str = "") -> type
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:
         if err.name and (module_name + ".").startswith(err.name + "."):
-            raise OptionError(f"no module {module_name!r} (from {name!r}) in {os.getcwd()} or on "
-                              "the Python path; run from the directory that holds it, or set "
-                              "PYTHONPATH") from None
+            raise OptionError(
+                f"no module {module_name!r} (from {name!r}) in {os.getcwd()} or on "
+                "the Python path; run from the directory that holds it, or set "
+                "PYTHONPATH"
+            ) from None
         raise OptionError(f"cannot import {module_name!r} (from {name!r}): {err}") from None
     try:
         found = getattr(module, class_name)
     except AttributeError:
         raise OptionError(f"module {module_name!r} has no class {class_name!r}") from None
     gymnasium = sys.modules.get("gymnasium")  # a gymnasium.Env class imported it
-    if registry is ENVIRONMENTS and gymnasium is not None and isinstance(found, type) \
-            and issubclass(found, gymnasium.Env):
+    if (
+        registry is ENVIRONMENTS
+        and gymnasium is not None
+        and isinstance(found, type)
+        and issubclass(found, gymnasium.Env)
+    ):
         return check_contract(gym_adapter().class_environment(name), name, registry)
     return check_contract(found, name, registry)
 
@@ -132,15 +139,19 @@ def _kind(registry: Mapping[str, str]) -> str:
 def _refuse_untrusted(name: str, registry: Mapping[str, str], source: str) -> None:
     if name in registry:
         return
-    if registry is ENVIRONMENTS and name.startswith(GYM_PREFIX) \
-            and ":" not in name[len(GYM_PREFIX):]:
+    if (
+        registry is ENVIRONMENTS
+        and name.startswith(GYM_PREFIX)
+        and ":" not in name[len(GYM_PREFIX) :]
+    ):
         return  # a registered id; "gym:module:Id" would import the module first
     kind = _kind(registry)
     gym = " or gym:<registered id>" if registry is ENVIRONMENTS else ""
     raise UntrustedName(
         f"{source} names the {kind} {name!r}, which is not built in (expected "
         f"{', '.join(registry)}{gym}); a log runs no code it names unless you trust it: "
-        f"pass --trust-log, or name the {kind} on the command line")
+        f"pass --trust-log, or name the {kind} on the command line"
+    )
 
 
 def check_contract(found: object, name: str, registry: Mapping[str, str]) -> type:
@@ -207,8 +218,13 @@ def pairing_problem(env_name: str, agent_name: str) -> str:
     env_game = _game_package(env_name, ENVIRONMENTS, "environments")
     if agent_game == env_game:
         return ""
-    games = [name for name in ENVIRONMENTS
-             if _game_package(name, ENVIRONMENTS, "environments") == agent_game]
+    games = [
+        name
+        for name in ENVIRONMENTS
+        if _game_package(name, ENVIRONMENTS, "environments") == agent_game
+    ]
     fitting = [name for name in AGENTS if _game_package(name, AGENTS, "agents") in (None, env_game)]
-    return (f"agent {agent_name!r} plays {' or '.join(games) or agent_game}, not {env_name}; "
-            f"agents for {env_name}: {', '.join(fitting)}")
+    return (
+        f"agent {agent_name!r} plays {' or '.join(games) or agent_game}, not {env_name}; "
+        f"agents for {env_name}: {', '.join(fitting)}"
+    )

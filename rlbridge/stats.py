@@ -34,8 +34,9 @@ UNBOUNDED = (-math.inf, math.inf)
 T_METHOD = "Student t across seeds, clipped to the metric's range"
 
 
-def mean_interval(values: list[float], z: float = 1.96,
-                  bounds: tuple[float, float] = UNBOUNDED) -> tuple[float, float, float]:
+def mean_interval(
+    values: list[float], z: float = 1.96, bounds: tuple[float, float] = UNBOUNDED
+) -> tuple[float, float, float]:
     """Mean and its normal-approximation 95% interval, clipped to ``bounds``, the values
     the metric can take (lines cleared are never negative)."""
     n = len(values)
@@ -80,7 +81,11 @@ def text_table(rows: list[tuple]) -> str:
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for index, row in enumerate(rows):
-        lines.append("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+        lines.append(
+            "  ".join(
+                str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)
+            ).rstrip()
+        )
         if index == 0:
             lines.append("  ".join("-" * width for width in widths))
     return "\n".join(lines)

@@ -50,15 +50,19 @@ def test_the_layers_of_the_page_are_the_import_contracts_in_order():
 
 
 def test_every_top_level_package_and_module_is_a_layer_of_the_page():
-    top = {p.stem for p in PACKAGE.glob("*.py")} | {p.name for p in PACKAGE.iterdir()
-                                                    if (p / "__init__.py").exists()}
+    top = {p.stem for p in PACKAGE.glob("*.py")} | {
+        p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()
+    }
     named = set().union(*doc_layers())
     assert top - {"__init__", "__main__"} == named
 
 
 def test_the_folders_of_the_page_are_the_packages_folders():
-    actual = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*")
-              if p.is_dir() and p.name != "__pycache__"}
+    actual = {
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*")
+        if p.is_dir() and p.name != "__pycache__"
+    }
     assert doc_folders() == actual
 
 

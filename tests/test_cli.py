@@ -19,10 +19,19 @@ print(len(os.listdir("/proc/self/task")))
 
 
 def _threads(extra_env: dict) -> int:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    out = subprocess.run([sys.executable, "-c", _COUNT_THREADS], env={**env, **extra_env},
-                         capture_output=True, text=True, timeout=60, check=True).stdout
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", _COUNT_THREADS],
+        env={**env, **extra_env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     return int(out.split()[-1])
 
 

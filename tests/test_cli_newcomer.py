@@ -23,8 +23,15 @@ CONSOLE_SCRIPT = "import sys\nfrom rlbridge.cli import main\nsys.exit(main())\n"
 
 
 def rlbridge(*args: str, cwd: Path = ROOT, env: dict | None = None, stdout=subprocess.PIPE):
-    return subprocess.run([sys.executable, "-m", "rlbridge", *args], stdout=stdout,
-                          stderr=subprocess.PIPE, text=True, timeout=GUARD_S, cwd=cwd, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "rlbridge", *args],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=GUARD_S,
+        cwd=cwd,
+        env=env,
+    )
 
 
 def installed_rlbridge(tmp_path: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -32,15 +39,23 @@ def installed_rlbridge(tmp_path: Path, *args: str, cwd: Path) -> subprocess.Comp
     script = tmp_path / "bin" / "rlbridge"
     script.parent.mkdir(exist_ok=True)
     script.write_text(CONSOLE_SCRIPT)
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
-                          timeout=GUARD_S, cwd=cwd, env=environment)
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=GUARD_S,
+        cwd=cwd,
+        env=environment,
+    )
 
 
 def readme_block(heading: str, language: str) -> str:
     text = README.read_text()
-    section = text[text.index(heading):]
+    section = text[text.index(heading) :]
     return re.search(rf"```{language}\n(.*?)```", section, re.S).group(1)
 
 
@@ -57,8 +72,16 @@ def test_the_readme_example_runs_from_its_own_directory_with_the_installed_comma
     project = tmp_path / "project"
     project.mkdir()
     (project / "guess.py").write_text(readme_block("## Write an environment", "python"))
-    result = installed_rlbridge(tmp_path, "run", "guess:GuessEnv", "guess:BisectAgent",
-                                "--episodes", "5", "--quiet", cwd=project)
+    result = installed_rlbridge(
+        tmp_path,
+        "run",
+        "guess:GuessEnv",
+        "guess:BisectAgent",
+        "--episodes",
+        "5",
+        "--quiet",
+        cwd=project,
+    )
     assert result.returncode == 0, result.stderr
     assert SUMMARY.search(result.stdout).group(1) == "5"
 
@@ -79,9 +102,19 @@ def test_make_run_and_the_readme_say_how_to_type_rlbridge():
     # Under `make test` this runs inside make: a clean environment keeps the outer make's
     # flags (and its "Entering directory" lines) out.
     clean = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
-    recipes = subprocess.run(["make", "--no-print-directory", "-n", "run"], cwd=ROOT, env=clean,
-                             capture_output=True, text=True, timeout=GUARD_S,
-                             check=True).stdout.strip().splitlines()
+    recipes = (
+        subprocess.run(
+            ["make", "--no-print-directory", "-n", "run"],
+            cwd=ROOT,
+            env=clean,
+            capture_output=True,
+            text=True,
+            timeout=GUARD_S,
+            check=True,
+        )
+        .stdout.strip()
+        .splitlines()
+    )
     assert recipes[-1].startswith(".venv/bin/rlbridge run ")
     assert activate in recipes[-1].partition(" && ")[2]
 
@@ -132,8 +165,16 @@ class Endless(Environment):
 
 def test_a_failure_in_an_episode_without_end_says_so(tmp_path):
     (tmp_path / "endless.py").write_text(ENDLESS)
-    result = rlbridge("run", "endless:Endless", "first", "--episodes", "1", "--no-fast-path",
-                      "--quiet", cwd=tmp_path)
+    result = rlbridge(
+        "run",
+        "endless:Endless",
+        "first",
+        "--episodes",
+        "1",
+        "--no-fast-path",
+        "--quiet",
+        cwd=tmp_path,
+    )
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("rlbridge experiment: ") and "gave up" in last
@@ -141,12 +182,15 @@ def test_a_failure_in_an_episode_without_end_says_so(tmp_path):
 
 
 # -- 5. agents that think long -------------------------------------------------------------
-@pytest.mark.parametrize("agent, options, timeout_ms", [
-    ("random", [], 5000),
-    ("2048-mcts", [], 15000),                     # 1 s a move
-    ("2048-mcts", ["--agent-opt", "time=3"], 35000),
-    ("2048-expectimax", [], 5200),                # 20 ms a move
-])
+@pytest.mark.parametrize(
+    "agent, options, timeout_ms",
+    [
+        ("random", [], 5000),
+        ("2048-mcts", [], 15000),  # 1 s a move
+        ("2048-mcts", ["--agent-opt", "time=3"], 35000),
+        ("2048-expectimax", [], 5200),  # 20 ms a move
+    ],
+)
 def test_the_step_timeout_grows_with_the_agents_time_budget(agent, options, timeout_ms):
     from rlbridge.cli import build_parser
     from rlbridge.cli.run_checks import check_run
@@ -161,7 +205,7 @@ def test_the_step_timeout_grows_with_the_agents_time_budget(agent, options, time
     assert explicit.timeout_ms == 7
 
 
-STUCK = '''
+STUCK = """
 import time
 
 from rlbridge import Agent
@@ -170,13 +214,22 @@ from rlbridge import Agent
 class Stuck(Agent):
     def act(self, observation):
         time.sleep(3600)
-'''
+"""
 
 
 def test_a_timeout_names_the_flag_that_gives_more_time(tmp_path):
     (tmp_path / "stuck.py").write_text(STUCK)
-    result = rlbridge("run", "countdown", "stuck:Stuck", "--episodes", "1", "--timeout-ms", "300",
-                      "--quiet", cwd=tmp_path)
+    result = rlbridge(
+        "run",
+        "countdown",
+        "stuck:Stuck",
+        "--episodes",
+        "1",
+        "--timeout-ms",
+        "300",
+        "--quiet",
+        cwd=tmp_path,
+    )
     assert result.returncode == 1
     lines = [line for line in result.stderr.splitlines() if line.startswith("rlbridge experiment")]
     assert len(lines) == 1 and "did not answer" in lines[0], result.stderr
@@ -184,34 +237,61 @@ def test_a_timeout_names_the_flag_that_gives_more_time(tmp_path):
 
 
 # -- 6, 7, 9, 10, 20: mistakes are one line and exit 2, before any process starts ------------
-@pytest.mark.parametrize("args, prefix", [
-    (["run", "gridwalk", "first", "--max-steps", "-5"],
-     "rlbridge run: argument --max-steps: expected a whole number >= 0; got '-5'"),
-    (["run", "gridwalk", "first", "--episodes", "-1"],
-     "rlbridge run: argument --episodes: expected a whole number >= 1; got '-1'"),
-    (["run", "gridwalk", "first", "--episodes", "0"],
-     "rlbridge run: argument --episodes: expected a whole number >= 1; got '0'"),
-    (["run", "gridwalk", "first", "--episodes", "abc"],
-     "rlbridge run: argument --episodes: expected a whole number >= 1; got 'abc'"),
-    (["experiment", "--episodes", "0"], "rlbridge experiment: argument --episodes: "),
-    (["run", "2048", "2048-mcts", "--episodes", "1", "--agent-opt", "time=-1"],
-     "rlbridge run: 2048-mcts: option time expects a number >= 0; got '-1'"),
-    (["run", "reversi", "reversi-dqn", "--episodes", "1", "--agent-opt", "hidden=64,-8"],
-     "rlbridge run: reversi-dqn: option hidden expects a number >= 0"),
-    (["run", "nosuchmodule:Env", "first", "--episodes", "1"],
-     "rlbridge run: no module 'nosuchmodule' (from 'nosuchmodule:Env') in "),
-    (["run", "2048", "blackjack-mc-eval", "--episodes", "1"],
-     "rlbridge run: agent 'blackjack-mc-eval' plays blackjack, not 2048; agents for 2048: random, "
-     "first, 2048-mcts, 2048-expectimax"),
-    (["run", "gridwalk", "tetris-placement", "--episodes", "1"],
-     "rlbridge run: agent 'tetris-placement' plays tetris, not gridwalk"),
-    (["selfplay", "reversi", "nosuch", "random", "--games", "1"],
-     "rlbridge selfplay: unknown agent 'nosuch'"),
-    (["selfplay", "reversi", "random", "2048-mcts", "--games", "1"],
-     "rlbridge selfplay: agent '2048-mcts' plays 2048, not reversi"),
-    (["run", "gridwalk", "first", "--episodes", "1", "--program", "nosuchmodule:main"],
-     "rlbridge run: --program nosuchmodule:main: No module named 'nosuchmodule'"),
-])
+@pytest.mark.parametrize(
+    "args, prefix",
+    [
+        (
+            ["run", "gridwalk", "first", "--max-steps", "-5"],
+            "rlbridge run: argument --max-steps: expected a whole number >= 0; got '-5'",
+        ),
+        (
+            ["run", "gridwalk", "first", "--episodes", "-1"],
+            "rlbridge run: argument --episodes: expected a whole number >= 1; got '-1'",
+        ),
+        (
+            ["run", "gridwalk", "first", "--episodes", "0"],
+            "rlbridge run: argument --episodes: expected a whole number >= 1; got '0'",
+        ),
+        (
+            ["run", "gridwalk", "first", "--episodes", "abc"],
+            "rlbridge run: argument --episodes: expected a whole number >= 1; got 'abc'",
+        ),
+        (["experiment", "--episodes", "0"], "rlbridge experiment: argument --episodes: "),
+        (
+            ["run", "2048", "2048-mcts", "--episodes", "1", "--agent-opt", "time=-1"],
+            "rlbridge run: 2048-mcts: option time expects a number >= 0; got '-1'",
+        ),
+        (
+            ["run", "reversi", "reversi-dqn", "--episodes", "1", "--agent-opt", "hidden=64,-8"],
+            "rlbridge run: reversi-dqn: option hidden expects a number >= 0",
+        ),
+        (
+            ["run", "nosuchmodule:Env", "first", "--episodes", "1"],
+            "rlbridge run: no module 'nosuchmodule' (from 'nosuchmodule:Env') in ",
+        ),
+        (
+            ["run", "2048", "blackjack-mc-eval", "--episodes", "1"],
+            "rlbridge run: agent 'blackjack-mc-eval' plays blackjack, not 2048; agents for 2048: random, "
+            "first, 2048-mcts, 2048-expectimax",
+        ),
+        (
+            ["run", "gridwalk", "tetris-placement", "--episodes", "1"],
+            "rlbridge run: agent 'tetris-placement' plays tetris, not gridwalk",
+        ),
+        (
+            ["selfplay", "reversi", "nosuch", "random", "--games", "1"],
+            "rlbridge selfplay: unknown agent 'nosuch'",
+        ),
+        (
+            ["selfplay", "reversi", "random", "2048-mcts", "--games", "1"],
+            "rlbridge selfplay: agent '2048-mcts' plays 2048, not reversi",
+        ),
+        (
+            ["run", "gridwalk", "first", "--episodes", "1", "--program", "nosuchmodule:main"],
+            "rlbridge run: --program nosuchmodule:main: No module named 'nosuchmodule'",
+        ),
+    ],
+)
 def test_a_mistake_is_one_line_and_exit_2(args, prefix):
     assert_one_line_mistake(rlbridge(*args), prefix)
 
@@ -223,10 +303,20 @@ def test_play_names_an_unknown_game_before_asking_for_a_display():
 
 def test_render_frames_into_a_path_that_cannot_be_a_directory(tmp_path):
     (tmp_path / "a-file").write_text("")
-    result = rlbridge("run", "2048", "random", "--episodes", "1",
-                      "--render-frames", str(tmp_path / "a-file" / "frames"))
-    assert_one_line_mistake(result, f"rlbridge run: --render-frames {tmp_path}/a-file/frames: "
-                                    "cannot make the directory: Not a directory")
+    result = rlbridge(
+        "run",
+        "2048",
+        "random",
+        "--episodes",
+        "1",
+        "--render-frames",
+        str(tmp_path / "a-file" / "frames"),
+    )
+    assert_one_line_mistake(
+        result,
+        f"rlbridge run: --render-frames {tmp_path}/a-file/frames: "
+        "cannot make the directory: Not a directory",
+    )
 
 
 def test_render_frames_of_a_game_that_draws_nothing(tmp_path):
@@ -237,14 +327,15 @@ def test_render_frames_of_a_game_that_draws_nothing(tmp_path):
 def test_screenshots_into_an_existing_file(tmp_path):
     (tmp_path / "shots").write_text("")
     result = rlbridge("screenshots", str(tmp_path / "shots"))
-    assert_one_line_mistake(result, f"rlbridge screenshots: {tmp_path}/shots exists and is not "
-                                    "a directory")
+    assert_one_line_mistake(
+        result, f"rlbridge screenshots: {tmp_path}/shots exists and is not a directory"
+    )
 
 
 # -- 9. frames drawn where the states are; a game of one's own drawn --------------------------
 def test_the_documented_drawing_of_ones_own_game_writes_every_frame(tmp_path):
     docs = (ROOT / "docs" / "bridge.md").read_text()
-    section = docs[docs.index("## Draw your own game"):]
+    section = docs[docs.index("## Draw your own game") :]
     command = re.search(r"```sh\n(.*?)```", section, re.S).group(1).strip().split()
     assert command[:2] == ["rlbridge", "run"] and command[-2] == "--render-frames"
     frames = tmp_path / "frames"
@@ -257,13 +348,25 @@ def test_the_documented_drawing_of_ones_own_game_writes_every_frame(tmp_path):
 # -- 10. smaller items ---------------------------------------------------------------------
 def test_servers_remove_their_ipc_socket_files_when_they_stop(tmp_path):
     env_file, agent_file = tmp_path / "env.sock", tmp_path / "agent.sock"
-    env = subprocess.Popen([sys.executable, "-m", "rlbridge", "env", "countdown", "--bind",
-                            f"ipc://{env_file}"], stderr=subprocess.DEVNULL)
-    agent = subprocess.Popen([sys.executable, "-m", "rlbridge", "agent", "random", "--bind",
-                              f"ipc://{agent_file}"], stderr=subprocess.DEVNULL)
+    env = subprocess.Popen(
+        [sys.executable, "-m", "rlbridge", "env", "countdown", "--bind", f"ipc://{env_file}"],
+        stderr=subprocess.DEVNULL,
+    )
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "rlbridge", "agent", "random", "--bind", f"ipc://{agent_file}"],
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        result = rlbridge("experiment", "--env", f"ipc://{env_file}", "--agent",
-                          f"ipc://{agent_file}", "--episodes", "1", "--quiet")
+        result = rlbridge(
+            "experiment",
+            "--env",
+            f"ipc://{env_file}",
+            "--agent",
+            f"ipc://{agent_file}",
+            "--episodes",
+            "1",
+            "--quiet",
+        )
         assert result.returncode == 0, result.stderr
         assert env.wait(timeout=GUARD_S) == 0 and agent.wait(timeout=GUARD_S) == 0
     finally:
@@ -293,11 +396,14 @@ def test_a_one_episode_summary_has_no_zero_width_interval_and_whole_numbers_prin
 
 
 def test_the_summary_needs_no_scipy():
-    code = ("import sys\nfrom rlbridge.experiment.driver import Outcome\n"
-            "print(Outcome.from_values('win rate', 'rate', [1.0, 0.0, 1.0]).text())\n"
-            "print('scipy' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=GUARD_S, check=True).stdout.splitlines()
+    code = (
+        "import sys\nfrom rlbridge.experiment.driver import Outcome\n"
+        "print(Outcome.from_values('win rate', 'rate', [1.0, 0.0, 1.0]).text())\n"
+        "print('scipy' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=GUARD_S, check=True
+    ).stdout.splitlines()
     assert out == ["win rate 0.6667 (2/3) 95% CI [0.2077, 0.9385]", "False"]
 
 
@@ -305,7 +411,10 @@ def test_each_process_has_one_prefix():
     bind = rlbridge("env", "countdown", "--bind", "ipc:///nonexistent/env.sock")
     assert bind.returncode == 1
     assert bind.stderr.startswith("rlbridge environment: cannot bind "), bind.stderr
-    window = rlbridge("play", "2048", env={**os.environ, "DISPLAY": "", "WAYLAND_DISPLAY": "",
-                                           "SDL_VIDEODRIVER": ""})
+    window = rlbridge(
+        "play",
+        "2048",
+        env={**os.environ, "DISPLAY": "", "WAYLAND_DISPLAY": "", "SDL_VIDEODRIVER": ""},
+    )
     assert window.returncode == 1
     assert window.stderr.count("rlbridge") == 1, window.stderr

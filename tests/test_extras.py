@@ -30,15 +30,24 @@ def without(tmp_path, *args: str, blocked=tuple(EXTRAS)) -> subprocess.Completed
     """``python ARGS`` where the modules ``blocked`` are not installed."""
     (tmp_path / "sitecustomize.py").write_text(BLOCKER.format(blocked=set(blocked)))
     path = os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": path})
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": path},
+    )
 
 
 @pytest.mark.processes
 def test_the_core_imports_and_runs_without_any_extra(tmp_path):
     blocked = tuple(EXTRAS)
-    done = without(tmp_path, "-c", "import rlbridge, sys; rlbridge.Experiment; "
-                   f"print(sorted(set(sys.modules) & {set(blocked)!r}))")
+    done = without(
+        tmp_path,
+        "-c",
+        "import rlbridge, sys; rlbridge.Experiment; "
+        f"print(sorted(set(sys.modules) & {set(blocked)!r}))",
+    )
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
     done = without(tmp_path, "-m", "rlbridge", "run", "blackjack", "random", "--episodes", "5")
     assert done.returncode == 0, done.stderr
@@ -46,17 +55,31 @@ def test_the_core_imports_and_runs_without_any_extra(tmp_path):
 
 
 @pytest.mark.processes
-@pytest.mark.parametrize("args, extra", [
-    (["run", "gym:CartPole-v1", "random", "--episodes", "1"], "gym"),
-    (["describe", "gym:CartPole-v1"], "gym"),
-    (["selfplay", "reversi", "random", "random", "--games", "1"], "gym"),
-    (["log", "export", "{log}", "--minari", "rlbridge/blackjack/random-v0"], "data"),
-])
+@pytest.mark.parametrize(
+    "args, extra",
+    [
+        (["run", "gym:CartPole-v1", "random", "--episodes", "1"], "gym"),
+        (["describe", "gym:CartPole-v1"], "gym"),
+        (["selfplay", "reversi", "random", "random", "--games", "1"], "gym"),
+        (["log", "export", "{log}", "--minari", "rlbridge/blackjack/random-v0"], "data"),
+    ],
+)
 def test_a_missing_extra_is_one_line_naming_it(tmp_path, args, extra):
     log = str(tmp_path / "run.rlog")
     if "{log}" in args:
-        made = without(tmp_path, "-m", "rlbridge", "run", "blackjack", "random", "--episodes",
-                       "2", "--quiet", "--log", log)
+        made = without(
+            tmp_path,
+            "-m",
+            "rlbridge",
+            "run",
+            "blackjack",
+            "random",
+            "--episodes",
+            "2",
+            "--quiet",
+            "--log",
+            log,
+        )
         assert made.returncode == 0, made.stderr
     done = without(tmp_path, "-m", "rlbridge", *[arg.replace("{log}", log) for arg in args])
     assert done.returncode != 0
@@ -68,13 +91,13 @@ def test_require_names_the_extra_of_a_module_that_is_not_installed(monkeypatch):
     monkeypatch.setitem(sys.modules, "pygame", None)  # what `import pygame` sees without it
     with pytest.raises(DependencyNotInstalled) as caught:
         require("pygame", "drawing")
-    assert str(caught.value) == ("drawing needs pygame, which is not installed: "
-                                 "pip install 'rlbridge[render]'")
+    assert str(caught.value) == (
+        "drawing needs pygame, which is not installed: pip install 'rlbridge[render]'"
+    )
     assert isinstance(caught.value, ImportError)  # `except ImportError` sites still catch it
 
 
-def test_require_keeps_the_error_of_an_installed_package_that_fails_inside(monkeypatch,
-                                                                           tmp_path):
+def test_require_keeps_the_error_of_an_installed_package_that_fails_inside(monkeypatch, tmp_path):
     # An installed package whose own dependency is missing: installing the extra would not help.
     (tmp_path / "rlbt_extra.py").write_text("import rlbt_missing_dependency\n")
     monkeypatch.syspath_prepend(str(tmp_path))

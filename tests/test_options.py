@@ -38,15 +38,34 @@ class Everything(Environment):
         pair: an int and a float.
     """
 
-    def __init__(self, count: int = 1, rate: float = 0.5, flag: bool = False, label: str = "",
-                 mode: Literal["fast", "slow"] = "fast", colour: Colour = Colour.RED,
-                 weights: Path = Path("w.json"), save: Path | None = None,
-                 limit: int | None = None, widths: tuple[int, ...] = (),
-                 pair: tuple[int, float] = (0, 0.0)):
+    def __init__(
+        self,
+        count: int = 1,
+        rate: float = 0.5,
+        flag: bool = False,
+        label: str = "",
+        mode: Literal["fast", "slow"] = "fast",
+        colour: Colour = Colour.RED,
+        weights: Path = Path("w.json"),
+        save: Path | None = None,
+        limit: int | None = None,
+        widths: tuple[int, ...] = (),
+        pair: tuple[int, float] = (0, 0.0),
+    ):
         super().__init__()
-        self.values = dict(count=count, rate=rate, flag=flag, label=label, mode=mode,
-                           colour=colour, weights=weights, save=save, limit=limit,
-                           widths=widths, pair=pair)
+        self.values = dict(
+            count=count,
+            rate=rate,
+            flag=flag,
+            label=label,
+            mode=mode,
+            colour=colour,
+            weights=weights,
+            save=save,
+            limit=limit,
+            widths=widths,
+            pair=pair,
+        )
 
 
 class Required(Environment):
@@ -62,28 +81,67 @@ class Bare:
 
 
 def test_each_type_converts_from_its_string():
-    values = build("tests.test_options:Everything", ENVIRONMENTS, [
-        "count=7", "rate=2.5", "flag=yes", "label= hello ", "mode=slow", "colour=blue",
-        "weights=/tmp/w.json", "save=", "limit=3", "widths=16, 8", "pair=2,0.25"]).values
-    assert values == dict(count=7, rate=2.5, flag=True, label="hello", mode="slow",
-                          colour=Colour.BLUE, weights=Path("/tmp/w.json"), save=None, limit=3,
-                          widths=(16, 8), pair=(2, 0.25))
+    values = build(
+        "tests.test_options:Everything",
+        ENVIRONMENTS,
+        [
+            "count=7",
+            "rate=2.5",
+            "flag=yes",
+            "label= hello ",
+            "mode=slow",
+            "colour=blue",
+            "weights=/tmp/w.json",
+            "save=",
+            "limit=3",
+            "widths=16, 8",
+            "pair=2,0.25",
+        ],
+    ).values
+    assert values == dict(
+        count=7,
+        rate=2.5,
+        flag=True,
+        label="hello",
+        mode="slow",
+        colour=Colour.BLUE,
+        weights=Path("/tmp/w.json"),
+        save=None,
+        limit=3,
+        widths=(16, 8),
+        pair=(2, 0.25),
+    )
     assert type(values["count"]) is int and type(values["rate"]) is float
 
 
-@pytest.mark.parametrize("text, expected", [
-    *[(word, True) for word in ("1", "true", "True", "yes", "on", "ON")],
-    *[(word, False) for word in ("0", "false", "no", "off", "Off")],
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        *[(word, True) for word in ("1", "true", "True", "yes", "on", "ON")],
+        *[(word, False) for word in ("0", "false", "no", "off", "Off")],
+    ],
+)
 def test_bool_words(text, expected):
     assert convert_value(text, bool) is expected
 
 
-@pytest.mark.parametrize("annotation, text", [
-    (int, "1.5"), (int, "x"), (int, ""), (float, "fast"), (bool, "maybe"), (bool, ""),
-    (Literal["fast", "slow"], "medium"), (Colour, "green"), (Path, ""), (int | None, "x"),
-    (tuple[int, ...], "1,x"), (tuple[int, float], "1"),
-])
+@pytest.mark.parametrize(
+    "annotation, text",
+    [
+        (int, "1.5"),
+        (int, "x"),
+        (int, ""),
+        (float, "fast"),
+        (bool, "maybe"),
+        (bool, ""),
+        (Literal["fast", "slow"], "medium"),
+        (Colour, "green"),
+        (Path, ""),
+        (int | None, "x"),
+        (tuple[int, ...], "1,x"),
+        (tuple[int, float], "1"),
+    ],
+)
 def test_bad_values_raise_value_error(annotation, text):
     with pytest.raises(ValueError):
         convert_value(text, annotation)
@@ -107,13 +165,19 @@ def test_unknown_key_names_the_valid_keys_and_suggests_the_closest():
 def test_bad_value_names_the_key_the_expected_type_and_the_valid_keys():
     with pytest.raises(OptionError) as caught:
         typed_options("tetris", ENVIRONMENTS, {"rows": "twelve"})
-    assert str(caught.value) == ("tetris: option rows expects int; got 'twelve'; valid options: "
-                                 "rows, cols, actions, preview, reward, gravity, pieces")
-    with pytest.raises(OptionError, match=r"option reward expects lines\|shaped\|score; got 'bonus'"):
+    assert str(caught.value) == (
+        "tetris: option rows expects int; got 'twelve'; valid options: "
+        "rows, cols, actions, preview, reward, gravity, pieces"
+    )
+    with pytest.raises(
+        OptionError, match=r"option reward expects lines\|shaped\|score; got 'bonus'"
+    ):
         typed_options("tetris", ENVIRONMENTS, {"reward": "bonus"})
     with pytest.raises(OptionError, match=r"option pieces expects seed\|tetrominoes; got 'tetris'"):
         typed_options("tetris", ENVIRONMENTS, {"pieces": "tetris"})
-    assert typed_options("tetris", ENVIRONMENTS, {"pieces": "tetrominoes"})[1] == {"pieces": "tetrominoes"}
+    assert typed_options("tetris", ENVIRONMENTS, {"pieces": "tetrominoes"})[1] == {
+        "pieces": "tetrominoes"
+    }
 
 
 def test_option_error_is_a_value_error_for_callers_that_catch_constructor_errors():
@@ -149,13 +213,18 @@ def test_python_callers_pass_real_types():
 
 
 def test_unknown_names_suggest_the_closest():
-    with pytest.raises(OptionError, match="unknown agent 'minesweper-solver' .did you mean "
-                                          "'minesweeper-solver'.*; expected one of random"):
+    with pytest.raises(
+        OptionError,
+        match="unknown agent 'minesweper-solver' .did you mean "
+        "'minesweeper-solver'.*; expected one of random",
+    ):
         resolve("minesweper-solver", AGENTS)
 
 
-@pytest.mark.parametrize("name, registry", [*((name, ENVIRONMENTS) for name in ENVIRONMENTS),
-                                            *((name, AGENTS) for name in AGENTS)])
+@pytest.mark.parametrize(
+    "name, registry",
+    [*((name, ENVIRONMENTS) for name in ENVIRONMENTS), *((name, AGENTS) for name in AGENTS)],
+)
 def test_every_builtin_has_typed_documented_options_and_takes_no_unknown_keys(name, registry):
     accepted = option_specs(resolve(name, registry))
     assert not accepted.open
@@ -165,13 +234,18 @@ def test_every_builtin_has_typed_documented_options_and_takes_no_unknown_keys(na
         assert not spec.required, f"{name}: option {spec.name} has no default"
 
 
-@pytest.mark.parametrize("name, registry", [*((name, ENVIRONMENTS) for name in ENVIRONMENTS),
-                                            *((name, AGENTS) for name in AGENTS)])
+@pytest.mark.parametrize(
+    "name, registry",
+    [*((name, ENVIRONMENTS) for name in ENVIRONMENTS), *((name, AGENTS) for name in AGENTS)],
+)
 def test_every_builtin_number_option_is_a_quantity_and_refuses_a_negative(name, registry):
     """typed_options refuses a negative number for a built-in name: that holds only while
     every such option counts, sizes, weighs or times something, its default >= 0."""
-    numbers = [spec for spec in option_specs(resolve(name, registry)).options
-               if isinstance(spec.default, (int, float)) and not isinstance(spec.default, bool)]
+    numbers = [
+        spec
+        for spec in option_specs(resolve(name, registry)).options
+        if isinstance(spec.default, (int, float)) and not isinstance(spec.default, bool)
+    ]
     for spec in numbers:
         assert spec.default >= 0, f"{name}: option {spec.name} defaults to {spec.default}"
         with pytest.raises(OptionError, match=f"option {spec.name} expects a number >= 0"):

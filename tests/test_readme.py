@@ -44,8 +44,10 @@ BLOCK_TIMEOUT_S = 600
 MARKER = re.compile(r"<!--\s*(norun|external)\s*:?\s*(.*?)\s*-->")
 #: The first line of a shell block: a command, not printed output ("rlbridge run: ...") or a
 #: tree ("rlbridge/").
-COMMAND = re.compile(r"(\w+=\S*\s+)*((rlbridge|python|node|make|ray|nice|docker|cp) [\w.-]+(\s|$)"
-                     r"|\. |clients/|\./)")
+COMMAND = re.compile(
+    r"(\w+=\S*\s+)*((rlbridge|python|node|make|ray|nice|docker|cp) [\w.-]+(\s|$)"
+    r"|\. |clients/|\./)"
+)
 
 
 @dataclass(frozen=True)
@@ -98,8 +100,12 @@ def blocks_of(path: Path) -> list[Block]:
             language, end = line[3:].strip(), index + 1
             while not lines[end].startswith("```"):
                 end += 1
-            code, start, index = "\n".join(lines[index + 1:end]), index, end + 1
-        elif line.startswith("    ") and line.strip() and (index == 0 or not lines[index - 1].strip()):
+            code, start, index = "\n".join(lines[index + 1 : end]), index, end + 1
+        elif (
+            line.startswith("    ")
+            and line.strip()
+            and (index == 0 or not lines[index - 1].strip())
+        ):
             end = index
             while end < len(lines) and (lines[end].startswith("    ") or not lines[end].strip()):
                 end += 1
@@ -124,11 +130,18 @@ def _params():
     for path in DOCS:
         doc = str(path.relative_to(ROOT))
         for tier in ("processes", "external"):
-            blocks = [block for block in ALL_BLOCKS if block.doc == doc and block.marker != "norun"
-                      and (block.marker == "external") == (tier == "external")]
+            blocks = [
+                block
+                for block in ALL_BLOCKS
+                if block.doc == doc
+                and block.marker != "norun"
+                and (block.marker == "external") == (tier == "external")
+            ]
             if blocks:
-                marks = [getattr(pytest.mark, tier),
-                         pytest.mark.timeout(BLOCK_TIMEOUT_S * (len(blocks) + 1))]
+                marks = [
+                    getattr(pytest.mark, tier),
+                    pytest.mark.timeout(BLOCK_TIMEOUT_S * (len(blocks) + 1)),
+                ]
                 yield pytest.param(blocks, id=f"{doc}-{tier}", marks=marks)
 
 
@@ -153,10 +166,16 @@ def _environment(sandbox: Path) -> dict[str, str]:
 def _run(argv: list[str], sandbox: Path, name: str, stdin: str | None = None):
     """Runs one block's program in its own process group; whatever it left behind (servers
     started with &) is stopped with the group."""
-    child = subprocess.Popen(argv, cwd=sandbox, env=_environment(sandbox), text=True,
-                             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             start_new_session=True)
+    child = subprocess.Popen(
+        argv,
+        cwd=sandbox,
+        env=_environment(sandbox),
+        text=True,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         output, _ = child.communicate(stdin, timeout=BLOCK_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -207,18 +226,20 @@ def _run_block(block: Block, sandbox: Path) -> None:
         assert status == 0, f"{block.name} failed with exit {status}:\n{output[-3000:]}"
     else:
         for command, printed in _transcript(block.code):
-            _, output = _run(["bash", "-c", command.replace("/tmp/", f"{sandbox}/tmp/")],
-                             sandbox, block.name)
+            _, output = _run(
+                ["bash", "-c", command.replace("/tmp/", f"{sandbox}/tmp/")], sandbox, block.name
+            )
             output = output.strip().replace(f"{sandbox}/tmp/", "/tmp/")
             output = output.replace(str(sandbox), "/home/me")
             pattern = ".*?".join(re.escape(part) for part in printed.split("..."))
-            assert re.fullmatch(pattern, output, re.S), \
+            assert re.fullmatch(pattern, output, re.S), (
                 f"{block.name}: `{command}` printed\n{output}\nwhere the document shows\n{printed}"
+            )
 
 
 def test_readme_environment_and_agent_run_in_process():
     text = README.read_text()
-    section = text[text.index("## Write an environment or an agent in 20 lines"):]
+    section = text[text.index("## Write an environment or an agent in 20 lines") :]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)

@@ -6,16 +6,19 @@ import pytest
 
 from rlbridge.stats import wilson_interval
 
-Z_SQUARED = 1.959963984540054 ** 2  # the 97.5% normal quantile, squared
+Z_SQUARED = 1.959963984540054**2  # the 97.5% normal quantile, squared
 
 
-@pytest.mark.parametrize("successes, trials, low, high", [
-    # Newcombe (1998), "Two-sided confidence intervals for the single proportion", Table I.
-    (81, 263, 0.2553, 0.3662),
-    (15, 148, 0.0624, 0.1605),
-    (0, 20, 0.0, 0.1611),
-    (1, 29, 0.0061, 0.1718),
-])
+@pytest.mark.parametrize(
+    "successes, trials, low, high",
+    [
+        # Newcombe (1998), "Two-sided confidence intervals for the single proportion", Table I.
+        (81, 263, 0.2553, 0.3662),
+        (15, 148, 0.0624, 0.1605),
+        (0, 20, 0.0, 0.1611),
+        (1, 29, 0.0061, 0.1718),
+    ],
+)
 def test_wilson_interval_matches_newcombes_table(successes, trials, low, high):
     assert wilson_interval(successes, trials) == pytest.approx((low, high), abs=5e-5)
 

@@ -52,44 +52,82 @@ def test_every_place_and_fixture_named_exists():
 def test_a_unit_test_that_starts_a_process_or_opens_a_socket_fails(tmp_path):
     shutil.copy(HERE / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "test_inner.py").write_text(INNER)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p",
-                           "no:xdist", "-q", "-rA", str(tmp_path)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "-q",
+            "-rA",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     out = done.stdout
     assert done.returncode == 1, out
     assert "PASSED test_inner.py::test_computes" in out
     assert "PASSED test_inner.py::test_marked_processes" in out
-    for test, started in (("test_starts_a_process", "a process (subprocess)"),
-                          ("test_opens_a_socket", "a socket")):
+    for test, started in (
+        ("test_starts_a_process", "a process (subprocess)"),
+        ("test_opens_a_socket", "a socket"),
+    ):
         assert f"FAILED test_inner.py::{test}" in out, out
         assert f"ERROR at teardown of {test} _" in out, out
-        assert ("this test is in the unit tier (no processes, no sockets) but started "
-                f"{started}: mark it @pytest.mark.processes") in out, out
+        assert (
+            "this test is in the unit tier (no processes, no sockets) but started "
+            f"{started}: mark it @pytest.mark.processes"
+        ) in out, out
 
 
 def test_every_tier_is_a_registered_marker_in_order():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
     options = tomllib.loads((HERE.parent / "pyproject.toml").read_text())["tool"]["pytest"]
-    assert [marker.partition(":")[0] for marker in options["ini_options"]["markers"]] == \
-        list(TIERS)
+    assert [marker.partition(":")[0] for marker in options["ini_options"]["markers"]] == list(TIERS)
 
 
 @pytest.mark.processes
 @pytest.mark.parametrize("ci", ["true", ""])
 def test_the_train_tier_fails_in_ci_and_skips_elsewhere_without_torch(tmp_path, ci):
     (tmp_path / "sitecustomize.py").write_text(
-        BLOCKER.format(blocked={"torch", "stable_baselines3", "sb3_contrib"}))
+        BLOCKER.format(blocked={"torch", "stable_baselines3", "sb3_contrib"})
+    )
     path = os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])
     test = "tests/gym/test_sb3.py::test_sb3_trains_on_every_game[PPO-rlbridge/Blackjack-v0]"
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p",
-                           "no:xdist", "-p", "no:randomly", "-q", "-rA", test],
-                          cwd=HERE.parent, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": path, "CI": ci})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "-p",
+            "no:randomly",
+            "-q",
+            "-rA",
+            test,
+        ],
+        cwd=HERE.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": path, "CI": ci},
+    )
     out = done.stdout
     if ci:
         assert done.returncode == 1, out
-        assert "the train tier needs torch, which is not installed here (CI=true): " \
-               "pip install -e '.[train]'" in out, out
+        assert (
+            "the train tier needs torch, which is not installed here (CI=true): "
+            "pip install -e '.[train]'" in out
+        ), out
     else:
         assert done.returncode == 0, out
         assert "SKIPPED [1] tests/gym/test_sb3.py" in out and "torch is not installed" in out, out

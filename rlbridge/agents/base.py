@@ -55,8 +55,9 @@ class Agent:
 
     def act(self, observation: Value) -> Value:
         """The action for ``observation``, for agents whose start and step are the same."""
-        raise NotImplementedError(f"{type(self).__name__} implements neither act nor "
-                                  "agent_start/agent_step")
+        raise NotImplementedError(
+            f"{type(self).__name__} implements neither act nor agent_start/agent_step"
+        )
 
     def agent_start(self, observation: Value) -> Value:
         return self.act(observation)

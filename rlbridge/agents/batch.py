@@ -47,8 +47,9 @@ class BatchAgent(Protocol):
 
     def batch_init(self, task_spec: TaskSpec, num_instances: int) -> None: ...
 
-    def batch_step(self, first_instance: int, calls: np.ndarray, rewards: np.ndarray,
-                   observations: Batch) -> Batch | list[Value]: ...
+    def batch_step(
+        self, first_instance: int, calls: np.ndarray, rewards: np.ndarray, observations: Batch
+    ) -> Batch | list[Value]: ...
 
     def agent_message(self, message: str) -> str: ...
 
@@ -104,9 +105,11 @@ class AgentBatch:
         names = tuple(getattr(agent, "SHARED_STATE", ()))
         missing = [name for name in names if name not in vars(agent)]
         if missing:
-            raise AttributeError(f"{type(agent).__name__}.SHARED_STATE names {missing}, which "
-                                 "it does not have after agent_init: set them in __init__ or "
-                                 "agent_init")
+            raise AttributeError(
+                f"{type(agent).__name__}.SHARED_STATE names {missing}, which "
+                "it does not have after agent_init: set them in __init__ or "
+                "agent_init"
+            )
         self.agents = [agent] + [self._copy(names) for _ in range(num_instances - 1)]
 
     def _copy(self, names: tuple[str, ...]) -> Agent:
@@ -121,9 +124,11 @@ class AgentBatch:
             # Any: its class becomes the made one below, with batch_learner beside it.
             clone: Any = copy.deepcopy(learner, memo)
         except (TypeError, copy.Error) as err:
-            raise TypeError(f"{type(learner).__name__} cannot be copied for each instance "
-                            f"({err}); name what all instances may share (a file, a "
-                            "connection) in its SHARED_STATE") from err
+            raise TypeError(
+                f"{type(learner).__name__} cannot be copied for each instance "
+                f"({err}); name what all instances may share (a file, a "
+                "connection) in its SHARED_STATE"
+            ) from err
         for name in names:
             delattr(clone, name)
         learner_class: type = type(learner)
@@ -131,8 +136,9 @@ class AgentBatch:
         clone.batch_learner = learner
         return clone
 
-    def batch_step(self, first_instance: int, calls: np.ndarray, rewards: np.ndarray,
-                   observations: Batch) -> list[Value]:
+    def batch_step(
+        self, first_instance: int, calls: np.ndarray, rewards: np.ndarray, observations: Batch
+    ) -> list[Value]:
         agents = self.agents
         values = values_of(observations)
         reward_list = rewards.tolist()

@@ -27,14 +27,18 @@ from rlbridge.protocol.errors import OptionError
 #: The most bytes a loaded file, and for an npz the arrays inside it once unpacked, may hold.
 MAX_LOAD_BYTES = 256 * 1024 * 1024
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 #: What the user of an agent with ``save`` and ``load`` options does instead of the messages.
 SAVE_AND_LOAD: Mapping[str, str] = {
     "save": "start the agent with --opt save=PATH (written at cleanup), or call "
-            "agent.save(PATH) in its own process",
+    "agent.save(PATH) in its own process",
     "load": "start the agent with --opt load=PATH, or call agent.load(PATH) in its own process",
 }
 
@@ -48,12 +52,15 @@ def refusal(message: str, instead: Mapping[str, str]) -> str | None:
     words = message.split(None, 1)
     if not words or words[0] not in instead:
         return None
-    return (f"error: {words[0]} is not served over the wire, where any client could choose "
-            f"the file; {instead[words[0]]}")
+    return (
+        f"error: {words[0]} is not served over the wire, where any client could choose "
+        f"the file; {instead[words[0]]}"
+    )
 
 
-def open_regular(path: str | os.PathLike, what: str = "load",
-                 limit: int = MAX_LOAD_BYTES) -> BinaryIO:
+def open_regular(
+    path: str | os.PathLike, what: str = "load", limit: int = MAX_LOAD_BYTES
+) -> BinaryIO:
     """``path`` opened for reading, once it has proved a regular file of at most ``limit``
     bytes; otherwise OptionError naming ``what`` (the option), the path and what it is."""
     try:
@@ -67,8 +74,9 @@ def open_regular(path: str | os.PathLike, what: str = "load",
             kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a file")
             raise OptionError(f"{what}: {os.fspath(path)} is {kind}; expected a regular file")
         if info.st_size > limit:
-            raise OptionError(f"{what}: {os.fspath(path)} holds {info.st_size} bytes; "
-                              f"expected at most {limit}")
+            raise OptionError(
+                f"{what}: {os.fspath(path)} holds {info.st_size} bytes; expected at most {limit}"
+            )
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -82,8 +90,9 @@ def check_loadable(path: str | os.PathLike, what: str = "load") -> None:
 
 
 @contextlib.contextmanager
-def load_npz(path: str | os.PathLike, what: str = "load",
-             limit: int = MAX_LOAD_BYTES) -> Iterator[np.lib.npyio.NpzFile]:
+def load_npz(
+    path: str | os.PathLike, what: str = "load", limit: int = MAX_LOAD_BYTES
+) -> Iterator[np.lib.npyio.NpzFile]:
     """``with load_npz(path) as data``: ``np.load`` of an npz file (no pickles), refused as
     :func:`open_regular` refuses, and also when its arrays would unpack to more than
     ``limit`` bytes."""
@@ -95,8 +104,9 @@ def load_npz(path: str | os.PathLike, what: str = "load",
         except zipfile.BadZipFile:
             raise OptionError(f"{what}: {os.fspath(path)} is not an npz file") from None
         if unpacked > limit:
-            raise OptionError(f"{what}: {os.fspath(path)} unpacks to {unpacked} bytes; "
-                              f"expected at most {limit}")
+            raise OptionError(
+                f"{what}: {os.fspath(path)} unpacks to {unpacked} bytes; expected at most {limit}"
+            )
         handle.seek(0)
         with np.load(handle, allow_pickle=False) as data:
             yield data

@@ -65,11 +65,15 @@ class RandomAgent(Agent):
         if self._one_int is not None:  # the common case, without the generic loop below
             low, high = self._one_int
             return Value((low + int(self._uniform() * (high - low + 1)),))
-        ints = tuple(low + int(self._uniform() * (high - low + 1)) for low, high in self._int_bounds)
+        ints = tuple(
+            low + int(self._uniform() * (high - low + 1)) for low, high in self._int_bounds
+        )
         if not spec.actions.doubles:
             return Value(ints=ints)
         doubles = tuple(
-            float(self.rng.uniform(low, high)) if math.isfinite(low) and math.isfinite(high) else 0.0
+            float(self.rng.uniform(low, high))
+            if math.isfinite(low) and math.isfinite(high)
+            else 0.0
             for low, high in spec.actions.double_bounds()
         )
         return Value(ints=ints, doubles=doubles)

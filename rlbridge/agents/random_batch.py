@@ -43,8 +43,9 @@ class RandomBatch:
             self.generators[instance] = (np.random.default_rng(instance_seed(seed, instance)), [])
         self.agent.seed(seed)
 
-    def batch_step(self, first_instance: int, calls: np.ndarray, rewards: np.ndarray,
-                   observations) -> Batch:
+    def batch_step(
+        self, first_instance: int, calls: np.ndarray, rewards: np.ndarray, observations
+    ) -> Batch:
         acting = (np.flatnonzero(AGENT_TAKES_OBSERVATION[calls]) + first_instance).tolist()
         if not acting:
             return Batch.stack([])
@@ -54,8 +55,9 @@ class RandomBatch:
             actions = self.low + (uniforms * (self.high - self.low + 1)).astype(np.int64)
         else:
             actions = self._legal_actions(acting, as_batch(observations))
-        return Batch(count, actions.reshape(count, 1), np.empty((count, 0)), ("",) * count,
-                     (), None)
+        return Batch(
+            count, actions.reshape(count, 1), np.empty((count, 0)), ("",) * count, (), None
+        )
 
     def _uniforms(self, instances: list[int]) -> list[float]:
         """The next uniform of each instance's generator: the agent's blocks of uniforms,
@@ -75,8 +77,11 @@ class RandomBatch:
         """A uniform legal action per row, as the agent picks one: the legal actions in
         order, the ``int(u * len(legal))``-th of them; the lowest action, and no draw,
         where none is legal. One numpy pass over the stacked masks, not one per row."""
-        masks = (observations.arrays[self.mask_index] if observations.stacked else
-                 np.array([v.arrays[self.mask_index] for v in observations.values()]))
+        masks = (
+            observations.arrays[self.mask_index]
+            if observations.stacked
+            else np.array([v.arrays[self.mask_index] for v in observations.values()])
+        )
         masks = np.asarray(masks, dtype=bool).reshape(len(acting), -1)
         counts = masks.sum(axis=1)
         playable = np.flatnonzero(counts)

@@ -126,8 +126,9 @@ def bare_loop(game: str, count: int, batched_steps: int) -> tuple[float, list[fl
 
 
 def in_process_batched(game: str, count: int, batched_steps: int) -> tuple[float, list[float]]:
-    experiment = Experiment(lambda: build(game, ENVIRONMENTS), build("random", AGENTS),
-                            instances=count, seed=1)
+    experiment = Experiment(
+        lambda: build(game, ENVIRONMENTS), build("random", AGENTS), instances=count, seed=1
+    )
     experiment.RL_init()
     latencies = []
     last = [time.perf_counter()]
@@ -154,14 +155,24 @@ class _TimedAgent:
 
     def send(self, group, first_instance, calls, rewards, observations) -> None:
         frames: list = []
-        request = encode(AGENT_BATCH_STEP, 1, 1, [first_instance, encode_column(calls),
-                                                  encode_column(rewards),
-                                                  encode_batch(observations, frames)], frames)
+        request = encode(
+            AGENT_BATCH_STEP,
+            1,
+            1,
+            [
+                first_instance,
+                encode_column(calls),
+                encode_column(rewards),
+                encode_batch(observations, frames),
+            ],
+            frames,
+        )
         begin = time.perf_counter()
         message = decode(request[0], tuple(request[1:]))
         body = agent_batch_step_body(message)
-        actions = self.agent.batch_step(body.first_instance, body.calls, body.rewards,
-                                        body.observations)
+        actions = self.agent.batch_step(
+            body.first_instance, body.calls, body.rewards, body.observations
+        )
         out: list = []
         self.reply = encode(AGENT_BATCH_STEP, 1, 1, encode_batch(actions, out), out)
         self.seconds += time.perf_counter() - begin
@@ -189,40 +200,56 @@ def environment_side(game: str, count: int, batched_steps: int) -> tuple[float, 
     return count * batched_steps / seconds, []
 
 
-def processes(game: str, count: int, batched_steps: int, *, shards: int, groups: int,
-              env_cpus: list[set[int] | None], agent_cpus: set[int] | None,
-              directory: str, warmup: int | None = None
-              ) -> tuple[float, list[float], list[float]]:
+def processes(
+    game: str,
+    count: int,
+    batched_steps: int,
+    *,
+    shards: int,
+    groups: int,
+    env_cpus: list[set[int] | None],
+    agent_cpus: set[int] | None,
+    directory: str,
+    warmup: int | None = None,
+) -> tuple[float, list[float], list[float]]:
     """Environment shards and an agent as processes; this process is the experiment.
     ``warmup`` batched steps go untimed first (default: :func:`warmup_steps`).
     Also returns each child's CPU time per timed batched step, in µs (shards, then agent)."""
     python = [sys.executable, "-m", "rlbridge"]
     addresses = [f"ipc://{directory}/e{index}.sock" for index in range(shards)]
     agent_address = f"ipc://{directory}/a.sock"
-    children = [start_child([*python, "env", game, "--bind", address], cpus,
-                            stderr=subprocess.DEVNULL)
-                for address, cpus in zip(addresses, env_cpus, strict=True)]
-    children.append(start_child([*python, "agent", "random", "--bind", agent_address],
-                                agent_cpus, stderr=subprocess.DEVNULL))
+    children = [
+        start_child([*python, "env", game, "--bind", address], cpus, stderr=subprocess.DEVNULL)
+        for address, cpus in zip(addresses, env_cpus, strict=True)
+    ]
+    children.append(
+        start_child(
+            [*python, "agent", "random", "--bind", agent_address],
+            agent_cpus,
+            stderr=subprocess.DEVNULL,
+        )
+    )
     envs, agent = [], None
     try:
         envs = [RemoteEnvironment(address) for address in addresses]
         agent = RemoteAgent(agent_address)
-        experiment = Experiment(envs if shards > 1 else envs[0], agent, instances=count, seed=1,
-                                groups=groups)
+        experiment = Experiment(
+            envs if shards > 1 else envs[0], agent, instances=count, seed=1, groups=groups
+        )
         experiment.RL_init()
         _play(experiment, warmup_steps(batched_steps) if warmup is None else warmup)
         before = [process_cpu_s(child.pid) for child in children]
         started = time.perf_counter()
         batched_steps = _play(experiment, batched_steps)
         rate = count * batched_steps / (time.perf_counter() - started)
-        spent = [(process_cpu_s(child.pid) - first) / batched_steps * 1e6
-                 for child, first in zip(children, before, strict=True)]
+        spent = [
+            (process_cpu_s(child.pid) - first) / batched_steps * 1e6
+            for child, first in zip(children, before, strict=True)
+        ]
         latencies = _timing(envs[0]) if count > 1 else []
     finally:
         stop_peers((*envs, agent), children)
     return rate, latencies, spent
-
 
 
 def _play(experiment: Experiment, batched_steps: int) -> int:
@@ -247,7 +274,7 @@ def _timing(env: RemoteEnvironment) -> list[float]:
 VECTOR_ENVS = {
     "batched": "rlbridge.gym.make_vec: RLBridgeVectorEnv, batched, in process",
     "batched-remote": "rlbridge.gym.make_vec(remote=True): RLBridgeVectorEnv, batched, "
-                      "1 env process",
+    "1 env process",
     "sync": "gymnasium SyncVectorEnv of RLBridgeEnv: unbatched, in process",
     "async": "gymnasium AsyncVectorEnv of RLBridgeEnv: unbatched, a process each",
 }
@@ -285,8 +312,9 @@ def gym_vector(game: str, count: int, batched_steps: int, kind: str) -> tuple[fl
                 if masks is None:
                     actions = rng.integers(0, vector.single_action_space.n, size=count)
                 else:  # a uniform legal action per env, as the random agent picks
-                    actions = np.array([rng.choice(np.flatnonzero(mask)) if mask.any() else 0
-                                        for mask in masks])
+                    actions = np.array(
+                        [rng.choice(np.flatnonzero(mask)) if mask.any() else 0 for mask in masks]
+                    )
                 infos = vector.step(actions)[4]
                 latencies.append(clock() - begin)
         return count * batched_steps / (clock() - started), latencies
@@ -294,18 +322,25 @@ def gym_vector(game: str, count: int, batched_steps: int, kind: str) -> tuple[fl
         vector.close()
 
 
-def in_fresh_process(function: str, *arguments, cpus: set[int] | None = None,
-                     module: str = "batched"):
+def in_fresh_process(
+    function: str, *arguments, cpus: set[int] | None = None, module: str = "batched"
+):
     """``function(*arguments)`` of this module (or of ``rlbridge.bench.<module>``), run in a
     new Python process on ``cpus``.
 
     Every row starts as cold as an environment process does: 2048's move tables fill as
     positions first appear, so a loop in this long-lived process, whose tables earlier rows
     filled, would run faster than the same loop in a new process."""
-    script = (f"import json, sys; from rlbridge.bench import {module}; "
-              f"print(json.dumps({module}.{function}(*json.loads(sys.argv[1]))))")
-    child = start_child([sys.executable, "-c", script, json.dumps(arguments)], cpus,
-                        stdout=subprocess.PIPE, text=True)
+    script = (
+        f"import json, sys; from rlbridge.bench import {module}; "
+        f"print(json.dumps({module}.{function}(*json.loads(sys.argv[1]))))"
+    )
+    child = start_child(
+        [sys.executable, "-c", script, json.dumps(arguments)],
+        cpus,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     output, _ = child.communicate()
     if child.returncode != 0:
         raise RuntimeError(f"bench batched: {function}{arguments} exited {child.returncode}")
@@ -328,15 +363,30 @@ def _paired(measure, bare, repeats: int) -> tuple[tuple[Any, ...], float]:
     return measured, ratio
 
 
-def _row(game: str, count: int, name: str, measured, ratio: float | None, target: str = "",
-         passed: bool | None = None) -> Figure:
+def _row(
+    game: str,
+    count: int,
+    name: str,
+    measured,
+    ratio: float | None,
+    target: str = "",
+    passed: bool | None = None,
+) -> Figure:
     """A row whose ``ratio`` was measured against its own adjacent baseline (see _paired);
     the Figure's baseline is then the rate that ratio implies."""
     rate, latencies = measured[:2]
     p50, p99 = _percentiles(latencies)
     baseline = None if ratio is None else rate / ratio
-    return Figure(f"batched {game} N={count}", name, rate, "instance-steps/s", baseline, target,
-                  passed, note=f"per batched step p50 {p50:,.0f} us, p99 {p99:,.0f} us")
+    return Figure(
+        f"batched {game} N={count}",
+        name,
+        rate,
+        "instance-steps/s",
+        baseline,
+        target,
+        passed,
+        note=f"per batched step p50 {p50:,.0f} us, p99 {p99:,.0f} us",
+    )
 
 
 def run(quick: bool = False) -> list[Figure]:
@@ -353,57 +403,136 @@ def run(quick: bool = False) -> list[Figure]:
                 one_cpu = {cpus[-1]}
                 bare = partial(in_fresh_process, "bare_loop", *workload, cpus=one_cpu)
                 figures.append(_row(game, count, "bare in-process loop (the limit)", bare(), None))
-                rows = [("in process, batched",
-                         partial(in_fresh_process, "in_process_batched", *workload,
-                                 cpus=one_cpu), ""),
-                        ("environment side alone, hot, no socket",
-                         partial(in_fresh_process, "environment_side", *workload,
-                                 cpus=one_cpu), ""),
-                        ("3 processes, 1 CPU, 1 group",
-                         partial(processes, *workload, shards=1, groups=1, env_cpus=[{cpus[-1]}],
-                                 agent_cpus={cpus[-1]}, directory=directory), ""),
-                        ("floor of that environment process (batched_floor.py)",
-                         partial(in_fresh_process, "environment_floor", *workload, 1,
-                                 warmup_steps(batched_steps), [cpus[-1]], cpus=one_cpu), "")]
+                rows = [
+                    (
+                        "in process, batched",
+                        partial(in_fresh_process, "in_process_batched", *workload, cpus=one_cpu),
+                        "",
+                    ),
+                    (
+                        "environment side alone, hot, no socket",
+                        partial(in_fresh_process, "environment_side", *workload, cpus=one_cpu),
+                        "",
+                    ),
+                    (
+                        "3 processes, 1 CPU, 1 group",
+                        partial(
+                            processes,
+                            *workload,
+                            shards=1,
+                            groups=1,
+                            env_cpus=[{cpus[-1]}],
+                            agent_cpus={cpus[-1]},
+                            directory=directory,
+                        ),
+                        "",
+                    ),
+                    (
+                        "floor of that environment process (batched_floor.py)",
+                        partial(
+                            in_fresh_process,
+                            "environment_floor",
+                            *workload,
+                            1,
+                            warmup_steps(batched_steps),
+                            [cpus[-1]],
+                            cpus=one_cpu,
+                        ),
+                        "",
+                    ),
+                ]
                 if two and count >= 2:
-                    rows.append(("3 processes, 2 CPUs, 2 groups",
-                                 partial(processes, *workload, shards=1, groups=2,
-                                         env_cpus=[{cpus[0]}], agent_cpus={cpus[1]},
-                                         directory=directory),
-                                 ">= 0.8x" if count == 64 else ""))
-                    rows.append(("floor of that environment process (batched_floor.py)",
-                                 partial(in_fresh_process, "environment_floor", *workload, 2,
-                                         warmup_steps(batched_steps), [cpus[1]],
-                                         cpus={cpus[0]}), ""))
+                    rows.append(
+                        (
+                            "3 processes, 2 CPUs, 2 groups",
+                            partial(
+                                processes,
+                                *workload,
+                                shards=1,
+                                groups=2,
+                                env_cpus=[{cpus[0]}],
+                                agent_cpus={cpus[1]},
+                                directory=directory,
+                            ),
+                            ">= 0.8x" if count == 64 else "",
+                        )
+                    )
+                    rows.append(
+                        (
+                            "floor of that environment process (batched_floor.py)",
+                            partial(
+                                in_fresh_process,
+                                "environment_floor",
+                                *workload,
+                                2,
+                                warmup_steps(batched_steps),
+                                [cpus[1]],
+                                cpus={cpus[0]},
+                            ),
+                            "",
+                        )
+                    )
                 # Unplaced, as Gymnasium places them: AsyncVectorEnv's processes and the
                 # remote env's would inherit a placement.
-                rows += [(label, partial(in_fresh_process, "gym_vector", *workload, kind), "")
-                         for kind, label in VECTOR_ENVS.items() if kind != "async" or count <= 8]
+                rows += [
+                    (label, partial(in_fresh_process, "gym_vector", *workload, kind), "")
+                    for kind, label in VECTOR_ENVS.items()
+                    if kind != "async" or count <= 8
+                ]
                 for name, measure, target in rows:
                     measured, ratio = _paired(measure, bare, repeats)
-                    figures.append(_row(game, count, name, measured, ratio, target,
-                                        ratio >= 0.8 if target else None))
+                    figures.append(
+                        _row(
+                            game,
+                            count,
+                            name,
+                            measured,
+                            ratio,
+                            target,
+                            ratio >= 0.8 if target else None,
+                        )
+                    )
                 if two and count == 64:
-                    figures += [_shards_row(game, count, cpus, directory, repeats, floats)
-                                for floats in (False, True)]
+                    figures += [
+                        _shards_row(game, count, cpus, directory, repeats, floats)
+                        for floats in (False, True)
+                    ]
     return figures
 
 
-def _shards_row(game: str, count: int, cpus: list[int], directory: str, repeats: int,
-                agent_floats: bool = False) -> Figure:
+def _shards_row(
+    game: str, count: int, cpus: list[int], directory: str, repeats: int, agent_floats: bool = False
+) -> Figure:
     """Two shards on two CPUs against one shard on one CPU, each pair measured together,
     SHARD_STEPS batched steps after as many untimed: 2048 fills its move tables as positions
     first appear, once per process, and its steps run far faster once they have filled;
     short runs charge two shards twice for what one shard fills once."""
+
     def one_shard():
-        return processes(game, count, SHARD_STEPS, shards=1, groups=1, env_cpus=[{cpus[-1]}],
-                         agent_cpus={cpus[-1]}, directory=directory, warmup=SHARD_STEPS)
+        return processes(
+            game,
+            count,
+            SHARD_STEPS,
+            shards=1,
+            groups=1,
+            env_cpus=[{cpus[-1]}],
+            agent_cpus={cpus[-1]},
+            directory=directory,
+            warmup=SHARD_STEPS,
+        )
 
     def two_shards():
-        return processes(game, count, SHARD_STEPS, shards=2, groups=1,
-                         env_cpus=[{cpus[0]}, {cpus[1]}],
-                         agent_cpus=set(cpus[:2]) if agent_floats else {cpus[1]},
-                         directory=directory, warmup=SHARD_STEPS)
+        return processes(
+            game,
+            count,
+            SHARD_STEPS,
+            shards=2,
+            groups=1,
+            env_cpus=[{cpus[0]}, {cpus[1]}],
+            agent_cpus=set(cpus[:2]) if agent_floats else {cpus[1]},
+            directory=directory,
+            warmup=SHARD_STEPS,
+        )
 
     baselines: list = []
 
@@ -412,11 +541,20 @@ def _shards_row(game: str, count: int, cpus: list[int], directory: str, repeats:
         return baselines[-1]
 
     measured, ratio = _paired(two_shards, one_shard_kept, repeats)
-    name = ("2 shards, 2 CPUs, agent free over both (against 1 shard, 1 CPU)" if agent_floats
-            else "2 shards, 2 CPUs, agent beside shard 2 (against 1 shard, 1 CPU)")
-    figure = _row(game, count, name, measured, ratio, "" if agent_floats else ">= 1.3x",
-                  None if agent_floats else ratio >= 1.3)
+    name = (
+        "2 shards, 2 CPUs, agent free over both (against 1 shard, 1 CPU)"
+        if agent_floats
+        else "2 shards, 2 CPUs, agent beside shard 2 (against 1 shard, 1 CPU)"
+    )
+    figure = _row(
+        game,
+        count,
+        name,
+        measured,
+        ratio,
+        "" if agent_floats else ">= 1.3x",
+        None if agent_floats else ratio >= 1.3,
+    )
     # The one-shard run paired with the two-shard run kept: its rate is the ratio's baseline.
     one = min(baselines, key=lambda run: abs(run[0] - measured[0] / ratio))
     return replace(figure, note=f"{figure.note}; {cpu_note(one[2], measured[2])}")
-

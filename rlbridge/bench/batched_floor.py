@@ -59,15 +59,21 @@ while socket.poll({ECHO_TIMEOUT_MS}):
 """
 
 
-def environment_floor(game: str, count: int, batched_steps: int, groups: int,
-                      warmup_steps: int, echo_cpus: list[int] | None = None
-                      ) -> tuple[float, list[float]]:
+def environment_floor(
+    game: str,
+    count: int,
+    batched_steps: int,
+    groups: int,
+    warmup_steps: int,
+    echo_cpus: list[int] | None = None,
+) -> tuple[float, list[float]]:
     """Instance-steps per second of the floor loop (module docstring), with ``groups``
     groups, after ``warmup_steps`` untimed batched steps; the echo runs on ``echo_cpus``."""
     with tempfile.TemporaryDirectory(prefix="rlbridge-floor-") as directory:
         address = f"ipc://{directory}/echo.sock"
-        echo = start_child([sys.executable, "-c", ECHO_SCRIPT, address],
-                           set(echo_cpus) if echo_cpus else None)
+        echo = start_child(
+            [sys.executable, "-c", ECHO_SCRIPT, address], set(echo_cpus) if echo_cpus else None
+        )
         socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
         socket.setsockopt(zmq.LINGER, 0)
         socket.connect(address)
@@ -143,8 +149,9 @@ class _FloorLoop:
         key = mask.tobytes()
         legal = self.legal.get(key)
         if legal is None:
-            legal = self.legal[key] = tuple(
-                self.values[int(i)] for i in np.flatnonzero(mask)) or self.everything[:1]
+            legal = self.legal[key] = (
+                tuple(self.values[int(i)] for i in np.flatnonzero(mask)) or self.everything[:1]
+            )
         return legal
 
     def _receive(self) -> None:
@@ -162,7 +169,9 @@ def cpu_note(one: list[float], two: list[float]) -> str:
     env0, env1, agent = two
     # Three processes on two CPUs: one CPU carries two of them, at best the lightest pair.
     busiest = min(max(env0 + env1, agent), max(env0 + agent, env1), max(env1 + agent, env0))
-    return (f"CPU us per batched step: 1 shard env {one[0]:,.0f} + agent {one[1]:,.0f}; "
-            f"2 shards env {env0:,.0f} and {env1:,.0f} + agent {agent:,.0f}: the busier CPU "
-            f"carries >= {busiest:,.0f} us, so 2 shards reach at most "
-            f"{sum(one) / busiest:.2f}x")
+    return (
+        f"CPU us per batched step: 1 shard env {one[0]:,.0f} + agent {one[1]:,.0f}; "
+        f"2 shards env {env0:,.0f} and {env1:,.0f} + agent {agent:,.0f}: the busier CPU "
+        f"carries >= {busiest:,.0f} us, so 2 shards reach at most "
+        f"{sum(one) / busiest:.2f}x"
+    )

@@ -74,8 +74,13 @@ def _vector(kind: str, count: int) -> Any:
     if kind == "envpool":
         import envpool
 
-        return envpool.make(GYM_ID, env_type="gymnasium", num_envs=count, seed=1,
-                            num_threads=min(ENVPOOL_THREADS, count))
+        return envpool.make(
+            GYM_ID,
+            env_type="gymnasium",
+            num_envs=count,
+            seed=1,
+            num_threads=min(ENVPOOL_THREADS, count),
+        )
     if kind == "make_vec-remote":
         import rlbridge.gym
 
@@ -113,20 +118,26 @@ def vector_rate(kind: str, count: int, batched_steps: int) -> tuple[float, list[
 
 
 def _fresh(kind: str, count: int, batched_steps: int) -> tuple[float, list[float]]:
-    return batched.in_fresh_process("vector_rate", kind, count, batched_steps,
-                                    module="batched_gym")
+    return batched.in_fresh_process("vector_rate", kind, count, batched_steps, module="batched_gym")
 
 
-def _figure(group: str, name: str, measured, baseline: float | None, target: float = 0.0,
-            note: str = "") -> Figure:
+def _figure(
+    group: str, name: str, measured, baseline: float | None, target: float = 0.0, note: str = ""
+) -> Figure:
     rate, latencies = measured[:2]
     p50, p99 = batched._percentiles(latencies)
     ratio = None if baseline is None else rate / baseline
-    return Figure(group, name, rate, "instance-steps/s", baseline,
-                  f">= {target:g}x" if target else "",
-                  None if not target or ratio is None else ratio >= target,
-                  note=f"per batched step p50 {p50:,.0f} us, p99 {p99:,.0f} us" +
-                       (f"; {note}" if note else ""))
+    return Figure(
+        group,
+        name,
+        rate,
+        "instance-steps/s",
+        baseline,
+        f">= {target:g}x" if target else "",
+        None if not target or ratio is None else ratio >= target,
+        note=f"per batched step p50 {p50:,.0f} us, p99 {p99:,.0f} us"
+        + (f"; {note}" if note else ""),
+    )
 
 
 def _median_run(runs: list[tuple[float, Any]]) -> tuple[float, Any]:
@@ -146,26 +157,51 @@ def served_rows(cpus: list[int], directory: str, quick: bool, repeats: int) -> l
     for _ in range(repeats):
         sync = _fresh("sync", count, steps)
         pool = None if missing else _fresh("envpool", count, steps)
-        served = batched.processes(f"gym:{GYM_ID}", count, steps, shards=1, groups=2,
-                                   env_cpus=[{cpus[0]}], agent_cpus={cpus[-1]},
-                                   directory=directory)
+        served = batched.processes(
+            f"gym:{GYM_ID}",
+            count,
+            steps,
+            shards=1,
+            groups=2,
+            env_cpus=[{cpus[0]}],
+            agent_cpus={cpus[-1]},
+            directory=directory,
+        )
         remote = _fresh("make_vec-remote", count, steps)
         runs.append((served[0] / sync[0], (sync, pool, served, remote)))
     _, (sync, pool, served, remote) = _median_run(runs)
     cpu = f"CPU us per batched step: env {served[2][0]:,.0f}, agent {served[2][1]:,.0f}"
     rows = [_figure(group, f"baseline: {BASELINES['sync']}", sync, None)]
-    rows.append(Figure(group, f"baseline: {BASELINES['envpool']}", math.nan,
-                       "instance-steps/s", note=missing) if pool is None
-                else _figure(group, f"baseline: {BASELINES['envpool']}", pool, None))
+    rows.append(
+        Figure(
+            group, f"baseline: {BASELINES['envpool']}", math.nan, "instance-steps/s", note=missing
+        )
+        if pool is None
+        else _figure(group, f"baseline: {BASELINES['envpool']}", pool, None)
+    )
     name = f"gym:{GYM_ID} served, 3 processes, 2 CPUs, 2 groups"
     rows.append(_figure(group, f"{name}, against SyncVectorEnv", served, sync[0], 1.0, cpu))
     if pool is None:
-        rows.append(Figure(group, f"{name}, against EnvPool", served[0], "instance-steps/s",
-                           target=">= 0.3x", note=missing))
+        rows.append(
+            Figure(
+                group,
+                f"{name}, against EnvPool",
+                served[0],
+                "instance-steps/s",
+                target=">= 0.3x",
+                note=missing,
+            )
+        )
     else:
         rows.append(_figure(group, f"{name}, against EnvPool", served, pool[0], 0.3))
-    rows.append(_figure(group, "rlbridge.gym.make_vec(remote=True): the env's vector form, "
-                               "against SyncVectorEnv", remote, sync[0]))
+    rows.append(
+        _figure(
+            group,
+            "rlbridge.gym.make_vec(remote=True): the env's vector form, against SyncVectorEnv",
+            remote,
+            sync[0],
+        )
+    )
     return rows
 
 
@@ -179,29 +215,52 @@ def remote_row(quick: bool, repeats: int) -> list[Figure]:
         remote = _fresh("make_vec-remote", 1, steps)
         runs.append((remote[0] / pipe[0], (pipe, remote)))
     _, (pipe, remote) = _median_run(runs)
-    return [_figure(group, f"baseline: {BASELINES['async']}", pipe, None),
-            _figure(group, "rlbridge.gym.make_vec(remote=True), 1 env process", remote,
-                    pipe[0], 2.0)]
+    return [
+        _figure(group, f"baseline: {BASELINES['async']}", pipe, None),
+        _figure(group, "rlbridge.gym.make_vec(remote=True), 1 env process", remote, pipe[0], 2.0),
+    ]
 
 
 def shard_rows(cpus: list[int], directory: str, quick: bool, repeats: int) -> list[Figure]:
     """Two shards on two CPUs against one shard on one CPU, at N = 128 (quick: 16)."""
     count = 16 if quick else SHARD_COUNT
     steps = 50 if quick else batched.SHARD_STEPS
-    common = dict(shards=1, groups=1, env_cpus=[{cpus[-1]}], agent_cpus={cpus[-1]},
-                  directory=directory, warmup=steps)
+    common = dict(
+        shards=1,
+        groups=1,
+        env_cpus=[{cpus[-1]}],
+        agent_cpus={cpus[-1]},
+        directory=directory,
+        warmup=steps,
+    )
     runs = []
     for _ in range(repeats):
         one = batched.processes(SHARD_GAME, count, steps, **common)  # type: ignore[arg-type]
-        two = batched.processes(SHARD_GAME, count, steps, shards=2, groups=1,
-                                env_cpus=[{cpus[0]}, {cpus[1]}], agent_cpus={cpus[1]},
-                                directory=directory, warmup=steps)
+        two = batched.processes(
+            SHARD_GAME,
+            count,
+            steps,
+            shards=2,
+            groups=1,
+            env_cpus=[{cpus[0]}, {cpus[1]}],
+            agent_cpus={cpus[1]},
+            directory=directory,
+            warmup=steps,
+        )
         runs.append((two[0] / one[0], (one, two)))
     _, (one, two) = _median_run(runs)
     group = f"batched {SHARD_GAME} N={count}"
-    return [_figure(group, "baseline: 1 shard, 1 CPU", one, None),
-            _figure(group, "2 shards, 2 CPUs, agent beside shard 2 (against 1 shard)", two,
-                    one[0], 1.5, batched.cpu_note(one[2], two[2]))]
+    return [
+        _figure(group, "baseline: 1 shard, 1 CPU", one, None),
+        _figure(
+            group,
+            "2 shards, 2 CPUs, agent beside shard 2 (against 1 shard)",
+            two,
+            one[0],
+            1.5,
+            batched.cpu_note(one[2], two[2]),
+        ),
+    ]
 
 
 def run(quick: bool = False) -> list[Figure]:
@@ -210,8 +269,15 @@ def run(quick: bool = False) -> list[Figure]:
     repeats = 1 if quick else 3
     figures = remote_row(quick, repeats)
     if len(cpus) < 2:
-        return figures + [Figure("gym", "rows on 2 CPUs", math.nan, "instance-steps/s",
-                                 note=f"need 2 CPUs; this process has {len(cpus)}")]
+        return figures + [
+            Figure(
+                "gym",
+                "rows on 2 CPUs",
+                math.nan,
+                "instance-steps/s",
+                note=f"need 2 CPUs; this process has {len(cpus)}",
+            )
+        ]
     with tempfile.TemporaryDirectory(prefix="rlbridge-batched-gym-") as directory:
         figures += served_rows(cpus, directory, quick, repeats)
         figures += shard_rows(cpus, directory, quick, repeats)

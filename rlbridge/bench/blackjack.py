@@ -67,14 +67,16 @@ def core_moves_per_second(seconds: float, seed: int = 0) -> tuple[float, int]:
     return moves / (time.perf_counter() - start), moves
 
 
-def train(agent, episodes: int, *, exploring: bool, seed: int = 1,
-          progress: bool = True) -> tuple[float, int]:
+def train(
+    agent, episodes: int, *, exploring: bool, seed: int = 1, progress: bool = True
+) -> tuple[float, int]:
     """Train ``agent`` in-process for ``episodes``; return (seconds, moves)."""
     experiment = Experiment(BlackjackEnv(), agent, seed=seed, check_actions=False)
     experiment.RL_init()
     moves = [0]
-    experiment.observers.append(lambda event, experiment: moves.__setitem__(
-        0, moves[0] + experiment.num_steps))
+    experiment.observers.append(
+        lambda event, experiment: moves.__setitem__(0, moves[0] + experiment.num_steps)
+    )
     bar = ProgressBar(episodes, f"episodes {agent.algorithm}") if progress else None
     update = bar.update if bar is not None else None
     start = time.perf_counter()
@@ -100,21 +102,47 @@ def game_speed(quick: bool) -> list[Figure]:
     stick20 = blackjack_dp.expected_return(blackjack_dp.threshold_policy(20))
     evaluator_ms = 1000 * (time.perf_counter() - started) / 2
     return [
-        Figure("blackjack", "core moves/s (random stick/hit, deals included)", rate, "moves/s",
-               note="issue 3 sets no Blackjack speed target"),
-        Figure("blackjack", "exact evaluator, optimal policy", solution.expected_return,
-               "return/hand", target=f"= {OPTIMAL_RETURN} +- 1e-4",
-               passed=abs(solution.expected_return - OPTIMAL_RETURN) <= 1e-4),
-        Figure("blackjack", "exact evaluator, stick at 20+", stick20, "return/hand",
-               target=f"= {STICK20_RETURN} +- 1e-4", passed=abs(stick20 - STICK20_RETURN) <= 1e-4),
-        Figure("blackjack", "exact evaluator time per policy", evaluator_ms, "ms",
-               note=f"DP over 10 dealer cards; optimal hits {int(optimal_actions[12:22].sum())} "
-                    "of 200 states 12-21"),
+        Figure(
+            "blackjack",
+            "core moves/s (random stick/hit, deals included)",
+            rate,
+            "moves/s",
+            note="issue 3 sets no Blackjack speed target",
+        ),
+        Figure(
+            "blackjack",
+            "exact evaluator, optimal policy",
+            solution.expected_return,
+            "return/hand",
+            target=f"= {OPTIMAL_RETURN} +- 1e-4",
+            passed=abs(solution.expected_return - OPTIMAL_RETURN) <= 1e-4,
+        ),
+        Figure(
+            "blackjack",
+            "exact evaluator, stick at 20+",
+            stick20,
+            "return/hand",
+            target=f"= {STICK20_RETURN} +- 1e-4",
+            passed=abs(stick20 - STICK20_RETURN) <= 1e-4,
+        ),
+        Figure(
+            "blackjack",
+            "exact evaluator time per policy",
+            evaluator_ms,
+            "ms",
+            note=f"DP over 10 dealer cards; optimal hits {int(optimal_actions[12:22].sum())} "
+            "of 200 states 12-21",
+        ),
     ]
 
 
-def agent_strength(quick: bool, *, seeds: tuple[int, ...] = (1,), agents: tuple[str, ...] = (),
-                   progress: bool = True) -> list[AgentResult]:
+def agent_strength(
+    quick: bool,
+    *,
+    seeds: tuple[int, ...] = (1,),
+    agents: tuple[str, ...] = (),
+    progress: bool = True,
+) -> list[AgentResult]:
     """One row per agent (and per seed when several). Quick mode trains 30k episodes and
     leaves the 500k targets unjudged. ``agents`` limits the run to those names."""
     episodes = QUICK_EPISODES if quick else FULL_EPISODES
@@ -126,25 +154,47 @@ def agent_strength(quick: bool, *, seeds: tuple[int, ...] = (1,), agents: tuple[
             if agents and name not in agents:
                 continue
             agent = agent_class()
-            seconds, moves = train(agent, episodes, exploring=exploring, seed=seed,
-                                   progress=progress)
+            seconds, moves = train(
+                agent, episodes, exploring=exploring, seed=seed, progress=progress
+            )
             value = agent.exact_return()
-            rows.append(AgentResult(
-                "blackjack", name + tag, f"exact return of greedy policy, {label}", value, value,
-                value, f">= {target} @500k", None if quick else value >= target,
-                1000 * seconds / max(moves, 1), episodes))
+            rows.append(
+                AgentResult(
+                    "blackjack",
+                    name + tag,
+                    f"exact return of greedy policy, {label}",
+                    value,
+                    value,
+                    value,
+                    f">= {target} @500k",
+                    None if quick else value >= target,
+                    1000 * seconds / max(moves, 1),
+                    episodes,
+                )
+            )
         for name, eval_class in EVAL_AGENTS:
             if agents and name not in agents:
                 continue
             evaluator = eval_class()
-            seconds, moves = train(evaluator, episodes, exploring=False, seed=seed,
-                                   progress=progress)
+            seconds, moves = train(
+                evaluator, episodes, exploring=False, seed=seed, progress=progress
+            )
             estimate, error = estimated_deal_value(evaluator)
             low, high = estimate - 1.96 * error, estimate + 1.96 * error
-            rows.append(AgentResult(
-                "blackjack", name + tag, f"est. return/hand of stick-20, {label}", estimate, low,
-                high, f"CI holds exact {STICK20_RETURN}", low <= STICK20_RETURN <= high,
-                1000 * seconds / max(moves, 1), episodes))
+            rows.append(
+                AgentResult(
+                    "blackjack",
+                    name + tag,
+                    f"est. return/hand of stick-20, {label}",
+                    estimate,
+                    low,
+                    high,
+                    f"CI holds exact {STICK20_RETURN}",
+                    low <= STICK20_RETURN <= high,
+                    1000 * seconds / max(moves, 1),
+                    episodes,
+                )
+            )
     return rows
 
 
@@ -155,12 +205,15 @@ def run(quick: bool) -> list:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m rlbridge.bench.blackjack [--quick] [--seeds 1 2 3] [--agents NAME ..]``."""
-    parser = argparse.ArgumentParser(prog="python -m rlbridge.bench.blackjack",
-                                     description="Blackjack agents, optionally over several seeds.")
+    parser = argparse.ArgumentParser(
+        prog="python -m rlbridge.bench.blackjack",
+        description="Blackjack agents, optionally over several seeds.",
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
-    parser.add_argument("--agents", nargs="+", default=[],
-                        choices=[row[0] for row in CONTROL_AGENTS + EVAL_AGENTS])
+    parser.add_argument(
+        "--agents", nargs="+", default=[], choices=[row[0] for row in CONTROL_AGENTS + EVAL_AGENTS]
+    )
     parser.add_argument("--speed", action="store_true", help="also the game_speed figures")
     args = parser.parse_args(argv)
     if args.speed:

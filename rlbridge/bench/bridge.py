@@ -33,8 +33,13 @@ def tetris_stream(frames: int, seed: int = 0) -> list[list[str]]:
             board[rng.integers(20), rng.integers(10)] = rng.integers(0, 8)
         if rng.random() < 0.05:
             board[:] = 0  # a new game: a large clear, sent as fill
-        snapshot = {"game": "tetris", "rows": 20, "cols": 10, "board": board.ravel().tolist(),
-                    "piece": None}
+        snapshot = {
+            "game": "tetris",
+            "rows": 20,
+            "cols": 10,
+            "board": board.ravel().tolist(),
+            "piece": None,
+        }
         batches.append(stream.update(snapshot))
     return batches
 
@@ -73,12 +78,27 @@ def _publisher_costs(quick: bool) -> list[Figure]:
         sent_us = _offer_ns(publisher, snapshot, calls // 10) / 1000
         viewer.close()
     return [
-        Figure(GROUP, "publisher offer, rate-limited away", skipped_ns, "ns/step",
-               note="what a step pays between published frames"),
-        Figure(GROUP, "publisher offer, no subscriber", unwatched_ns, "ns/step",
-               note="no snapshot taken when nobody watches"),
-        Figure(GROUP, "publisher offer, published (tetris 20x10)", sent_us, "us/frame",
-               note="snapshot encode + NOBLOCK send to a subscriber"),
+        Figure(
+            GROUP,
+            "publisher offer, rate-limited away",
+            skipped_ns,
+            "ns/step",
+            note="what a step pays between published frames",
+        ),
+        Figure(
+            GROUP,
+            "publisher offer, no subscriber",
+            unwatched_ns,
+            "ns/step",
+            note="no snapshot taken when nobody watches",
+        ),
+        Figure(
+            GROUP,
+            "publisher offer, published (tetris 20x10)",
+            sent_us,
+            "us/frame",
+            note="snapshot encode + NOBLOCK send to a subscriber",
+        ),
     ]
 
 
@@ -101,7 +121,9 @@ class _PublishingEnv:
     def env_step(self, action):
         result = self.env.env_step(action)
         self.step += 1
-        self.publisher.offer(self.env.state_snapshot, self.episode, self.step, bool(result.terminal))
+        self.publisher.offer(
+            self.env.state_snapshot, self.episode, self.step, bool(result.terminal)
+        )
         return result
 
 
@@ -132,13 +154,19 @@ def _viewer_slowdown(quick: bool) -> list[Figure]:
     def tetrominoes():  # the tetrominoes' random games are the shorter ones
         return TetrisEnv(pieces="tetrominoes")
 
-    games = [("tetris", tetrominoes, 100 if quick else 300), ("2048", Game2048Env, 10 if quick else 30)]
+    games = [
+        ("tetris", tetrominoes, 100 if quick else 300),
+        ("2048", Game2048Env, 10 if quick else 30),
+    ]
     rounds = 5 if quick else 9
     figures = []
     with tempfile.TemporaryDirectory(prefix="rlbridge-bench-view-") as directory:
         publisher = StatePublisher(f"ipc://{directory}/state")
-        viewer = subprocess.Popen([sys.executable, "-m", "rlbridge", "view", publisher.address,
-                                   "--headless"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        viewer = subprocess.Popen(
+            [sys.executable, "-m", "rlbridge", "view", publisher.address, "--headless"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             while not publisher.subscribers(timeout_ms=1000):  # the viewer process is starting
                 if viewer.poll() is not None:
@@ -148,12 +176,22 @@ def _viewer_slowdown(quick: bool) -> list[Figure]:
                 sent_before = publisher.sent
                 for _ in range(rounds):  # alternate, so load changes hit both sides alike
                     plain.append(_episode_cpu_seconds(make_env(), episodes))
-                    watched.append(_episode_cpu_seconds(_PublishingEnv(make_env(), publisher), episodes))
+                    watched.append(
+                        _episode_cpu_seconds(_PublishingEnv(make_env(), publisher), episodes)
+                    )
                 base, with_view = float(np.median(plain)), float(np.median(watched))
-                figures.append(Figure(
-                    GROUP, f"in-process {name} RL_episode, viewer attached", with_view, "thread CPU s",
-                    baseline=base, target="<= 1.10x", passed=with_view <= 1.10 * base,
-                    note=f"{episodes} episodes x {rounds}; {publisher.sent - sent_before} frames sent"))
+                figures.append(
+                    Figure(
+                        GROUP,
+                        f"in-process {name} RL_episode, viewer attached",
+                        with_view,
+                        "thread CPU s",
+                        baseline=base,
+                        target="<= 1.10x",
+                        passed=with_view <= 1.10 * base,
+                        note=f"{episodes} episodes x {rounds}; {publisher.sent - sent_before} frames sent",
+                    )
+                )
         finally:
             viewer.terminate()
             viewer.wait()
@@ -167,36 +205,84 @@ def run(quick: bool) -> list[Figure]:
     batches = tetris_stream(200 if quick else 1500)
     commands = sum(len(b) for b in batches)
     text_rate = _rate(TextSink(stream=io.StringIO()), batches)
-    figures = [Figure(GROUP, "text sink (in memory)", text_rate, "commands/s",
-                      note=f"{commands} commands, {len(batches)} frames")]
+    figures = [
+        Figure(
+            GROUP,
+            "text sink (in memory)",
+            text_rate,
+            "commands/s",
+            note=f"{commands} commands, {len(batches)} frames",
+        )
+    ]
     try:
         with FlyingSquid.start() as server:
             rates = {}
             errors = 0
             for pipeline in (False, True):
-                sink = RconSink(server.host, server.rcon_port, server.password, batch=64, rate=1e9,
-                                pipeline=pipeline)
+                sink = RconSink(
+                    server.host,
+                    server.rcon_port,
+                    server.password,
+                    batch=64,
+                    rate=1e9,
+                    pipeline=pipeline,
+                )
                 sink.send(["fill 0 61 3 9 80 3 minecraft:air"])  # load the chunk before timing
                 rates[pipeline, "frame"] = _rate(sink, batches)
-                rates[pipeline, "bulk"] = _rate(sink, [[line for batch in batches for line in batch]])
+                rates[pipeline, "bulk"] = _rate(
+                    sink, [[line for batch in batches for line in batch]]
+                )
                 errors += sink.errors
                 sink.close()
         per_frame = f"{commands / len(batches):.1f} commands/frame"
         figures += [
-            Figure(GROUP, "RCON -> flying-squid, one command per round trip, per frame",
-                   rates[False, "frame"], "commands/s", baseline=text_rate,
-                   note=f"vanilla-safe mode; {per_frame}"),
-            Figure(GROUP, "RCON -> flying-squid, one command per round trip, bulk",
-                   rates[False, "bulk"], "commands/s", baseline=text_rate,
-                   target=">= 500", passed=rates[False, "bulk"] >= 500 and errors == 0,
-                   note=f"vanilla-safe mode; {errors} error replies in all RCON runs"),
-            Figure(GROUP, "RCON -> flying-squid, pipelined, per frame",
-                   rates[True, "frame"], "commands/s", baseline=text_rate, note=per_frame),
-            Figure(GROUP, "RCON -> flying-squid, pipelined bulk", rates[True, "bulk"], "commands/s",
-                   baseline=text_rate, target=">= 500", passed=rates[True, "bulk"] >= 500 and errors == 0,
-                   note="batches of 64 per write (flying-squid plugin; not for vanilla)"),
+            Figure(
+                GROUP,
+                "RCON -> flying-squid, one command per round trip, per frame",
+                rates[False, "frame"],
+                "commands/s",
+                baseline=text_rate,
+                note=f"vanilla-safe mode; {per_frame}",
+            ),
+            Figure(
+                GROUP,
+                "RCON -> flying-squid, one command per round trip, bulk",
+                rates[False, "bulk"],
+                "commands/s",
+                baseline=text_rate,
+                target=">= 500",
+                passed=rates[False, "bulk"] >= 500 and errors == 0,
+                note=f"vanilla-safe mode; {errors} error replies in all RCON runs",
+            ),
+            Figure(
+                GROUP,
+                "RCON -> flying-squid, pipelined, per frame",
+                rates[True, "frame"],
+                "commands/s",
+                baseline=text_rate,
+                note=per_frame,
+            ),
+            Figure(
+                GROUP,
+                "RCON -> flying-squid, pipelined bulk",
+                rates[True, "bulk"],
+                "commands/s",
+                baseline=text_rate,
+                target=">= 500",
+                passed=rates[True, "bulk"] >= 500 and errors == 0,
+                note="batches of 64 per write (flying-squid plugin; not for vanilla)",
+            ),
         ]
     except ServerUnavailable as exc:
-        figures.append(Figure(GROUP, "RCON -> flying-squid, pipelined bulk", float("nan"), "commands/s",
-                              target=">= 500", passed=False, note=f"server unavailable: {exc}"[:120]))
+        figures.append(
+            Figure(
+                GROUP,
+                "RCON -> flying-squid, pipelined bulk",
+                float("nan"),
+                "commands/s",
+                target=">= 500",
+                passed=False,
+                note=f"server unavailable: {exc}"[:120],
+            )
+        )
     return figures + _publisher_costs(quick) + _viewer_slowdown(quick)

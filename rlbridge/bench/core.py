@@ -116,9 +116,16 @@ def python_floor(address: str, seconds: float, cpus):
     return len(latencies) / sum(latencies), latencies
 
 
-def rlbridge_three_processes(transport: str, env_name: str, env_opts: list[str], seconds: float,
-                             cpus, directory: str, log_path: str | None = None,
-                             viewer: bool = False):
+def rlbridge_three_processes(
+    transport: str,
+    env_name: str,
+    env_opts: list[str],
+    seconds: float,
+    cpus,
+    directory: str,
+    log_path: str | None = None,
+    viewer: bool = False,
+):
     """Steps per second and per-step latencies (episode mean) of RL_episode over the protocol."""
     if transport == "ipc":
         env_addr, agent_addr = f"ipc://{directory}/e.sock", f"ipc://{directory}/a.sock"
@@ -132,11 +139,17 @@ def rlbridge_three_processes(transport: str, env_name: str, env_opts: list[str],
     if viewer:  # a headless viewer subscribed before the first step (--wait-viewer-ms)
         view_addr = f"ipc://{directory}/view.sock"
         opts += ["--publish", view_addr, "--wait-viewer-ms", "30000"]
-    children = [spawn([*python, "env", env_name, "--bind", env_addr, *opts], cpus),
-                spawn([*python, "agent", "random", "--bind", agent_addr], cpus)]
+    children = [
+        spawn([*python, "env", env_name, "--bind", env_addr, *opts], cpus),
+        spawn([*python, "agent", "random", "--bind", agent_addr], cpus),
+    ]
     if viewer:
-        children.append(spawn([*python, "view", view_addr, "--headless", "--idle-timeout",
-                                "3"], watcher_cpus(cpus)))
+        children.append(
+            spawn(
+                [*python, "view", view_addr, "--headless", "--idle-timeout", "3"],
+                watcher_cpus(cpus),
+            )
+        )
     original_cpus = os.sched_getaffinity(0)
     if cpus:
         os.sched_setaffinity(0, cpus)
@@ -247,69 +260,148 @@ def measure(quick: bool, cpus: set[int]) -> list[Figure]:
     figures: list[Figure] = []
     episode_means = " (episode means)"
     with tempfile.TemporaryDirectory(prefix="rlbridge-bench-") as d:
-        small = _alternate({
-            "raw": lambda: raw_ping_pong(f"ipc://{d}/raw.sock", 100, 100, seconds, cpus),
-            "floor": lambda: python_floor(f"ipc://{d}/floor.sock", seconds, cpus),
-            "ipc": lambda: rlbridge_three_processes("ipc", "gridwalk", [], seconds, cpus, d),
-            "tcp": lambda: rlbridge_three_processes("tcp", "gridwalk", [], seconds, cpus, d),
-            "log": lambda: rlbridge_three_processes("ipc", "gridwalk", [], seconds, cpus, d,
-                                                    log_path=f"{d}/bench.log"),
-        "tetris": lambda: rlbridge_three_processes("ipc", "tetris", [], seconds, cpus, d),
-        "viewer": lambda: rlbridge_three_processes("ipc", "tetris", [], seconds, cpus, d,
-                                                   viewer=True),
-        }, rounds)
+        small = _alternate(
+            {
+                "raw": lambda: raw_ping_pong(f"ipc://{d}/raw.sock", 100, 100, seconds, cpus),
+                "floor": lambda: python_floor(f"ipc://{d}/floor.sock", seconds, cpus),
+                "ipc": lambda: rlbridge_three_processes("ipc", "gridwalk", [], seconds, cpus, d),
+                "tcp": lambda: rlbridge_three_processes("tcp", "gridwalk", [], seconds, cpus, d),
+                "log": lambda: rlbridge_three_processes(
+                    "ipc", "gridwalk", [], seconds, cpus, d, log_path=f"{d}/bench.log"
+                ),
+                "tetris": lambda: rlbridge_three_processes("ipc", "tetris", [], seconds, cpus, d),
+                "viewer": lambda: rlbridge_three_processes(
+                    "ipc", "tetris", [], seconds, cpus, d, viewer=True
+                ),
+            },
+            rounds,
+        )
         base_rate, base_lat = small["raw"]
-        figures.append(Figure("core", "(a) raw pyzmq REQ/REP 100 B, ipc", base_rate, "trips/s",
-                              note=_lat_note(base_lat)))
+        figures.append(
+            Figure(
+                "core",
+                "(a) raw pyzmq REQ/REP 100 B, ipc",
+                base_rate,
+                "trips/s",
+                note=_lat_note(base_lat),
+            )
+        )
         floor_rate, floor_lat = small["floor"]
-        figures.append(Figure(
-            "core", "(a2) floor: bare Python msgpack DEALER/ROUTER, ipc", floor_rate, "trips/s",
-            baseline=base_rate, note=_lat_note(floor_lat, "; decode+encode per side, no checks, "
-                                               "no env or agent: the most (b) could reach")))
+        figures.append(
+            Figure(
+                "core",
+                "(a2) floor: bare Python msgpack DEALER/ROUTER, ipc",
+                floor_rate,
+                "trips/s",
+                baseline=base_rate,
+                note=_lat_note(
+                    floor_lat,
+                    "; decode+encode per side, no checks, "
+                    "no env or agent: the most (b) could reach",
+                ),
+            )
+        )
         for transport in ("ipc", "tcp"):
             rate, lat = small[transport]
-            figures.append(Figure(
-                "core", f"(b) RL_episode 3 processes, 4x4 ints, {transport}", rate, "steps/s",
-                baseline=base_rate, target=">= 0.8x" if transport == "ipc" else "",
-                passed=(rate / base_rate >= 0.8) if transport == "ipc" else None,
-                note=_lat_note(lat, f"{episode_means}; {rate / floor_rate:.2f}x of (a2)")))
+            figures.append(
+                Figure(
+                    "core",
+                    f"(b) RL_episode 3 processes, 4x4 ints, {transport}",
+                    rate,
+                    "steps/s",
+                    baseline=base_rate,
+                    target=">= 0.8x" if transport == "ipc" else "",
+                    passed=(rate / base_rate >= 0.8) if transport == "ipc" else None,
+                    note=_lat_note(lat, f"{episode_means}; {rate / floor_rate:.2f}x of (a2)"),
+                )
+            )
         plain_rate, logged_rate = small["ipc"][0], small["log"][0]
-        figures.append(Figure(
-            "log", "RL_episode with --log (flush every episode)", logged_rate, "steps/s",
-            baseline=plain_rate, target=">= 0.85x", passed=logged_rate / plain_rate >= 0.85,
-            note="baseline: (b) over ipc without a log"))
-        figures.append(Figure(
-            "bridge", "RL_episode on tetris with a pygame viewer attached", small["viewer"][0],
-            "steps/s", baseline=small["tetris"][0], target=">= 0.9x",
-            passed=small["viewer"][0] / small["tetris"][0] >= 0.9,
-            note="baseline: the same run with no viewer; the viewer draws headless"))
+        figures.append(
+            Figure(
+                "log",
+                "RL_episode with --log (flush every episode)",
+                logged_rate,
+                "steps/s",
+                baseline=plain_rate,
+                target=">= 0.85x",
+                passed=logged_rate / plain_rate >= 0.85,
+                note="baseline: (b) over ipc without a log",
+            )
+        )
+        figures.append(
+            Figure(
+                "bridge",
+                "RL_episode on tetris with a pygame viewer attached",
+                small["viewer"][0],
+                "steps/s",
+                baseline=small["tetris"][0],
+                target=">= 0.9x",
+                passed=small["viewer"][0] / small["tetris"][0] >= 0.9,
+                note="baseline: the same run with no viewer; the viewer draws headless",
+            )
+        )
         glue_s, bare_s = in_process(seconds)
         overhead_us = (glue_s - bare_s) * 1e6
-        figures.append(Figure("core", "(c) in-process RL_episode, gridwalk", 1 / glue_s,
-                              "steps/CPU-s", baseline=1 / bare_s,
-                              note="baseline: the same env and agent calls in a bare loop"))
-        figures.append(Figure("core", "(c) in-process glue overhead", overhead_us, "us/step",
-                              target="< 10 us", passed=overhead_us < 10))
+        figures.append(
+            Figure(
+                "core",
+                "(c) in-process RL_episode, gridwalk",
+                1 / glue_s,
+                "steps/CPU-s",
+                baseline=1 / bare_s,
+                note="baseline: the same env and agent calls in a bare loop",
+            )
+        )
+        figures.append(
+            Figure(
+                "core",
+                "(c) in-process glue overhead",
+                overhead_us,
+                "us/step",
+                target="< 10 us",
+                passed=overhead_us < 10,
+            )
+        )
         for size, label in ((100, "100 B"), (20_000, "20 KB"), (1_000_000, "1 MB")):
-            pair = _alternate({
-                "raw": lambda size=size: raw_ping_pong(f"ipc://{d}/raw{size}.sock", size, 16,
-                                                       seconds, cpus),
-                "rlb": lambda size=size: rlbridge_three_processes(
-                    "ipc", "countdown", ["length=50", f"array_bytes={size}"], seconds, cpus, d),
-            }, rounds)
+            pair = _alternate(
+                {
+                    "raw": lambda size=size: raw_ping_pong(
+                        f"ipc://{d}/raw{size}.sock", size, 16, seconds, cpus
+                    ),
+                    "rlb": lambda size=size: rlbridge_three_processes(
+                        "ipc", "countdown", ["length=50", f"array_bytes={size}"], seconds, cpus, d
+                    ),
+                },
+                rounds,
+            )
             (raw_rate, raw_lat), (rate, lat) = pair["raw"], pair["rlb"]
             big = size >= 1_000_000
-            figures.append(Figure("arrays", f"(d) observation {label}: raw zero-copy ping-pong",
-                                  raw_rate, "trips/s", note=_lat_note(raw_lat)))
-            figures.append(Figure(
-                "arrays", f"(d) observation {label}: RL_episode", rate, "steps/s",
-                baseline=raw_rate, target=">= 0.5x" if big else "",
-                passed=(rate / raw_rate >= 0.5) if big else None,
-                note=_lat_note(lat, episode_means)))
+            figures.append(
+                Figure(
+                    "arrays",
+                    f"(d) observation {label}: raw zero-copy ping-pong",
+                    raw_rate,
+                    "trips/s",
+                    note=_lat_note(raw_lat),
+                )
+            )
+            figures.append(
+                Figure(
+                    "arrays",
+                    f"(d) observation {label}: RL_episode",
+                    rate,
+                    "steps/s",
+                    baseline=raw_rate,
+                    target=">= 0.5x" if big else "",
+                    passed=(rate / raw_rate >= 0.5) if big else None,
+                    note=_lat_note(lat, episode_means),
+                )
+            )
         # Many short rounds: their median shrugs off a passing burst of other load.
         c_agent, missing = c_agent_command()
-        figures += cpu_figures(per_side(d, 5_000 if quick else 10_000, 3 if quick else 7, cpus,
-                                        c_agent), missing)
+        figures += cpu_figures(
+            per_side(d, 5_000 if quick else 10_000, 3 if quick else 7, cpus, c_agent), missing
+        )
     return figures
 
 
@@ -322,19 +414,37 @@ def cpu_figures(sides: dict[str, tuple[float, float]], missing: str = "") -> lis
     target = f"<= {TARGET_US:.0f} us"
     for index, (process, role) in enumerate((("environment", "client"), ("agent", "server"))):
         value, raw, floor, over, work = (
-            sides[name][index] for name in ("rlbridge", "raw", "floor", "over floor",
-                                            "workload floor"))
-        figures.append(Figure(
-            "cpu", f"(e) CPU per step, {process} process, countdown, ipc", value, "us/step",
-            baseline=raw, target=target, passed=value <= TARGET_US,
-            note=f"baseline: the same side of the raw REQ/REP pair; same run: floor (a2) "
-                 f"{floor:.1f} us, the workload floor's {role} {work:.1f} us; each round's "
-                 f"(a2) {over:+.1f} us (median)"))
+            sides[name][index]
+            for name in ("rlbridge", "raw", "floor", "over floor", "workload floor")
+        )
+        figures.append(
+            Figure(
+                "cpu",
+                f"(e) CPU per step, {process} process, countdown, ipc",
+                value,
+                "us/step",
+                baseline=raw,
+                target=target,
+                passed=value <= TARGET_US,
+                note=f"baseline: the same side of the raw REQ/REP pair; same run: floor (a2) "
+                f"{floor:.1f} us, the workload floor's {role} {work:.1f} us; each round's "
+                f"(a2) {over:+.1f} us (median)",
+            )
+        )
     label = "(e) CPU per step, agent process, the C random agent"
     if WITH_C_AGENT not in sides:
         return [*figures, Figure("cpu", label, math.nan, "us/step", note=missing)]
     value = sides[WITH_C_AGENT][1]
-    return [*figures, Figure("cpu", label, value, "us/step", baseline=sides["raw"][1],
-                             target=target, passed=value <= TARGET_US,
-                             note="baseline: raw REQ/REP; no Python in the agent process; "
-                                  "rlbridge's environment")]
+    return [
+        *figures,
+        Figure(
+            "cpu",
+            label,
+            value,
+            "us/step",
+            baseline=sides["raw"][1],
+            target=target,
+            passed=value <= TARGET_US,
+            note="baseline: raw REQ/REP; no Python in the agent process; rlbridge's environment",
+        ),
+    ]

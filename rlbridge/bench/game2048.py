@@ -136,16 +136,39 @@ def game_speed(quick: bool) -> list[Figure]:
     seconds = 1.0 if quick else 3.0
     rate, _ = core_moves_per_second(seconds)
     return [
-        Figure("2048", "core moves per CPU second (random_playout, whole games)", rate,
-               "moves/s", target=f">= {CORE_TARGET}", passed=rate >= CORE_TARGET),
-        Figure("2048", "core play() calls per CPU second (random player)",
-               play_calls_per_second(seconds / 2), "moves/s"),
-        Figure("2048", "bare table slides per CPU second (move_left)",
-               slides_per_second(seconds / 2), "slides/s"),
-        Figure("2048", "env_step per CPU second (observation, mask, info)",
-               env_steps_per_second(seconds / 2), "steps/s"),
-        Figure("2048", "yardstick: empty Python loop iterations per CPU second",
-               python_loop_rate(), "it/s", note="about 5e7 on a typical desktop"),
+        Figure(
+            "2048",
+            "core moves per CPU second (random_playout, whole games)",
+            rate,
+            "moves/s",
+            target=f">= {CORE_TARGET}",
+            passed=rate >= CORE_TARGET,
+        ),
+        Figure(
+            "2048",
+            "core play() calls per CPU second (random player)",
+            play_calls_per_second(seconds / 2),
+            "moves/s",
+        ),
+        Figure(
+            "2048",
+            "bare table slides per CPU second (move_left)",
+            slides_per_second(seconds / 2),
+            "slides/s",
+        ),
+        Figure(
+            "2048",
+            "env_step per CPU second (observation, mask, info)",
+            env_steps_per_second(seconds / 2),
+            "steps/s",
+        ),
+        Figure(
+            "2048",
+            "yardstick: empty Python loop iterations per CPU second",
+            python_loop_rate(),
+            "it/s",
+            note="about 5e7 on a typical desktop",
+        ),
     ]
 
 
@@ -160,8 +183,15 @@ def _play_one(job: tuple) -> tuple[int, int, int, float]:
     return game, env.core.max_tile(), experiment.RL_num_steps(), time.process_time() - cpu
 
 
-def play_games(agent_class, options: dict[str, Any], games: int, win_tile: int, seed: int = 0,
-               label: str = "", workers: int = WORKERS) -> tuple[list[int], float]:
+def play_games(
+    agent_class,
+    options: dict[str, Any],
+    games: int,
+    win_tile: int,
+    seed: int = 0,
+    label: str = "",
+    workers: int = WORKERS,
+) -> tuple[list[int], float]:
     """Play ``games`` episodes, game ``g`` with seed ``seed + g``, in ``workers`` processes
     (forked; 1 plays in this process); return each game's largest tile, in game order, and
     CPU ms per step summed over the games. A game ends when ``win_tile`` is reached.
@@ -182,8 +212,11 @@ def play_games(agent_class, options: dict[str, Any], games: int, win_tile: int, 
             max_tiles[game] = max_tile
             steps += game_steps
             cpu += game_cpu
-            bar.update(1, f"game {game}: max tile {max_tile}, {game_steps} steps, "
-                          f"{1000.0 * game_cpu / max(game_steps, 1):.1f} ms/step")
+            bar.update(
+                1,
+                f"game {game}: max tile {max_tile}, {game_steps} steps, "
+                f"{1000.0 * game_cpu / max(game_steps, 1):.1f} ms/step",
+            )
     finally:
         if pool:
             pool.close()
@@ -199,9 +232,20 @@ def _reach_rows(agent: str, max_tiles: list[int], ms: float, targets) -> list[Ag
         low, high = wilson_interval(reached, len(max_tiles))
         rate = reached / len(max_tiles)
         passed = None if target is None else (rate >= target and ms <= MOVE_BUDGET_MS)
-        rows.append(AgentResult("2048", agent, f"reach {tile}", rate, low, high,
-                                "-" if target is None else f">= {target:.0%} at <= 20 ms",
-                                passed, ms, len(max_tiles)))
+        rows.append(
+            AgentResult(
+                "2048",
+                agent,
+                f"reach {tile}",
+                rate,
+                low,
+                high,
+                "-" if target is None else f">= {target:.0%} at <= 20 ms",
+                passed,
+                ms,
+                len(max_tiles),
+            )
+        )
     return rows
 
 

@@ -60,9 +60,11 @@ def raw_environment(port: int, length: int, payload_ints: int) -> None:
     """A countdown environment with pre-encoded observations: ``length`` steps an episode."""
     conn = _connect(port, Role.ENVIRONMENT)
     extra = f" ({payload_ints} 0 255)" if payload_ints else ""
-    spec = pack_string(f"VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 "
-                       f"OBSERVATIONS INTS (0 {length}){extra} ACTIONS INTS (0 1) "
-                       f"REWARDS (0 {length}) EXTRA bench")
+    spec = pack_string(
+        f"VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 "
+        f"OBSERVATIONS INTS (0 {length}){extra} ACTIONS INTS (0 1) "
+        f"REWARDS (0 {length}) EXTRA bench"
+    )
     head = pack_uint(1 + payload_ints) + pack_uint(0) + pack_uint(0)
     tail = (np.arange(payload_ints) % 256).astype(">i4").tobytes()
     counter = length
@@ -70,8 +72,13 @@ def raw_environment(port: int, length: int, payload_ints: int) -> None:
         code, _ = conn.read_frame()
         if code == Code.ENV_STEP:
             counter -= 1
-            reply = pack_int(counter == 0) + pack_double(float(counter + 1)) + \
-                head + pack_int(counter) + tail
+            reply = (
+                pack_int(counter == 0)
+                + pack_double(float(counter + 1))
+                + head
+                + pack_int(counter)
+                + tail
+            )
         elif code == Code.ENV_START:
             counter = length
             reply = head + pack_int(counter) + tail
@@ -111,8 +118,12 @@ def _spawn(args: list[str], cpus, **popen) -> subprocess.Popen:
 
 def through_glue(length: int, payload_ints: int, seconds: float, cpus) -> tuple[float, list]:
     """Steps/s and per-step times (episode means) of RL_episode sent by a legacy experiment."""
-    glue = _spawn(["rlbridge", "glue", "--port", "0", "--once", "--timeout-ms", "60000"], cpus,
-                  stdout=subprocess.PIPE, text=True)
+    glue = _spawn(
+        ["rlbridge", "glue", "--port", "0", "--once", "--timeout-ms", "60000"],
+        cpus,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     children = [glue]
     original_cpus = os.sched_getaffinity(0)
     conn = None
@@ -169,8 +180,7 @@ def _call(conn: FramedSocket, code: Code, payload: bytes = b"") -> bytes | bytea
 
 
 def in_process(length: int, array_bytes: int, seconds: float) -> float:
-    experiment = Experiment(Countdown(length=length, array_bytes=array_bytes),
-                            FirstLegalAgent())
+    experiment = Experiment(Countdown(length=length, array_bytes=array_bytes), FirstLegalAgent())
     experiment.RL_init()
     steps = 0
     started = time.perf_counter()
@@ -200,19 +210,43 @@ def measure(quick: bool, cpus: set[int] | None) -> list[Figure]:
     with tempfile.TemporaryDirectory(prefix="rlbridge-bench-") as directory:
         for label, length, payload_ints, array_bytes in cases:
             native_rate, native_lat = rlbridge_three_processes(
-                "ipc", "countdown", [f"length={length}", f"array_bytes={array_bytes}"],
-                seconds, cpus, directory)
-            figures.append(Figure(
-                "legacy", f"native 3 processes, ipc, obs {label}", native_rate, "steps/s",
-                note=f"p50 {_pct(native_lat, 50):.1f} us/step (episode means)"))
+                "ipc",
+                "countdown",
+                [f"length={length}", f"array_bytes={array_bytes}"],
+                seconds,
+                cpus,
+                directory,
+            )
+            figures.append(
+                Figure(
+                    "legacy",
+                    f"native 3 processes, ipc, obs {label}",
+                    native_rate,
+                    "steps/s",
+                    note=f"p50 {_pct(native_lat, 50):.1f} us/step (episode means)",
+                )
+            )
             rate, lat = through_glue(length, payload_ints, seconds, cpus)
-            figures.append(Figure(
-                "legacy", f"RL_episode via rlbridge glue, legacy env+agent, obs {label}", rate,
-                "steps/s", baseline=native_rate,
-                note=f"p50 {_pct(lat, 50):.1f} us/step; binary TCP, 2 round trips/step"))
+            figures.append(
+                Figure(
+                    "legacy",
+                    f"RL_episode via rlbridge glue, legacy env+agent, obs {label}",
+                    rate,
+                    "steps/s",
+                    baseline=native_rate,
+                    note=f"p50 {_pct(lat, 50):.1f} us/step; binary TCP, 2 round trips/step",
+                )
+            )
             local = in_process(length, array_bytes, seconds)
-            figures.append(Figure("legacy", f"in-process, obs {label}", local, "steps/s",
-                                  note="no sockets: the upper bound"))
+            figures.append(
+                Figure(
+                    "legacy",
+                    f"in-process, obs {label}",
+                    local,
+                    "steps/s",
+                    note="no sockets: the upper bound",
+                )
+            )
     return figures
 
 

@@ -50,17 +50,27 @@ class PlayResult:
 
 def _timed(method, sink: list[float]):
     """``method`` wrapped to append its CPU time in ms to ``sink``."""
+
     def timed(*args):
         start = time.process_time()
         action = method(*args)
         sink.append(1000.0 * (time.process_time() - start))
         return action
+
     return timed
 
 
-def play(agent, rows: int, cols: int, mines: int, games: int, *,
-         first_click: Literal["none", "safe", "zero"] = "safe",
-         seed: int = 0, progress: bool = False) -> PlayResult:
+def play(
+    agent,
+    rows: int,
+    cols: int,
+    mines: int,
+    games: int,
+    *,
+    first_click: Literal["none", "safe", "zero"] = "safe",
+    seed: int = 0,
+    progress: bool = False,
+) -> PlayResult:
     """Run ``games`` in-process episodes of ``agent``; wins come from the environment's info.
     ``seconds`` covers the whole run (environment included); ``move_ms`` holds the CPU time
     of each of the agent's own moves (``agent_start``/``agent_step`` calls)."""
@@ -133,11 +143,22 @@ def game_speed(quick: bool) -> list[Figure]:
     rate = _core_steps_per_second(12, 12, 15, seconds)
     env_rate = _env_steps_per_second(seconds)
     return [
-        Figure("minesweeper", "core 12x12/15 random steps", rate, "steps/s",
-               target=f">= {SPEED_TARGET_STEPS_PER_S}", passed=rate >= SPEED_TARGET_STEPS_PER_S,
-               note="per CPU second; game creation included; first_click=safe"),
-        Figure("minesweeper", "env 12x12/15 random steps", env_rate, "steps/s",
-               note="env_step with observation arrays; per CPU second"),
+        Figure(
+            "minesweeper",
+            "core 12x12/15 random steps",
+            rate,
+            "steps/s",
+            target=f">= {SPEED_TARGET_STEPS_PER_S}",
+            passed=rate >= SPEED_TARGET_STEPS_PER_S,
+            note="per CPU second; game creation included; first_click=safe",
+        ),
+        Figure(
+            "minesweeper",
+            "env 12x12/15 random steps",
+            env_rate,
+            "steps/s",
+            note="env_step with observation arrays; per CPU second",
+        ),
     ]
 
 
@@ -163,24 +184,55 @@ def agent_strength(quick: bool) -> list:
         low, high = wilson_interval(result.wins, result.games)
         rate = result.wins / result.games
         p99 = result.move_percentile(99)
-        board = f"{max(rows, cols)}x{min(rows, cols)}/{mines}" if cols > rows else f"{rows}x{cols}/{mines}"
-        rows_out.append(AgentResult(
-            f"minesweeper {board}", "minesweeper-solver", "win rate", rate, low, high, f">= {target:.1%}",
-            _passed(rate, low, high, target, quick) and p99 <= SOLVER_MS_TARGET,
-            result.ms_per_move, result.games,
-        ))
-        timing.append(Figure(
-            "minesweeper", f"solver {board} ms/move p99", p99, "ms", target=f"<= {SOLVER_MS_TARGET:g}",
-            passed=p99 <= SOLVER_MS_TARGET,
-            note=(f"mean {sum(result.move_ms) / max(len(result.move_ms), 1):.3f}, "
-                  f"max {max(result.move_ms, default=0.0):.1f}, {len(result.move_ms)} moves; agent CPU time"),
-        ))
+        board = (
+            f"{max(rows, cols)}x{min(rows, cols)}/{mines}"
+            if cols > rows
+            else f"{rows}x{cols}/{mines}"
+        )
+        rows_out.append(
+            AgentResult(
+                f"minesweeper {board}",
+                "minesweeper-solver",
+                "win rate",
+                rate,
+                low,
+                high,
+                f">= {target:.1%}",
+                _passed(rate, low, high, target, quick) and p99 <= SOLVER_MS_TARGET,
+                result.ms_per_move,
+                result.games,
+            )
+        )
+        timing.append(
+            Figure(
+                "minesweeper",
+                f"solver {board} ms/move p99",
+                p99,
+                "ms",
+                target=f"<= {SOLVER_MS_TARGET:g}",
+                passed=p99 <= SOLVER_MS_TARGET,
+                note=(
+                    f"mean {sum(result.move_ms) / max(len(result.move_ms), 1):.3f}, "
+                    f"max {max(result.move_ms, default=0.0):.1f}, {len(result.move_ms)} moves; agent CPU time"
+                ),
+            )
+        )
     for rows, cols, mines, full_games in ((12, 12, 15, 1000), (16, 16, 40, 500)):
         games = 60 if quick else full_games
         result = play(EliminationAgent(), rows, cols, mines, games)
         low, high = wilson_interval(result.wins, result.games)
-        rows_out.append(AgentResult(
-            f"minesweeper {rows}x{cols}/{mines}", "minesweeper-elimination", "win rate",
-            result.wins / result.games, low, high, "-", None, result.ms_per_move, result.games,
-        ))
+        rows_out.append(
+            AgentResult(
+                f"minesweeper {rows}x{cols}/{mines}",
+                "minesweeper-elimination",
+                "win rate",
+                result.wins / result.games,
+                low,
+                high,
+                "-",
+                None,
+                result.ms_per_move,
+                result.games,
+            )
+        )
     return timing + rows_out

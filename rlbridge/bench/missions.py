@@ -51,6 +51,7 @@ def _draw(curves: np.ndarray, path: Path) -> str:
     except DependencyNotInstalled as missing:
         return f"no PNG: {missing}"
     import matplotlib.pyplot as plt
+
     figure, axis = plt.subplots(figsize=(7, 4))
     episodes = np.arange(1, curves.shape[1] + 1)
     mean = curves.mean(axis=0)
@@ -58,8 +59,9 @@ def _draw(curves: np.ndarray, path: Path) -> str:
     axis.fill_between(episodes, low, high, alpha=0.25, label="10th-90th percentile of seeds")
     axis.plot(episodes, mean, label=f"mean of {curves.shape[0]} seeds")
     axis.axhline(TARGET, linestyle="--", color="grey", label=f"target {TARGET:g} (last {LAST})")
-    axis.set(xlabel="episode", ylabel="return",
-             title="mission-qlearning on the cliff walk (simulation)")
+    axis.set(
+        xlabel="episode", ylabel="return", title="mission-qlearning on the cliff walk (simulation)"
+    )
     axis.legend(loc="lower right")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
@@ -76,12 +78,18 @@ def run(quick: bool = False) -> list[Figure]:
     curves = np.array([_learn(MissionEnv("cliff_walk"), seed) for seed in range(seeds)])
     last = curves[:, -LAST:].mean(axis=1).tolist()
     mean, low, high = mean_interval(last)
-    figures.append(Figure(
-        "missions", f"mission-qlearning, cliff_walk on sim: mean of the last {LAST} of "
-                    f"{EPISODES} episodes", mean, "return", target=f">= {TARGET:g}",
-        passed=mean >= TARGET,
-        note=f"95% interval {low:.1f}-{high:.1f} over seeds 0-{seeds - 1}; "
-             + _draw(curves, CURVE_PNG)))
+    figures.append(
+        Figure(
+            "missions",
+            f"mission-qlearning, cliff_walk on sim: mean of the last {LAST} of {EPISODES} episodes",
+            mean,
+            "return",
+            target=f">= {TARGET:g}",
+            passed=mean >= TARGET,
+            note=f"95% interval {low:.1f}-{high:.1f} over seeds 0-{seeds - 1}; "
+            + _draw(curves, CURVE_PNG),
+        )
+    )
     return figures
 
 
@@ -97,7 +105,13 @@ def _server_figure(sim_rate: float, steps: int) -> Figure:
         rate = _steps_per_second(env, steps)
         reached = max(_learn(env, seed=0))
         env.env_cleanup()
-    return Figure("missions", name, rate, "steps/s", baseline=sim_rate,
-                  note=f"baseline: the simulation; on the server the Q-learner's best return "
-                       f"in {EPISODES} episodes was {reached:g} (92 is the goal by the "
-                       f"shortest path)")
+    return Figure(
+        "missions",
+        name,
+        rate,
+        "steps/s",
+        baseline=sim_rate,
+        note=f"baseline: the simulation; on the server the Q-learner's best return "
+        f"in {EPISODES} episodes was {reached:g} (92 is the goal by the "
+        f"shortest path)",
+    )

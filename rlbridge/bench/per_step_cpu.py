@@ -127,7 +127,9 @@ def connect(kind):
 """
 
 #: The raw pair's client: 32-byte requests, about the size of a countdown step.
-RAW_CLIENT = _CLIENT_PRELUDE + r"""
+RAW_CLIENT = (
+    _CLIENT_PRELUDE
+    + r"""
 sock, payload = connect(zmq.REQ), b"q" * 32
 sock.send(payload)
 sock.recv()  # the server is up: time the trips alone
@@ -139,9 +141,12 @@ report(client_start, server_start)
 sock.send(b"stop")
 sock.recv()
 """
+)
 
 #: The floor's client: encodes an AGENT_STEP of one int and decodes the reply.
-FLOOR_CLIENT = _CLIENT_PRELUDE + r"""
+FLOOR_CLIENT = (
+    _CLIENT_PRELUDE
+    + r"""
 import msgpack
 sock = connect(zmq.DEALER)
 pack, unpack = msgpack.Packer(use_bin_type=True).pack, msgpack.unpackb
@@ -155,10 +160,13 @@ report(client_start, server_start)
 sock.send(pack([2, 4, 0, 0, None]))
 sock.recv()
 """
+)
 
 #: The workload floor's client: steps a countdown of ``sys.argv[4]`` steps an episode and
 #: sends each observation to WORKLOAD_SERVER.
-WORKLOAD_CLIENT = _CLIENT_PRELUDE + r"""
+WORKLOAD_CLIENT = (
+    _CLIENT_PRELUDE
+    + r"""
 import msgpack
 from rlbridge.environments.toy import Countdown
 from rlbridge.protocol.values import Value, _new_tuple
@@ -186,6 +194,7 @@ report(client_start, server_start)
 sock.send(pack([2, 4, 0, 0, None]))
 sock.recv()
 """
+)
 
 
 def spawn(command: list[str], cpus, env: dict | None = None) -> subprocess.Popen:
@@ -203,17 +212,21 @@ def process_cpu_s(pid: int) -> float:
 def raw_cpu(address: str, trips: int, cpus) -> tuple[float, float]:
     """CPU microseconds per round trip of the client and the server of a bare REQ/REP pair
     exchanging 32-byte messages."""
-    return _reporting_pair([sys.executable, "-c", RAW_SERVER, address, "32"],
-                           lambda pid: [sys.executable, "-c", RAW_CLIENT, address, str(pid),
-                                        str(trips)], cpus)
+    return _reporting_pair(
+        [sys.executable, "-c", RAW_SERVER, address, "32"],
+        lambda pid: [sys.executable, "-c", RAW_CLIENT, address, str(pid), str(trips)],
+        cpus,
+    )
 
 
 def floor_cpu(address: str, trips: int, cpus) -> tuple[float, float]:
     """CPU microseconds per round trip of the floor's client (it encodes an AGENT_STEP of one
     int and decodes the reply) and its server (decode, encode)."""
-    return _reporting_pair([sys.executable, "-c", FLOOR_SERVER, address],
-                           lambda pid: [sys.executable, "-c", FLOOR_CLIENT, address, str(pid),
-                                        str(trips)], cpus)
+    return _reporting_pair(
+        [sys.executable, "-c", FLOOR_SERVER, address],
+        lambda pid: [sys.executable, "-c", FLOOR_CLIENT, address, str(pid), str(trips)],
+        cpus,
+    )
 
 
 def workload_floor_cpu(address: str, trips: int, cpus) -> tuple[float, float]:
@@ -221,12 +234,22 @@ def workload_floor_cpu(address: str, trips: int, cpus) -> tuple[float, float]:
     server (WORKLOAD_SERVER)."""
     return _reporting_pair(
         [sys.executable, "-c", WORKLOAD_SERVER, address],
-        lambda pid: [sys.executable, "-c", WORKLOAD_CLIENT, address, str(pid), str(trips),
-                     str(EPISODE_LENGTH)], cpus)
+        lambda pid: [
+            sys.executable,
+            "-c",
+            WORKLOAD_CLIENT,
+            address,
+            str(pid),
+            str(trips),
+            str(EPISODE_LENGTH),
+        ],
+        cpus,
+    )
 
 
-def _reporting_pair(server_command: list[str], client_command, cpus,
-                    env: dict | None = None) -> tuple[float, float]:
+def _reporting_pair(
+    server_command: list[str], client_command, cpus, env: dict | None = None
+) -> tuple[float, float]:
     """Start a server, then run a client, ``client_command(server_pid)``, that times its own
     trips, reads the server's CPU, prints both sides' microseconds per trip and stops the
     server; returns the two figures. Both are new processes, as rlbridge's environment and
@@ -234,12 +257,15 @@ def _reporting_pair(server_command: list[str], client_command, cpus,
     sockets, costs more per trip than a fresh one."""
     server = spawn(server_command, cpus, env=env)
     try:
-        client = start_child(client_command(server.pid), cpus, stdout=subprocess.PIPE,
-                             text=True, env=env)
+        client = start_child(
+            client_command(server.pid), cpus, stdout=subprocess.PIPE, text=True, env=env
+        )
         out, _ = client.communicate(timeout=600)
         if client.returncode != 0:  # its traceback went to stderr
-            raise RuntimeError(f"the measuring client {client_command(server.pid)[:2]} exited "
-                               f"with code {client.returncode}; expected two figures")
+            raise RuntimeError(
+                f"the measuring client {client_command(server.pid)[:2]} exited "
+                f"with code {client.returncode}; expected two figures"
+            )
         server.wait(timeout=10)
     finally:
         if server.poll() is None:  # the client failed before stopping it
@@ -253,19 +279,30 @@ def c_agent_command() -> tuple[list[str] | None, str]:
     """The C random agent's command, built with the C library's Makefile; or None and the
     reason, one line, when it cannot be built here."""
     try:
-        subprocess.run(["make", "-s", "-C", str(C_CLIENT), f"build/{C_AGENT}"],
-                       check=True, capture_output=True, text=True, timeout=300)
+        subprocess.run(
+            ["make", "-s", "-C", str(C_CLIENT), f"build/{C_AGENT}"],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     except (OSError, subprocess.SubprocessError) as err:
         output = getattr(err, "stderr", "") or str(err)
         lines = output.strip().splitlines() or ["no output"]
-        return None, (f"not measured: the C agent cannot be built here ({lines[-1]}); "
-                      "bash clients/setup.sh installs what it needs")
+        return None, (
+            f"not measured: the C agent cannot be built here ({lines[-1]}); "
+            "bash clients/setup.sh installs what it needs"
+        )
     return [str(C_CLIENT / "build" / C_AGENT)], ""
 
 
-def rlbridge_cpu(directory: str, steps: int, cpus,
-                 agent_command: list[str] | None = None,
-                 environment: dict[str, str] | None = None) -> tuple[float, float]:
+def rlbridge_cpu(
+    directory: str,
+    steps: int,
+    cpus,
+    agent_command: list[str] | None = None,
+    environment: dict[str, str] | None = None,
+) -> tuple[float, float]:
     """CPU microseconds per step of the environment and the agent processes while the
     experiment (this process) runs RL_episode on the countdown: the environment plays each
     episode with the random agent over ipc, one round trip per step. ``agent_command``
@@ -273,11 +310,15 @@ def rlbridge_cpu(directory: str, steps: int, cpus,
     ``environment`` is rlbridge's processes' environment variables."""
     env_addr, agent_addr = f"ipc://{directory}/cpu-e.sock", f"ipc://{directory}/cpu-a.sock"
     python = [sys.executable, "-m", "rlbridge"]
-    env_process = spawn([*python, "env", "countdown", "--bind", env_addr,
-                         "--opt", f"length={EPISODE_LENGTH}"], cpus, env=environment)
+    env_process = spawn(
+        [*python, "env", "countdown", "--bind", env_addr, "--opt", f"length={EPISODE_LENGTH}"],
+        cpus,
+        env=environment,
+    )
     if agent_command is None:
-        agent_process = spawn([*python, "agent", "random", "--bind", agent_addr], cpus,
-                              env=environment)
+        agent_process = spawn(
+            [*python, "agent", "random", "--bind", agent_addr], cpus, env=environment
+        )
     else:
         agent_process = spawn([*agent_command, "--bind", agent_addr], cpus, env=environment)
     children = [env_process, agent_process]
@@ -303,8 +344,9 @@ def rlbridge_cpu(directory: str, steps: int, cpus,
     return env_s / done * 1e6, agent_s / done * 1e6
 
 
-def per_side(directory: str, steps: int, rounds: int, cpus,
-             c_agent: list[str] | None = None) -> dict[str, tuple[float, float]]:
+def per_side(
+    directory: str, steps: int, rounds: int, cpus, c_agent: list[str] | None = None
+) -> dict[str, tuple[float, float]]:
     """Each pair's median CPU microseconds per step, (client or environment, server or
     agent), over ``rounds`` interleaved runs of ``steps`` round trips each; and, as
     "over floor", the median of each round's rlbridge figure less that round's floor, which
@@ -313,8 +355,9 @@ def per_side(directory: str, steps: int, rounds: int, cpus,
     runs = {
         "raw": lambda: raw_cpu(f"ipc://{directory}/cpu-raw.sock", steps, cpus),
         "floor": lambda: floor_cpu(f"ipc://{directory}/cpu-floor.sock", steps, cpus),
-        "workload floor": lambda: workload_floor_cpu(f"ipc://{directory}/cpu-work.sock",
-                                                     steps, cpus),
+        "workload floor": lambda: workload_floor_cpu(
+            f"ipc://{directory}/cpu-work.sock", steps, cpus
+        ),
         "rlbridge": lambda: rlbridge_cpu(directory, steps, cpus),
     }
     if c_agent:
@@ -323,9 +366,11 @@ def per_side(directory: str, steps: int, rounds: int, cpus,
     for _ in range(rounds):
         for name, measure in runs.items():
             results[name].append(measure())
-    results["over floor"] = [(mine[0] - floor[0], mine[1] - floor[1])
-                             for mine, floor in zip(results["rlbridge"], results["floor"],
-                                                    strict=True)]
-    return {name: (float(np.median([r[0] for r in values])),
-                   float(np.median([r[1] for r in values])))
-            for name, values in results.items()}
+    results["over floor"] = [
+        (mine[0] - floor[0], mine[1] - floor[1])
+        for mine, floor in zip(results["rlbridge"], results["floor"], strict=True)
+    ]
+    return {
+        name: (float(np.median([r[0] for r in values])), float(np.median([r[1] for r in values])))
+        for name, values in results.items()
+    }

@@ -59,11 +59,19 @@ def format_figures(figures: list[Figure]) -> str:
     rows = [header]
     for f in figures:
         ratio = f.ratio
-        rows.append((
-            f.group, f.name, _fmt(f.value), f.unit, _fmt(f.baseline),
-            "-" if ratio is None else f"{ratio:.2f}x", f.target or "-",
-            {True: "yes", False: "NO", None: "-"}[f.passed], f.note,
-        ))
+        rows.append(
+            (
+                f.group,
+                f.name,
+                _fmt(f.value),
+                f.unit,
+                _fmt(f.baseline),
+                "-" if ratio is None else f"{ratio:.2f}x",
+                f.target or "-",
+                {True: "yes", False: "NO", None: "-"}[f.passed],
+                f.note,
+            )
+        )
     return text_table(rows)
 
 
@@ -71,9 +79,17 @@ def format_agent_results(results: list[AgentResult]) -> str:
     header = ("game", "agent", "metric", "value", "95% CI", "target", "ok", "ms/move", "episodes")
     rows = [header]
     for r in results:
-        rows.append((
-            r.game, r.agent, r.metric, _fmt(r.value), f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]",
-            r.target or "-", {True: "yes", False: "NO", None: "-"}[r.passed],
-            f"{r.ms_per_move:.2f}", str(r.episodes),
-        ))
+        rows.append(
+            (
+                r.game,
+                r.agent,
+                r.metric,
+                _fmt(r.value),
+                f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]",
+                r.target or "-",
+                {True: "yes", False: "NO", None: "-"}[r.passed],
+                f"{r.ms_per_move:.2f}",
+                str(r.episodes),
+            )
+        )
     return text_table(rows)

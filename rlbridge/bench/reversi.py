@@ -45,8 +45,14 @@ def game_speed(quick: bool) -> list[Figure]:
     rate8 = core_moves_per_second(8, seconds)
     rate6 = core_moves_per_second(6, seconds)
     return [
-        Figure("reversi", "core 8x8 random playout", rate8, "moves/s",
-               target=f">= {SPEED_TARGET_8X8}", passed=rate8 >= SPEED_TARGET_8X8),
+        Figure(
+            "reversi",
+            "core 8x8 random playout",
+            rate8,
+            "moves/s",
+            target=f">= {SPEED_TARGET_8X8}",
+            passed=rate8 >= SPEED_TARGET_8X8,
+        ),
         Figure("reversi", "core 6x6 random playout", rate6, "moves/s"),
     ]
 
@@ -71,12 +77,23 @@ def play(agent, size: int, games: int, seed: int = 0, label: str = "") -> tuple[
     return wins, games, 1000 * thinking / max(moves, 1)
 
 
-def _row(agent_name: str, size: int, wins: int, games: int, ms: float, target: float
-         ) -> AgentResult:
+def _row(
+    agent_name: str, size: int, wins: int, games: int, ms: float, target: float
+) -> AgentResult:
     low, high = wilson_interval(wins, games)
     rate = wins / games
-    return AgentResult(f"reversi {size}x{size}", agent_name, "win rate vs seed opponent", rate,
-                       low, high, f">= {target:.0%}", rate >= target, ms, games)
+    return AgentResult(
+        f"reversi {size}x{size}",
+        agent_name,
+        "win rate vs seed opponent",
+        rate,
+        low,
+        high,
+        f">= {target:.0%}",
+        rate >= target,
+        ms,
+        games,
+    )
 
 
 def agent_strength(quick: bool) -> list[AgentResult]:

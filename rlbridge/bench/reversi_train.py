@@ -20,9 +20,15 @@ if TYPE_CHECKING:
     from rlbridge.environments.reversi.env import Opponent
 
 
-def train(size: int = 6, episodes: int = 20000, opponent: Opponent = "seed", seed: int = 0,
-          report_every: int = 1000, checkpoints: Path | None = None,
-          **agent_options: Any) -> ReversiDQNAgent:
+def train(
+    size: int = 6,
+    episodes: int = 20000,
+    opponent: Opponent = "seed",
+    seed: int = 0,
+    report_every: int = 1000,
+    checkpoints: Path | None = None,
+    **agent_options: Any,
+) -> ReversiDQNAgent:
     """Train against the reversi environment, with a progress bar; every ``report_every``
     episodes print the stats and write ``checkpoints/episode_NNNNN.npz`` (and ``save``, so
     that a cut-short run still leaves weights)."""
@@ -41,8 +47,9 @@ def train(size: int = 6, episodes: int = 20000, opponent: Opponent = "seed", see
         experiment.RL_episode(0)
         bar.update(1, agent.agent_message("stats").split(" loss")[0])
         if episode % report_every == 0:
-            print(f"[{time.monotonic() - started:7.0f}s] {agent.agent_message('stats')}",
-                  flush=True)
+            print(
+                f"[{time.monotonic() - started:7.0f}s] {agent.agent_message('stats')}", flush=True
+            )
             if checkpoints is not None:
                 agent.save(str(checkpoints / f"episode_{episode:05d}.npz"))
             if agent.save_path:
@@ -64,8 +71,10 @@ def score_checkpoints(directory: Path, games: int, seed: int, size: int = 6) -> 
         wins, played, _ = play(agent, size, games, seed=seed, label=path.stem)
         low, high = wilson_interval(wins, played)
         rows.append((path.name, wins, played, low, high))
-        print(f"{path.name}: {wins}/{played} = {wins / played:.3f} [{low:.3f}, {high:.3f}]",
-              flush=True)
+        print(
+            f"{path.name}: {wins}/{played} = {wins / played:.3f} [{low:.3f}, {high:.3f}]",
+            flush=True,
+        )
     return rows
 
 
@@ -74,17 +83,27 @@ def main(argv: list[str] | None = None) -> int:
     from rlbridge.registry import parse_options
 
     parser = argparse.ArgumentParser(
-        description="Train the reversi DQN against an opponent, or score saved checkpoints.")
+        description="Train the reversi DQN against an opponent, or score saved checkpoints."
+    )
     parser.add_argument("--size", type=int, default=6)
     parser.add_argument("--episodes", type=int, default=20000)
-    parser.add_argument("--opponent", default="seed",
-                        choices=("seed", "random", "greedy", "alphabeta"))
+    parser.add_argument(
+        "--opponent", default="seed", choices=("seed", "random", "greedy", "alphabeta")
+    )
     parser.add_argument("--seed", type=int, default=0, help="the experiment seed")
     parser.add_argument("--report-every", type=int, default=1000, metavar="EPISODES")
-    parser.add_argument("--checkpoints", type=Path, metavar="DIR",
-                        help="write episode_NNNNN.npz here every --report-every episodes")
-    parser.add_argument("--score", type=Path, metavar="DIR",
-                        help="instead of training, score every npz in DIR over --games games")
+    parser.add_argument(
+        "--checkpoints",
+        type=Path,
+        metavar="DIR",
+        help="write episode_NNNNN.npz here every --report-every episodes",
+    )
+    parser.add_argument(
+        "--score",
+        type=Path,
+        metavar="DIR",
+        help="instead of training, score every npz in DIR over --games games",
+    )
     parser.add_argument("--games", type=int, default=500)
     parser.add_argument("--opt", action="append", help="agent option key=value (save=, curve=...)")
     args = parser.parse_args(argv)
@@ -95,8 +114,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     options = convert_options(ReversiDQNAgent, parse_options(args.opt), owner="reversi-dqn")
     options.pop("mode", None)  # training is the point of this command
-    train(args.size, args.episodes, args.opponent, args.seed, args.report_every,
-          args.checkpoints, **options)
+    train(
+        args.size,
+        args.episodes,
+        args.opponent,
+        args.seed,
+        args.report_every,
+        args.checkpoints,
+        **options,
+    )
     return 0
 
 

@@ -48,8 +48,9 @@ def build(directory: str) -> tuple[str | None, str]:
     if compiler is None:
         return None, "not measured: no C compiler (cc or gcc) on PATH"
     binary = os.path.join(directory, "rlglue_baseline")
-    result = subprocess.run([compiler, "-O2", "-o", binary, str(SOURCE)],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [compiler, "-O2", "-o", binary, str(SOURCE)], capture_output=True, text=True, timeout=120
+    )
     if result.returncode != 0:
         lines = result.stderr.strip().splitlines() or ["no output"]
         return None, f"not measured: the C baseline did not compile ({lines[-1]})"
@@ -78,15 +79,24 @@ def c_baseline(binary: str, episodes: int, cpus) -> tuple[float, float]:
     processes = [glue]
     try:
         port = _line(glue).strip()  # the glue listens once it has printed it
-        processes += [start_child([binary, "env", "127.0.0.1", port, str(LENGTH)], cpus),
-                      start_child([binary, "agent", "127.0.0.1", port], cpus)]
-        experiment = start_child([binary, "experiment", "127.0.0.1", port, str(episodes)],
-                                 cpus, stdout=subprocess.PIPE, text=True)
+        processes += [
+            start_child([binary, "env", "127.0.0.1", port, str(LENGTH)], cpus),
+            start_child([binary, "agent", "127.0.0.1", port], cpus),
+        ]
+        experiment = start_child(
+            [binary, "experiment", "127.0.0.1", port, str(episodes)],
+            cpus,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         processes.append(experiment)
         steps = int(_line(experiment) or 0)
-        cpu = sum(_reap(process, f"the C baseline's {role}") for process, role in
-                  zip(reversed(processes), ("experiment", "agent", "environment", "glue"),
-                      strict=True))
+        cpu = sum(
+            _reap(process, f"the C baseline's {role}")
+            for process, role in zip(
+                reversed(processes), ("experiment", "agent", "environment", "glue"), strict=True
+            )
+        )
     finally:
         for process in processes:
             if process.returncode is None:
@@ -100,9 +110,21 @@ def c_baseline(binary: str, episodes: int, cpus) -> tuple[float, float]:
 def rlbridge_run(episodes: int, length: int, cpus, cpu: int | None) -> tuple[float, float]:
     """(CPU seconds, wall seconds) of ``rlbridge run countdown first`` with ``episodes``
     episodes of ``length`` steps, its environment and agent processes included."""
-    command = [sys.executable, "-m", "rlbridge", "run", "countdown", "first", "--env-opt",
-               f"length={length}", "--episodes", str(episodes), "--quiet",
-               "--cpu", "none" if cpu is None else str(cpu)]
+    command = [
+        sys.executable,
+        "-m",
+        "rlbridge",
+        "run",
+        "countdown",
+        "first",
+        "--env-opt",
+        f"length={length}",
+        "--episodes",
+        str(episodes),
+        "--quiet",
+        "--cpu",
+        "none" if cpu is None else str(cpu),
+    ]
     started = time.perf_counter()
     with tempfile.TemporaryFile("w+") as errors:  # its processes' start-up lines
         process = start_child(command, cpus, stdout=subprocess.DEVNULL, stderr=errors)
@@ -132,8 +154,15 @@ def measure(quick: bool, cpus: set[int] | None) -> list[Figure]:
     with tempfile.TemporaryDirectory(prefix="rlbridge-rlglue-") as directory:
         binary, missing = build(directory)
         if binary is None:
-            return [Figure("rlglue", "C glue after RL-Glue 3.0's design", float("nan"),
-                           "steps/CPU-s", note=missing)]
+            return [
+                Figure(
+                    "rlglue",
+                    "C glue after RL-Glue 3.0's design",
+                    float("nan"),
+                    "steps/CPU-s",
+                    note=missing,
+                )
+            ]
         c_runs, ours, startups, raw = [], [], [], []
         for _ in range(rounds):  # interleaved: a burst of other load lands on every side
             c_runs.append(c_baseline(binary, episodes, cpus))
@@ -147,20 +176,40 @@ def measure(quick: bool, cpus: set[int] | None) -> list[Figure]:
     raw_us = float(np.median(raw))
     workload = f"{episodes} episodes of {LENGTH} steps, all processes on one CPU"
     return [
-        Figure("rlglue", "C glue after RL-Glue 3.0's published design (not its code)",
-               steps / c_cpu, "steps/CPU-s",
-               note=f"{c_cpu / steps * 1e6:.1f} us CPU a step over 4 processes; two TCP "
-                    f"round trips a step through the glue; {workload}"),
-        Figure("rlglue", "`rlbridge run countdown first`, whole command", steps / our_cpu,
-               "steps/CPU-s", baseline=steps / c_cpu, target=f">= {TARGET}x",
-               passed=c_cpu / our_cpu >= TARGET,
-               note=f"{our_cpu / steps * 1e6:.1f} us CPU a step with start-up; "
-                    f"{per_step_us:.1f} us without its {startup:.2f} s start-up"),
-        Figure("rlglue", "`rlbridge run countdown first`, wall time", steps / our_wall,
-               "steps/s", baseline=steps / c_wall,
-               note="baseline: the C glue's wall time; moves with the machine's other load"),
-        Figure("rlglue", "bound: a bare pyzmq REQ/REP round trip a step", 1e6 / raw_us,
-               "steps/CPU-s", baseline=steps / c_cpu,
-               note=f"{raw_us:.1f} us CPU a round trip, both sides: no protocol, game or "
-                    "agent; the most one round trip a step over pyzmq reaches"),
+        Figure(
+            "rlglue",
+            "C glue after RL-Glue 3.0's published design (not its code)",
+            steps / c_cpu,
+            "steps/CPU-s",
+            note=f"{c_cpu / steps * 1e6:.1f} us CPU a step over 4 processes; two TCP "
+            f"round trips a step through the glue; {workload}",
+        ),
+        Figure(
+            "rlglue",
+            "`rlbridge run countdown first`, whole command",
+            steps / our_cpu,
+            "steps/CPU-s",
+            baseline=steps / c_cpu,
+            target=f">= {TARGET}x",
+            passed=c_cpu / our_cpu >= TARGET,
+            note=f"{our_cpu / steps * 1e6:.1f} us CPU a step with start-up; "
+            f"{per_step_us:.1f} us without its {startup:.2f} s start-up",
+        ),
+        Figure(
+            "rlglue",
+            "`rlbridge run countdown first`, wall time",
+            steps / our_wall,
+            "steps/s",
+            baseline=steps / c_wall,
+            note="baseline: the C glue's wall time; moves with the machine's other load",
+        ),
+        Figure(
+            "rlglue",
+            "bound: a bare pyzmq REQ/REP round trip a step",
+            1e6 / raw_us,
+            "steps/CPU-s",
+            baseline=steps / c_cpu,
+            note=f"{raw_us:.1f} us CPU a round trip, both sides: no protocol, game or "
+            "agent; the most one round trip a step over pyzmq reaches",
+        ),
     ]

@@ -32,6 +32,7 @@ TARGET_RATIO = 1.5
 
 def _warm(ray) -> None:
     """Start both workers before timing: the first tasks of a session wait for them."""
+
     @ray.remote(num_cpus=1)
     def ready() -> int:
         time.sleep(0.5)  # both tasks at once, so that Ray starts two workers
@@ -42,20 +43,40 @@ def _warm(ray) -> None:
 
 def run(quick: bool) -> list[Figure]:
     if len(os.sched_getaffinity(0)) < 2:
-        return [Figure("sweep", "two runs at once", 0.0, "s",
-                       note="needs 2 CPUs; this machine has 1")]
+        return [
+            Figure("sweep", "two runs at once", 0.0, "s", note="needs 2 CPUs; this machine has 1")
+        ]
     return run_pairs(EPISODES[quick]) + trial_pairs(EPISODES[quick])
 
 
 def run_pairs(episodes: int) -> list[Figure]:
     """Two `rlbridge run`s at once, placed by default and forced onto one CPU, vs one alone."""
+
     def timed(placements: list[str]) -> float:
         started = time.monotonic()
-        runs = [subprocess.Popen(
-            [sys.executable, "-m", "rlbridge", "run", "blackjack", "random", "--episodes",
-             str(episodes), "--seed", str(seed), "--quiet", "--cpu", cpu],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            for seed, cpu in enumerate(placements)]
+        runs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "rlbridge",
+                    "run",
+                    "blackjack",
+                    "random",
+                    "--episodes",
+                    str(episodes),
+                    "--seed",
+                    str(seed),
+                    "--quiet",
+                    "--cpu",
+                    cpu,
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for seed, cpu in enumerate(placements)
+        ]
         for child in runs:
             _, err = child.communicate()
             if child.returncode != 0:
@@ -69,12 +90,24 @@ def run_pairs(episodes: int) -> list[Figure]:
     same_s = timed([same, same])
     label = f"({episodes} blackjack episodes each), wall"
     return [
-        Figure("sweep", f"two `rlbridge run` at once, --cpu auto {label}", auto_s, "s",
-               baseline=one_s, target=f"<= {TARGET_RATIO}x",
-               passed=auto_s / one_s <= TARGET_RATIO,
-               note="baseline: one run alone, same session"),
-        Figure("sweep", f"two `rlbridge run` at once, both --cpu {same} {label}", same_s, "s",
-               baseline=one_s, note="one CPU for both, as the old default placed them"),
+        Figure(
+            "sweep",
+            f"two `rlbridge run` at once, --cpu auto {label}",
+            auto_s,
+            "s",
+            baseline=one_s,
+            target=f"<= {TARGET_RATIO}x",
+            passed=auto_s / one_s <= TARGET_RATIO,
+            note="baseline: one run alone, same session",
+        ),
+        Figure(
+            "sweep",
+            f"two `rlbridge run` at once, both --cpu {same} {label}",
+            same_s,
+            "s",
+            baseline=one_s,
+            note="one CPU for both, as the old default placed them",
+        ),
     ]
 
 
@@ -86,8 +119,7 @@ def trial_pairs(episodes: int) -> list[Figure]:
         task = ray.remote(num_cpus=1, max_retries=0)(run_trial)
 
         def timed(seeds: list[int]) -> tuple[float, list[dict]]:
-            trials = [Trial("blackjack", "random", {}, {}, "", seed, episodes, 0)
-                      for seed in seeds]
+            trials = [Trial("blackjack", "random", {}, {}, "", seed, episodes, 0) for seed in seeds]
             started = time.monotonic()
             results = ray.get([task.remote(trial, False) for trial in trials])
             elapsed = time.monotonic() - started
@@ -102,7 +134,15 @@ def trial_pairs(episodes: int) -> list[Figure]:
         ray.shutdown()
     cpus = sorted((r.get("cpu") for r in results), key=str)
     ratio = two_s / one_s if one_s > 0 else float("inf")
-    return [Figure("sweep", f"two trials at once ({episodes} blackjack episodes each), wall",
-                   two_s, "s", baseline=one_s, target=f"<= {TARGET_RATIO}x",
-                   passed=ratio <= TARGET_RATIO,
-                   note=f"trials on CPUs {cpus}; baseline: one trial alone, same session")]
+    return [
+        Figure(
+            "sweep",
+            f"two trials at once ({episodes} blackjack episodes each), wall",
+            two_s,
+            "s",
+            baseline=one_s,
+            target=f"<= {TARGET_RATIO}x",
+            passed=ratio <= TARGET_RATIO,
+            note=f"trials on CPUs {cpus}; baseline: one trial alone, same session",
+        )
+    ]

@@ -71,20 +71,37 @@ def game_speed(quick: bool) -> list[Figure]:
     figures = []
     for piece_set in PIECE_SETS.values():
         rate = _random_moves_per_second(
-            TetrisCore(12, 5, np.random.default_rng(0), piece_set=piece_set), seconds)
-        figures.append(Figure("tetris", f"core placements/s (5x12, pieces={piece_set.name}, "
-                                        "random legal)", rate, "moves/s",
-                              target=f">= {PLACEMENTS_TARGET}", passed=rate >= PLACEMENTS_TARGET,
-                              note="per CPU second"))
-    rate = _random_moves_per_second(TetrisCore(12, 5, np.random.default_rng(0), actions="low"),
-                                    seconds)
-    figures.append(Figure("tetris", "core low-level moves/s (5x12, pieces=seed, random)", rate,
-                          "moves/s", note="per CPU second; no target"))
+            TetrisCore(12, 5, np.random.default_rng(0), piece_set=piece_set), seconds
+        )
+        figures.append(
+            Figure(
+                "tetris",
+                f"core placements/s (5x12, pieces={piece_set.name}, random legal)",
+                rate,
+                "moves/s",
+                target=f">= {PLACEMENTS_TARGET}",
+                passed=rate >= PLACEMENTS_TARGET,
+                note="per CPU second",
+            )
+        )
+    rate = _random_moves_per_second(
+        TetrisCore(12, 5, np.random.default_rng(0), actions="low"), seconds
+    )
+    figures.append(
+        Figure(
+            "tetris",
+            "core low-level moves/s (5x12, pieces=seed, random)",
+            rate,
+            "moves/s",
+            note="per CPU second; no target",
+        )
+    )
     return figures
 
 
-def play(agent, episodes: int, seed: int, max_pieces: int | None = None,
-         **env_options: Any) -> tuple[list[int], list[int], float]:
+def play(
+    agent, episodes: int, seed: int, max_pieces: int | None = None, **env_options: Any
+) -> tuple[list[int], list[int], float]:
     """Lines and pieces per game and ms per move, through the in-process glue."""
     env = TetrisEnv(**env_options)
     experiment = Experiment(env, agent, seed=seed)
@@ -101,16 +118,35 @@ def play(agent, episodes: int, seed: int, max_pieces: int | None = None,
     return lines, pieces, 1000 * elapsed / max(1, sum(pieces))
 
 
-def _row(agent: str, pieces: str, values: list[int], ms: float, target: str, passed,
-         note: str = "", metric: str = "lines/game") -> AgentResult:
+def _row(
+    agent: str,
+    pieces: str,
+    values: list[int],
+    ms: float,
+    target: str,
+    passed,
+    note: str = "",
+    metric: str = "lines/game",
+) -> AgentResult:
     # Lines and pieces per game are counts: never below 0.
     mean, low, high = mean_interval([float(x) for x in values], bounds=(0.0, math.inf))
-    return AgentResult(f"tetris 5x12 pieces={pieces}{note}", agent, metric, mean, low, high,
-                       target, passed, ms, len(values))
+    return AgentResult(
+        f"tetris 5x12 pieces={pieces}{note}",
+        agent,
+        metric,
+        mean,
+        low,
+        high,
+        target,
+        passed,
+        ms,
+        len(values),
+    )
 
 
-def _seed_rows(agent: str, pieces: str, lines: list[int], played: list[int], ms: float,
-               note: str = "") -> list[AgentResult]:
+def _seed_rows(
+    agent: str, pieces: str, lines: list[int], played: list[int], ms: float, note: str = ""
+) -> list[AgentResult]:
     """Lines and pieces per game, each next to the seed's figure where it reported one."""
     rows = [_row(agent, pieces, lines, ms, f"seed {SEED_LINES[agent]}", None, note)]
     target = f"seed {SEED_PIECES_PER_GAME[agent]}" if agent in SEED_PIECES_PER_GAME else ""
@@ -131,9 +167,11 @@ def pieces_strength(quick: bool, pieces: str) -> list[AgentResult]:
     """Every Tetris agent on one piece set."""
     games = 100 if quick else 200
     rows = []
-    for name, agent, note in (("random", RandomAgent(), ""),
-                              ("tetris-apriori", AprioriAgent(), " (window=code)"),
-                              ("tetris-apriori", AprioriAgent(window="table"), " (window=table)")):
+    for name, agent, note in (
+        ("random", RandomAgent(), ""),
+        ("tetris-apriori", AprioriAgent(), " (window=code)"),
+        ("tetris-apriori", AprioriAgent(window="table"), " (window=table)"),
+    ):
         lines, played, ms = play(agent, games, seed=1, pieces=pieces)
         rows += _seed_rows(name, pieces, lines, played, ms, note)
 
@@ -142,29 +180,51 @@ def pieces_strength(quick: bool, pieces: str) -> list[AgentResult]:
     for reward in ("lines",) if quick else ("lines", "score"):
         q_agent = train_qlearning(training, reward, pieces)
         lines, played, ms = play(q_agent, games, seed=1, reward=reward, pieces=pieces)
-        rows += _seed_rows("tetris-qlearning", pieces, lines, played, ms,
-                           f" (reward={reward}, greedy after {training} training games)")
+        rows += _seed_rows(
+            "tetris-qlearning",
+            pieces,
+            lines,
+            played,
+            ms,
+            f" (reward={reward}, greedy after {training} training games)",
+        )
 
     # The targets were set for the tetrominoes; the seed's small pieces have none.
     tetrominoes = pieces == "tetrominoes" and not quick
     # No preview: the agent averages over the kinds the hidden next piece may be.
     placement_games = 20 if quick else 200
-    lines, _, ms = play(PlacementAgent(), placement_games, seed=1, max_pieces=MAX_PIECES,
-                        pieces=pieces)
-    rows.append(_row("tetris-placement", pieces, lines, ms,
-                     f">= {LINES_TARGET:.0f}" if tetrominoes else "",
-                     float(np.mean(lines)) >= LINES_TARGET if tetrominoes else None,
-                     f" (no preview, expectation over the next piece; games cut at "
-                     f"{MAX_PIECES - 1} placed pieces)"))
+    lines, _, ms = play(
+        PlacementAgent(), placement_games, seed=1, max_pieces=MAX_PIECES, pieces=pieces
+    )
+    rows.append(
+        _row(
+            "tetris-placement",
+            pieces,
+            lines,
+            ms,
+            f">= {LINES_TARGET:.0f}" if tetrominoes else "",
+            float(np.mean(lines)) >= LINES_TARGET if tetrominoes else None,
+            f" (no preview, expectation over the next piece; games cut at "
+            f"{MAX_PIECES - 1} placed pieces)",
+        )
+    )
 
     preview_games = 4 if quick else 200
     cap = 200 if quick else MAX_PIECES
-    lines, _, ms = play(PlacementAgent(), preview_games, seed=1, max_pieces=cap, preview=True,
-                        pieces=pieces)
-    rows.append(_row("tetris-placement+preview", pieces, lines, ms,
-                     f">= {PREVIEW_LINES_TARGET:.0f}" if tetrominoes else "",
-                     float(np.mean(lines)) >= PREVIEW_LINES_TARGET if tetrominoes else None,
-                     f" (preview, two-piece search; games cut at {cap - 1} placed pieces)"))
+    lines, _, ms = play(
+        PlacementAgent(), preview_games, seed=1, max_pieces=cap, preview=True, pieces=pieces
+    )
+    rows.append(
+        _row(
+            "tetris-placement+preview",
+            pieces,
+            lines,
+            ms,
+            f">= {PREVIEW_LINES_TARGET:.0f}" if tetrominoes else "",
+            float(np.mean(lines)) >= PREVIEW_LINES_TARGET if tetrominoes else None,
+            f" (preview, two-piece search; games cut at {cap - 1} placed pieces)",
+        )
+    )
     return rows
 
 

@@ -56,7 +56,9 @@ def read_text(filled: set[Cell], top: int, left: int, length: int) -> str:
     out = []
     for index in range(length):
         x0 = left + index * (GLYPH_WIDTH + GLYPH_GAP)
-        glyph = tuple("".join("#" if (top + r, x0 + c) in filled else "." for c in range(GLYPH_WIDTH))
-                      for r in range(GLYPH_HEIGHT))
+        glyph = tuple(
+            "".join("#" if (top + r, x0 + c) in filled else "." for c in range(GLYPH_WIDTH))
+            for r in range(GLYPH_HEIGHT)
+        )
         out.append(shapes.get(glyph, "?"))
     return "".join(out)

@@ -67,7 +67,7 @@ class Fill(NamedTuple):
     block: str
 
     def __str__(self) -> str:
-        return (f"fill {self.x1} {self.y1} {self.z1} {self.x2} {self.y2} {self.z2} {self.block}")
+        return f"fill {self.x1} {self.y1} {self.z1} {self.x2} {self.y2} {self.z2} {self.block}"
 
     def positions(self) -> Iterable[tuple[int, int, int]]:
         for x in range(min(self.x1, self.x2), max(self.x1, self.x2) + 1):
@@ -87,7 +87,9 @@ def parse_command(line: str) -> SetBlock | Fill:
             return Fill(x1, y1, z1, x2, y2, z2, words[7])
     except ValueError:
         pass
-    raise ValueError(f"expected 'setblock X Y Z BLOCK' or 'fill X1 Y1 Z1 X2 Y2 Z2 BLOCK'; got {line!r}")
+    raise ValueError(
+        f"expected 'setblock X Y Z BLOCK' or 'fill X1 Y1 Z1 X2 Y2 Z2 BLOCK'; got {line!r}"
+    )
 
 
 def check_commands(lines: Iterable[str], palette: frozenset[str] = PALETTE) -> list[str]:
@@ -132,9 +134,12 @@ class BlockStream:
             check_block(block, self.palette)
         area = (max(rows, self._area[0]), max(cols, self._area[1]))
         if self._shown is None:
-            commands = [str(self._fill(0, 0, area[0] - 1, area[1] - 1, AIR))] if rows and cols else []
-            commands += [str(self._set(cell, block)) for cell, block in sorted(grid.items())
-                         if block != AIR]
+            commands = (
+                [str(self._fill(0, 0, area[0] - 1, area[1] - 1, AIR))] if rows and cols else []
+            )
+            commands += [
+                str(self._set(cell, block)) for cell, block in sorted(grid.items()) if block != AIR
+            ]
         else:
             commands = self._diff(self._shown, grid)
         self._shown = {cell: block for cell, block in grid.items() if block != AIR}
@@ -142,8 +147,11 @@ class BlockStream:
         return commands
 
     def _diff(self, old: Grid, new: Grid) -> list[str]:
-        changed = {cell: new.get(cell, AIR) for cell in set(old) | set(new)
-                   if new.get(cell, AIR) != old.get(cell, AIR)}
+        changed = {
+            cell: new.get(cell, AIR)
+            for cell in set(old) | set(new)
+            if new.get(cell, AIR) != old.get(cell, AIR)
+        }
         cleared = [cell for cell, block in changed.items() if block == AIR]
         setblocks = sorted(changed.items())
         if len(cleared) >= 2:
@@ -151,10 +159,16 @@ class BlockStream:
             bottom = max(r for r, _ in cleared)
             left = min(c for _, c in cleared)
             right = max(c for _, c in cleared)
-            inside = [(cell, block) for cell, block in sorted(new.items())
-                      if top <= cell[0] <= bottom and left <= cell[1] <= right and block != AIR]
-            outside = [(cell, block) for cell, block in setblocks
-                       if not (top <= cell[0] <= bottom and left <= cell[1] <= right)]
+            inside = [
+                (cell, block)
+                for cell, block in sorted(new.items())
+                if top <= cell[0] <= bottom and left <= cell[1] <= right and block != AIR
+            ]
+            outside = [
+                (cell, block)
+                for cell, block in setblocks
+                if not (top <= cell[0] <= bottom and left <= cell[1] <= right)
+            ]
             if 1 + len(inside) + len(outside) < len(setblocks):
                 fill = self._fill(top, left, bottom, right, AIR)
                 return [str(fill)] + [str(self._set(c, b)) for c, b in sorted(inside + outside)]
@@ -171,8 +185,11 @@ def apply_commands(world: dict[tuple[int, int, int], str], lines: Iterable[str])
     """Apply command lines to a ``{(x, y, z): block}`` world (air removes): the reference model."""
     for line in lines:
         command = parse_command(line)
-        positions = ([(command.x, command.y, command.z)] if isinstance(command, SetBlock)
-                     else command.positions())
+        positions = (
+            [(command.x, command.y, command.z)]
+            if isinstance(command, SetBlock)
+            else command.positions()
+        )
         for position in positions:
             if command.block == AIR:
                 world.pop(position, None)

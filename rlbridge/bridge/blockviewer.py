@@ -59,13 +59,18 @@ class Projection:
     offset_y: float
 
     def project(self, x: float, y: float, z: float) -> tuple[float, float]:
-        return (self.offset_x + (x - DEPTH * z) * self.scale,
-                self.offset_y + (DEPTH * z - y) * self.scale)
+        return (
+            self.offset_x + (x - DEPTH * z) * self.scale,
+            self.offset_y + (DEPTH * z - y) * self.scale,
+        )
 
     def face_centre(self, position: Position, face: str = "south") -> tuple[int, int]:
         x, y, z = position
-        centre = {"top": (x + 0.5, y + 1, z + 0.5), "east": (x + 1, y + 0.5, z + 0.5),
-                  "south": (x + 0.5, y + 0.5, z + 1)}[face]
+        centre = {
+            "top": (x + 0.5, y + 1, z + 0.5),
+            "east": (x + 1, y + 0.5, z + 0.5),
+            "south": (x + 0.5, y + 0.5, z + 1),
+        }[face]
         px, py = self.project(*centre)
         return (int(round(px)), int(round(py)))
 
@@ -97,7 +102,9 @@ class BlockWorld:
         return (min(xs), min(ys), min(zs)), (max(xs) + 1, max(ys) + 1, max(zs) + 1)
 
 
-def fit_projection(bounds: tuple[Position, Position], scale: int, margin: int) -> tuple[Projection, tuple[int, int]]:
+def fit_projection(
+    bounds: tuple[Position, Position], scale: int, margin: int
+) -> tuple[Projection, tuple[int, int]]:
     """A projection that shows the box ``bounds`` whole, and the surface size it needs."""
     (x0, y0, z0), (x1, y1, z1) = bounds
     corners = [(x, y, z) for x in (x0, x1) for y in (y0, y1) for z in (z0, z1)]
@@ -110,8 +117,12 @@ def fit_projection(bounds: tuple[Position, Position], scale: int, margin: int) -
     return projection, size
 
 
-def draw_world(world: BlockWorld, scale: int = 16, margin: int = 12,
-               bounds: tuple[Position, Position] | None = None):
+def draw_world(
+    world: BlockWorld,
+    scale: int = 16,
+    margin: int = 12,
+    bounds: tuple[Position, Position] | None = None,
+):
     """(surface, projection) of the world drawn; far blocks first (north to south, then bottom
     to top and west to east, so that each block covers the faces it hides)."""
     pygame = require("pygame", "the block viewer")
@@ -131,14 +142,25 @@ def draw_world(world: BlockWorld, scale: int = 16, margin: int = 12,
                 continue
             if world.blocks[position] in BANDED:  # TNT's white band: not a red wool block
                 x, y, z = position
-                band = [projection.project(*c) for c in
-                        ((x, y + 0.35, z + 1), (x + 1, y + 0.35, z + 1), (x + 1, y + 0.65, z + 1),
-                         (x, y + 0.65, z + 1))]
+                band = [
+                    projection.project(*c)
+                    for c in (
+                        (x, y + 0.35, z + 1),
+                        (x + 1, y + 0.35, z + 1),
+                        (x + 1, y + 0.65, z + 1),
+                        (x, y + 0.65, z + 1),
+                    )
+                ]
                 pygame.draw.polygon(surface, BANDED[world.blocks[position]], band)
             # The front face's edges: light against air, so that a dark block's outline
             # shows; between blocks the shaded edge, so that block digits stay solid.
             x, y, z = position
-            beside = ((x, y - 1, z), (x + 1, y, z), (x, y + 1, z), (x - 1, y, z))  # below, right, above, left
+            beside = (
+                (x, y - 1, z),
+                (x + 1, y, z),
+                (x, y + 1, z),
+                (x - 1, y, z),
+            )  # below, right, above, left
             for index, neighbour in enumerate(beside):
                 colour = inner if neighbour in world.blocks else outline
                 pygame.draw.line(surface, colour, points[index], points[(index + 1) % 4])
@@ -148,8 +170,9 @@ def draw_world(world: BlockWorld, scale: int = 16, margin: int = 12,
 class BlockViewer:
     """Receives command batches on a PULL socket and keeps a :class:`BlockWorld` drawn."""
 
-    def __init__(self, address: str, headless: bool = True, scale: int = 16,
-                 snapshot_path: str | None = None):
+    def __init__(
+        self, address: str, headless: bool = True, scale: int = 16, snapshot_path: str | None = None
+    ):
         from rlbridge.bridge.render import init_headless
 
         if headless:
@@ -202,9 +225,12 @@ class BlockViewer:
         """``#snapshot``: save to the viewer's own path; a path in the line is refused."""
         if argument or self.snapshot_path is None:
             self.errors += 1
-            self.last_error = (f"#snapshot {argument}: the viewer saves only to its own "
-                               "--snapshot PNG path, never to one a line names" if argument else
-                               "#snapshot: this viewer has no --snapshot PNG path")
+            self.last_error = (
+                f"#snapshot {argument}: the viewer saves only to its own "
+                "--snapshot PNG path, never to one a line names"
+                if argument
+                else "#snapshot: this viewer has no --snapshot PNG path"
+            )
             return
         self.snapshot(self.snapshot_path)
 

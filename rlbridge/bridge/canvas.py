@@ -121,7 +121,9 @@ class SquareCells(Scaled):
 
     def cell_rect(self, row: int, col: int) -> Rect:
         cell = self.px(self.cell)
-        return Rect(self.px(self.margin) + col * cell, self.px(self.header) + row * cell, cell, cell)
+        return Rect(
+            self.px(self.margin) + col * cell, self.px(self.header) + row * cell, cell, cell
+        )
 
     def canvas_size(self, rows: int, cols: int) -> tuple[int, int]:
         cell, margin = self.px(self.cell), self.px(self.margin)
@@ -159,8 +161,15 @@ def fitted_font(text: str, size: int, max_width: int | None):
     return font
 
 
-def draw_text(surface, text: str, point: tuple[int, int], colour, size: int = 26,
-              max_width: int | None = None, anchor: str = "center") -> None:
+def draw_text(
+    surface,
+    text: str,
+    point: tuple[int, int],
+    colour,
+    size: int = 26,
+    max_width: int | None = None,
+    anchor: str = "center",
+) -> None:
     """``text`` at font ``size`` px (shrunk to fit ``max_width`` px if given) with its
     ``anchor`` (a pygame Rect point: "center", "midleft"...) on ``point``."""
     image = fitted_font(text, size, max_width).render(text, True, colour)
@@ -171,5 +180,11 @@ def draw_header(surface, text: str, layout: Layout, colour=pal.TEXT) -> None:
     """The header line, centred and shrunk to fit between the surface's margins."""
     margin = layout.px(MARGIN)
     width = surface.get_width()
-    draw_text(surface, text, (width // 2, layout.px(layout.header) // 2), colour,
-              layout.px(HEADER_FONT), max_width=width - 2 * margin)
+    draw_text(
+        surface,
+        text,
+        (width // 2, layout.px(layout.header) // 2),
+        colour,
+        layout.px(HEADER_FONT),
+        max_width=width - 2 * margin,
+    )

@@ -10,17 +10,42 @@ RGB = tuple[int, int, int]
 
 #: Wool colour names in 1.12 data-value order (``wool N`` is WOOL_COLOURS[N]).
 WOOL_COLOURS: tuple[str, ...] = (
-    "white", "orange", "magenta", "light_blue", "yellow", "lime", "pink", "gray",
-    "light_gray", "cyan", "purple", "blue", "brown", "green", "red", "black",
+    "white",
+    "orange",
+    "magenta",
+    "light_blue",
+    "yellow",
+    "lime",
+    "pink",
+    "gray",
+    "light_gray",
+    "cyan",
+    "purple",
+    "blue",
+    "brown",
+    "green",
+    "red",
+    "black",
 )
 
 #: Approximate in-game colours of each wool, for the block viewer.
 WOOL_RGB: dict[str, RGB] = {
-    "white": (234, 236, 237), "orange": (241, 118, 20), "magenta": (190, 69, 180),
-    "light_blue": (58, 175, 217), "yellow": (249, 198, 40), "lime": (112, 185, 26),
-    "pink": (238, 141, 172), "gray": (63, 68, 72), "light_gray": (142, 142, 135),
-    "cyan": (21, 138, 145), "purple": (122, 42, 173), "blue": (53, 57, 157),
-    "brown": (114, 72, 41), "green": (85, 110, 28), "red": (161, 39, 35), "black": (21, 21, 26),
+    "white": (234, 236, 237),
+    "orange": (241, 118, 20),
+    "magenta": (190, 69, 180),
+    "light_blue": (58, 175, 217),
+    "yellow": (249, 198, 40),
+    "lime": (112, 185, 26),
+    "pink": (238, 141, 172),
+    "gray": (63, 68, 72),
+    "light_gray": (142, 142, 135),
+    "cyan": (21, 138, 145),
+    "purple": (122, 42, 173),
+    "blue": (53, 57, 157),
+    "brown": (114, 72, 41),
+    "green": (85, 110, 28),
+    "red": (161, 39, 35),
+    "black": (21, 21, 26),
 }
 
 AIR = "minecraft:air"
@@ -37,7 +62,9 @@ OTHER_BLOCKS: dict[str, tuple[str, RGB]] = {
 def wool(colour: str) -> str:
     """The 1.13+ block name of a wool colour, checked: ``wool("red") == "minecraft:red_wool"``."""
     if colour not in WOOL_RGB:
-        raise ValueError(f"unknown wool colour {colour!r}; expected one of {', '.join(WOOL_COLOURS)}")
+        raise ValueError(
+            f"unknown wool colour {colour!r}; expected one of {', '.join(WOOL_COLOURS)}"
+        )
     return f"minecraft:{colour}_wool"
 
 
@@ -51,8 +78,10 @@ class UnknownBlock(ValueError):
 
 def check_block(name: str, palette: frozenset[str] = PALETTE) -> str:
     if name not in palette:
-        raise UnknownBlock(f"block {name!r} is not in the palette ({len(palette)} names, e.g. "
-                           f"{wool('red')}, {AIR})")
+        raise UnknownBlock(
+            f"block {name!r} is not in the palette ({len(palette)} names, e.g. "
+            f"{wool('red')}, {AIR})"
+        )
     return name
 
 
@@ -88,6 +117,7 @@ GRAPHICS_CONTRAST = 3.0
 
 def luminance(rgb: RGB) -> float:
     """WCAG 2's relative luminance of an sRGB colour, 0 (black) to 1 (white)."""
+
     def linear(value: int) -> float:
         v = value / 255
         return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4

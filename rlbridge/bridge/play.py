@@ -122,7 +122,9 @@ def action_for_text(snapshot: dict, text: str) -> int | None:
             first, second = (int(part) for part in text.split(","))
         except ValueError:
             return None
-        return None if controls.pair_action is None else controls.pair_action(snapshot, first, second)
+        return (
+            None if controls.pair_action is None else controls.pair_action(snapshot, first, second)
+        )
     if text in controls.words:
         return controls.words[text]
     try:
@@ -156,7 +158,9 @@ def legal_names(session: HumanSession) -> str:
     return ", ".join(named)
 
 
-def play_text(session: HumanSession, lines: Iterable[str], out: Callable[[str], None] = print) -> float:
+def play_text(
+    session: HumanSession, lines: Iterable[str], out: Callable[[str], None] = print
+) -> float:
     """Typed play on ``lines`` (stdin by default); returns the episode's return."""
     from rlbridge.bridge.textboard import describe
 

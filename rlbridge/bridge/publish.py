@@ -38,7 +38,9 @@ def decode_frame(data: bytes) -> tuple[int, int, bool, dict]:
     except (msgpack.UnpackException, ValueError) as exc:
         raise ValueError(f"state frame is not msgpack: {exc}") from exc
     if not (isinstance(frame, list) and len(frame) == 4 and isinstance(frame[3], dict)):
-        raise ValueError(f"state frame must be [episode, step, terminal, snapshot]; got {frame!r:.80}")
+        raise ValueError(
+            f"state frame must be [episode, step, terminal, snapshot]; got {frame!r:.80}"
+        )
     episode, step, terminal, snapshot = frame
     return int(episode), int(step), bool(terminal), snapshot
 
@@ -47,8 +49,13 @@ class StatePublisher:
     """Binds an XPUB socket at ``address`` (``tcp://127.0.0.1:*`` picks a port: see ``address``);
     viewers connect SUB sockets to it."""
 
-    def __init__(self, address: str, max_rate: float = DEFAULT_MAX_RATE, high_water_mark: int = 8,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        address: str,
+        max_rate: float = DEFAULT_MAX_RATE,
+        high_water_mark: int = 8,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         if max_rate <= 0:
             raise ValueError(f"max_rate must be positive; got {max_rate}")
         self._socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.XPUB)
@@ -88,8 +95,9 @@ class StatePublisher:
             self._read_subscriptions()  # one wait only; then read what arrived
         return self._subscribers
 
-    def offer(self, snapshot_fn: Callable[[], dict | None], episode: int, step: int,
-              terminal: bool) -> bool:
+    def offer(
+        self, snapshot_fn: Callable[[], dict | None], episode: int, step: int, terminal: bool
+    ) -> bool:
         """Publish ``snapshot_fn()`` unless a frame went out less than 1/max_rate s ago.
 
         Returns True if a frame was sent. Never raises for a slow or absent viewer.
@@ -106,12 +114,14 @@ class StatePublisher:
             # the time left, judged by the steps' pace since the last frame (at most 1000 steps).
             pace = elapsed / self._offers
             if pace > 0:
-                self._countdown = min(MAX_COUNTDOWN, int(0.8 * (self.min_interval - elapsed) / pace))
+                self._countdown = min(
+                    MAX_COUNTDOWN, int(0.8 * (self.min_interval - elapsed) / pace)
+                )
             self.skipped += 1
             return False
         self._last_slot, self._offers, self._countdown = now, 0, 0
         if now - self._counted_at >= SUBSCRIBER_CHECK_INTERVAL:  # reading the socket costs more
-            self._counted_at = now                                 # than a step may: 10 times/s
+            self._counted_at = now  # than a step may: 10 times/s
             self.subscribers()
         if not self._subscribers:
             self.unwatched += 1

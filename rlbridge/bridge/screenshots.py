@@ -21,8 +21,12 @@ from rlbridge.bridge.play import HumanSession
 TARGET_WIDTH, SMALLEST_SCALE, LARGEST_SCALE = 720, 8, 32
 
 
-def random_moves(session: HumanSession, rng: np.random.Generator, moves: int,
-                 avoid: Callable[[HumanSession, int], bool] = lambda _s, _a: False) -> None:
+def random_moves(
+    session: HumanSession,
+    rng: np.random.Generator,
+    moves: int,
+    avoid: Callable[[HumanSession, int], bool] = lambda _s, _a: False,
+) -> None:
     """Up to ``moves`` random legal actions (skipping those ``avoid`` names while others remain)."""
     for _ in range(moves):
         if session.terminal:
@@ -67,8 +71,15 @@ def _blackjack_bust(session, rng):
 
 
 def _2048_late(session, rng):
-    session.env.env_message("set_board " + " ".join(map(str, [
-        2, 4, 8, 16, 4096, 2048, 1024, 32, 8192, 16384, 512, 64, 131072, 65536, 256, 128])))
+    session.env.env_message(
+        "set_board "
+        + " ".join(
+            map(
+                str,
+                [2, 4, 8, 16, 4096, 2048, 1024, 32, 8192, 16384, 512, 64, 131072, 65536, 256, 128],
+            )
+        )
+    )
 
 
 SHOTS: tuple[Shot, ...] = (
@@ -106,7 +117,9 @@ def take(shot: Shot, directory: str, scale: float = 1.0) -> list[str]:
         session.close()
     screen = os.path.join(directory, f"{shot.name}-pygame.png")
     save_png(render(snapshot, scale=scale), screen)
-    viewer = BlockViewer(f"inproc://screenshots-{shot.name}", headless=True, scale=block_scale(snapshot))
+    viewer = BlockViewer(
+        f"inproc://screenshots-{shot.name}", headless=True, scale=block_scale(snapshot)
+    )
     try:
         viewer.handle("\n".join(BlockStream().update(snapshot)))
         blocks = os.path.join(directory, f"{shot.name}-blocks.png")

@@ -30,8 +30,9 @@ class BlockSink(Protocol):
 class TextSink:
     """Command lines to a file (``path``) or a stream (stdout by default), one per line."""
 
-    def __init__(self, path: str | None = None, stream: IO[str] | None = None,
-                 malmo_syntax: bool = False):
+    def __init__(
+        self, path: str | None = None, stream: IO[str] | None = None, malmo_syntax: bool = False
+    ):
         self._owned = open(path, "w", encoding="utf-8") if path and path != "-" else None  # noqa: SIM115
         self.stream = self._owned or stream or sys.stdout
         self.malmo_syntax = malmo_syntax
@@ -106,8 +107,13 @@ class ViewerSink:
 class RateLimiter:
     """At most ``rate`` events per second on average, with bursts of up to ``burst``."""
 
-    def __init__(self, rate: float, burst: float, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        rate: float,
+        burst: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         if rate <= 0:
             raise ValueError(f"rate must be positive; got {rate}")
         self.rate, self.burst, self.clock, self.sleep = rate, burst, clock, sleep
@@ -121,15 +127,25 @@ class RateLimiter:
             self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
             self._last = now
             needed = min(count, self.burst)
-            if self._tokens >= needed - 1e-6:  # tolerance: float sums must not spin on 1e-17 s sleeps
+            if (
+                self._tokens >= needed - 1e-6
+            ):  # tolerance: float sums must not spin on 1e-17 s sleeps
                 self._tokens -= count
                 return
             self.sleep((needed - self._tokens) / self.rate)
 
 
 #: Reply prefixes that mean a server rejected a command (vanilla and flying-squid wordings).
-ERROR_REPLIES = ("Unknown", "Incorrect argument", "Expected", "Usage:", "Error", "Too many blocks",
-                 "That position is not loaded", "Invalid")
+ERROR_REPLIES = (
+    "Unknown",
+    "Incorrect argument",
+    "Expected",
+    "Usage:",
+    "Error",
+    "Too many blocks",
+    "That position is not loaded",
+    "Invalid",
+)
 
 
 class RconSink:
@@ -141,8 +157,16 @@ class RconSink:
     trip. Replies that report an error are counted in ``errors`` and kept in ``last_errors``.
     """
 
-    def __init__(self, host: str, port: int, password: str, batch: int = 64,
-                 rate: float = 5000.0, client: RconClient | None = None, pipeline: bool = False):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        password: str,
+        batch: int = 64,
+        rate: float = 5000.0,
+        client: RconClient | None = None,
+        pipeline: bool = False,
+    ):
         self.client = client or RconClient(host, port, password, pipeline=pipeline)
         self.batch = max(1, batch)
         self.limiter = RateLimiter(rate, burst=max(rate / 10, self.batch))
@@ -153,7 +177,7 @@ class RconSink:
     def send(self, lines: list[str]) -> bool:
         check_commands(lines)
         for start in range(0, len(lines), self.batch):
-            chunk = lines[start:start + self.batch]
+            chunk = lines[start : start + self.batch]
             self.limiter.acquire(len(chunk))
             replies = self.client.run_batch(chunk)
             for line, reply in zip(chunk, replies, strict=True):
@@ -175,8 +199,10 @@ class MalmoSink:
             try:
                 import MalmoPython
             except ImportError as exc:
-                raise RuntimeError("the Malmo sink needs Malmo's MalmoPython module, which did "
-                                   "not import; install Malmo or use another sink") from exc
+                raise RuntimeError(
+                    "the Malmo sink needs Malmo's MalmoPython module, which did "
+                    "not import; install Malmo or use another sink"
+                ) from exc
             agent_host = MalmoPython.AgentHost()
         self.agent_host = agent_host
         self.sent = 0
@@ -208,8 +234,9 @@ class BlockBridge:
     (on demand) send the whole board, waiting for room rather than dropping it.
     """
 
-    def __init__(self, sink: BlockSink, origin: Origin | None = None,
-                 palette: frozenset[str] = PALETTE):
+    def __init__(
+        self, sink: BlockSink, origin: Origin | None = None, palette: frozenset[str] = PALETTE
+    ):
         self.sink = sink
         self.stream = BlockStream(origin, palette)
         self.last: dict | None = None  # the last snapshot shown

@@ -35,13 +35,17 @@ def free_port() -> int:
 def ensure_installed(server_dir: Path = SERVER_DIR) -> None:
     """Run the idempotent ``setup.sh`` unless flying-squid is installed already."""
     if shutil.which("node") is None:
-        raise ServerUnavailable("node is not installed: flying-squid needs node >= 18 "
-                                "(apt-get install nodejs npm), then servers/flying-squid/setup.sh")
+        raise ServerUnavailable(
+            "node is not installed: flying-squid needs node >= 18 "
+            "(apt-get install nodejs npm), then servers/flying-squid/setup.sh"
+        )
     if (server_dir / "node_modules" / "flying-squid" / "package.json").exists():
         return
     setup = subprocess.run(["bash", str(server_dir / "setup.sh")], capture_output=True, text=True)
     if setup.returncode != 0:
-        raise ServerUnavailable(f"servers/flying-squid/setup.sh failed:\n{setup.stdout}\n{setup.stderr}")
+        raise ServerUnavailable(
+            f"servers/flying-squid/setup.sh failed:\n{setup.stdout}\n{setup.stderr}"
+        )
 
 
 @dataclass
@@ -65,9 +69,19 @@ class FlyingSquid:
         log_path = Path(name)
         log = os.fdopen(descriptor, "w")  # closed by stop()
         process = subprocess.Popen(
-            ["bash", str(server_dir / "start.sh"), "--port", str(game_port), "--rcon-port", str(rcon_port)],
-            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "RCON_PASSWORD": password, "EXIT_WITH_PARENT": "1"},
-            start_new_session=True)
+            [
+                "bash",
+                str(server_dir / "start.sh"),
+                "--port",
+                str(game_port),
+                "--rcon-port",
+                str(rcon_port),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "RCON_PASSWORD": password, "EXIT_WITH_PARENT": "1"},
+            start_new_session=True,
+        )
         server = cls(process, rcon_port, game_port, password, log_path, _log=log)
         try:
             server._wait_ready(startup_timeout)
@@ -80,12 +94,18 @@ class FlyingSquid:
         deadline = time.monotonic() + timeout
         while True:
             if self.process.poll() is not None:
-                raise ServerUnavailable(f"flying-squid exited with {self.process.returncode}:\n{self.log()}")
+                raise ServerUnavailable(
+                    f"flying-squid exited with {self.process.returncode}:\n{self.log()}"
+                )
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise ServerUnavailable(f"flying-squid's RCON did not answer in {timeout:.0f} s:\n{self.log()}")
+                raise ServerUnavailable(
+                    f"flying-squid's RCON did not answer in {timeout:.0f} s:\n{self.log()}"
+                )
             try:
-                wait_for_rcon(self.host, self.rcon_port, self.password, timeout=min(2.0, remaining)).close()
+                wait_for_rcon(
+                    self.host, self.rcon_port, self.password, timeout=min(2.0, remaining)
+                ).close()
                 return
             except RconAuthError:
                 raise

@@ -38,8 +38,11 @@ def display_problem() -> str | None:
     driver = os.environ.get("SDL_VIDEODRIVER", "")
     if driver in _INVISIBLE_DRIVERS:
         return f"SDL_VIDEODRIVER is {driver!r}, which shows nothing"
-    if sys.platform.startswith("linux") and not driver and \
-            not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+    if (
+        sys.platform.startswith("linux")
+        and not driver
+        and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    ):
         return "DISPLAY and WAYLAND_DISPLAY are not set"
     return None
 
@@ -136,8 +139,9 @@ class FrameSink:
         self.scale = scale
         self._surface = None
 
-    def offer(self, snapshot_fn: Callable[[], dict | None], episode: int, step: int,
-              terminal: bool) -> bool:
+    def offer(
+        self, snapshot_fn: Callable[[], dict | None], episode: int, step: int, terminal: bool
+    ) -> bool:
         """Draw ``snapshot_fn()`` and write it; False when there is no state to draw."""
         from rlbridge.bridge import render
 
@@ -184,9 +188,15 @@ class Window:
         self._pygame.display.quit()
 
 
-def run_view(address: str, headless: bool = False, frames_dir: str | None = None,
-             max_frames: int | None = None, idle_timeout: float | None = None,
-             on_frame: Callable[[Frame], None] | None = None, scale: float = 1.0) -> int:
+def run_view(
+    address: str,
+    headless: bool = False,
+    frames_dir: str | None = None,
+    max_frames: int | None = None,
+    idle_timeout: float | None = None,
+    on_frame: Callable[[Frame], None] | None = None,
+    scale: float = 1.0,
+) -> int:
     """Draw frames from ``address`` at ``scale`` until ``max_frames`` drawn, ``idle_timeout``
     seconds pass without a frame, the stream ends, or the window closes. With ``frames_dir``
     every received frame is drawn and written; a window alone skips to the newest. Returns
@@ -217,7 +227,7 @@ def run_view(address: str, headless: bool = False, frames_dir: str | None = None
                     break
                 continue
             last_frame_at = time.monotonic()
-            for frame in frames[:None if max_frames is None else max_frames - drawn]:
+            for frame in frames[: None if max_frames is None else max_frames - drawn]:
                 surface = render.render(frame.snapshot, surface, scale)
                 if window is not None:
                     window.show(surface)
@@ -233,8 +243,13 @@ def run_view(address: str, headless: bool = False, frames_dir: str | None = None
     return drawn
 
 
-def viewer_command(address: str, headless: bool = False, frames_dir: str | None = None,
-                   max_frames: int | None = None, scale: float = 1.0) -> list[str]:
+def viewer_command(
+    address: str,
+    headless: bool = False,
+    frames_dir: str | None = None,
+    max_frames: int | None = None,
+    scale: float = 1.0,
+) -> list[str]:
     """The ``rlbridge view ADDR ...`` command line."""
     command = [sys.executable, "-m", "rlbridge", "view", address]
     if headless:
@@ -248,7 +263,12 @@ def viewer_command(address: str, headless: bool = False, frames_dir: str | None 
     return command
 
 
-def start_viewer_process(address: str, headless: bool = False, frames_dir: str | None = None,
-                         max_frames: int | None = None, scale: float = 1.0) -> subprocess.Popen:
+def start_viewer_process(
+    address: str,
+    headless: bool = False,
+    frames_dir: str | None = None,
+    max_frames: int | None = None,
+    scale: float = 1.0,
+) -> subprocess.Popen:
     """Start ``rlbridge view ADDR`` as its own process."""
     return subprocess.Popen(viewer_command(address, headless, frames_dir, max_frames, scale))

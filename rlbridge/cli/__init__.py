@@ -42,8 +42,10 @@ def zmq_address(text: str) -> str:
     host, _, port = rest.rpartition(":")
     if (scheme == "ipc" and rest) or (scheme == "tcp" and host and (port.isdigit() or port == "*")):
         return text
-    raise argparse.ArgumentTypeError(f"expected an address, tcp://HOST:PORT or ipc://PATH (such "
-                                     f"as tcp://127.0.0.1:5590); got {text!r}")
+    raise argparse.ArgumentTypeError(
+        f"expected an address, tcp://HOST:PORT or ipc://PATH (such "
+        f"as tcp://127.0.0.1:5590); got {text!r}"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

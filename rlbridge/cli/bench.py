@@ -24,8 +24,13 @@ SUITES: dict[str, str] = {
     "missions": "rlbridge.bench.missions:run",
 }
 #: One game's rows alone, e.g. `rlbridge bench tetris-agents` or `rlbridge bench 2048-games`.
-for _module, _game in (("minesweeper", "minesweeper"), ("blackjack", "blackjack"),
-                       ("tetris", "tetris"), ("reversi", "reversi"), ("game2048", "2048")):
+for _module, _game in (
+    ("minesweeper", "minesweeper"),
+    ("blackjack", "blackjack"),
+    ("tetris", "tetris"),
+    ("reversi", "reversi"),
+    ("game2048", "2048"),
+):
     SUITES[f"{_game}-games"] = f"rlbridge.bench.{_module}:game_speed"
     SUITES[f"{_game}-agents"] = f"rlbridge.bench.{_module}:agent_strength"
 #: Tetris's agents on one piece set: `rlbridge bench tetris-agents-seed`, `...-tetrominoes`.
@@ -40,9 +45,13 @@ def register(subparsers) -> None:
         help="measure speed and strength against same-run baselines",
         description="Run benchmark suites; every figure is printed with its baseline or target.",
     )
-    parser.add_argument("suites", nargs="*", metavar="SUITE",
-                        help=f"suites to run (default: all of {', '.join(DEFAULT_SUITES)}); "
-                             f"known: {', '.join(sorted(SUITES))}")
+    parser.add_argument(
+        "suites",
+        nargs="*",
+        metavar="SUITE",
+        help=f"suites to run (default: all of {', '.join(DEFAULT_SUITES)}); "
+        f"known: {', '.join(sorted(SUITES))}",
+    )
     parser.add_argument("--quick", action="store_true", help="shorter runs, wider intervals")
     parser.set_defaults(func=_run)
 

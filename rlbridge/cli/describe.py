@@ -11,11 +11,17 @@ from rlbridge.registry import AGENTS, ENVIRONMENTS, GYM_PREFIX, resolve
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "describe", help="list the games and agents, or show one's options",
+        "describe",
+        help="list the games and agents, or show one's options",
         description="Without NAME: every built-in environment and agent with its summary. "
-                    "With NAME: its --opt keys with their types, defaults and documentation.")
-    parser.add_argument("name", metavar="NAME", nargs="?",
-                        help="a built-in environment or agent, module:Class, or gym:<id>")
+        "With NAME: its --opt keys with their types, defaults and documentation.",
+    )
+    parser.add_argument(
+        "name",
+        metavar="NAME",
+        nargs="?",
+        help="a built-in environment or agent, module:Class, or gym:<id>",
+    )
     parser.set_defaults(func=_describe)
 
 
@@ -57,15 +63,17 @@ def _option_lines(rows: list[tuple[str, str, str, str]]) -> list[str]:
     lines = ["options (--opt KEY=VALUE):"]
     widths = [max(len(row[column]) for row in rows) for column in range(3)]
     for key, kind, default, doc in rows:
-        lines.append(f"  {key:<{widths[0]}}  {kind:<{widths[1]}}  "
-                     f"default {default:<{widths[2]}}  {doc}".rstrip())
+        lines.append(
+            f"  {key:<{widths[0]}}  {kind:<{widths[1]}}  "
+            f"default {default:<{widths[2]}}  {doc}".rstrip()
+        )
     return lines
 
 
 def describe(name: str) -> str:
     """A game's or agent's options: ``key  type  default  documentation`` lines."""
     if name.startswith(GYM_PREFIX):
-        return describe_gym(name[len(GYM_PREFIX):])
+        return describe_gym(name[len(GYM_PREFIX) :])
     if name in AGENTS:
         role, cls = "agent", resolve(name, AGENTS)
     elif name in ENVIRONMENTS:
@@ -74,8 +82,12 @@ def describe(name: str) -> str:
         role, cls = "class", resolve(name, {**ENVIRONMENTS, **AGENTS})
     accepted = option_specs(cls)
     lines = [f"{name} ({role} {cls.__module__}:{cls.__qualname__})", f"  {summary(cls)}"]
-    lines += _option_lines([(spec.name, type_name(spec.annotation), _default_text(spec.default),
-                             spec.doc) for spec in accepted.options])
+    lines += _option_lines(
+        [
+            (spec.name, type_name(spec.annotation), _default_text(spec.default), spec.doc)
+            for spec in accepted.options
+        ]
+    )
     if accepted.open:
         lines.append("  (other keys are passed through as strings)")
     return "\n".join(lines)
@@ -88,15 +100,23 @@ def describe_gym(gym_id: str) -> str:
     options, opens = gym_options(gym_id)
     entry = spec_of(gym_id).entry_point
     where = entry if isinstance(entry, str) else f"{entry.__module__}:{entry.__qualname__}"
-    lines = [f"{GYM_PREFIX}{gym_id} (Gymnasium env {where})",
-             f"  Gymnasium's {gym_id} served as an rlbridge environment; its options are "
-             f"gymnasium.make keyword arguments."]
-    lines += _option_lines([(option.name, option.kind_name, _default_text(option.default),
-                             option.doc) for option in options])
+    lines = [
+        f"{GYM_PREFIX}{gym_id} (Gymnasium env {where})",
+        f"  Gymnasium's {gym_id} served as an rlbridge environment; its options are "
+        f"gymnasium.make keyword arguments.",
+    ]
+    lines += _option_lines(
+        [
+            (option.name, option.kind_name, _default_text(option.default), option.doc)
+            for option in options
+        ]
+    )
     if opens or any(option.kind is None for option in options):
         passed = "other keys are passed through too; " if opens else ""
-        lines.append(f"  ({passed}a value of type any is read as true/false, none, an int, a "
-                     f"float, a Python literal or else a string)")
+        lines.append(
+            f"  ({passed}a value of type any is read as true/false, none, an int, a "
+            f"float, a Python literal or else a string)"
+        )
     return "\n".join(lines)
 
 

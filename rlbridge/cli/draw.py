@@ -23,54 +23,82 @@ def scale_factor(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number such as 1.5; got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number such as 1.5; got {text!r}"
+        ) from None
     if not 0 < value <= 16:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 16]; got {text!r}")
     return value
 
 
 def add_scale_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scale", type=scale_factor, default=1.0, metavar="X",
-                        help="draw X times the default size (cells, lines and text; default 1)")
+    parser.add_argument(
+        "--scale",
+        type=scale_factor,
+        default=1.0,
+        metavar="X",
+        help="draw X times the default size (cells, lines and text; default 1)",
+    )
 
 
 def register(subparsers) -> None:
     view = subparsers.add_parser(
-        "view", help="draw the states a running experiment publishes (pygame)",
+        "view",
+        help="draw the states a running experiment publishes (pygame)",
         description="Subscribe to an environment's --publish address and draw each state; "
-                    "frames are dropped when drawing falls behind.")
-    view.add_argument("address", type=zmq_address, metavar="ADDR", help="the PUB address, e.g. tcp://127.0.0.1:5590")
+        "frames are dropped when drawing falls behind.",
+    )
+    view.add_argument(
+        "address",
+        type=zmq_address,
+        metavar="ADDR",
+        help="the PUB address, e.g. tcp://127.0.0.1:5590",
+    )
     view.add_argument("--headless", action="store_true", help="no window (SDL dummy driver)")
     view.add_argument("--frames", metavar="DIR", help="write every drawn frame as a PNG here")
     view.add_argument("--max-frames", type=int, default=None, help="stop after N frames")
-    view.add_argument("--idle-timeout", type=float, default=None, metavar="S",
-                      help="stop after S seconds without a frame")
+    view.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop after S seconds without a frame",
+    )
     add_scale_argument(view)
     view.set_defaults(func=_view)
 
     play = subparsers.add_parser(
-        "play", help="play a game yourself, as the agent (mouse/keyboard)",
-        description="Run GAME in-process and choose its actions by mouse, keyboard or typed moves.")
+        "play",
+        help="play a game yourself, as the agent (mouse/keyboard)",
+        description="Run GAME in-process and choose its actions by mouse, keyboard or typed moves.",
+    )
     play.add_argument("game", metavar="GAME", help=f"one of {', '.join(sorted(ENVIRONMENTS))}")
     play.add_argument("--opt", action="append", metavar="KEY=VALUE", default=[])
     play.add_argument("--seed", type=int, default=0)
-    play.add_argument("--text", action="store_true",
-                      help="type moves on stdin (row,col or words) instead of a window")
+    play.add_argument(
+        "--text",
+        action="store_true",
+        help="type moves on stdin (row,col or words) instead of a window",
+    )
     play.add_argument("--frames", metavar="DIR", help="save a PNG after every move")
     add_scale_argument(play)
     play.set_defaults(func=_play)
 
     shots = subparsers.add_parser(
-        "screenshots", help="every game drawn by pygame and by the block viewer, as PNGs",
+        "screenshots",
+        help="every game drawn by pygame and by the block viewer, as PNGs",
         description="Write NAME-pygame.png and NAME-blocks.png for a state of each game "
-                    "(the same pictures every time) into DIR; docs/img holds them.")
+        "(the same pictures every time) into DIR; docs/img holds them.",
+    )
     shots.add_argument("directory", metavar="DIR")
     add_scale_argument(shots)
     shots.set_defaults(func=_screenshots)
 
     blocks = subparsers.add_parser(
-        "blocks", help="boards as Minecraft blocks: viewer, streaming to sinks, RCON",
-        description="Block commands (setblock/fill) for game boards, and where they go.")
+        "blocks",
+        help="boards as Minecraft blocks: viewer, streaming to sinks, RCON",
+        description="Block commands (setblock/fill) for game boards, and where they go.",
+    )
     actions = blocks.add_subparsers(dest="blocks_command", metavar="ACTION")
     actions.required = True
 
@@ -79,12 +107,17 @@ def register(subparsers) -> None:
     viewer.add_argument("--headless", action="store_true")
     viewer.add_argument("--scale", type=int, default=16, help="pixels per block edge")
     viewer.add_argument("--max-batches", type=int, default=None)
-    viewer.add_argument("--snapshot", metavar="PNG",
-                        help="save the view here when stopping and at each #snapshot line")
+    viewer.add_argument(
+        "--snapshot",
+        metavar="PNG",
+        help="save the view here when stopping and at each #snapshot line",
+    )
     viewer.set_defaults(func=_blocks_viewer)
 
     stream = actions.add_parser("stream", help="published states -> block commands -> a sink")
-    stream.add_argument("address", type=zmq_address, metavar="ADDR", help="the environment's --publish address")
+    stream.add_argument(
+        "address", type=zmq_address, metavar="ADDR", help="the environment's --publish address"
+    )
     stream.add_argument("--max-frames", type=int, default=None)
     stream.add_argument("--idle-timeout", type=float, default=None, metavar="S")
     _sink_arguments(stream)
@@ -108,18 +141,38 @@ def register(subparsers) -> None:
 def _sink_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sink", choices=SINKS, default="text")
     parser.add_argument("--out", default="-", metavar="FILE", help="text sink: file or - (stdout)")
-    parser.add_argument("--malmo-syntax", action="store_true",
-                        help="text sink: write Malmo's 1.12 'chat /setblock ... wool N' lines")
-    parser.add_argument("--viewer", type=zmq_address, default="tcp://127.0.0.1:5591", metavar="ADDR",
-                        help="viewer sink: the block viewer's address")
+    parser.add_argument(
+        "--malmo-syntax",
+        action="store_true",
+        help="text sink: write Malmo's 1.12 'chat /setblock ... wool N' lines",
+    )
+    parser.add_argument(
+        "--viewer",
+        type=zmq_address,
+        default="tcp://127.0.0.1:5591",
+        metavar="ADDR",
+        help="viewer sink: the block viewer's address",
+    )
     parser.add_argument("--rcon", default="127.0.0.1:25575", metavar="HOST:PORT")
-    parser.add_argument("--password", default=os.environ.get("RCON_PASSWORD", ""),
-                        help="RCON password (default: $RCON_PASSWORD)")
-    parser.add_argument("--rate", type=float, default=5000.0, help="RCON commands per second at most")
-    parser.add_argument("--rcon-pipeline", action="store_true",
-                        help="send each RCON batch in one write (our flying-squid; not vanilla)")
-    parser.add_argument("--origin", default="0,80,3", metavar="X,Y,Z",
-                        help="block of cell (0,0); x grows with the column, y falls with the row")
+    parser.add_argument(
+        "--password",
+        default=os.environ.get("RCON_PASSWORD", ""),
+        help="RCON password (default: $RCON_PASSWORD)",
+    )
+    parser.add_argument(
+        "--rate", type=float, default=5000.0, help="RCON commands per second at most"
+    )
+    parser.add_argument(
+        "--rcon-pipeline",
+        action="store_true",
+        help="send each RCON batch in one write (our flying-squid; not vanilla)",
+    )
+    parser.add_argument(
+        "--origin",
+        default="0,80,3",
+        metavar="X,Y,Z",
+        help="block of cell (0,0); x grows with the column, y falls with the row",
+    )
 
 
 def _host_port(text: str) -> tuple[str, int]:
@@ -158,8 +211,14 @@ def _view(args: argparse.Namespace) -> int:
 
     if not args.headless:
         require_display("a window", "use --headless --frames DIR to write PNG frames")
-    drawn = run_view(args.address, headless=args.headless, frames_dir=args.frames,
-                     max_frames=args.max_frames, idle_timeout=args.idle_timeout, scale=args.scale)
+    drawn = run_view(
+        args.address,
+        headless=args.headless,
+        frames_dir=args.frames,
+        max_frames=args.max_frames,
+        idle_timeout=args.idle_timeout,
+        scale=args.scale,
+    )
     print(f"drew {drawn} frame(s)", file=sys.stderr)
     return 0
 
@@ -174,8 +233,11 @@ def _play(args: argparse.Namespace) -> int:
         require_display("a window", "play in the terminal with --text")
     session = HumanSession(args.game, parse_options(args.opt), seed=args.seed)
     try:
-        total = (play_text(session, sys.stdin) if args.text
-                 else play_window(session, args.frames, scale=args.scale))
+        total = (
+            play_text(session, sys.stdin)
+            if args.text
+            else play_window(session, args.frames, scale=args.scale)
+        )
     finally:
         session.close()
     print(f"return {total:+g}", file=sys.stderr)
@@ -186,8 +248,9 @@ def _screenshots(args: argparse.Namespace) -> int:
     from rlbridge.bridge.screenshots import take_all
 
     if os.path.exists(args.directory) and not os.path.isdir(args.directory):
-        raise OptionError(f"{args.directory} exists and is not a directory; name a directory "
-                          "for the PNGs")
+        raise OptionError(
+            f"{args.directory} exists and is not a directory; name a directory for the PNGs"
+        )
     try:
         os.makedirs(args.directory, exist_ok=True)
     except OSError as err:
@@ -200,8 +263,9 @@ def _screenshots(args: argparse.Namespace) -> int:
 def _blocks_viewer(args: argparse.Namespace) -> int:
     from rlbridge.bridge.blockviewer import BlockViewer
 
-    viewer = BlockViewer(args.bind, headless=args.headless, scale=args.scale,
-                         snapshot_path=args.snapshot)
+    viewer = BlockViewer(
+        args.bind, headless=args.headless, scale=args.scale, snapshot_path=args.snapshot
+    )
     # SIGTERM (docker stop, rlbridge run) and Ctrl-C end the run normally, so the
     # --snapshot below is still written.
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -14,25 +14,34 @@ from rlbridge.protocol.errors import RLBridgeError
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "keys", help="make CURVE key pairs for tcp between machines",
+        "keys",
+        help="make CURVE key pairs for tcp between machines",
         description="Write server and client CURVE key pairs into DIR and authorize the client. "
-                    "Give the directory to every process with --curve-dir DIR (servers need "
-                    "server.key_secret and authorized_clients/, clients need server.key and "
-                    "client.key_secret).")
+        "Give the directory to every process with --curve-dir DIR (servers need "
+        "server.key_secret and authorized_clients/, clients need server.key and "
+        "client.key_secret).",
+    )
     parser.add_argument("directory", metavar="DIR")
     existing = parser.add_mutually_exclusive_group()
     existing.add_argument("--force", action="store_true", help="replace existing keys")
-    existing.add_argument("--keep", action="store_true",
-                          help="if DIR already holds keys, keep them and succeed")
+    existing.add_argument(
+        "--keep", action="store_true", help="if DIR already holds keys, keep them and succeed"
+    )
     parser.set_defaults(func=_keys)
 
     parser = subparsers.add_parser(
-        "ping", help="check that a server answers (through CURVE when keys are given)",
+        "ping",
+        help="check that a server answers (through CURVE when keys are given)",
         description="Send HELLO to an environment or agent server and print who answered; exit "
-                    "0 if it answered in time, 1 otherwise. Used as docker-compose healthcheck.")
+        "0 if it answered in time, 1 otherwise. Used as docker-compose healthcheck.",
+    )
     parser.add_argument("address", metavar="ADDR")
-    parser.add_argument("--timeout-ms", type=int, default=2000,
-                        help="how long to wait for the answer (default 2000)")
+    parser.add_argument(
+        "--timeout-ms",
+        type=int,
+        default=2000,
+        help="how long to wait for the answer (default 2000)",
+    )
     add_curve_arguments(parser)
     parser.set_defaults(func=_ping)
 
@@ -58,19 +67,25 @@ def _ping(args: argparse.Namespace) -> int:
     try:
         curve = curve_for(args, args.address, bind=False)
         # RequestClient bounds sends too: a DEALER with no connection would block in send.
-        client = RequestClient(args.address, "server", "experiment", timeout_ms=args.timeout_ms,
-                               curve=curve)
+        client = RequestClient(
+            args.address, "server", "experiment", timeout_ms=args.timeout_ms, curve=curve
+        )
         hello = client.hello(timeout_ms=args.timeout_ms)
     except (RLBridgeError, zmq.ZMQError) as err:
         # A CURVE server drops a plain client's handshake silently: all we see is no answer.
-        hint = "; if the server uses CURVE, give its keys with --curve-dir DIR " \
-               "(or $RLBRIDGE_CURVE_DIR)" if curve is None and args.address.startswith("tcp://") \
+        hint = (
+            "; if the server uses CURVE, give its keys with --curve-dir DIR "
+            "(or $RLBRIDGE_CURVE_DIR)"
+            if curve is None and args.address.startswith("tcp://")
             else ""
+        )
         print(f"rlbridge ping: {args.address}: {err or 'could not send'}{hint}", file=sys.stderr)
         return 1
     finally:
         if client is not None:
             client.close()
-    print(f"{hello.role} at {args.address}: {hello.implementation} ({hello.language}), "
-          f"protocol {hello.version}")
+    print(
+        f"{hello.role} at {args.address}: {hello.implementation} ({hello.language}), "
+        f"protocol {hello.version}"
+    )
     return 0

@@ -13,59 +13,95 @@ from rlbridge.registry import parse_options
 
 
 def register(subparsers) -> None:
-    log = subparsers.add_parser("log", help="inspect or export a message log",
-                                description="Inspect or export a log written with --log.")
+    log = subparsers.add_parser(
+        "log",
+        help="inspect or export a message log",
+        description="Inspect or export a log written with --log.",
+    )
     log_commands = log.add_subparsers(dest="log_command", metavar="COMMAND")
     log_commands.required = True
     show = log_commands.add_parser("show", help="episodes, steps, returns, duration, peers")
     show.add_argument("file")
     show.set_defaults(func=_show)
     export = log_commands.add_parser(
-        "export", help="write transitions as arrays for offline RL",
+        "export",
+        help="write transitions as arrays for offline RL",
         description="Write the agent's transitions as an npz file and/or a Minari dataset "
-                    "(docs/datasets.md).")
+        "(docs/datasets.md).",
+    )
     export.add_argument("file")
-    export.add_argument("--npz", metavar="OUT",
-                        help="observations, next_observations, actions, rewards, terminals, "
-                             "truncations, episode_starts, episode_ids, episode_instances")
-    export.add_argument("--minari", metavar="NAME",
-                        help="a Minari dataset id such as rlbridge/blackjack/random-v0, written "
-                             "under MINARI_DATASETS_PATH (needs pip install 'rlbridge[data]')")
+    export.add_argument(
+        "--npz",
+        metavar="OUT",
+        help="observations, next_observations, actions, rewards, terminals, "
+        "truncations, episode_starts, episode_ids, episode_instances",
+    )
+    export.add_argument(
+        "--minari",
+        metavar="NAME",
+        help="a Minari dataset id such as rlbridge/blackjack/random-v0, written "
+        "under MINARI_DATASETS_PATH (needs pip install 'rlbridge[data]')",
+    )
     export.set_defaults(func=_export)
     plot = log_commands.add_parser(
-        "plot", help="PNG learning curve: return per episode, smoothed, one line per log; "
-                     "for a Monte Carlo Blackjack agent, also its policy and state values")
+        "plot",
+        help="PNG learning curve: return per episode, smoothed, one line per log; "
+        "for a Monte Carlo Blackjack agent, also its policy and state values",
+    )
     plot.add_argument("files", nargs="+", metavar="FILE")
-    plot.add_argument("--out", default="curves.png", metavar="PNG",
-                      help="where the PNG goes (default curves.png)")
-    plot.add_argument("--smooth", type=int, default=0, metavar="EPISODES",
-                      help="moving-average window (default: episodes / 20)")
+    plot.add_argument(
+        "--out", default="curves.png", metavar="PNG", help="where the PNG goes (default curves.png)"
+    )
+    plot.add_argument(
+        "--smooth",
+        type=int,
+        default=0,
+        metavar="EPISODES",
+        help="moving-average window (default: episodes / 20)",
+    )
     add_trust_argument(plot)
     plot.set_defaults(func=_plot)
 
     replay = subparsers.add_parser(
-        "replay", help="play a logged run back, verify it, or compare an agent with it",
+        "replay",
+        help="play a logged run back, verify it, or compare an agent with it",
         description="Re-run the logged environment from the logged seed and actions: to "
-                    "renderers (--render), checking every observation, reward and terminal byte "
-                    "for byte (--verify), or feeding the logged observations to an agent "
-                    "(--agent). With none of these, print the log's summary (as `log show`).")
+        "renderers (--render), checking every observation, reward and terminal byte "
+        "for byte (--verify), or feeding the logged observations to an agent "
+        "(--agent). With none of these, print the log's summary (as `log show`).",
+    )
     replay.add_argument("file")
     replay.add_argument("--episode", type=int, default=None, help="only this episode (1-based)")
-    replay.add_argument("--speed", type=float, default=10.0,
-                        help="steps per second when rendering (default 10; 0: as fast as possible)")
+    replay.add_argument(
+        "--speed",
+        type=float,
+        default=10.0,
+        help="steps per second when rendering (default 10; 0: as fast as possible)",
+    )
     replay.add_argument("--render", choices=("pygame", "blocks", "rcon"), default=None)
     replay.add_argument("--headless", action="store_true", help="pygame: no window")
     replay.add_argument("--frames", metavar="DIR", help="pygame: write PNG frames to DIR")
     add_scale_argument(replay)
-    replay.add_argument("--blocks-out", default="-", metavar="FILE",
-                        help="blocks: write setblock command lines here (default stdout)")
+    replay.add_argument(
+        "--blocks-out",
+        default="-",
+        metavar="FILE",
+        help="blocks: write setblock command lines here (default stdout)",
+    )
     replay.add_argument("--rcon", default="127.0.0.1:25575", metavar="HOST:PORT")
     replay.add_argument("--rcon-password", default="", metavar="PASSWORD")
-    replay.add_argument("--verify", action="store_true",
-                        help="report the first divergence (episode, step, field, expected, actual)")
-    replay.add_argument("--env", metavar="NAME", default="",
-                        help="re-run NAME (a built-in or module:Class) instead of the "
-                             "environment the log names, with the log's options")
+    replay.add_argument(
+        "--verify",
+        action="store_true",
+        help="report the first divergence (episode, step, field, expected, actual)",
+    )
+    replay.add_argument(
+        "--env",
+        metavar="NAME",
+        default="",
+        help="re-run NAME (a built-in or module:Class) instead of the "
+        "environment the log names, with the log's options",
+    )
     replay.add_argument("--agent", metavar="NAME", help="compare NAME's actions with the log")
     replay.add_argument("--agent-opt", action="append", default=[], metavar="KEY=VALUE")
     add_trust_argument(replay)
@@ -74,9 +110,11 @@ def register(subparsers) -> None:
 
 def add_trust_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--trust-log", action="store_true",
+        "--trust-log",
+        action="store_true",
         help="use the module:Class names and file options the log's header records; "
-             "without it a log runs only built-in games and agents and names no file")
+        "without it a log runs only built-in games and agents and names no file",
+    )
 
 
 def _failed(command: str, err: RLBridgeError) -> int:
@@ -111,8 +149,10 @@ def _show(args: argparse.Namespace, command: str = "log") -> int:
         print(f"instances  {facts['instances']}")
     print(f"episodes   {facts['episodes']} ({facts['terminal_episodes']} terminal)")
     print(f"steps      {facts['steps']}")
-    print(f"returns    mean {mean:.4f}, min {min(returns, default=0):.4f}, "
-          f"max {max(returns, default=0):.4f}")
+    print(
+        f"returns    mean {mean:.4f}, min {min(returns, default=0):.4f}, "
+        f"max {max(returns, default=0):.4f}"
+    )
     print(f"duration   {facts['duration_s']:.3f} s")
     print(f"messages   {facts['messages']} ({', '.join(facts['writers'])})")
     print(f"peers      {', '.join(facts['peers']) or '-'}")
@@ -125,8 +165,10 @@ def _export(args: argparse.Namespace) -> int:
     from rlbridge.experiment.log import export
 
     if not args.npz and not args.minari:
-        print("rlbridge log export: expected --npz OUT, --minari NAME or both; got neither",
-              file=sys.stderr)
+        print(
+            "rlbridge log export: expected --npz OUT, --minari NAME or both; got neither",
+            file=sys.stderr,
+        )
         return 2
     try:
         if args.minari:  # a mistyped id is the command line's mistake, before any work
@@ -160,7 +202,9 @@ def _plot(args: argparse.Namespace) -> int:
         names = [os.path.basename(path) for path in args.files]
         if len(set(names)) < len(names):  # same file names in different directories
             names = list(args.files)
-        curves = {name: [episode_returns(path)] for name, path in zip(names, args.files, strict=True)}
+        curves = {
+            name: [episode_returns(path)] for name, path in zip(names, args.files, strict=True)
+        }
         window = plot_curves(curves, args.out, "return per episode", args.smooth)
         print(f"wrote {args.out} (moving average of {window} episodes)")
         for path, lines in log_figures(args.files, names, args.out, trusted=args.trust_log):
@@ -181,8 +225,9 @@ def _replay(args: argparse.Namespace) -> int:
             return _show(args, "replay")
         reader = _reader(args.file, trusted=args.trust_log)
         if args.agent:
-            compared, differences = replay.compare_agent(reader, args.agent,
-                                                         parse_options(args.agent_opt))
+            compared, differences = replay.compare_agent(
+                reader, args.agent, parse_options(args.agent_opt)
+            )
             for line in differences[:20]:
                 print(line)
             print(f"{args.agent}: {len(differences)} of {compared} actions differ from the log")

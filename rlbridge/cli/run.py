@@ -13,103 +13,201 @@ from rlbridge.options import build, typed_options
 from rlbridge.protocol.errors import OptionError, RLBridgeError
 from rlbridge.registry import AGENTS, ENVIRONMENTS, pairing_problem
 
-ENV_HELP = ("a built-in environment (" + ", ".join(ENVIRONMENTS) + "), gym:<id> (a Gymnasium env) "
-            "or module:Class")
+ENV_HELP = (
+    "a built-in environment (" + ", ".join(ENVIRONMENTS) + "), gym:<id> (a Gymnasium env) "
+    "or module:Class"
+)
 AGENT_HELP = "a built-in agent (" + ", ".join(AGENTS) + ") or module:Class"
-RUN_AGENT_HELP = (AGENT_HELP + ", or the path of an agent program in any language that takes "
-                  "--bind ADDR and --opt KEY=VALUE (clients/c/build/first_agent)")
+RUN_AGENT_HELP = (
+    AGENT_HELP + ", or the path of an agent program in any language that takes "
+    "--bind ADDR and --opt KEY=VALUE (clients/c/build/first_agent)"
+)
 
 
 def register(subparsers) -> None:
     for role, names_help in (("env", ENV_HELP), ("agent", AGENT_HELP)):
         full = "environment" if role == "env" else "agent"
         parser = subparsers.add_parser(
-            role, help=f"serve an {full} as its own process",
+            role,
+            help=f"serve an {full} as its own process",
             description=f"Serve an {full} over ZeroMQ until told to stop. By default it binds "
-                        f"${'RLBRIDGE_ENV_ADDR' if role == 'env' else 'RLBRIDGE_AGENT_ADDR'} "
-                        f"or ipc://$TMPDIR/rlbridge-$UID/{'env' if role == 'env' else 'agent'}.sock.")
+            f"${'RLBRIDGE_ENV_ADDR' if role == 'env' else 'RLBRIDGE_AGENT_ADDR'} "
+            f"or ipc://$TMPDIR/rlbridge-$UID/{'env' if role == 'env' else 'agent'}.sock.",
+        )
         parser.add_argument("name", metavar="NAME", help=names_help)
         where = parser.add_mutually_exclusive_group()
-        where.add_argument("--bind", type=zmq_address, metavar="ADDR", help="bind this address (the default)")
-        where.add_argument("--connect", type=zmq_address, metavar="ADDR",
-                           help="connect to an experiment that binds ADDR instead")
-        parser.add_argument("--opt", action="append", metavar="KEY=VALUE", default=[],
-                            help="an option for the constructor; repeatable")
-        parser.add_argument("--max-message-bytes", type=int, default=None,
-                            help="reject larger messages with a TOO_LARGE error")
-        parser.add_argument("--idle-timeout-ms", type=int, default=None,
-                            help="stop after this long without a request (default: never)")
+        where.add_argument(
+            "--bind", type=zmq_address, metavar="ADDR", help="bind this address (the default)"
+        )
+        where.add_argument(
+            "--connect",
+            type=zmq_address,
+            metavar="ADDR",
+            help="connect to an experiment that binds ADDR instead",
+        )
+        parser.add_argument(
+            "--opt",
+            action="append",
+            metavar="KEY=VALUE",
+            default=[],
+            help="an option for the constructor; repeatable",
+        )
+        parser.add_argument(
+            "--max-message-bytes",
+            type=int,
+            default=None,
+            help="reject larger messages with a TOO_LARGE error",
+        )
+        parser.add_argument(
+            "--idle-timeout-ms",
+            type=int,
+            default=None,
+            help="stop after this long without a request (default: never)",
+        )
         if role == "env":
-            parser.add_argument("--batch", type=int, default=1, metavar="N",
-                                help="instances an experiment's ENV_BATCH_INIT for 0 gets "
-                                     "(default 1; PROTOCOL.md section 16)")
+            parser.add_argument(
+                "--batch",
+                type=int,
+                default=1,
+                metavar="N",
+                help="instances an experiment's ENV_BATCH_INIT for 0 gets "
+                "(default 1; PROTOCOL.md section 16)",
+            )
             shown = parser.add_mutually_exclusive_group()
-            shown.add_argument("--publish", type=zmq_address, metavar="ADDR",
-                               help="publish state snapshots for viewers on this PUB address")
-            shown.add_argument("--frames", metavar="DIR",
-                               help="draw every state (each episode's start and every step) "
-                                    "as a PNG in DIR, in this process")
-            parser.add_argument("--wait-viewer-ms", type=int, default=0, metavar="MS",
-                                help="with --publish: before serving, wait up to MS for a "
-                                     "viewer to subscribe, so short runs are seen from the start")
+            shown.add_argument(
+                "--publish",
+                type=zmq_address,
+                metavar="ADDR",
+                help="publish state snapshots for viewers on this PUB address",
+            )
+            shown.add_argument(
+                "--frames",
+                metavar="DIR",
+                help="draw every state (each episode's start and every step) "
+                "as a PNG in DIR, in this process",
+            )
+            parser.add_argument(
+                "--wait-viewer-ms",
+                type=int,
+                default=0,
+                metavar="MS",
+                help="with --publish: before serving, wait up to MS for a "
+                "viewer to subscribe, so short runs are seen from the start",
+            )
             add_scale_argument(parser)
         add_curve_arguments(parser)
         # One prefix per process: the server's own lines say "rlbridge environment" too.
         parser.set_defaults(func=_serve, role=full, prefix=f"rlbridge {full}")
 
     parser = subparsers.add_parser(
-        "experiment", help="drive a running environment and agent",
-        description="Connect to an environment and an agent and run episodes with RL_episode.")
+        "experiment",
+        help="drive a running environment and agent",
+        description="Connect to an environment and an agent and run episodes with RL_episode.",
+    )
     add_experiment_arguments(parser)
-    parser.add_argument("--env", dest="env_addresses", type=zmq_address, metavar="ADDR",
-                        action="append",
-                        default=None, help="the environment's address; repeated, the "
-                        "shards of a batched run (--batch), in instance order")
-    parser.add_argument("--agent", dest="agent_address", type=zmq_address, metavar="ADDR",
-                        default=None, help="the agent's address")
-    parser.add_argument("--bind", action="store_true",
-                        help="bind both addresses (for peers started with --connect)")
-    parser.add_argument("--env-name", default="", metavar="NAME",
-                        help="the environment's name, recorded in the log for replay")
-    parser.add_argument("--env-opt", action="append", default=[], metavar="KEY=VALUE",
-                        help="the environment's options, recorded in the log for replay")
-    parser.add_argument("--agent-name", default="", metavar="NAME",
-                        help="the agent's name, recorded in the log")
-    parser.add_argument("--agent-opt", action="append", default=[], metavar="KEY=VALUE",
-                        help="the agent's options, recorded in the log")
-    parser.add_argument("--shutdown-peers", action=argparse.BooleanOptionalAction, default=True,
-                        help="tell the environment and agent to stop at the end (default: yes)")
+    parser.add_argument(
+        "--env",
+        dest="env_addresses",
+        type=zmq_address,
+        metavar="ADDR",
+        action="append",
+        default=None,
+        help="the environment's address; repeated, the "
+        "shards of a batched run (--batch), in instance order",
+    )
+    parser.add_argument(
+        "--agent",
+        dest="agent_address",
+        type=zmq_address,
+        metavar="ADDR",
+        default=None,
+        help="the agent's address",
+    )
+    parser.add_argument(
+        "--bind", action="store_true", help="bind both addresses (for peers started with --connect)"
+    )
+    parser.add_argument(
+        "--env-name",
+        default="",
+        metavar="NAME",
+        help="the environment's name, recorded in the log for replay",
+    )
+    parser.add_argument(
+        "--env-opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the environment's options, recorded in the log for replay",
+    )
+    parser.add_argument(
+        "--agent-name", default="", metavar="NAME", help="the agent's name, recorded in the log"
+    )
+    parser.add_argument(
+        "--agent-opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the agent's options, recorded in the log",
+    )
+    parser.add_argument(
+        "--shutdown-peers",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="tell the environment and agent to stop at the end (default: yes)",
+    )
     add_curve_arguments(parser)
     parser.set_defaults(func=_experiment)
 
     parser = subparsers.add_parser(
-        "run", help="start environment, agent and experiment as three local processes",
+        "run",
+        help="start environment, agent and experiment as three local processes",
         description="Start the three processes on this machine, run the experiment, stop them "
-                    "all. No process outlives the command, whether it ends, fails or is "
-                    "interrupted.")
+        "all. No process outlives the command, whether it ends, fails or is "
+        "interrupted.",
+    )
     parser.add_argument("env_name", metavar="ENV", help=ENV_HELP)
     parser.add_argument("agent_name", metavar="AGENT", help=RUN_AGENT_HELP)
     parser.add_argument("--env-opt", action="append", metavar="KEY=VALUE", default=[])
     parser.add_argument("--agent-opt", action="append", metavar="KEY=VALUE", default=[])
     add_experiment_arguments(parser)
-    parser.add_argument("--transport", choices=("ipc", "tcp"), default="ipc",
-                        help="ipc:// sockets in a private directory (default), or tcp on "
-                             "127.0.0.1, where any user of this machine may connect unless "
-                             "--curve-dir gives keys")
-    parser.add_argument("--shards", type=int, default=1, metavar="S",
-                        help="with --batch: spread the instances over S environment "
-                             "processes, each on its own CPU where there are enough")
-    parser.add_argument("--cpu", default="auto",
-                        help="CPU placement: all three on one CPU (processes that wake each "
-                             "other across cores cost ~3x); 'auto' (the default) takes the CPU "
-                             "that the fewest of your live runs hold, a number takes that CPU, "
-                             "'none' leaves placement to the OS")
-    parser.add_argument("--render", choices=("pygame",), default=None,
-                        help="also start a viewer process on the environment's state stream")
-    parser.add_argument("--render-frames", metavar="DIR", default=None,
-                        help="draw headless and write one PNG per state to DIR: each "
-                             "episode's start and every step, drawn by the environment "
-                             "process")
+    parser.add_argument(
+        "--transport",
+        choices=("ipc", "tcp"),
+        default="ipc",
+        help="ipc:// sockets in a private directory (default), or tcp on "
+        "127.0.0.1, where any user of this machine may connect unless "
+        "--curve-dir gives keys",
+    )
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        metavar="S",
+        help="with --batch: spread the instances over S environment "
+        "processes, each on its own CPU where there are enough",
+    )
+    parser.add_argument(
+        "--cpu",
+        default="auto",
+        help="CPU placement: all three on one CPU (processes that wake each "
+        "other across cores cost ~3x); 'auto' (the default) takes the CPU "
+        "that the fewest of your live runs hold, a number takes that CPU, "
+        "'none' leaves placement to the OS",
+    )
+    parser.add_argument(
+        "--render",
+        choices=("pygame",),
+        default=None,
+        help="also start a viewer process on the environment's state stream",
+    )
+    parser.add_argument(
+        "--render-frames",
+        metavar="DIR",
+        default=None,
+        help="draw headless and write one PNG per state to DIR: each "
+        "episode's start and every step, drawn by the environment "
+        "process",
+    )
     add_scale_argument(parser)
     add_curve_arguments(parser)
     parser.set_defaults(func=_run)
@@ -123,54 +221,93 @@ def add_scale_argument(parser: argparse.ArgumentParser) -> None:
 
 def whole_number(minimum: int):
     """An argparse type: a whole number >= ``minimum``, refused in argparse's one line."""
+
     def convert(text: str) -> int:
         try:
             value = int(text, 10)
         except ValueError:
             value = None
         if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}; "
-                                             f"got {text!r}")
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}; got {text!r}")
         return value
 
     return convert
 
 
 def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--episodes", type=whole_number(1), default=10,
-                        help="episodes to run (default 10)")
-    parser.add_argument("--max-steps", type=whole_number(0), default=None,
-                        help="step limit per episode, RL_episode's argument (0: none; default: "
-                             "the environment's own limit where it has one, as gridwalk does, "
-                             "else none)")
-    parser.add_argument("--seed", type=whole_number(0), default=0,
-                        help="experiment seed (default 0)")
-    parser.add_argument("--timeout-ms", type=whole_number(1), default=None,
-                        help=f"how long a peer may take to answer (default {STEP_TIMEOUT_MS}, "
-                             "more for an agent that thinks for a set time per move)")
-    parser.add_argument("--connect-timeout-ms", type=whole_number(1), default=CONNECT_TIMEOUT_MS,
-                        help=f"how long to wait for peers to start (default {CONNECT_TIMEOUT_MS})")
-    parser.add_argument("--no-fast-path", action="store_true",
-                        help="run episodes step by step through the experiment (two round trips "
-                             "per step) instead of delegating them to the environment")
-    parser.add_argument("--program", metavar="MODULE:FUNCTION", default=None,
-                        help="run FUNCTION(experiment, episodes, max_steps, progress) instead of "
-                             "the default loop of RL_episode calls")
+    parser.add_argument(
+        "--episodes", type=whole_number(1), default=10, help="episodes to run (default 10)"
+    )
+    parser.add_argument(
+        "--max-steps",
+        type=whole_number(0),
+        default=None,
+        help="step limit per episode, RL_episode's argument (0: none; default: "
+        "the environment's own limit where it has one, as gridwalk does, "
+        "else none)",
+    )
+    parser.add_argument(
+        "--seed", type=whole_number(0), default=0, help="experiment seed (default 0)"
+    )
+    parser.add_argument(
+        "--timeout-ms",
+        type=whole_number(1),
+        default=None,
+        help=f"how long a peer may take to answer (default {STEP_TIMEOUT_MS}, "
+        "more for an agent that thinks for a set time per move)",
+    )
+    parser.add_argument(
+        "--connect-timeout-ms",
+        type=whole_number(1),
+        default=CONNECT_TIMEOUT_MS,
+        help=f"how long to wait for peers to start (default {CONNECT_TIMEOUT_MS})",
+    )
+    parser.add_argument(
+        "--no-fast-path",
+        action="store_true",
+        help="run episodes step by step through the experiment (two round trips "
+        "per step) instead of delegating them to the environment",
+    )
+    parser.add_argument(
+        "--program",
+        metavar="MODULE:FUNCTION",
+        default=None,
+        help="run FUNCTION(experiment, episodes, max_steps, progress) instead of "
+        "the default loop of RL_episode calls",
+    )
     parser.add_argument("--log", metavar="FILE", default=None, help="record every message")
-    parser.add_argument("--log-flush", choices=("episode", "step"), default="episode",
-                        help="flush the log at every episode end (default) or every step")
+    parser.add_argument(
+        "--log-flush",
+        choices=("episode", "step"),
+        default="episode",
+        help="flush the log at every episode end (default) or every step",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--batch", type=whole_number(0), default=0, metavar="N",
-                        help="run N instances of the game at once, one round trip per "
-                             "batched step (PROTOCOL.md section 16; default, and N = 1: "
-                             "one instance, unbatched)")
-    parser.add_argument("--groups", type=whole_number(0), default=0, metavar="G",
-                        help="with --batch: split each environment process's instances into "
-                             "G groups, stepped while the agent answers another "
-                             "(default: 2 when a process has 2 or more instances)")
-    parser.add_argument("--batched-steps", type=whole_number(0), default=0, metavar="K",
-                        help="with --batch: stop after K batched steps instead of "
-                             "--episodes episodes")
+    parser.add_argument(
+        "--batch",
+        type=whole_number(0),
+        default=0,
+        metavar="N",
+        help="run N instances of the game at once, one round trip per "
+        "batched step (PROTOCOL.md section 16; default, and N = 1: "
+        "one instance, unbatched)",
+    )
+    parser.add_argument(
+        "--groups",
+        type=whole_number(0),
+        default=0,
+        metavar="G",
+        help="with --batch: split each environment process's instances into "
+        "G groups, stepped while the agent answers another "
+        "(default: 2 when a process has 2 or more instances)",
+    )
+    parser.add_argument(
+        "--batched-steps",
+        type=whole_number(0),
+        default=0,
+        metavar="K",
+        help="with --batch: stop after K batched steps instead of --episodes episodes",
+    )
     parser.add_argument("--no-wait-hint", action="store_true", help=argparse.SUPPRESS)
 
 
@@ -197,23 +334,32 @@ def _serve(args: argparse.Namespace) -> int:
     server: EnvironmentServer | AgentServer
     if args.role == "environment":
         if args.batch < 1:
-            print(f"rlbridge environment: --batch takes a number of instances >= 1; got "
-                  f"{args.batch}", file=sys.stderr)
+            print(
+                f"rlbridge environment: --batch takes a number of instances >= 1; got {args.batch}",
+                file=sys.stderr,
+            )
             return 2
         try:
             publisher = _publisher(args)
         except OSError as err:
-            print(f"rlbridge environment: --frames {args.frames}: {err.strerror}",
-                  file=sys.stderr)
+            print(f"rlbridge environment: --frames {args.frames}: {err.strerror}", file=sys.stderr)
             return 2
-        server = EnvironmentServer(obj, address, publisher=publisher,
-                                   make_env=lambda: build(args.name, registry, args.opt),
-                                   batch=args.batch, **options)
+        server = EnvironmentServer(
+            obj,
+            address,
+            publisher=publisher,
+            make_env=lambda: build(args.name, registry, args.opt),
+            batch=args.batch,
+            **options,
+        )
     else:
         server = AgentServer(obj, address, **options)
-    print(f"rlbridge {args.role}: serving {args.name} on {server.address}"
-          + exposure(server.address, curve, bind=args.connect is None), file=sys.stderr,
-          flush=True)
+    print(
+        f"rlbridge {args.role}: serving {args.name} on {server.address}"
+        + exposure(server.address, curve, bind=args.connect is None),
+        file=sys.stderr,
+        flush=True,
+    )
     return server.serve_forever()
 
 
@@ -230,19 +376,28 @@ def _publisher(args: argparse.Namespace):
 
     publisher = StatePublisher(args.publish)
     if args.wait_viewer_ms and not publisher.subscribers(timeout_ms=args.wait_viewer_ms):
-        print(f"rlbridge environment: no viewer subscribed within {args.wait_viewer_ms} ms; "
-              "serving anyway", file=sys.stderr, flush=True)
+        print(
+            f"rlbridge environment: no viewer subscribed within {args.wait_viewer_ms} ms; "
+            "serving anyway",
+            file=sys.stderr,
+            flush=True,
+        )
     return publisher
 
 
 def _wait_hint(role: str, bind: bool):
     """What to tell a person whose experiment has no {role} to talk to yet."""
+
     def hint(address: str, timeout_ms: int) -> None:
         command = "rlbridge env NAME" if role == "environment" else "rlbridge agent NAME"
         flag = "--connect" if bind else "--bind"
-        print(f"rlbridge experiment: waiting up to {timeout_ms / 1000:g} s for the {role} at "
-              f"{address}; start one with `{command} {flag} {address}`", file=sys.stderr,
-              flush=True)
+        print(
+            f"rlbridge experiment: waiting up to {timeout_ms / 1000:g} s for the {role} at "
+            f"{address}; start one with `{command} {flag} {address}`",
+            file=sys.stderr,
+            flush=True,
+        )
+
     return hint
 
 
@@ -268,14 +423,24 @@ def _experiment(args: argparse.Namespace) -> int:
             curve = curve_for(args, address, bind=args.bind) or curve
         curve = curve_for(args, agent_address, bind=args.bind) or curve
         for address in env_addresses:
-            envs.append(RemoteEnvironment(
-                address, timeout_ms=args.timeout_ms, connect_timeout_ms=args.connect_timeout_ms,
-                bind=args.bind, curve=curve,
-                on_wait=None if args.no_wait_hint else _wait_hint("environment", args.bind)))
-        agent = RemoteAgent(agent_address, timeout_ms=args.timeout_ms,
-                            connect_timeout_ms=args.connect_timeout_ms, bind=args.bind,
-                            curve=curve,
-                            on_wait=None if args.no_wait_hint else _wait_hint("agent", args.bind))
+            envs.append(
+                RemoteEnvironment(
+                    address,
+                    timeout_ms=args.timeout_ms,
+                    connect_timeout_ms=args.connect_timeout_ms,
+                    bind=args.bind,
+                    curve=curve,
+                    on_wait=None if args.no_wait_hint else _wait_hint("environment", args.bind),
+                )
+            )
+        agent = RemoteAgent(
+            agent_address,
+            timeout_ms=args.timeout_ms,
+            connect_timeout_ms=args.connect_timeout_ms,
+            bind=args.bind,
+            curve=curve,
+            on_wait=None if args.no_wait_hint else _wait_hint("agent", args.bind),
+        )
         return run_experiment(_build_experiment(envs, agent, args), args, program)
     except RLBridgeError as err:
         print(f"rlbridge experiment: {err}", file=sys.stderr, flush=True)
@@ -293,9 +458,14 @@ def _build_experiment(envs, agent, args: argparse.Namespace):
     from rlbridge.experiment.batch import default_groups
 
     instances = args.batch or 1
-    return Experiment(envs if len(envs) > 1 else envs[0], agent, instances=instances,
-                      seed=args.seed, groups=args.groups or default_groups(instances, len(envs)),
-                      mode="step" if args.no_fast_path else None)
+    return Experiment(
+        envs if len(envs) > 1 else envs[0],
+        agent,
+        instances=instances,
+        seed=args.seed,
+        groups=args.groups or default_groups(instances, len(envs)),
+        mode="step" if args.no_fast_path else None,
+    )
 
 
 def check_recorded_options(args: argparse.Namespace) -> None:
@@ -303,8 +473,10 @@ def check_recorded_options(args: argparse.Namespace) -> None:
 
     Other names (``module:Class``) may exist only where the peer runs, so they are not checked.
     """
-    for name, pairs, registry in ((args.env_name, args.env_opt, ENVIRONMENTS),
-                                  (args.agent_name, args.agent_opt, AGENTS)):
+    for name, pairs, registry in (
+        (args.env_name, args.env_opt, ENVIRONMENTS),
+        (args.agent_name, args.agent_opt, AGENTS),
+    ):
         if name in registry:
             typed_options(name, registry, pairs)
     problem = pairing_problem(args.env_name, args.agent_name)

@@ -71,8 +71,10 @@ def frames_problem(args: argparse.Namespace, env_class: type) -> str:
     if args.render:
         return "--render pygame shows a window and --render-frames DIR writes PNGs: choose one"
     if getattr(env_class, "state_snapshot", None) is Environment.state_snapshot:
-        return (f"{args.env_name} has nothing to draw: its class does not define "
-                "state_snapshot() (docs/bridge.md, 'Draw your own game')")
+        return (
+            f"{args.env_name} has nothing to draw: its class does not define "
+            "state_snapshot() (docs/bridge.md, 'Draw your own game')"
+        )
     try:
         os.makedirs(args.render_frames, exist_ok=True)
     except OSError as err:
@@ -91,8 +93,9 @@ def load_program(name: str):
     except ModuleNotFoundError as err:
         raise OptionError(f"--program {name}: {err}") from None
     if not callable(getattr(module, function_name, None)):
-        raise OptionError(f"--program {name}: module {module_name!r} has no function "
-                          f"{function_name!r}")
+        raise OptionError(
+            f"--program {name}: module {module_name!r} has no function {function_name!r}"
+        )
     return getattr(module, function_name)
 
 
@@ -109,13 +112,19 @@ def batch_problem(args: argparse.Namespace, shards: int) -> str:
     if not 1 <= shards <= args.batch:
         return f"{args.batch} instances cannot be spread over {shards} environment processes"
     if args.groups < 0 or args.groups > args.batch // shards:
-        return (f"--groups must be in 1..{args.batch // shards} (the instances of one "
-                f"environment process); got {args.groups}")
+        return (
+            f"--groups must be in 1..{args.batch // shards} (the instances of one "
+            f"environment process); got {args.groups}"
+        )
     if args.program and args.batch > 1:
-        return ("--program runs RL_* calls, which drive one instance: it does not combine with "
-                "--batch N > 1")
+        return (
+            "--program runs RL_* calls, which drive one instance: it does not combine with "
+            "--batch N > 1"
+        )
     if args.batched_steps < 0:
         return f"--batched-steps must be >= 0; got {args.batched_steps}"
     if shards > 1 and args.no_fast_path:
-        return "several shards need the fast path: each environment process reaches the agent itself"
+        return (
+            "several shards need the fast path: each environment process reaches the agent itself"
+        )
     return ""

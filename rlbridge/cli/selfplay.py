@@ -13,22 +13,39 @@ from rlbridge.registry import AGENTS, pairing_problem
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "selfplay", help="two agent processes play a two-player game against each other",
+        "selfplay",
+        help="two agent processes play a two-player game against each other",
         description="Start one agent server per player and play GAME through its PettingZoo "
-                    "AEC environment (docs/reversi.md, 'Self-play'); needs pip install "
-                    "'rlbridge[gym]'.")
+        "AEC environment (docs/reversi.md, 'Self-play'); needs pip install "
+        "'rlbridge[gym]'.",
+    )
     parser.add_argument("game", choices=("reversi",), help="the two-player game")
     parser.add_argument("agent_a", metavar="AGENT_A", help="plays black in odd games")
     parser.add_argument("agent_b", metavar="AGENT_B", help="plays black in even games")
     parser.add_argument("--games", type=int, default=10, help="games to play (default 10)")
     parser.add_argument("--size", type=int, default=6, help="the board's side (default 6)")
-    parser.add_argument("--a-opt", action="append", default=[], metavar="KEY=VALUE",
-                        help="an option for AGENT_A; repeatable")
-    parser.add_argument("--b-opt", action="append", default=[], metavar="KEY=VALUE",
-                        help="an option for AGENT_B; repeatable")
+    parser.add_argument(
+        "--a-opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option for AGENT_A; repeatable",
+    )
+    parser.add_argument(
+        "--b-opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option for AGENT_B; repeatable",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seeds both agents (default 0)")
-    parser.add_argument("--timeout-ms", type=int, default=MOVE_TIMEOUT_MS, metavar="MS",
-                        help=f"bound on one agent call (default {MOVE_TIMEOUT_MS})")
+    parser.add_argument(
+        "--timeout-ms",
+        type=int,
+        default=MOVE_TIMEOUT_MS,
+        metavar="MS",
+        help=f"bound on one agent call (default {MOVE_TIMEOUT_MS})",
+    )
     parser.set_defaults(func=_selfplay)
 
 
@@ -43,8 +60,16 @@ def _selfplay(args: argparse.Namespace) -> int:
         if problem:
             raise OptionError(problem)
     try:
-        selfplay(args.agent_a, args.agent_b, args.games, args.size, args.a_opt, args.b_opt,
-                 args.seed, args.timeout_ms)
+        selfplay(
+            args.agent_a,
+            args.agent_b,
+            args.games,
+            args.size,
+            args.a_opt,
+            args.b_opt,
+            args.seed,
+            args.timeout_ms,
+        )
     except (RLBridgeError, ValueError) as err:
         print(f"rlbridge selfplay: {err}", file=sys.stderr)
         return 1

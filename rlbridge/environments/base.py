@@ -101,8 +101,10 @@ class Environment:
         for key, (low, high) in cls.OPTION_BOUNDS.items():
             value = options.get(key)
             if value is not None and not low <= value <= high:
-                raise OptionError(f"{cls.name or cls.__name__}: option {key} expects a number "
-                                  f"from {low} to {high}; got {value!r}")
+                raise OptionError(
+                    f"{cls.name or cls.__name__}: option {key} expects a number "
+                    f"from {low} to {high}; got {value!r}"
+                )
 
     def env_init(self) -> TaskSpec | str:
         raise NotImplementedError

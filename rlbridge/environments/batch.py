@@ -117,16 +117,16 @@ def first_ints(actions: list[Value]) -> np.ndarray:
     return np.fromiter([action[0][0] for action in actions], dtype=np.int64, count=len(actions))
 
 
-def stacked_observations(count: int, ints: np.ndarray | None = None,
-                         arrays: tuple = ()) -> Batch:
+def stacked_observations(count: int, ints: np.ndarray | None = None, arrays: tuple = ()) -> Batch:
     """``count`` observations as the stacked Batch that ``Batch.stack`` makes of the same
     Values: ``ints`` (count, k) int64 (none: k = 0), no doubles or chars, and ``arrays``."""
     if count == 0:
         return Batch.stack([])  # no layout: (0, 0) ints and no arrays, as on the wire
     if ints is None:
         ints = np.empty((count, 0), dtype=np.int64)
-    return Batch(count, ints, np.empty((count, 0), dtype=np.float64), ("",) * count,
-                 tuple(arrays), None)
+    return Batch(
+        count, ints, np.empty((count, 0), dtype=np.float64), ("",) * count, tuple(arrays), None
+    )
 
 
 class EnvironmentBatch:
@@ -144,8 +144,9 @@ class EnvironmentBatch:
     processes it starts: a run then steps the single environments, with the same log.
     """
 
-    def __init__(self, make_env: Callable[[], Environment], num_instances: int,
-                 first_instance: int = 0):
+    def __init__(
+        self, make_env: Callable[[], Environment], num_instances: int, first_instance: int = 0
+    ):
         if not 1 <= num_instances <= MAX_INSTANCES:
             raise ProtocolError(f"num_instances must be in 1..{MAX_INSTANCES}; got {num_instances}")
         if first_instance < 0:
@@ -179,9 +180,14 @@ class EnvironmentBatch:
     def _batch_core(self) -> BatchCore | None:
         kind = type(self.envs[0])
         core = vars(kind).get("BATCH_CORE")
-        if core is None or os.environ.get("RLBRIDGE_BATCH_CORES") == "off" or any(
+        if (
+            core is None
+            or os.environ.get("RLBRIDGE_BATCH_CORES") == "off"
+            or any(
                 type(env) is not kind or "env_step" in vars(env) or "env_start" in vars(env)
-                for env in self.envs):
+                for env in self.envs
+            )
+        ):
             return None
         if getattr(core, "AUTORESET_NEXT_STEP", False) and not self.next_step_promised:
             return None  # a core that restarts instances only inside the next step
@@ -199,18 +205,20 @@ class EnvironmentBatch:
         return "vector" if getattr(self.core, "AUTORESET_NEXT_STEP", False) else "ok"
 
     # -- stepping ----------------------------------------------------------------
-    def batch_step(self, calls: np.ndarray | list[int],
-                   actions: Batch | list[Value]) -> BatchStep:
+    def batch_step(self, calls: np.ndarray | list[int], actions: Batch | list[Value]) -> BatchStep:
         count = self.num_instances
         call_list: list[int] = calls.tolist() if isinstance(calls, np.ndarray) else calls
         if len(call_list) != count:
-            raise ProtocolError(f"ENV_BATCH_STEP has {len(call_list)} calls; this environment "
-                                f"serves {count} instances")
+            raise ProtocolError(
+                f"ENV_BATCH_STEP has {len(call_list)} calls; this environment "
+                f"serves {count} instances"
+            )
         stepping = [index for index, call in enumerate(call_list) if call == _STEP]
         values = actions.values() if isinstance(actions, Batch) else list(actions)
         if len(values) != len(stepping):
-            raise ProtocolError(f"ENV_BATCH_STEP has {len(stepping)} STEP calls but "
-                                f"{len(values)} actions")
+            raise ProtocolError(
+                f"ENV_BATCH_STEP has {len(stepping)} STEP calls but {len(values)} actions"
+            )
         self.instances.refuse_new(stepping, call_list, EnvCall, "START or NONE")
         self._check_actions(stepping, values)
         if self.core is not None:
@@ -231,9 +239,11 @@ class EnvironmentBatch:
             if mask is not None and not (0 <= move < len(mask) and mask[move]):
                 legal = [self._mask_low + int(i) for i in np.flatnonzero(mask)]
                 shown = action.ints[0] if action.ints else None
-                raise InvalidAction(f"instance {first + index}: action {shown} is not legal "
-                                    f"under its last observation's mask; the legal actions "
-                                    f"are {legal}")
+                raise InvalidAction(
+                    f"instance {first + index}: action {shown} is not legal "
+                    f"under its last observation's mask; the legal actions "
+                    f"are {legal}"
+                )
 
     def _apply(self, calls: list[int], actions: list[Value]) -> BatchStep:
         count = self.num_instances
@@ -267,13 +277,19 @@ class EnvironmentBatch:
             err.args = (f"instance {self.first_instance + index}: {err}",)
             raise
         except Exception as err:
-            raise RLBridgeError(f"instance {self.first_instance + index}: the environment "
-                                f"raised {type(err).__name__}: {err}") from err
+            raise RLBridgeError(
+                f"instance {self.first_instance + index}: the environment "
+                f"raised {type(err).__name__}: {err}"
+            ) from err
         if self._mask_index is not None:
             self._keep_masks(calls, observations, self._mask_index)
         # Unstacked: in process nothing needs them stacked; the wire stacks them.
-        return BatchStep(np.array(rewards, dtype=np.float64), observations,
-                         np.array(terminals, dtype=bool), infos)
+        return BatchStep(
+            np.array(rewards, dtype=np.float64),
+            observations,
+            np.array(terminals, dtype=bool),
+            infos,
+        )
 
     def _apply_core(self, core: BatchCore, calls: np.ndarray, actions: list[Value]) -> BatchStep:
         result = core.apply(calls, actions)
@@ -283,8 +299,9 @@ class EnvironmentBatch:
         if self._mask_index is not None and len(touched):
             observations = result.observations
             if not isinstance(observations, Batch):
-                raise RLBridgeError(f"{type(core).__name__}.apply must return its "
-                                    "observations as a stacked Batch")
+                raise RLBridgeError(
+                    f"{type(core).__name__}.apply must return its observations as a stacked Batch"
+                )
             masks = observations.arrays[self._mask_index]
             for index, mask in zip(touched.tolist(), masks, strict=True):
                 self._masks[index] = mask
@@ -316,8 +333,10 @@ class EnvironmentBatch:
         if command == "instance" and args:
             index = int(args[0]) - self.first_instance if args[0].isdigit() else -1
             if not 0 <= index < self.num_instances:
-                return (f"error: instance takes a number in {self.first_instance}.."
-                        f"{self.first_instance + self.num_instances - 1}; got {args[0]!r}")
+                return (
+                    f"error: instance takes a number in {self.first_instance}.."
+                    f"{self.first_instance + self.num_instances - 1}; got {args[0]!r}"
+                )
             inner = text.split(None, 2)[2] if len(args) > 1 else ""
             return self._with_envs([index], lambda: self.envs[index].env_message(inner))
         if command == "each" and args:
@@ -325,7 +344,8 @@ class EnvironmentBatch:
             # env's legal actions at each step, its frames), instead of one per instance.
             each = text.split(None, 1)[1]
             return self._with_envs(
-                every, lambda: json.dumps([env.env_message(each) for env in self.envs]))
+                every, lambda: json.dumps([env.env_message(each) for env in self.envs])
+            )
         return self._with_envs([0], lambda: self.envs[0].env_message(text))
 
     def _with_envs(self, rows, answer: Callable[[], str]) -> str:

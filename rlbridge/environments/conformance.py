@@ -136,9 +136,10 @@ class StateFingerprint:
             return (type(value).__name__, frozenset(freeze(item, path) for item in value))
         if isinstance(value, dict):
             return ("dict", frozenset((freeze(k, path), freeze(v, path)) for k, v in value.items()))
-        return (type(value).__name__, tuple(sorted(
-            (name, freeze(item, path)) for name, item in _attributes(value).items()
-        )))
+        return (
+            type(value).__name__,
+            tuple(sorted((name, freeze(item, path)) for name, item in _attributes(value).items())),
+        )
 
 
 def _generators(value: Any, where: str, seen: set[int]) -> dict[int, str]:
@@ -175,14 +176,19 @@ def _differences(before: Fingerprint, after: Fingerprint) -> str:
 
 def _short(value: Hashable, limit: int = 160) -> str:
     text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class _Checker:
     """The checks of one ``check_core`` call and their counts."""
 
-    def __init__(self, actions: range, chooser: np.random.Generator, illegal_per_step: int,
-                 fingerprint: Callable[[GameCore], Fingerprint]):
+    def __init__(
+        self,
+        actions: range,
+        chooser: np.random.Generator,
+        illegal_per_step: int,
+        fingerprint: Callable[[GameCore], Fingerprint],
+    ):
         self.actions = actions
         self.chooser = chooser
         self.illegal_per_step = illegal_per_step
@@ -196,27 +202,38 @@ class _Checker:
     def legal_actions(self, core: GameCore, total: float, step: int) -> list[int]:
         """The legal actions, after checking the state's legal-action and returns rules."""
         legal = core.legal_actions()
-        if not (isinstance(legal, list)
-                and all(isinstance(a, int | np.integer) and not isinstance(a, bool) for a in legal)
-                and all(a < b for a, b in zip(legal, legal[1:], strict=False))
-                and all(a in self.actions for a in legal)):
-            self.fail(Rule.LEGAL_ORDER, step, f"expected sorted unique ints in {self.actions}; "
-                      f"got {legal!r}")
+        if not (
+            isinstance(legal, list)
+            and all(isinstance(a, int | np.integer) and not isinstance(a, bool) for a in legal)
+            and all(a < b for a, b in zip(legal, legal[1:], strict=False))
+            and all(a in self.actions for a in legal)
+        ):
+            self.fail(
+                Rule.LEGAL_ORDER,
+                step,
+                f"expected sorted unique ints in {self.actions}; got {legal!r}",
+            )
         terminal = core.is_terminal()
         if bool(legal) == bool(terminal):
-            self.fail(Rule.LEGAL_WHEN_TERMINAL, step,
-                      f"is_terminal() is {terminal} but legal_actions() is {legal}")
+            self.fail(
+                Rule.LEGAL_WHEN_TERMINAL,
+                step,
+                f"is_terminal() is {terminal} but legal_actions() is {legal}",
+            )
         returns = core.returns()
         if not math.isclose(returns, total, rel_tol=1e-9, abs_tol=1e-9):
-            self.fail(Rule.RETURNS, step,
-                      f"expected returns() == {total} (the sum of rewards); got {returns}")
+            self.fail(
+                Rule.RETURNS,
+                step,
+                f"expected returns() == {total} (the sum of rewards); got {returns}",
+            )
         return [int(a) for a in legal]
 
     def try_illegal(self, core: GameCore, legal: list[int], step: int) -> None:
         """Out-of-range and in-range illegal actions raise and change nothing."""
         allowed = set(legal)
         in_range = [a for a in self.actions if a not in allowed]
-        picks = self.chooser.permutation(len(in_range))[:self.illegal_per_step]
+        picks = self.chooser.permutation(len(in_range))[: self.illegal_per_step]
         before = self.fingerprint(core)
         for action in [self.actions.start - 1, self.actions.stop, *(in_range[i] for i in picks)]:
             try:
@@ -224,24 +241,38 @@ class _Checker:
             except InvalidAction:
                 pass
             except Exception as err:  # the rule is about the error's class: report any other
-                self.fail(Rule.ILLEGAL_RAISES, step, f"action {action} (legal: {legal}) raised "
-                          f"{type(err).__name__}: {err}; expected InvalidAction")
+                self.fail(
+                    Rule.ILLEGAL_RAISES,
+                    step,
+                    f"action {action} (legal: {legal}) raised "
+                    f"{type(err).__name__}: {err}; expected InvalidAction",
+                )
             else:
-                self.fail(Rule.ILLEGAL_RAISES, step, f"action {action} (legal: {legal}) returned "
-                          f"reward {reward}; expected InvalidAction")
+                self.fail(
+                    Rule.ILLEGAL_RAISES,
+                    step,
+                    f"action {action} (legal: {legal}) returned "
+                    f"reward {reward}; expected InvalidAction",
+                )
             after = self.fingerprint(core)
             if after != before:
-                self.fail(Rule.ILLEGAL_CHANGES_NOTHING, step,
-                          f"action {action} raised InvalidAction but changed "
-                          f"{_differences(before, after)}")
+                self.fail(
+                    Rule.ILLEGAL_CHANGES_NOTHING,
+                    step,
+                    f"action {action} raised InvalidAction but changed "
+                    f"{_differences(before, after)}",
+                )
             self.illegal += 1
 
     def advance(self, core: GameCore, action: int, legal: list[int], step: int) -> float:
         try:
             return core.apply_action(action)
         except InvalidAction as err:
-            self.fail(Rule.LEGAL_ACCEPTED, step, f"action {action} is in legal_actions() "
-                      f"{legal} but raised InvalidAction: {err}")
+            self.fail(
+                Rule.LEGAL_ACCEPTED,
+                step,
+                f"action {action} is in legal_actions() {legal} but raised InvalidAction: {err}",
+            )
 
     def play(self, core: GameCore, clone_step: int, max_steps: int) -> int:
         """One game to its end, the clone check at ``clone_step``; returns the steps taken."""
@@ -264,15 +295,22 @@ class _Checker:
         start = self.fingerprint(core)
         twin = core.clone()
         if self.fingerprint(twin) != start:
-            self.fail(Rule.CLONE_EQUAL, step,
-                      f"the clone differs in {_differences(start, self.fingerprint(twin))}")
+            self.fail(
+                Rule.CLONE_EQUAL,
+                step,
+                f"the clone differs in {_differences(start, self.fingerprint(twin))}",
+            )
         # Cores buffer their draws, so a generator shared with the clone may not show in a
         # short game; sharing it is a bug whatever the buffer, so look for it directly.
         theirs = _generators(twin, "clone", set())
         shared = [where for key, where in _generators(core, "core", set()).items() if key in theirs]
         if shared:
-            self.fail(Rule.CLONE_INDEPENDENT, step, f"the clone shares the random generator "
-                      f"{', '.join(shared)} with its original; expected a copy")
+            self.fail(
+                Rule.CLONE_INDEPENDENT,
+                step,
+                f"the clone shares the random generator "
+                f"{', '.join(shared)} with its original; expected a copy",
+            )
         trace: list[tuple[int, float, Fingerprint]] = []
         twin_total, twin_step = total, step
         while legal := self.legal_actions(twin, twin_total, twin_step):
@@ -283,12 +321,17 @@ class _Checker:
             twin_step += 1
             trace.append((action, reward, self.fingerprint(twin)))
             if twin_step >= max_steps:
-                self.fail(Rule.GAME_ENDS, twin_step, f"the clone is not terminal after "
-                          f"{max_steps} steps")
+                self.fail(
+                    Rule.GAME_ENDS, twin_step, f"the clone is not terminal after {max_steps} steps"
+                )
         self.try_illegal(twin, [], twin_step)
         if self.fingerprint(core) != start:
-            self.fail(Rule.CLONE_INDEPENDENT, step, f"advancing the clone changed the original: "
-                      f"{_differences(start, self.fingerprint(core))}")
+            self.fail(
+                Rule.CLONE_INDEPENDENT,
+                step,
+                f"advancing the clone changed the original: "
+                f"{_differences(start, self.fingerprint(core))}",
+            )
         end = self.fingerprint(twin)
         for action, twin_reward, twin_state in trace:
             legal = self.legal_actions(core, total, step)
@@ -297,13 +340,21 @@ class _Checker:
             step += 1
             state = self.fingerprint(core)
             if reward != twin_reward or state != twin_state:
-                self.fail(Rule.CLONE_REPLAYS, step, f"after action {action} the clone got reward "
-                          f"{twin_reward}, the original {reward}; state differences (clone -> "
-                          f"original): {_differences(twin_state, state) or 'none'}")
+                self.fail(
+                    Rule.CLONE_REPLAYS,
+                    step,
+                    f"after action {action} the clone got reward "
+                    f"{twin_reward}, the original {reward}; state differences (clone -> "
+                    f"original): {_differences(twin_state, state) or 'none'}",
+                )
         self.legal_actions(core, total, step)
         if self.fingerprint(twin) != end:
-            self.fail(Rule.CLONE_INDEPENDENT, step, f"advancing the original changed the clone: "
-                      f"{_differences(end, self.fingerprint(twin))}")
+            self.fail(
+                Rule.CLONE_INDEPENDENT,
+                step,
+                f"advancing the original changed the clone: "
+                f"{_differences(end, self.fingerprint(twin))}",
+            )
         self.clones += 1
         return step
 
@@ -325,13 +376,13 @@ def check_core(
     Game ``g`` takes its clone at a step drawn from the length of game ``g - 1``
     (game 0 at its first step), so clones are taken throughout a game.
     """
-    checker = _Checker(actions, np.random.default_rng(seed), illegal_per_step,
-                       fingerprint or StateFingerprint())
+    checker = _Checker(
+        actions, np.random.default_rng(seed), illegal_per_step, fingerprint or StateFingerprint()
+    )
     steps = length = 0
     for game in range(games):
         checker.game = game
         clone_step = int(checker.chooser.integers(length)) if length else 0
-        length = checker.play(make_core(np.random.default_rng([seed, game])), clone_step,
-                              max_steps)
+        length = checker.play(make_core(np.random.default_rng([seed, game])), clone_step, max_steps)
         steps += length
     return CoreReport(games, steps, checker.clones, checker.illegal)

@@ -30,8 +30,7 @@ class GameCore(Protocol):
         """An independent copy, random generator state included."""
         ...
 
-    def is_terminal(self) -> bool:
-        ...
+    def is_terminal(self) -> bool: ...
 
     def returns(self) -> float:
         """The sum of rewards so far in this game."""

@@ -28,9 +28,13 @@ class GridWalkVector:
         self.size = size = envs[0].size
         self.boards = np.stack([value.arrays[0] for value in envs[0]._observations])
         rows, cols = np.divmod(np.arange(size * size), size)
-        self.next_cell = np.stack([np.clip(rows + d_row, 0, size - 1) * size
-                                   + np.clip(cols + d_col, 0, size - 1)
-                                   for d_row, d_col in GridWalk._MOVES], axis=1)
+        self.next_cell = np.stack(
+            [
+                np.clip(rows + d_row, 0, size - 1) * size + np.clip(cols + d_col, 0, size - 1)
+                for d_row, d_col in GridWalk._MOVES
+            ],
+            axis=1,
+        )
         self.cells = np.zeros(len(envs), dtype=np.int64)
         self.load(range(len(envs)))
 
@@ -50,8 +54,11 @@ class GridWalkVector:
             rewards[stepping] = done - 1.0
         self.cells[calls == 1] = 0
         touched = np.flatnonzero(calls != 2)
-        return BatchStep(rewards, stacked_observations(len(touched), arrays=(
-            self.boards[self.cells[touched]],)), terminals)
+        return BatchStep(
+            rewards,
+            stacked_observations(len(touched), arrays=(self.boards[self.cells[touched]],)),
+            terminals,
+        )
 
     def store(self, rows) -> None:
         for index in rows:
@@ -104,8 +111,9 @@ class GridWalk(Environment):
             board.flags.writeable = False
             self._observations.append(Value(arrays=(board,)))
         self._spec = TaskSpec(
-            observations=SpaceSpec(ints=(Range(0, 2, cells),),
-                                   arrays=(ArraySpec("|i1", (self.size, self.size)),)),
+            observations=SpaceSpec(
+                ints=(Range(0, 2, cells),), arrays=(ArraySpec("|i1", (self.size, self.size)),)
+            ),
             actions=SpaceSpec(ints=(Range(0, 3),)),
             rewards=Range(-1.0, 0.0),
         )
@@ -184,4 +192,6 @@ class Countdown(Environment):
             raise InvalidAction(f"countdown action must be one int in [0, 1]; got {action.ints}")
         reward = float(self.counter)
         self.counter -= 1
-        return StepResult(reward, Value(ints=(self.counter,), arrays=self._payload), self.counter == 0)
+        return StepResult(
+            reward, Value(ints=(self.counter,), arrays=self._payload), self.counter == 0
+        )

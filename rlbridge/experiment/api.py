@@ -73,8 +73,17 @@ class Experiment:
     round of batched steps), with :attr:`ended` holding them.
     """
 
-    def __init__(self, env, agent, *, instances: int = 1, seed: int | None = None,
-                 check_actions: bool = True, groups: int = 1, mode: str | None = None):
+    def __init__(
+        self,
+        env,
+        agent,
+        *,
+        instances: int = 1,
+        seed: int | None = None,
+        check_actions: bool = True,
+        groups: int = 1,
+        mode: str | None = None,
+    ):
         if instances < 1:
             raise ValueError(f"instances must be >= 1; got {instances}")
         self.agent = agent
@@ -98,8 +107,9 @@ class Experiment:
         self.episode = 0  # episodes started (rounds of RUN_BATCH), the episode id on the wire
         self.ended = EndedEpisodes.empty()  # the episodes the last "episode" event is about
         #: Remote proxies get the episode id, which their messages carry.
-        self.remote_peers = tuple(peer for peer in (*(shards or [self.env]), agent)
-                                  if _is_remote(peer))
+        self.remote_peers = tuple(
+            peer for peer in (*(shards or [self.env]), agent) if _is_remote(peer)
+        )
         #: A local agent gets the parsed task spec, a remote one the environment's text.
         self.agent_takes_text = _is_remote(agent)
         self.peers = (*shards, agent) if shards else (self.env, agent)
@@ -186,8 +196,9 @@ class Experiment:
     # -- one instance: RL-Glue's calls -------------------------------------------------
     def _one_instance(self, call: str) -> None:
         if self.num_instances != 1:
-            raise WrongState(f"{call} drives one instance; this experiment has "
-                             f"{self.num_instances}: use run()")
+            raise WrongState(
+                f"{call} drives one instance; this experiment has {self.num_instances}: use run()"
+            )
         if self.task_spec is None:
             raise WrongState(f"{call} needs RL_init first")
 
@@ -219,9 +230,11 @@ class Experiment:
         """
         action = self.last_action
         if action is None:
-            raise WrongState("RL_step needs an action to apply; got none: call RL_start "
-                             "first (after RL_init, or after a terminal RL_episode that the "
-                             "environment process played: it does not return its last action)")
+            raise WrongState(
+                "RL_step needs an action to apply; got none: call RL_start "
+                "first (after RL_init, or after a terminal RL_episode that the "
+                "environment process played: it does not return its last action)"
+            )
         if self.one.check is not None:
             self.one.check(action)
         result = self.env.env_step(action)
@@ -244,8 +257,9 @@ class Experiment:
         self.play_episode(max_steps)
         counter = self.counter
         if self.observers:
-            self.ended = EndedEpisodes([0], [bool(counter.terminal)], [counter.num_steps],
-                                       [counter.total_reward])
+            self.ended = EndedEpisodes(
+                [0], [bool(counter.terminal)], [counter.num_steps], [counter.total_reward]
+            )
             for observer in self.observers:
                 observer("episode", experiment=self)
         return counter.terminal
@@ -259,14 +273,20 @@ class Experiment:
             self._begin_episode()
             episode, writer, watcher = self.episode, self.log_writer, self.on_heartbeat
             call = DelegatedCall(
-                self.env, self.agent, episode=episode, max_steps=max_steps,
+                self.env,
+                self.agent,
+                episode=episode,
+                max_steps=max_steps,
                 records=None if writer is None else writer.append_records,
-                on_heartbeat=None if watcher is None else
-                (lambda steps, ended: watcher(episode, steps)))
+                on_heartbeat=None
+                if watcher is None
+                else (lambda steps, ended: watcher(episode, steps)),
+            )
             call.start()
             reply = call.finish()
-            self.counter.absorb(reply.episodes.terminal[0], reply.steps,
-                                reply.episodes.total_reward[0])
+            self.counter.absorb(
+                reply.episodes.terminal[0], reply.steps, reply.episodes.total_reward[0]
+            )
             self.last_action = reply.last_action
             return
         self._begin_episode()
@@ -284,8 +304,14 @@ class Experiment:
         return self.counter.num_episodes
 
     # -- any number of instances -------------------------------------------------------
-    def run(self, *, episodes: int = 0, num_steps: int = 0, max_steps: int = 0,
-            on_progress: Callable[[int], None] | None = None) -> RunResult:
+    def run(
+        self,
+        *,
+        episodes: int = 0,
+        num_steps: int = 0,
+        max_steps: int = 0,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> RunResult:
         """Play until every instance has played its share of ``episodes`` (split by
         :func:`~rlbridge.experiment.batch.split_quota`) or ``num_steps`` batched steps are
         done (0: no limit). ``on_progress(episodes_ended)`` follows progress."""
@@ -304,8 +330,7 @@ class Experiment:
                     on_progress(len(ended))
             return RunResult(sum(ended.num_steps), ended)
         if self.num_instances > 1 and self.mode == "delegated":
-            steps, ended = self.batch.run_delegated(quotas, num_steps, max_steps,
-                                                        on_progress)
+            steps, ended = self.batch.run_delegated(quotas, num_steps, max_steps, on_progress)
             return RunResult(steps, ended)
         if self.num_instances == 1:
             self._begin_episode()
@@ -313,8 +338,15 @@ class Experiment:
         else:
             env_step, port = self.batch.ports()
         on_step = None if on_progress is None else (lambda steps, ended: on_progress(ended))
-        steps, ended = self.loop.play(env_step, port, max_steps=max_steps, num_steps=num_steps,
-                                      quotas=quotas, groups=self.groups, on_step=on_step)
+        steps, ended = self.loop.play(
+            env_step,
+            port,
+            max_steps=max_steps,
+            num_steps=num_steps,
+            quotas=quotas,
+            groups=self.groups,
+            on_step=on_step,
+        )
         self.notify(ended)
         return RunResult(steps, ended)
 

@@ -75,8 +75,14 @@ class AgentPort(Protocol):
 
     Replies are received in the order the requests were sent."""
 
-    def send(self, group: int, first_instance: int, calls: np.ndarray, rewards: np.ndarray,
-             observations: Batch) -> None: ...
+    def send(
+        self,
+        group: int,
+        first_instance: int,
+        calls: np.ndarray,
+        rewards: np.ndarray,
+        observations: Batch,
+    ) -> None: ...
 
     def receive(self, group: int) -> Batch | list[Value]: ...
 
@@ -137,17 +143,27 @@ class BatchLoop:
             counter.running = False
         self.pending = [None] * self.num_instances
 
-    def play(self, env_step: EnvStep, agent: AgentPort, *, max_steps: int = 0,
-             num_steps: int = 0, quotas: list[int] | None = None, groups: int = 1,
-             on_step: Callable[[int, int], None] | None = None) -> tuple[int, EndedEpisodes]:
+    def play(
+        self,
+        env_step: EnvStep,
+        agent: AgentPort,
+        *,
+        max_steps: int = 0,
+        num_steps: int = 0,
+        quotas: list[int] | None = None,
+        groups: int = 1,
+        on_step: Callable[[int, int], None] | None = None,
+    ) -> tuple[int, EndedEpisodes]:
         """Play batched steps until ``num_steps`` are done (0: no limit) or every instance has
         played its quota (``quotas``, None: no limit); return the batched steps taken and the
         episodes that ended. ``on_step(steps, episodes_ended)`` follows each batched step."""
         if num_steps <= 0 and quotas is None:
             raise ProtocolError("a batch needs num_steps > 0 or quotas: it would never stop")
         if quotas is not None and len(quotas) != self.num_instances:
-            raise ProtocolError(f"quotas must have {self.num_instances} entries, one per "
-                                f"instance; got {len(quotas)}")
+            raise ProtocolError(
+                f"quotas must have {self.num_instances} entries, one per "
+                f"instance; got {len(quotas)}"
+            )
         left = None if quotas is None else [int(q) for q in quotas]
         bounds = group_bounds(self.num_instances, groups)
         waiting: list[list[int] | None] = [None] * len(bounds)
@@ -159,8 +175,9 @@ class BatchLoop:
                     if waiting[group] is not None:
                         self._take_actions(agent.receive(group), waiting[group])
                         waiting[group] = None
-                    waiting[group] = self._step_group(env_step, agent, group, low, high,
-                                                      max_steps, left, ended, steps + 1)
+                    waiting[group] = self._step_group(
+                        env_step, agent, group, low, high, max_steps, left, ended, steps + 1
+                    )
                 steps += 1
                 if on_step is not None:
                     on_step(steps, len(ended))
@@ -180,21 +197,25 @@ class BatchLoop:
         counter = self.counters[0]
         counter.start(max_steps)
         action = one.agent.agent_start(one.env.env_start())
-        return counter.play(action, one.env.env_step, one.agent.agent_step,
-                            one.agent.agent_end, one.check)
+        return counter.play(
+            action, one.env.env_step, one.agent.agent_step, one.agent.agent_end, one.check
+        )
 
     def _take_actions(self, actions, instances: list[int]) -> None:
         values = values_of(actions)
         if len(values) != len(instances):
-            raise ProtocolError(f"the agent answered AGENT_BATCH_STEP with {len(values)} "
-                                f"actions; expected {len(instances)}, one per call that takes "
-                                "an observation")
+            raise ProtocolError(
+                f"the agent answered AGENT_BATCH_STEP with {len(values)} "
+                f"actions; expected {len(instances)}, one per call that takes "
+                "an observation"
+            )
         pending = self.pending
         for instance, action in zip(instances, values, strict=True):
             pending[instance] = action
 
-    def _step_group(self, env_step, agent, group, low, high, max_steps, left, ended,
-                    batched_step) -> list[int]:
+    def _step_group(
+        self, env_step, agent, group, low, high, max_steps, left, ended, batched_step
+    ) -> list[int]:
         """One batched step of the instances ``low`` .. ``high - 1``; returns the instances
         whose actions the agent's reply will hold, in order."""
         counters, pending = self.counters, self.pending
@@ -226,14 +247,33 @@ class BatchLoop:
         first = self.first_instance
         if not ends and not cuts and len(stepping) == high - low:
             # Every instance stepped and goes on: the agent gets each step as it came.
-            agent.send(group, first + low, np.zeros(high - low, dtype=np.uint8),
-                       result.rewards[low:high], result.observations)
+            agent.send(
+                group,
+                first + low,
+                np.zeros(high - low, dtype=np.uint8),
+                result.rewards[low:high],
+                result.observations,
+            )
             return stepping
-        return self._send_mixed(env_step, agent, group, low, high, env_calls, result, ends,
-                                cuts, max_steps, left, ended)
+        return self._send_mixed(
+            env_step, agent, group, low, high, env_calls, result, ends, cuts, max_steps, left, ended
+        )
 
-    def _send_mixed(self, env_step, agent, group, low, high, env_calls, result, ends, cuts,
-                    max_steps, left, ended) -> list[int]:
+    def _send_mixed(
+        self,
+        env_step,
+        agent,
+        group,
+        low,
+        high,
+        env_calls,
+        result,
+        ends,
+        cuts,
+        max_steps,
+        left,
+        ended,
+    ) -> list[int]:
         """The agent's calls when some instances started, ended, were cut off or sat out."""
         counters, pending, first = self.counters, self.pending, self.first_instance
         rewards = result.rewards.tolist()
@@ -282,11 +322,19 @@ class BatchLoop:
         if len(kept) != count_of(observations):
             observations = select(observations, kept)
         if restarts:
-            observations = interleave(observations, kept_at,
-                                      self._restart(env_step, restarts, max_steps, ended, left),
-                                      restart_at)
-        agent.send(group, first + low, np.array(agent_calls, dtype=np.uint8),
-                   np.array(agent_rewards, dtype=np.float64), observations)
+            observations = interleave(
+                observations,
+                kept_at,
+                self._restart(env_step, restarts, max_steps, ended, left),
+                restart_at,
+            )
+        agent.send(
+            group,
+            first + low,
+            np.array(agent_calls, dtype=np.uint8),
+            np.array(agent_rewards, dtype=np.float64),
+            observations,
+        )
         return answering
 
     def _restart(self, env_step, instances: list[int], max_steps, ended, left) -> Batch:
@@ -336,8 +384,7 @@ class OneInstance:
         if self.check is not None:
             self.check(action)
         result = self.env.env_step(action)
-        return _OneStep(np.array([result[0]], dtype=np.float64), [result[1]],
-                        np.array([result[2]]))
+        return _OneStep(np.array([result[0]], dtype=np.float64), [result[1]], np.array([result[2]]))
 
     def send(self, group, first_instance, calls, rewards, observations) -> None:
         call, agent = int(calls[0]), self.agent

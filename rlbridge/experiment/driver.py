@@ -45,19 +45,29 @@ class Outcome(NamedTuple):
         if kind == "rate":
             successes = sum(1 for v in values if v > 0)
             low, high = wilson_interval(successes, len(values))
-            return cls(name, kind, successes / len(values) if values else 0.0, len(values),
-                       successes, low, high)
+            return cls(
+                name,
+                kind,
+                successes / len(values) if values else 0.0,
+                len(values),
+                successes,
+                low,
+                high,
+            )
         mean, low, high = mean_interval(values)
         return cls(name, kind, mean, len(values), None, low, high)
 
     def text(self) -> str:
         if self.kind == "rate":
-            return (f"{self.name} {self.value:.4f} ({self.successes}/{self.count}) "
-                    f"95% CI [{self.low:.4f}, {self.high:.4f}]")
+            return (
+                f"{self.name} {self.value:.4f} ({self.successes}/{self.count}) "
+                f"95% CI [{self.low:.4f}, {self.high:.4f}]"
+            )
         if not self.low < self.high:  # one episode, or all alike: no interval to show
             return f"{self.name} {_figure(self.value)}"
-        return (f"{self.name} {_figure(self.value)} "
-                f"95% CI [{_figure(self.low)}, {_figure(self.high)}]")
+        return (
+            f"{self.name} {_figure(self.value)} 95% CI [{_figure(self.low)}, {_figure(self.high)}]"
+        )
 
 
 def _figure(x: float) -> str:
@@ -77,9 +87,11 @@ class Summary(NamedTuple):
         return self.steps / self.seconds if self.seconds > 0 else 0.0
 
     def line(self) -> str:
-        line = (f"episodes {self.episodes}  steps {self.steps}  mean return "
-                f"{self.mean_return:.4f}  steps/s {self.steps_per_second:,.0f}  "
-                f"time {self.seconds:.2f}s")
+        line = (
+            f"episodes {self.episodes}  steps {self.steps}  mean return "
+            f"{self.mean_return:.4f}  steps/s {self.steps_per_second:,.0f}  "
+            f"time {self.seconds:.2f}s"
+        )
         return line if self.outcome is None else f"{line}  {self.outcome.text()}"
 
 
@@ -87,7 +99,8 @@ _SUMMARY = re.compile(
     r"episodes (?P<episodes>\d+)\s+steps (?P<steps>\d+)\s+mean return (?P<mean>\S+)\s+"
     r"steps/s (?P<rate>[\d,]+)\s+time (?P<seconds>[\d.]+)s"
     r"(?: +(?P<name>[a-z][a-z ]*?) (?P<value>-?[\d.]+|nan)(?: \((?P<successes>\d+)/(?P<count>\d+)\))?"
-    r"(?: 95% CI \[(?P<low>\S+), (?P<high>\S+)\])?)?")
+    r"(?: 95% CI \[(?P<low>\S+), (?P<high>\S+)\])?)?"
+)
 
 
 def parse_summary_line(text: str) -> dict | None:
@@ -96,17 +109,24 @@ def parse_summary_line(text: str) -> dict | None:
     if not matches:
         return None
     m = matches[-1]
-    fields = {"episodes": int(m["episodes"]), "steps": int(m["steps"]),
-              "mean_return": float(m["mean"]), "steps_per_s": float(m["rate"].replace(",", "")),
-              "seconds": float(m["seconds"]), "outcome": None}
+    fields = {
+        "episodes": int(m["episodes"]),
+        "steps": int(m["steps"]),
+        "mean_return": float(m["mean"]),
+        "steps_per_s": float(m["rate"].replace(",", "")),
+        "seconds": float(m["seconds"]),
+        "outcome": None,
+    }
     if m["name"]:
         fields["outcome"] = {
-            "name": m["name"], "kind": "rate" if m["successes"] is not None else "mean",
+            "name": m["name"],
+            "kind": "rate" if m["successes"] is not None else "mean",
             "value": float(m["value"]),
             "low": None if m["low"] is None else float(m["low"]),
             "high": None if m["high"] is None else float(m["high"]),
             "successes": None if m["successes"] is None else int(m["successes"]),
-            "count": int(m["count"]) if m["count"] is not None else int(m["episodes"])}
+            "count": int(m["count"]) if m["count"] is not None else int(m["episodes"]),
+        }
     return fields
 
 
@@ -177,22 +197,26 @@ class EpisodeWatch:
             self.progress.write(
                 f"rlbridge experiment: episode {episode} has run {steps:,} steps without "
                 "ending, and --max-steps sets no limit; if it cannot end, stop it (Ctrl-C) "
-                "and set --max-steps N")
+                "and set --max-steps N"
+            )
 
     def advice(self, err: RLBridgeError) -> str:
         """What to add to ``err``'s line: that the episode may be one that cannot end, and
         for a timeout, which flag gives a peer longer."""
         episode = self.experiment.episode
-        steps = max(self.experiment.counter.num_steps,
-                    self.steps if self.episode == episode else 0)
+        steps = max(self.experiment.counter.num_steps, self.steps if self.episode == episode else 0)
         advice = ""
         if not self.max_steps and steps >= LONG_EPISODE_STEPS:
-            advice += (f"; episode {episode} had run {steps:,} steps without ending, with no "
-                       "step limit: an episode that cannot end runs until something fails; "
-                       "set --max-steps N")
+            advice += (
+                f"; episode {episode} had run {steps:,} steps without ending, with no "
+                "step limit: an episode that cannot end runs until something fails; "
+                "set --max-steps N"
+            )
         if isinstance(err, PeerTimeout):
-            advice += (f"; --timeout-ms {self.timeout_ms} is how long each answer may take: "
-                       "raise it for an agent that thinks longer")
+            advice += (
+                f"; --timeout-ms {self.timeout_ms} is how long each answer may take: "
+                "raise it for an agent that thinks longer"
+            )
         return advice
 
 
@@ -230,9 +254,12 @@ def run_experiment(experiment: Experiment, args, program=None) -> int:
             if program is not None:
                 program(experiment, args.episodes, args.max_steps, progress)
             else:
-                experiment.run(episodes=0 if steps_mode else args.episodes,
-                               num_steps=args.batched_steps if steps_mode else 0,
-                               max_steps=args.max_steps, on_progress=advance)
+                experiment.run(
+                    episodes=0 if steps_mode else args.episodes,
+                    num_steps=args.batched_steps if steps_mode else 0,
+                    max_steps=args.max_steps,
+                    on_progress=advance,
+                )
         except RLBridgeError as err:
             advice = watch.advice(err)
             if advice:  # the same error, its one line longer
@@ -266,7 +293,7 @@ def pooled_outcome(shards, ranges, ended_instances: list[int]) -> Outcome | None
             return None
         name, kind = str(report.get("name", "outcome")), report["kind"]
         for offset, outcomes in enumerate(report.get("instances", [])):
-            values.extend(float(v) for v in outcomes[:ended[first + offset]])
+            values.extend(float(v) for v in outcomes[: ended[first + offset]])
     if not values:
         return None
     return Outcome.from_values(name, kind, values)

@@ -34,9 +34,11 @@ def _batched(peer, request: str, call, *args):
     try:
         return call(*args)
     except UnknownMessageType:
-        raise UnknownMessageType(f"{peer.peer_role} at {peer.client.address} cannot run batched: "
-                                 f"it does not know {request} (PROTOCOL.md section 16); run it "
-                                 "without --batch") from None
+        raise UnknownMessageType(
+            f"{peer.peer_role} at {peer.client.address} cannot run batched: "
+            f"it does not know {request} (PROTOCOL.md section 16); run it "
+            "without --batch"
+        ) from None
 
 
 class Instances:
@@ -51,17 +53,23 @@ class Instances:
         self.remote = bool(self.shards)
         if self.remote:
             if not 1 <= len(self.shards) <= count:
-                raise ProtocolError(f"shards must be in 1..{count} (the number of "
-                                    f"instances); got {len(self.shards)}")
+                raise ProtocolError(
+                    f"shards must be in 1..{count} (the number of "
+                    f"instances); got {len(self.shards)}"
+                )
             self.ranges = group_bounds(count, len(self.shards))
             if experiment.mode != "delegated" and len(self.shards) > 1:
-                raise WrongState("several shards need delegation: each environment process "
-                                 "must reach the agent itself (drop --no-fast-path or "
-                                 "--shards)")
+                raise WrongState(
+                    "several shards need delegation: each environment process "
+                    "must reach the agent itself (drop --no-fast-path or "
+                    "--shards)"
+                )
         else:
             if not callable(env) or hasattr(env, "env_step") and not isinstance(env, type):
-                raise WrongState(f"{count} instances in process need a class or a factory "
-                                 f"that makes each one's environment; got {env!r:.60}")
+                raise WrongState(
+                    f"{count} instances in process need a class or a factory "
+                    f"that makes each one's environment; got {env!r:.60}"
+                )
             self.make_env = env
             self.ranges = [(0, count)]
         group_bounds(min(high - low for low, high in self.ranges), experiment.groups)
@@ -85,12 +93,16 @@ class Instances:
             env.episode = 0
             text, served = _batched(env, "ENV_BATCH_INIT", env.env_batch_init, high - low, low)
             if served != high - low:
-                raise ProtocolError(f"environment at {env.client.address} serves {served} "
-                                    f"instances; asked for {high - low}")
+                raise ProtocolError(
+                    f"environment at {env.client.address} serves {served} "
+                    f"instances; asked for {high - low}"
+                )
             texts.append(text)
         if any(text != texts[0] for text in texts):
-            raise ProtocolError("the shards' task specs differ: every shard must serve the same "
-                                "game with the same options")
+            raise ProtocolError(
+                "the shards' task specs differ: every shard must serve the same "
+                "game with the same options"
+            )
         _batched(agent, "AGENT_BATCH_INIT", agent.batch_init, texts[0], count)
         self.batch_agent = agent  # a RemoteAgent is a BatchAgent
         return texts[0]
@@ -175,17 +187,21 @@ class Instances:
                 progress[index] = ended
                 if on_progress is not None:
                     on_progress(len(ended_all) + sum(progress))
+
             return update
 
         calls = []
         for index, (env, (low, high)) in enumerate(zip(self.shards, self.ranges, strict=True)):
             env.episode = experiment.agent.episode = experiment.episode
-            call = DelegatedCall(env, experiment.agent, episode=experiment.episode,
-                                 max_steps=max_steps,
-                                 batch=(budget, None if left is None else left[low:high],
-                                        experiment.groups),
-                                 records=self._record_sink(buffers, index),
-                                 on_heartbeat=heard(index))
+            call = DelegatedCall(
+                env,
+                experiment.agent,
+                episode=experiment.episode,
+                max_steps=max_steps,
+                batch=(budget, None if left is None else left[low:high], experiment.groups),
+                records=self._record_sink(buffers, index),
+                on_heartbeat=heard(index),
+            )
             call.start()
             calls.append(call)
         replies = []
@@ -216,9 +232,11 @@ class Instances:
         if writer is None:
             return None
         if buffers is None:
+
             def write(bodies: list[bytes]) -> None:
                 writer.append_records(bodies)
                 writer.flush()  # at each heartbeat: a killed run loses at most a second
+
             return write
         return buffers[index][2].bodies.extend
 

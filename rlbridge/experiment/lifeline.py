@@ -104,8 +104,9 @@ def watch_parent() -> None:
 
     stopper = _Stopper()
     if DEATH_SIGNAL is not None:
-        signal.signal(DEATH_SIGNAL, lambda _signum, _frame: None if parent_alive()
-                      else stopper.stop())
+        signal.signal(
+            DEATH_SIGNAL, lambda _signum, _frame: None if parent_alive() else stopper.stop()
+        )
         set_death_signal(DEATH_SIGNAL)
     if not parent_alive():  # it died before the signal was asked for
         stopper.stop()

@@ -43,8 +43,10 @@ def cpu_choice(text: str) -> CpuChoice:
     except ValueError:
         cpu = None
     if cpu not in available:
-        raise OptionError(f"--cpu {text}: expected 'auto', 'none' or one of the CPUs "
-                          f"{', '.join(map(str, available))}")
+        raise OptionError(
+            f"--cpu {text}: expected 'auto', 'none' or one of the CPUs "
+            f"{', '.join(map(str, available))}"
+        )
     return cpu
 
 
@@ -103,8 +105,9 @@ def record_run(directory: str, pid: int, cpus: int | list[int]) -> str | None:
     return path
 
 
-def least_used_cpus(runs: dict[int, tuple[int, ...]], available: list[int],
-                    count: int = 1) -> list[int]:
+def least_used_cpus(
+    runs: dict[int, tuple[int, ...]], available: list[int], count: int = 1
+) -> list[int]:
     """``count`` CPUs, each the one that the fewest runs (and the CPUs already picked)
     hold; the highest-numbered among equals. Distinct while there are enough CPUs."""
     load = {cpu: 0 for cpu in available}
@@ -122,8 +125,9 @@ def least_used_cpus(runs: dict[int, tuple[int, ...]], available: list[int],
 
 @contextlib.contextmanager
 def registry_lock(directory: str) -> Iterator[None]:
-    fd = os.open(os.path.join(os.path.dirname(directory), REGISTRY_LOCK),
-                 os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(
+        os.path.join(os.path.dirname(directory), REGISTRY_LOCK), os.O_RDWR | os.O_CREAT, 0o600
+    )
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -59,18 +59,29 @@ class ProgressBar:
         self._noted_at = -float("inf")
         counter = "{n_fmt}/{total_fmt} " + _literal(unit)
         timing = "[{elapsed}<{remaining}, {rate_noinv_fmt}{postfix}]"
-        options = dict(total=max(int(total), 0), unit="", file=stream, miniters=1,
-                       disable=not enabled)
+        options = dict(
+            total=max(int(total), 0), unit="", file=stream, miniters=1, disable=not enabled
+        )
         if enabled and stream.isatty():
             # tqdm draws nothing on a terminal of size 0x0; follow the size when there is one.
-            size = ({"dynamic_ncols": True} if _columns(stream) else
-                    {"ncols": FALLBACK_COLUMNS, "nrows": FALLBACK_ROWS})
+            size = (
+                {"dynamic_ncols": True}
+                if _columns(stream)
+                else {"ncols": FALLBACK_COLUMNS, "nrows": FALLBACK_ROWS}
+            )
             self._bar: tqdm = _Live(
-                **options, **size, mininterval=REDRAW_INTERVAL_S,
-                bar_format="{percentage:3.0f}%|{bar}| " + counter + " " + timing)
+                **options,
+                **size,
+                mininterval=REDRAW_INTERVAL_S,
+                bar_format="{percentage:3.0f}%|{bar}| " + counter + " " + timing,
+            )
         else:
-            self._bar = _Lines(**options, mininterval=PLAIN_INTERVAL_S, leave=False,
-                               bar_format="{percentage:3.0f}% " + counter + " " + timing)
+            self._bar = _Lines(
+                **options,
+                mininterval=PLAIN_INTERVAL_S,
+                leave=False,
+                bar_format="{percentage:3.0f}% " + counter + " " + timing,
+            )
 
     def update(self, count: int = 1, note: str = "") -> None:
         """Count ``count`` more; ``note`` (when given) replaces the text after the figures."""

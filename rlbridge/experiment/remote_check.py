@@ -32,21 +32,30 @@ def _episodes(experiment: Experiment, episodes: int) -> list[tuple[float, int]]:
     return outcomes
 
 
-def check_over_protocol(name: str, options: dict[str, str] | None = None, *, episodes: int = 1000,
-                        seed: int = 0, timeout_ms: int = 10000) -> int:
+def check_over_protocol(
+    name: str,
+    options: dict[str, str] | None = None,
+    *,
+    episodes: int = 1000,
+    seed: int = 0,
+    timeout_ms: int = 10000,
+) -> int:
     """Run the check; return the number of steps taken. Raises CheckFailed on any difference."""
     options = options or {}
-    local = _episodes(Experiment(build(name, ENVIRONMENTS, options), RandomAgent(), seed=seed),
-                      episodes)
+    local = _episodes(
+        Experiment(build(name, ENVIRONMENTS, options), RandomAgent(), seed=seed), episodes
+    )
     directory = tempfile.mkdtemp(prefix="rlbc-")
     env_addr, agent_addr = f"ipc://{directory}/e", f"ipc://{directory}/a"
     opts = [x for key, value in options.items() for x in ("--opt", f"{key}={value}")]
     python = [sys.executable, "-m", "rlbridge"]
     children = [
-        start_child([*python, "env", name, "--bind", env_addr, *opts], None,
-                    stderr=subprocess.DEVNULL),
-        start_child([*python, "agent", "random", "--bind", agent_addr], None,
-                    stderr=subprocess.DEVNULL),
+        start_child(
+            [*python, "env", name, "--bind", env_addr, *opts], None, stderr=subprocess.DEVNULL
+        ),
+        start_child(
+            [*python, "agent", "random", "--bind", agent_addr], None, stderr=subprocess.DEVNULL
+        ),
     ]
     env = agent = None
     try:
@@ -58,6 +67,8 @@ def check_over_protocol(name: str, options: dict[str, str] | None = None, *, epi
         shutil.rmtree(directory, ignore_errors=True)
     for episode, (mine, theirs) in enumerate(zip(local, remote, strict=True)):
         if mine != theirs:
-            raise CheckFailed(f"episode {episode}: in-process (return, steps) {mine} but over the "
-                              f"protocol {theirs}")
+            raise CheckFailed(
+                f"episode {episode}: in-process (return, steps) {mine} but over the "
+                f"protocol {theirs}"
+            )
     return sum(steps for _, steps in remote)

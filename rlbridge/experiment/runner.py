@@ -40,6 +40,7 @@ def _die_with_parent() -> None:
 def start_child(command: list[str], cpus: set[int] | None, **popen) -> subprocess.Popen:
     """Start ``command`` so that it dies with us and runs on ``cpus`` from its first
     instruction, so that every thread it starts inherits the placement."""
+
     def before_exec() -> None:
         _die_with_parent()
         if cpus:
@@ -89,21 +90,39 @@ def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
         for opt in args.env_opt:
             env_cmd += ["--opt", opt]
         if index == 0 and args.render_frames:  # drawn where the states are: none is missed
-            env_cmd += ["--frames", args.render_frames, "--scale", repr(getattr(args, "scale", 1.0))]
+            env_cmd += [
+                "--frames",
+                args.render_frames,
+                "--scale",
+                repr(getattr(args, "scale", 1.0)),
+            ]
         elif index == 0 and args.render:
             env_cmd += ["--publish", addresses["view"], "--wait-viewer-ms", "15000"]
         env_cmds[name] = env_cmd
-    agent_cmd = [args.agent_name] if is_agent_program(args.agent_name) else \
-        [*python, "agent", args.agent_name]
+    agent_cmd = (
+        [args.agent_name]
+        if is_agent_program(args.agent_name)
+        else [*python, "agent", args.agent_name]
+    )
     agent_cmd += ["--bind", addresses["agent"]]
     for opt in args.agent_opt:
         agent_cmd += ["--opt", opt]
     experiment_cmd = [
-        *python, "experiment", *(word for name in shards for word in ("--env", addresses[name])),
-        "--agent", addresses["agent"],
-        "--episodes", str(args.episodes), "--max-steps", str(args.max_steps),
-        "--seed", str(args.seed), "--timeout-ms", str(args.timeout_ms),
-        "--connect-timeout-ms", str(args.connect_timeout_ms),
+        *python,
+        "experiment",
+        *(word for name in shards for word in ("--env", addresses[name])),
+        "--agent",
+        addresses["agent"],
+        "--episodes",
+        str(args.episodes),
+        "--max-steps",
+        str(args.max_steps),
+        "--seed",
+        str(args.seed),
+        "--timeout-ms",
+        str(args.timeout_ms),
+        "--connect-timeout-ms",
+        str(args.connect_timeout_ms),
         "--no-wait-hint",  # the runner starts the servers itself: nothing for a person to do
     ]
     for flag in ("no_fast_path", "quiet"):
@@ -115,8 +134,16 @@ def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
     if args.program:
         experiment_cmd += ["--program", args.program]
     if args.log:
-        experiment_cmd += ["--log", args.log, "--log-flush", args.log_flush,
-                           "--env-name", args.env_name, "--agent-name", args.agent_name]
+        experiment_cmd += [
+            "--log",
+            args.log,
+            "--log-flush",
+            args.log_flush,
+            "--env-name",
+            args.env_name,
+            "--agent-name",
+            args.agent_name,
+        ]
         for opt in args.env_opt:
             experiment_cmd += ["--env-opt", opt]
         for opt in args.agent_opt:
@@ -141,13 +168,18 @@ def run_local(args) -> int:
 
         problem = display_problem()
         if problem is not None:
-            print(f"rlbridge run: --render pygame needs a display, and there is none ({problem}); "
-                  "running without a window (--render-frames DIR writes PNG frames instead)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"rlbridge run: --render pygame needs a display, and there is none ({problem}); "
+                "running without a window (--render-frames DIR writes PNG frames instead)",
+                file=sys.stderr,
+                flush=True,
+            )
             args.render = None
     shards = getattr(args, "shards", 1)
-    with tempfile.TemporaryDirectory(prefix="rlbridge-run-") as directory, \
-            placed_apart(args.cpu, cpus_wanted(args)) as cpus:
+    with (
+        tempfile.TemporaryDirectory(prefix="rlbridge-run-") as directory,
+        placed_apart(args.cpu, cpus_wanted(args)) as cpus,
+    ):
         commands = build_commands(args, plan_addresses(args.transport, directory, shards))
         # After a peer dies, the experiment needs its step timeout to notice and report it.
         grace_s = args.timeout_ms / 1000 + 2 * TERMINATE_GRACE_S
@@ -168,8 +200,9 @@ def cpus_wanted(args) -> int:
     return min(wanted, len(os.sched_getaffinity(0)))
 
 
-def process_cpus(commands: dict[str, list[str]],
-                 cpus: list[int] | None) -> dict[str, set[int] | None]:
+def process_cpus(
+    commands: dict[str, list[str]], cpus: list[int] | None
+) -> dict[str, set[int] | None]:
     """Each process's CPUs: shard i on the i-th CPU, the agent on the last one (after a lone
     environment, or beside the last shard), the experiment (idle while the environments
     play) with the first, a viewer off the loop's CPUs when there is room.
@@ -182,15 +215,19 @@ def process_cpus(commands: dict[str, list[str]],
         return dict.fromkeys(commands)
     shards = [name for name in commands if name.startswith("env")]
     placement: dict[str, set[int] | None] = {
-        name: {cpus[index % len(cpus)]} for index, name in enumerate(shards)}
+        name: {cpus[index % len(cpus)]} for index, name in enumerate(shards)
+    }
     placement["agent"] = {cpus[-1]}
     placement["experiment"] = {cpus[0]}
     placement["viewer"] = watcher_cpus(set(cpus))
     return {name: placement.get(name, {cpus[0]}) for name in commands}
 
 
-def supervise(commands: dict[str, list[str]], placement: dict[str, set[int] | None],
-              experiment_grace_s: float = 10.0) -> int:
+def supervise(
+    commands: dict[str, list[str]],
+    placement: dict[str, set[int] | None],
+    experiment_grace_s: float = 10.0,
+) -> int:
     """Start the commands, each on its CPUs in ``placement``, wait for the experiment, stop
     the rest; return the exit code."""
     children: dict[int, tuple[str, subprocess.Popen]] = {}
@@ -240,8 +277,11 @@ def _wait(children: dict, experiment_grace_s: float) -> int:
         if name == "experiment":
             experiment_code = code
             if code < 0 and failure is None:
-                print(f"rlbridge run: the experiment process {exit_description(code)}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"rlbridge run: the experiment process {exit_description(code)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             _stop_all(children, grace_s=PEER_EXIT_GRACE_S)
         elif name == "viewer" or code == 0:
             continue  # peers exit 0 when the experiment tells them to stop

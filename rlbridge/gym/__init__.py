@@ -33,12 +33,21 @@ def register_games() -> None:
     makes the batched :class:`RLBridgeVectorEnv` of them unless given a vectorization_mode."""
     for game_id, name in GAME_IDS.items():
         if game_id not in gymnasium.registry:
-            gymnasium.register(id=game_id, entry_point="rlbridge.gym.env:RLBridgeEnv",
-                               vector_entry_point="rlbridge.gym.vector:RLBridgeVectorEnv",
-                               kwargs={"env": name})
+            gymnasium.register(
+                id=game_id,
+                entry_point="rlbridge.gym.env:RLBridgeEnv",
+                vector_entry_point="rlbridge.gym.vector:RLBridgeVectorEnv",
+                kwargs={"env": name},
+            )
 
 
 register_games()
 
-__all__ = ["GAME_IDS", "RLBridgeEnv", "RLBridgeVectorEnv", "build_environment", "make_vec",
-           "register_games"]
+__all__ = [
+    "GAME_IDS",
+    "RLBridgeEnv",
+    "RLBridgeVectorEnv",
+    "build_environment",
+    "make_vec",
+    "register_games",
+]

@@ -76,9 +76,15 @@ class BatchedObservations:
     def row(self, batched: Any, index: int) -> Any:
         """Instance ``index``'s observation in ``batched`` (what :meth:`current` returned), as
         an element of the single observation space."""
+
         def one(key: str, part: Any) -> Any:
-            return part[index] if key == "chars" else part[index].copy() \
-                if isinstance(part[index], np.ndarray) else part[index]
+            return (
+                part[index]
+                if key == "chars"
+                else part[index].copy()
+                if isinstance(part[index], np.ndarray)
+                else part[index]
+            )
 
         if len(self.parts) == 1:
             return one(next(iter(self.parts)), batched)
@@ -87,8 +93,9 @@ class BatchedObservations:
     def current(self) -> Any:
         """Every instance's observation as an element of :attr:`space`: new arrays each call,
         since users keep what they are given."""
-        out = {key: tuple(part) if key == "chars" else part.copy()
-               for key, part in self.parts.items()}
+        out = {
+            key: tuple(part) if key == "chars" else part.copy() for key, part in self.parts.items()
+        }
         return out[self.codec.parts[0].key] if len(out) == 1 else out
 
 
@@ -115,8 +122,9 @@ class ElementRows:
             return
         columns = as_batch(batch)
         if columns.listed is None:
-            element = self.codec.codec.batched_element(columns.ints, columns.doubles,
-                                                       columns.arrays)
+            element = self.codec.codec.batched_element(
+                columns.ints, columns.doubles, columns.arrays
+            )
             _put(self.stacked, rows, element)
             return
         for row, value in zip(rows.tolist(), columns.listed, strict=True):
@@ -194,19 +202,27 @@ class BatchedActions:
             outside = (chosen < self.low) | (chosen > self.high)
             if outside.any():
                 row = rows[int(np.flatnonzero(outside)[0])]
-                raise InvalidAction(f"instance {row}: action must be an element of "
-                                    f"{self.codec.space}; got {int(ints[row])}")
+                raise InvalidAction(
+                    f"instance {row}: action must be an element of "
+                    f"{self.codec.space}; got {int(ints[row])}"
+                )
             count = len(chosen)
-            return Batch(count, (chosen + self.offset).reshape(count, 1),
-                         np.empty((count, 0), dtype=np.float64), ("",) * count)
+            return Batch(
+                count,
+                (chosen + self.offset).reshape(count, 1),
+                np.empty((count, 0), dtype=np.float64),
+                ("",) * count,
+            )
         try:
             elements = list(iterate(self.space, actions))
         except (TypeError, ValueError, IndexError, KeyError) as err:
-            raise InvalidAction(f"actions must be an element of {self.space}; got "
-                                f"{actions!r:.80} ({err})") from None
+            raise InvalidAction(
+                f"actions must be an element of {self.space}; got {actions!r:.80} ({err})"
+            ) from None
         if len(elements) != self.count:
-            raise InvalidAction(f"actions must hold {self.count} actions, one per instance; "
-                                f"got {len(elements)}")
+            raise InvalidAction(
+                f"actions must hold {self.count} actions, one per instance; got {len(elements)}"
+            )
         values = []
         for row in rows:
             try:

@@ -58,9 +58,11 @@ def env_spec(name: str, options: Mapping[str, str]) -> EnvSpec:
     from rlbridge.gym import GAME_IDS
 
     ids = {game: game_id for game_id, game in GAME_IDS.items()}
-    return EnvSpec(id=ids.get(name, GYM_SPEC_ID), entry_point=ENTRY_POINT,
-                   kwargs={"env": name, "options": {key: str(value)
-                                                    for key, value in options.items()}})
+    return EnvSpec(
+        id=ids.get(name, GYM_SPEC_ID),
+        entry_point=ENTRY_POINT,
+        kwargs={"env": name, "options": {key: str(value) for key, value in options.items()}},
+    )
 
 
 def live_env(header: Mapping[str, Any], task_spec: TaskSpec) -> LiveEnv:
@@ -75,13 +77,18 @@ def live_env(header: Mapping[str, Any], task_spec: TaskSpec) -> LiveEnv:
     except OptionError:
         cls = None
     if cls is None or file_options(cls, options):
-        return LiveEnv(None, ValueCodec(task_spec.observations, "observation"),
-                       ValueCodec(task_spec.actions, "action"))
+        return LiveEnv(
+            None,
+            ValueCodec(task_spec.observations, "observation"),
+            ValueCodec(task_spec.actions, "action"),
+        )
     env = RLBridgeEnv(name, options)
     try:
         if str(env.task_spec) != str(task_spec):
-            raise LogError(f"{name} made with the log's options gives the task spec "
-                           f"{env.task_spec}; the log's is {task_spec}")
+            raise LogError(
+                f"{name} made with the log's options gives the task spec "
+                f"{env.task_spec}; the log's is {task_spec}"
+            )
         return LiveEnv(env_spec(name, options), env.observations, env.actions)
     finally:
         env.close()
@@ -116,19 +123,23 @@ def episode_buffer(live: LiveEnv, number: int, episode: Episode, buffer_type) ->
     if steps == 0:
         return None
     if len(episode.observations) < steps or len(episode.actions) < steps:
-        raise LogError(f"episode {episode.number}: {steps} rewards need {steps} actions and "
-                       f"{steps} observations; the log holds {len(episode.actions)} and "
-                       f"{len(episode.observations)}")
-    observations = [live.observation(value) for value in episode.observations[:steps + 1]]
+        raise LogError(
+            f"episode {episode.number}: {steps} rewards need {steps} actions and "
+            f"{steps} observations; the log holds {len(episode.actions)} and "
+            f"{len(episode.observations)}"
+        )
+    observations = [live.observation(value) for value in episode.observations[: steps + 1]]
     if len(observations) == steps:
         observations.append(zeros_like(observations[-1]))
     return buffer_type(
-        id=number, observations=stack(observations),
+        id=number,
+        observations=stack(observations),
         actions=stack([live.action(value) for value in episode.actions[:steps]]),
         rewards=list(episode.rewards),
         terminations=[episode.terminal and i == steps - 1 for i in range(steps)],
         truncations=[(not episode.terminal) and i == steps - 1 for i in range(steps)],
-        infos={})
+        infos={},
+    )
 
 
 def export_minari(reader: LogReader, dataset_id: str) -> tuple[int, int]:
@@ -161,20 +172,26 @@ def export_minari(reader: LogReader, dataset_id: str) -> tuple[int, int]:
         with warnings.catch_warnings():  # Minari's advice on authors and permalinks
             warnings.simplefilter("ignore", UserWarning)
             dataset = minari.create_dataset_from_buffers(
-                dataset_id, buffers, env=live.spec, observation_space=live.observations.space,
+                dataset_id,
+                buffers,
+                env=live.spec,
+                observation_space=live.observations.space,
                 action_space=live.actions.space,
                 algorithm_name=str(header.get("agent") or "unknown"),
                 description=f"rlbridge log {reader.path}: {header.get('env')} played by "
-                            f"{header.get('agent')}, seed {header.get('seed')}")
+                f"{header.get('agent')}, seed {header.get('seed')}",
+            )
     except ValueError as err:
         raise LogError(f"cannot create Minari dataset {dataset_id!r}: {err}") from None
-    dataset.storage.update_metadata({
-        "rlbridge_version": str(header.get("rlbridge_version", "")),
-        "game": str(header.get("env") or ""),
-        "env_options": dict(header.get("env_options") or {}),
-        "seed": header.get("seed"),
-        "agent": str(header.get("agent") or ""),
-        "agent_options": dict(header.get("agent_options") or {}),
-        "task_spec": str(header.get("task_spec", "")),
-    })
+    dataset.storage.update_metadata(
+        {
+            "rlbridge_version": str(header.get("rlbridge_version", "")),
+            "game": str(header.get("env") or ""),
+            "env_options": dict(header.get("env_options") or {}),
+            "seed": header.get("seed"),
+            "agent": str(header.get("agent") or ""),
+            "agent_options": dict(header.get("agent_options") or {}),
+            "task_spec": str(header.get("task_spec", "")),
+        }
+    )
     return len(buffers), sum(len(buffer.rewards) for buffer in buffers)

@@ -55,6 +55,7 @@ class Snapshots(Protocol):
 
     def state_snapshot(self) -> dict[str, Any] | None: ...
 
+
 IllegalMode = Literal["raise", "penalty", "random"]
 ILLEGAL_MODES = ("raise", "penalty", "random")
 RENDER_FPS = 4
@@ -80,9 +81,11 @@ def reset_messages(name: str, accepted: str, options: Mapping[str, Any]) -> list
         if key == "reset_mask":
             continue
         if key not in names:
-            raise OptionError(f"{name} accepts no reset option {key!r}; expected one of "
-                              f"{', '.join(names) or 'none'} (its constructor options are "
-                              f"fixed when the env is made)")
+            raise OptionError(
+                f"{name} accepts no reset option {key!r}; expected one of "
+                f"{', '.join(names) or 'none'} (its constructor options are "
+                f"fixed when the env is made)"
+            )
         words = value if isinstance(value, (list, tuple)) else [value]
         messages.append(" ".join([key, *(str(word) for word in words)]))
     return messages
@@ -91,8 +94,7 @@ def reset_messages(name: str, accepted: str, options: Mapping[str, Any]) -> list
 def check_applied(name: str, message: str, reply: str) -> None:
     """OptionError unless the game answered ``ok`` to the reset option ``message``."""
     if reply != "ok":
-        raise OptionError(f"{name} refused the reset option {message!r}: "
-                          f"{reply or 'no answer'}")
+        raise OptionError(f"{name} refused the reset option {message!r}: {reply or 'no answer'}")
 
 
 def rgb_frame(snapshot: dict) -> np.ndarray:
@@ -138,15 +140,25 @@ class RLBridgeEnv(gymnasium.Env):
 
     metadata = {"render_modes": ["rgb_array", "human"], "render_fps": RENDER_FPS}
 
-    def __init__(self, env: Any = "gridwalk", options: Mapping[str, Any] | None = None, *,
-                 illegal: IllegalMode = "penalty", illegal_penalty: float = -1.0,
-                 max_episode_steps: int = 0, render_mode: str | None = None,
-                 zero_based: bool = True, owned_server: ServerProcess | None = None,
-                 **game_options: Any):
+    def __init__(
+        self,
+        env: Any = "gridwalk",
+        options: Mapping[str, Any] | None = None,
+        *,
+        illegal: IllegalMode = "penalty",
+        illegal_penalty: float = -1.0,
+        max_episode_steps: int = 0,
+        render_mode: str | None = None,
+        zero_based: bool = True,
+        owned_server: ServerProcess | None = None,
+        **game_options: Any,
+    ):
         if game_options:
             if not isinstance(env, str):
-                raise OptionError(f"game options {sorted(game_options)} go to a game built by "
-                                  f"name; got an environment object {type(env).__name__}")
+                raise OptionError(
+                    f"game options {sorted(game_options)} go to a game built by "
+                    f"name; got an environment object {type(env).__name__}"
+                )
             options = {**(options or {}), **game_options}
         if illegal not in ILLEGAL_MODES:
             raise OptionError(f"illegal must be one of {', '.join(ILLEGAL_MODES)}; got {illegal!r}")
@@ -154,22 +166,29 @@ class RLBridgeEnv(gymnasium.Env):
             raise OptionError(f"max_episode_steps must be >= 0; got {max_episode_steps}")
         self.name = env if isinstance(env, str) else getattr(env, "name", "") or type(env).__name__
         self.env = build_environment(env, options) if isinstance(env, str) else env
-        if isinstance(self.env, Environment) and \
-                type(self.env).state_snapshot is Environment.state_snapshot:
+        if (
+            isinstance(self.env, Environment)
+            and type(self.env).state_snapshot is Environment.state_snapshot
+        ):
             # A local game without a snapshot has nothing to draw; a remote one may have.
             self.metadata = {**self.metadata, "render_modes": []}
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise OptionError(f"render_mode must be one of {self.metadata['render_modes']} or "
-                              f"None for {self.name}; got {render_mode!r}")
+            raise OptionError(
+                f"render_mode must be one of {self.metadata['render_modes']} or "
+                f"None for {self.name}; got {render_mode!r}"
+            )
         self.owned_server = owned_server
         self.illegal = illegal
         self.illegal_penalty = float(illegal_penalty)
         self.max_episode_steps = max_episode_steps
         self.render_mode = render_mode
         spec_text = self.env.env_init()
-        self.task_spec: TaskSpec = spec_text if isinstance(spec_text, TaskSpec) else parse(spec_text)
-        self.observations, self.actions = codecs_for(self.task_spec, self.env.env_message,
-                                                     zero_based)
+        self.task_spec: TaskSpec = (
+            spec_text if isinstance(spec_text, TaskSpec) else parse(spec_text)
+        )
+        self.observations, self.actions = codecs_for(
+            self.task_spec, self.env.env_message, zero_based
+        )
         self.observation_space = self.observations.space
         self.action_space = self.actions.space
         self.discrete_actions, self.action_low = action_indices(self.actions)
@@ -186,25 +205,38 @@ class RLBridgeEnv(gymnasium.Env):
         self._window = None
 
     @classmethod
-    def remote(cls, address: str, *, curve_dir: str | None = None,
-               timeout_ms: int = STEP_TIMEOUT_MS, connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
-               **kwargs) -> RLBridgeEnv:
+    def remote(
+        cls,
+        address: str,
+        *,
+        curve_dir: str | None = None,
+        timeout_ms: int = STEP_TIMEOUT_MS,
+        connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
+        **kwargs,
+    ) -> RLBridgeEnv:
         """The environment served at ``address`` (ipc:// or tcp://); ``curve_dir`` holds the
         CURVE keys made by ``rlbridge keys DIR`` when the server uses them."""
         from rlbridge.experiment.net.curve import CurveKeys
         from rlbridge.experiment.net.remote import RemoteEnvironment
 
         curve = CurveKeys.load(curve_dir) if curve_dir else None
-        proxy = RemoteEnvironment(address, timeout_ms=timeout_ms,
-                                  connect_timeout_ms=connect_timeout_ms, curve=curve)
+        proxy = RemoteEnvironment(
+            address, timeout_ms=timeout_ms, connect_timeout_ms=connect_timeout_ms, curve=curve
+        )
         wrapper = cls(proxy, **kwargs)
         wrapper.closes_proxy = True
         return wrapper
 
     @classmethod
-    def spawn(cls, name: str, options: Mapping[str, str] | None = None, *,
-              timeout_ms: int = STEP_TIMEOUT_MS, connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
-              **kwargs) -> RLBridgeEnv:
+    def spawn(
+        cls,
+        name: str,
+        options: Mapping[str, str] | None = None,
+        *,
+        timeout_ms: int = STEP_TIMEOUT_MS,
+        connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
+        **kwargs,
+    ) -> RLBridgeEnv:
         """Start ``rlbridge env NAME`` as a child process on a private ipc address and wrap it;
         :meth:`close` stops the child. ``timeout_ms`` bounds each reply."""
         server = ServerProcess(name, {key: str(value) for key, value in (options or {}).items()})
@@ -234,8 +266,9 @@ class RLBridgeEnv(gymnasium.Env):
                 return None
         mask = np.zeros(space.n, dtype=np.int8)
         if reply:
-            mask[np.array([int(word) for word in reply.split()], dtype=np.int64)
-                 - self.action_low] = 1
+            mask[
+                np.array([int(word) for word in reply.split()], dtype=np.int64) - self.action_low
+            ] = 1
         return mask
 
     def action_masks(self) -> np.ndarray:
@@ -243,8 +276,9 @@ class RLBridgeEnv(gymnasium.Env):
         MaskablePPO calls it): the current ``info["action_mask"]``, or all True for a game
         that names no legal actions. OptionError for another action space."""
         if self.discrete_actions is None:
-            raise OptionError(f"action_masks needs a Discrete action space; {self.name}'s is "
-                              f"{self.action_space}")
+            raise OptionError(
+                f"action_masks needs a Discrete action space; {self.name}'s is {self.action_space}"
+            )
         if self._legal is None:
             return np.ones(self.discrete_actions.n, dtype=bool)
         return self._legal.astype(bool)
@@ -292,8 +326,10 @@ class RLBridgeEnv(gymnasium.Env):
             reply = self.env.env_message("legal_actions")
             legal = [] if reply.startswith("error") else [int(word) for word in reply.split()]
         if not legal:
-            raise InvalidAction(f"illegal='random' needs a legal action to play instead; "
-                                f"expected {self.name} to name some, got none")
+            raise InvalidAction(
+                f"illegal='random' needs a legal action to play instead; "
+                f"expected {self.name} to name some, got none"
+            )
         return Value(ints=(int(legal[int(self.np_random.integers(len(legal)))]),))
 
     def step(self, action):
@@ -304,8 +340,9 @@ class RLBridgeEnv(gymnasium.Env):
         if illegal and self.illegal == "raise":
             legal = np.flatnonzero(self.action_masks())
             start = int(self.discrete_actions.start) if self.discrete_actions is not None else 0
-            raise InvalidAction(f"action {action} is not legal now; legal: "
-                                f"{(legal + start).tolist()}")
+            raise InvalidAction(
+                f"action {action} is not legal now; legal: {(legal + start).tolist()}"
+            )
         self.elapsed_steps += 1
         if illegal and self.illegal == "random":
             value = self._random_legal()
@@ -340,8 +377,13 @@ class RLBridgeEnv(gymnasium.Env):
             raise gymnasium.error.ResetNeeded("call reset() before step()")
         truncated = 0 < self.max_episode_steps <= self.elapsed_steps
         self.running = not truncated
-        return (self.observations.to_gym(observation), self.illegal_penalty, False,
-                truncated, self._info({"illegal_action": True}))
+        return (
+            self.observations.to_gym(observation),
+            self.illegal_penalty,
+            False,
+            truncated,
+            self._info({"illegal_action": True}),
+        )
 
     # -- rendering --------------------------------------------------------------------
     def state_snapshot(self) -> dict | None:
@@ -353,14 +395,18 @@ class RLBridgeEnv(gymnasium.Env):
 
     def render(self):
         if self.render_mode is None:
-            gymnasium.logger.warn("render() without a render_mode: pass render_mode='rgb_array' "
-                                  "or 'human' when making the environment")
+            gymnasium.logger.warn(
+                "render() without a render_mode: pass render_mode='rgb_array' "
+                "or 'human' when making the environment"
+            )
             return None
         snapshot = self.state_snapshot()
         if snapshot is None:
-            raise OptionError(f"{self.name} cannot be rendered: it has no state_snapshot; "
-                              f"expected a game with a renderer, got render_mode="
-                              f"{self.render_mode!r}")
+            raise OptionError(
+                f"{self.name} cannot be rendered: it has no state_snapshot; "
+                f"expected a game with a renderer, got render_mode="
+                f"{self.render_mode!r}"
+            )
         if self.render_mode == "rgb_array":
             return rgb_frame(snapshot)
         self._window = show_in_window(snapshot, self._window, f"rlbridge {self.name}")
@@ -378,8 +424,10 @@ class RLBridgeEnv(gymnasium.Env):
         server = self.owned_server
         if server is not None and server.process.poll() is not None:
             # The server has died: nothing to clean up or ask to stop.
-            gymnasium.logger.warn(f"{self.name}'s environment server had exited with "
-                                  f"{server.process.returncode} before close()")
+            gymnasium.logger.warn(
+                f"{self.name}'s environment server had exited with "
+                f"{server.process.returncode} before close()"
+            )
             server.stop()
             self.env.close()
             return

@@ -46,8 +46,12 @@ class RemoteInstances:
 
     renders = True  # a remote game answers get_state when it can be drawn
 
-    def __init__(self, proxy: RemoteEnvironment, num_instances: int,
-                 owned_server: ServerProcess | None = None):
+    def __init__(
+        self,
+        proxy: RemoteEnvironment,
+        num_instances: int,
+        owned_server: ServerProcess | None = None,
+    ):
         self.proxy = proxy
         self.num_instances = num_instances
         self.first_instance = 0
@@ -55,31 +59,44 @@ class RemoteInstances:
         self.where = proxy.address or "a connected peer"
 
     @classmethod
-    def spawn(cls, name: str, num_instances: int, options: Mapping[str, Any] | None = None,
-              **connect) -> RemoteInstances:
+    def spawn(
+        cls, name: str, num_instances: int, options: Mapping[str, Any] | None = None, **connect
+    ) -> RemoteInstances:
         """Start ``rlbridge env NAME --batch N`` on a private ipc address and connect to it."""
-        server = ServerProcess(name, {key: str(value) for key, value in (options or {}).items()},
-                               batch=num_instances)
+        server = ServerProcess(
+            name, {key: str(value) for key, value in (options or {}).items()}, batch=num_instances
+        )
         return cls(server.connect(**connect), num_instances, server)
 
     @classmethod
-    def connect(cls, address: str, num_instances: int, *, curve_dir: str | None = None,
-                timeout_ms: int = STEP_TIMEOUT_MS,
-                connect_timeout_ms: int = CONNECT_TIMEOUT_MS) -> RemoteInstances:
+    def connect(
+        cls,
+        address: str,
+        num_instances: int,
+        *,
+        curve_dir: str | None = None,
+        timeout_ms: int = STEP_TIMEOUT_MS,
+        connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
+    ) -> RemoteInstances:
         """The environment process serving at ``address`` (ipc:// or tcp://, CURVE keys in
         ``curve_dir`` as ``rlbridge keys DIR`` makes them)."""
         from rlbridge.experiment.net.curve import CurveKeys
 
         curve = CurveKeys.load(curve_dir) if curve_dir else None
-        return cls(RemoteEnvironment(address, timeout_ms=timeout_ms,
-                                     connect_timeout_ms=connect_timeout_ms, curve=curve),
-                   num_instances)
+        return cls(
+            RemoteEnvironment(
+                address, timeout_ms=timeout_ms, connect_timeout_ms=connect_timeout_ms, curve=curve
+            ),
+            num_instances,
+        )
 
     def batch_init(self) -> TaskSpec:
         text, count = self.proxy.env_batch_init(self.num_instances, 0)
         if count != self.num_instances:
-            raise PeerError(f"the environment at {self.where} serves {count} instances; "
-                            f"asked for {self.num_instances}")
+            raise PeerError(
+                f"the environment at {self.where} serves {count} instances; "
+                f"asked for {self.num_instances}"
+            )
         return parse(text)
 
     def batch_step(self, calls: np.ndarray, actions) -> BatchStep:
@@ -106,15 +123,18 @@ class RemoteInstances:
             self.owned_server.stop(self.proxy)
 
 
-def open_instances(name: str, num_instances: int, options: Mapping[str, Any] | None,
-                   remote: bool | str, **connect) -> LocalInstances | RemoteInstances:
+def open_instances(
+    name: str, num_instances: int, options: Mapping[str, Any] | None, remote: bool | str, **connect
+) -> LocalInstances | RemoteInstances:
     """In process (``remote=False``), a child process of ours (``True``), or the process
     serving at the address ``remote``."""
     if remote is False:
         return LocalInstances(name, num_instances, options)
     if remote is True:
         if connect.pop("curve_dir", None):
-            raise OptionError("curve_dir is for a server at an address (remote='tcp://...'); "
-                              "the process remote=True starts listens on a private ipc socket")
+            raise OptionError(
+                "curve_dir is for a server at an address (remote='tcp://...'); "
+                "the process remote=True starts listens on a private ipc socket"
+            )
         return RemoteInstances.spawn(name, num_instances, options, **connect)
     return RemoteInstances.connect(remote, num_instances, **connect)

@@ -37,23 +37,31 @@ class ServerProcess:
         # A file, not a pipe: a long-lived server's warnings can never block it.
         self.stderr_path = f"{self.directory}/stderr.txt"
         with open(self.stderr_path, "w") as stderr:
-            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.DEVNULL, stderr=stderr,
-                                            env=child_environment())
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                env=child_environment(),
+            )
 
-    def connect(self, *, timeout_ms: int = STEP_TIMEOUT_MS,
-                connect_timeout_ms: int = CONNECT_TIMEOUT_MS) -> RemoteEnvironment:
+    def connect(
+        self, *, timeout_ms: int = STEP_TIMEOUT_MS, connect_timeout_ms: int = CONNECT_TIMEOUT_MS
+    ) -> RemoteEnvironment:
         """A proxy to the server; PeerError with the server's own complaint if it died."""
         try:
-            return RemoteEnvironment(self.address, timeout_ms=timeout_ms,
-                                     connect_timeout_ms=connect_timeout_ms)
+            return RemoteEnvironment(
+                self.address, timeout_ms=timeout_ms, connect_timeout_ms=connect_timeout_ms
+            )
         except Exception:
             if self.process.poll() is not None:
                 with open(self.stderr_path) as stderr:
                     complaint = stderr.read().strip()
                 self.stop()
-                raise PeerError(f"the environment server exited with {self.process.returncode}"
-                                f" before answering: {complaint}") from None
+                raise PeerError(
+                    f"the environment server exited with {self.process.returncode}"
+                    f" before answering: {complaint}"
+                ) from None
             self.stop()
             raise
 

@@ -31,13 +31,19 @@ class InstanceMasks:
         #: Whether the game is asked (``each legal_actions``): it has no mask array.
         self.asks = width > 0 and self.index is None
         #: Which instances have a mask; None until the first reset when the game is asked.
-        self.has_mask: np.ndarray | None = None if self.asks else \
-            np.full(count, self.index is not None and width > 0)
+        self.has_mask: np.ndarray | None = (
+            None if self.asks else np.full(count, self.index is not None and width > 0)
+        )
         #: Whether any instance has a mask (the step's mask work is skipped when none has).
         self.masked = self.has_mask is not None and bool(self.has_mask.any())
 
-    def update(self, rows: np.ndarray, terminal: np.ndarray, stacked: Callable[[str], Any],
-               ask: Callable[[str], str]) -> None:
+    def update(
+        self,
+        rows: np.ndarray,
+        terminal: np.ndarray,
+        stacked: Callable[[str], Any],
+        ask: Callable[[str], str],
+    ) -> None:
         """Recompute the masks of ``rows``, which just returned an observation (``terminal``
         their terminal flags): from ``stacked("array_K")``'s rows, or ``ask``'s reply."""
         width = self.masks.shape[1]
@@ -56,8 +62,9 @@ class InstanceMasks:
             return
         replies = json.loads(ask("each legal_actions"))
         if first:  # as a single env decides at its first reset, each instance for itself
-            self.has_mask = np.array([bool(reply) and not reply.startswith("error")
-                                      for reply in replies])
+            self.has_mask = np.array(
+                [bool(reply) and not reply.startswith("error") for reply in replies]
+            )
             self.masked = bool(self.has_mask.any())
         has_mask = self._known()
         for row in asked.tolist():
@@ -102,8 +109,10 @@ class InstanceMasks:
         if isinstance(values, Batch):
             moves = values.ints[:, 0] - self.low
         else:
-            moves = np.fromiter((value.ints[0] for value in values), dtype=np.int64,
-                                count=len(values)) - self.low
+            moves = (
+                np.fromiter((value.ints[0] for value in values), dtype=np.int64, count=len(values))
+                - self.low
+            )
         at = np.asarray(rows, dtype=np.intp)
         return np.flatnonzero(self._known()[at] & (self.masks[at, moves] == 0)).tolist()
 
@@ -111,6 +120,8 @@ class InstanceMasks:
         """A uniformly random legal action of instance ``row``, drawn from ``generator``."""
         legal = np.flatnonzero(self.masks[row]) + self.low
         if not len(legal):
-            raise InvalidAction(f"instance {row}: illegal='random' needs a legal action to play "
-                                f"instead; expected {name} to name some, got none")
+            raise InvalidAction(
+                f"instance {row}: illegal='random' needs a legal action to play "
+                f"instead; expected {name} to name some, got none"
+            )
         return Value(ints=(int(legal[int(generator.integers(len(legal)))]),))

@@ -51,8 +51,10 @@ from rlbridge.protocol.values import Value
 GYM_PREFIX = "gym:"
 #: ``gymnasium.make``'s own keyword arguments that options may set: their types and what they do.
 MAKE_KWARGS: dict[str, tuple[type, str]] = {
-    "max_episode_steps": (int, "gymnasium.make's TimeLimit: truncate an episode after this "
-                               "many steps"),
+    "max_episode_steps": (
+        int,
+        "gymnasium.make's TimeLimit: truncate an episode after this many steps",
+    ),
     "disable_env_checker": (bool, "gymnasium.make: leave out the passive env checker"),
     "render_mode": (str, "the env's render mode"),
 }
@@ -73,13 +75,16 @@ def spec_of(gym_id: str):
         try:
             module = importlib.import_module(module_name)
         except ImportError as err:
-            raise OptionError(f"gym:{gym_id}: cannot import module {module_name!r}, which should "
-                              f"register {bare_id!r}: {err}") from None
+            raise OptionError(
+                f"gym:{gym_id}: cannot import module {module_name!r}, which should "
+                f"register {bare_id!r}: {err}"
+            ) from None
         found = getattr(module, bare_id, None)
         if bare_id not in gymnasium.registry and is_gym_class(found):
             # "module.Class" is a valid Gymnasium id; "module:Class" would ask make to import.
-            return gymnasium.envs.registration.EnvSpec(id=gym_id.replace(":", "."),
-                                                       entry_point=found)
+            return gymnasium.envs.registration.EnvSpec(
+                id=gym_id.replace(":", "."), entry_point=found
+            )
     try:
         return gymnasium.spec(bare_id)
     except gymnasium.error.Error as err:
@@ -98,8 +103,11 @@ def _constructor_parameters(spec) -> tuple[dict[str, inspect.Parameter], bool]:
     parameters = dict(inspect.signature(target).parameters)
     parameters.pop("self", None)
     opens = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-    return {name: p for name, p in parameters.items()
-            if p.kind not in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)}, opens
+    return {
+        name: p
+        for name, p in parameters.items()
+        if p.kind not in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
+    }, opens
 
 
 def _untyped(text: str) -> Any:
@@ -155,10 +163,15 @@ def gym_options(gym_id: str) -> tuple[list[GymOption], bool]:
     and its constructor's parameters) and whether the constructor also takes ``**kwargs``."""
     spec = spec_of(gym_id)
     parameters, opens = _constructor_parameters(spec)
-    make_defaults = {"max_episode_steps": spec.max_episode_steps,
-                     "disable_env_checker": spec.disable_env_checker, "render_mode": None}
-    options = {key: GymOption(key, kind, make_defaults[key], doc)
-               for key, (kind, doc) in MAKE_KWARGS.items()}
+    make_defaults = {
+        "max_episode_steps": spec.max_episode_steps,
+        "disable_env_checker": spec.disable_env_checker,
+        "render_mode": None,
+    }
+    options = {
+        key: GymOption(key, kind, make_defaults[key], doc)
+        for key, (kind, doc) in MAKE_KWARGS.items()
+    }
     for key in dict.fromkeys([*spec.kwargs, *parameters]):
         if key in options:
             continue
@@ -174,8 +187,12 @@ def gym_options(gym_id: str) -> tuple[list[GymOption], bool]:
             kind = type(typed_by)
         registered = key in spec.kwargs
         default = spec.kwargs[key] if registered or parameter is None else parameter.default
-        options[key] = GymOption(key, kind if kind in READ_AS else None, default,
-                                 "registered with the id" if registered else "")
+        options[key] = GymOption(
+            key,
+            kind if kind in READ_AS else None,
+            default,
+            "registered with the id" if registered else "",
+        )
     return list(options.values()), opens
 
 
@@ -191,14 +208,15 @@ def convert_gym_options(gym_id: str, strings: Mapping[str, str]) -> dict[str, An
         elif option is None:
             close = difflib.get_close_matches(key, sorted(options), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise OptionError(f"gym:{gym_id}: unknown option {key!r}{hint}; valid options: "
-                              f"{', '.join(sorted(options))}")
+            raise OptionError(
+                f"gym:{gym_id}: unknown option {key!r}{hint}; valid options: "
+                f"{', '.join(sorted(options))}"
+            )
         try:
             converted[key] = option.read(text)
         except (ValueError, SyntaxError):
             kind = option.kind.__name__ if option.kind is not None else "any"
-            raise OptionError(f"gym:{gym_id}: option {key} expects {kind}; "
-                              f"got {text!r}") from None
+            raise OptionError(f"gym:{gym_id}: option {key} expects {kind}; got {text!r}") from None
     return converted
 
 
@@ -219,10 +237,12 @@ class GymEnvironment(Environment):
             raise OptionError("GymEnvironment needs a gym id; expected a gym:<id> name")
         self.gym_env = gymnasium.make(self.gym_spec or self.gym_id, **make_kwargs)
         self.make_kwargs = make_kwargs  # a batch's vector env (GymVectorCore) is made with them
-        self.observation_codec = GymSpaceCodec(self.gym_env.observation_space,
-                                               f"gym:{self.gym_id} observation space", arrays=True)
-        self.action_codec = GymSpaceCodec(self.gym_env.action_space,
-                                          f"gym:{self.gym_id} action space", arrays=False)
+        self.observation_codec = GymSpaceCodec(
+            self.gym_env.observation_space, f"gym:{self.gym_id} observation space", arrays=True
+        )
+        self.action_codec = GymSpaceCodec(
+            self.gym_env.action_space, f"gym:{self.gym_id} action space", arrays=False
+        )
         self.next_seed: int | None = DEFAULT_SEED
         self.last_info: dict = {}
 
@@ -235,8 +255,11 @@ class GymEnvironment(Environment):
         return convert_gym_options(cls.gym_id, strings)
 
     def env_init(self) -> TaskSpec:
-        return TaskSpec(observations=self.observation_codec.space_spec(),
-                        actions=self.action_codec.space_spec(), extra=f"gym {self.gym_id}")
+        return TaskSpec(
+            observations=self.observation_codec.space_spec(),
+            actions=self.action_codec.space_spec(),
+            extra=f"gym {self.gym_id}",
+        )
 
     def seed(self, seed: int) -> None:
         self.next_seed = seed
@@ -252,12 +275,19 @@ class GymEnvironment(Environment):
         element = self.action_codec.from_value(action, check=False)
         observation, reward, terminated, truncated, info = self.gym_env.step(element)
         self.last_info = info
-        extra = {key: plain for key, value in info.items()
-                 if isinstance(key, str) and (plain := plain_value(value)) is not None}
+        extra = {
+            key: plain
+            for key, value in info.items()
+            if isinstance(key, str) and (plain := plain_value(value)) is not None
+        }
         if truncated and not terminated:
             extra["truncated"] = True
-        return StepResult(float(reward), self.observation_codec.to_value(observation),
-                          bool(terminated or truncated), extra or None)
+        return StepResult(
+            float(reward),
+            self.observation_codec.to_value(observation),
+            bool(terminated or truncated),
+            extra or None,
+        )
 
     def game_message(self, command: str, args: list[str]) -> str | None:
         if command == "gym_spaces" and not args:
@@ -283,20 +313,30 @@ def is_gym_name(name: str) -> bool:
 def environment_class(name: str) -> type[GymEnvironment]:
     """The GymEnvironment subclass for ``gym:<id>``; OptionError for an unknown id. One class
     per name, so that N instances built by name are of one class (a batch core needs it)."""
-    gym_id = name[len(GYM_PREFIX):] if is_gym_name(name) else name
+    gym_id = name[len(GYM_PREFIX) :] if is_gym_name(name) else name
     spec = spec_of(gym_id)
-    return type(f"Gym[{gym_id}]", (GymEnvironment,),
-                {"gym_id": gym_id, "gym_spec": spec, "name": GYM_PREFIX + gym_id,
-                 # The id's own vector env steps a batch (on the client's promise).
-                 "BATCH_CORE": GymVectorCore if spec.vector_entry_point is not None else None,
-                 "__module__": __name__,
-                 "__doc__": f"Gymnasium's {gym_id} as an rlbridge environment."})
+    return type(
+        f"Gym[{gym_id}]",
+        (GymEnvironment,),
+        {
+            "gym_id": gym_id,
+            "gym_spec": spec,
+            "name": GYM_PREFIX + gym_id,
+            # The id's own vector env steps a batch (on the client's promise).
+            "BATCH_CORE": GymVectorCore if spec.vector_entry_point is not None else None,
+            "__module__": __name__,
+            "__doc__": f"Gymnasium's {gym_id} as an rlbridge environment.",
+        },
+    )
 
 
 def is_gym_class(found: object) -> bool:
     """Whether ``found`` is a gymnasium.Env class (and not an rlbridge Environment)."""
-    return isinstance(found, type) and issubclass(found, gymnasium.Env) \
+    return (
+        isinstance(found, type)
+        and issubclass(found, gymnasium.Env)
         and not issubclass(found, Environment)
+    )
 
 
 def class_environment(name: str) -> type[GymEnvironment]:

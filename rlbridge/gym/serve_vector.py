@@ -41,8 +41,7 @@ _DROPPED = ("disable_env_checker",)
 
 def _creator(spec: Any) -> Any:
     entry = spec.vector_entry_point
-    return gymnasium.envs.registration.load_env_creator(entry) if isinstance(entry, str) \
-        else entry
+    return gymnasium.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
 
 
 class GymVectorCore:
@@ -59,8 +58,12 @@ class GymVectorCore:
         self.first_instance = first_instance
         self.count = count = len(envs)
         kwargs = {key: value for key, value in env.make_kwargs.items() if key not in _DROPPED}
-        self.vector = gymnasium.make_vec(env.gym_spec or env.gym_id, num_envs=count,
-                                         vectorization_mode="vector_entry_point", **kwargs)
+        self.vector = gymnasium.make_vec(
+            env.gym_spec or env.gym_id,
+            num_envs=count,
+            vectorization_mode="vector_entry_point",
+            **kwargs,
+        )
         self.codec = env.observation_codec
         #: Which instances' last step ended their episode: the vector env restarts them next.
         self.ended = np.zeros(count, dtype=bool)
@@ -73,8 +76,12 @@ class GymVectorCore:
         Discrete action space like the single env, and takes the options given."""
         env: Any = envs[0]
         spec = env.gym_spec
-        if len(envs) < 2 or spec is None or spec.vector_entry_point is None or \
-                not isinstance(env.gym_env.action_space, gymnasium.spaces.Discrete):
+        if (
+            len(envs) < 2
+            or spec is None
+            or spec.vector_entry_point is None
+            or not isinstance(env.gym_env.action_space, gymnasium.spaces.Discrete)
+        ):
             return False
         creator = _creator(spec)
         metadata = getattr(creator, "metadata", {})
@@ -93,7 +100,8 @@ class GymVectorCore:
                 f"instance {first + index}: {EnvCall(int(calls[index])).name} breaks the "
                 f"promise 'autoreset next_step' that the Gymnasium vector env needs: expected "
                 f"every instance to step, those whose episode ended in the step before to "
-                f"START, or all to START")
+                f"START, or all to START"
+            )
         rewards = np.zeros(count, dtype=np.float64)
         terminals = np.zeros(count, dtype=bool)
         infos: list | None = None
@@ -110,8 +118,9 @@ class GymVectorCore:
             infos = self._infos(extra, stepped & truncated & ~terminated, stepped)
         self.ended = terminals
         ints, doubles, arrays = self.codec.stacked_columns(observations, count)
-        return BatchStep(rewards, Batch(count, ints, doubles, ("",) * count, arrays), terminals,
-                         infos)
+        return BatchStep(
+            rewards, Batch(count, ints, doubles, ("",) * count, arrays), terminals, infos
+        )
 
     def _infos(self, extra: dict, truncated: np.ndarray, stepped: np.ndarray) -> list | None:
         """Each instance's info as GymEnvironment.env_step gives it: the vector infos' plain

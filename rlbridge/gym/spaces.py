@@ -85,16 +85,20 @@ class ValueCodec:
         self.int_offsets = np.zeros(0, dtype=np.int64)
         int_bounds, double_bounds = spec.int_bounds(), spec.double_bounds()
         self.array_dtypes = [np.dtype(a.dtype) for a in spec.arrays]
-        int_array_size = sum(a.size for a, d in zip(spec.arrays, self.array_dtypes, strict=True)
-                             if d.kind in "biu")
-        double_array_size = sum(a.size for a, d in zip(spec.arrays, self.array_dtypes, strict=True)
-                                if d.kind == "f")
+        int_array_size = sum(
+            a.size for a, d in zip(spec.arrays, self.array_dtypes, strict=True) if d.kind in "biu"
+        )
+        double_array_size = sum(
+            a.size for a, d in zip(spec.arrays, self.array_dtypes, strict=True) if d.kind == "f"
+        )
         self.num_ints = len(int_bounds) - int_array_size
         self.num_doubles = len(double_bounds) - double_array_size
         if self.num_ints < 0 or self.num_doubles < 0:
-            raise TaskSpecError(f"{what} arrays need {int_array_size} ints and {double_array_size} "
-                                f"doubles in the task spec; it has {len(int_bounds)} and "
-                                f"{len(double_bounds)}")
+            raise TaskSpecError(
+                f"{what} arrays need {int_array_size} ints and {double_array_size} "
+                f"doubles in the task spec; it has {len(int_bounds)} and "
+                f"{len(double_bounds)}"
+            )
         parts: list[_Part] = []
         plain_ints = int_bounds[: self.num_ints]
         self.discrete = False
@@ -106,8 +110,12 @@ class ValueCodec:
                 self.int_offsets = lows - starts
             if finite and len(plain_ints) == 1:
                 first_low, first_high = plain_ints[0]
-                parts.append(_Part("ints", spaces.Discrete(int(first_high - first_low + 1),
-                                                           start=int(starts[0]))))
+                parts.append(
+                    _Part(
+                        "ints",
+                        spaces.Discrete(int(first_high - first_low + 1), start=int(starts[0])),
+                    )
+                )
                 self.discrete = True
             elif finite:
                 highs = np.array([hi for _, hi in plain_ints], dtype=np.int64)
@@ -121,23 +129,38 @@ class ValueCodec:
         int_at, double_at = self.num_ints, self.num_doubles
         for index, (array, dtype) in enumerate(zip(spec.arrays, self.array_dtypes, strict=True)):
             if dtype.kind == "f":
-                pairs = double_bounds[double_at: double_at + array.size]
+                pairs = double_bounds[double_at : double_at + array.size]
                 double_at += array.size
             else:
-                pairs = int_bounds[int_at: int_at + array.size]
+                pairs = int_bounds[int_at : int_at + array.size]
                 int_at += array.size
             low, high = _bounds(pairs, dtype)
-            parts.append(_Part(f"array_{index}", spaces.Box(
-                low.reshape(array.shape), high.reshape(array.shape), shape=array.shape,
-                dtype=dtype)))
+            parts.append(
+                _Part(
+                    f"array_{index}",
+                    spaces.Box(
+                        low.reshape(array.shape),
+                        high.reshape(array.shape),
+                        shape=array.shape,
+                        dtype=dtype,
+                    ),
+                )
+            )
         if spec.charcount:
-            parts.append(_Part("chars", spaces.Text(max_length=spec.charcount, min_length=0,
-                                                    charset=string.printable)))
+            parts.append(
+                _Part(
+                    "chars",
+                    spaces.Text(max_length=spec.charcount, min_length=0, charset=string.printable),
+                )
+            )
         if not parts:
             raise TaskSpecError(f"the task spec's {what}s are empty; Gymnasium needs a space")
         self.parts = parts
-        self.space: spaces.Space = parts[0].space if len(parts) == 1 else \
-            spaces.Dict({part.key: part.space for part in parts})
+        self.space: spaces.Space = (
+            parts[0].space
+            if len(parts) == 1
+            else spaces.Dict({part.key: part.space for part in parts})
+        )
 
     # -- Value -> Gymnasium --------------------------------------------------------
     def part_values(self, value: Value) -> dict[str, Any]:
@@ -175,11 +198,16 @@ class ValueCodec:
         parts = {self.parts[0].key: element} if len(self.parts) == 1 else element
         ints: tuple = ()
         if "ints" in parts:
-            ints = tuple(int(x) for x in np.asarray(parts["ints"]).ravel()
-                         + (self.int_offsets if len(self.int_offsets) else 0))
+            ints = tuple(
+                int(x)
+                for x in np.asarray(parts["ints"]).ravel()
+                + (self.int_offsets if len(self.int_offsets) else 0)
+            )
         doubles = tuple(float(x) for x in np.asarray(parts.get("doubles", ())).ravel())
-        arrays = tuple(np.ascontiguousarray(parts[f"array_{index}"], dtype=dtype)
-                       for index, dtype in enumerate(self.array_dtypes))
+        arrays = tuple(
+            np.ascontiguousarray(parts[f"array_{index}"], dtype=dtype)
+            for index, dtype in enumerate(self.array_dtypes)
+        )
         return Value(ints, doubles, str(parts.get("chars", "")), arrays)
 
 
@@ -200,8 +228,9 @@ def wire_low(codec: ValueCodec, space: spaces.Discrete) -> int:
 Codec = ValueCodec | RestoredCodec
 
 
-def codecs_for(spec: TaskSpec, ask: Callable[[str], str],
-               zero_based: bool = True) -> tuple[Codec, Codec]:
+def codecs_for(
+    spec: TaskSpec, ask: Callable[[str], str], zero_based: bool = True
+) -> tuple[Codec, Codec]:
     """The observation and action codecs of an environment with task spec ``spec``, whose
     ``env_message`` is ``ask``: a served Gymnasium env's own spaces when it says what they
     are (``gym_spaces``, :mod:`rlbridge.gym.taskspec`), else the task spec's."""
@@ -209,8 +238,10 @@ def codecs_for(spec: TaskSpec, ask: Callable[[str], str],
         reply = ask("gym_spaces")
         if reply and not reply.startswith("error"):
             return restored_codecs(reply, spec.observations, spec.actions)
-    return (ValueCodec(spec.observations, "observation", zero_based=zero_based),
-            ValueCodec(spec.actions, "action", zero_based=zero_based))
+    return (
+        ValueCodec(spec.observations, "observation", zero_based=zero_based),
+        ValueCodec(spec.actions, "action", zero_based=zero_based),
+    )
 
 
 def action_indices(codec: Codec) -> tuple[spaces.Discrete | None, int]:

@@ -56,21 +56,32 @@ class _Layout:
 
     ints: list[tuple[float, float]] = field(default_factory=list)
     doubles: list[tuple[float, float]] = field(default_factory=list)
-    arrays: list[tuple[np.dtype, tuple[int, ...], list[tuple[float, float]]]] = \
-        field(default_factory=list)
+    arrays: list[tuple[np.dtype, tuple[int, ...], list[tuple[float, float]]]] = field(
+        default_factory=list
+    )
 
 
 def _box_bounds(space: spaces.Box) -> list[tuple[float, float]]:
-    return list(zip(np.asarray(space.low, dtype=np.float64).ravel().tolist(),
-                    np.asarray(space.high, dtype=np.float64).ravel().tolist(), strict=True))
+    return list(
+        zip(
+            np.asarray(space.low, dtype=np.float64).ravel().tolist(),
+            np.asarray(space.high, dtype=np.float64).ravel().tolist(),
+            strict=True,
+        )
+    )
 
 
 def _wire_dtype(space: spaces.Box, where: str) -> np.dtype:
-    dtype = np.dtype(space.dtype).newbyteorder("<") if np.dtype(space.dtype).byteorder == ">" \
+    dtype = (
+        np.dtype(space.dtype).newbyteorder("<")
+        if np.dtype(space.dtype).byteorder == ">"
         else np.dtype(space.dtype)
+    )
     if dtype.str not in WIRE_DTYPES:
-        raise TaskSpecError(f"{where}: RL-Glue cannot express {space} (dtype {dtype}); expected "
-                            f"a Box of one of {', '.join(WIRE_DTYPES)}")
+        raise TaskSpecError(
+            f"{where}: RL-Glue cannot express {space} (dtype {dtype}); expected "
+            f"a Box of one of {', '.join(WIRE_DTYPES)}"
+        )
     return dtype
 
 
@@ -108,8 +119,10 @@ class GymSpaceCodec:
             layout.ints.append((start, start + int(space.n) - 1))
         elif isinstance(space, spaces.MultiDiscrete):
             starts = np.broadcast_to(np.asarray(space.start), space.nvec.shape).ravel()
-            layout.ints += [(int(s), int(s) + int(n) - 1)
-                            for s, n in zip(starts, space.nvec.ravel(), strict=True)]
+            layout.ints += [
+                (int(s), int(s) + int(n) - 1)
+                for s, n in zip(starts, space.nvec.ravel(), strict=True)
+            ]
         elif isinstance(space, spaces.MultiBinary):
             layout.ints += [(0, 1)] * int(np.prod(space.n))
         elif isinstance(space, spaces.Box):
@@ -128,8 +141,10 @@ class GymSpaceCodec:
             for key, member in space.spaces.items():
                 self._walk(member, f"{where}[{key!r}]")
         else:
-            raise TaskSpecError(f"{where}: RL-Glue cannot express {space}; expected Discrete, "
-                                "MultiDiscrete, MultiBinary, Box, or a Tuple or Dict of them")
+            raise TaskSpecError(
+                f"{where}: RL-Glue cannot express {space}; expected Discrete, "
+                "MultiDiscrete, MultiBinary, Box, or a Tuple or Dict of them"
+            )
 
     def space_spec(self) -> SpaceSpec:
         """The OBSERVATIONS or ACTIONS part: plain ints then integer arrays' elements in INTS,
@@ -138,9 +153,11 @@ class GymSpaceCodec:
         ints, doubles = list(layout.ints), list(layout.doubles)
         for dtype, _shape, bounds in layout.arrays:
             (doubles if dtype.kind == "f" else ints).extend(bounds)
-        return SpaceSpec(ints=_ranges(ints), doubles=_ranges(doubles),
-                         arrays=tuple(ArraySpec(dtype.str, shape)
-                                      for dtype, shape, _ in layout.arrays))
+        return SpaceSpec(
+            ints=_ranges(ints),
+            doubles=_ranges(doubles),
+            arrays=tuple(ArraySpec(dtype.str, shape) for dtype, shape, _ in layout.arrays),
+        )
 
     # -- element -> Value ------------------------------------------------------------
     def to_value(self, element: Any) -> Value:
@@ -176,15 +193,19 @@ class GymSpaceCodec:
         if self.use_arrays:
             ints, doubles = [int(x) for x in value.ints], [float(x) for x in value.doubles]
             if len(value.arrays) != len(self.layout.arrays):
-                raise InvalidAction(f"{self.what} must have {len(self.layout.arrays)} arrays for "
-                                    f"{self.space}; got {len(value.arrays)}")
+                raise InvalidAction(
+                    f"{self.what} must have {len(self.layout.arrays)} arrays for "
+                    f"{self.space}; got {len(value.arrays)}"
+                )
         else:
             ints, doubles = list(value.flat_ints()), list(value.flat_doubles())
         expected_ints, expected_doubles = len(self.layout.ints), len(self.layout.doubles)
         if len(ints) != expected_ints or len(doubles) != expected_doubles:
-            raise InvalidAction(f"{self.what} must have {expected_ints} ints and "
-                                f"{expected_doubles} doubles for {self.space}; got {len(ints)} "
-                                f"and {len(doubles)}")
+            raise InvalidAction(
+                f"{self.what} must have {expected_ints} ints and "
+                f"{expected_doubles} doubles for {self.space}; got {len(ints)} "
+                f"and {len(doubles)}"
+            )
         element = self._build(self.space, ints[::-1], doubles[::-1], list(value.arrays[::-1]))
         if check and not self.space.contains(element):
             raise InvalidAction(f"{self.what} {value} is not an element of {self.space}")
@@ -204,17 +225,19 @@ class GymSpaceCodec:
         if isinstance(space, spaces.Box):
             source = doubles if np.dtype(space.dtype).kind == "f" else ints
             count = int(np.prod(space.shape))
-            return np.array([source.pop() for _ in range(count)], dtype=space.dtype) \
-                .reshape(space.shape)
+            return np.array([source.pop() for _ in range(count)], dtype=space.dtype).reshape(
+                space.shape
+            )
         if isinstance(space, spaces.Tuple):
             return tuple(self._build(member, ints, doubles, arrays) for member in space.spaces)
-        return {key: self._build(member, ints, doubles, arrays)
-                for key, member in space.spaces.items()}
-
+        return {
+            key: self._build(member, ints, doubles, arrays) for key, member in space.spaces.items()
+        }
 
     # -- stacked Values -> batched element (observations) -----------------------------
-    def batched_element(self, ints: np.ndarray, doubles: np.ndarray,
-                        arrays: tuple[np.ndarray, ...]) -> Any:
+    def batched_element(
+        self, ints: np.ndarray, doubles: np.ndarray, arrays: tuple[np.ndarray, ...]
+    ) -> Any:
         """The element of ``batch_space(space, M)`` that M Values stand for, from a stacked
         Batch's columns (``ints`` (M, k), ``doubles`` (M, k), ``arrays`` one (M, ...) array
         each): one slice or cast per part, no work per member. PeerError when the columns
@@ -222,16 +245,22 @@ class GymSpaceCodec:
         bounds: they are what the served env returned, as :meth:`to_value` flattened them."""
         layout = self.layout
         shapes = [(len(ints),) + shape for _dtype, shape, _bounds in layout.arrays]
-        if ints.shape[1] != len(layout.ints) or doubles.shape[1] != len(layout.doubles) or \
-                [array.shape for array in arrays] != shapes:
-            raise PeerError(f"{self.what}: expected columns of {len(layout.ints)} ints, "
-                            f"{len(layout.doubles)} doubles and arrays {shapes} for "
-                            f"{self.space}; got {ints.shape[1]} ints, {doubles.shape[1]} "
-                            f"doubles and arrays {[array.shape for array in arrays]}")
+        if (
+            ints.shape[1] != len(layout.ints)
+            or doubles.shape[1] != len(layout.doubles)
+            or [array.shape for array in arrays] != shapes
+        ):
+            raise PeerError(
+                f"{self.what}: expected columns of {len(layout.ints)} ints, "
+                f"{len(layout.doubles)} doubles and arrays {shapes} for "
+                f"{self.space}; got {ints.shape[1]} ints, {doubles.shape[1]} "
+                f"doubles and arrays {[array.shape for array in arrays]}"
+            )
         return self._build_columns(self.space, len(ints), [ints, doubles, arrays], [0, 0, 0])
 
-    def stacked_columns(self, batched: Any, count: int
-                        ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+    def stacked_columns(
+        self, batched: Any, count: int
+    ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
         """The stacked Batch columns (ints, doubles, arrays) of ``batched``, an element of
         ``batch_space(space, count)``: :meth:`batched_element` backwards, as :meth:`to_value`
         flattens each member."""
@@ -247,13 +276,18 @@ class GymSpaceCodec:
 
         return joined(ints, np.int64), joined(doubles, np.float64), tuple(arrays)
 
-    def _flatten_columns(self, space, batched: Any, count: int, ints: list, doubles: list,
-                         arrays: list) -> None:
+    def _flatten_columns(
+        self, space, batched: Any, count: int, ints: list, doubles: list, arrays: list
+    ) -> None:
         if isinstance(space, spaces.Box) and self.use_arrays:
-            arrays.append(np.ascontiguousarray(batched, dtype=self.wire_dtypes[id(space)])
-                          .reshape((count, *space.shape)))
-        elif isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary,
-                                spaces.Box)):
+            arrays.append(
+                np.ascontiguousarray(batched, dtype=self.wire_dtypes[id(space)]).reshape(
+                    (count, *space.shape)
+                )
+            )
+        elif isinstance(
+            space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)
+        ):
             floats = isinstance(space, spaces.Box) and np.dtype(space.dtype).kind == "f"
             (doubles if floats else ints).append(np.asarray(batched).reshape(count, -1))
         elif isinstance(space, spaces.Tuple):
@@ -266,26 +300,30 @@ class GymSpaceCodec:
     def _build_columns(self, space, count: int, columns: list, taken: list[int]) -> Any:
         """As :meth:`_build`, each member's columns at once; ``taken`` counts the ints,
         doubles and arrays used so far."""
+
         def take(which: int, width: int) -> Any:
             start = taken[which]
             taken[which] += width
-            return columns[which][:, start:start + width] if which < 2 else columns[2][start]
+            return columns[which][:, start : start + width] if which < 2 else columns[2][start]
 
         if isinstance(space, spaces.Discrete):
             return take(0, 1)[:, 0].copy()
-        if isinstance(space, (spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)) and \
-                not (isinstance(space, spaces.Box) and self.use_arrays):
-            source = 1 if isinstance(space, spaces.Box) and \
-                np.dtype(space.dtype).kind == "f" else 0
+        if isinstance(space, (spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)) and not (
+            isinstance(space, spaces.Box) and self.use_arrays
+        ):
+            source = 1 if isinstance(space, spaces.Box) and np.dtype(space.dtype).kind == "f" else 0
             width = int(np.prod(space.shape))
             return take(source, width).astype(space.dtype).reshape((count, *space.shape))
         if isinstance(space, spaces.Box):
             return np.array(take(2, 1), dtype=space.dtype)  # a copy: the frames are reused
         if isinstance(space, spaces.Tuple):
-            return tuple(self._build_columns(member, count, columns, taken)
-                         for member in space.spaces)
-        return {key: self._build_columns(member, count, columns, taken)
-                for key, member in space.spaces.items()}
+            return tuple(
+                self._build_columns(member, count, columns, taken) for member in space.spaces
+            )
+        return {
+            key: self._build_columns(member, count, columns, taken)
+            for key, member in space.spaces.items()
+        }
 
 
 # -- a space's structure as JSON, and back ----------------------------------------------
@@ -307,21 +345,33 @@ def describe_space(space: spaces.Space) -> dict:
     if isinstance(space, spaces.Discrete):
         return {"kind": "Discrete", "n": int(space.n), "start": int(space.start)}
     if isinstance(space, spaces.MultiDiscrete):
-        return {"kind": "MultiDiscrete", "nvec": space.nvec.tolist(),
-                "start": np.broadcast_to(space.start, space.nvec.shape).tolist(),
-                "dtype": np.dtype(space.dtype).str}
+        return {
+            "kind": "MultiDiscrete",
+            "nvec": space.nvec.tolist(),
+            "start": np.broadcast_to(space.start, space.nvec.shape).tolist(),
+            "dtype": np.dtype(space.dtype).str,
+        }
     if isinstance(space, spaces.MultiBinary):
         return {"kind": "MultiBinary", "n": np.asarray(space.n).tolist()}
     if isinstance(space, spaces.Box):
-        return {"kind": "Box", "shape": list(space.shape), "dtype": np.dtype(space.dtype).str,
-                "low": _bound(space.low), "high": _bound(space.high)}
+        return {
+            "kind": "Box",
+            "shape": list(space.shape),
+            "dtype": np.dtype(space.dtype).str,
+            "low": _bound(space.low),
+            "high": _bound(space.high),
+        }
     if isinstance(space, spaces.Tuple):
         return {"kind": "Tuple", "spaces": [describe_space(member) for member in space.spaces]}
     if isinstance(space, spaces.Dict):
-        return {"kind": "Dict", "spaces": [[str(key), describe_space(member)]
-                                           for key, member in space.spaces.items()]}
-    raise TaskSpecError(f"RL-Glue cannot express {space}; expected Discrete, MultiDiscrete, "
-                        "MultiBinary, Box, Tuple or Dict")
+        return {
+            "kind": "Dict",
+            "spaces": [[str(key), describe_space(member)] for key, member in space.spaces.items()],
+        }
+    raise TaskSpecError(
+        f"RL-Glue cannot express {space}; expected Discrete, MultiDiscrete, "
+        "MultiBinary, Box, Tuple or Dict"
+    )
 
 
 def _read_bound(text: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -337,9 +387,11 @@ def space_from(description: Any) -> spaces.Space:
     if kind == "Discrete":
         return spaces.Discrete(int(description["n"]), start=int(description["start"]))
     if kind == "MultiDiscrete":
-        return spaces.MultiDiscrete(np.array(description["nvec"], dtype=np.int64),
-                                    dtype=np.dtype(str(description["dtype"])),
-                                    start=np.array(description["start"], dtype=np.int64))
+        return spaces.MultiDiscrete(
+            np.array(description["nvec"], dtype=np.int64),
+            dtype=np.dtype(str(description["dtype"])),
+            start=np.array(description["start"], dtype=np.int64),
+        )
     if kind == "MultiBinary":
         return spaces.MultiBinary(description["n"])
     if kind == "Box":
@@ -363,8 +415,10 @@ def space_from(description: Any) -> spaces.Space:
 
 def spaces_reply(observation_space: spaces.Space, action_space: spaces.Space) -> str:
     """The ``gym_spaces`` reply of a served env."""
-    return json.dumps({"observation": describe_space(observation_space),
-                       "action": describe_space(action_space)}, separators=(",", ":"))
+    return json.dumps(
+        {"observation": describe_space(observation_space), "action": describe_space(action_space)},
+        separators=(",", ":"),
+    )
 
 
 class RestoredCodec:
@@ -386,21 +440,28 @@ class RestoredCodec:
         return self.codec.to_value(element)
 
 
-def restored_codecs(reply: str, observations: SpaceSpec,
-                    actions: SpaceSpec) -> tuple[RestoredCodec, RestoredCodec]:
+def restored_codecs(
+    reply: str, observations: SpaceSpec, actions: SpaceSpec
+) -> tuple[RestoredCodec, RestoredCodec]:
     """The codecs of a ``gym_spaces`` reply; PeerError unless it describes spaces whose
     task-spec parts are ``observations`` and ``actions`` (what the env said at init)."""
     try:
         described = json.loads(reply)
         observation_space = space_from(described["observation"])
         action_space = space_from(described["action"])
-        codecs = (RestoredCodec(observation_space, "observation", arrays=True),
-                  RestoredCodec(action_space, "action", arrays=False))
+        codecs = (
+            RestoredCodec(observation_space, "observation", arrays=True),
+            RestoredCodec(action_space, "action", arrays=False),
+        )
     except (ValueError, TypeError, KeyError, IndexError, TaskSpecError) as err:
-        raise PeerError(f"gym_spaces: expected a JSON description of the served env's "
-                        f"spaces; got {reply[:80]!r} ({err})") from None
+        raise PeerError(
+            f"gym_spaces: expected a JSON description of the served env's "
+            f"spaces; got {reply[:80]!r} ({err})"
+        ) from None
     for codec, declared in zip(codecs, (observations, actions), strict=True):
         if codec.codec.space_spec() != declared:
-            raise PeerError(f"gym_spaces: the {codec.what} space {codec.space} does not match "
-                            f"the task spec's {codec.what}s; expected one that gives {declared}")
+            raise PeerError(
+                f"gym_spaces: the {codec.what} space {codec.space} does not match "
+                f"the task spec's {codec.what}s; expected one that gives {declared}"
+            )
     return codecs

@@ -42,10 +42,10 @@ log = logging.getLogger("rlbridge.gym")
 _STEP, _START, _NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
 
 
-
 def _no_mask_array(key: str) -> Any:
     """A served Gymnasium env's own observation space holds no task-spec mask array."""
     raise TaskSpecError(f"a served Gymnasium space has no {key} to read a legal mask from")
+
 
 def as_values(actions: Batch | list[Value]) -> list[Value]:
     """A step's actions as a list of Values (a stacked Batch's members)."""
@@ -104,13 +104,23 @@ class RLBridgeVectorEnv(VectorEnv):
       wrap the vector env in ``gymnasium.wrappers.vector.HumanRendering``.
     """
 
-    def __init__(self, env: str = "gridwalk", num_envs: int = 1,
-                 options: Mapping[str, Any] | None = None, *, remote: bool | str = False,
-                 illegal: IllegalMode = "penalty", illegal_penalty: float = -1.0,
-                 max_episode_steps: int = 0, render_mode: str | None = None,
-                 curve_dir: str | None = None, timeout_ms: int = STEP_TIMEOUT_MS,
-                 connect_timeout_ms: int = CONNECT_TIMEOUT_MS, zero_based: bool = True,
-                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP):
+    def __init__(
+        self,
+        env: str = "gridwalk",
+        num_envs: int = 1,
+        options: Mapping[str, Any] | None = None,
+        *,
+        remote: bool | str = False,
+        illegal: IllegalMode = "penalty",
+        illegal_penalty: float = -1.0,
+        max_episode_steps: int = 0,
+        render_mode: str | None = None,
+        curve_dir: str | None = None,
+        timeout_ms: int = STEP_TIMEOUT_MS,
+        connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
+        zero_based: bool = True,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    ):
         if not isinstance(num_envs, int) or num_envs < 1:
             raise OptionError(f"num_envs must be at least 1; got {num_envs!r}")
         if illegal not in ILLEGAL_MODES:
@@ -118,25 +128,32 @@ class RLBridgeVectorEnv(VectorEnv):
         if max_episode_steps < 0:
             raise OptionError(f"max_episode_steps must be >= 0; got {max_episode_steps}")
         # An AutoresetMode, its value ("SameStep") or its name in any case ("same_step").
-        modes = {key: mode for mode in AutoresetMode
-                 for key in (mode, mode.value, mode.name.lower())}
+        modes = {
+            key: mode for mode in AutoresetMode for key in (mode, mode.value, mode.name.lower())
+        }
         if str(autoreset_mode).lower() not in modes and autoreset_mode not in modes:
-            raise OptionError(f"autoreset_mode must be one of "
-                              f"{', '.join(mode.name for mode in AutoresetMode)}; got "
-                              f"{autoreset_mode!r}")
+            raise OptionError(
+                f"autoreset_mode must be one of "
+                f"{', '.join(mode.name for mode in AutoresetMode)}; got "
+                f"{autoreset_mode!r}"
+            )
         autoreset_mode = modes.get(autoreset_mode) or modes[str(autoreset_mode).lower()]
         if render_mode not in (None, "rgb_array"):
-            raise OptionError(f"render_mode must be 'rgb_array' or None for a vector env; got "
-                              f"{render_mode!r} (for a window: gymnasium.wrappers.vector."
-                              f"HumanRendering around an 'rgb_array' vector env)")
+            raise OptionError(
+                f"render_mode must be 'rgb_array' or None for a vector env; got "
+                f"{render_mode!r} (for a window: gymnasium.wrappers.vector."
+                f"HumanRendering around an 'rgb_array' vector env)"
+            )
         self.name = env
         self.num_envs = num_envs
         self.illegal = illegal
         self.illegal_penalty = float(illegal_penalty)
         self.max_episode_steps = max_episode_steps
         self.render_mode = render_mode
-        connect: dict[str, Any] = {"timeout_ms": timeout_ms,
-                                   "connect_timeout_ms": connect_timeout_ms}
+        connect: dict[str, Any] = {
+            "timeout_ms": timeout_ms,
+            "connect_timeout_ms": connect_timeout_ms,
+        }
         if curve_dir is not None:
             connect["curve_dir"] = curve_dir
         self.instances = open_instances(env, num_envs, options, remote, **connect)
@@ -145,19 +162,27 @@ class RLBridgeVectorEnv(VectorEnv):
         except BaseException:
             self.instances.close()
             raise
-        self.metadata = {"render_modes": ["rgb_array"] if self.instances.renders else [],
-                         "render_fps": RENDER_FPS, "autoreset_mode": autoreset_mode}
+        self.metadata = {
+            "render_modes": ["rgb_array"] if self.instances.renders else [],
+            "render_fps": RENDER_FPS,
+            "autoreset_mode": autoreset_mode,
+        }
         self.autoreset_mode = autoreset_mode
         #: Whether the instances are stepped by the served env's own Gymnasium vector env,
         #: which NEXT_STEP's promise lets the environment use (PROTOCOL.md 16.5).
-        self.vector_form = autoreset_mode == AutoresetMode.NEXT_STEP and \
-            self.instances.batch_message("autoreset next_step") == "vector"
+        self.vector_form = (
+            autoreset_mode == AutoresetMode.NEXT_STEP
+            and self.instances.batch_message("autoreset next_step") == "vector"
+        )
         if render_mode is not None and not self.instances.renders:
             self.instances.close()
-            raise OptionError(f"{env} cannot be rendered: it has no state_snapshot; expected a "
-                              f"game with a renderer, got render_mode={render_mode!r}")
-        observation_codec, action_codec = codecs_for(self.task_spec,
-                                                     self.instances.batch_message, zero_based)
+            raise OptionError(
+                f"{env} cannot be rendered: it has no state_snapshot; expected a "
+                f"game with a renderer, got render_mode={render_mode!r}"
+            )
+        observation_codec, action_codec = codecs_for(
+            self.task_spec, self.instances.batch_message, zero_based
+        )
         self.single_observation_space = observation_codec.space
         self.single_action_space = action_codec.space
         self.observations = batched_observations(observation_codec, num_envs)
@@ -193,19 +218,24 @@ class RLBridgeVectorEnv(VectorEnv):
                 raise OptionError(f"seed must be an int >= 0; got {seed}")
             super().reset(seed=seed)  # the vector env's own np_random
             self.instances.batch_message(f"seed {derive_seeds(seed)[0]}")
-            self.generators = [np.random.default_rng(instance_seed(seed, i))
-                               for i in range(self.num_envs)]
+            self.generators = [
+                np.random.default_rng(instance_seed(seed, i)) for i in range(self.num_envs)
+            ]
         elif isinstance(seed, bool):
             raise OptionError(f"seed must be an int or a list of {self.num_envs} seeds; got {seed}")
         elif self.vector_form:
-            raise OptionError(f"{self.name} is stepped by its Gymnasium vector env, whose one "
-                              f"generator takes one seed; expected an int, got {seed!r:.80} "
-                              f"(for single envs: RLBRIDGE_BATCH_CORES=off)")
+            raise OptionError(
+                f"{self.name} is stepped by its Gymnasium vector env, whose one "
+                f"generator takes one seed; expected an int, got {seed!r:.80} "
+                f"(for single envs: RLBRIDGE_BATCH_CORES=off)"
+            )
         else:
             seeds = list(seed)
             if len(seeds) != self.num_envs:
-                raise OptionError(f"seed must be an int or a list of {self.num_envs} seeds (one "
-                                  f"per instance, or None); got {len(seeds)}")
+                raise OptionError(
+                    f"seed must be an int or a list of {self.num_envs} seeds (one "
+                    f"per instance, or None); got {len(seeds)}"
+                )
             if not self.seeded and None in seeds:
                 self._seed(0)  # the unseeded ones start as with seed=0
             for index, single in enumerate(seeds):
@@ -213,7 +243,9 @@ class RLBridgeVectorEnv(VectorEnv):
                     continue
                 if int(single) < 0:
                     raise OptionError(f"seed of instance {index} must be >= 0; got {single}")
-                self.instances.batch_message(f"instance {index} seed {derive_seeds(int(single))[0]}")
+                self.instances.batch_message(
+                    f"instance {index} seed {derive_seeds(int(single))[0]}"
+                )
                 self.generators[index] = np.random.default_rng(int(single))
         self.seeded = True
 
@@ -221,26 +253,34 @@ class RLBridgeVectorEnv(VectorEnv):
         """Each instance's legal actions now, ``(N, n)`` bools; all True for an instance
         whose game names none. OptionError for an action space that is not Discrete."""
         if self.discrete_actions is None:
-            raise OptionError(f"action_masks needs a Discrete action space; {self.name}'s is "
-                              f"{self.single_action_space}")
+            raise OptionError(
+                f"action_masks needs a Discrete action space; {self.name}'s is "
+                f"{self.single_action_space}"
+            )
         return self.masks.as_bools()
 
     def _update_masks(self, rows: np.ndarray, terminal: np.ndarray) -> None:
         # A mask array exists only in the task spec's own spaces (BatchedObservations).
         observations = self.observations
-        stacked = (observations.array if isinstance(observations, BatchedObservations)
-                   else _no_mask_array)
+        stacked = (
+            observations.array if isinstance(observations, BatchedObservations) else _no_mask_array
+        )
         self.masks.update(rows, terminal, stacked, self.instances.batch_message)
 
     # -- Gymnasium's API ---------------------------------------------------------------
-    def reset(self, *, seed: int | Sequence[int | None] | None = None,
-              options: dict[str, Any] | None = None):
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ):
         """Start a new episode in every instance, or in those of ``options["reset_mask"]``
         (a bool array of ``num_envs``); see the class docstring for ``seed``. Other keys of
         ``options`` are the game's reset options, for every instance that starts."""
         starting = np.ones(self.num_envs, dtype=bool)
-        game_options = {key: value for key, value in (options or {}).items()
-                        if key != "reset_mask"}  # reset_messages leaves it out too
+        game_options = {
+            key: value for key, value in (options or {}).items() if key != "reset_mask"
+        }  # reset_messages leaves it out too
         messages: list[str] = []
         if game_options:
             if self._reset_options is None:
@@ -248,25 +288,34 @@ class RLBridgeVectorEnv(VectorEnv):
             messages = reset_messages(self.name, self._reset_options, game_options)
         if options and "reset_mask" in options:
             starting = np.asarray(options["reset_mask"])
-            if starting.shape != (self.num_envs,) or starting.dtype != np.bool_ or \
-                    not starting.any():
-                raise OptionError(f"options['reset_mask'] must be a bool array of shape "
-                                  f"({self.num_envs},) with a True; got {starting!r:.80}")
+            if (
+                starting.shape != (self.num_envs,)
+                or starting.dtype != np.bool_
+                or not starting.any()
+            ):
+                raise OptionError(
+                    f"options['reset_mask'] must be a bool array of shape "
+                    f"({self.num_envs},) with a True; got {starting!r:.80}"
+                )
             if self.needs_reset and not starting.all():
-                raise OptionError("the first reset must start every instance; got a "
-                                  "reset_mask with False entries")
+                raise OptionError(
+                    "the first reset must start every instance; got a reset_mask with False entries"
+                )
             if self.vector_form and not starting.all():
-                raise OptionError(f"{self.name} is stepped by its Gymnasium vector env, which "
-                                  f"starts every instance at once; expected a reset_mask of "
-                                  f"all True, got {starting.tolist()!r:.80} (for single envs: "
-                                  f"RLBRIDGE_BATCH_CORES=off)")
+                raise OptionError(
+                    f"{self.name} is stepped by its Gymnasium vector env, which "
+                    f"starts every instance at once; expected a reset_mask of "
+                    f"all True, got {starting.tolist()!r:.80} (for single envs: "
+                    f"RLBRIDGE_BATCH_CORES=off)"
+                )
         self._seed(seed)
         calls = np.where(starting, _START, _NONE).astype(np.uint8)
         rows = np.flatnonzero(starting)
         for row in rows.tolist():
             for message in messages:
-                check_applied(self.name, message,
-                              self.instances.batch_message(f"instance {row} {message}"))
+                check_applied(
+                    self.name, message, self.instances.batch_message(f"instance {row} {message}")
+                )
         self.needs_reset = True
         result = self.instances.batch_step(calls, [])
         self.observations.update(rows, result.observations)
@@ -281,8 +330,8 @@ class RLBridgeVectorEnv(VectorEnv):
         """Hand over the actions of the next step; :meth:`step_wait` takes its result."""
         if self._pending_actions is not None:
             raise gymnasium.error.AlreadyPendingCallError(
-                "step_async was called twice: call step_wait() for the pending step first",
-                "step")
+                "step_async was called twice: call step_wait() for the pending step first", "step"
+            )
         self._pending_actions = (actions,)
 
     def step_wait(self, timeout: float | None = None):
@@ -290,18 +339,21 @@ class RLBridgeVectorEnv(VectorEnv):
         AsyncVectorEnv's signature; the reply timeout is the env's ``timeout_ms``)."""
         if self._pending_actions is None:
             raise gymnasium.error.NoAsyncCallError(
-                "step_wait without a step_async: call step_async(actions) first", "step")
+                "step_wait without a step_async: call step_async(actions) first", "step"
+            )
         (actions,), self._pending_actions = self._pending_actions, None
         return self.step(actions)
 
     def step(self, actions):
         if self.needs_reset:
-            raise gymnasium.error.ResetNeeded("call reset() before step(): no episode is in "
-                                              "progress in every instance")
+            raise gymnasium.error.ResetNeeded(
+                "call reset() before step(): no episode is in progress in every instance"
+            )
         if self.autoreset_mode == AutoresetMode.DISABLED and self.restarting:
             raise gymnasium.error.ResetNeeded(
                 f"instances {np.flatnonzero(self.autoreset).tolist()} have ended and "
-                f"autoreset_mode is DISABLED: reset(options={{'reset_mask': ...}}) first")
+                f"autoreset_mode is DISABLED: reset(options={{'reset_mask': ...}}) first"
+            )
         starting = self.autoreset
         rows = np.flatnonzero(~starting).tolist() if self.restarting else self.all_rows
         values = self.actions.values(actions, rows)
@@ -312,16 +364,16 @@ class RLBridgeVectorEnv(VectorEnv):
             if self.illegal == "raise":
                 row = rows[illegal[0]]
                 # A mask rules an action out only of a Discrete action space.
-                start = (int(self.discrete_actions.start) if self.discrete_actions is not None
-                         else 0)
+                start = int(self.discrete_actions.start) if self.discrete_actions is not None else 0
                 move = values[illegal[0]].ints[0] - self.masks.low + start
-                raise InvalidAction(f"instance {row}: action {move} is not legal now; legal: "
-                                    f"{(np.flatnonzero(self.masks.masks[row]) + start).tolist()}")
+                raise InvalidAction(
+                    f"instance {row}: action {move} is not legal now; legal: "
+                    f"{(np.flatnonzero(self.masks.masks[row]) + start).tolist()}"
+                )
             if self.illegal == "random":
                 for position in illegal:
                     row = rows[position]
-                    values[position] = self.masks.random_legal(row, self.generators[row],
-                                                               self.name)
+                    values[position] = self.masks.random_legal(row, self.generators[row], self.name)
             else:
                 penalised = [rows[position] for position in illegal]
                 for position in reversed(illegal):
@@ -357,8 +409,9 @@ class RLBridgeVectorEnv(VectorEnv):
         self.needs_reset = False
         return self.observations.current(), rewards, terminated, truncated, infos
 
-    def _restart_now(self, ended: np.ndarray, game_infos: list | None,
-                     illegal_rows: list[int]) -> dict[str, Any]:
+    def _restart_now(
+        self, ended: np.ndarray, game_infos: list | None, illegal_rows: list[int]
+    ) -> dict[str, Any]:
         """SAME_STEP: keep each ended instance's last observation and info as
         ``final_obs`` and ``final_info``, then start its next episode at once."""
         rows = np.flatnonzero(ended)
@@ -370,8 +423,9 @@ class RLBridgeVectorEnv(VectorEnv):
                 info["illegal_action"] = True
             if self.masks.has(row):
                 info["action_mask"] = self.masks.masks[row].copy()
-            self._add_info(infos, {"final_obs": self.observations.row(last, row),
-                                   "final_info": info}, row)
+            self._add_info(
+                infos, {"final_obs": self.observations.row(last, row), "final_info": info}, row
+            )
         calls = np.where(ended, _START, _NONE).astype(np.uint8)
         result = self.instances.batch_step(calls, [])
         self.observations.update(rows, result.observations)
@@ -379,22 +433,23 @@ class RLBridgeVectorEnv(VectorEnv):
         self._update_masks(rows, np.zeros(len(rows), dtype=bool))
         self.autoreset = np.zeros(self.num_envs, dtype=bool)
         running = ~ended
-        kept = self._step_infos(game_infos, ended, [row for row in illegal_rows
-                                                    if running[row]])
+        kept = self._step_infos(game_infos, ended, [row for row in illegal_rows if running[row]])
         for key, value in kept.items():
             infos.setdefault(key, value)
         return self.masks.info(infos)
 
-    def _step_infos(self, game_infos: list | None, starting: np.ndarray,
-                    illegal_rows: list[int]) -> dict[str, Any]:
+    def _step_infos(
+        self, game_infos: list | None, starting: np.ndarray, illegal_rows: list[int]
+    ) -> dict[str, Any]:
         """Gymnasium's vector infos: each key with its ``_key`` mask, filled in instance order
         as SyncVectorEnv fills them from each instance's own info (a starting instance's
         info is its reset's: the mask alone)."""
         infos: dict[str, Any] = {}
         if not game_infos and not illegal_rows:
             return self.masks.info(infos)
-        extras = {row: info for row, info in enumerate(game_infos or ())
-                  if info and not starting[row]}
+        extras = {
+            row: info for row, info in enumerate(game_infos or ()) if info and not starting[row]
+        }
         for row in sorted({*extras, *illegal_rows}):
             info = dict(extras.get(row, {}))
             if row in illegal_rows:
@@ -406,8 +461,10 @@ class RLBridgeVectorEnv(VectorEnv):
     def render(self) -> tuple[np.ndarray, ...] | None:
         """One ``(height, width, 3)`` uint8 frame per instance (``render_mode="rgb_array"``)."""
         if self.render_mode is None:
-            gymnasium.logger.warn("render() without a render_mode: pass render_mode='rgb_array' "
-                                  "when making the vector env")
+            gymnasium.logger.warn(
+                "render() without a render_mode: pass render_mode='rgb_array' "
+                "when making the vector env"
+            )
             return None
         from rlbridge.bridge.canvas import load_pygame
         from rlbridge.bridge.render import init_headless, render
@@ -418,10 +475,12 @@ class RLBridgeVectorEnv(VectorEnv):
         for reply in json.loads(self.instances.batch_message("each get_state")):
             snapshot = None if reply.startswith("error") else json.loads(reply)
             if snapshot is None:
-                raise OptionError(f"{self.name} cannot be rendered: an instance has no state "
-                                  f"to draw")
-            frames.append(np.ascontiguousarray(
-                surfarray.array3d(render(snapshot)).transpose(1, 0, 2)))
+                raise OptionError(
+                    f"{self.name} cannot be rendered: an instance has no state to draw"
+                )
+            frames.append(
+                np.ascontiguousarray(surfarray.array3d(render(snapshot)).transpose(1, 0, 2))
+            )
         return tuple(frames)
 
     def close_extras(self, **kwargs: Any) -> None:
@@ -429,8 +488,10 @@ class RLBridgeVectorEnv(VectorEnv):
             if not getattr(self.instances, "gone", False):
                 self.instances.batch_cleanup()
             else:
-                log.debug("%s: the environment server had exited before close(); nothing "
-                          "to clean up", self.name)
+                log.debug(
+                    "%s: the environment server had exited before close(); nothing to clean up",
+                    self.name,
+                )
         except (PeerTimeout, PeerError) as err:
             # A server that died or hangs (close() may run from atexit or a finaliser): its
             # resources here are released all the same, and close() succeeds.
@@ -439,8 +500,14 @@ class RLBridgeVectorEnv(VectorEnv):
             self.instances.close()
 
 
-def make_vec(name: str, num_envs: int = 1, *, remote: bool | str = False,
-             options: Mapping[str, Any] | None = None, **env_kwargs) -> RLBridgeVectorEnv:
+def make_vec(
+    name: str,
+    num_envs: int = 1,
+    *,
+    remote: bool | str = False,
+    options: Mapping[str, Any] | None = None,
+    **env_kwargs,
+) -> RLBridgeVectorEnv:
     """``num_envs`` instances of the environment ``name`` as one batched vector env: in this
     process, or with ``remote=True`` in one ``rlbridge env NAME --batch N`` child process
     (stopped by ``close``), or at the address ``remote``.

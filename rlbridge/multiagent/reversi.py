@@ -46,8 +46,12 @@ def layers_for(core: ReversiCore, player: int) -> tuple[int, ...]:
     """The ``reversi`` env's four layers seen from ``player``'s side."""
     cells = core.geometry.cells
     own, opp = core.stones(player)
-    return (bits_of(own, cells) + bits_of(opp, cells)
-            + bits_of(core.moves_bits(player), cells) + bits_of(core.moves_bits(-player), cells))
+    return (
+        bits_of(own, cells)
+        + bits_of(opp, cells)
+        + bits_of(core.moves_bits(player), cells)
+        + bits_of(core.moves_bits(-player), cells)
+    )
 
 
 def mask_for(core: ReversiCore, player: int) -> np.ndarray:
@@ -65,14 +69,20 @@ class ReversiAEC(AECEnv):
     """Reversi for two agents, player_0 (black) and player_1 (white), taking turns; a side
     with no move passes."""
 
-    metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array", "human"], "name": "rlbridge_reversi_v0",
-                "is_parallelizable": False, "render_fps": RENDER_FPS}
+    metadata: dict[str, Any] = {
+        "render_modes": ["ansi", "rgb_array", "human"],
+        "name": "rlbridge_reversi_v0",
+        "is_parallelizable": False,
+        "render_fps": RENDER_FPS,
+    }
 
     def __init__(self, size: int = 6, render_mode: str | None = None):
         super().__init__()
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"reversi render_mode must be None or one of "
-                             f"{', '.join(self.metadata['render_modes'])}; got {render_mode!r}")
+            raise ValueError(
+                f"reversi render_mode must be None or one of "
+                f"{', '.join(self.metadata['render_modes'])}; got {render_mode!r}"
+            )
         self.render_mode = render_mode
         self._window = None
         self.core = ReversiCore(size=size)  # validates the size
@@ -80,10 +90,15 @@ class ReversiAEC(AECEnv):
         cells = self.core.geometry.cells
         self.possible_agents = [BLACK, WHITE]
         self.agents = list(self.possible_agents)
-        self.observation_spaces = {agent: spaces.Dict({
-            "observation": spaces.Box(0, 1, (4 * cells,), np.int8),
-            "action_mask": spaces.Box(0, 1, (cells + 1,), np.int8),
-        }) for agent in self.possible_agents}
+        self.observation_spaces = {
+            agent: spaces.Dict(
+                {
+                    "observation": spaces.Box(0, 1, (4 * cells,), np.int8),
+                    "action_mask": spaces.Box(0, 1, (cells + 1,), np.int8),
+                }
+            )
+            for agent in self.possible_agents
+        }
         self.action_spaces = {agent: spaces.Discrete(cells + 1) for agent in self.possible_agents}
         self._start()
 
@@ -109,8 +124,10 @@ class ReversiAEC(AECEnv):
 
     def observe(self, agent: str) -> dict[str, np.ndarray]:
         player = PLAYERS[agent]
-        return {"observation": np.asarray(layers_for(self.core, player), dtype=np.int8),
-                "action_mask": mask_for(self.core, player).astype(np.int8)}
+        return {
+            "observation": np.asarray(layers_for(self.core, player), dtype=np.int8),
+            "action_mask": mask_for(self.core, player).astype(np.int8),
+        }
 
     def rlbridge_observation(self, agent: str) -> Value:
         """What the ``reversi`` environment would send an agent playing ``agent``'s colour."""
@@ -124,16 +141,22 @@ class ReversiAEC(AECEnv):
             return
         index = int(action)
         if not 0 <= index <= self.core.geometry.cells:
-            raise InvalidAction(f"reversi action must be in [0, {self.core.geometry.cells}]; "
-                                f"got {index}")
+            raise InvalidAction(
+                f"reversi action must be in [0, {self.core.geometry.cells}]; got {index}"
+            )
         self._cumulative_rewards[agent] = 0.0
         self.core.apply_action(PASS if index == 0 else index - 1)  # raises before any change
         if self.core.is_terminal():
             black, white = self.core.counts()
             outcome = {BLACK: black - white, WHITE: white - black}
             for name in self.agents:
-                self.rewards[name] = (WIN_REWARD if outcome[name] > 0 else
-                                      LOSS_REWARD if outcome[name] < 0 else DRAW_REWARD)
+                self.rewards[name] = (
+                    WIN_REWARD
+                    if outcome[name] > 0
+                    else LOSS_REWARD
+                    if outcome[name] < 0
+                    else DRAW_REWARD
+                )
                 self.terminations[name] = True
         else:
             self.agent_selection = BLACK if self.core.to_move == AGENT else WHITE
@@ -145,9 +168,14 @@ class ReversiAEC(AECEnv):
     def state_snapshot(self) -> dict:
         """The renderers' schema, as the ``reversi`` env's, with the mover's legal cells."""
         core = self.core
-        return {"game": "reversi", "size": self.size, "board": core.board(),
-                "legal": cells_of(core.mover_moves), "last": core.last,
-                "done": core.is_terminal()}
+        return {
+            "game": "reversi",
+            "size": self.size,
+            "board": core.board(),
+            "legal": cells_of(core.mover_moves),
+            "last": core.last,
+            "done": core.is_terminal(),
+        }
 
     def render(self) -> str | np.ndarray | None:
         """``ansi``: the board as text; ``rgb_array``: the renderers' picture; ``human``:
@@ -157,8 +185,7 @@ class ReversiAEC(AECEnv):
         if self.render_mode == "rgb_array":
             return rgb_frame(self.state_snapshot())
         if self.render_mode == "human":
-            self._window = show_in_window(self.state_snapshot(), self._window,
-                                          "rlbridge reversi")
+            self._window = show_in_window(self.state_snapshot(), self._window, "rlbridge reversi")
         return None
 
     def close(self) -> None:

@@ -29,7 +29,8 @@ class Tally:
 
     name: str
     by_colour: dict[str, list[int]] = field(
-        default_factory=lambda: {"black": [0, 0, 0], "white": [0, 0, 0]})
+        default_factory=lambda: {"black": [0, 0, 0], "white": [0, 0, 0]}
+    )
 
     def add(self, colour: str, reward: float) -> None:
         column = 0 if reward > 0 else 1 if reward == -1.0 else 2
@@ -38,9 +39,11 @@ class Tally:
     def line(self) -> str:
         black, white = self.by_colour["black"], self.by_colour["white"]
         total = [b + w for b, w in zip(black, white, strict=True)]
-        return (f"{self.name}: as black {black[0]}/{black[1]}/{black[2]}, as white "
-                f"{white[0]}/{white[1]}/{white[2]}, total {total[0]}/{total[1]}/{total[2]} "
-                f"(wins/losses/draws)")
+        return (
+            f"{self.name}: as black {black[0]}/{black[1]}/{black[2]}, as white "
+            f"{white[0]}/{white[1]}/{white[2]}, total {total[0]}/{total[1]}/{total[2]} "
+            f"(wins/losses/draws)"
+        )
 
 
 def play_game(game, players: dict, task_spec) -> dict[str, float]:
@@ -54,8 +57,11 @@ def play_game(game, players: dict, task_spec) -> dict[str, float]:
         name = game.agent_selection
         observation = game.rlbridge_observation(name)
         agent = players[name]
-        action: Value = (agent.agent_step(0.0, observation) if name in started
-                         else agent.agent_start(observation))
+        action: Value = (
+            agent.agent_step(0.0, observation)
+            if name in started
+            else agent.agent_start(observation)
+        )
         started.add(name)
         if len(action.ints) != 1 or action.doubles or action.arrays:
             raise InvalidAction(f"a reversi action is exactly one int; {name} sent {action}")
@@ -67,9 +73,17 @@ def play_game(game, players: dict, task_spec) -> dict[str, float]:
     return results
 
 
-def selfplay(agent_a: str, agent_b: str, games: int, size: int, options_a: list[str],
-             options_b: list[str], seed: int, move_timeout_ms: int = MOVE_TIMEOUT_MS,
-             out=sys.stdout) -> list[Tally]:
+def selfplay(
+    agent_a: str,
+    agent_b: str,
+    games: int,
+    size: int,
+    options_a: list[str],
+    options_b: list[str],
+    seed: int,
+    move_timeout_ms: int = MOVE_TIMEOUT_MS,
+    out=sys.stdout,
+) -> list[Tally]:
     """Start both agent servers, play ``games`` games alternating colours, print one result
     line per agent; return the tallies."""
     from rlbridge.environments.reversi.env import ReversiEnv
@@ -92,8 +106,13 @@ def selfplay(agent_a: str, agent_b: str, games: int, size: int, options_a: list[
                 for option in options:
                     command += ["--opt", option]
                 children.append(start_child(command, None))
-                remotes.append(RemoteAgent(address, timeout_ms=move_timeout_ms,
-                                           connect_timeout_ms=AGENT_START_TIMEOUT_MS))
+                remotes.append(
+                    RemoteAgent(
+                        address,
+                        timeout_ms=move_timeout_ms,
+                        connect_timeout_ms=AGENT_START_TIMEOUT_MS,
+                    )
+                )
             for index, remote in enumerate(remotes):
                 remote.agent_init(task_spec)
                 remote.agent_message(f"seed {derive_seeds(seed + index)[1]}")
@@ -101,8 +120,7 @@ def selfplay(agent_a: str, agent_b: str, games: int, size: int, options_a: list[
                 black, white = (0, 1) if number % 2 == 0 else (1, 0)
                 for remote in remotes:
                     remote.episode = number + 1
-                results = play_game(game, {BLACK: remotes[black], WHITE: remotes[white]},
-                                    task_spec)
+                results = play_game(game, {BLACK: remotes[black], WHITE: remotes[white]}, task_spec)
                 tallies[black].add("black", results[BLACK])
                 tallies[white].add("white", results[WHITE])
         finally:

@@ -29,18 +29,45 @@ if TYPE_CHECKING:  # the names as type checkers see them
     from rlbridge.protocol.values import Value
 
 _EXPORTS = {
-    **dict.fromkeys(("ErrorCode", "InvalidAction", "MalformedMessage", "MessageTooLarge",
-                     "PeerError", "PeerTimeout", "ProtocolError", "RLBridgeError",
-                     "TaskSpecError", "UnknownMessageType", "VersionMismatch", "WrongState"),
-                    ".errors"),
+    **dict.fromkeys(
+        (
+            "ErrorCode",
+            "InvalidAction",
+            "MalformedMessage",
+            "MessageTooLarge",
+            "PeerError",
+            "PeerTimeout",
+            "ProtocolError",
+            "RLBridgeError",
+            "TaskSpecError",
+            "UnknownMessageType",
+            "VersionMismatch",
+            "WrongState",
+        ),
+        ".errors",
+    ),
     **dict.fromkeys(("ArraySpec", "Range", "SpaceSpec", "TaskSpec"), ".taskspec"),
     "Value": ".values",
 }
 
 __all__ = [
-    "ArraySpec", "ErrorCode", "InvalidAction", "MalformedMessage", "MessageTooLarge",
-    "PeerError", "PeerTimeout", "ProtocolError", "RLBridgeError", "Range", "SpaceSpec",
-    "TaskSpec", "TaskSpecError", "UnknownMessageType", "Value", "VersionMismatch", "WrongState",
+    "ArraySpec",
+    "ErrorCode",
+    "InvalidAction",
+    "MalformedMessage",
+    "MessageTooLarge",
+    "PeerError",
+    "PeerTimeout",
+    "ProtocolError",
+    "RLBridgeError",
+    "Range",
+    "SpaceSpec",
+    "TaskSpec",
+    "TaskSpecError",
+    "UnknownMessageType",
+    "Value",
+    "VersionMismatch",
+    "WrongState",
 ]
 
 

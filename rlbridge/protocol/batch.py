@@ -115,8 +115,7 @@ class Batch(NamedTuple):
     def of_list(cls, values: Sequence[Value]) -> Batch:
         """The listed form: the values as they are."""
         empty = np.empty((len(values), 0), dtype=_INT64)
-        return _new_tuple(cls, (len(values), empty, empty.astype(_FLOAT64), (), (),
-                                tuple(values)))
+        return _new_tuple(cls, (len(values), empty, empty.astype(_FLOAT64), (), (), tuple(values)))
 
     @property
     def stacked(self) -> bool:
@@ -126,9 +125,15 @@ class Batch(NamedTuple):
         """The value of one member, its arrays views into the stacked ones."""
         if self.listed is not None:
             return self.listed[index]
-        return _new_tuple(Value, (tuple(self.ints[index].tolist()),
-                                  tuple(self.doubles[index].tolist()), self.chars[index],
-                                  tuple([a[index] for a in self.arrays])))
+        return _new_tuple(
+            Value,
+            (
+                tuple(self.ints[index].tolist()),
+                tuple(self.doubles[index].tolist()),
+                self.chars[index],
+                tuple([a[index] for a in self.arrays]),
+            ),
+        )
 
     def values(self) -> list[Value]:
         """Every member as a :class:`Value`, in order, its arrays views of the stacked ones."""
@@ -138,9 +143,10 @@ class Batch(NamedTuple):
         # Columns first, then one zip: about 2x faster than indexing row by row (64 gridwalk
         # observations: 0.4 against 0.8 microseconds a value on the project's machine).
         ints = list(map(tuple, self.ints.tolist())) if self.ints.shape[1] else [()] * count
-        doubles = (list(map(tuple, self.doubles.tolist())) if self.doubles.shape[1]
-                   else [()] * count)
-        arrays = list(zip(*[list(a) for a in self.arrays], strict=True)) if self.arrays else [()] * count
+        doubles = list(map(tuple, self.doubles.tolist())) if self.doubles.shape[1] else [()] * count
+        arrays = (
+            list(zip(*[list(a) for a in self.arrays], strict=True)) if self.arrays else [()] * count
+        )
         new = _new_tuple
         return [new(Value, parts) for parts in zip(ints, doubles, self.chars, arrays, strict=True)]
 
@@ -153,9 +159,17 @@ class Batch(NamedTuple):
         if len(indices) == 0:
             return Batch.stack([])
         rows = np.asarray(indices, dtype=np.intp)
-        return _new_tuple(Batch, (len(rows), self.ints[rows], self.doubles[rows],
-                                  tuple([self.chars[i] for i in rows]),
-                                  tuple([a[rows] for a in self.arrays]), None))
+        return _new_tuple(
+            Batch,
+            (
+                len(rows),
+                self.ints[rows],
+                self.doubles[rows],
+                tuple([self.chars[i] for i in rows]),
+                tuple([a[rows] for a in self.arrays]),
+                None,
+            ),
+        )
 
 
 #: What batched calls pass around in process: a Batch, or the Values themselves, which a
@@ -197,12 +211,17 @@ def interleave(first: Values, first_rows: Rows, second: Values, second_rows: Row
         return second
     if second.count == 0:
         return first
-    same = (first.listed is None and second.listed is None
-            and first.ints.shape[1] == second.ints.shape[1]
-            and first.doubles.shape[1] == second.doubles.shape[1]
-            and len(first.arrays) == len(second.arrays)
-            and all(a.dtype == b.dtype and a.shape[1:] == b.shape[1:]
-                    for a, b in zip(first.arrays, second.arrays, strict=True)))
+    same = (
+        first.listed is None
+        and second.listed is None
+        and first.ints.shape[1] == second.ints.shape[1]
+        and first.doubles.shape[1] == second.doubles.shape[1]
+        and len(first.arrays) == len(second.arrays)
+        and all(
+            a.dtype == b.dtype and a.shape[1:] == b.shape[1:]
+            for a, b in zip(first.arrays, second.arrays, strict=True)
+        )
+    )
     if not same:
         values: list[Any] = [None] * count
         for row, value in zip(first_rows, first.values(), strict=True):
@@ -222,14 +241,22 @@ def interleave(first: Values, first_rows: Rows, second: Values, second_rows: Row
         chars[row] = text
     for row, text in zip(second_rows, second.chars, strict=True):
         chars[row] = text
-    return _new_tuple(Batch, (count, merged(first.ints, second.ints),
-                              merged(first.doubles, second.doubles), tuple(chars),
-                              tuple([merged(a, b) for a, b in zip(first.arrays, second.arrays,
-                                                                  strict=True)]), None))
+    return _new_tuple(
+        Batch,
+        (
+            count,
+            merged(first.ints, second.ints),
+            merged(first.doubles, second.doubles),
+            tuple(chars),
+            tuple([merged(a, b) for a, b in zip(first.arrays, second.arrays, strict=True)]),
+            None,
+        ),
+    )
 
 
-def _stack_numbers(rows: Sequence[tuple[float, ...]], dtype: np.dtype[Any]
-                   ) -> npt.NDArray[Any] | None:
+def _stack_numbers(
+    rows: Sequence[tuple[float, ...]], dtype: np.dtype[Any]
+) -> npt.NDArray[Any] | None:
     """Rows of ints or doubles as one (M, k) array; None when they are ragged or do not fit."""
     if not any(rows):
         return np.empty((len(rows), 0), dtype=dtype)
@@ -265,53 +292,70 @@ def as_batch(values: Batch | Sequence[Value]) -> Batch:
     return values if isinstance(values, Batch) else Batch.stack(values)
 
 
-def encode_batch(batch: Batch | Sequence[Value], frames: list[memoryview] | None = None
-                 ) -> list[Any]:
+def encode_batch(
+    batch: Batch | Sequence[Value], frames: list[memoryview] | None = None
+) -> list[Any]:
     """The wire form of a batch (stacked or listed); large arrays go to ``frames``."""
     batch = as_batch(batch)
     if batch.listed is not None:
         return [batch.count, [encode_value(v, frames) for v in batch.listed]]
-    return [batch.count, encode_array(batch.ints, frames), encode_array(batch.doubles, frames),
-            list(batch.chars), [encode_array(a, frames) for a in batch.arrays]]
+    return [
+        batch.count,
+        encode_array(batch.ints, frames),
+        encode_array(batch.doubles, frames),
+        list(batch.chars),
+        [encode_array(a, frames) for a in batch.arrays],
+    ]
 
 
 def decode_batch(raw: Any, frames: Frames = (), name: str = "batch") -> Batch:
     """A Batch from its wire form; BAD_FIELD (:class:`ProtocolError`) names what is wrong."""
     if type(raw) is not list or len(raw) not in (2, 5):
-        raise ProtocolError(f"{name} must be [count, ints, doubles, chars, arrays] (stacked) or "
-                            f"[count, values] (listed); got {_shape_of(raw)}")
+        raise ProtocolError(
+            f"{name} must be [count, ints, doubles, chars, arrays] (stacked) or "
+            f"[count, values] (listed); got {_shape_of(raw)}"
+        )
     count = raw[0]
     if type(count) is not int or count < 0:
         raise ProtocolError(f"{name} count must be an int >= 0; got {count!r:.40}")
     if len(raw) == 2:
         values = raw[1]
         if type(values) is not list or len(values) != count:
-            raise ProtocolError(f"{name} (listed) must hold {count} values; got {_shape_of(values)}")
+            raise ProtocolError(
+                f"{name} (listed) must hold {count} values; got {_shape_of(values)}"
+            )
         return Batch.of_list([decode_value(v, frames) for v in values])
     _, ints, doubles, chars, arrays = raw
     ints = _stacked(ints, frames, _INT64, count, f"{name} ints")
     doubles = _stacked(doubles, frames, _FLOAT64, count, f"{name} doubles")
     if ints.ndim != 2 or doubles.ndim != 2:
-        raise ProtocolError(f"{name} ints and doubles must be 2-dimensional, (count, k); got "
-                            f"shapes {list(ints.shape)} and {list(doubles.shape)}")
+        raise ProtocolError(
+            f"{name} ints and doubles must be 2-dimensional, (count, k); got "
+            f"shapes {list(ints.shape)} and {list(doubles.shape)}"
+        )
     if type(chars) is not list or len(chars) != count or any(type(c) is not str for c in chars):
-        raise ProtocolError(f"{name} chars must be an array of {count} str; got "
-                            f"{_shape_of(chars)}")
+        raise ProtocolError(f"{name} chars must be an array of {count} str; got {_shape_of(chars)}")
     if type(arrays) is not list:
         raise ProtocolError(f"{name} arrays must be an array; got {type(arrays).__name__}")
-    stacked = tuple([_stacked(entry, frames, None, count, f"{name} array {i}")
-                     for i, entry in enumerate(arrays)])
+    stacked = tuple(
+        [
+            _stacked(entry, frames, None, count, f"{name} array {i}")
+            for i, entry in enumerate(arrays)
+        ]
+    )
     return _new_tuple(Batch, (count, ints, doubles, tuple(chars), stacked, None))
 
 
-def _stacked(entry: Any, frames: Frames, dtype: np.dtype[Any] | None, count: int, name: str
-             ) -> npt.NDArray[Any]:
+def _stacked(
+    entry: Any, frames: Frames, dtype: np.dtype[Any] | None, count: int, name: str
+) -> npt.NDArray[Any]:
     array = decode_array(entry, frames)
     if dtype is not None and array.dtype != dtype:
         raise ProtocolError(f"{name} must have dtype {dtype.str}; got {array.dtype.str}")
     if array.ndim == 0 or array.shape[0] != count:
-        raise ProtocolError(f"{name} must have {count} rows (one per value); got shape "
-                            f"{list(array.shape)}")
+        raise ProtocolError(
+            f"{name} must have {count} rows (one per value); got shape {list(array.shape)}"
+        )
     return array
 
 
@@ -320,27 +364,32 @@ def encode_column(array: npt.NDArray[Any]) -> list[Any]:
     return encode_array(array)
 
 
-def decode_column(entry: Any, frames: Frames, dtype: str, name: str,
-                  count: int | None = None) -> npt.NDArray[Any]:
+def decode_column(
+    entry: Any, frames: Frames, dtype: str, name: str, count: int | None = None
+) -> npt.NDArray[Any]:
     """A one-dimensional array of ``dtype`` (and, if given, ``count`` entries); BAD_FIELD else."""
     array = decode_array(entry, frames)
     if array.dtype.str != dtype or array.ndim != 1:
-        raise ProtocolError(f"{name} must be a one-dimensional {dtype} array; got "
-                            f"{array.dtype.str} of shape {list(array.shape)}")
+        raise ProtocolError(
+            f"{name} must be a one-dimensional {dtype} array; got "
+            f"{array.dtype.str} of shape {list(array.shape)}"
+        )
     if count is not None and array.shape[0] != count:
-        raise ProtocolError(f"{name} must have {count} entries, one per instance; got "
-                            f"{array.shape[0]}")
+        raise ProtocolError(
+            f"{name} must have {count} entries, one per instance; got {array.shape[0]}"
+        )
     return array
 
 
-def decode_calls(entry: Any, frames: Frames, codes: type[IntEnum], name: str
-                 ) -> npt.NDArray[Any]:
+def decode_calls(entry: Any, frames: Frames, codes: type[IntEnum], name: str) -> npt.NDArray[Any]:
     """A ``|u1`` column of per-instance call codes, each one of ``codes``."""
     calls = decode_column(entry, frames, "|u1", name)
     if calls.size and int(calls.max()) >= len(codes):
         bad = int(np.flatnonzero(calls >= len(codes))[0])
-        raise ProtocolError(f"{name}[{bad}] is {int(calls[bad])}; expected one of "
-                            + ", ".join(f"{c.name}={int(c)}" for c in codes))
+        raise ProtocolError(
+            f"{name}[{bad}] is {int(calls[bad])}; expected one of "
+            + ", ".join(f"{c.name}={int(c)}" for c in codes)
+        )
     return calls
 
 
@@ -367,15 +416,23 @@ class InstanceStates:
     def reset(self) -> None:
         self.states[:] = bytes(len(self.states))
 
-    def refuse_new(self, offsets: list[int], calls: list[int], codes: type[IntEnum],
-                   allowed: str, start: int = 0) -> None:
+    def refuse_new(
+        self,
+        offsets: list[int],
+        calls: list[int],
+        codes: type[IntEnum],
+        allowed: str,
+        start: int = 0,
+    ) -> None:
         """WRONG_STATE if an instance at one of ``offsets`` (counted from ``start``), whose
         call ``calls[offset]`` needs an episode, is NEW; ``allowed`` names the calls it may get."""
         states = self.states
         for offset in offsets:
             if states[start + offset] == InstanceState.NEW:
-                raise WrongState(f"instance {self.first + start + offset} has no episode: its "
-                                 f"call must be {allowed}; got {codes(calls[offset]).name}")
+                raise WrongState(
+                    f"instance {self.first + start + offset} has no episode: its "
+                    f"call must be {allowed}; got {codes(calls[offset]).name}"
+                )
 
 
 def derive_seeds(seed: int) -> tuple[int, int]:

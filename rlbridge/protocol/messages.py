@@ -101,9 +101,14 @@ _unpackb = msgpack.unpackb
 pack: Callable[[Any], bytes] = _packer.pack
 
 
-def encode(msg_type: int, seq: int, episode: int, body: Any = None,
-           frames: list[memoryview] | None = None, version: int = PROTOCOL_VERSION
-           ) -> list[bytes | memoryview]:
+def encode(
+    msg_type: int,
+    seq: int,
+    episode: int,
+    body: Any = None,
+    frames: list[memoryview] | None = None,
+    version: int = PROTOCOL_VERSION,
+) -> list[bytes | memoryview]:
     """The ZeroMQ frames of one message: the envelope, then any zero-copy array frames."""
     head: bytes | memoryview = _packer.pack([version, msg_type, seq, episode, body])
     if frames:
@@ -111,11 +116,16 @@ def encode(msg_type: int, seq: int, episode: int, body: Any = None,
     return [head]
 
 
-INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-def decode(payload: bytes | memoryview, frames: Frames = (), *, max_bytes: int | None = MAX_MESSAGE_BYTES,
-           expected_version: int = PROTOCOL_VERSION) -> Envelope:
+def decode(
+    payload: bytes | memoryview,
+    frames: Frames = (),
+    *,
+    max_bytes: int | None = MAX_MESSAGE_BYTES,
+    expected_version: int = PROTOCOL_VERSION,
+) -> Envelope:
     """Check and decode the first frame of a message. Raises a specific ProtocolError.
 
     The checks run in PROTOCOL.md's order: msgpack, a 5-item array, integer header
@@ -135,11 +145,11 @@ def decode(payload: bytes | memoryview, frames: Frames = (), *, max_bytes: int |
             + (f"an array of {len(raw)} items" if isinstance(raw, list) else type(raw).__name__)
         )
     version, msg_type, seq, episode, body = raw
-    if not (_is_int64(version) and _is_int64(msg_type) and _is_int64(seq)
-            and _is_int64(episode)):
+    if not (_is_int64(version) and _is_int64(msg_type) and _is_int64(seq) and _is_int64(episode)):
         raise ProtocolError(
             "envelope fields version, type, seq and episode must be int64 integers; got ("
-            + ", ".join(_kind(item) for item in raw[:4]) + ")"
+            + ", ".join(_kind(item) for item in raw[:4])
+            + ")"
         )
     if version != expected_version:
         raise VersionMismatch(version_mismatch_text(expected_version, version))
@@ -158,17 +168,22 @@ def decode_logged(payload: bytes, frames: Frames = ()) -> Envelope:
     LOGGED_VERSIONS: a log written by an earlier version still replays."""
     # Versions 1 and 2 are msgpack fixints: the byte after the 5-item array's header.
     version = payload[1] if len(payload) > 1 and payload[0] == 0x95 else PROTOCOL_VERSION
-    return decode(payload, frames,
-                  expected_version=version if version in LOGGED_VERSIONS else PROTOCOL_VERSION)
+    return decode(
+        payload,
+        frames,
+        expected_version=version if version in LOGGED_VERSIONS else PROTOCOL_VERSION,
+    )
 
 
 def version_mismatch_text(expected: int, got: int, where: str = "") -> str:
     """The VERSION_MISMATCH text of every receiver, in Python, C and JavaScript alike
     (PROTOCOL.md section 5); ``where`` says where the version was read, e.g. `` in the
     HELLO of rlbridge-c``."""
-    return (f"protocol version mismatch: expected {expected}, got {got}{where}; this "
-            f"implementation speaks only version {expected} (PROTOCOL.md's changelog says "
-            "what changed): run peers of the same protocol version")
+    return (
+        f"protocol version mismatch: expected {expected}, got {got}{where}; this "
+        f"implementation speaks only version {expected} (PROTOCOL.md's changelog says "
+        "what changed): run peers of the same protocol version"
+    )
 
 
 def check_size(payload: bytes | memoryview, frames: Frames, max_bytes: int) -> None:
@@ -223,8 +238,14 @@ def _kind(item: Any) -> str:
 
 # -- body helpers ----------------------------------------------------------------
 
-def step_body(reward: float, observation: Value, terminal: bool, info: dict[str, Any] | None,
-              frames: list[memoryview]) -> list[Any]:
+
+def step_body(
+    reward: float,
+    observation: Value,
+    terminal: bool,
+    info: dict[str, Any] | None,
+    frames: list[memoryview],
+) -> list[Any]:
     """ENV_STEP reply body: ``[reward, observation, terminal, info]``."""
     return [float(reward), encode_value(observation, frames), bool(terminal), info]
 
@@ -233,8 +254,12 @@ def read_step(body: Any, frames: Frames) -> tuple[float, Value, bool, dict[str, 
     if type(body) is not list or len(body) != 4:
         raise ProtocolError("env_step reply body must be [reward, observation, terminal, info]")
     reward, observation, terminal, info = body
-    return (read_reward(reward), decode_value(observation, frames), read_bool(terminal, "terminal"),
-            info if isinstance(info, dict) else None)
+    return (
+        read_reward(reward),
+        decode_value(observation, frames),
+        read_bool(terminal, "terminal"),
+        info if isinstance(info, dict) else None,
+    )
 
 
 def read_reward(reward: Any) -> float:
@@ -269,8 +294,12 @@ def read_hello(body: Any) -> Hello:
     role, version, implementation, language = body
     if role not in ("experiment", "environment", "agent"):
         raise ProtocolError(f"hello role must be experiment, environment or agent; got {role!r}")
-    return Hello(role, read_int(version, "hello version"), read_str(implementation, "implementation"),
-                 read_str(language, "language"))
+    return Hello(
+        role,
+        read_int(version, "hello version"),
+        read_str(implementation, "implementation"),
+        read_str(language, "language"),
+    )
 
 
 #: The largest N of ``seed N`` (PROTOCOL.md section 8): a uint64, as every implementation holds.
@@ -296,5 +325,4 @@ def answer_seed(args: list[str], seed: Callable[[int], None]) -> str:
         if len(digits) <= len(str(SEED_MAX)) and int(digits) <= SEED_MAX:
             seed(int(digits))
             return "ok"
-    return (f"error: seed takes an integer from 0 to {SEED_MAX}; got "
-            f"'{' '.join(args)[:200]}'")
+    return f"error: seed takes an integer from 0 to {SEED_MAX}; got '{' '.join(args)[:200]}'"

@@ -165,8 +165,9 @@ def _flatten(value: Value) -> tuple[_Numbers, _Numbers]:
     return ints, doubles
 
 
-def _join(plain: tuple[float, ...], parts: list[npt.NDArray[Any]], dtype: type[np.generic]
-          ) -> _Numbers:
+def _join(
+    plain: tuple[float, ...], parts: list[npt.NDArray[Any]], dtype: type[np.generic]
+) -> _Numbers:
     if not parts:
         return plain
     arrays = [np.asarray(plain, dtype=dtype)] if plain else []
@@ -206,14 +207,18 @@ def pack_value(value: Value) -> bytes:
         try:
             int_bytes = struct.pack(f">{len(ints)}i", *ints)
         except (struct.error, OverflowError):
-            raise ProtocolError(f"int values must fit a legacy int32; got {list(ints)[:8]}") from None
+            raise ProtocolError(
+                f"int values must fit a legacy int32; got {list(ints)[:8]}"
+            ) from None
     chars = text_bytes(value.chars) if value.chars else b""
-    return b"".join((
-        _ADT_HEADER.pack(len(ints), len(doubles), len(chars)),
-        int_bytes,
-        _pack_doubles(doubles),
-        chars,
-    ))
+    return b"".join(
+        (
+            _ADT_HEADER.pack(len(ints), len(doubles), len(chars)),
+            int_bytes,
+            _pack_doubles(doubles),
+            chars,
+        )
+    )
 
 
 EMPTY_VALUE_BYTES = _ADT_HEADER.pack(0, 0, 0)
@@ -255,7 +260,8 @@ class Reader:
 
     def terminal_reward(self) -> tuple[builtins.int, float]:
         terminal, reward = _TERMINAL_REWARD.unpack_from(
-            self.data, self._need(12, "terminal and reward"))
+            self.data, self._need(12, "terminal and reward")
+        )
         return terminal, reward
 
     def string(self) -> str:
@@ -273,8 +279,9 @@ class Reader:
         char_start = self._need(n_chars, f"{n_chars} chars")
         chars = bytes_text(bytes(self.data[char_start : char_start + n_chars])) if n_chars else ""
         if arrays:
-            return _value_with_arrays(self.data, int_start, n_ints, double_start, n_doubles,
-                                      chars, arrays)
+            return _value_with_arrays(
+                self.data, int_start, n_ints, double_start, n_doubles, chars, arrays
+            )
         ints = _unpack_numbers(self.data, int_start, n_ints, ">i4", "i")
         doubles = _unpack_numbers(self.data, double_start, n_doubles, ">f8", "d")
         if self.offset - int_start < _KEEP_BYTES_THRESHOLD:
@@ -289,8 +296,10 @@ class Reader:
         n_ints, n_doubles, n_chars = _ADT_HEADER.unpack_from(
             self.data, self._need(12, "value header (nInts nDoubles nChars)")
         )
-        self._need(4 * n_ints + 8 * n_doubles + n_chars,
-                   f"{n_ints} ints, {n_doubles} doubles and {n_chars} chars")
+        self._need(
+            4 * n_ints + 8 * n_doubles + n_chars,
+            f"{n_ints} ints, {n_doubles} doubles and {n_chars} chars",
+        )
         return memoryview(self.data)[start : self.offset]
 
     def end(self) -> builtins.int:
@@ -298,8 +307,9 @@ class Reader:
         return len(self.data) - self.offset
 
 
-def _unpack_numbers(data: bytes | bytearray, start: int, count: int, dtype: str, fmt: str
-                    ) -> tuple[Any, ...]:
+def _unpack_numbers(
+    data: bytes | bytearray, start: int, count: int, dtype: str, fmt: str
+) -> tuple[Any, ...]:
     if count == 0:
         return ()
     if count > _NUMPY_THRESHOLD:
@@ -307,8 +317,15 @@ def _unpack_numbers(data: bytes | bytearray, start: int, count: int, dtype: str,
     return struct.unpack_from(f">{count}{fmt}", data, start)
 
 
-def _value_with_arrays(data: bytes | bytearray, int_start: int, n_ints: int, double_start: int,
-                       n_doubles: int, chars: str, arrays: tuple[ArraySpec, ...]) -> Value:
+def _value_with_arrays(
+    data: bytes | bytearray,
+    int_start: int,
+    n_ints: int,
+    double_start: int,
+    n_doubles: int,
+    chars: str,
+    arrays: tuple[ArraySpec, ...],
+) -> Value:
     int_arrays = [a for a in arrays if a.dtype[1] in "biu"]
     float_arrays = [a for a in arrays if a.dtype[1] == "f"]
     int_tail = sum(a.size for a in int_arrays)

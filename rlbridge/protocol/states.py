@@ -41,7 +41,7 @@ STATE_MEANINGS = {
     EnvState.RUNNING: "inside an episode",
     EnvState.ENDED: "the episode ended: send ENV_START for the next one",
     EnvState.BATCHED: "serving a batch since ENV_BATCH_INIT: send ENV_BATCH_STEP or "
-                      "RUN_BATCH, or ENV_INIT for one instance",
+    "RUN_BATCH, or ENV_INIT for one instance",
 }
 AGENT_STATE_MEANINGS = {
     AgentState.FRESH: "not initialised: send AGENT_INIT first",
@@ -49,7 +49,7 @@ AGENT_STATE_MEANINGS = {
     AgentState.RUNNING: "inside an episode",
     AgentState.ENDED: "the episode ended",
     AgentState.BATCHED: "answering for a batch since AGENT_BATCH_INIT: send AGENT_BATCH_STEP, "
-                        "or AGENT_INIT for one instance",
+    "or AGENT_INIT for one instance",
 }
 
 _ANY_STATE = frozenset({T.HELLO, T.HEARTBEAT, T.SHUTDOWN})
@@ -84,14 +84,22 @@ AGENT_ALLOWED: dict[AgentState, frozenset[int]] = {
 #: The roles whose HELLO each server accepts; another role gets WRONG_STATE.
 HELLO_ROLES = {"environment": ("experiment",), "agent": ("experiment", "environment")}
 
-_ENV_NEXT: dict[int, EnvState] = {T.ENV_INIT: EnvState.READY, T.ENV_START: EnvState.RUNNING,
-             T.ENV_CLEANUP: EnvState.FRESH, T.ENV_BATCH_INIT: EnvState.BATCHED}
+_ENV_NEXT: dict[int, EnvState] = {
+    T.ENV_INIT: EnvState.READY,
+    T.ENV_START: EnvState.RUNNING,
+    T.ENV_CLEANUP: EnvState.FRESH,
+    T.ENV_BATCH_INIT: EnvState.BATCHED,
+}
 #: The state a successful request of each type leaves the agent in, whatever its state
 #: before; other types leave it as it was. RequestServer.moves.
 AGENT_MOVES: dict[int, AgentState] = {
-    T.AGENT_INIT: AgentState.READY, T.AGENT_START: AgentState.RUNNING,
-    T.AGENT_STEP: AgentState.RUNNING, T.AGENT_END: AgentState.ENDED,
-    T.AGENT_CLEANUP: AgentState.FRESH, T.AGENT_BATCH_INIT: AgentState.BATCHED}
+    T.AGENT_INIT: AgentState.READY,
+    T.AGENT_START: AgentState.RUNNING,
+    T.AGENT_STEP: AgentState.RUNNING,
+    T.AGENT_END: AgentState.ENDED,
+    T.AGENT_CLEANUP: AgentState.FRESH,
+    T.AGENT_BATCH_INIT: AgentState.BATCHED,
+}
 
 
 def next_env_state(state: EnvState, msg_type: int, reply: Any, succeeded: bool) -> EnvState:
@@ -110,28 +118,35 @@ def next_env_state(state: EnvState, msg_type: int, reply: Any, succeeded: bool) 
     return _ENV_NEXT.get(msg_type, state)
 
 
-def next_agent_state(state: AgentState, msg_type: int, reply: Any,
-                     succeeded: bool) -> AgentState:
+def next_agent_state(state: AgentState, msg_type: int, reply: Any, succeeded: bool) -> AgentState:
     """The agent's state after serving ``msg_type``; a failed request leaves it as it was."""
     return AGENT_MOVES.get(msg_type, state) if succeeded else state
 
 
-def wrong_state_text(role: str, msg_type: int, state: IntEnum, meaning: str,
-                     allowed: frozenset[int]) -> str:
+def wrong_state_text(
+    role: str, msg_type: int, state: IntEnum, meaning: str, allowed: frozenset[int]
+) -> str:
     served = ", ".join(MessageType(t).name for t in sorted(allowed))
-    return (f"the {role} cannot serve {MessageType(msg_type).name} in state {state.name} "
-            f"({meaning}); in {state.name} it serves {served}")
+    return (
+        f"the {role} cannot serve {MessageType(msg_type).name} in state {state.name} "
+        f"({meaning}); in {state.name} it serves {served}"
+    )
 
 
-def busy_text(role: str, init_type: int, age_s: float, refused_type: int,
-              refused_is_init: bool = False) -> str:
+def busy_text(
+    role: str, init_type: int, age_s: float, refused_type: int, refused_is_init: bool = False
+) -> str:
     """The refusal of a second experiment's INIT (one session at a time), or of a request
     that only the session's owner may send (its CLEANUP, SHUTDOWN, and for an environment
     DELEGATE, RUN_EPISODE and RUN_BATCH)."""
     started = f"session started by {MessageType(init_type).name} {age_s:.0f} s ago"
     if not refused_is_init:
         stop = " (or stop the process with SIGTERM)" if refused_type == T.SHUTDOWN else ""
-        return (f"this {role} serves another client's experiment ({started}); only that "
-                f"client may send {MessageType(refused_type).name}{stop}")
-    return (f"this {role} already serves an experiment ({started}); start another {role} "
-            "process for a second experiment")
+        return (
+            f"this {role} serves another client's experiment ({started}); only that "
+            f"client may send {MessageType(refused_type).name}{stop}"
+        )
+    return (
+        f"this {role} already serves an experiment ({started}); start another {role} "
+        "process for a second experiment"
+    )

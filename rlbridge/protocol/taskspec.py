@@ -92,8 +92,9 @@ class TaskSpec:
     #: Index of the observation array that is the legal-action mask, if any:
     #: ``mask[i]`` is true iff the action ``actions.ints[0].low + i`` is legal.
     legal_mask: int | None = None
-    _checkers: dict[tuple[int, str], _Checker] = field(default_factory=dict, compare=False,
-                                                       repr=False)
+    _checkers: dict[tuple[int, str], _Checker] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def __str__(self) -> str:
         return build(self)
@@ -101,8 +102,10 @@ class TaskSpec:
     def mask_index(self, who: str) -> int:
         """:attr:`legal_mask`, for ``who`` (an agent) that needs one: TaskSpecError without."""
         if self.legal_mask is None:
-            raise TaskSpecError(f"{who} needs a task spec whose EXTRA ARRAYS names a "
-                                f"legal_mask; got {build(self)!r}")
+            raise TaskSpecError(
+                f"{who} needs a task spec whose EXTRA ARRAYS names a "
+                f"legal_mask; got {build(self)!r}"
+            )
         return self.legal_mask
 
     def check_action(self, action: Value) -> None:
@@ -316,7 +319,9 @@ def _with_arrays(space: SpaceSpec, arrays: Iterable[tuple[Any, Iterable[Any]]]) 
     return SpaceSpec(space.ints, space.doubles, space.charcount, specs)
 
 
-def _checker(space: SpaceSpec, what: str, error: type[RLBridgeError], cache: dict[tuple[int, str], _Checker]) -> _Checker:
+def _checker(
+    space: SpaceSpec, what: str, error: type[RLBridgeError], cache: dict[tuple[int, str], _Checker]
+) -> _Checker:
     key = (id(space), what)
     checker = cache.get(key)
     if checker is None:
@@ -338,33 +343,50 @@ class _Checker:
         self.double_bounds = space.double_bounds()
         self.only_ints = not space.arrays and not space.doubles and not space.charcount
         # The commonest action, one int, is checked with two comparisons (NaN fails both).
-        self.single_int = self.int_bounds[0] if self.only_ints and len(self.int_bounds) == 1 \
-            else None
+        self.single_int = (
+            self.int_bounds[0] if self.only_ints and len(self.int_bounds) == 1 else None
+        )
         # Vectorised bounds for values with arrays: UNSPEC (NaN) bounds check nothing.
         self.int_low, self.int_high = _bound_arrays(self.int_bounds)
         self.double_low, self.double_high = _bound_arrays(self.double_bounds)
 
-    def _within(self, plain: tuple[float, ...], arrays: tuple[npt.NDArray[Any], ...], kinds: str,
-                low: npt.NDArray[np.float64], high: npt.NDArray[np.float64], kind: str) -> None:
+    def _within(
+        self,
+        plain: tuple[float, ...],
+        arrays: tuple[npt.NDArray[Any], ...],
+        kinds: str,
+        low: npt.NDArray[np.float64],
+        high: npt.NDArray[np.float64],
+        kind: str,
+    ) -> None:
         parts = [np.asarray(plain, dtype=np.float64)]
         # The caller has checked the arrays' dtypes and shapes against the spec.
         parts += [a.ravel() for a in arrays if a.dtype.kind in kinds]
         flat = np.concatenate(parts) if len(parts) > 1 else parts[0]
         if flat.size != low.size:
-            raise self.error(f"{self.what} must have {low.size} {kind}s (arrays included); "
-                             f"got {flat.size}")
+            raise self.error(
+                f"{self.what} must have {low.size} {kind}s (arrays included); got {flat.size}"
+            )
         # Written so that NaN, which fails every comparison, is out of range.
         bad = np.flatnonzero(~((flat >= low) & (flat <= high)))
         if bad.size:
             index = int(bad[0])
-            raise self.error(f"{self.what} {kind} {index} must be in [{low[index]}, "
-                             f"{high[index]}]; got {flat[index]}")
+            raise self.error(
+                f"{self.what} {kind} {index} must be in [{low[index]}, "
+                f"{high[index]}]; got {flat[index]}"
+            )
 
     def check_action(self, value: Value) -> None:
         """``__call__(value)``, with the single-int case first."""
         single = self.single_int
-        if single is not None and len(value.ints) == 1 and not value.doubles \
-                and not value.chars and not value.arrays and single[0] <= value.ints[0] <= single[1]:
+        if (
+            single is not None
+            and len(value.ints) == 1
+            and not value.doubles
+            and not value.chars
+            and not value.arrays
+            and single[0] <= value.ints[0] <= single[1]
+        ):
             return
         self(value)
 
@@ -394,8 +416,9 @@ class _Checker:
             )
 
 
-def _bound_arrays(bounds: list[tuple[float, float]]
-                  ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+def _bound_arrays(
+    bounds: list[tuple[float, float]],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Bounds as arrays; UNSPEC admits every finite number, only NEGINF/POSINF admit infinities."""
     low = np.array([b[0] for b in bounds], dtype=np.float64)
     high = np.array([b[1] for b in bounds], dtype=np.float64)

@@ -62,6 +62,6 @@ def decoder(msg_type: int, body: Any) -> Callable[[bytes], tuple[Any, ...]]:
     ``body``; it raises :data:`Mismatch` for any other frame. Callers call it directly: a
     Python function around it would cost as much as it saves (docs/speed.md)."""
     # A schema built at run time for msgspec, which no static type can name.
-    schema = tuple[Literal[PROTOCOL_VERSION], Literal[int(msg_type)],  # type: ignore[misc, valid-type]
-                   _Int64, _Int64, body]
+    version, code = PROTOCOL_VERSION, int(msg_type)
+    schema = tuple[Literal[version], Literal[code], _Int64, _Int64, body]  # type: ignore[valid-type]
     return msgspec.msgpack.Decoder(schema).decode

@@ -30,7 +30,17 @@ ZERO_COPY_THRESHOLD_BYTES = 64 * 1024
 
 #: dtypes that may cross the wire, by their numpy little-endian code (PROTOCOL.md).
 WIRE_DTYPES = (
-    "|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f4", "<f8",
+    "|b1",
+    "|i1",
+    "|u1",
+    "<i2",
+    "<u2",
+    "<i4",
+    "<u4",
+    "<i8",
+    "<u8",
+    "<f4",
+    "<f8",
 )
 _WIRE_DTYPE_SET = frozenset(WIRE_DTYPES)
 
@@ -226,8 +236,10 @@ def _array(dtype: Any, shape: Any, data: Any, frames: Frames) -> npt.NDArray[Any
         expected *= n
         extent *= n or 1
     if extent > MAX_ARRAY_EXTENT_BYTES:
-        raise ProtocolError(f"array shape {shape!r} spans {extent} bytes without its zero "
-                            f"dimensions; the limit is {MAX_ARRAY_EXTENT_BYTES}")
+        raise ProtocolError(
+            f"array shape {shape!r} spans {extent} bytes without its zero "
+            f"dimensions; the limit is {MAX_ARRAY_EXTENT_BYTES}"
+        )
     if type(data) is int:
         if not 0 <= data < len(frames):
             raise ProtocolError(
@@ -235,7 +247,9 @@ def _array(dtype: Any, shape: Any, data: Any, frames: Frames) -> npt.NDArray[Any
             )
         data = frames[data]
     elif not isinstance(data, (bytes, bytearray, memoryview)):
-        raise ProtocolError(f"array data must be bin bytes or a frame index; got {type(data).__name__}")
+        raise ProtocolError(
+            f"array data must be bin bytes or a frame index; got {type(data).__name__}"
+        )
     if len(data) != expected:
         raise ProtocolError(
             f"array {dtype}{tuple(shape)} needs {expected} bytes; got {len(memoryview(data))}"

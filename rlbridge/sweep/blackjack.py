@@ -33,21 +33,29 @@ def replayed_agent(log_path: str, trusted: bool = False) -> BlackjackTabularAgen
     reader = LogReader(log_path, trusted=trusted)
     name = reader.header.get("agent") or ""
     if not is_monte_carlo(name):
-        raise LogError(f"{log_path}: expected a log of a Monte Carlo Blackjack agent; "
-                       f"its agent is {name or 'not named'!r}")
+        raise LogError(
+            f"{log_path}: expected a log of a Monte Carlo Blackjack agent; "
+            f"its agent is {name or 'not named'!r}"
+        )
     agent, _compared, differences = replay_agent(
-        reader, name, reader.header.get("agent_options", {}), max_differences=1)
+        reader, name, reader.header.get("agent_options", {}), max_differences=1
+    )
     if differences:
-        raise LogError(f"{log_path}: replaying {name} does not reproduce the run "
-                       f"({differences[0]}); its tables cannot be rebuilt")
+        raise LogError(
+            f"{log_path}: replaying {name} does not reproduce the run "
+            f"({differences[0]}); its tables cannot be rebuilt"
+        )
     if not isinstance(agent, BlackjackTabularAgent):
-        raise LogError(f"{log_path}: replaying {name} built a {type(agent).__name__}, "
-                       "expected a Monte Carlo Blackjack agent")
+        raise LogError(
+            f"{log_path}: replaying {name} built a {type(agent).__name__}, "
+            "expected a Monte Carlo Blackjack agent"
+        )
     return agent
 
 
-def learned(setting: str, log_paths: list[str], path: str,
-            trusted: bool = False) -> tuple[str, list[str]]:
+def learned(
+    setting: str, log_paths: list[str], path: str, trusted: bool = False
+) -> tuple[str, list[str]]:
     """Draw the policy and state values of one setting's seeds (one log each) to ``path``;
     return the path and one line per seed with the figure the docs quote for the agent.
 
@@ -61,19 +69,25 @@ def learned(setting: str, log_paths: list[str], path: str,
     hit = np.mean([agent.greedy_table() for agent in agents], axis=0)
     values = np.mean([agent.state_values() for agent in agents], axis=0)
     episodes = sorted({agent.episodes for agent in agents})
-    counted = (f"{episodes[0]:,}" if len(episodes) == 1
-               else f"{episodes[0]:,} to {episodes[-1]:,}")
+    counted = f"{episodes[0]:,}" if len(episodes) == 1 else f"{episodes[0]:,} to {episodes[-1]:,}"
     seed_count = f"{len(agents)} seeds" if len(agents) > 1 else "1 seed"
-    plot_policy_and_values(hit, values, path, f"{setting}: {counted} episodes, {seed_count}",
-                           seeds=len(agents))
-    return path, [f"{setting} seed {seed}: {_quoted_figure(agent)}"
-                  for seed, agent in zip(seeds, agents, strict=True)]
+    plot_policy_and_values(
+        hit, values, path, f"{setting}: {counted} episodes, {seed_count}", seeds=len(agents)
+    )
+    return path, [
+        f"{setting} seed {seed}: {_quoted_figure(agent)}"
+        for seed, agent in zip(seeds, agents, strict=True)
+    ]
 
 
 def _quoted_figure(agent: BlackjackTabularAgent) -> str:
     if isinstance(agent, (MCEvalAgent, OffPolicyEvalAgent)):
         estimate, error = estimated_deal_value(agent)
-        return (f"estimated return per hand of its policy {estimate:.4f}, 95% CI "
-                f"[{estimate - 1.96 * error:.4f}, {estimate + 1.96 * error:.4f}] "
-                f"(exact {agent.exact_return():.6f}), {agent.episodes:,} episodes")
-    return f"exact return of the greedy policy {agent.exact_return():.5f}, {agent.episodes:,} episodes"
+        return (
+            f"estimated return per hand of its policy {estimate:.4f}, 95% CI "
+            f"[{estimate - 1.96 * error:.4f}, {estimate + 1.96 * error:.4f}] "
+            f"(exact {agent.exact_return():.6f}), {agent.episodes:,} episodes"
+        )
+    return (
+        f"exact return of the greedy policy {agent.exact_return():.5f}, {agent.episodes:,} episodes"
+    )

@@ -81,8 +81,11 @@ class Trial:
     def id(self) -> str:
         """Readable and stable: game, agent, seed and a hash of every field but timeout_ms
         (and batch when 0, so that unbatched trials keep the ids they had before it)."""
-        deciding = {k: v for k, v in asdict(self).items()
-                    if k != "timeout_ms" and not (k == "batch" and not v)}
+        deciding = {
+            k: v
+            for k, v in asdict(self).items()
+            if k != "timeout_ms" and not (k == "batch" and not v)
+        }
         digest = hashlib.sha1(json.dumps(deciding, sort_keys=True).encode()).hexdigest()[:10]
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.game}-{self.agent}-s{self.seed}")
         return f"{name}-{digest}"
@@ -104,8 +107,14 @@ class Trial:
             arguments += ["--env-opt", f"{key}={value}"]
         for key, value in sorted(self.agent_options.items()):
             arguments += ["--agent-opt", f"{key}={value}"]
-        arguments += ["--episodes", str(self.episodes), "--max-steps", str(self.max_steps),
-                      "--seed", str(self.seed)]
+        arguments += [
+            "--episodes",
+            str(self.episodes),
+            "--max-steps",
+            str(self.max_steps),
+            "--seed",
+            str(self.seed),
+        ]
         if self.program:
             arguments += ["--program", self.program]
         if self.timeout_ms:
@@ -136,15 +145,25 @@ class Grid:
 
     def trials(self) -> list[Trial]:
         """Every trial, seeds innermost, so that a setting's seeds finish close together."""
-        return [Trial(game, agent, {**self.env_options, **options.env},
-                      {**self.agent_options, **options.agent}, options.name, seed,
-                      options.episodes or self.episodes,
-                      default_max_steps(game) if self.max_steps is None else self.max_steps,
-                      self.program,
-                      self.timeout_ms, self.batch)
-                for game in self.games for agent in self.agents
-                for options in self.option_sets
-                for seed in (self.seeds if options.seeds is None else options.seeds)]
+        return [
+            Trial(
+                game,
+                agent,
+                {**self.env_options, **options.env},
+                {**self.agent_options, **options.agent},
+                options.name,
+                seed,
+                options.episodes or self.episodes,
+                default_max_steps(game) if self.max_steps is None else self.max_steps,
+                self.program,
+                self.timeout_ms,
+                self.batch,
+            )
+            for game in self.games
+            for agent in self.agents
+            for options in self.option_sets
+            for seed in (self.seeds if options.seeds is None else options.seeds)
+        ]
 
 
 def default_max_steps(game: str) -> int:
@@ -153,8 +172,9 @@ def default_max_steps(game: str) -> int:
     only where its trial runs)."""
     from rlbridge.registry import ENVIRONMENTS, resolve
 
-    return getattr(resolve(game, ENVIRONMENTS), "DEFAULT_MAX_STEPS", 0) \
-        if game in ENVIRONMENTS else 0
+    return (
+        getattr(resolve(game, ENVIRONMENTS), "DEFAULT_MAX_STEPS", 0) if game in ENVIRONMENTS else 0
+    )
 
 
 def _strings(table, where: str) -> dict[str, str]:
@@ -196,8 +216,9 @@ def seeds_from(value, key: str = "seeds") -> list[int]:
 
 def _bounded(key: str, count: int, build) -> list[int]:
     if count > MAX_TRIALS:
-        raise SweepError(f"{key}: expected at most {MAX_TRIALS:,} seeds (MAX_TRIALS); "
-                         f"got {count:,}")
+        raise SweepError(
+            f"{key}: expected at most {MAX_TRIALS:,} seeds (MAX_TRIALS); got {count:,}"
+        )
     return build()
 
 
@@ -220,8 +241,7 @@ def _seconds(config: dict, key: str, default: float) -> float:
 def _names(config: dict, key: str) -> list[str]:
     value = config.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise SweepError(f"{key}: expected a list of names, such as [\"countdown\"]; "
-                         f"got {value!r}")
+        raise SweepError(f'{key}: expected a list of names, such as ["countdown"]; got {value!r}')
     return list(value)
 
 
@@ -232,33 +252,54 @@ def load_toml(path: str) -> Grid:
         with open(path, "rb") as file:
             config = tomllib.load(file)
     except UnicodeDecodeError as err:
-        raise SweepError(f"sweep file {path}: expected UTF-8 text (TOML); got byte "
-                         f"{err.object[err.start]:#04x} at offset {err.start}") from None
+        raise SweepError(
+            f"sweep file {path}: expected UTF-8 text (TOML); got byte "
+            f"{err.object[err.start]:#04x} at offset {err.start}"
+        ) from None
     except OSError as err:
         raise SweepError(f"cannot read sweep file {path}: {err.strerror}") from None
     except tomllib.TOMLDecodeError as err:
         raise SweepError(f"sweep file {path} is not valid TOML: {err}") from None
-    known = {"games", "agents", "seeds", "episodes", "max_steps", "env_opt", "agent_opt",
-             "options", "program", "timeout_ms", "batch", "trial_timeout_s"}
+    known = {
+        "games",
+        "agents",
+        "seeds",
+        "episodes",
+        "max_steps",
+        "env_opt",
+        "agent_opt",
+        "options",
+        "program",
+        "timeout_ms",
+        "batch",
+        "trial_timeout_s",
+    }
     unknown = sorted(set(config) - known)
     if unknown:
-        raise SweepError(f"sweep file {path}: unknown keys {unknown}; expected some of "
-                         f"{sorted(known)}")
+        raise SweepError(
+            f"sweep file {path}: unknown keys {unknown}; expected some of {sorted(known)}"
+        )
     try:
         entries = config.get("options", [])
         if not isinstance(entries, list):
             raise SweepError(f"options: expected [[options]] entries; got {entries!r}")
         option_sets = [_option_set(entry, path) for entry in entries]
-        return check(Grid(
-            games=_names(config, "games"), agents=_names(config, "agents"),
-            seeds=seeds_from(config.get("seeds", 1)),
-            episodes=_integer(config, "episodes", DEFAULT_EPISODES),
-            max_steps=_integer(config, "max_steps", None),
-            env_options=_strings(config.get("env_opt", {}), "env_opt"),
-            agent_options=_strings(config.get("agent_opt", {}), "agent_opt"),
-            option_sets=option_sets or [OptionSet()], program=str(config.get("program", "")),
-            timeout_ms=_integer(config, "timeout_ms", 0), batch=_integer(config, "batch", 0),
-            trial_timeout_s=_seconds(config, "trial_timeout_s", DEFAULT_TRIAL_TIMEOUT_S)))
+        return check(
+            Grid(
+                games=_names(config, "games"),
+                agents=_names(config, "agents"),
+                seeds=seeds_from(config.get("seeds", 1)),
+                episodes=_integer(config, "episodes", DEFAULT_EPISODES),
+                max_steps=_integer(config, "max_steps", None),
+                env_options=_strings(config.get("env_opt", {}), "env_opt"),
+                agent_options=_strings(config.get("agent_opt", {}), "agent_opt"),
+                option_sets=option_sets or [OptionSet()],
+                program=str(config.get("program", "")),
+                timeout_ms=_integer(config, "timeout_ms", 0),
+                batch=_integer(config, "batch", 0),
+                trial_timeout_s=_seconds(config, "trial_timeout_s", DEFAULT_TRIAL_TIMEOUT_S),
+            )
+        )
     except SweepError as err:
         if str(err).startswith("sweep file "):
             raise
@@ -269,14 +310,19 @@ def _option_set(entry, path: str) -> OptionSet:
     known = {"name", "env", "agent", "seeds", "episodes"}
     unknown = sorted(set(entry) - known) if isinstance(entry, dict) else None
     if unknown is None or unknown:
-        raise SweepError(f"sweep file {path}: an [[options]] entry with unknown keys {unknown}; "
-                         f"expected some of {sorted(known)}")
+        raise SweepError(
+            f"sweep file {path}: an [[options]] entry with unknown keys {unknown}; "
+            f"expected some of {sorted(known)}"
+        )
     seeds = entry.get("seeds")
     episodes = _integer(entry, "episodes", None, "[[options]] ")
-    return OptionSet(str(entry.get("name", "")), _strings(entry.get("env", {}), "env"),
-                     _strings(entry.get("agent", {}), "agent"),
-                     None if seeds is None else tuple(seeds_from(seeds, "[[options]] seeds")),
-                     episodes)
+    return OptionSet(
+        str(entry.get("name", "")),
+        _strings(entry.get("env", {}), "env"),
+        _strings(entry.get("agent", {}), "agent"),
+        None if seeds is None else tuple(seeds_from(seeds, "[[options]] seeds")),
+        episodes,
+    )
 
 
 def grid_from_args(args) -> Grid:
@@ -309,30 +355,39 @@ def grid_from_args(args) -> Grid:
 
 def check(grid: Grid) -> Grid:
     if not grid.games or not grid.agents:
-        raise SweepError(f"a sweep needs at least one game and one agent; got games "
-                         f"{grid.games} and agents {grid.agents}")
+        raise SweepError(
+            f"a sweep needs at least one game and one agent; got games "
+            f"{grid.games} and agents {grid.agents}"
+        )
     if not grid.seeds:
         raise SweepError("a sweep needs at least one seed; got none")
     episodes = [grid.episodes] + [o.episodes for o in grid.option_sets if o.episodes is not None]
     if grid.batch < 0:
         raise SweepError(f"expected batch >= 0 (0: unbatched); got {grid.batch}")
     if grid.timeout_ms < 0:
-        raise SweepError(f"expected timeout_ms >= 0 (0: rlbridge run's default); got "
-                         f"{grid.timeout_ms}")
+        raise SweepError(
+            f"expected timeout_ms >= 0 (0: rlbridge run's default); got {grid.timeout_ms}"
+        )
     if not grid.trial_timeout_s >= 0:  # NaN too
-        raise SweepError(f"expected trial_timeout_s >= 0 (0: no limit); got "
-                         f"{grid.trial_timeout_s}")
+        raise SweepError(f"expected trial_timeout_s >= 0 (0: no limit); got {grid.trial_timeout_s}")
     if min(episodes) < 1 or (grid.max_steps or 0) < 0:
-        raise SweepError(f"expected episodes >= 1 and max_steps >= 0; got {min(episodes)} "
-                         f"and {grid.max_steps}")
+        raise SweepError(
+            f"expected episodes >= 1 and max_steps >= 0; got {min(episodes)} and {grid.max_steps}"
+        )
     if any(options.seeds == () for options in grid.option_sets):
         raise SweepError("an option set's seeds, when given, need at least one seed; got none")
-    count = len(grid.games) * len(grid.agents) * sum(
-        len(grid.seeds if options.seeds is None else options.seeds)
-        for options in grid.option_sets)
+    count = (
+        len(grid.games)
+        * len(grid.agents)
+        * sum(
+            len(grid.seeds if options.seeds is None else options.seeds)
+            for options in grid.option_sets
+        )
+    )
     if count > MAX_TRIALS:
-        raise SweepError(f"expected at most {MAX_TRIALS:,} trials (MAX_TRIALS); the grid "
-                         f"holds {count:,}")
+        raise SweepError(
+            f"expected at most {MAX_TRIALS:,} trials (MAX_TRIALS); the grid holds {count:,}"
+        )
     names = [options.name for options in grid.option_sets]
     if len(set(names)) != len(names):
         raise SweepError(f"option sets need distinct names; got {names}")

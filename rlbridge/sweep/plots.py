@@ -44,8 +44,10 @@ def smooth(values: list[float], window: int) -> np.ndarray:
     return out
 
 
-def mean_and_band(curves: list[np.ndarray], bounds: tuple[float, float] = UNBOUNDED,
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def mean_and_band(
+    curves: list[np.ndarray],
+    bounds: tuple[float, float] = UNBOUNDED,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean across seeds at each episode and its 95% t-interval clipped to ``bounds``, the
     returns an episode can have (the mean alone for one seed); seeds are cut to the
     shortest run."""
@@ -53,8 +55,13 @@ def mean_and_band(curves: list[np.ndarray], bounds: tuple[float, float] = UNBOUN
     return t_interval(np.stack([curve[:length] for curve in curves]), bounds)
 
 
-def plot_curves(settings: dict[str, list[list[float]]], path: str, title: str,
-                window: int = 0, bounds: tuple[float, float] = UNBOUNDED) -> int:
+def plot_curves(
+    settings: dict[str, list[list[float]]],
+    path: str,
+    title: str,
+    window: int = 0,
+    bounds: tuple[float, float] = UNBOUNDED,
+) -> int:
     """Write a PNG with one line per setting (its seeds' returns per episode, its band the
     95% CI clipped to ``bounds``, the game's return range); return the smoothing window
     used."""
@@ -63,8 +70,10 @@ def plot_curves(settings: dict[str, list[list[float]]], path: str, title: str,
 
     runs = {label: seeds for label, seeds in settings.items() if seeds and all(seeds)}
     if not runs:
-        raise SweepError(f"no episode returns to plot for {title!r}: expected message logs "
-                         "with at least one episode")
+        raise SweepError(
+            f"no episode returns to plot for {title!r}: expected message logs "
+            "with at least one episode"
+        )
     if window <= 0:
         window = default_window(max(min(map(len, seeds)) for seeds in runs.values()))
     figure, axes = plt.subplots(figsize=FIGURE_INCHES, dpi=FIGURE_DPI)
@@ -73,7 +82,7 @@ def plot_curves(settings: dict[str, list[list[float]]], path: str, title: str,
             mean, low, high = mean_and_band([smooth(seed, window) for seed in seeds], bounds)
             episodes = np.arange(1, len(mean) + 1)
             count = f"{len(seeds)} seeds" if len(seeds) > 1 else "1 seed"
-            line, = axes.plot(episodes, mean, label=f"{label} ({count})")
+            (line,) = axes.plot(episodes, mean, label=f"{label} ({count})")
             if len(seeds) > 1:
                 axes.fill_between(episodes, low, high, color=line.get_color(), alpha=0.2)
         banded = any(len(seeds) > 1 for seeds in runs.values())

@@ -40,9 +40,11 @@ def _number(x: float) -> str:
 
 
 #: The line under the table that names how its intervals are made.
-METHODS = (f"95% CIs: mean return, steps/s and mean outcomes {T_METHOD} (steps/s >= 0, "
-           f"returns and outcomes within the game's range); rates pooled over the seeds' "
-           f"episodes, Wilson score")
+METHODS = (
+    f"95% CIs: mean return, steps/s and mean outcomes {T_METHOD} (steps/s >= 0, "
+    f"returns and outcomes within the game's range); rates pooled over the seeds' "
+    f"episodes, Wilson score"
+)
 
 
 def t_interval(values: list[float], bounds: tuple[float, float] = UNBOUNDED) -> Estimate:
@@ -101,19 +103,41 @@ def setting_stats(rows: list[dict]) -> list[SettingStats]:
                 outcome = Estimate(successes / count if count else math.nan, low, high)
             else:
                 outcome = t_interval([o["value"] for o in outcomes], outcome_range)
-        stats.append(SettingStats(
-            key, group[0]["game"], len(ok), len(group) - len(ok),
-            t_interval([row["summary"]["mean_return"] for row in ok], returns),
-            t_interval([row["summary"]["steps_per_s"] for row in ok], (0.0, math.inf)),
-            name, outcome))
+        stats.append(
+            SettingStats(
+                key,
+                group[0]["game"],
+                len(ok),
+                len(group) - len(ok),
+                t_interval([row["summary"]["mean_return"] for row in ok], returns),
+                t_interval([row["summary"]["steps_per_s"] for row in ok], (0.0, math.inf)),
+                name,
+                outcome,
+            )
+        )
     return stats
 
 
 def format_table(stats: list[SettingStats]) -> str:
-    header = ("setting", "seeds", "mean return [95% CI]", "outcome [95% CI]",
-              "steps/s [95% CI]", "failed")
-    rows = [header] + [(s.key, str(s.seeds), s.mean_return.text(), s.outcome_text(),
-                        s.steps_per_s.text(), str(s.failed)) for s in stats]
+    header = (
+        "setting",
+        "seeds",
+        "mean return [95% CI]",
+        "outcome [95% CI]",
+        "steps/s [95% CI]",
+        "failed",
+    )
+    rows = [header] + [
+        (
+            s.key,
+            str(s.seeds),
+            s.mean_return.text(),
+            s.outcome_text(),
+            s.steps_per_s.text(),
+            str(s.failed),
+        )
+        for s in stats
+    ]
     return text_table(rows)
 
 
@@ -128,7 +152,8 @@ def curves_by_game(directory: str, rows: list[dict]) -> dict[str, dict[str, list
         path = log_path(directory, row)
         if os.path.exists(path):
             games.setdefault(row["game"], {}).setdefault(row["setting_key"], []).append(
-                episode_returns(path))
+                episode_returns(path)
+            )
     return games
 
 
@@ -138,8 +163,10 @@ def log_path(directory: str, row: dict) -> str:
     relative = row["log"]
     parts = relative.replace(os.sep, "/").split("/") if isinstance(relative, str) else []
     if len(parts) != 2 or parts[0] != LOG_DIRECTORY or parts[1] in ("", ".", ".."):
-        raise SweepError(f"{os.path.join(directory, RESULTS_FILE)}: trial {row.get('id')!r} "
-                         f"names the log {relative!r}; expected {LOG_DIRECTORY}/<trial id>.rlog")
+        raise SweepError(
+            f"{os.path.join(directory, RESULTS_FILE)}: trial {row.get('id')!r} "
+            f"names the log {relative!r}; expected {LOG_DIRECTORY}/<trial id>.rlog"
+        )
     return os.path.join(directory, *parts)
 
 
@@ -158,17 +185,17 @@ def outcome_counts(rows: list[dict]) -> list[str]:
     lines = []
     for key, group in groups.items():
         outcomes = [row["outcome"] for row in group]
-        if (any(row["summary"]["episodes"] != 1 for row in group)
-                or outcomes[0]["kind"] != "mean"):
+        if any(row["summary"]["episodes"] != 1 for row in group) or outcomes[0]["kind"] != "mean":
             continue
         counts: dict[float, int] = {}
         for outcome in outcomes:
             counts[outcome["value"]] = counts.get(outcome["value"], 0) + 1
         if len(counts) <= MAX_LISTED_VALUES:
-            listed = ", ".join(f"{_number(value)} in {count}"
-                               for value, count in sorted(counts.items(), reverse=True))
-            lines.append(f"{key}: {outcomes[0]['name']} per seed: {listed} "
-                         f"(of {len(group)} seeds)")
+            listed = ", ".join(
+                f"{_number(value)} in {count}"
+                for value, count in sorted(counts.items(), reverse=True)
+            )
+            lines.append(f"{key}: {outcomes[0]['name']} per seed: {listed} (of {len(group)} seeds)")
     return lines
 
 
@@ -183,8 +210,9 @@ class AgentFigures(Protocol):
 
     def is_monte_carlo(self, agent_name: str) -> bool: ...
 
-    def learned(self, setting: str, log_paths: list[str], path: str,
-                trusted: bool = False) -> tuple[str, list[str]]: ...
+    def learned(
+        self, setting: str, log_paths: list[str], path: str, trusted: bool = False
+    ) -> tuple[str, list[str]]: ...
 
 
 def figure_module(game: str, agent: str) -> AgentFigures | None:
@@ -198,8 +226,9 @@ def figure_module(game: str, agent: str) -> AgentFigures | None:
     return module if module.is_monte_carlo(agent) else None
 
 
-def agent_figures(directory: str, rows: list[dict],
-                  trusted: bool = False) -> list[tuple[str, list[str]]]:
+def agent_figures(
+    directory: str, rows: list[dict], trusted: bool = False
+) -> list[tuple[str, list[str]]]:
     """Write DIR/learned-SETTING.png for each setting that AGENT_FIGURES draws; return each
     path with its lines."""
     settings: dict[str, tuple[AgentFigures, list[str]]] = {}
@@ -210,13 +239,17 @@ def agent_figures(directory: str, rows: list[dict],
         path = log_path(directory, row)
         if module is not None and os.path.exists(path):
             settings.setdefault(row["setting_key"], (module, []))[1].append(path)
-    return [module.learned(setting, logs,
-                           os.path.join(directory, f"learned-{_file_name(setting)}.png"), trusted)
-            for setting, (module, logs) in settings.items()]
+    return [
+        module.learned(
+            setting, logs, os.path.join(directory, f"learned-{_file_name(setting)}.png"), trusted
+        )
+        for setting, (module, logs) in settings.items()
+    ]
 
 
-def log_figures(paths: list[str], names: list[str], curves_png: str,
-                trusted: bool = False) -> list[tuple[str, list[str]]]:
+def log_figures(
+    paths: list[str], names: list[str], curves_png: str, trusted: bool = False
+) -> list[tuple[str, list[str]]]:
     """`rlbridge log plot`: one figure per log that AGENT_FIGURES draws, beside the curves
     (curves.png -> curves-learned-NAME.png); return each path with its lines."""
     from rlbridge.experiment.log.reader import LogReader
@@ -227,19 +260,27 @@ def log_figures(paths: list[str], names: list[str], curves_png: str,
         header = LogReader(path).header
         module = figure_module(header.get("env") or "", header.get("agent") or "")
         if module is not None:
-            written.append(module.learned(
-                f"{header['env']} {header['agent']}", [path],
-                f"{stem}-learned-{_file_name(name)}.png", trusted))
+            written.append(
+                module.learned(
+                    f"{header['env']} {header['agent']}",
+                    [path],
+                    f"{stem}-learned-{_file_name(name)}.png",
+                    trusted,
+                )
+            )
     return written
 
 
-def report(directory: str, *, smooth: int = 0, png: str | None = None,
-           trusted: bool = False) -> int:
+def report(
+    directory: str, *, smooth: int = 0, png: str | None = None, trusted: bool = False
+) -> int:
     """Print the table; write one PNG of curves per game (or all to ``png``); return 0."""
     rows = list(read_rows(directory).values())
     if not rows:
-        raise SweepError(f"no sweep results in {directory}: expected "
-                         f"{os.path.join(directory, 'results.jsonl')} with at least one row")
+        raise SweepError(
+            f"no sweep results in {directory}: expected "
+            f"{os.path.join(directory, 'results.jsonl')} with at least one row"
+        )
     print(format_table(setting_stats(rows)))
     print(METHODS)
     for line in outcome_counts(rows):
@@ -255,15 +296,17 @@ def report(directory: str, *, smooth: int = 0, png: str | None = None,
     from rlbridge.sweep.plots import plot_curves
 
     if png is not None:
-        merged = {f"{label}": seeds for settings in games.values()
-                  for label, seeds in settings.items()}
+        merged = {
+            f"{label}": seeds for settings in games.values() for label, seeds in settings.items()
+        }
         window = plot_curves(merged, png, "return per episode", smooth)
         print(f"curves: {png} (moving average of {window} episodes)")
         return 0
     for game, settings in games.items():
         path = os.path.join(directory, f"curves-{_file_name(game)}.png")
-        window = plot_curves(settings, path, f"{game}: return per episode", smooth,
-                             game_ranges(game)[0])
+        window = plot_curves(
+            settings, path, f"{game}: return per episode", smooth, game_ranges(game)[0]
+        )
         print(f"curves: {path} (moving average of {window} episodes)")
     return 0
 

@@ -70,8 +70,9 @@ class ResultsDirectory:
         try:
             os.makedirs(os.path.join(self.directory, LOG_DIRECTORY), exist_ok=True)
         except OSError as err:
-            raise SweepError(f"cannot create results directory {directory}: "
-                             f"{err.strerror}") from None
+            raise SweepError(
+                f"cannot create results directory {directory}: {err.strerror}"
+            ) from None
 
     def drop_torn_line(self) -> None:
         """Cut the results file back to its last complete line: a kill can leave a row
@@ -90,8 +91,11 @@ class ResultsDirectory:
             raise SweepError(f"cannot repair {path}: {err.strerror}") from None
 
     def finished(self) -> set[str]:
-        return {trial_id for trial_id, row in read_rows(self.directory).items()
-                if row.get("status") == "ok"}
+        return {
+            trial_id
+            for trial_id, row in read_rows(self.directory).items()
+            if row.get("status") == "ok"
+        }
 
     def write(self, trial: Trial, result: dict, attempts: int) -> dict:
         row = {**trial.fields(), "attempts": attempts}
@@ -132,12 +136,16 @@ def start_ray(address: str | None, num_cpus: int | None):
     except ConnectionError as err:
         lines = [line.strip() for line in str(err.__cause__ or err).splitlines() if line.strip()]
         cause = lines[-1].split(". Note:")[0] if lines else type(err).__name__
-        hint = ("set RAY_AUTH_MODE=token and give this machine the cluster's token (the head "
-                "node's ~/.ray/auth_token, or RAY_AUTH_TOKEN)" if "auth" in cause.lower()
-                else "start one with `ray start --head` and pass the address it prints, or "
-                "--address auto on a node of the cluster")
-        raise SweepError(f"cannot join the Ray cluster at {address}: {cause[:300]}; "
-                         f"{hint}") from None
+        hint = (
+            "set RAY_AUTH_MODE=token and give this machine the cluster's token (the head "
+            "node's ~/.ray/auth_token, or RAY_AUTH_TOKEN)"
+            if "auth" in cause.lower()
+            else "start one with `ray start --head` and pass the address it prints, or "
+            "--address auto on a node of the cluster"
+        )
+        raise SweepError(
+            f"cannot join the Ray cluster at {address}: {cause[:300]}; {hint}"
+        ) from None
     return ray
 
 
@@ -149,20 +157,31 @@ def check_reachable(address: str) -> None:
     try:
         socket.create_connection((match[1], int(match[2])), timeout=REACH_TIMEOUT_S).close()
     except OSError as err:
-        raise SweepError(f"cannot join the Ray cluster at {address}: nothing answers there "
-                         f"({err.strerror or err}); start one with `ray start --head` and "
-                         f"pass the address it prints (HOST:6379), or --address auto on a "
-                         f"node of the cluster") from None
+        raise SweepError(
+            f"cannot join the Ray cluster at {address}: nothing answers there "
+            f"({err.strerror or err}); start one with `ray start --head` and "
+            f"pass the address it prints (HOST:6379), or --address auto on a "
+            f"node of the cluster"
+        ) from None
 
 
 def auth_token_present() -> bool:
     return bool(os.environ.get("RAY_AUTH_TOKEN")) or os.path.exists(
-        os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.expanduser("~/.ray/auth_token"))
+        os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.expanduser("~/.ray/auth_token")
+    )
 
 
-def run_sweep(grid: Grid, directory: str, *, address: str | None = None, log: bool = True,
-              retries: int = 1, max_trials: int | None = None, num_cpus: int | None = None,
-              progress: bool = True) -> int:
+def run_sweep(
+    grid: Grid,
+    directory: str,
+    *,
+    address: str | None = None,
+    log: bool = True,
+    retries: int = 1,
+    max_trials: int | None = None,
+    num_cpus: int | None = None,
+    progress: bool = True,
+) -> int:
     """Run the grid's unfinished trials; return 0 when all succeeded, 1 when any failed or
     timed out. A trial may run ``grid.trial_timeout_s`` (0: no limit)."""
     results = ResultsDirectory(directory)
@@ -173,8 +192,10 @@ def run_sweep(grid: Grid, directory: str, *, address: str | None = None, log: bo
     if max_trials is not None:
         pending = pending[:max_trials]
     already = sum(1 for trial in trials if trial.id in done)
-    say(f"{len(trials)} trials: {already} already finished, {len(pending)} to run; "
-        f"results in {results.directory}")
+    say(
+        f"{len(trials)} trials: {already} already finished, {len(pending)} to run; "
+        f"results in {results.directory}"
+    )
     if not pending:
         return 0
     # The trials' working directories on this node go under one directory of the sweep's,
@@ -196,14 +217,17 @@ def run_sweep(grid: Grid, directory: str, *, address: str | None = None, log: bo
         signal.signal(signal.SIGTERM, _terminated)
         if _STOP.is_set():  # SIGTERM came before Ray's handler was installed
             raise Terminated
-        finished, failures = _run(ray, pending, results, log, retries, grid.trial_timeout_s,
-                                  work, progress)
+        finished, failures = _run(
+            ray, pending, results, log, retries, grid.trial_timeout_s, work, progress
+        )
     except Terminated:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
         _shutdown_and_remove(work)
-        say(f"stopped by SIGTERM; the trials in progress were stopped and their directories "
+        say(
+            f"stopped by SIGTERM; the trials in progress were stopped and their directories "
             f"removed (rows so far in {os.path.join(results.directory, RESULTS_FILE)}; a "
-            f"re-run goes on)")
+            f"re-run goes on)"
+        )
         return 128 + signal.SIGTERM
     except BaseException:
         _shutdown_and_remove(work)
@@ -211,8 +235,10 @@ def run_sweep(grid: Grid, directory: str, *, address: str | None = None, log: bo
     finally:
         signal.signal(signal.SIGTERM, previous)
     _shutdown_and_remove(work)
-    say(f"{finished} trials run, {failures} failed; rows in "
-        f"{os.path.join(results.directory, RESULTS_FILE)}")
+    say(
+        f"{finished} trials run, {failures} failed; rows in "
+        f"{os.path.join(results.directory, RESULTS_FILE)}"
+    )
     return 1 if failures else 0
 
 
@@ -243,8 +269,16 @@ def _shutdown_and_remove(work: str) -> None:
         time.sleep(REMOVE_POLL_S)
 
 
-def _run(ray, pending: list[Trial], results: ResultsDirectory, log: bool, retries: int,
-         trial_timeout_s: float, work: str, progress: bool) -> tuple[int, int]:
+def _run(
+    ray,
+    pending: list[Trial],
+    results: ResultsDirectory,
+    log: bool,
+    retries: int,
+    trial_timeout_s: float,
+    work: str,
+    progress: bool,
+) -> tuple[int, int]:
     """Run ``pending`` on Ray; return how many trials were run and how many did not end ok."""
     timeout_s = trial_timeout_s or None
     failures = 0
@@ -282,15 +316,23 @@ def _run(ray, pending: list[Trial], results: ResultsDirectory, log: bool, retrie
             finished += 1
             if row["status"] != "ok":
                 failures += 1
-                say(f"trial {trial.id} failed after {attempt} attempts: {row.get('error')}"
-                    if row["status"] == "failed" else f"trial {trial.id} timed out: "
-                    f"{ends(row.get('error'))}")
-            bar.update(1, f"running {min(len(in_flight) + len(queue), cpus)}"
-                          + (f", failed {failures}" if failures else ""))
+                say(
+                    f"trial {trial.id} failed after {attempt} attempts: {row.get('error')}"
+                    if row["status"] == "failed"
+                    else f"trial {trial.id} timed out: {ends(row.get('error'))}"
+                )
+            bar.update(
+                1,
+                f"running {min(len(in_flight) + len(queue), cpus)}"
+                + (f", failed {failures}" if failures else ""),
+            )
         submit()
         if not ready:
-            bar.update(0, f"running {min(len(in_flight), cpus)}"
-                          + (f", failed {failures}" if failures else ""))
+            bar.update(
+                0,
+                f"running {min(len(in_flight), cpus)}"
+                + (f", failed {failures}" if failures else ""),
+            )
     bar.close()
     return finished, failures
 
@@ -306,4 +348,3 @@ def ends(text) -> str:
 
 def say(text: str) -> None:
     print(f"rlbridge sweep: {text}", file=sys.stderr, flush=True)
-

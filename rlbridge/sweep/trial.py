@@ -29,15 +29,24 @@ ERROR_TAIL_CHARS = 2000
 
 
 def run_command(trial: Trial, cpu: int, log_path: str | None) -> list[str]:
-    command = [sys.executable, "-m", "rlbridge", "run", *trial.run_arguments(),
-               "--cpu", str(cpu), "--quiet"]
+    command = [
+        sys.executable,
+        "-m",
+        "rlbridge",
+        "run",
+        *trial.run_arguments(),
+        "--cpu",
+        str(cpu),
+        "--quiet",
+    ]
     if log_path is not None:
         command += ["--log", log_path]
     return command
 
 
-def run_trial(trial: Trial, log: bool, timeout_s: float | None = None,
-              parent: str | None = None) -> dict:
+def run_trial(
+    trial: Trial, log: bool, timeout_s: float | None = None, parent: str | None = None
+) -> dict:
     """Run ``trial``; return its result fields: status "ok" with summary and outcome,
     "timeout" when it ran longer than ``timeout_s`` (None: no limit), or "failed", each
     not ok with the error; ``log_bytes`` holds the message log when asked for, so that it
@@ -46,8 +55,10 @@ def run_trial(trial: Trial, log: bool, timeout_s: float | None = None,
     when Ray kills this worker."""
     result: dict = {"node": socket.gethostname()}
     where = parent if parent is not None and os.path.isdir(parent) else None
-    with tempfile.TemporaryDirectory(prefix="rlbridge-trial-", dir=where) as directory, \
-            placed("auto") as cpus:  # placement.AUTO, not typed as its Literal yet
+    with (
+        tempfile.TemporaryDirectory(prefix="rlbridge-trial-", dir=where) as directory,
+        placed("auto") as cpus,
+    ):  # placement.AUTO, not typed as its Literal yet
         # started and finished bound the time the trial holds its CPU, so that two rows
         # whose windows overlap held their CPUs at the same time.
         result["started"] = time.time()
@@ -56,22 +67,34 @@ def run_trial(trial: Trial, log: bool, timeout_s: float | None = None,
         (cpu,) = cpus
         result["cpu"] = cpu
         log_path = os.path.join(directory, "trial.rlog") if log else None
-        child = start_child(run_command(trial, cpu, log_path), None, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+        child = start_child(
+            run_command(trial, cpu, log_path),
+            None,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             out, err = child.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             child.kill()  # its environment and agent die with it (start_child)
             out, err = child.communicate()
-            result.update(status="timeout", error=(
-                f"the trial ran longer than {timeout_s:g} s (--trial-timeout-s) and was "
-                f"killed: {err.strip()[-ERROR_TAIL_CHARS:]}"))
+            result.update(
+                status="timeout",
+                error=(
+                    f"the trial ran longer than {timeout_s:g} s (--trial-timeout-s) and was "
+                    f"killed: {err.strip()[-ERROR_TAIL_CHARS:]}"
+                ),
+            )
             result["finished"] = time.time()
             return result
         summary = parse_summary_line(out) if child.returncode == 0 else None
         if summary is None:
-            reason = (f"rlbridge run exited with code {child.returncode}"
-                      if child.returncode else "rlbridge run printed no summary line")
+            reason = (
+                f"rlbridge run exited with code {child.returncode}"
+                if child.returncode
+                else "rlbridge run printed no summary line"
+            )
             result.update(status="failed", error=f"{reason}: {err.strip()[-ERROR_TAIL_CHARS:]}")
         else:
             outcome = summary.pop("outcome")

@@ -39,7 +39,9 @@ def test_the_batched_random_agent_draws_what_the_per_instance_adapter_draws(game
     for agent in (RandomAgent(), AgentBatch(RandomAgent())):
         experiment = Experiment(lambda: build(game, ENVIRONMENTS), agent, instances=5, seed=4)
         experiment.RL_init()
-        forms.append(type(getattr(experiment.batch.batch_agent, "_batch", experiment.batch.batch_agent)))
+        forms.append(
+            type(getattr(experiment.batch.batch_agent, "_batch", experiment.batch.batch_agent))
+        )
         runs.append(list(zip(*experiment.run(episodes=12, max_steps=30).episodes, strict=True)))
     assert forms == [RandomBatch, AgentBatch]
     assert runs[0] == runs[1] and len(runs[0]) == 12

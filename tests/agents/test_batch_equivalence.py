@@ -130,16 +130,23 @@ def test_each_instance_plays_as_a_single_run_with_its_seeds(name):
 LEARNERS = {
     "blackjack-mc-eval": ({}, {"q", "c", "m2", "episodes"}, lambda a: a.episodes),
     "blackjack-mc-es": ({}, {"q", "c", "behaviour_hit", "episodes"}, lambda a: a.episodes),
-    "blackjack-mc-onpolicy": ({}, {"q", "c", "behaviour_hit", "episodes"},
-                              lambda a: a.episodes),
-    "blackjack-mc-offpolicy-eval": ({}, {"q", "c", "w2", "m2", "episodes"},
-                                    lambda a: a.episodes),
+    "blackjack-mc-onpolicy": ({}, {"q", "c", "behaviour_hit", "episodes"}, lambda a: a.episodes),
+    "blackjack-mc-offpolicy-eval": ({}, {"q", "c", "w2", "m2", "episodes"}, lambda a: a.episodes),
     "blackjack-mc-offpolicy": ({}, {"q", "c", "target_hit", "episodes"}, lambda a: a.episodes),
     "tetris-qlearning": ({}, {"q", "games"}, lambda a: a.games),
     "mission-qlearning": ({}, {"q", "returns"}, lambda a: len(a.returns)),
-    "reversi-dqn": ({"mode": "train", "hidden": "16,16", "memory": "400", "batch": "8",
-                     "warmup": "16", "target_every": "5"},
-                    {"net", "target", "memory", "moves", "returns"}, lambda a: len(a.returns)),
+    "reversi-dqn": (
+        {
+            "mode": "train",
+            "hidden": "16,16",
+            "memory": "400",
+            "batch": "8",
+            "warmup": "16",
+            "target_every": "5",
+        },
+        {"net", "target", "memory", "moves", "returns"},
+        lambda a: len(a.returns),
+    ),
 }
 
 
@@ -151,10 +158,15 @@ def test_a_learner_declares_what_it_shares_and_learns_from_every_instance(name):
     episodes = CASES[name][3]
     assert sorted(len(runs) for runs in played.values()) == sorted(split_quota(episodes, N))
     assert counted(agent) == episodes  # the copies' episodes reached the one learner
-    for copy in experiment.batch.batch_agent._batch.agents[1:] if name == "reversi-dqn" else \
-            experiment.batch.batch_agent.agents[1:]:
-        assert all(getattr(copy, attribute) is getattr(agent, attribute)
-                   for attribute in type(agent).SHARED_STATE)
+    for copy in (
+        experiment.batch.batch_agent._batch.agents[1:]
+        if name == "reversi-dqn"
+        else experiment.batch.batch_agent.agents[1:]
+    ):
+        assert all(
+            getattr(copy, attribute) is getattr(agent, attribute)
+            for attribute in type(agent).SHARED_STATE
+        )
         assert counted(copy) == episodes
     if name.startswith("blackjack-mc-") and "offpolicy" not in name:
         # Every visit counts 1 in c: the table saw each action of every instance.
@@ -182,13 +194,33 @@ def test_the_minesweeper_solver_wins_as_often_batched_as_in_single_runs():
     """Real processes: ``--batch 4`` wins the games that its four instances win alone."""
     episodes = 32
     result = subprocess.run(
-        [sys.executable, "-m", "rlbridge", "run", "minesweeper", "minesweeper-solver",
-         "--env-opt", "first_click=safe", "--episodes", str(episodes), "--seed", str(SEED),
-         "--batch", str(N), "--quiet"], capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "rlbridge",
+            "run",
+            "minesweeper",
+            "minesweeper-solver",
+            "--env-opt",
+            "first_click=safe",
+            "--episodes",
+            str(episodes),
+            "--seed",
+            str(SEED),
+            "--batch",
+            str(N),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     wins = re.search(r"win rate [0-9.]+ \((\d+)/(\d+)\)", result.stdout)
     assert wins and int(wins.group(2)) == episodes, result.stdout
-    alone_wins = sum(sum(single("minesweeper-solver", instance, quota)[2])
-                     for instance, quota in enumerate(split_quota(episodes, N)))
+    alone_wins = sum(
+        sum(single("minesweeper-solver", instance, quota)[2])
+        for instance, quota in enumerate(split_quota(episodes, N))
+    )
     assert int(wins.group(1)) == alone_wins
     assert alone_wins >= episodes * 3 // 4  # the solver, not a broken one: it wins most

@@ -23,8 +23,13 @@ from rlbridge.protocol.errors import OptionError
 from rlbridge.protocol.values import Value
 from rlbridge.registry import AGENTS, resolve
 
-AGENT_CLASSES = [MCEvalAgent, MCExploringStartsAgent, MCOnPolicyAgent, OffPolicyEvalAgent,
-                 OffPolicyControlAgent]
+AGENT_CLASSES = [
+    MCEvalAgent,
+    MCExploringStartsAgent,
+    MCOnPolicyAgent,
+    OffPolicyEvalAgent,
+    OffPolicyControlAgent,
+]
 
 
 def run(agent, episodes, seed=1):
@@ -93,8 +98,13 @@ def test_agents_run_save_and_load(agent_class, tmp_path):
 
 
 def test_registered_names_resolve():
-    for name in ("blackjack-mc-eval", "blackjack-mc-es", "blackjack-mc-onpolicy",
-                 "blackjack-mc-offpolicy-eval", "blackjack-mc-offpolicy"):
+    for name in (
+        "blackjack-mc-eval",
+        "blackjack-mc-es",
+        "blackjack-mc-onpolicy",
+        "blackjack-mc-offpolicy-eval",
+        "blackjack-mc-offpolicy",
+    ):
         assert name in AGENTS and resolve(name, AGENTS) in AGENT_CLASSES
 
 
@@ -202,9 +212,23 @@ def test_agent_plot_writes_two_pngs(tmp_path):
 # -- over the protocol -------------------------------------------------------------------
 def test_exploring_starts_over_the_protocol(tmp_path):
     saved = tmp_path / "es.npz"
-    command = [sys.executable, "-m", "rlbridge", "run", "blackjack", "blackjack-mc-es",
-               "--program", "rlbridge.agents.blackjack.mc:exploring_starts_program",
-               "--episodes", "400", "--seed", "3", "--quiet", "--agent-opt", f"save={saved}"]
+    command = [
+        sys.executable,
+        "-m",
+        "rlbridge",
+        "run",
+        "blackjack",
+        "blackjack-mc-es",
+        "--program",
+        "rlbridge.agents.blackjack.mc:exploring_starts_program",
+        "--episodes",
+        "400",
+        "--seed",
+        "3",
+        "--quiet",
+        "--agent-opt",
+        f"save={saved}",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "episodes 400" in done.stdout

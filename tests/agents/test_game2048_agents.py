@@ -54,10 +54,7 @@ def test_mcts_plays_episodes_through_experiment_deterministically():
 
 
 def test_mcts_takes_the_big_merge():
-    board = board_from_tiles([512, 512, 0, 0,
-                              2, 4, 8, 16,
-                              4, 8, 16, 32,
-                              0, 0, 0, 2])
+    board = board_from_tiles([512, 512, 0, 0, 2, 4, 8, 16, 4, 8, 16, 32, 0, 0, 0, 2])
     agent = SeedMCTSAgent(iterations=200, seed=4)
     agent.agent_init(Game2048Env().env_init())
     action = agent.agent_start(Value(ints=exponents(board)))
@@ -86,10 +83,7 @@ def test_heuristic_prefers_monotone_lines_and_empty_cells():
 
 
 def test_expectimax_search_values_and_board_of():
-    board = board_from_tiles([4, 8, 16, 32,
-                              8, 16, 32, 64,
-                              16, 32, 64, 128,
-                              2, 4, 8, 0])
+    board = board_from_tiles([4, 8, 16, 32, 8, 16, 32, 64, 16, 32, 64, 128, 2, 4, 8, 0])
     action, value = ExpectimaxSearch().best_action(board, 3)
     assert action in legal_moves(board) and value > 0
     stuck = board_from_tiles([2, 4, 2, 4, 4, 2, 4, 2, 2, 4, 2, 4, 4, 2, 4, 2])
@@ -99,10 +93,9 @@ def test_expectimax_search_values_and_board_of():
 
 def test_expectimax_moves_while_legal_moves_exist_however_low_the_heuristic():
     # Big tiles out of order: every board the search sees scores far below 0.
-    board = board_from_tiles([2**15, 2, 2**14, 4,
-                              8, 2**13, 16, 2**12,
-                              2**11, 32, 2**10, 64,
-                              128, 2**9, 256, 0])
+    board = board_from_tiles(
+        [2**15, 2, 2**14, 4, 8, 2**13, 16, 2**12, 2**11, 32, 2**10, 64, 128, 2**9, 256, 0]
+    )
     assert heuristic(board) < -1e6
     assert all(score < -1e6 for _, _, score in after_states(board))
     for depth in (1, 2, 3, 4):

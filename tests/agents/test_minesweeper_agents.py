@@ -51,10 +51,16 @@ def first_move(rows: int, cols: int, mines: int, first_click: str) -> tuple[int,
     return divmod(agent.agent_start(env.env_start()).ints[0], cols)
 
 
-@pytest.mark.parametrize(("rows", "cols", "mines", "expected"), [
-    (9, 9, 10, (2, 2)), (16, 30, 99, (2, 2)), (4, 4, 3, (2, 2)), (3, 7, 4, (1, 2)),
-    (2, 6, 2, (0, 2)),
-])
+@pytest.mark.parametrize(
+    ("rows", "cols", "mines", "expected"),
+    [
+        (9, 9, 10, (2, 2)),
+        (16, 30, 99, (2, 2)),
+        (4, 4, 3, (2, 2)),
+        (3, 7, 4, (1, 2)),
+        (2, 6, 2, (0, 2)),
+    ],
+)
 def test_solver_opens_where_first_click_zero_guarantees_the_most(rows, cols, mines, expected):
     # A full 3x3 block of sure-safe cells wherever the board allows one, never a corner
     # (only 4 sure cells there).
@@ -91,10 +97,16 @@ def test_exact_probabilities_match_brute_force_enumeration():
         if core.is_terminal():
             continue
         expected = brute_force_probabilities(core)
-        got = mine_probabilities(core.hints().tolist(), core.open_mask().tolist(),
-                                 core.neighbours, core.num_mines)
-        cached = solve_board(core.hints().tolist(), core.open_mask().tolist(),
-                             core.neighbours, core.num_mines, cache=cache)[0]
+        got = mine_probabilities(
+            core.hints().tolist(), core.open_mask().tolist(), core.neighbours, core.num_mines
+        )
+        cached = solve_board(
+            core.hints().tolist(),
+            core.open_mask().tolist(),
+            core.neighbours,
+            core.num_mines,
+            cache=cache,
+        )[0]
         assert cached == got
         assert got.keys() == expected.keys()
         for cell, p in expected.items():
@@ -191,7 +203,9 @@ def test_endgame_layouts_match_the_solver_count_and_respect_the_limit():
         truth = frozenset(np.flatnonzero(core.mines()).tolist())
         assert truth in layouts
         cell = next(iter(probabilities))
-        assert sum(cell in layout for layout in layouts) / total == pytest.approx(probabilities[cell])
+        assert sum(cell in layout for layout in layouts) / total == pytest.approx(
+            probabilities[cell]
+        )
         if total > 1:
             assert enumerate_layouts(hints, is_open, core.neighbours, 4, set(), total - 1) is None
         compared += 1
@@ -202,10 +216,14 @@ def test_endgame_search_values_guesses_exactly():
     neighbours = neighbour_table(1, 4)
     # Cells 0..3 in a row, one mine at 0 or at 3: cells 1 and 2 are safe in both layouts and
     # their hints tell which, so guessing them wins surely; 0 and 3 are coin flips.
-    values = EndgameSearch([frozenset({0}), frozenset({3})], [0, 1, 2, 3], neighbours).guess_values()
+    values = EndgameSearch(
+        [frozenset({0}), frozenset({3})], [0, 1, 2, 3], neighbours
+    ).guess_values()
     assert values == {0: 0.5, 1: 1.0, 2: 1.0, 3: 0.5}
     # One mine among 0..2: opening 3 shows whether it is at 2, then opening 2 (safe) shows
     # whether it is at 1: a sure win. Guessing 0 first survives 2 layouts of 3, then wins.
     layouts = [frozenset({0}), frozenset({1}), frozenset({2})]
     values = EndgameSearch(layouts, [0, 1, 2, 3], neighbours).guess_values()
-    assert values[3] == 1.0 and values[0] == pytest.approx(2 / 3) and values[1] == pytest.approx(2 / 3)
+    assert (
+        values[3] == 1.0 and values[0] == pytest.approx(2 / 3) and values[1] == pytest.approx(2 / 3)
+    )

@@ -39,8 +39,11 @@ def test_revealing_a_cell_matches_solving_the_opened_board():
         closed_safe = [c for c in unknown if not core.mines()[c]]
         cell = closed_safe[len(closed_safe) // 2]
         around = tuple(n for n in core.neighbours[cell] if not is_open[n])
-        derived = solve_constraints(reveal(constraints, cell, around, int(core.hints()[cell])),
-                                    [c for c in unknown if c != cell], 10)
+        derived = solve_constraints(
+            reveal(constraints, cell, around, int(core.hints()[cell])),
+            [c for c in unknown if c != cell],
+            10,
+        )
         opened = list(is_open)
         opened[cell] = True
         expected, total = solve_board(hints, opened, core.neighbours, 10)

@@ -37,8 +37,13 @@ USER_BYTES = b"the user's own bytes"
 def stranger_messages(directory) -> list[str]:
     """Each path-taking message the agents served, aimed at ``directory``: at a file there
     (overwritten by the old agents), a new file, a FIFO (which hung them) and a plot."""
-    return [f"save {directory / 'victim'}", f"save {directory / 'new.npz'}",
-            f"load {directory / 'fifo'}", "load /dev/zero", f"plot {directory / 'plot'}"]
+    return [
+        f"save {directory / 'victim'}",
+        f"save {directory / 'new.npz'}",
+        f"load {directory / 'fifo'}",
+        "load /dev/zero",
+        f"plot {directory / 'plot'}",
+    ]
 
 
 def stranger_directory(tmp_path):
@@ -59,8 +64,9 @@ def assert_untouched(directory) -> None:
 
 
 @pytest.mark.parametrize("name", list(FORMERLY_SERVED))
-def test_a_strangers_file_messages_reach_no_file_and_the_owner_goes_on(name, processes, ipc_dir,
-                                                                        tmp_path):
+def test_a_strangers_file_messages_reach_no_file_and_the_owner_goes_on(
+    name, processes, ipc_dir, tmp_path
+):
     game, env_options, served = FORMERLY_SERVED[name]
     owner_file = tmp_path / ("owner.png" if name == "reversi-dqn" else "owner.npz")
     option = "curve" if name == "reversi-dqn" else "save"
@@ -117,17 +123,20 @@ def test_no_environment_message_touches_a_file(name, tmp_path):
     assert_untouched(directory)
 
 
-@pytest.mark.parametrize("name", ["tetris-qlearning", "minesweeper-elimination",
-                                  "blackjack-mc-es", "reversi-dqn"])
+@pytest.mark.parametrize(
+    "name", ["tetris-qlearning", "minesweeper-elimination", "blackjack-mc-es", "reversi-dqn"]
+)
 def test_a_load_option_naming_a_fifo_fails_at_start_in_one_line(name, processes, tmp_path):
     os.mkfifo(tmp_path / "fifo")
-    child = processes.start("agent", name, "--opt", f"load={tmp_path / 'fifo'}",
-                            "--bind", f"ipc://{tmp_path}/agent")
+    child = processes.start(
+        "agent", name, "--opt", f"load={tmp_path / 'fifo'}", "--bind", f"ipc://{tmp_path}/agent"
+    )
     _, err = child.communicate(timeout=60)
     assert child.returncode == 2
     assert err.strip().splitlines() == [
         f"rlbridge agent: cannot create {name!r}: load: {tmp_path / 'fifo'} is a FIFO; "
-        "expected a regular file"]
+        "expected a regular file"
+    ]
 
 
 def test_loads_refuse_devices_directories_and_oversized_files(tmp_path):
@@ -148,14 +157,15 @@ def test_an_npz_that_unpacks_beyond_the_limit_is_refused_before_it_is_read(tmp_p
     bomb = tmp_path / "bomb.npz"
     np.savez_compressed(bomb, zeros=np.zeros(1 << 20, dtype=np.uint8))  # 1 MiB, packed ~1 KiB
     assert bomb.stat().st_size < 10_000
-    with pytest.raises(OptionError, match=r"unpacks to \d+ bytes; expected at most 100000"), \
-            load_npz(bomb, limit=100_000):
+    with (
+        pytest.raises(OptionError, match=r"unpacks to \d+ bytes; expected at most 100000"),
+        load_npz(bomb, limit=100_000),
+    ):
         pass
     with load_npz(bomb) as data:
         assert data["zeros"].shape == (1 << 20,)
     (tmp_path / "text.npz").write_text("not a zip")
-    with pytest.raises(OptionError, match="is not an npz file"), \
-            load_npz(tmp_path / "text.npz"):
+    with pytest.raises(OptionError, match="is not an npz file"), load_npz(tmp_path / "text.npz"):
         pass
     np.savez(tmp_path / "pickle.npz", x=np.array([{}], dtype=object))  # a pickle inside
     with load_npz(tmp_path / "pickle.npz") as data, pytest.raises(ValueError, match="pickle"):

@@ -102,8 +102,16 @@ def test_core_from_observation_matches_the_environment():
 
 
 def small_dqn(**options):
-    settings = dict(mode="train", hidden=(16, 16), memory=400, batch=16, warmup=32, train_every=1,
-                    target_every=10, epsilon_steps=200)
+    settings = dict(
+        mode="train",
+        hidden=(16, 16),
+        memory=400,
+        batch=16,
+        warmup=32,
+        train_every=1,
+        target_every=10,
+        epsilon_steps=200,
+    )
     settings.update(options)
     return ReversiDQNAgent(**settings)
 
@@ -173,17 +181,32 @@ def test_dqn_plays_the_shipped_weights_by_default():
 
 
 def test_dqn_without_shipped_weights_for_the_board_names_the_way_out():
-    with pytest.raises(ValueError, match="ships weights for 6x6 only; got a 4x4 board: pass "
-                                         "mode=train"):
+    with pytest.raises(
+        ValueError, match="ships weights for 6x6 only; got a 4x4 board: pass mode=train"
+    ):
         ReversiDQNAgent().agent_init(ReversiEnv(size=4).env_init())
 
 
 def test_run_from_another_directory_plays_the_shipped_weights(tmp_path):
     # An untrained network wins about one game in ten against the seed heuristic; the shipped
     # weights win most, whatever the working directory.
-    done = subprocess.run([sys.executable, "-m", "rlbridge", "run", "reversi", "reversi-dqn",
-                           "--episodes", "20", "--quiet"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlbridge",
+            "run",
+            "reversi",
+            "reversi-dqn",
+            "--episodes",
+            "20",
+            "--quiet",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     wins = re.search(r"win rate [0-9.]+ \((\d+)/20\)", done.stdout)
     assert wins, done.stdout
@@ -204,7 +227,9 @@ def test_batched_dqn_plays_its_instances_as_the_per_instance_agent_does():
     for agent in (ReversiDQNAgent(), PerInstance(ReversiDQNAgent())):
         experiment = Experiment(ReversiEnv, agent, instances=6, seed=3)
         experiment.RL_init()
-        forms.append(type(getattr(experiment.batch.batch_agent, "_batch", experiment.batch.batch_agent)))
+        forms.append(
+            type(getattr(experiment.batch.batch_agent, "_batch", experiment.batch.batch_agent))
+        )
         runs.append(list(zip(*experiment.run(episodes=24).episodes, strict=True)))
     assert forms == [DQNBatch, PerInstance]
     assert runs[0] == runs[1] and len(runs[0]) == 24

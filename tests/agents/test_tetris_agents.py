@@ -30,7 +30,8 @@ BOTH = pytest.mark.parametrize("piece_set", PIECE_SETS.values(), ids=list(PIECE_
 def _board(text: str, rows: int = 12) -> list[int]:
     lines = text.split()
     return [0] * (rows - len(lines)) + [
-        sum(1 << c for c, ch in enumerate(line) if ch == "#") for line in lines]
+        sum(1 << c for c, ch in enumerate(line) if ch == "#") for line in lines
+    ]
 
 
 def _episodes(agent, episodes: int, max_steps: int = 0, **options):
@@ -58,7 +59,9 @@ def test_python_and_numpy_features_agree(piece_set):
             core.apply_action(legal[int(rng.integers(len(legal)))])
         after = placer.afterstates(core.board, core.heights, core.kind) if not core.terminal else []
         if after:
-            batch = placer.features([a[1] for a in after], [a[3] for a in after], [a[4] for a in after])
+            batch = placer.features(
+                [a[1] for a in after], [a[3] for a in after], [a[4] for a in after]
+            )
             single = [board_features(a[1], a[2], 5, a[3], a[4]) for a in after]
             assert np.array_equal(batch, np.array(single))
             checked += 1
@@ -91,12 +94,20 @@ def test_placement_agent_plays_through_the_glue_and_beats_random(pieces):
 
 
 def test_tuner_returns_a_weights_file_shape():
-    result = tune_weights(generations=1, population=3, elite=2, games=1, max_pieces=15,
-                          expect=True, log=lambda message: None)
+    result = tune_weights(
+        generations=1,
+        population=3,
+        elite=2,
+        games=1,
+        max_pieces=15,
+        expect=True,
+        log=lambda message: None,
+    )
     assert result["features"] == list(FEATURES) and len(result["weights"]) == len(FEATURES)
     assert result["tuning"]["agent"] == "expectation"
-    core = play_game(Placer(12, 5, np.asarray(result["weights"])), np.random.default_rng(0),
-                     max_pieces=15)
+    core = play_game(
+        Placer(12, 5, np.asarray(result["weights"])), np.random.default_rng(0), max_pieces=15
+    )
     assert core.pieces <= 15
 
 
@@ -184,7 +195,9 @@ def test_vectorised_pair_search_matches_the_loops(piece_set):
             core.apply_action(placer.best(core.board, core.heights, core.kind))
         if core.terminal:
             continue
-        expected = _pair_search_by_loops(placer, core.board, core.heights, core.kind, core.next_kind)
+        expected = _pair_search_by_loops(
+            placer, core.board, core.heights, core.kind, core.next_kind
+        )
         assert placer.best(core.board, core.heights, core.kind, core.next_kind) == expected
         compared += 1
     assert compared >= 8
@@ -201,8 +214,11 @@ def _expectation_by_loops(placer: Placer, board, heights, kind: int) -> int:
             value = -np.inf
             second = placer.afterstates(board1, heights1, next_kind)
             if second and not placer.top_rows(board1) & placer.spawn_masks[next_kind - 1]:
-                value = placer.values([a[1] for a in second], [land1 + a[3] for a in second],
-                                      [erode1 + a[4] for a in second]).max()
+                value = placer.values(
+                    [a[1] for a in second],
+                    [land1 + a[3] for a in second],
+                    [erode1 + a[4] for a in second],
+                ).max()
             expected += (value if value > -np.inf else game_over_value(placer)) / kinds
         if expected > best_value:
             best_value, best_action = expected, action

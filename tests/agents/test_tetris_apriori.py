@@ -47,8 +47,10 @@ class SeedGame:
         return False
 
     def rotate_piece(self):
-        new_piece = [[self.piece[y][x] for y in range(len(self.piece))]
-                     for x in range(len(self.piece[0]) - 1, -1, -1)]
+        new_piece = [
+            [self.piece[y][x] for y in range(len(self.piece))]
+            for x in range(len(self.piece[0]) - 1, -1, -1)
+        ]
         if not self.check_collision(self.board, new_piece, (self.piece_x, self.piece_y)):
             self.piece = new_piece
 
@@ -67,7 +69,7 @@ def get_curr_state(game):
     board = game.board[-2::-1]
     for i, row in enumerate(board):
         if all(j == 0 for j in row):
-            new_state = board[0:2] if i < 2 else board[i - 2:i]
+            new_state = board[0:2] if i < 2 else board[i - 2 : i]
             return [[1 if x != 0 else x for x in row] for row in new_state]
 
 
@@ -101,12 +103,22 @@ def apriori(game, random, window="code"):
                 return [j, 1]
     if piece_type == 3:
         for i in range(game.rlim - 1):
-            if state[0][i] == 0 and state[0][i + 1] == 0 and state[1][i] == 1 and state[1][i + 1] == 0:
+            if (
+                state[0][i] == 0
+                and state[0][i + 1] == 0
+                and state[1][i] == 1
+                and state[1][i + 1] == 0
+            ):
                 if game.piece[0][1] == 0:
                     return [i, 0]
                 else:
                     return [i, 1]
-            if state[0][i] == 0 and state[0][i + 1] == 0 and state[1][i] == 0 and state[1][i + 1] == 1:
+            if (
+                state[0][i] == 0
+                and state[0][i + 1] == 0
+                and state[1][i] == 0
+                and state[1][i + 1] == 1
+            ):
                 if game.piece[0][1] != 0:
                     return [i, 0]
                 else:
@@ -114,7 +126,12 @@ def apriori(game, random, window="code"):
         return [random.randint(0, game.rlim - 1) - game.piece_x, random.randint(0, 1)]
     if piece_type == 4:
         for i in range(game.rlim - 1):
-            if state[0][i] == 0 and state[0][i + 1] == 0 and state[1][i] == 1 and state[1][i + 1] == 0:
+            if (
+                state[0][i] == 0
+                and state[0][i + 1] == 0
+                and state[1][i] == 1
+                and state[1][i + 1] == 0
+            ):
                 for k, row in enumerate(game.piece):
                     for j, col in enumerate(row):
                         if col == 0:
@@ -126,7 +143,12 @@ def apriori(game, random, window="code"):
                                 return [i, 0]
                             else:
                                 return [i, 1]
-            elif state[0][i] == 0 and state[0][i + 1] == 0 and state[1][i] == 0 and state[1][i + 1] == 1:
+            elif (
+                state[0][i] == 0
+                and state[0][i + 1] == 0
+                and state[1][i] == 0
+                and state[1][i + 1] == 1
+            ):
                 for k, row in enumerate(game.piece):
                     for j, col in enumerate(row):
                         if col == 0:
@@ -186,7 +208,8 @@ def test_the_agent_places_each_seed_piece_where_the_seed_s_code_does(window):
             rotation, column = divmod(action, COLS)
             cells = {(r, c) for r, row in enumerate(piece) for c, v in enumerate(row) if v}
             assert (set(SEED_PIECES.orientation(kind, rotation).cells), column) == (cells, x), (
-                f"kind {kind}, answer {answer} on\n{core.render()}")
+                f"kind {kind}, answer {answer} on\n{core.render()}"
+            )
             compared += 1
             turned += answer[1] > 0
             random_answers += kind >= 3 and answer[0] < 0

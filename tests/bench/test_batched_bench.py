@@ -15,8 +15,7 @@ def test_a_row_runs_in_a_fresh_process_and_times_only_the_steps_after_the_warm_u
     rate, latencies = batched.in_fresh_process("bare_loop", "gridwalk", 3, 40, cpus=cpu)
     assert rate > 0
     assert len(latencies) == 40  # warmup_steps(40) == 2 more were played, untimed
-    rate, latencies = batched.in_fresh_process("in_process_batched", "gridwalk", 3, 40,
-                                               cpus=cpu)
+    rate, latencies = batched.in_fresh_process("in_process_batched", "gridwalk", 3, 40, cpus=cpu)
     assert rate > 0 and len(latencies) == 40
 
 
@@ -33,8 +32,9 @@ def test_the_warm_up_is_the_same_share_of_every_row():
 def test_the_environment_floor_steps_every_instance_and_round_trips_each_group():
     cpus = sorted(os.sched_getaffinity(0))
     for game in ("gridwalk", "2048"):
-        rate, latencies = batched.in_fresh_process("environment_floor", game, 5, 30, 2, 3,
-                                                   cpus[-1:], cpus={cpus[0]})
+        rate, latencies = batched.in_fresh_process(
+            "environment_floor", game, 5, 30, 2, 3, cpus[-1:], cpus={cpus[0]}
+        )
         assert rate > 0 and len(latencies) == 30
 
 
@@ -69,9 +69,16 @@ def test_two_shards_are_bounded_by_the_lightest_pairing_of_three_processes_on_tw
 
 def test_a_process_row_reports_each_childs_cpu_per_batched_step(tmp_path):
     cpus = sorted(os.sched_getaffinity(0))
-    rate, _, spent = batched.processes("gridwalk", 4, 50, shards=1, groups=1,
-                                       env_cpus=[{cpus[0]}], agent_cpus={cpus[0]},
-                                       directory=str(tmp_path))
+    rate, _, spent = batched.processes(
+        "gridwalk",
+        4,
+        50,
+        shards=1,
+        groups=1,
+        env_cpus=[{cpus[0]}],
+        agent_cpus={cpus[0]},
+        directory=str(tmp_path),
+    )
     assert rate > 0 and len(spent) == 2 and all(us >= 0 for us in spent)
 
 
@@ -85,9 +92,11 @@ def test_the_gym_rows_name_their_baselines_ratios_and_targets():
     assert any("AsyncVectorEnv" in name for name in names)
     assert any("SyncVectorEnv" in name and "baseline" in name for name in names)
     judged = {figure.name: figure for figure in figures if figure.target}
-    assert {"gym:CartPole-v1 served, 3 processes, 2 CPUs, 2 groups, against SyncVectorEnv",
-            "rlbridge.gym.make_vec(remote=True), 1 env process",
-            "2 shards, 2 CPUs, agent beside shard 2 (against 1 shard)"} <= set(judged)
+    assert {
+        "gym:CartPole-v1 served, 3 processes, 2 CPUs, 2 groups, against SyncVectorEnv",
+        "rlbridge.gym.make_vec(remote=True), 1 env process",
+        "2 shards, 2 CPUs, agent beside shard 2 (against 1 shard)",
+    } <= set(judged)
     for figure in figures:
         assert "p50" in figure.note or "EnvPool" in figure.note, figure
     for name, figure in judged.items():

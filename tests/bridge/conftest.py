@@ -19,8 +19,16 @@ def tetris_snapshot(board_rows: list[str], piece=PIECE_ABOVE, lines: int = 0) ->
     is the game over."""
     cols = len(board_rows[0])
     board = [0 if ch in ".0" else int(ch) for row in board_rows for ch in row]
-    return {"game": "tetris", "rows": len(board_rows), "cols": cols, "board": board,
-            "piece": piece, "next": 3, "lines": lines, "pieces": 1}
+    return {
+        "game": "tetris",
+        "rows": len(board_rows),
+        "cols": cols,
+        "board": board,
+        "piece": piece,
+        "next": 3,
+        "lines": lines,
+        "pieces": 1,
+    }
 
 
 @pytest.fixture(scope="session")

@@ -42,13 +42,17 @@ def test_seed_positions_and_wool_colours():
     lines = BlockStream().update(snap)
     # seed 002: x = 0 + column, y = 80 - row, z = 3, wool colour = piece kind
     assert lines[0] == "fill 0 80 3 2 78 3 minecraft:air"
-    assert set(lines[1:]) == {"setblock 1 79 3 minecraft:orange_wool",
-                              "setblock 0 78 3 minecraft:magenta_wool",
-                              "setblock 1 78 3 minecraft:light_blue_wool",
-                              "setblock 2 78 3 minecraft:gray_wool"}
+    assert set(lines[1:]) == {
+        "setblock 1 79 3 minecraft:orange_wool",
+        "setblock 0 78 3 minecraft:magenta_wool",
+        "setblock 1 78 3 minecraft:light_blue_wool",
+        "setblock 2 78 3 minecraft:gray_wool",
+    }
     assert to_malmo_chat("setblock 2 79 3 minecraft:red_wool") == "chat /setblock 2 79 3 wool 14"
-    assert [to_malmo_chat(line) for line in lines[:2]] == ["chat /fill 0 80 3 2 78 3 air",
-                                                          "chat /setblock 1 79 3 wool 1"]
+    assert [to_malmo_chat(line) for line in lines[:2]] == [
+        "chat /fill 0 80 3 2 78 3 air",
+        "chat /setblock 1 79 3 wool 1",
+    ]
     assert tetris_block(0) == AIR
 
 
@@ -56,7 +60,10 @@ def test_origin_option_moves_the_plane():
     origin = Origin.parse("10,64,-5")
     assert origin.position(2, 3) == (13, 62, -5)
     lines = BlockStream(origin).update(tetris_snapshot(["1"]))
-    assert lines == ["fill 10 64 -5 10 64 -5 minecraft:air", "setblock 10 64 -5 minecraft:orange_wool"]
+    assert lines == [
+        "fill 10 64 -5 10 64 -5 minecraft:air",
+        "setblock 10 64 -5 minecraft:orange_wool",
+    ]
     with pytest.raises(ValueError, match="X,Y,Z"):
         Origin.parse("1,2")
 
@@ -82,7 +89,9 @@ def test_random_sequences_match_the_reference_world():
     """Whatever the diff chooses, applying its commands must leave exactly the board's blocks."""
     rng = np.random.default_rng(5)
     stream = BlockStream(Origin(3, 70, 1))
-    world: dict = {(x, y, 1): "minecraft:stone" for x in range(3, 9) for y in range(60, 71)}  # stale junk
+    world: dict = {
+        (x, y, 1): "minecraft:stone" for x in range(3, 9) for y in range(60, 71)
+    }  # stale junk
     for _ in range(200):
         density = rng.random()
         board = [int(rng.integers(1, 8)) if rng.random() < density else 0 for _ in range(6 * 11)]
@@ -93,12 +102,21 @@ def test_random_sequences_match_the_reference_world():
 
 
 def test_grids_of_every_game():
-    rows, cols, grid = snapshot_grid({"game": "reversi", "size": 4, "board": [0, 1, -1, 0] + [0] * 12,
-                                      "legal": [], "last": None, "done": False})
+    rows, cols, grid = snapshot_grid(
+        {
+            "game": "reversi",
+            "size": 4,
+            "board": [0, 1, -1, 0] + [0] * 12,
+            "legal": [],
+            "last": None,
+            "done": False,
+        }
+    )
     assert (rows, cols) == (4, 4) and grid[(0, 1)] == "minecraft:black_wool"
     assert grid[(0, 2)] == "minecraft:white_wool"
     assert {grid[(r, c)] for r in range(4) for c in range(4)} - {grid[(0, 1)], grid[(0, 2)]} == {
-        "minecraft:green_wool"}  # the board
+        "minecraft:green_wool"
+    }  # the board
     board = [2, 4, 2048, 4096] + [0] * 11 + [131072]
     _, _, grid = snapshot_grid({"game": "2048", "board": board, "score": 0, "done": False})
     width = tile_block_width(board)
@@ -109,16 +127,34 @@ def test_grids_of_every_game():
             assert (top, left) not in grid
             continue
         assert grid[(top, left)] == tile_block(value)  # the tile's wool frames its number
-        ink = {cell for cell, block in grid.items() if block == ink_wool(tile_block(value))
-               and top <= cell[0] < top + 7 and left <= cell[1] < left + width}
+        ink = {
+            cell
+            for cell, block in grid.items()
+            if block == ink_wool(tile_block(value))
+            and top <= cell[0] < top + 7
+            and left <= cell[1] < left + width
+        }
         digits = len(str(value))
         start = left + (width - text_width(str(value))) // 2
         assert read_text(ink, top + 1, start, digits) == str(value)
-    assert tile_block(2048) != tile_block(4096) and tile_block(2 ** 40).endswith("_wool")
-    mines = {"game": "minesweeper", "rows": 1, "cols": 3, "hints": [1, -1, -1],
-             "open": [True, False, False], "mines": [False, True, False], "lost": False, "won": False, "last": 0}
+    assert tile_block(2048) != tile_block(4096) and tile_block(2**40).endswith("_wool")
+    mines = {
+        "game": "minesweeper",
+        "rows": 1,
+        "cols": 3,
+        "hints": [1, -1, -1],
+        "open": [True, False, False],
+        "mines": [False, True, False],
+        "lost": False,
+        "won": False,
+        "last": 0,
+    }
     _, _, grid = snapshot_grid(mines)
-    assert grid == {(0, 0): "minecraft:light_blue_wool", (0, 1): "minecraft:gray_wool", (0, 2): "minecraft:gray_wool"}
+    assert grid == {
+        (0, 0): "minecraft:light_blue_wool",
+        (0, 1): "minecraft:gray_wool",
+        (0, 2): "minecraft:gray_wool",
+    }
     _, _, grid = snapshot_grid(dict(mines, lost=True))
     assert grid[(0, 1)] == "minecraft:tnt"
     hand = {"game": "blackjack", "player": [10, 2], "dealer": [1, 5], "done": False, "reward": None}
@@ -141,7 +177,9 @@ def test_grids_of_every_game():
 
 
 def test_parse_and_palette_check():
-    assert parse_command("/setblock 1 -2 3 minecraft:red_wool") == SetBlock(1, -2, 3, "minecraft:red_wool")
+    assert parse_command("/setblock 1 -2 3 minecraft:red_wool") == SetBlock(
+        1, -2, 3, "minecraft:red_wool"
+    )
     assert parse_command("fill 0 0 0 1 1 1 minecraft:air") == Fill(0, 0, 0, 1, 1, 1, AIR)
     with pytest.raises(ValueError, match="expected 'setblock"):
         parse_command("setblock 1 2 minecraft:red_wool")

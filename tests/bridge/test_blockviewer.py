@@ -53,8 +53,9 @@ def test_draw_world_pixels():
 
 
 def test_viewer_ignores_bad_lines_and_snapshots_only_to_its_own_path(tmp_path):
-    viewer = BlockViewer("inproc://viewer-unit", headless=True,
-                         snapshot_path=str(tmp_path / "own.png"))
+    viewer = BlockViewer(
+        "inproc://viewer-unit", headless=True, snapshot_path=str(tmp_path / "own.png")
+    )
     assert viewer.handle("setblock 0 0 0 minecraft:red_wool\nsetblock nonsense\n#snapshot")
     assert viewer.world.blocks == {(0, 0, 0): "minecraft:red_wool"} and viewer.errors == 1
     assert (tmp_path / "own.png").exists()
@@ -70,8 +71,21 @@ def test_viewer_ignores_bad_lines_and_snapshots_only_to_its_own_path(tmp_path):
 def viewer_process(address: str, *extra: str):
     """A headless `rlbridge blocks viewer` process and a bridge that feeds it; the process is
     killed if the test leaves it running."""
-    process = subprocess.Popen([sys.executable, "-m", "rlbridge", "blocks", "viewer", "--bind",
-                                address, "--headless", *extra], stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rlbridge",
+            "blocks",
+            "viewer",
+            "--bind",
+            address,
+            "--headless",
+            *extra,
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     bridge = BlockBridge(ViewerSink(address))
     try:
         yield process, bridge
@@ -131,8 +145,9 @@ def test_a_headless_viewer_saves_its_snapshot_when_stopped_by_a_signal(tmp_path,
 
 
 def _same_pixels(first, second) -> bool:
-    return (first.get_size() == second.get_size()
-            and pygame.image.tobytes(first, "RGB") == pygame.image.tobytes(second, "RGB"))
+    return first.get_size() == second.get_size() and pygame.image.tobytes(
+        first, "RGB"
+    ) == pygame.image.tobytes(second, "RGB")
 
 
 @pytest.mark.parametrize("game", ["2048", "blackjack"])
@@ -145,9 +160,22 @@ def test_the_viewer_ends_on_the_final_state_though_it_dropped_batches(tmp_path, 
     snapshot_path = tmp_path / "final.png"
     session = HumanSession(game, {}, seed=7)
     rng = np.random.default_rng(7)
-    process = subprocess.Popen([sys.executable, "-m", "rlbridge", "blocks", "viewer", "--bind",
-                                address, "--headless", "--snapshot", str(snapshot_path)],
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rlbridge",
+            "blocks",
+            "viewer",
+            "--bind",
+            address,
+            "--headless",
+            "--snapshot",
+            str(snapshot_path),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     sink = ViewerSink(address, high_water_mark=1)
     bridge = BlockBridge(sink)
     try:
@@ -183,5 +211,7 @@ def test_refresh_redraws_the_last_state_whole():
     assert lines[0].startswith("fill ") and len(lines) == 1 + len(EXPECTED)
     world: dict = {}
     apply_commands(world, lines)
-    assert {position: block.removeprefix("minecraft:").removesuffix("_wool")
-            for position, block in world.items()} == EXPECTED
+    assert {
+        position: block.removeprefix("minecraft:").removesuffix("_wool")
+        for position, block in world.items()
+    } == EXPECTED

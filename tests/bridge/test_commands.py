@@ -10,7 +10,12 @@ from rlbridge.cli import main
 
 def test_blocks_demo_writes_checked_commands(tmp_path):
     out = tmp_path / "tetris.txt"
-    assert main(["blocks", "demo", "tetris", "--steps", "20", "--out", str(out), "--origin", "5,70,-2"]) == 0
+    assert (
+        main(
+            ["blocks", "demo", "tetris", "--steps", "20", "--out", str(out), "--origin", "5,70,-2"]
+        )
+        == 0
+    )
     lines = out.read_text().splitlines()
     check_commands(lines)
     assert lines[0].startswith("fill 5 70 -2 ")
@@ -21,7 +26,9 @@ def test_blocks_demo_writes_checked_commands(tmp_path):
 
 def test_blocks_demo_malmo_syntax(tmp_path):
     out = tmp_path / "malmo.txt"
-    assert main(["blocks", "demo", "2048", "--steps", "3", "--out", str(out), "--malmo-syntax"]) == 0
+    assert (
+        main(["blocks", "demo", "2048", "--steps", "3", "--out", str(out), "--malmo-syntax"]) == 0
+    )
     assert all(line.startswith("chat /") for line in out.read_text().splitlines())
 
 
@@ -33,8 +40,9 @@ def test_play_text_from_stdin(monkeypatch, capsys):
 
 def test_rcon_address_must_be_host_port(capsys):
     assert main(["blocks", "rcon", "list", "--rcon", "localhost"]) == 2
-    assert capsys.readouterr().err == ("rlbridge blocks: --rcon takes HOST:PORT such as "
-                                       "127.0.0.1:25575; got 'localhost'\n")
+    assert capsys.readouterr().err == (
+        "rlbridge blocks: --rcon takes HOST:PORT such as 127.0.0.1:25575; got 'localhost'\n"
+    )
 
 
 def test_screenshots_cover_every_game_in_both_views(tmp_path, capsys):

@@ -38,17 +38,26 @@ def tetris_game() -> list[dict]:
         frames.append(tetris_snapshot(empty, piece={"kind": o_piece, "cells": cells}))
     settled = with_rows(["44....", "44...."])
     for row in range(0, 7):  # an I piece (flat) falls into columns 2-5
-        frames.append(tetris_snapshot(settled, piece={"kind": 1, "cells": [[row, c] for c in range(2, 6)]}))
+        frames.append(
+            tetris_snapshot(settled, piece={"kind": 1, "cells": [[row, c] for c in range(2, 6)]})
+        )
     frames.append(tetris_snapshot(with_rows(["44....", "441111"]), piece=None))
     frames.append(tetris_snapshot(with_rows(["44...."]), piece=None, lines=1))  # the line clears
-    frames.append(tetris_snapshot(with_rows(["44.7..", "44777."]), piece={"kind": 2, "cells": [[0, 4], [0, 5], [1, 4], [1, 3]]}))
+    frames.append(
+        tetris_snapshot(
+            with_rows(["44.7..", "44777."]),
+            piece={"kind": 2, "cells": [[0, 4], [0, 5], [1, 4], [1, 3]]},
+        )
+    )
     frames.append(tetris_snapshot(empty, piece=None, lines=1))  # a new game: everything clears
     return frames
 
 
 def read_board(client: RconClient, rows: int, cols: int) -> dict:
     cells = [(r, c) for r in range(rows) for c in range(cols)]
-    replies = client.run_batch(["getblock {} {} {}".format(*ORIGIN.position(r, c)) for r, c in cells])
+    replies = client.run_batch(
+        ["getblock {} {} {}".format(*ORIGIN.position(r, c)) for r, c in cells]
+    )
     return {cell: reply for cell, reply in zip(cells, replies, strict=True) if reply != AIR}
 
 
@@ -56,7 +65,9 @@ def test_tetris_game_through_rcon_matches_the_server_blocks(flying_squid):
     host, port, password, _ = flying_squid
     sink = RconSink(host, port, password, batch=32)
     bridge = BlockBridge(sink, ORIGIN)
-    reader = RconClient(host, port, password, pipeline=True)  # a quick reader; the sink is vanilla-safe
+    reader = RconClient(
+        host, port, password, pipeline=True
+    )  # a quick reader; the sink is vanilla-safe
     reader.connect()
     try:
         sent = 0
@@ -79,7 +90,9 @@ def test_server_rejects_a_wrong_password_and_unknown_blocks(flying_squid):
     with pytest.raises(RconAuthError):
         RconClient(host, port, password + "x").connect()
     with RconClient(host, port, password) as client:
-        assert client.command("setblock 5 5 5 minecraft:no_such_block").startswith("Unknown block type")
+        assert client.command("setblock 5 5 5 minecraft:no_such_block").startswith(
+            "Unknown block type"
+        )
         assert client.command("fill 0 0 0 200 200 200 minecraft:air").startswith("Too many blocks")
 
 
@@ -89,7 +102,9 @@ def test_replies_split_over_packets_are_joined(flying_squid, pipeline):
     4096-byte packet boundaries): the client joins the packets before decoding."""
     host, port, password, _ = flying_squid
     with RconClient(host, port, password, pipeline=pipeline) as client:
-        replies = client.run_batch(["longreply 10001", "getblock 0 0 0", "longreply 4096", "longreply 5"])
+        replies = client.run_batch(
+            ["longreply 10001", "getblock 0 0 0", "longreply 4096", "longreply 5"]
+        )
     assert replies[0] == "x" + "é" * 5000 and len(replies[0].encode()) == 10001
     assert replies[1].startswith("minecraft:")
     assert replies[2] == "x" + "é" * 2047 + "y" and replies[3] == "xéé"
@@ -110,7 +125,14 @@ def test_server_speaks_minecraft_on_localhost_only(flying_squid):
     _, _, _, mc_port = flying_squid
     with socket.create_connection(("127.0.0.1", mc_port), timeout=10) as conn:
         host = b"127.0.0.1"
-        handshake = _varint(0) + _varint(769) + _varint(len(host)) + host + struct.pack(">H", mc_port) + _varint(1)
+        handshake = (
+            _varint(0)
+            + _varint(769)
+            + _varint(len(host))
+            + host
+            + struct.pack(">H", mc_port)
+            + _varint(1)
+        )
         conn.sendall(_varint(len(handshake)) + handshake + _varint(1) + _varint(0))
         data = b""
         while b"}" not in data or data.count(b"{") > data.count(b"}"):
@@ -142,7 +164,9 @@ def test_real_tetris_environment_through_rcon(flying_squid):
             bridge.show(snapshot)
             rows, cols, grid = snapshot_grid(snapshot)
             cells = [(r, c) for r in range(rows) for c in range(cols)]
-            replies = reader.run_batch(["getblock {} {} {}".format(*origin.position(r, c)) for r, c in cells])
+            replies = reader.run_batch(
+                ["getblock {} {} {}".format(*origin.position(r, c)) for r, c in cells]
+            )
             assert {cell: b for cell, b in zip(cells, replies, strict=True) if b != AIR} == grid
             if session.terminal:
                 session.restart()
@@ -165,10 +189,17 @@ def test_a_connected_minecraft_client_sees_the_blocks(flying_squid):
     from rlbridge.bridge.squid import SERVER_DIR
 
     host, port, password, game_port = flying_squid
-    client = subprocess.Popen(["node", str(SERVER_DIR / "watch-client.js"), host, str(game_port)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=SERVER_DIR)
+    client = subprocess.Popen(
+        ["node", str(SERVER_DIR / "watch-client.js"), host, str(game_port)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=SERVER_DIR,
+    )
     lines: queue.Queue[str] = queue.Queue()
-    reader = threading.Thread(target=lambda: [lines.put(line.strip()) for line in client.stdout], daemon=True)
+    reader = threading.Thread(
+        target=lambda: [lines.put(line.strip()) for line in client.stdout], daemon=True
+    )
     reader.start()
 
     def next_line(deadline: float) -> str:
@@ -184,11 +215,17 @@ def test_a_connected_minecraft_client_sees_the_blocks(flying_squid):
         bridge.show(tetris_snapshot(["5.", ".6"]))
         seen = {}
         deadline = time.monotonic() + 20
-        while AIR in (seen.get((40, 70, 3), AIR), seen.get((41, 69, 3), AIR)):  # the fill comes first
+        while AIR in (
+            seen.get((40, 70, 3), AIR),
+            seen.get((41, 69, 3), AIR),
+        ):  # the fill comes first
             change = json.loads(next_line(deadline))
             assert "error" not in change, change
             seen[(change["x"], change["y"], change["z"])] = change["block"]
-        assert seen[(40, 70, 3)] == "minecraft:lime_wool" and seen[(41, 69, 3)] == "minecraft:pink_wool"
+        assert (
+            seen[(40, 70, 3)] == "minecraft:lime_wool"
+            and seen[(41, 69, 3)] == "minecraft:pink_wool"
+        )
         bridge.close()
     finally:
         client.stdin.close()
@@ -201,29 +238,63 @@ def test_a_connected_minecraft_client_sees_the_blocks(flying_squid):
         client.stdout.close()
 
 
-@pytest.mark.parametrize("password, words", [
-    ("wrong", "refused the password"),
-    ("", "refused the password (none was given: pass --password or set RCON_PASSWORD)"),
-])
+@pytest.mark.parametrize(
+    "password, words",
+    [
+        ("wrong", "refused the password"),
+        ("", "refused the password (none was given: pass --password or set RCON_PASSWORD)"),
+    ],
+)
 def test_rcon_command_with_a_bad_password_is_one_line(flying_squid, password, words):
     host, rcon_port, _password, _ = flying_squid
     env = {k: v for k, v in os.environ.items() if k != "RCON_PASSWORD"}
-    result = subprocess.run([sys.executable, "-m", "rlbridge", "blocks", "rcon", "list", "--rcon",
-                             f"{host}:{rcon_port}", "--password", password],
-                            capture_output=True, text=True, timeout=60, env=env)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlbridge",
+            "blocks",
+            "rcon",
+            "list",
+            "--rcon",
+            f"{host}:{rcon_port}",
+            "--password",
+            password,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
-        f"rlbridge blocks: RCON at {host}:{rcon_port} {words}"]
+        f"rlbridge blocks: RCON at {host}:{rcon_port} {words}"
+    ]
 
 
 def test_rcon_command_with_no_server_is_one_line():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # bound, never listening: connections are refused
-        result = subprocess.run([sys.executable, "-m", "rlbridge", "blocks", "rcon", "list",
-                                 "--rcon", f"127.0.0.1:{port}", "--password", "x"],
-                                capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rlbridge",
+                "blocks",
+                "rcon",
+                "list",
+                "--rcon",
+                f"127.0.0.1:{port}",
+                "--password",
+                "x",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"rlbridge blocks: cannot connect to RCON at "
-                                                   f"127.0.0.1:{port}"), lines
+    assert len(lines) == 1 and lines[0].startswith(
+        f"rlbridge blocks: cannot connect to RCON at 127.0.0.1:{port}"
+    ), lines

@@ -27,8 +27,11 @@ def conforms(value, hint) -> bool:
         return isinstance(value, list) and all(conforms(item, args[0]) for item in value)
     if typing.is_typeddict(hint):
         fields = typing.get_type_hints(hint)
-        return (isinstance(value, dict) and set(value) == set(fields)
-                and all(conforms(value[key], fields[key]) for key in fields))
+        return (
+            isinstance(value, dict)
+            and set(value) == set(fields)
+            and all(conforms(value[key], fields[key]) for key in fields)
+        )
     if hint is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if hint is int:

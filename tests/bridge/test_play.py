@@ -25,13 +25,31 @@ from rlbridge.bridge.textboard import describe
 
 from .conftest import tetris_snapshot
 
-REVERSI = {"game": "reversi", "size": 6, "board": [0] * 36, "legal": [8], "last": None, "done": False}
-MINES = {"game": "minesweeper", "rows": 3, "cols": 5, "hints": [-1] * 15, "open": [False] * 15,
-         "mines": [False] * 15, "lost": False, "won": False, "last": None}
+REVERSI = {
+    "game": "reversi",
+    "size": 6,
+    "board": [0] * 36,
+    "legal": [8],
+    "last": None,
+    "done": False,
+}
+MINES = {
+    "game": "minesweeper",
+    "rows": 3,
+    "cols": 5,
+    "hints": [-1] * 15,
+    "open": [False] * 15,
+    "mines": [False] * 15,
+    "lost": False,
+    "won": False,
+    "last": None,
+}
 
 
 def click(snapshot, row, col):
-    return pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=cell_rect(snapshot, row, col).centre)
+    return pygame.event.Event(
+        pygame.MOUSEBUTTONDOWN, button=1, pos=cell_rect(snapshot, row, col).centre
+    )
 
 
 def key(code):
@@ -42,11 +60,26 @@ def test_events_to_actions():
     assert action_for_event(MINES, click(MINES, 2, 3)) == 13
     assert action_for_event(REVERSI, click(REVERSI, 1, 2)) == 8
     assert action_for_event(REVERSI, key(pygame.K_p)) == -1
-    assert action_for_event(REVERSI, pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=(0, 0))) is None
+    assert (
+        action_for_event(REVERSI, pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=(0, 0)))
+        is None
+    )
     game2048 = {"game": "2048", "board": [0] * 16, "score": 0, "done": False}
-    assert [action_for_event(game2048, key(k)) for k in (pygame.K_UP, pygame.K_DOWN, pygame.K_LEFT, pygame.K_RIGHT)] == [0, 1, 2, 3]
-    blackjack = {"game": "blackjack", "player": [2, 3], "dealer": [4], "done": False, "reward": None}
-    assert action_for_event(blackjack, key(pygame.K_h)) == 1 and action_for_event(blackjack, key(pygame.K_s)) == 0
+    assert [
+        action_for_event(game2048, key(k))
+        for k in (pygame.K_UP, pygame.K_DOWN, pygame.K_LEFT, pygame.K_RIGHT)
+    ] == [0, 1, 2, 3]
+    blackjack = {
+        "game": "blackjack",
+        "player": [2, 3],
+        "dealer": [4],
+        "done": False,
+        "reward": None,
+    }
+    assert (
+        action_for_event(blackjack, key(pygame.K_h)) == 1
+        and action_for_event(blackjack, key(pygame.K_s)) == 0
+    )
     assert action_for_event(tetris_snapshot(["."]), key(pygame.K_SPACE)) == 4
 
 
@@ -124,12 +157,16 @@ play_window(session, scale=1.5)
 def test_window_play_says_the_outcome_and_prints_no_pygame_banner():
     """The first import of pygame comes through rlbridge.bridge, so no "Hello from the pygame
     community"; a lost hand is called lost, next to its return."""
-    result = subprocess.run([sys.executable, "-c", PLAY_TO_A_BUST], capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", PLAY_TO_A_BUST], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert "pygame" not in result.stdout.lower()
-    assert re.search(r"^episode over: lost -1; return -1 in \d+ steps \(r restarts\)$", result.stderr,
-                     re.MULTILINE), result.stderr
+    assert re.search(
+        r"^episode over: lost -1; return -1 in \d+ steps \(r restarts\)$",
+        result.stderr,
+        re.MULTILINE,
+    ), result.stderr
 
 
 def test_the_ending_names_the_outcome_even_when_the_return_looks_like_a_win():
@@ -141,7 +178,10 @@ def test_the_ending_names_the_outcome_even_when_the_return_looks_like_a_win():
         session.act(cell)  # a cell opened already by a flood is refused: no step
     session.act(session.snapshot()["mines"].index(True))
     assert session.terminal and session.outcome() == "lost" and session.total > 0
-    assert session.ending() == f"episode over: lost; return {session.total:+g} in {session.steps} steps"
+    assert (
+        session.ending()
+        == f"episode over: lost; return {session.total:+g} in {session.steps} steps"
+    )
 
 
 def test_text_play_speaks_of_typed_moves_and_names_the_legal_ones():

@@ -141,9 +141,18 @@ def test_headless_view_writes_png_frames(tmp_path):
     snap = tetris_snapshot(["....", ".34.", "1..7"])
     frames = tmp_path / "frames"
     seen = []
-    drawn = _publish_while(publisher, snap, lambda: run_view(
-        publisher.address, headless=True, frames_dir=str(frames), max_frames=3, idle_timeout=20,
-        on_frame=seen.append))
+    drawn = _publish_while(
+        publisher,
+        snap,
+        lambda: run_view(
+            publisher.address,
+            headless=True,
+            frames_dir=str(frames),
+            max_frames=3,
+            idle_timeout=20,
+            on_frame=seen.append,
+        ),
+    )
     assert drawn == 3 and len(seen) == 3 and seen[0].snapshot == snap
     assert not pygame.display.get_init()  # headless never touched a display
     pngs = sorted(frames.glob("frame_*.png"))
@@ -164,7 +173,12 @@ def test_window_view_shows_frames(tmp_path):
         screen = pygame.display.get_surface()
         shown["pixel"] = tuple(screen.get_at(cell_rect(snap, 0, 3).inset(3, 3)))[:3]
 
-    drawn = _publish_while(publisher, snap, lambda: run_view(
-        publisher.address, headless=False, max_frames=1, idle_timeout=20, on_frame=grab))
+    drawn = _publish_while(
+        publisher,
+        snap,
+        lambda: run_view(
+            publisher.address, headless=False, max_frames=1, idle_timeout=20, on_frame=grab
+        ),
+    )
     assert drawn == 1 and shown["pixel"] == tile_rgb(4096)
     assert not pygame.display.get_init()  # the window closed

@@ -54,8 +54,8 @@ class FakeRconServer:
                     self.strict_closes += 1
                     return
                 request_id, kind = struct.unpack("<ii", buffer[4:12])
-                body = buffer[12:4 + length - 2].decode()
-                buffer = buffer[4 + length:]
+                body = buffer[12 : 4 + length - 2].decode()
+                buffer = buffer[4 + length :]
                 if kind == 3:
                     authed = body == self.password
                     conn.sendall(encode_packet(request_id if authed else -1, 2, ""))
@@ -67,7 +67,7 @@ class FakeRconServer:
                         return
                     reply = "x" * int(body.split()[1]) if body.startswith("echo") else f"ok {body}"
                     for start in range(0, max(1, len(reply)), 4096):
-                        conn.sendall(encode_packet(request_id, 0, reply[start:start + 4096]))
+                        conn.sendall(encode_packet(request_id, 0, reply[start : start + 4096]))
                 else:
                     conn.sendall(encode_packet(request_id, 0, f"Unknown request {kind:x}"))
 
@@ -91,7 +91,12 @@ def strict_server():
 
 def test_one_packet_at_a_time_suits_a_strict_vanilla_server(strict_server):
     with RconClient("127.0.0.1", strict_server.port, "pw") as client:
-        assert client.run_batch(["a", "echo 9000", "echo 4096", "b"]) == ["ok a", "x" * 9000, "x" * 4096, "ok b"]
+        assert client.run_batch(["a", "echo 9000", "echo 4096", "b"]) == [
+            "ok a",
+            "x" * 9000,
+            "x" * 4096,
+            "ok b",
+        ]
         assert client.reconnects == 0 and strict_server.strict_closes == 0
     client = RconClient("127.0.0.1", strict_server.port, "pw", pipeline=True)
     client.connect()

@@ -34,24 +34,32 @@ def colour_at(surface, point) -> tuple[int, int, int]:
 
 
 def colours_in(surface, rect) -> set[tuple[int, int, int]]:
-    return {colour_at(surface, (x, y)) for x in range(rect.left, rect.left + rect.width)
-            for y in range(rect.top, rect.top + rect.height)}
+    return {
+        colour_at(surface, (x, y))
+        for x in range(rect.left, rect.left + rect.width)
+        for y in range(rect.top, rect.top + rect.height)
+    }
 
 
 def minesweeper_snapshot(lost: bool) -> dict:
     # 3x4 board, mines at (0,3) and (2,0); hint numbers chosen to cover 1, 2 and 3.
-    hints = [0, 1, 2, 3,
-             1, 2, 0, 0,
-             4, 0, 0, 0]
-    opened = [True, True, True, False,
-              True, True, False, False,
-              False, False, False, False]
+    hints = [0, 1, 2, 3, 1, 2, 0, 0, 4, 0, 0, 0]
+    opened = [True, True, True, False, True, True, False, False, False, False, False, False]
     mines = [False] * 12
     mines[3] = mines[8] = True
     if lost:
         opened[8] = True
-    return {"game": "minesweeper", "rows": 3, "cols": 4, "hints": [h if o else -1 for h, o in zip(hints, opened, strict=True)],
-            "open": opened, "mines": mines, "lost": lost, "won": False, "last": 8 if lost else 1}
+    return {
+        "game": "minesweeper",
+        "rows": 3,
+        "cols": 4,
+        "hints": [h if o else -1 for h, o in zip(hints, opened, strict=True)],
+        "open": opened,
+        "mines": mines,
+        "lost": lost,
+        "won": False,
+        "last": 8 if lost else 1,
+    }
 
 
 def test_minesweeper_tiles_hint_colours_and_mines_on_loss(tmp_path):
@@ -76,19 +84,32 @@ def test_minesweeper_tiles_hint_colours_and_mines_on_loss(tmp_path):
     assert colour_at(surface, cell_rect(lost, 0, 3).inset(3, 3)) == MINE_UNOPENED
     path = tmp_path / "mines.png"
     save_png(surface, str(path))
-    assert colour_at(pygame.image.load(str(path)), cell_rect(lost, 2, 0).inset(3, 3)) == MINE_EXPLODED
+    assert (
+        colour_at(pygame.image.load(str(path)), cell_rect(lost, 2, 0).inset(3, 3)) == MINE_EXPLODED
+    )
 
 
 def test_every_hint_number_has_the_seed_colour():
     for hint in range(1, 9):
-        snap = {"game": "minesweeper", "rows": 1, "cols": 1, "hints": [hint], "open": [True],
-                "mines": [False], "lost": False, "won": False, "last": 0}
+        snap = {
+            "game": "minesweeper",
+            "rows": 1,
+            "cols": 1,
+            "hints": [hint],
+            "open": [True],
+            "mines": [False],
+            "lost": False,
+            "won": False,
+            "last": 0,
+        }
         assert HINT_RGB[hint] in colours_in(render(snap), cell_rect(snap, 0, 0))
 
 
 def test_tetris_board_and_falling_piece_colours():
-    snap = tetris_snapshot(["....", "....", ".7..", "1234", "5607"],
-                           piece={"kind": 3, "cells": [[0, 1], [0, 2], [1, 1], [1, 2]]})
+    snap = tetris_snapshot(
+        ["....", "....", ".7..", "1234", "5607"],
+        piece={"kind": 3, "cells": [[0, 1], [0, 2], [1, 1], [1, 2]]},
+    )
     surface = render(snap)
     board = [[0, 3, 3, 0], [0, 3, 3, 0], [0, 7, 0, 0], [1, 2, 3, 4], [5, 6, 0, 7]]
     for row, cells in enumerate(board):
@@ -101,7 +122,14 @@ def test_reversi_stones_hints_and_last_move():
     board = [0] * 36
     board[14], board[15], board[20], board[21] = 1, -1, -1, 1
     board[9] = 1
-    snap = {"game": "reversi", "size": 6, "board": board, "legal": [8, 27], "last": 9, "done": False}
+    snap = {
+        "game": "reversi",
+        "size": 6,
+        "board": board,
+        "legal": [8, 27],
+        "last": 9,
+        "done": False,
+    }
     surface = render(snap)
     assert colour_at(surface, cell_rect(snap, 2, 2).centre) == REVERSI_AGENT
     assert colour_at(surface, cell_rect(snap, 2, 3).centre) == REVERSI_ENV
@@ -116,7 +144,7 @@ def test_reversi_stones_hints_and_last_move():
 
 
 def test_2048_tiles_for_every_power_of_two_past_2048():
-    values = [0] + [2 ** k for k in range(1, 16)]  # 2 .. 32768, past 2048
+    values = [0] + [2**k for k in range(1, 16)]  # 2 .. 32768, past 2048
     snap = {"game": "2048", "board": values, "score": 1234, "done": False}
     surface = render(snap)
     seen = []
@@ -125,11 +153,17 @@ def test_2048_tiles_for_every_power_of_two_past_2048():
         assert colour == tile_rgb(value), value
         seen.append(colour)
     assert len(set(seen)) == len(values)  # every power keeps its own colour
-    assert len({tile_rgb(2 ** k) for k in range(1, 40)}) == 39
+    assert len({tile_rgb(2**k) for k in range(1, 40)}) == 39
 
 
 def test_blackjack_hides_the_dealer_card_until_the_end():
-    playing = {"game": "blackjack", "player": [10, 5], "dealer": [1, 9], "done": False, "reward": None}
+    playing = {
+        "game": "blackjack",
+        "player": [10, 5],
+        "dealer": [1, 9],
+        "done": False,
+        "reward": None,
+    }
     surface = render(playing)
     assert colour_at(surface, cell_rect(playing, 0, 0).inset(6, 6)) == CARD_FACE
     assert colour_at(surface, cell_rect(playing, 0, 1).centre) == CARD_BACK
@@ -169,10 +203,22 @@ CROWDED = [
     tetris_snapshot(["....."] * 12, lines=160) | {"pieces": 210, "next": None},
     tetris_snapshot(["....."] * 12, lines=123456) | {"pieces": 9876543, "next": 7},
     tetris_snapshot(["77777"] * 12, piece=None, lines=160) | {"pieces": 210},
-    {"game": "2048", "board": [2 ** k for k in range(5, 21)], "score": 98765432, "done": True},
-    {"game": "blackjack", "player": [1, 1, 1, 1, 2, 2, 2, 2, 10], "dealer": [10, 6, 5, 1],
-     "done": True, "reward": -1.0},
-    {"game": "reversi", "size": 8, "board": [1] * 32 + [-1] * 32, "legal": [], "last": 3, "done": True},
+    {"game": "2048", "board": [2**k for k in range(5, 21)], "score": 98765432, "done": True},
+    {
+        "game": "blackjack",
+        "player": [1, 1, 1, 1, 2, 2, 2, 2, 10],
+        "dealer": [10, 6, 5, 1],
+        "done": True,
+        "reward": -1.0,
+    },
+    {
+        "game": "reversi",
+        "size": 8,
+        "board": [1] * 32 + [-1] * 32,
+        "legal": [],
+        "last": 3,
+        "done": True,
+    },
 ]
 
 
@@ -186,14 +232,17 @@ def test_no_text_runs_off_the_canvas(snap, scale):
     assert _frame_is_background(surface, GAMES[snap["game"]].background, max(1, round(6 * scale)))
 
 
-@pytest.mark.parametrize("value", [16384, 131072, 2 ** 20])
+@pytest.mark.parametrize("value", [16384, 131072, 2**20])
 def test_2048_numbers_fit_their_tiles(value):
     snap = {"game": "2048", "board": [0, value] + [0] * 14, "score": 0, "done": False}
     surface = render(snap)
     tile = cell_rect(snap, 0, 1)
-    inked = [(x, y) for x in range(tile.left, tile.left + tile.width)
-             for y in range(tile.top, tile.top + tile.height)
-             if colour_at(surface, (x, y)) not in (tile_rgb(value), GRID_LINE)]
+    inked = [
+        (x, y)
+        for x in range(tile.left, tile.left + tile.width)
+        for y in range(tile.top, tile.top + tile.height)
+        if colour_at(surface, (x, y)) not in (tile_rgb(value), GRID_LINE)
+    ]
     assert inked  # the number is drawn
     xs = [x for x, _ in inked]
     assert min(xs) > tile.left + 2 and max(xs) < tile.left + tile.width - 3
@@ -221,5 +270,6 @@ def test_scale_enlarges_the_whole_picture(snap):
     small, large = render(snap), render(snap, scale=2)
     assert large.get_size() == (2 * small.get_width(), 2 * small.get_height())
     for row, col in ((0, 0), (1, 1)):
-        assert (colour_at(large, cell_rect(snap, row, col, scale=2).inset(8, 8))
-                == colour_at(small, cell_rect(snap, row, col).inset(4, 4)))
+        assert colour_at(large, cell_rect(snap, row, col, scale=2).inset(8, 8)) == colour_at(
+            small, cell_rect(snap, row, col).inset(4, 4)
+        )

@@ -16,8 +16,10 @@ def test_text_sink_writes_lines_and_malmo_syntax(tmp_path):
     stream = io.StringIO()
     sink = TextSink(stream=stream)
     BlockBridge(sink).show(tetris_snapshot([".1"]))
-    assert stream.getvalue().splitlines() == ["fill 0 80 3 1 80 3 minecraft:air",
-                                              "setblock 1 80 3 minecraft:orange_wool"]
+    assert stream.getvalue().splitlines() == [
+        "fill 0 80 3 1 80 3 minecraft:air",
+        "setblock 1 80 3 minecraft:orange_wool",
+    ]
     path = tmp_path / "commands.txt"
     sink = TextSink(str(path), malmo_syntax=True)
     sink.send(["setblock 2 79 3 minecraft:red_wool"])

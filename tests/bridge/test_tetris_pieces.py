@@ -43,7 +43,10 @@ def test_every_piece_is_drawn_in_its_wool_colour(pieces):
         assert len(cells) == len(PIECE_SETS[pieces].orientation(kind, 0).cells)
         surface = render(snap)
         for row, col in cells:
-            assert tuple(surface.get_at(cell_rect(snap, row, col).centre))[:3] == drawing.TETRIS_RGB[kind]
+            assert (
+                tuple(surface.get_at(cell_rect(snap, row, col).centre))[:3]
+                == drawing.TETRIS_RGB[kind]
+            )
         blocks = drawing.block_grid(snap).cells
         assert all(blocks[cell] == wool(WOOL_COLOURS[kind]) for cell in cells)
         text_rows = drawing.text(snap).splitlines()[1:]  # under the column numbers

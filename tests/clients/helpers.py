@@ -30,18 +30,23 @@ def build_c() -> Path:
     """Build the C agents with their Makefile (a no-op when up to date); returns build/."""
     need("make")
     need("cc")
-    result = subprocess.run(["make", "-s", "-C", str(C_DIR)], capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        ["make", "-s", "-C", str(C_DIR)], capture_output=True, text=True, timeout=300
+    )
     if result.returncode != 0:
-        raise AssertionError(f"building clients/c failed (libzmq and msgpack-c dev packages come "
-                             f"from `{SETUP}`):\n{result.stdout}{result.stderr}")
+        raise AssertionError(
+            f"building clients/c failed (libzmq and msgpack-c dev packages come "
+            f"from `{SETUP}`):\n{result.stdout}{result.stderr}"
+        )
     return C_DIR / "build"
 
 
 def check_js() -> str:
     node = need("node")
-    if not (JS_DIR / "node_modules" / "zeromq").is_dir() or \
-            not (JS_DIR / "node_modules" / "@msgpack" / "msgpack").is_dir():
+    if (
+        not (JS_DIR / "node_modules" / "zeromq").is_dir()
+        or not (JS_DIR / "node_modules" / "@msgpack" / "msgpack").is_dir()
+    ):
         raise AssertionError(f"clients/js/node_modules is missing; run `{SETUP}` (npm ci)")
     return node
 
@@ -101,5 +106,6 @@ def train_then_greedy(experiment, episodes: int, max_steps: int, progress) -> No
         progress.update(1, "")
     assert experiment.RL_agent_message("greedy") == "ok"
     experiment.RL_episode(max_steps)
-    print(f"greedy return {experiment.RL_return():.1f} states "
-          f"{experiment.RL_agent_message('states')}")
+    print(
+        f"greedy return {experiment.RL_return():.1f} states {experiment.RL_agent_message('states')}"
+    )

@@ -29,8 +29,10 @@ from rlbridge.protocol.values import Value, decode_value
 from .helpers import C_DIR, JS_DIR, SUMMARY, agent_command, build_c, check_js, need, start, stop
 
 LANGUAGES = ("python", "c", "javascript")
-COUNTDOWN_SPEC = ("VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS (0 5) "
-                  "ACTIONS INTS (0 1) REWARDS (0.0 5.0) EXTRA")
+COUNTDOWN_SPEC = (
+    "VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS (0 5) "
+    "ACTIONS INTS (0 1) REWARDS (0.0 5.0) EXTRA"
+)
 #: game -> (episodes, max_steps): gridwalk's first action walks into the wall, so it is cut off.
 GAMES = {"gridwalk": (3, 20), "blackjack": (40, 0), "2048": (2, 60)}
 
@@ -52,8 +54,9 @@ class Servers:
     def env(self, game: str) -> str:
         address = f"ipc://{self.directory}/env-{game}"
         if game not in self.children:
-            self.children[game] = start([sys.executable, "-m", "rlbridge", "env", game, "--bind",
-                                         address])
+            self.children[game] = start(
+                [sys.executable, "-m", "rlbridge", "env", game, "--bind", address]
+            )
         return address
 
     def agent(self, language: str, name: str) -> str:
@@ -74,8 +77,12 @@ def servers(sockets):
         started.env(game)
     for language in LANGUAGES:
         started.agent(language, "first")
-    for language, name in (("c", "random"), ("javascript", "random"), ("c", "blackjack"),
-                           ("python", "tests.clients.helpers:OptimalBlackjackAgent")):
+    for language, name in (
+        ("c", "random"),
+        ("javascript", "random"),
+        ("c", "blackjack"),
+        ("python", "tests.clients.helpers:OptimalBlackjackAgent"),
+    ):
         started.agent(language, name)
     yield started
     stop(list(started.children.values()))
@@ -84,8 +91,20 @@ def servers(sockets):
 def experiment(capsys, env: str, agent: str, *extra: str) -> tuple[str, str, str]:
     """Run `rlbridge experiment` in this process; returns (episodes, steps, mean return)."""
     capsys.readouterr()
-    code = main(["experiment", "--env", env, "--agent", agent, "--quiet", "--no-shutdown-peers",
-                 "--connect-timeout-ms", "20000", *extra])
+    code = main(
+        [
+            "experiment",
+            "--env",
+            env,
+            "--agent",
+            agent,
+            "--quiet",
+            "--no-shutdown-peers",
+            "--connect-timeout-ms",
+            "20000",
+            *extra,
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     match = SUMMARY.search(out)
@@ -106,15 +125,26 @@ def hello_languages(path: str) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("game", list(GAMES))
 def test_a_deterministic_policy_gives_identical_results_and_logs_in_every_language(
-        game, servers, capsys, tmp_path):
+    game, servers, capsys, tmp_path
+):
     episodes, max_steps = GAMES[game]
     results = {}
     logs = {}
     for language in LANGUAGES:
         log = str(tmp_path / f"{language}.log")
         results[language] = experiment(
-            capsys, servers.env(game), servers.agent(language, "first"), "--episodes",
-            str(episodes), "--max-steps", str(max_steps), "--seed", "7", "--log", log)
+            capsys,
+            servers.env(game),
+            servers.agent(language, "first"),
+            "--episodes",
+            str(episodes),
+            "--max-steps",
+            str(max_steps),
+            "--seed",
+            "7",
+            "--log",
+            log,
+        )
         logs[language] = log_contents(log)
         assert hello_languages(log)[1][1] == language  # the agent's HELLO names its language
     assert results["python"][0] == str(episodes)
@@ -130,10 +160,19 @@ def test_a_deterministic_policy_gives_identical_results_and_logs_in_every_langua
 
 def test_the_experiment_works_the_same_step_by_step(servers, capsys):
     """Without the fast path every agent call goes through the experiment (two round trips)."""
-    results = {language: experiment(capsys, servers.env("gridwalk"),
-                                    servers.agent(language, "first"), "--episodes", "2",
-                                    "--max-steps", "10", "--no-fast-path")
-               for language in LANGUAGES}
+    results = {
+        language: experiment(
+            capsys,
+            servers.env("gridwalk"),
+            servers.agent(language, "first"),
+            "--episodes",
+            "2",
+            "--max-steps",
+            "10",
+            "--no-fast-path",
+        )
+        for language in LANGUAGES
+    }
     assert results["c"] == results["javascript"] == results["python"] == ("2", "20", "-9.0000")
 
 
@@ -143,8 +182,22 @@ def test_the_c_basic_strategy_plays_exactly_the_python_optimal_policy(servers, c
     runs = []
     for agent in (twin, basic):
         log = str(tmp_path / f"{len(runs)}.log")
-        runs.append((experiment(capsys, servers.env("blackjack"), agent, "--episodes", "100",
-                                "--seed", "11", "--log", log), log_contents(log)[1]))
+        runs.append(
+            (
+                experiment(
+                    capsys,
+                    servers.env("blackjack"),
+                    agent,
+                    "--episodes",
+                    "100",
+                    "--seed",
+                    "11",
+                    "--log",
+                    log,
+                ),
+                log_contents(log)[1],
+            )
+        )
     assert runs[0] == runs[1]
     assert runs[0][0][0] == "100"
 
@@ -152,23 +205,51 @@ def test_the_c_basic_strategy_plays_exactly_the_python_optimal_policy(servers, c
 @pytest.mark.parametrize("language", ["c", "javascript"])
 @pytest.mark.parametrize("game, max_steps", [("2048", 80), ("gridwalk", 60)])
 def test_random_agents_play_legal_actions(language, game, max_steps, servers, capsys):
-    episodes, steps, _ = experiment(capsys, servers.env(game), servers.agent(language, "random"),
-                                    "--episodes", "2", "--max-steps", str(max_steps), "--seed", "3")
+    episodes, steps, _ = experiment(
+        capsys,
+        servers.env(game),
+        servers.agent(language, "random"),
+        "--episodes",
+        "2",
+        "--max-steps",
+        str(max_steps),
+        "--seed",
+        "3",
+    )
     assert episodes == "2" or max_steps > 0
     assert int(steps) > 0
 
 
-def test_javascript_q_learning_learns_gridwalk_and_saves_its_table(servers, sockets, capsys,
-                                                                   tmp_path):
+def test_javascript_q_learning_learns_gridwalk_and_saves_its_table(
+    servers, sockets, capsys, tmp_path
+):
     table = tmp_path / "q.msgpack"
     address = f"ipc://{sockets}/qlearning"
-    child = start(agent_command("javascript", "qlearning", address, "--opt", "alpha=0.5",
-                                "--opt", f"save={table}"))
+    child = start(
+        agent_command(
+            "javascript", "qlearning", address, "--opt", "alpha=0.5", "--opt", f"save={table}"
+        )
+    )
     try:
         capsys.readouterr()
-        code = main(["experiment", "--env", servers.env("gridwalk"), "--agent", address,
-                     "--episodes", "150", "--max-steps", "100", "--seed", "5", "--quiet",
-                     "--program", "tests.clients.helpers:train_then_greedy"])
+        code = main(
+            [
+                "experiment",
+                "--env",
+                servers.env("gridwalk"),
+                "--agent",
+                address,
+                "--episodes",
+                "150",
+                "--max-steps",
+                "100",
+                "--seed",
+                "5",
+                "--quiet",
+                "--program",
+                "tests.clients.helpers:train_then_greedy",
+            ]
+        )
         out, err = capsys.readouterr()
         assert code == 0, err
     finally:
@@ -179,8 +260,9 @@ def test_javascript_q_learning_learns_gridwalk_and_saves_its_table(servers, sock
 
 def test_c_vectors_encode_and_decode_byte_exactly():
     need("make")
-    result = subprocess.run(["make", "-s", "-C", str(C_DIR), "test"], capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        ["make", "-s", "-C", str(C_DIR), "test"], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert " passed, 0 failed" in result.stdout
 
@@ -189,8 +271,9 @@ def test_javascript_vectors_and_agents_pass_their_own_tests():
     node = check_js()
     tests = sorted(str(path.relative_to(JS_DIR)) for path in (JS_DIR / "test").glob("*.test.js"))
     assert len(tests) >= 2
-    result = subprocess.run([node, "--test", *tests], cwd=JS_DIR, capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [node, "--test", *tests], cwd=JS_DIR, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "# fail 0" in result.stdout
 
@@ -203,8 +286,12 @@ def test_agents_speak_curve_and_refuse_a_wrong_key(language, servers, sockets, t
     address = f"ipc://{sockets}/curve-agent-{language}"
     agent = start(agent_command(language, "first", address, "--curve-dir", str(good.directory)))
     # Knows the server's public key but presents a client key that is not authorized.
-    intruder_keys = CurveKeys(other.directory, good.server_public,
-                              client_public=other.client_public, client_secret=other.client_secret)
+    intruder_keys = CurveKeys(
+        other.directory,
+        good.server_public,
+        client_public=other.client_public,
+        client_secret=other.client_secret,
+    )
     trusted = RequestClient(address, "agent", "experiment", timeout_ms=5000, curve=good)
     intruder = RequestClient(address, "agent", "experiment", timeout_ms=1000, curve=intruder_keys)
     # A refused handshake may drop the connection before the request is queued: then sending
@@ -230,8 +317,9 @@ def test_agents_speak_curve_and_refuse_a_wrong_key(language, servers, sockets, t
 
 @pytest.mark.parametrize("mode", [0o640, 0o604])
 @pytest.mark.parametrize("language", LANGUAGES)
-def test_every_agent_refuses_a_secret_key_others_can_read_in_the_same_line(language, mode,
-                                                                            sockets, tmp_path):
+def test_every_agent_refuses_a_secret_key_others_can_read_in_the_same_line(
+    language, mode, sockets, tmp_path
+):
     if language == "c":
         build_c()
     create_keys(tmp_path / "keys")
@@ -239,8 +327,15 @@ def test_every_agent_refuses_a_secret_key_others_can_read_in_the_same_line(langu
     secret.chmod(mode)
     with pytest.raises(CurveError) as python_says:
         CurveKeys.load(tmp_path / "keys")
-    agent = start(agent_command(language, "first", f"ipc://{sockets}/readable-{language}",
-                                "--curve-dir", str(tmp_path / "keys")))
+    agent = start(
+        agent_command(
+            language,
+            "first",
+            f"ipc://{sockets}/readable-{language}",
+            "--curve-dir",
+            str(tmp_path / "keys"),
+        )
+    )
     try:
         _, err = agent.communicate(timeout=60)
     finally:
@@ -267,7 +362,10 @@ def test_bad_input_gets_the_protocol_error_and_the_agent_keeps_serving(language,
         return ask(msgpack.packb([version, msg_type, seq, 1, body], use_bin_type=True))
 
     try:
-        assert request(MessageType.HELLO, ["experiment", V, "test", "python"])[4][:2] == ["agent", V]
+        assert request(MessageType.HELLO, ["experiment", V, "test", "python"])[4][:2] == [
+            "agent",
+            V,
+        ]
         cases = [
             (ask(b"\xc1"), ErrorCode.MALFORMED),
             (ask(b"\xa3abc"), ErrorCode.MALFORMED),
@@ -275,8 +373,10 @@ def test_bad_input_gets_the_protocol_error_and_the_agent_keeps_serving(language,
             (ask(msgpack.packb([V, 20, "1", 0, None])), ErrorCode.BAD_FIELD),
             (request(99, None), ErrorCode.UNKNOWN_TYPE),
             (request(MessageType.HELLO, None, version=1), ErrorCode.VERSION_MISMATCH),
-            (request(MessageType.HELLO, ["experiment", 1, "test", "python"]),
-             ErrorCode.VERSION_MISMATCH),
+            (
+                request(MessageType.HELLO, ["experiment", 1, "test", "python"]),
+                ErrorCode.VERSION_MISMATCH,
+            ),
             (request(MessageType.ENV_STEP, [[0], [], "", []]), ErrorCode.WRONG_STATE),
             (request(MessageType.AGENT_START, [[1], [], "", []]), ErrorCode.WRONG_STATE),
             (request(MessageType.AGENT_INIT, 5), ErrorCode.BAD_FIELD),
@@ -291,12 +391,22 @@ def test_bad_input_gets_the_protocol_error_and_the_agent_keeps_serving(language,
         short = [[], [], "", [["<i4", [2], b"\x00"]]]
         assert request(MessageType.AGENT_START, short)[4][0] == ErrorCode.BAD_FIELD
         assert request(MessageType.AGENT_START, [[5], [], "", []])[4] == [[0], [], "", []]
-        assert request(MessageType.AGENT_STEP, [1, [[4], [], "", []]], seq=8) == \
-            [V, 22, 8, 1, [[0], [], "", []]]  # an int reward is accepted
+        assert request(MessageType.AGENT_STEP, [1, [[4], [], "", []]], seq=8) == [
+            V,
+            22,
+            8,
+            1,
+            [[0], [], "", []],
+        ]  # an int reward is accepted
         # A 70 000-byte array in its own frame (PROTOCOL.md section 3), then a bad frame index.
         big = [[5], [], "", [["|u1", [70000], 0]]]
-        assert ask(msgpack.packb([V, 22, 10, 1, [0.0, big]]), bytes(70000)) == \
-            [V, 22, 10, 1, [[0], [], "", []]]
+        assert ask(msgpack.packb([V, 22, 10, 1, [0.0, big]]), bytes(70000)) == [
+            V,
+            22,
+            10,
+            1,
+            [[0], [], "", []],
+        ]
         assert ask(msgpack.packb([V, 22, 11, 1, [0.0, big]]))[4][0] == ErrorCode.BAD_FIELD
         assert request(MessageType.SHUTDOWN, "done", seq=9) == [V, 4, 9, 1, None]
         assert agent.wait(timeout=20) == 0
@@ -317,8 +427,10 @@ def test_every_agent_on_loopback_tcp_without_curve_says_who_may_connect(language
         line = agent.stderr.readline()
     finally:
         stop([agent])
-    assert line.strip().endswith(f"on tcp://127.0.0.1:{port} (loopback tcp without CURVE: any "
-                                 "user of this machine may connect)"), line
+    assert line.strip().endswith(
+        f"on tcp://127.0.0.1:{port} (loopback tcp without CURVE: any "
+        "user of this machine may connect)"
+    ), line
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
@@ -328,8 +440,11 @@ def test_every_agent_refuses_a_default_ipc_directory_others_can_write(language, 
     directory = tmp_path / f"rlbridge-{os.getuid()}"
     directory.mkdir()
     os.chmod(directory, 0o777)
-    command = [part for part in agent_command(language, "random", "unused")
-               if part not in ("--bind", "unused")]
+    command = [
+        part
+        for part in agent_command(language, "random", "unused")
+        if part not in ("--bind", "unused")
+    ]
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     env.pop("RLBRIDGE_AGENT_ADDR", None)
     result = subprocess.run(command, capture_output=True, text=True, timeout=30, env=env)

@@ -28,8 +28,11 @@ _HEAD = bytes([0x95, V, STEP, 5, 1, 0x92, 0xCB]) + bytes(8)
 
 def _bombs() -> dict[str, bytes]:
     """Requests of 20-30 bytes whose headers claim far more than they hold."""
-    big, huge, most = ((2**28).to_bytes(4, "big"), (2**31).to_bytes(4, "big"),
-                       (2**32 - 1).to_bytes(4, "big"))
+    big, huge, most = (
+        (2**28).to_bytes(4, "big"),
+        (2**31).to_bytes(4, "big"),
+        (2**32 - 1).to_bytes(4, "big"),
+    )
     return {
         # The observation claims 2**28 parts, then 2**31 (the 21-byte message of issue 23).
         "array32 of 2**28": _HEAD + b"\xdd" + big,
@@ -53,8 +56,7 @@ def sockets():
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
-def test_claimed_lengths_are_refused_before_allocation_and_the_episode_goes_on(language,
-                                                                               sockets):
+def test_claimed_lengths_are_refused_before_allocation_and_the_episode_goes_on(language, sockets):
     if language == "c":
         build_c()
     elif language == "javascript":
@@ -74,8 +76,10 @@ def test_claimed_lengths_are_refused_before_allocation_and_the_episode_goes_on(l
         return ask(msgpack.packb([V, int(msg_type), seq, 1, body], use_bin_type=True))
 
     try:
-        assert request(MessageType.HELLO, ["experiment", V, "test", "python"], 1)[1] == \
-            MessageType.HELLO
+        assert (
+            request(MessageType.HELLO, ["experiment", V, "test", "python"], 1)[1]
+            == MessageType.HELLO
+        )
         assert request(MessageType.AGENT_INIT, COUNTDOWN_SPEC, 2)[4] is None
         assert request(MessageType.AGENT_START, [[5], [], "", []], 3)[4] == [[0], [], "", []]
         for name, frame in _bombs().items():
@@ -84,8 +88,13 @@ def test_claimed_lengths_are_refused_before_allocation_and_the_episode_goes_on(l
             assert reply[4][0] in (ErrorCode.MALFORMED, ErrorCode.BAD_FIELD), (name, reply)
             assert agent.poll() is None, name
         # The episode goes on where it was: the agent is still inside it.
-        assert request(MessageType.AGENT_STEP, [1.0, [[4], [], "", []]], 9) == \
-            [V, STEP, 9, 1, [[0], [], "", []]]
+        assert request(MessageType.AGENT_STEP, [1.0, [[4], [], "", []]], 9) == [
+            V,
+            STEP,
+            9,
+            1,
+            [[0], [], "", []],
+        ]
     finally:
         dealer.close()
         stop([agent])

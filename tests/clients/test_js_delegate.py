@@ -37,20 +37,26 @@ def sockets():
 
 
 def test_the_fast_path_gives_the_same_summary_and_log_from_the_js_and_python_gridwalk(
-        sockets, capsys, tmp_path):
+    sockets, capsys, tmp_path
+):
     envs = {"javascript": f"ipc://{sockets}/env-js", "python": f"ipc://{sockets}/env-py"}
     agents = {"python": f"ipc://{sockets}/agent-py", "javascript": f"ipc://{sockets}/agent-js"}
     children = [
         start(js_env_command(envs["javascript"])),
         start([sys.executable, "-m", "rlbridge", "env", "gridwalk", "--bind", envs["python"]]),
-        *(start(agent_command(language, "random", address)) for language, address
-          in agents.items()),
+        *(
+            start(agent_command(language, "random", address))
+            for language, address in agents.items()
+        ),
     ]
     try:
         for agent in agents.values():
-            results = {language: experiment(capsys, address, agent, "--episodes", "4",
-                                            "--max-steps", "60", "--seed", "3")
-                       for language, address in envs.items()}
+            results = {
+                language: experiment(
+                    capsys, address, agent, "--episodes", "4", "--max-steps", "60", "--seed", "3"
+                )
+                for language, address in envs.items()
+            }
             assert results["javascript"] == results["python"], agent
             assert int(results["python"][1]) > 40
         # With --log the environment sends its records of each delegated episode: the same
@@ -58,8 +64,19 @@ def test_the_fast_path_gives_the_same_summary_and_log_from_the_js_and_python_gri
         logs = {}
         for language, address in envs.items():
             log = str(tmp_path / f"{language}.log")
-            experiment(capsys, address, agents["python"], "--episodes", "4", "--max-steps",
-                       "60", "--seed", "3", "--log", log)
+            experiment(
+                capsys,
+                address,
+                agents["python"],
+                "--episodes",
+                "4",
+                "--max-steps",
+                "60",
+                "--seed",
+                "3",
+                "--log",
+                log,
+            )
             logs[language] = log_contents(log)
         assert logs["javascript"] == logs["python"]
         assert sum(record.writer == "environment" for record in logs["python"][1]) > 80
@@ -91,8 +108,11 @@ class ScriptedAgent:
             identity, payload, *_ = self.socket.recv_multipart()
             _, msg_type, seq, episode, _ = msgpack.unpackb(payload)
             self.calls.append(msg_type)
-            body = ["agent", V, "scripted", "python"] if msg_type == T.HELLO else \
-                self.answer(msg_type, episode)
+            body = (
+                ["agent", V, "scripted", "python"]
+                if msg_type == T.HELLO
+                else self.answer(msg_type, episode)
+            )
             reply_type = msg_type
             if body is ...:
                 continue
@@ -101,7 +121,8 @@ class ScriptedAgent:
             elif msg_type == T.AGENT_STEP:
                 time.sleep(self.delay_s)  # a slow agent, so that the episode outlasts a heartbeat
             self.socket.send_multipart(
-                [identity, msgpack.packb([V, reply_type, seq, episode, body])])
+                [identity, msgpack.packb([V, reply_type, seq, episode, body])]
+            )
 
     def close(self) -> None:
         self.running = False
@@ -168,21 +189,28 @@ def test_an_invalid_action_or_an_agent_error_abandons_the_episode(js_env, socket
         records = [msgpack.unpackb(record) for record in beat[4][1]]
         assert [record[1:8] for record in records] == [
             ["environment", direction, "agent", msg_type, seq_, 3, step]
-            for direction, msg_type, seq_, step in [(0, T.AGENT_START, 2, 1),
-                                                    (1, T.AGENT_START, 2, 1),
-                                                    (0, T.AGENT_STEP, 3, 2),
-                                                    (1, T.AGENT_STEP, 3, 2)]]
+            for direction, msg_type, seq_, step in [
+                (0, T.AGENT_START, 2, 1),
+                (1, T.AGENT_START, 2, 1),
+                (0, T.AGENT_STEP, 3, 2),
+                (1, T.AGENT_STEP, 3, 2),
+            ]
+        ]
         reply = client.receive()
         assert reply[2] == seq
         text = error(reply, ErrorCode.INVALID_ACTION)
-        assert text == (f"agent at {agent_address} sent an invalid action in episode 3 for step "
-                        "2: action int 0 must be in [0, 3]; got 7; the action was ints [7]; "
-                        "the episode is abandoned")
+        assert text == (
+            f"agent at {agent_address} sent an invalid action in episode 3 for step "
+            "2: action int 0 must be in [0, 3]; got 7; the action was ints [7]; "
+            "the episode is abandoned"
+        )
         bad[T.AGENT_STEP] = ("error", ErrorCode.APPLICATION, "agent raised ValueError: no")
         assert client.request(T.DELEGATE, [agent_address, 5000, None])[4] is None
         text = error(client.request(T.RUN_EPISODE, [0], episode=4), ErrorCode.PEER_ERROR)
-        assert text == (f"agent at {agent_address} replied to agent_step (episode 4, step 2) "
-                        "with APPLICATION: agent raised ValueError: no")
+        assert text == (
+            f"agent at {agent_address} replied to agent_step (episode 4, step 2) "
+            "with APPLICATION: agent raised ValueError: no"
+        )
         # The same agent, cut off at 5 steps: the reply of section 6, and the episode runs on.
         bad[T.AGENT_STEP] = UP
         reply = client.request(T.RUN_EPISODE, [5], episode=5)
@@ -190,8 +218,9 @@ def test_an_invalid_action_or_an_agent_error_abandons_the_episode(js_env, socket
         bad[T.AGENT_STEP] = ...
         assert client.request(T.DELEGATE, [agent_address, 200, None])[4] is None
         text = error(client.request(T.RUN_EPISODE, [0], episode=6), ErrorCode.PEER_TIMEOUT)
-        assert text == (f"agent at {agent_address} did not answer agent_step within 200 ms "
-                        "(episode 6, step 2)")
+        assert text == (
+            f"agent at {agent_address} did not answer agent_step within 200 ms (episode 6, step 2)"
+        )
     finally:
         agent.close()
 
@@ -224,17 +253,26 @@ def test_delegate_checks_its_body_and_only_the_owner_may_delegate(js_env, socket
     stranger = Experiment(address)
     try:
         assert "only that client may send DELEGATE" in error(
-            stranger.request(T.DELEGATE, [agent_address, 5000, None]), ErrorCode.WRONG_STATE)
+            stranger.request(T.DELEGATE, [agent_address, 5000, None]), ErrorCode.WRONG_STATE
+        )
         assert "only that client may send RUN_EPISODE" in error(
-            stranger.request(T.RUN_EPISODE, [3]), ErrorCode.WRONG_STATE)
-        assert error(client.request(T.RUN_EPISODE, [3]), ErrorCode.WRONG_STATE) == \
-            "RUN_EPISODE needs a successful DELEGATE first (the agent's address)"
-        assert error(client.request(T.DELEGATE, ["inproc://zeromq.zap.01", 5000, None]),
-                     ErrorCode.BAD_FIELD).startswith("agent_address must be a ZeroMQ endpoint")
-        assert error(client.request(T.DELEGATE, [agent_address, 0, None]),
-                     ErrorCode.BAD_FIELD) == "step_timeout_ms must be in 1..600000; got 0"
-        assert error(client.request(T.DELEGATE, [agent_address, 5000, "yes"]),
-                     ErrorCode.BAD_FIELD) == "DELEGATE log must be nil, true or false; got str"
+            stranger.request(T.RUN_EPISODE, [3]), ErrorCode.WRONG_STATE
+        )
+        assert (
+            error(client.request(T.RUN_EPISODE, [3]), ErrorCode.WRONG_STATE)
+            == "RUN_EPISODE needs a successful DELEGATE first (the agent's address)"
+        )
+        assert error(
+            client.request(T.DELEGATE, ["inproc://zeromq.zap.01", 5000, None]), ErrorCode.BAD_FIELD
+        ).startswith("agent_address must be a ZeroMQ endpoint")
+        assert (
+            error(client.request(T.DELEGATE, [agent_address, 0, None]), ErrorCode.BAD_FIELD)
+            == "step_timeout_ms must be in 1..600000; got 0"
+        )
+        assert (
+            error(client.request(T.DELEGATE, [agent_address, 5000, "yes"]), ErrorCode.BAD_FIELD)
+            == "DELEGATE log must be nil, true or false; got str"
+        )
         assert agent.calls == []  # no refused DELEGATE reached the agent
         assert client.request(T.DELEGATE, [agent_address, 5000, None])[4] is None
         assert client.request(T.RUN_EPISODE, [3])[4] == [False, 3, -2.0, UP, None]

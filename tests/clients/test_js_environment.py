@@ -43,8 +43,11 @@ def sockets():
 @pytest.fixture(scope="module")
 def peers(sockets):
     """A JavaScript and a Python gridwalk, and a Python random agent, all at ipc addresses."""
-    addresses = {"javascript": f"ipc://{sockets}/env-js", "python": f"ipc://{sockets}/env-py",
-                 "agent": f"ipc://{sockets}/agent"}
+    addresses = {
+        "javascript": f"ipc://{sockets}/env-js",
+        "python": f"ipc://{sockets}/env-py",
+        "agent": f"ipc://{sockets}/agent",
+    }
     children = [
         start(js_env_command(addresses["javascript"])),
         start([sys.executable, "-m", "rlbridge", "env", "gridwalk", "--bind", addresses["python"]]),
@@ -59,13 +62,25 @@ def remote(address: str) -> RemoteEnvironment:
 
 
 def test_an_experiment_gets_the_same_results_and_log_from_the_js_and_python_gridwalk(
-        peers, capsys, tmp_path):
+    peers, capsys, tmp_path
+):
     results, logs = {}, {}
     for language in ("python", "javascript"):
         log = str(tmp_path / f"{language}.log")
-        results[language] = experiment(capsys, peers[language], peers["agent"], "--episodes", "4",
-                                       "--max-steps", "60", "--seed", "3", "--no-fast-path",
-                                       "--log", log)
+        results[language] = experiment(
+            capsys,
+            peers[language],
+            peers["agent"],
+            "--episodes",
+            "4",
+            "--max-steps",
+            "60",
+            "--seed",
+            "3",
+            "--no-fast-path",
+            "--log",
+            log,
+        )
         logs[language] = log_contents(log)
     assert results["javascript"] == results["python"]
     assert int(results["python"][1]) > 40  # random walks: many steps, some episodes cut off
@@ -144,8 +159,9 @@ def test_bad_input_gets_the_protocol_error_and_the_environment_keeps_serving(soc
         return msgpack.unpackb(socket.recv(), raw=False)
 
     def request(msg_type, body, seq=1, version=V, socket=dealer):
-        return ask(msgpack.packb([version, msg_type, seq, 1, body], use_bin_type=True),
-                   socket=socket)
+        return ask(
+            msgpack.packb([version, msg_type, seq, 1, body], use_bin_type=True), socket=socket
+        )
 
     def error(reply, code):
         assert reply[1] == T.ERROR and reply[4][0] == code, (reply, code)
@@ -172,29 +188,42 @@ def test_bad_input_gets_the_protocol_error_and_the_environment_keeps_serving(soc
         ]
         for reply, code in cases:
             assert isinstance(error(reply, code), str)
-        assert error(request(T.DELEGATE, ["inproc://x", 5000, None]), ErrorCode.BAD_FIELD) \
-            .startswith("agent_address must be a ZeroMQ endpoint such as tcp://host:port")
-        assert error(request(T.ENV_INIT, 5), ErrorCode.BAD_FIELD) == \
-            "ENV_INIT takes a nil body; got int"
+        assert error(
+            request(T.DELEGATE, ["inproc://x", 5000, None]), ErrorCode.BAD_FIELD
+        ).startswith("agent_address must be a ZeroMQ endpoint such as tcp://host:port")
+        assert (
+            error(request(T.ENV_INIT, 5), ErrorCode.BAD_FIELD)
+            == "ENV_INIT takes a nil body; got int"
+        )
         assert error(request(T.ENV_START, None), ErrorCode.WRONG_STATE).startswith(
             "the environment cannot serve ENV_START in state FRESH (not initialised: send "
-            "ENV_INIT first); in FRESH it serves ")
+            "ENV_INIT first); in FRESH it serves "
+        )
         spec = request(T.ENV_INIT, None, seq=7)
         assert spec[:3] == [V, T.ENV_INIT, 7] and spec[4] == str(GridWalk().env_init())
         # A second experiment is refused at its ENV_INIT and cannot reset or stop the first.
         assert error(request(T.ENV_INIT, None, socket=other), ErrorCode.WRONG_STATE).startswith(
-            "this environment already serves an experiment (session started by ENV_INIT ")
-        assert "only that client may send ENV_CLEANUP" in \
-            error(request(T.ENV_CLEANUP, None, socket=other), ErrorCode.WRONG_STATE)
-        assert "(or stop the process with SIGTERM)" in \
-            error(request(T.SHUTDOWN, "x", socket=other), ErrorCode.WRONG_STATE)
+            "this environment already serves an experiment (session started by ENV_INIT "
+        )
+        assert "only that client may send ENV_CLEANUP" in error(
+            request(T.ENV_CLEANUP, None, socket=other), ErrorCode.WRONG_STATE
+        )
+        assert "(or stop the process with SIGTERM)" in error(
+            request(T.SHUTDOWN, "x", socket=other), ErrorCode.WRONG_STATE
+        )
         assert error(request(T.ENV_STEP, [[0], [], "", []]), ErrorCode.WRONG_STATE).startswith(
-            "the environment cannot serve ENV_STEP in state READY")
+            "the environment cannot serve ENV_STEP in state READY"
+        )
         start_reply = request(T.ENV_START, None, seq=8)
         board = np.zeros(16, np.int8)
         board[0], board[15] = 1, 2
-        assert start_reply == [V, T.ENV_START, 8, 1, [[], [], "", [["|i1", [4, 4],
-                                                                   board.tobytes()]]]]
+        assert start_reply == [
+            V,
+            T.ENV_START,
+            8,
+            1,
+            [[], [], "", [["|i1", [4, 4], board.tobytes()]]],
+        ]
         bad_actions = [
             ([[], [], "", [["<i9", [1], b"\x00"]]], ErrorCode.BAD_FIELD),
             ([[0], [], "", [["|u1", [1], 0]]], ErrorCode.BAD_FIELD),  # no frame 0
@@ -208,9 +237,13 @@ def test_bad_input_gets_the_protocol_error_and_the_environment_keeps_serving(soc
         # The state survived every refusal: the walker is still at the start.
         step = request(T.ENV_STEP, [[3], [], "", []], seq=9)
         board[0], board[1] = 0, 1
-        assert step == [V, T.ENV_STEP, 9, 1, [-1.0, [[], [], "", [["|i1", [4, 4],
-                                                                   board.tobytes()]]], False,
-                                              None]]
+        assert step == [
+            V,
+            T.ENV_STEP,
+            9,
+            1,
+            [-1.0, [[], [], "", [["|i1", [4, 4], board.tobytes()]]], False, None],
+        ]
         assert request(T.HEARTBEAT, [1, "x"], seq=0, socket=other)[4] == [1, "x"]
         assert request(T.ENV_MESSAGE, "seed 12", socket=other)[4] == "ok"
         assert request(T.ENV_CLEANUP, None, seq=10) == [V, T.ENV_CLEANUP, 10, 1, None]
@@ -230,15 +263,20 @@ def test_the_js_environment_speaks_curve_and_refuses_a_wrong_key(sockets, tmp_pa
     good, other = CurveKeys.load(tmp_path / "keys"), CurveKeys.load(tmp_path / "other")
     address = f"ipc://{sockets}/curve-env"
     env = start(js_env_command(address, "--curve-dir", str(good.directory)))
-    intruder_keys = CurveKeys(other.directory, good.server_public,
-                              client_public=other.client_public, client_secret=other.client_secret)
+    intruder_keys = CurveKeys(
+        other.directory,
+        good.server_public,
+        client_public=other.client_public,
+        client_secret=other.client_secret,
+    )
     trusted = RemoteEnvironment(address, timeout_ms=5000, connect_timeout_ms=20000, curve=good)
     try:
         assert trusted.hello.language == "javascript"
         assert trusted.env_init() == str(GridWalk().env_init())
         with pytest.raises(Exception):  # noqa: B017 - a refused handshake: a timeout of some kind
-            RemoteEnvironment(address, timeout_ms=1000, connect_timeout_ms=1000,
-                              curve=intruder_keys)
+            RemoteEnvironment(
+                address, timeout_ms=1000, connect_timeout_ms=1000, curve=intruder_keys
+            )
         trusted.shutdown("done", timeout_ms=5000)
         _, err = env.communicate(timeout=20)
     finally:

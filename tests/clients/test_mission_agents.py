@@ -24,10 +24,24 @@ def test_every_language_s_random_agent_plays_every_mission(language, ipc_dir, ca
         children.append(start(agent_command(language, "random", agent)))
         for name in BUNDLED:
             env = f"ipc://{ipc_dir}/env-{name}"
-            children.append(start([sys.executable, "-m", "rlbridge", "env", "mission", "--opt",
-                                   f"mission={name}", "--bind", env]))
-            episodes, steps, mean = experiment(capsys, env, agent, "--episodes", "3",
-                                               "--max-steps", "50", "--seed", "5")
+            children.append(
+                start(
+                    [
+                        sys.executable,
+                        "-m",
+                        "rlbridge",
+                        "env",
+                        "mission",
+                        "--opt",
+                        f"mission={name}",
+                        "--bind",
+                        env,
+                    ]
+                )
+            )
+            episodes, steps, mean = experiment(
+                capsys, env, agent, "--episodes", "3", "--max-steps", "50", "--seed", "5"
+            )
             assert episodes == "3" and int(steps) > 0, (name, steps)
             # Every command costs -1 in each mission; a random walk pays for its steps.
             assert float(mean) < 0 or name == "tetris_arena", (name, mean)

@@ -60,21 +60,34 @@ Cell = tuple[object, str]
 #: covers it.
 AGENT_TABLE: dict[int, tuple[Cell, Cell, Cell, Cell, Cell]] = {
     #                    FRESH          READY          RUNNING         ENDED          BATCHED
-    T.HELLO:            ((OK, FRESH),  (OK, READY),   (OK, RUNNING),  (OK, ENDED),   (OK, BATCHED)),
-    T.HEARTBEAT:        ((OK, FRESH),  (OK, READY),   (OK, RUNNING),  (OK, ENDED),   (OK, BATCHED)),
-    T.AGENT_INIT:       ((OK, READY),  (OK, READY),   (OK, READY),    (OK, READY),   (OK, READY)),
+    T.HELLO: ((OK, FRESH), (OK, READY), (OK, RUNNING), (OK, ENDED), (OK, BATCHED)),
+    T.HEARTBEAT: ((OK, FRESH), (OK, READY), (OK, RUNNING), (OK, ENDED), (OK, BATCHED)),
+    T.AGENT_INIT: ((OK, READY), (OK, READY), (OK, READY), (OK, READY), (OK, READY)),
     T.AGENT_BATCH_INIT: ((OK, BATCHED), (OK, BATCHED), (OK, BATCHED), (OK, BATCHED), (OK, BATCHED)),
-    T.AGENT_START:      ((WS, FRESH),  (OK, RUNNING), (OK, RUNNING),  (OK, RUNNING), (WS, BATCHED)),
+    T.AGENT_START: ((WS, FRESH), (OK, RUNNING), (OK, RUNNING), (OK, RUNNING), (WS, BATCHED)),
     # In ENDED: RL-Glue 3.0.4's RL_step after a terminal step, with no RL_start between.
-    T.AGENT_STEP:       ((WS, FRESH),  (WS, READY),   (OK, RUNNING),  (OK, RUNNING), (WS, BATCHED)),
-    T.AGENT_END:        ((WS, FRESH),  (WS, READY),   (OK, ENDED),    (OK, ENDED),   (WS, BATCHED)),
-    T.AGENT_CLEANUP:    ((WS, FRESH),  (OK, FRESH),   (OK, FRESH),    (OK, FRESH),   (OK, FRESH)),
-    T.AGENT_MESSAGE:    ((OK, FRESH),  (OK, READY),   (OK, RUNNING),  (OK, ENDED),   (OK, BATCHED)),
-    T.AGENT_BATCH_STEP: ((WS, FRESH),  (WS, READY),   (WS, RUNNING),  (WS, ENDED),   (OK, BATCHED)),
+    T.AGENT_STEP: ((WS, FRESH), (WS, READY), (OK, RUNNING), (OK, RUNNING), (WS, BATCHED)),
+    T.AGENT_END: ((WS, FRESH), (WS, READY), (OK, ENDED), (OK, ENDED), (WS, BATCHED)),
+    T.AGENT_CLEANUP: ((WS, FRESH), (OK, FRESH), (OK, FRESH), (OK, FRESH), (OK, FRESH)),
+    T.AGENT_MESSAGE: ((OK, FRESH), (OK, READY), (OK, RUNNING), (OK, ENDED), (OK, BATCHED)),
+    T.AGENT_BATCH_STEP: ((WS, FRESH), (WS, READY), (WS, RUNNING), (WS, ENDED), (OK, BATCHED)),
     # No role but the environment's serves these, and no role at all serves ERROR.
-    **{t: ((WS, FRESH), (WS, READY), (WS, RUNNING), (WS, ENDED), (WS, BATCHED))
-       for t in (T.ERROR, T.ENV_INIT, T.ENV_START, T.ENV_STEP, T.ENV_CLEANUP, T.ENV_MESSAGE,
-                 T.ENV_BATCH_INIT, T.ENV_BATCH_STEP, T.RUN_EPISODE, T.DELEGATE, T.RUN_BATCH)},
+    **{
+        t: ((WS, FRESH), (WS, READY), (WS, RUNNING), (WS, ENDED), (WS, BATCHED))
+        for t in (
+            T.ERROR,
+            T.ENV_INIT,
+            T.ENV_START,
+            T.ENV_STEP,
+            T.ENV_CLEANUP,
+            T.ENV_MESSAGE,
+            T.ENV_BATCH_INIT,
+            T.ENV_BATCH_STEP,
+            T.RUN_EPISODE,
+            T.DELEGATE,
+            T.RUN_BATCH,
+        )
+    },
 }
 
 
@@ -93,8 +106,9 @@ LANGUAGE_STATES = [(language, state) for language in LANGUAGES for state in stat
 def test_an_agent_that_does_not_batch_answers_the_batched_types_unknown_type(language, agents):
     """PROTOCOL.md section 16: it knows their codes (its decoder reads every vector) and answers
     as if it did not, before the role, the size or the body; the vectors hold its answer."""
-    vector = next(v for v in load_vectors()["batch"]["messages"]
-                  if v["name"] == "error_does_not_batch")
+    vector = next(
+        v for v in load_vectors()["batch"]["messages"] if v["name"] == "error_does_not_batch"
+    )
     client = Client(agents[language])
     try:
         reply = client.request(T.AGENT_BATCH_INIT, BODIES[T.AGENT_BATCH_INIT], seq=1, episode=0)
@@ -121,8 +135,10 @@ def agents(directory) -> Iterator[dict[str, str]]:
     check_js()
     addresses = {language: f"ipc://{directory}/shared-{language}" for language in LANGUAGES}
     # Their stderr (a line per refused request) is never read: a pipe would fill and block them.
-    children = [start(agent_command(language, "first", address), stderr=subprocess.DEVNULL)
-                for language, address in addresses.items()]
+    children = [
+        start(agent_command(language, "first", address), stderr=subprocess.DEVNULL)
+        for language, address in addresses.items()
+    ]
     yield addresses
     stop(children)
 
@@ -131,8 +147,9 @@ def own_agent(directory: str, language: str, name: str, *extra: str):
     if language == "c":
         build_c()
     address = f"ipc://{directory}/{name}-{language}"
-    return address, start(agent_command(language, "first", address, *extra),
-                          stderr=subprocess.DEVNULL)
+    return address, start(
+        agent_command(language, "first", address, *extra), stderr=subprocess.DEVNULL
+    )
 
 
 @pytest.mark.parametrize("language, state", LANGUAGE_STATES)
@@ -147,8 +164,10 @@ def test_every_cell_of_the_agent_state_table(language, state, agents):
             expected_reply, expected_state = expected_cell(language, msg_type, state)
             got = (outcome(reply, msg_type), state_of(client))
             if got != (expected_reply, observable(expected_state)):
-                wrong.append(f"{T(msg_type).name} in {state}: expected "
-                             f"{(expected_reply, expected_state)}, got {got} ({reply[4]!r:.200})")
+                wrong.append(
+                    f"{T(msg_type).name} in {state}: expected "
+                    f"{(expected_reply, expected_state)}, got {got} ({reply[4]!r:.200})"
+                )
     finally:
         reset(client)
         client.close()
@@ -156,9 +175,17 @@ def test_every_cell_of_the_agent_state_table(language, state, agents):
 
 
 #: A body of the wrong form for each agent request: BAD_FIELD in every state.
-BAD_BODIES = {T.AGENT_INIT: 5, T.AGENT_START: [1, 2], T.AGENT_STEP: [0.5], T.AGENT_END: "x",
-              T.AGENT_CLEANUP: 0, T.AGENT_MESSAGE: [], T.HELLO: ["agent", "1", "x", "y"],
-              T.AGENT_BATCH_INIT: [COUNTDOWN_SPEC, 0], T.AGENT_BATCH_STEP: [0]}
+BAD_BODIES = {
+    T.AGENT_INIT: 5,
+    T.AGENT_START: [1, 2],
+    T.AGENT_STEP: [0.5],
+    T.AGENT_END: "x",
+    T.AGENT_CLEANUP: 0,
+    T.AGENT_MESSAGE: [],
+    T.HELLO: ["agent", "1", "x", "y"],
+    T.AGENT_BATCH_INIT: [COUNTDOWN_SPEC, 0],
+    T.AGENT_BATCH_STEP: [0],
+}
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
@@ -170,11 +197,16 @@ def test_a_failed_request_leaves_the_state_as_it_was(language, agents):
             for msg_type, body in BAD_BODIES.items():
                 enter(client, state)
                 got = (outcome(client.request(msg_type, body), msg_type), state_of(client))
-                code = E.BAD_FIELD if expected_cell(language, msg_type, state)[0] != \
-                    E.UNKNOWN_TYPE else E.UNKNOWN_TYPE
+                code = (
+                    E.BAD_FIELD
+                    if expected_cell(language, msg_type, state)[0] != E.UNKNOWN_TYPE
+                    else E.UNKNOWN_TYPE
+                )
                 if got != (code, observable(state)):
-                    wrong.append(f"bad {T(msg_type).name} in {state}: expected {code.name}, "
-                                 f"{observable(state)}; got {got}")
+                    wrong.append(
+                        f"bad {T(msg_type).name} in {state}: expected {code.name}, "
+                        f"{observable(state)}; got {got}"
+                    )
     finally:
         reset(client)
         client.close()
@@ -189,7 +221,13 @@ def test_shutdown_is_served_in_every_state(language, directory):
         try:
             for setup in SETUP[state]:
                 client.call(setup, BODIES[setup])
-            assert client.request(T.SHUTDOWN, "done", seq=9, episode=2) == [V, T.SHUTDOWN, 9, 2, None]
+            assert client.request(T.SHUTDOWN, "done", seq=9, episode=2) == [
+                V,
+                T.SHUTDOWN,
+                9,
+                2,
+                None,
+            ]
             assert child.wait(timeout=20) == 0
         finally:
             client.close()
@@ -208,8 +246,12 @@ ENVELOPES = [
     ("a float version", msgpack.packb([1.0, 20, 7, 3, None]), E.BAD_FIELD, True),
     ("a list type", msgpack.packb([V, [20], 7, 3, None]), E.BAD_FIELD, True),
     ("version 1 of an unknown type", msgpack.packb([1, 99, 7, 3, None]), E.VERSION_MISMATCH, True),
-    ("a version 1 HELLO", msgpack.packb([1, 1, 7, 3, ["experiment", 1, "old", "python"]]),
-     E.VERSION_MISMATCH, True),
+    (
+        "a version 1 HELLO",
+        msgpack.packb([1, 1, 7, 3, ["experiment", 1, "old", "python"]]),
+        E.VERSION_MISMATCH,
+        True,
+    ),
     ("an unknown type", msgpack.packb([V, 99, 7, 3, None]), E.UNKNOWN_TYPE, True),
     ("ERROR as a request", msgpack.packb([V, 2, 7, 3, [10, "x"]]), E.WRONG_STATE, True),
     ("an environment request", msgpack.packb([V, 12, 7, 3, None]), E.WRONG_STATE, True),
@@ -220,8 +262,12 @@ ENVELOPES = [
     ("a list message", msgpack.packb([V, 25, 7, 3, []]), E.BAD_FIELD, True),
     ("a seq past int64", msgpack.packb([V, 20, 2**64 - 1, 3, None]), E.BAD_FIELD, False),
     ("too many bytes", msgpack.packb([V, 25, 7, 3, "x" * 100001]), E.TOO_LARGE, True),
-    ("too many bytes of an unknown type", msgpack.packb([V, 99, 7, 3, "x" * 100001]),
-     E.UNKNOWN_TYPE, True),
+    (
+        "too many bytes of an unknown type",
+        msgpack.packb([V, 99, 7, 3, "x" * 100001]),
+        E.UNKNOWN_TYPE,
+        True,
+    ),
 ]
 
 
@@ -237,11 +283,10 @@ def test_checks_follow_protocol_order_and_errors_echo_seq_and_episode(language, 
             if reply[:4] != expected or reply[4][0] != code:
                 wrong.append(f"{name}: expected {expected} {code.name}, got {reply!r:.200}")
         assert client.request(T.HEARTBEAT, [1], seq=8, episode=5) == [V, T.HEARTBEAT, 8, 5, [1]]
-        for seq, episode in ((2**63 - 1, -2**63), (2**53 + 1, 2**32)):  # int64 ends, and past
+        for seq, episode in ((2**63 - 1, -(2**63)), (2**53 + 1, 2**32)):  # int64 ends, and past
             reply = client.ask(msgpack.packb(["1", 20, seq, episode, None]))  # JS's exact ints
             assert reply[:4] == [V, T.ERROR, seq, episode], reply
-            assert client.request(T.HEARTBEAT, [1], seq=seq, episode=episode)[2:4] == \
-                [seq, episode]
+            assert client.request(T.HEARTBEAT, [1], seq=seq, episode=episode)[2:4] == [seq, episode]
     finally:
         client.close()
         stop([child])
@@ -291,11 +336,11 @@ def test_array_shapes_are_bounded(language, agents):
     try:
         client.call(T.AGENT_INIT, COUNTDOWN_SPEC)
         bad = [
-            [1] * 33,                   # more than 32 dimensions
-            [2**31, 2**31, 2],          # 2**63 bytes
+            [1] * 33,  # more than 32 dimensions
+            [2**31, 2**31, 2],  # 2**63 bytes
             [2**62, 2],
-            [0, 2**40, 2**30],          # zero dimensions do not hide the rest
-            [2**64 - 1, 2**64 - 1],     # products that overflow 64 bits
+            [0, 2**40, 2**30],  # zero dimensions do not hide the rest
+            [2**64 - 1, 2**64 - 1],  # products that overflow 64 bits
         ]
         for shape in bad:
             reply = client.request(T.AGENT_START, observation_with(shape))
@@ -314,8 +359,12 @@ def test_hello_is_optional_and_checks_the_role(language, agents):
     try:
         # Served without any HELLO first.
         assert client.request(T.AGENT_MESSAGE, "x", seq=2) == [V, T.AGENT_MESSAGE, 2, 1, ""]
-        for role, expected in (("experiment", OK), ("environment", OK), ("agent", E.WRONG_STATE),
-                               ("robot", E.BAD_FIELD)):
+        for role, expected in (
+            ("experiment", OK),
+            ("environment", OK),
+            ("agent", E.WRONG_STATE),
+            ("robot", E.BAD_FIELD),
+        ):
             reply = client.request(T.HELLO, [role, V, "test", "python"], seq=3)
             assert outcome(reply, T.HELLO) == expected, (role, reply)
             assert reply[2:4] == [3, 1]
@@ -323,8 +372,14 @@ def test_hello_is_optional_and_checks_the_role(language, agents):
             reply = client.request(T.HELLO, ["experiment", version, "test", "python"])
             assert outcome(reply, T.HELLO) == E.VERSION_MISMATCH, (version, reply)
         # Fields of the wrong type are BAD_FIELD before the role or the version is looked at.
-        for body in (["agent", "1", "x", "y"], ["agent", 1, 2, 3], ["experiment", 1, "x", None],
-                     ["experiment", 1.0, "x", "y"], ["experiment", 1, "x"], "experiment"):
+        for body in (
+            ["agent", "1", "x", "y"],
+            ["agent", 1, 2, 3],
+            ["experiment", 1, "x", None],
+            ["experiment", 1.0, "x", "y"],
+            ["experiment", 1, "x"],
+            "experiment",
+        ):
             assert outcome(client.request(T.HELLO, body), T.HELLO) == E.BAD_FIELD, body
     finally:
         client.close()
@@ -335,16 +390,30 @@ def test_a_version_1_peer_is_refused_with_the_same_text_in_every_language(langua
     """PROTOCOL.md section 5: a version-1 envelope, or a HELLO that names version 1, is
     VERSION_MISMATCH with one text that says what to do."""
     client = Client(agents[language])
-    advice = (f"; this implementation speaks only version {V} (PROTOCOL.md's changelog says "
-              "what changed): run peers of the same protocol version")
+    advice = (
+        f"; this implementation speaks only version {V} (PROTOCOL.md's changelog says "
+        "what changed): run peers of the same protocol version"
+    )
     try:
         reply = client.ask(msgpack.packb([1, T.HELLO, 4, 0, ["experiment", 1, "old", "c"]]))
-        assert reply == [V, T.ERROR, 4, 0, [E.VERSION_MISMATCH, "protocol version mismatch: "
-                                                                f"expected {V}, got 1{advice}"]]
+        assert reply == [
+            V,
+            T.ERROR,
+            4,
+            0,
+            [E.VERSION_MISMATCH, f"protocol version mismatch: expected {V}, got 1{advice}"],
+        ]
         reply = client.request(T.HELLO, ["experiment", 1, "rlbridge-0.1", "python"], seq=5)
-        assert reply == [V, T.ERROR, 5, 1, [
-            E.VERSION_MISMATCH,
-            f"protocol version mismatch: expected {V}, got 1 in the HELLO of rlbridge-0.1{advice}"]]
+        assert reply == [
+            V,
+            T.ERROR,
+            5,
+            1,
+            [
+                E.VERSION_MISMATCH,
+                f"protocol version mismatch: expected {V}, got 1 in the HELLO of rlbridge-0.1{advice}",
+            ],
+        ]
     finally:
         client.close()
 
@@ -367,20 +436,27 @@ def busy(reply: list, refused_type: T, init_type: T = T.AGENT_INIT) -> bool:
     """Whether ``reply`` is PROTOCOL.md section 13's refusal of ``refused_type`` from a client
     other than the owner of a session that ``init_type`` started."""
     if refused_type in (T.AGENT_INIT, T.AGENT_BATCH_INIT):
-        text = (rf"this agent already serves an experiment \(session started by {init_type.name} "
-                r"\d+ s ago\); start another agent process for a second experiment")
+        text = (
+            rf"this agent already serves an experiment \(session started by {init_type.name} "
+            r"\d+ s ago\); start another agent process for a second experiment"
+        )
     else:
         stop = r" \(or stop the process with SIGTERM\)" if refused_type == T.SHUTDOWN else ""
-        text = (r"this agent serves another client's experiment \(session started by "
-                rf"{init_type.name} \d+ s ago\); only that client may send {refused_type.name}"
-                + stop)
-    return reply[1] == T.ERROR and reply[4][0] == E.WRONG_STATE and \
-        re.fullmatch(text, reply[4][1]) is not None
+        text = (
+            r"this agent serves another client's experiment \(session started by "
+            rf"{init_type.name} \d+ s ago\); only that client may send {refused_type.name}" + stop
+        )
+    return (
+        reply[1] == T.ERROR
+        and reply[4][0] == E.WRONG_STATE
+        and re.fullmatch(text, reply[4][1]) is not None
+    )
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
-def test_a_second_experiment_is_refused_at_agent_init_while_a_session_is_active(language,
-                                                                                directory):
+def test_a_second_experiment_is_refused_at_agent_init_while_a_session_is_active(
+    language, directory
+):
     address, child = own_agent(directory, language, "sessions")
     first, second = Client(address), Client(address)
     try:
@@ -421,12 +497,15 @@ def test_only_the_sessions_owner_may_clean_up_or_stop_the_agent(language, direct
         # A body of the wrong form is BAD_FIELD from anyone: the body comes first.
         assert stranger.request(T.AGENT_CLEANUP, 0)[4][0] == E.BAD_FIELD
         for refused in (T.AGENT_CLEANUP, T.SHUTDOWN):
-            reply = stranger.request(refused, "stop" if refused == T.SHUTDOWN else None,
-                                     seq=6, episode=4)
+            reply = stranger.request(
+                refused, "stop" if refused == T.SHUTDOWN else None, seq=6, episode=4
+            )
             assert reply[2:4] == [6, 4] and busy(reply, refused), reply
         vectors = {v["name"]: v for v in load_vectors()["messages"]}
-        for name, refused in (("error_not_owner", T.AGENT_CLEANUP),
-                              ("error_second_session", T.AGENT_INIT)):
+        for name, refused in (
+            ("error_not_owner", T.AGENT_CLEANUP),
+            ("error_second_session", T.AGENT_INIT),
+        ):
             assert busy(msgpack.unpackb(bytes.fromhex(vectors[name]["hex"])), refused), name
         assert owner.call(T.AGENT_STEP, BODIES[T.AGENT_STEP])[4] == [[0], [], "", []]
         assert owner.call(T.AGENT_END, 1.0)
@@ -457,10 +536,14 @@ def test_agent_batch_init_starts_and_claims_a_session_as_agent_init_does(languag
     owner, stranger = Client(address), Client(address)
     try:
         owner.call(T.AGENT_BATCH_INIT, BODIES[T.AGENT_BATCH_INIT])
-        assert busy(stranger.request(T.AGENT_INIT, COUNTDOWN_SPEC), T.AGENT_INIT,
-                    T.AGENT_BATCH_INIT)
-        assert busy(stranger.request(T.AGENT_BATCH_INIT, BODIES[T.AGENT_BATCH_INIT]),
-                    T.AGENT_BATCH_INIT, T.AGENT_BATCH_INIT)
+        assert busy(
+            stranger.request(T.AGENT_INIT, COUNTDOWN_SPEC), T.AGENT_INIT, T.AGENT_BATCH_INIT
+        )
+        assert busy(
+            stranger.request(T.AGENT_BATCH_INIT, BODIES[T.AGENT_BATCH_INIT]),
+            T.AGENT_BATCH_INIT,
+            T.AGENT_BATCH_INIT,
+        )
         assert busy(stranger.request(T.AGENT_CLEANUP), T.AGENT_CLEANUP, T.AGENT_BATCH_INIT)
         # The delegated environment's batched steps come from its own identity.
         assert stranger.call(T.AGENT_BATCH_STEP, BODIES[T.AGENT_BATCH_STEP])
@@ -487,7 +570,9 @@ def test_a_body_nested_too_deep_is_malformed_and_the_agent_keeps_serving(languag
     ids = [0, 0] if language == "python" else [7, 3]
     try:
         for msg_type in (T.HEARTBEAT, T.AGENT_MESSAGE, T.AGENT_START):
-            reply = client.ask(b"\x95" + bytes([V]) + bytes([msg_type]) + b"\x07\x03" + nested(2000))
+            reply = client.ask(
+                b"\x95" + bytes([V]) + bytes([msg_type]) + b"\x07\x03" + nested(2000)
+            )
             assert reply[:4] == [V, T.ERROR, *ids] and reply[4][0] == E.MALFORMED, reply
         # Header fields nested deeper than a reader's limit are still the header's errors.
         reply = client.ask(b"\x95" + bytes([V]) + nested(200) + b"\x07\x03\xc0")

@@ -19,24 +19,35 @@ LANGUAGES = ("python", "c", "javascript")
 #: The languages whose agent library serves batched calls (PROTOCOL.md section 16); the
 #: others answer the batched types with UNKNOWN_TYPE, as section 16 says.
 BATCHING = ("python", "c")
-BATCHED_TYPES = frozenset({T.ENV_BATCH_INIT, T.ENV_BATCH_STEP, T.AGENT_BATCH_INIT,
-                           T.AGENT_BATCH_STEP, T.RUN_BATCH})
+BATCHED_TYPES = frozenset(
+    {T.ENV_BATCH_INIT, T.ENV_BATCH_STEP, T.AGENT_BATCH_INIT, T.AGENT_BATCH_STEP, T.RUN_BATCH}
+)
 REPLY_TIMEOUT_MS = 20000  # two cores shared by many test processes: generous
-COUNTDOWN_SPEC = ("VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS (0 5) "
-                  "ACTIONS INTS (0 1) REWARDS (0.0 5.0) EXTRA")
+COUNTDOWN_SPEC = (
+    "VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS (0 5) "
+    "ACTIONS INTS (0 1) REWARDS (0.0 5.0) EXTRA"
+)
 OBSERVATION = [[4], [], "", []]
 OK = "ok"
 FRESH, READY, RUNNING, ENDED, BATCHED = "FRESH", "READY", "RUNNING", "ENDED", "BATCHED"
 STATES = (FRESH, READY, RUNNING, ENDED, BATCHED)
 
 
-def agent_batch_step(first: int, calls: list[int], rewards: list[float] | None = None,
-                     observations: list[Value] | None = None, frames: list | None = None) -> list:
+def agent_batch_step(
+    first: int,
+    calls: list[int],
+    rewards: list[float] | None = None,
+    observations: list[Value] | None = None,
+    frames: list | None = None,
+) -> list:
     """An AGENT_BATCH_STEP body; its observations stacked when they share a layout."""
     rewards = rewards if rewards is not None else [0.0] * len(calls)
-    return [first, encode_column(np.array(calls, dtype="|u1")),
-            encode_column(np.array(rewards, dtype="<f8")),
-            encode_batch(Batch.stack(observations or []), frames)]
+    return [
+        first,
+        encode_column(np.array(calls, dtype="|u1")),
+        encode_column(np.array(rewards, dtype="<f8")),
+        encode_batch(Batch.stack(observations or []), frames),
+    ]
 
 
 def seed_error(got: str) -> str:
@@ -47,18 +58,29 @@ def seed_error(got: str) -> str:
 #: at ASCII whitespace only, N from 0 to 2**64 - 1, and the error naming the words after
 #: `seed` joined by single spaces, cut to 200 characters.
 SEED_MESSAGES = [
-    ("seed 5", "ok"), ("  seed   12  ", "ok"), ("seed\t7\r\n", "ok"), ("seed\v3\f", "ok"),
-    ("seed 007", "ok"), ("seed 18446744073709551615", "ok"),
+    ("seed 5", "ok"),
+    ("  seed   12  ", "ok"),
+    ("seed\t7\r\n", "ok"),
+    ("seed\v3\f", "ok"),
+    ("seed 007", "ok"),
+    ("seed 18446744073709551615", "ok"),
     ("seed 18446744073709551616", seed_error("18446744073709551616")),
     ("seed " + "9" * 5000, seed_error("9" * 200)),
-    ("seed x", seed_error("x")), ("seed -3", seed_error("-3")), ("seed", seed_error("")),
-    ("seed 1  \t 2", seed_error("1 2")), ("seed it's", seed_error("it's")),
-    ("seed 5\x00", seed_error("5\x00")), ("seed \u0665", seed_error("\u0665")),
-    ("seed 5\u00a0", seed_error("5\u00a0")), ("seed\u00a05", ""), ("seed\x005", ""),
+    ("seed x", seed_error("x")),
+    ("seed -3", seed_error("-3")),
+    ("seed", seed_error("")),
+    ("seed 1  \t 2", seed_error("1 2")),
+    ("seed it's", seed_error("it's")),
+    ("seed 5\x00", seed_error("5\x00")),
+    ("seed \u0665", seed_error("\u0665")),
+    ("seed 5\u00a0", seed_error("5\u00a0")),
+    ("seed\u00a05", ""),
+    ("seed\x005", ""),
     ("seed " + "\u00e9" * 300, seed_error("\u00e9" * 200)),
     ("seed " + "\U0001f600" * 300, seed_error("\U0001f600" * 200)),
     ("seed a" + " b" * 150, seed_error(("a" + " b" * 150)[:200])),
-    ("seeds 5", ""), ("anything else", ""),
+    ("seeds 5", ""),
+    ("anything else", ""),
 ]
 
 
@@ -81,15 +103,21 @@ BODIES: dict[int, object] = {
     T.AGENT_CLEANUP: None,
     T.AGENT_MESSAGE: "what is this",
     T.AGENT_BATCH_INIT: [COUNTDOWN_SPEC, 2],
-    T.AGENT_BATCH_STEP: agent_batch_step(0, [AgentCall.START, AgentCall.START],
-                                         observations=[Value(ints=(4,)), Value(ints=(3,))]),
+    T.AGENT_BATCH_STEP: agent_batch_step(
+        0, [AgentCall.START, AgentCall.START], observations=[Value(ints=(4,)), Value(ints=(3,))]
+    ),
     T.RUN_EPISODE: [100],
     T.DELEGATE: ["ipc:///nowhere", 1000, None],
     T.RUN_BATCH: [0, 1, None, 1],
 }
 #: How to reach each state from FRESH.
-SETUP = {FRESH: [], READY: [T.AGENT_INIT], RUNNING: [T.AGENT_INIT, T.AGENT_START],
-         ENDED: [T.AGENT_INIT, T.AGENT_START, T.AGENT_END], BATCHED: [T.AGENT_BATCH_INIT]}
+SETUP = {
+    FRESH: [],
+    READY: [T.AGENT_INIT],
+    RUNNING: [T.AGENT_INIT, T.AGENT_START],
+    ENDED: [T.AGENT_INIT, T.AGENT_START, T.AGENT_END],
+    BATCHED: [T.AGENT_BATCH_INIT],
+}
 #: RUNNING and ENDED serve the same requests with the same successors, so no request tells
 #: them apart from outside: a probe sees one "episode started" state for both.
 STARTED = "RUNNING or ENDED"
@@ -124,10 +152,12 @@ class Client:
         assert len(reply) == 1, reply
         return msgpack.unpackb(reply[0], raw=False)
 
-    def request(self, msg_type: int, body: object = None, seq: int = 1, episode: int = 1,
-                *extra: bytes) -> list:
-        return self.ask(msgpack.packb([V, int(msg_type), seq, episode, body], use_bin_type=True),
-                        *extra)
+    def request(
+        self, msg_type: int, body: object = None, seq: int = 1, episode: int = 1, *extra: bytes
+    ) -> list:
+        return self.ask(
+            msgpack.packb([V, int(msg_type), seq, episode, body], use_bin_type=True), *extra
+        )
 
     def call(self, msg_type: int, body: object = None) -> list:
         """A request that must succeed."""

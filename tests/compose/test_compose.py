@@ -60,8 +60,11 @@ def names_of(name: str, service: dict) -> set[str]:
 
 
 def bound_ports(command: list[str]) -> list[str]:
-    return [TCP.match(command[i + 1]).group(2) for i, arg in enumerate(command)
-            if arg == "--bind" and TCP.match(command[i + 1])]
+    return [
+        TCP.match(command[i + 1]).group(2)
+        for i, arg in enumerate(command)
+        if arg == "--bind" and TCP.match(command[i + 1])
+    ]
 
 
 def test_the_services_and_the_volume(compose):
@@ -79,9 +82,11 @@ def test_the_services_and_the_volume(compose):
     assert (ROOT / ".env").read_text().count("COMPOSE_PROFILES=python") == 1
 
 
-@pytest.mark.parametrize("variables", [{}, TEST_VARIABLES, {"GAME": "blackjack",
-                                                              "AGENT": "first"}],
-                         ids=["defaults", "test-run", "blackjack"])
+@pytest.mark.parametrize(
+    "variables",
+    [{}, TEST_VARIABLES, {"GAME": "blackjack", "AGENT": "first"}],
+    ids=["defaults", "test-run", "blackjack"],
+)
 def test_every_rlbridge_command_parses(compose, variables):
     parser = build_parser()
     checked = 0
@@ -149,34 +154,48 @@ class LocalCompose:
         argument = TCP.sub(lambda m: f"tcp://127.0.0.1:{self._port(m.group(2))}", argument)
         for inside, outside in self.volumes.items():
             if argument == inside or argument.startswith(inside + "/"):
-                argument = str(outside) + argument[len(inside):]
+                argument = str(outside) + argument[len(inside) :]
         if argument.startswith("/app/"):
-            argument = str(ROOT / argument[len("/app/"):])
+            argument = str(ROOT / argument[len("/app/") :])
         return argument
 
     def command(self, command: list[str]) -> list[str]:
-        head = {"rlbridge": [sys.executable, "-m", "rlbridge"], "node": [check_js()],
-                "test": [shutil.which("test") or "/usr/bin/test"]}.get(command[0])
+        head = {
+            "rlbridge": [sys.executable, "-m", "rlbridge"],
+            "node": [check_js()],
+            "test": [shutil.which("test") or "/usr/bin/test"],
+        }.get(command[0])
         return (head or [self.local(command[0])]) + [self.local(arg) for arg in command[1:]]
 
     def environment(self, service: dict) -> dict[str, str]:
-        values = {key: self.local(str(value)) for key, value in
-                  (service.get("environment") or {}).items()}
+        values = {
+            key: self.local(str(value)) for key, value in (service.get("environment") or {}).items()
+        }
         return {**os.environ, "PYTHONPATH": str(ROOT), **values}
 
     def start(self, service: dict) -> subprocess.Popen:
-        child = subprocess.Popen(self.command(service["command"]), cwd=ROOT, text=True,
-                                 env=self.environment(service), stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE)
+        child = subprocess.Popen(
+            self.command(service["command"]),
+            cwd=ROOT,
+            text=True,
+            env=self.environment(service),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self.children.append(child)
         return child
 
     def healthy(self, service: dict, attempts: int = 10) -> bool:
         """Run the healthcheck as compose would, up to ``attempts`` times (each waits itself)."""
         for _ in range(attempts):
-            check = subprocess.run(self.command(service["healthcheck"]["test"][1:]), cwd=ROOT,
-                                   env=self.environment(service), capture_output=True,
-                                   text=True, timeout=60)
+            check = subprocess.run(
+                self.command(service["healthcheck"]["test"][1:]),
+                cwd=ROOT,
+                env=self.environment(service),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             if check.returncode == 0:
                 return True
         return False
@@ -217,10 +236,19 @@ def test_the_composition_runs_locally_with_each_agent(compose, keys_volume, tmp_
             # Compose starts the experiment once env is healthy; the agent's check runs too.
             # (The three env services are the same; one of them proves its check.)
             checked = (found["env"], agent) if profile == "python" else (agent,)
-            run["health"] = [(service, subprocess.Popen(
-                local.command(service["healthcheck"]["test"][1:]), cwd=ROOT,
-                env=local.environment(service), stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL)) for service in checked]
+            run["health"] = [
+                (
+                    service,
+                    subprocess.Popen(
+                        local.command(service["healthcheck"]["test"][1:]),
+                        cwd=ROOT,
+                        env=local.environment(service),
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    ),
+                )
+                for service in checked
+            ]
         for profile, run in runs.items():
             for service, check in run["health"]:
                 if check.wait(timeout=60) != 0:  # a first try may come before the server is up

@@ -90,8 +90,9 @@ def test_every_instance_plays_as_its_single_environment(name):
         if step >= MIN_STEPS and ends >= ENDS:
             break
         draw = rng.random(COUNT)
-        calls = np.where(~running | (draw < 0.02), START,
-                         np.where(draw < 0.1, NONE, STEP)).astype(np.uint8)
+        calls = np.where(~running | (draw < 0.02), START, np.where(draw < 0.1, NONE, STEP)).astype(
+            np.uint8
+        )
         actions, expected = [], {}
         call_list = calls.tolist()
         for index in range(COUNT):
@@ -118,8 +119,12 @@ def test_every_instance_plays_as_its_single_environment(name):
                 assert (result.rewards[index], result.terminals[index]) == (0.0, False)
                 running[index] = True
             else:
-                got = (float(result.rewards[index]), observation, bool(result.terminals[index]),
-                       info)
+                got = (
+                    float(result.rewards[index]),
+                    observation,
+                    bool(result.terminals[index]),
+                    info,
+                )
                 same_step(name, step, index, got, expected[index])
                 running[index] = not result.terminals[index]
                 ends += int(result.terminals[index])
@@ -132,7 +137,8 @@ def test_every_instance_plays_as_its_single_environment(name):
     outcomes = batch.batch_message("outcomes")
     if outcomes:
         assert json.loads(outcomes)["instances"] == [
-            json.loads(single.env_message("outcomes"))["values"] for single in singles]
+            json.loads(single.env_message("outcomes"))["values"] for single in singles
+        ]
 
 
 @pytest.mark.parametrize("name", list(GAMES))
@@ -161,8 +167,12 @@ class OneInstance:
     def env_step(self, action):
         result = self.batch.batch_step([EnvCall.STEP], [action])
         info = result.infos[0] if result.infos is not None else None
-        return (float(result.rewards[0]), values_of(result.observations)[0],
-                bool(result.terminals[0]), info)
+        return (
+            float(result.rewards[0]),
+            values_of(result.observations)[0],
+            bool(result.terminals[0]),
+            info,
+        )
 
     def env_message(self, text):
         return self.batch.batch_message(text)
@@ -216,7 +226,9 @@ def test_reversi_core_takes_boards_up_to_8x8_and_refuses_as_the_single_game():
         with pytest.raises(RLBridgeError) as expected:
             single.env_step(Value(ints=(action,)))
         with pytest.raises(RLBridgeError) as got:  # the core's own check, behind the batch's
-            batch.core.apply(np.array([STEP, NONE, STEP], dtype=np.uint8),
-                             [Value(ints=(9,)), Value(ints=(action,))])
+            batch.core.apply(
+                np.array([STEP, NONE, STEP], dtype=np.uint8),
+                [Value(ints=(9,)), Value(ints=(action,))],
+            )
         assert str(got.value) == f"instance 2: {expected.value}"
     assert batch.batch_message("each get_state") == before

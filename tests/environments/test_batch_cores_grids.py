@@ -36,8 +36,9 @@ SEED = 1234
 STEPS = 800
 
 
-def run_side_by_side(make_env, core_class, steps: int, messages: tuple[str, ...],
-                     seed: int = SEED) -> dict:
+def run_side_by_side(
+    make_env, core_class, steps: int, messages: tuple[str, ...], seed: int = SEED
+) -> dict:
     """Step a batch and COUNT single environments alike; return counts of what happened."""
     batch = EnvironmentBatch(make_env, COUNT)
     spec = batch.batch_init()
@@ -92,13 +93,16 @@ def run_side_by_side(make_env, core_class, steps: int, messages: tuple[str, ...]
         if step % 97 == 0:
             index = int(rng.integers(COUNT))
             for text in messages:
-                assert batch.batch_message(f"instance {index} {text}") == \
-                    singles[index].env_message(text), f"step {step}: {text}"
-    assert json.loads(batch.batch_message("outcomes"))["instances"] == \
-        [json.loads(env.outcomes_reply())["values"] for env in singles]
+                assert batch.batch_message(f"instance {index} {text}") == singles[
+                    index
+                ].env_message(text), f"step {step}: {text}"
+    assert json.loads(batch.batch_message("outcomes"))["instances"] == [
+        json.loads(env.outcomes_reply())["values"] for env in singles
+    ]
     for text in messages:
-        assert json.loads(batch.batch_message(f"each {text}")) == \
-            [env.env_message(text) for env in singles]
+        assert json.loads(batch.batch_message(f"each {text}")) == [
+            env.env_message(text) for env in singles
+        ]
     return seen
 
 
@@ -111,8 +115,12 @@ MINESWEEPER_OPTIONS = [
 
 @pytest.mark.parametrize("options", MINESWEEPER_OPTIONS, ids=lambda o: str(o) or "defaults")
 def test_minesweeper_core_plays_as_the_single_environment(options):
-    seen = run_side_by_side(lambda: MinesweeperEnv(**options), MinesweeperVector, STEPS,
-                            ("elimination", "get_state", "legal_actions"))
+    seen = run_side_by_side(
+        lambda: MinesweeperEnv(**options),
+        MinesweeperVector,
+        STEPS,
+        ("elimination", "get_state", "legal_actions"),
+    )
     assert seen["steps"] > 8000 and seen["ends"] > 1000
     assert {1.0, 1.5, -10.0} <= seen["rewards"]  # both safe rewards and a loss
     if options.get("rows") == 5:  # random play wins on the small board
@@ -128,8 +136,9 @@ TETRIS_OPTIONS = [
 
 @pytest.mark.parametrize("options", TETRIS_OPTIONS, ids=lambda o: str(o) or "defaults")
 def test_tetris_core_plays_as_the_single_environment(options):
-    seen = run_side_by_side(lambda: TetrisEnv(**options), TetrisVector, STEPS,
-                            ("render", "get_state", "legal_actions"))
+    seen = run_side_by_side(
+        lambda: TetrisEnv(**options), TetrisVector, STEPS, ("render", "get_state", "legal_actions")
+    )
     assert seen["steps"] > 8000 and seen["ends"] > 500
     if options.get("reward", "lines") == "lines":
         assert {0.0, 1.0, 2.0} <= seen["rewards"]
@@ -149,8 +158,10 @@ def test_minesweeper_core_refuses_before_touching_any_instance():
     opened = int(np.flatnonzero(first.observations.arrays[1][1])[0])
     before = batch.batch_message("each get_state")
     with pytest.raises(InvalidAction, match="instance 2"):
-        batch.batch_step(np.zeros(3, dtype=np.uint8),
-                         [Value(ints=(0,)), Value(ints=(opened,)), Value(ints=(99,))])
+        batch.batch_step(
+            np.zeros(3, dtype=np.uint8),
+            [Value(ints=(0,)), Value(ints=(opened,)), Value(ints=(99,))],
+        )
     assert batch.batch_message("each get_state") == before
 
 
@@ -172,17 +183,25 @@ class OneOfBatch(Environment):
         return self.batch.batch_message(message)
 
     def env_start(self) -> Value:
-        return self.batch.batch_step(np.array([EnvCall.START], dtype=np.uint8), []).observations.value(0)
+        return self.batch.batch_step(
+            np.array([EnvCall.START], dtype=np.uint8), []
+        ).observations.value(0)
 
     def env_step(self, action: Value) -> StepResult:
         result = self.batch.batch_step(np.array([EnvCall.STEP], dtype=np.uint8), [action])
-        return StepResult(float(result.rewards[0]), result.observations.value(0),
-                          bool(result.terminals[0]), result.infos and result.infos[0])
+        return StepResult(
+            float(result.rewards[0]),
+            result.observations.value(0),
+            bool(result.terminals[0]),
+            result.infos and result.infos[0],
+        )
 
 
-@pytest.mark.parametrize("make_env", [lambda: MinesweeperEnv(first_click="safe"),
-                                      lambda: TetrisEnv(reward="shaped")],
-                         ids=["minesweeper", "tetris"])
+@pytest.mark.parametrize(
+    "make_env",
+    [lambda: MinesweeperEnv(first_click="safe"), lambda: TetrisEnv(reward="shaped")],
+    ids=["minesweeper", "tetris"],
+)
 def test_the_checker_passes_with_the_core_stepping(make_env):
     single = OneOfBatch(make_env)
     single.env_init()
@@ -200,20 +219,42 @@ class PlainTetris(TetrisEnv):
     """Tetris without its batch core."""
 
 
-@pytest.mark.parametrize("game, plain, options", [
-    ("minesweeper", "PlainMinesweeper", ["--env-opt", "first_click=safe"]),
-    ("tetris", "PlainTetris", ["--env-opt", "reward=shaped"]),
-])
-def test_a_batched_run_logs_the_same_records_whichever_core_stepped(tmp_path, game, plain,
-                                                                     options):
+@pytest.mark.parametrize(
+    "game, plain, options",
+    [
+        ("minesweeper", "PlainMinesweeper", ["--env-opt", "first_click=safe"]),
+        ("tetris", "PlainTetris", ["--env-opt", "reward=shaped"]),
+    ],
+)
+def test_a_batched_run_logs_the_same_records_whichever_core_stepped(tmp_path, game, plain, options):
     records = []
     for name in (game, f"{__name__}:{plain}"):
         log = tmp_path / f"{len(records)}.log"
         result = subprocess.run(
-            [sys.executable, "-m", "rlbridge", "run", name, "random", "--batch", "8",
-             "--episodes", "60", "--seed", "3", "--log", str(log), "--quiet",
-             "--timeout-ms", "120000", *options],  # a loaded machine is slow, not hung
-            capture_output=True, text=True, timeout=120)
+            [
+                sys.executable,
+                "-m",
+                "rlbridge",
+                "run",
+                name,
+                "random",
+                "--batch",
+                "8",
+                "--episodes",
+                "60",
+                "--seed",
+                "3",
+                "--log",
+                str(log),
+                "--quiet",
+                "--timeout-ms",
+                "120000",
+                *options,
+            ],  # a loaded machine is slow, not hung
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert result.returncode == 0, result.stderr
         checked, divergence = verify(LogReader(str(log)), env_name=game)
         assert divergence is None and checked > 200, (name, checked, divergence)

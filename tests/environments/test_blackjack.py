@@ -32,7 +32,12 @@ def test_seed_example_player_6_9_against_7_10_sticks_and_loses():
     assert (reward, observation.ints, terminal) == (-1.0, (15, 7, 0), True)
     assert info == {"player_score": 15, "dealer_score": 17, "outcome": "loss"}
     assert json.loads(env.env_message("get_state")) == {
-        "game": "blackjack", "player": [6, 9], "dealer": [7, 10], "done": True, "reward": -1.0}
+        "game": "blackjack",
+        "player": [6, 9],
+        "dealer": [7, 10],
+        "done": True,
+        "reward": -1.0,
+    }
 
 
 def test_core_seed_example_directly():
@@ -42,10 +47,17 @@ def test_core_seed_example_directly():
     assert core.is_terminal() and core.legal_actions() == [] and core.returns() == -1.0
 
 
-@pytest.mark.parametrize("cards, expected", [
-    ([1, 1], (12, True)), ([1, 10], (21, True)), ([1, 5, 10], (16, False)),
-    ([10, 10, 1], (21, False)), ([2, 2], (4, False)), ([10, 9, 5], (24, False)),
-])
+@pytest.mark.parametrize(
+    "cards, expected",
+    [
+        ([1, 1], (12, True)),
+        ([1, 10], (21, True)),
+        ([1, 5, 10], (16, False)),
+        ([10, 10, 1], (21, False)),
+        ([2, 2], (4, False)),
+        ([10, 9, 5], (24, False)),
+    ],
+)
 def test_hand_total_counts_one_usable_ace(cards, expected):
     assert hand_total(cards) == expected
 
@@ -70,12 +82,15 @@ def test_bust_ends_with_minus_one_and_observes_the_bust_sum():
 
 def test_draw_is_zero_and_natural_pays_1_5_only_with_option():
     for natural, expected in ((False, 1.0), (True, 1.5)):
-        core = BlackjackCore(np.random.default_rng(0), natural=natural, player=[1, 10], dealer=[10, 8])
+        core = BlackjackCore(
+            np.random.default_rng(0), natural=natural, player=[1, 10], dealer=[10, 8]
+        )
         assert core.apply_action(0) == expected
     push = BlackjackCore(np.random.default_rng(0), natural=True, player=[1, 10], dealer=[1, 10])
     assert push.apply_action(0) == 0.0
-    three_card_21 = BlackjackCore(np.random.default_rng(0), natural=True, player=[1, 5, 5],
-                                  dealer=[10, 8])
+    three_card_21 = BlackjackCore(
+        np.random.default_rng(0), natural=True, player=[1, 5, 5], dealer=[10, 8]
+    )
     assert three_card_21.apply_action(0) == 1.0
 
 
@@ -104,8 +119,9 @@ def test_card_frequencies_match_infinite_deck():
     assert set(cards.tolist()) == set(range(1, 11))
 
 
-@pytest.mark.parametrize("player_sum, usable", [(12, 1), (21, 1), (4, 0), (11, 0), (12, 0),
-                                                (20, 0), (21, 0)])
+@pytest.mark.parametrize(
+    "player_sum, usable", [(12, 1), (21, 1), (4, 0), (11, 0), (12, 0), (20, 0), (21, 0)]
+)
 def test_hand_for_realises_the_state(player_sum, usable):
     assert hand_total(hand_for(player_sum, bool(usable))) == (player_sum, bool(usable))
 
@@ -128,9 +144,19 @@ def test_exploring_start_message_sets_next_hand_only():
     assert any(obs != (13, 3, 1) for obs in second)
 
 
-@pytest.mark.parametrize("message", ["start 22 3 0", "start 11 3 1", "start 15 11 0",
-                                     "start 15 3 2", "start x 3 0", "deal 10,10,5 7,10",
-                                     "deal 6 7,10", "deal 6,11 7,10"])
+@pytest.mark.parametrize(
+    "message",
+    [
+        "start 22 3 0",
+        "start 11 3 1",
+        "start 15 11 0",
+        "start 15 3 2",
+        "start x 3 0",
+        "deal 10,10,5 7,10",
+        "deal 6 7,10",
+        "deal 6,11 7,10",
+    ],
+)
 def test_bad_start_and_deal_messages_are_refused(message):
     env = BlackjackEnv()
     reply = env.env_message(message)

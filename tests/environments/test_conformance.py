@@ -23,14 +23,20 @@ CORES = {
     "blackjack": (lambda rng: BlackjackCore(rng, natural=True), range(2)),
     "tetris": (lambda rng: TetrisCore(rng=rng, reward="shaped"), range(4 * 5)),
     "tetris-low": (lambda rng: TetrisCore(rng=rng, actions="low", reward="score"), range(5)),
-    "tetris-tetrominoes": (lambda rng: TetrisCore(rng=rng, reward="shaped", piece_set=TETROMINOES),
-                           range(4 * 5)),
-    "tetris-tetrominoes-low": (lambda rng: TetrisCore(rng=rng, actions="low", piece_set=TETROMINOES),
-                               range(5)),
+    "tetris-tetrominoes": (
+        lambda rng: TetrisCore(rng=rng, reward="shaped", piece_set=TETROMINOES),
+        range(4 * 5),
+    ),
+    "tetris-tetrominoes-low": (
+        lambda rng: TetrisCore(rng=rng, actions="low", piece_set=TETROMINOES),
+        range(5),
+    ),
     "reversi": (lambda rng: ReversiCore(), range(-1, 36)),  # -1 is the pass
     "game2048": (lambda rng: Game2048Core(rng=rng), range(4)),
-    "game2048-standard": (lambda rng: Game2048Core(rng=rng, spawn="standard", win_tile=256),
-                          range(4)),
+    "game2048-standard": (
+        lambda rng: Game2048Core(rng=rng, spawn="standard", win_tile=256),
+        range(4),
+    ),
 }
 
 
@@ -204,24 +210,27 @@ def test_a_correct_core_passes():
     assert report.clones_checked >= 20
 
 
-@pytest.mark.parametrize(("core_class", "rule"), [
-    (SharedGenerator, Rule.CLONE_INDEPENDENT),
-    (SharedHistory, Rule.CLONE_INDEPENDENT),
-    (FreshGenerator, Rule.CLONE_EQUAL),
-    (HiddenGenerator, Rule.CLONE_REPLAYS),
-    (ForgetfulClone, Rule.CLONE_EQUAL),
-    (Unsorted, Rule.LEGAL_ORDER),
-    (Repeated, Rule.LEGAL_ORDER),
-    (OutOfRange, Rule.LEGAL_ORDER),
-    (MovesAfterTheEnd, Rule.LEGAL_WHEN_TERMINAL),
-    (EndsWithoutSaying, Rule.LEGAL_WHEN_TERMINAL),
-    (AcceptsAnything, Rule.ILLEGAL_RAISES),
-    (RaisesTheWrongError, Rule.ILLEGAL_RAISES),
-    (CountsIllegalMoves, Rule.ILLEGAL_CHANGES_NOTHING),
-    (DrawsBeforeChecking, Rule.ILLEGAL_CHANGES_NOTHING),
-    (RejectsALegalMove, Rule.LEGAL_ACCEPTED),
-    (ReturnsOneStepLate, Rule.RETURNS),
-])
+@pytest.mark.parametrize(
+    ("core_class", "rule"),
+    [
+        (SharedGenerator, Rule.CLONE_INDEPENDENT),
+        (SharedHistory, Rule.CLONE_INDEPENDENT),
+        (FreshGenerator, Rule.CLONE_EQUAL),
+        (HiddenGenerator, Rule.CLONE_REPLAYS),
+        (ForgetfulClone, Rule.CLONE_EQUAL),
+        (Unsorted, Rule.LEGAL_ORDER),
+        (Repeated, Rule.LEGAL_ORDER),
+        (OutOfRange, Rule.LEGAL_ORDER),
+        (MovesAfterTheEnd, Rule.LEGAL_WHEN_TERMINAL),
+        (EndsWithoutSaying, Rule.LEGAL_WHEN_TERMINAL),
+        (AcceptsAnything, Rule.ILLEGAL_RAISES),
+        (RaisesTheWrongError, Rule.ILLEGAL_RAISES),
+        (CountsIllegalMoves, Rule.ILLEGAL_CHANGES_NOTHING),
+        (DrawsBeforeChecking, Rule.ILLEGAL_CHANGES_NOTHING),
+        (RejectsALegalMove, Rule.LEGAL_ACCEPTED),
+        (ReturnsOneStepLate, Rule.RETURNS),
+    ],
+)
 def test_a_broken_core_fails_naming_its_rule(core_class, rule):
     with pytest.raises(CoreCheckFailed) as caught:
         check_core(core_class, range(4), games=30)
@@ -236,14 +245,23 @@ def test_a_game_that_never_ends_fails_at_max_steps():
 
 
 def test_failures_state_the_values():
-    with pytest.raises(CoreCheckFailed, match=r"expected sorted unique ints in range\(0, 4\); "
-                                              r"got \[2, 1, 0\]"):
+    with pytest.raises(
+        CoreCheckFailed,
+        match=r"expected sorted unique ints in range\(0, 4\); "
+        r"got \[2, 1, 0\]",
+    ):
         check_core(Unsorted, range(4))
     with pytest.raises(CoreCheckFailed, match=r"changed history: \('list',\) -> \('list', -1\)"):
         check_core(CountsIllegalMoves, range(4))
-    with pytest.raises(CoreCheckFailed, match=r"the clone shares the random generator core\.rng "
-                                              r"with its original; expected a copy"):
+    with pytest.raises(
+        CoreCheckFailed,
+        match=r"the clone shares the random generator core\.rng "
+        r"with its original; expected a copy",
+    ):
         check_core(SharedGenerator, range(4))
-    with pytest.raises(CoreCheckFailed, match=r"advancing the clone changed the original: history: "
-                                              r"\('list',\) -> \('list', [0-3], "):
+    with pytest.raises(
+        CoreCheckFailed,
+        match=r"advancing the clone changed the original: history: "
+        r"\('list',\) -> \('list', [0-3], ",
+    ):
         check_core(SharedHistory, range(4))

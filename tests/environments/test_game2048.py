@@ -63,10 +63,7 @@ def test_slide_line_merges_each_tile_once(line, expected, score):
 
 
 def test_moves_in_four_directions():
-    board = board_from_tiles([2, 2, 0, 4,
-                              0, 2, 0, 4,
-                              0, 0, 0, 8,
-                              0, 0, 0, 8])
+    board = board_from_tiles([2, 2, 0, 4, 0, 2, 0, 4, 0, 0, 0, 8, 0, 0, 0, 8])
     left, reward = move_left(board)
     assert tiles(left) == [4, 4, 0, 0, 2, 4, 0, 0, 8, 0, 0, 0, 8, 0, 0, 0] and reward == 4
     right, reward = move_right(board)
@@ -243,7 +240,7 @@ def test_random_playout_with_fours_matches_standard_play_with_the_same_draws():
     core._next = 0
     _play_playout_moves(core, draws[::3], moves)
     assert (board, score) == (core.board, core.score) and moves > 50
-    assert sum(d < 0.1 for d in draws[2:3 * moves:3]) > 3  # the draws did spawn some 4s
+    assert sum(d < 0.1 for d in draws[2 : 3 * moves : 3]) > 3  # the draws did spawn some 4s
 
 
 def test_random_playout_scores_merges_of_big_tiles():

@@ -25,8 +25,9 @@ def test_environment_messages_and_legal_actions_outside_an_episode(name):
     spec = _spec(env)
     assert env.env_message("no such command") == ""
     assert env.env_message("seed x") == BAD_SEED
-    assert env.env_message("seed -1") == ("error: seed takes an integer from 0 to "
-                                          "18446744073709551615; got '-1'")
+    assert env.env_message("seed -1") == (
+        "error: seed takes an integer from 0 to 18446744073709551615; got '-1'"
+    )
     assert env.env_message("seed 3") == "ok"
     assert env.env_message("legal_actions") == "", "before env_start"
     env.env_start()

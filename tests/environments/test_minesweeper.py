@@ -30,8 +30,12 @@ def seed_elimination(core: MinesweeperCore) -> np.ndarray:
         for i in range(rows):
             for j in range(cols):
                 if hints[i, j] > 0 and is_open[i, j]:
-                    around = [(r, c) for r in range(i - 1, i + 2) for c in range(j - 1, j + 2)
-                              if 0 <= r < rows and 0 <= c < cols and (r, c) != (i, j)]
+                    around = [
+                        (r, c)
+                        for r in range(i - 1, i + 2)
+                        for c in range(j - 1, j + 2)
+                        if 0 <= r < rows and 0 <= c < cols and (r, c) != (i, j)
+                    ]
                     unopened = [p for p in around if not is_open[p]]
                     mines = sum(elim[p] == 1 for p in unopened)
                     free = sum(elim[p] == -1 for p in unopened)
@@ -51,8 +55,12 @@ def seed_step_open(state_open: np.ndarray, state_num: np.ndarray, x: int, y: int
     rows, cols = state_num.shape
 
     def round_set(i, j):
-        return [(r, c) for r in range(i - 1, i + 2) for c in range(j - 1, j + 2)
-                if 0 <= r < rows and 0 <= c < cols and (r, c) != (i, j)]
+        return [
+            (r, c)
+            for r in range(i - 1, i + 2)
+            for c in range(j - 1, j + 2)
+            if 0 <= r < rows and 0 <= c < cols and (r, c) != (i, j)
+        ]
 
     if state_num[x, y] >= 1:
         state_open[x, y] = 1
@@ -72,8 +80,9 @@ def seed_step_open(state_open: np.ndarray, state_num: np.ndarray, x: int, y: int
 
 def env_with_layout(layout, **options) -> MinesweeperEnv:
     layout = np.asarray(layout)
-    env = MinesweeperEnv(rows=layout.shape[0], cols=layout.shape[1],
-                         mines=int(layout.sum()), **options)
+    env = MinesweeperEnv(
+        rows=layout.shape[0], cols=layout.shape[1], mines=int(layout.sum()), **options
+    )
     env.env_init()
     env.env_start()
     env.core = MinesweeperCore(layout.shape[0], layout.shape[1], layout=layout)
@@ -150,7 +159,9 @@ def test_observation_is_the_seeds_array_channels_last_in_int8():
         assert grid.dtype == np.int8 and grid.shape == (5, 5, 2)
         seed_observation = np.array([np.array(SEED_HINTS) * state_open, state_open])  # (2, R, C)
         assert np.array_equal(np.moveaxis(grid, -1, 0).astype(float), seed_observation)
-    assert env.core.lost and int(state_open.sum()) == 6  # (4,1) and its 5 neighbours, (3,2) among them
+    assert (
+        env.core.lost and int(state_open.sum()) == 6
+    )  # (4,1) and its 5 neighbours, (3,2) among them
 
 
 def test_a_hit_mine_with_hint_zero_opens_its_neighbours_like_the_seed():
@@ -252,7 +263,10 @@ def test_first_click_none_can_hit_a_mine_like_the_seed():
 
 
 def test_onehot_observation_matches_the_two_channel_one():
-    plain, onehot = MinesweeperEnv(first_click="zero"), MinesweeperEnv(first_click="zero", onehot=True)
+    plain, onehot = (
+        MinesweeperEnv(first_click="zero"),
+        MinesweeperEnv(first_click="zero", onehot=True),
+    )
     for env in (plain, onehot):
         env.env_init()
         env.env_message("seed 11")
@@ -269,8 +283,13 @@ def test_task_spec_names_the_legal_mask_and_the_board():
     spec = parse(str(MinesweeperEnv(rows=9, cols=16, mines=20).env_init()))
     assert spec.legal_mask == 1
     assert spec.actions.ints[0].high == 143
-    assert game_options(spec.extra, "minesweeper") == {"rows": "9", "cols": "16", "mines": "20",
-                                       "first_click": "none", "onehot": "0"}
+    assert game_options(spec.extra, "minesweeper") == {
+        "rows": "9",
+        "cols": "16",
+        "mines": "20",
+        "first_click": "none",
+        "onehot": "0",
+    }
 
 
 def test_messages_and_snapshot_schema():
@@ -285,10 +304,17 @@ def test_messages_and_snapshot_schema():
     assert env.env_message("bogus") == ""  # unknown messages answer ""
 
 
-@pytest.mark.parametrize("options", [
-    {"mines": "144"}, {"mines": "0"}, {"rows": "0"}, {"first_click": "corner"},
-    {"onehot": "maybe"}, {"rows": "3", "cols": "3", "mines": "1", "first_click": "zero"},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"mines": "144"},
+        {"mines": "0"},
+        {"rows": "0"},
+        {"first_click": "corner"},
+        {"onehot": "maybe"},
+        {"rows": "3", "cols": "3", "mines": "1", "first_click": "zero"},
+    ],
+)
 def test_bad_options_are_rejected(options):
     with pytest.raises(ValueError):  # by the option converter or by the constructor
         build("minesweeper", ENVIRONMENTS, options)

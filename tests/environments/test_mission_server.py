@@ -47,8 +47,13 @@ def on_server(server: FlyingSquid, name: str) -> MissionEnv:
 
 def step_tuple(result):
     observation = result.observation
-    return (result.reward, result.terminal, observation.ints, observation.doubles,
-            observation.arrays[0].tolist())
+    return (
+        result.reward,
+        result.terminal,
+        observation.ints,
+        observation.doubles,
+        observation.arrays[0].tolist(),
+    )
 
 
 @pytest.mark.parametrize("name", BUNDLED)
@@ -86,10 +91,27 @@ def test_the_cliff_walk_reaches_the_goal_on_the_server_and_the_body_is_there(ser
 
 def test_a_three_process_run_on_the_server(server, tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "rlbridge", "run", "mission", "mission-qlearning", "--env-opt",
-         "mission=maze", "--env-opt", "backend=server", "--env-opt",
-         f"rcon_port={server.rcon_port}", "--episodes", "2", "--quiet"],
-        capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "rlbridge",
+            "run",
+            "mission",
+            "mission-qlearning",
+            "--env-opt",
+            "mission=maze",
+            "--env-opt",
+            "backend=server",
+            "--env-opt",
+            f"rcon_port={server.rcon_port}",
+            "--episodes",
+            "2",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert "episodes 2" in result.stdout
 
@@ -106,6 +128,8 @@ def test_a_server_that_dies_mid_episode_ends_it_with_an_error_naming_it(monkeypa
         env.env_start()
         env.env_step(Value(ints=(3,)))
         doomed.stop()
-        with pytest.raises(MissionServerError,
-                           match=f"server at {doomed.host}:{doomed.rcon_port} stopped answering"):
+        with pytest.raises(
+            MissionServerError,
+            match=f"server at {doomed.host}:{doomed.rcon_port} stopped answering",
+        ):
             env.env_step(Value(ints=(3,)))

@@ -116,17 +116,24 @@ BAD = {
     "malformed XML": ("<Mission><About></Mission>", r"<mission>:1: expected well-formed XML"),
     "an element outside the subset": (
         MINIMAL.format(draw="", handlers="<ObservationFromRay/>"),
-        r":8: <ObservationFromRay>: this element is outside the supported subset"),
+        r":8: <ObservationFromRay>: this element is outside the supported subset",
+    ),
     "an unknown block": (
         MINIMAL.format(draw='<DrawBlock x="1" y="3" z="1" type="unobtainium"/>', handlers=""),
-        r":4: <DrawBlock>: unknown block type 'unobtainium'; expected one of air, stone"),
+        r":4: <DrawBlock>: unknown block type 'unobtainium'; expected one of air, stone",
+    ),
     "a coordinate out of range": (
         MINIMAL.format(draw='<DrawBlock x="1" y="300" z="1" type="stone"/>', handlers=""),
-        r":4: <DrawBlock>: expected y in \[0, 255\]; got 300"),
-    "an entity": ('<!DOCTYPE m [<!ENTITY a "aaaa">]><Mission/>',
-                  "without a document type declaration"),
-    "no command handler": (MINIMAL.format(draw="", handlers="").replace(
-        "<DiscreteMovementCommands/>", ""), "expected <DiscreteMovementCommands>"),
+        r":4: <DrawBlock>: expected y in \[0, 255\]; got 300",
+    ),
+    "an entity": (
+        '<!DOCTYPE m [<!ENTITY a "aaaa">]><Mission/>',
+        "without a document type declaration",
+    ),
+    "no command handler": (
+        MINIMAL.format(draw="", handlers="").replace("<DiscreteMovementCommands/>", ""),
+        "expected <DiscreteMovementCommands>",
+    ),
 }
 
 
@@ -140,9 +147,12 @@ def test_a_bad_mission_fails_at_load_naming_what_and_where(case):
 def test_a_bad_mission_file_on_the_command_line_is_one_line(tmp_path):
     path = tmp_path / "bad.xml"
     path.write_text(MINIMAL.format(draw="", handlers="<VideoProducer/>"))
-    result = subprocess.run([sys.executable, "-m", "rlbridge", "env", "mission",
-                             "--opt", f"mission={path}"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "rlbridge", "env", "mission", "--opt", f"mission={path}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert f"{path}:8: <VideoProducer>" in result.stderr
@@ -171,11 +181,16 @@ def test_the_tetris_arena_holds_the_board_the_tetris_blocks_renderer_draws():
     cells = set()
     for line in BlockStream().update(tetris.state_snapshot()):
         command = parse_command(line)
-        cells.update(command.positions() if isinstance(command, Fill)
-                     else [(command.x, command.y, command.z)])
+        cells.update(
+            command.positions()
+            if isinstance(command, Fill)
+            else [(command.x, command.y, command.z)]
+        )
     world = MissionEnv("tetris_arena").core.world
     # Every cell the renderer writes is the arena's open board; the frame closes it.
     assert {NAMES[world.block(*cell)] for cell in cells} == {"air"}
     assert {(x, y) for x, y, _ in cells} == {(x, y) for x in range(5) for y in range(69, 81)}
     assert {NAMES[world.block(x, 70, 3)] for x in (-1, 5)} == {"stone"}
-    assert NAMES[world.block(2, 68, 3)] == "stone" and NAMES[world.block(2, 75, 4)] == "quartz_block"
+    assert (
+        NAMES[world.block(2, 68, 3)] == "stone" and NAMES[world.block(2, 75, 4)] == "quartz_block"
+    )

@@ -29,14 +29,38 @@ SEED_BOARD = [
     [0, 0, 0, 0, 0, 0],
 ]
 SEED_LAYERS = [
-    [[0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0],
-     [0, 1, 1, 0, 0, 0], [0, 1, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]],
-    [[0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0], [0, 0, 1, 0, 0, 0],
-     [0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]],
-    [[0, 0, 0, 0, 0, 0], [0, 0, 1, 1, 0, 0], [0, 0, 0, 1, 0, 0],
-     [0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]],
-    [[0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0],
-     [0, 0, 0, 0, 0, 0], [1, 0, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0]],
+    [
+        [0, 0, 0, 0, 0, 0],
+        [0, 0, 0, 0, 0, 0],
+        [0, 1, 0, 0, 0, 0],
+        [0, 1, 1, 0, 0, 0],
+        [0, 1, 0, 0, 0, 0],
+        [0, 0, 0, 0, 0, 0],
+    ],
+    [
+        [0, 0, 0, 0, 0, 0],
+        [0, 0, 0, 0, 0, 0],
+        [0, 0, 1, 0, 0, 0],
+        [0, 0, 0, 0, 0, 0],
+        [0, 0, 0, 0, 0, 0],
+        [0, 0, 0, 0, 0, 0],
+    ],
+    [
+        [0, 0, 0, 0, 0, 0],
+        [0, 0, 1, 1, 0, 0],
+        [0, 0, 0, 1, 0, 0],
+        [0, 0, 0, 0, 0, 0],
+        [0, 0, 0, 0, 0, 0],
+        [0, 0, 0, 0, 0, 0],
+    ],
+    [
+        [0, 0, 0, 0, 0, 0],
+        [0, 0, 0, 0, 0, 0],
+        [1, 0, 0, 0, 0, 0],
+        [0, 0, 0, 0, 0, 0],
+        [1, 0, 1, 0, 0, 0],
+        [0, 0, 0, 0, 0, 0],
+    ],
 ]
 
 
@@ -183,21 +207,28 @@ def test_options_validate_size_and_opponent():
     assert len(env.env_start().ints) == 4 * 16
 
 
-@pytest.mark.parametrize("message, got", [
-    ("opponent alphabeta 7", "got 7"), ("opponent alphabeta 60", "got 60"),
-    ("opponent alphabeta 0", "got 0"), ("opponent alphabeta deep", "got 'deep'"),
-])
+@pytest.mark.parametrize(
+    "message, got",
+    [
+        ("opponent alphabeta 7", "got 7"),
+        ("opponent alphabeta 60", "got 60"),
+        ("opponent alphabeta 0", "got 0"),
+        ("opponent alphabeta deep", "got 'deep'"),
+    ],
+)
 def test_the_alphabeta_depth_is_bounded_in_a_message(message, got):
     env = ReversiEnv(size=4)
     assert env.env_message(message) == (
-        f"error: reversi: alphabeta depth expects a number from 1 to {MAX_DEPTH}; {got}")
+        f"error: reversi: alphabeta depth expects a number from 1 to {MAX_DEPTH}; {got}"
+    )
     assert env.opponent_name == "seed"  # a refused message changes nothing
     assert env.env_message(f"opponent alphabeta {MAX_DEPTH}") == "ok"
 
 
 def test_the_alphabeta_depth_is_bounded_as_an_option():
-    with pytest.raises(OptionError, match=f"reversi: option depth expects a number from 1 to "
-                                          f"{MAX_DEPTH}; got 9"):
+    with pytest.raises(
+        OptionError, match=f"reversi: option depth expects a number from 1 to {MAX_DEPTH}; got 9"
+    ):
         typed_options("reversi", ENVIRONMENTS, ["opponent=alphabeta", "depth=9"])
     with pytest.raises(OptionError, match="alphabeta depth expects a number from 1 to"):
         ReversiEnv(opponent="alphabeta", depth=MAX_DEPTH + 1)
@@ -239,6 +270,9 @@ def test_bitboard_moves_match_a_ray_by_ray_check(size):
         cells = rng.integers(0, 3, size * size)
         own = sum(1 << i for i in np.flatnonzero(cells == 1).tolist())
         opp = sum(1 << i for i in np.flatnonzero(cells == 2).tolist())
-        brute = sum(1 << i for i in range(size * size)
-                    if not (own | opp) >> i & 1 and geometry.flips(i, own, opp))
+        brute = sum(
+            1 << i
+            for i in range(size * size)
+            if not (own | opp) >> i & 1 and geometry.flips(i, own, opp)
+        )
         assert geometry.moves(own, opp) == brute

@@ -60,7 +60,12 @@ def _core(board_text: str, kind: int, piece_set=TETROMINOES, **kwargs) -> Tetris
         core.board[r] = sum(1 << c for c, ch in enumerate(line) if ch == "#")
         core.colours[r] = bytearray(1 if ch == "#" else 0 for ch in line)
     core.heights = column_heights(core.board, core.cols)
-    core.kind, core.rot, core.x, core.y = kind, 0, (core.cols - piece_set.orientation(kind, 0).width) // 2, 0
+    core.kind, core.rot, core.x, core.y = (
+        kind,
+        0,
+        (core.cols - piece_set.orientation(kind, 0).width) // 2,
+        0,
+    )
     return core
 
 
@@ -70,11 +75,19 @@ def test_checker_placement_1000_episodes(pieces):
     assert report.steps > 5000  # random play places several pieces per game
 
 
-@pytest.mark.parametrize("options", [
-    {"actions": "low"}, {"preview": True}, {"reward": "shaped"}, {"reward": "score"},
-    {"rows": 8, "cols": 7}, {"actions": "low", "pieces": "tetrominoes"},
-    {"preview": True, "pieces": "tetrominoes"}, {"reward": "shaped", "pieces": "tetrominoes"},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"actions": "low"},
+        {"preview": True},
+        {"reward": "shaped"},
+        {"reward": "score"},
+        {"rows": 8, "cols": 7},
+        {"actions": "low", "pieces": "tetrominoes"},
+        {"preview": True, "pieces": "tetrominoes"},
+        {"reward": "shaped", "pieces": "tetrominoes"},
+    ],
+)
 def test_checker_options(options):
     check_environment(lambda: TetrisEnv(**options), episodes=60)
 
@@ -83,12 +96,9 @@ def test_checker_options(options):
 MALTRIS_SHAPES = [
     [[1]],
     [[2, 2]],
-    [[0, 3],
-     [3, 0]],
-    [[0, 4],
-     [4, 4]],
-    [[5, 5],
-     [5, 5]],
+    [[0, 3], [3, 0]],
+    [[0, 4], [4, 4]],
+    [[5, 5], [5, 5]],
 ]
 
 
@@ -124,8 +134,14 @@ def test_seed_pieces_fall_in_their_colours():
 
 def test_tetromino_shapes_and_colours():
     assert [o[0].masks for o in TETROMINOES.orientations] == [
-        (0b111, 0b010), (0b110, 0b011), (0b011, 0b110), (0b001, 0b111), (0b100, 0b111),
-        (0b1111,), (0b11, 0b11)]
+        (0b111, 0b010),
+        (0b110, 0b011),
+        (0b011, 0b110),
+        (0b001, 0b111),
+        (0b100, 0b111),
+        (0b1111,),
+        (0b11, 0b11),
+    ]
     assert [len(TETROMINOES.distinct_rotations(k)) for k in range(1, 8)] == [4, 2, 2, 4, 4, 2, 1]
     core = _core("..... .....", I_PIECE)
     core.apply_action(1 * 5 + 0)  # vertical I at the left wall
@@ -268,7 +284,8 @@ def test_info_snapshot_and_messages():
     assert len(state["board"]) == 60
     assert len(state["piece"]["cells"]) == len(SEED_PIECES.orientation(kind, 0).cells)
     assert env.env_message("legal_actions").split() == [
-        str(a) for a in np.flatnonzero(result.observation.arrays[1])]
+        str(a) for a in np.flatnonzero(result.observation.arrays[1])
+    ]
     assert env.env_message("bogus") == ""  # unknown messages answer ""
     assert len(env.env_message("render").splitlines()) == 12
 
@@ -280,5 +297,7 @@ def test_bad_options_are_named():
         TetrisEnv(cols=3)
     with pytest.raises(ValueError, match="actions"):
         TetrisEnv(actions="mouse")
-    with pytest.raises(ValueError, match="pieces must be one of seed, tetrominoes; got 'pentominoes'"):
+    with pytest.raises(
+        ValueError, match="pieces must be one of seed, tetrominoes; got 'pentominoes'"
+    ):
         TetrisEnv(pieces="pentominoes")

@@ -46,7 +46,9 @@ class FakePeer:
                 self.socket.send_multipart([identity, *reply])
 
             if message.type == T.HELLO:
-                send(encode(T.HELLO, message.seq, 0, [self.role, PROTOCOL_VERSION, "fake", "python"]))
+                send(
+                    encode(T.HELLO, message.seq, 0, [self.role, PROTOCOL_VERSION, "fake", "python"])
+                )
             else:
                 self.answer(message, send)
 

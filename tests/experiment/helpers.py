@@ -116,8 +116,11 @@ class ThrottleEnv(Environment):
 
     def env_init(self) -> TaskSpec:
         self.steps = 0
-        return TaskSpec(observations=SpaceSpec(ints=(Range(0, 1_000_000),)),
-                        actions=SpaceSpec(doubles=(Range(0.0, 1.0),)), rewards=Range(0.0, 1.0))
+        return TaskSpec(
+            observations=SpaceSpec(ints=(Range(0, 1_000_000),)),
+            actions=SpaceSpec(doubles=(Range(0.0, 1.0),)),
+            rewards=Range(0.0, 1.0),
+        )
 
     def env_start(self) -> Value:
         return Value(ints=(self.steps,))

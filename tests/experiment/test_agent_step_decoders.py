@@ -24,8 +24,13 @@ from rlbridge.protocol.values import Value, encode_value
 
 T = MessageType
 LIMIT_BYTES = 2048
-SPEC = str(TaskSpec(observations=SpaceSpec(ints=(Range(0, 100),)),
-                    actions=SpaceSpec(ints=(Range(0, 1),)), rewards=Range(-1.0, 1.0)))
+SPEC = str(
+    TaskSpec(
+        observations=SpaceSpec(ints=(Range(0, 100),)),
+        actions=SpaceSpec(ints=(Range(0, 1),)),
+        rewards=Range(-1.0, 1.0),
+    )
+)
 
 
 class Quirky(Agent):
@@ -56,8 +61,9 @@ class GeneralOnly(AgentServer):
 
 
 def step(n, seq, *, reward=0.5, arrays=(), episode=1) -> bytes:
-    return msgpack.packb([V, 22, seq, episode, [reward, [[n], [], "", list(arrays)]]],
-                         use_bin_type=True)
+    return msgpack.packb(
+        [V, 22, seq, episode, [reward, [[n], [], "", list(arrays)]]], use_bin_type=True
+    )
 
 
 def packed(*items) -> bytes:
@@ -100,8 +106,13 @@ REQUESTS = [
 
 
 def _run(server_class, ipc_dir, name: str) -> list:
-    server = server_class(Quirky(), f"ipc://{ipc_dir}/{name}", handle_signals=False, log=None,
-                          max_message_bytes=LIMIT_BYTES)
+    server = server_class(
+        Quirky(),
+        f"ipc://{ipc_dir}/{name}",
+        handle_signals=False,
+        log=None,
+        max_message_bytes=LIMIT_BYTES,
+    )
     context = zmq.Context.instance()
     clients = {}
     for who in ("o", "s"):
@@ -118,8 +129,14 @@ def _run(server_class, ipc_dir, name: str) -> list:
             while request is None:  # the ROUTER's receive wakes every POLL_INTERVAL_MS
                 request = recv_request(server.socket)
             server.handle(*request)
-            seen.append((clients[who].recv_multipart(), server.state,
-                         server.session_owner is not None, server.session_seen != before))
+            seen.append(
+                (
+                    clients[who].recv_multipart(),
+                    server.state,
+                    server.session_owner is not None,
+                    server.session_seen != before,
+                )
+            )
     finally:
         for client in clients.values():
             client.close()
@@ -133,8 +150,11 @@ def test_the_typed_decoder_answers_every_request_as_the_general_decoder(ipc_dir)
     for (who, frames), mine, theirs in zip(REQUESTS, typed, general, strict=True):
         assert mine == theirs, f"{who} sent {frames[0][:40]!r}"
     # The cases above do reach each outcome: replies, and errors of every kind.
-    codes = [msgpack.unpackb(reply[0][0])[4][0] for reply in general
-             if msgpack.unpackb(reply[0][0])[1] == T.ERROR]
+    codes = [
+        msgpack.unpackb(reply[0][0])[4][0]
+        for reply in general
+        if msgpack.unpackb(reply[0][0])[1] == T.ERROR
+    ]
     assert sorted(set(codes)) == [1, 3, 4, 5, 6, 7, 10]
     assert sum(1 for reply in general if msgpack.unpackb(reply[0][0])[1] == T.AGENT_STEP) >= 6
 

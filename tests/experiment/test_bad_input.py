@@ -19,8 +19,9 @@ LIMIT_BYTES = 4096
 @pytest.fixture
 def env_server(processes, ipc_dir):
     address = f"ipc://{ipc_dir}/e"
-    child = processes.start("env", "gridwalk", "--bind", address,
-                            "--max-message-bytes", str(LIMIT_BYTES))
+    child = processes.start(
+        "env", "gridwalk", "--bind", address, "--max-message-bytes", str(LIMIT_BYTES)
+    )
     env = RemoteEnvironment(address)
     env.env_init()
     env.env_start()  # ENV_STEP is served only inside an episode
@@ -54,32 +55,61 @@ CASES = {
     "malformed msgpack": ([b"\xc1\xc1"], ErrorCode.MALFORMED, "could not decode"),
     "not an envelope": ([msgpack.packb({"type": 10})], ErrorCode.MALFORMED, "envelope"),
     "unknown type": ([encode(77, 1, 0)[0]], ErrorCode.UNKNOWN_TYPE, "unknown message type 77"),
-    "wrong field type": ([encode(MessageType.ENV_MESSAGE, 1, 0, 42)[0]], ErrorCode.BAD_FIELD,
-                         "must be a str; got int"),
-    "wrong value shape": ([encode(MessageType.ENV_STEP, 1, 0, [[1], []])[0]],
-                          ErrorCode.BAD_FIELD, r"\[ints, doubles, chars, arrays\]"),
-    "string seq": ([msgpack.packb([PROTOCOL_VERSION, 12, "1", 0, None])], ErrorCode.BAD_FIELD, "integers"),
-    "too large": ([encode(MessageType.ENV_MESSAGE, 1, 0, "x" * (2 * LIMIT_BYTES))[0]],
-                  ErrorCode.TOO_LARGE, f"limit of {LIMIT_BYTES} bytes"),
-    "other version": ([encode(MessageType.HELLO, 1, 0, ["experiment", 1, "x", "y"], version=1)[0]],
-                      ErrorCode.VERSION_MISMATCH, f"expected {PROTOCOL_VERSION}, got 1"),
+    "wrong field type": (
+        [encode(MessageType.ENV_MESSAGE, 1, 0, 42)[0]],
+        ErrorCode.BAD_FIELD,
+        "must be a str; got int",
+    ),
+    "wrong value shape": (
+        [encode(MessageType.ENV_STEP, 1, 0, [[1], []])[0]],
+        ErrorCode.BAD_FIELD,
+        r"\[ints, doubles, chars, arrays\]",
+    ),
+    "string seq": (
+        [msgpack.packb([PROTOCOL_VERSION, 12, "1", 0, None])],
+        ErrorCode.BAD_FIELD,
+        "integers",
+    ),
+    "too large": (
+        [encode(MessageType.ENV_MESSAGE, 1, 0, "x" * (2 * LIMIT_BYTES))[0]],
+        ErrorCode.TOO_LARGE,
+        f"limit of {LIMIT_BYTES} bytes",
+    ),
+    "other version": (
+        [encode(MessageType.HELLO, 1, 0, ["experiment", 1, "x", "y"], version=1)[0]],
+        ErrorCode.VERSION_MISMATCH,
+        f"expected {PROTOCOL_VERSION}, got 1",
+    ),
     "action outside the task spec": (
         [encode(MessageType.ENV_STEP, 1, 0, encode_value(Value(ints=(9,))))[0]],
-        ErrorCode.INVALID_ACTION, r"in \[0, 3\]; got 9"),
+        ErrorCode.INVALID_ACTION,
+        r"in \[0, 3\]; got 9",
+    ),
     "action of the wrong arity": (
         [encode(MessageType.ENV_STEP, 1, 0, encode_value(Value(ints=(1, 1))))[0]],
-        ErrorCode.INVALID_ACTION, "1 ints; got 2"),
+        ErrorCode.INVALID_ACTION,
+        "1 ints; got 2",
+    ),
     "chars in an action whose spec has no CHARCOUNT": (
         [encode(MessageType.ENV_STEP, 1, 0, encode_value(Value(ints=(1,), chars="x")))[0]],
-        ErrorCode.INVALID_ACTION, "at most 0 chars; got 1"),
+        ErrorCode.INVALID_ACTION,
+        "at most 0 chars; got 1",
+    ),
     "an array of 65 dimensions": (
         [encode(MessageType.ENV_STEP, 1, 0, [[1], [], "", [["|u1", [1] * 65, b""]]])[0]],
-        ErrorCode.BAD_FIELD, "at most 32 dimensions; got 65"),
+        ErrorCode.BAD_FIELD,
+        "at most 32 dimensions; got 65",
+    ),
     "an array whose element count overflows": (
         [encode(MessageType.ENV_STEP, 1, 0, [[1], [], "", [["<f8", [2**62, 2**62, 0], b""]]])[0]],
-        ErrorCode.BAD_FIELD, "without its zero dimensions"),
-    "agent call to an environment": ([encode(MessageType.AGENT_END, 1, 0, 1.0)[0]],
-                                     ErrorCode.WRONG_STATE, "does not serve AGENT_END"),
+        ErrorCode.BAD_FIELD,
+        "without its zero dimensions",
+    ),
+    "agent call to an environment": (
+        [encode(MessageType.AGENT_END, 1, 0, 1.0)[0]],
+        ErrorCode.WRONG_STATE,
+        "does not serve AGENT_END",
+    ),
 }
 
 
@@ -123,8 +153,12 @@ def test_an_application_error_is_reported_and_serving_continues(processes, ipc_d
 
 def test_a_bad_seed_is_answered_with_an_error_string(raw, env_server):
     reply = raw(encode(MessageType.ENV_MESSAGE, 1, 0, "seed not-a-number")[0])
-    assert reply[1:] == [MessageType.ENV_MESSAGE, 1, 0, "error: seed takes an integer from 0 to "
-                         "18446744073709551615; got 'not-a-number'"]
+    assert reply[1:] == [
+        MessageType.ENV_MESSAGE,
+        1,
+        0,
+        "error: seed takes an integer from 0 to 18446744073709551615; got 'not-a-number'",
+    ]
     still_serves(env_server[1])
 
 

@@ -32,8 +32,12 @@ from rlbridge.registry import AGENTS, ENVIRONMENTS
 
 
 def rlbridge_run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rlbridge", "run", *args, "--quiet"],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "rlbridge", "run", *args, "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def logged_episodes(path) -> dict[int, list[tuple]]:
@@ -41,12 +45,14 @@ def logged_episodes(path) -> dict[int, list[tuple]]:
     per_instance = defaultdict(list)
     for episode in read_episodes(LogReader(str(path))):
         per_instance[episode.instance].append(
-            (episode.terminal, len(episode.actions), episode.total))
+            (episode.terminal, len(episode.actions), episode.total)
+        )
     return dict(per_instance)
 
 
-def single_runs(env_name: str, agent_name: str, seed: int, quotas: list[int],
-                max_steps: int) -> dict[int, list[tuple]]:
+def single_runs(
+    env_name: str, agent_name: str, seed: int, quotas: list[int], max_steps: int
+) -> dict[int, list[tuple]]:
     """Instance i played alone: an unbatched in-process experiment with instance i's seeds."""
     env_seed, agent_seed = derive_seeds(seed)
     runs = {}
@@ -71,29 +77,67 @@ def test_one_instance_gives_exactly_the_unbatched_results_and_transitions(tmp_pa
     batched = rlbridge_run(*common, "--batch", "1", "--log", str(tmp_path / "batched.log"))
     assert plain.returncode == batched.returncode == 0, batched.stderr
     first, second = parse_summary_line(plain.stdout), parse_summary_line(batched.stdout)
-    assert (first["episodes"], first["steps"], first["mean_return"]) == \
-        (second["episodes"], second["steps"], second["mean_return"])
+    assert (first["episodes"], first["steps"], first["mean_return"]) == (
+        second["episodes"],
+        second["steps"],
+        second["mean_return"],
+    )
     exports = []
     for name in ("plain", "batched"):
         out = tmp_path / f"{name}.npz"
-        subprocess.run([sys.executable, "-m", "rlbridge", "log", "export",
-                        str(tmp_path / f"{name}.log"), "--npz", str(out)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rlbridge",
+                "log",
+                "export",
+                str(tmp_path / f"{name}.log"),
+                "--npz",
+                str(out),
+            ],
+            check=True,
+            capture_output=True,
+        )
         exports.append(np.load(out))
-    for key in ("observations", "actions", "rewards", "terminals", "truncations",
-                "episode_starts", "next_observations"):
+    for key in (
+        "observations",
+        "actions",
+        "rewards",
+        "terminals",
+        "truncations",
+        "episode_starts",
+        "next_observations",
+    ):
         np.testing.assert_array_equal(exports[0][key], exports[1][key], err_msg=key)
 
 
-@pytest.mark.parametrize("env_name, agent_name, episodes, max_steps", [
-    ("minesweeper", "random", 20, 0),  # episodes end at different steps
-    ("minesweeper", "random", 16, 3),  # some hit a mine early, the rest are cut off at 3
-], ids=["ends", "cut-off"])
+@pytest.mark.parametrize(
+    "env_name, agent_name, episodes, max_steps",
+    [
+        ("minesweeper", "random", 20, 0),  # episodes end at different steps
+        ("minesweeper", "random", 16, 3),  # some hit a mine early, the rest are cut off at 3
+    ],
+    ids=["ends", "cut-off"],
+)
 def test_eight_instances_count_as_eight_single_runs_with_their_seeds(
-        tmp_path, env_name, agent_name, episodes, max_steps):
+    tmp_path, env_name, agent_name, episodes, max_steps
+):
     log = tmp_path / "run.log"
-    result = rlbridge_run(env_name, agent_name, "--batch", "8", "--episodes", str(episodes),
-                          "--max-steps", str(max_steps), "--seed", "9", "--log", str(log))
+    result = rlbridge_run(
+        env_name,
+        agent_name,
+        "--batch",
+        "8",
+        "--episodes",
+        str(episodes),
+        "--max-steps",
+        str(max_steps),
+        "--seed",
+        "9",
+        "--log",
+        str(log),
+    )
     assert result.returncode == 0, result.stderr
     quotas = [episodes // 8 + (1 if i < episodes % 8 else 0) for i in range(8)]
     expected = single_runs(env_name, agent_name, 9, quotas, max_steps)
@@ -112,10 +156,25 @@ def test_eight_instances_count_as_eight_single_runs_with_their_seeds(
 
 
 def test_every_mode_plays_the_same_episodes_and_every_log_verifies(tmp_path):
-    common = ["2048", "random", "--batch", "6", "--episodes", "9", "--max-steps", "40",
-              "--seed", "2"]
-    modes = {"delegated": [], "one-group": ["--groups", "1"], "step": ["--no-fast-path"],
-             "shards": ["--shards", "2"], "three-shards": ["--shards", "3", "--groups", "2"]}
+    common = [
+        "2048",
+        "random",
+        "--batch",
+        "6",
+        "--episodes",
+        "9",
+        "--max-steps",
+        "40",
+        "--seed",
+        "2",
+    ]
+    modes = {
+        "delegated": [],
+        "one-group": ["--groups", "1"],
+        "step": ["--no-fast-path"],
+        "shards": ["--shards", "2"],
+        "three-shards": ["--shards", "3", "--groups", "2"],
+    }
     seen = {}
     for name, extra in modes.items():
         log = tmp_path / f"{name}.log"
@@ -124,8 +183,7 @@ def test_every_mode_plays_the_same_episodes_and_every_log_verifies(tmp_path):
         seen[name] = logged_episodes(log)
         checked, divergence = verify(LogReader(str(log)))
         # An episode of n agent calls made n environment calls, one more if it ended terminally.
-        calls = sum(steps + terminal for runs in seen[name].values()
-                    for terminal, steps, _ in runs)
+        calls = sum(steps + terminal for runs in seen[name].values() for terminal, steps, _ in runs)
         assert divergence is None and checked == calls, (name, divergence, checked, calls)
     assert all(episodes == seen["delegated"] for episodes in seen.values()), seen.keys()
 
@@ -134,23 +192,39 @@ def test_the_same_seed_gives_the_same_log_records_with_shards(tmp_path):
     records = []
     for run in range(2):
         log = tmp_path / f"{run}.log"
-        result = rlbridge_run("gridwalk", "random", "--batch", "4", "--shards", "2",
-                              "--episodes", "12", "--seed", "3", "--log", str(log))
+        result = rlbridge_run(
+            "gridwalk",
+            "random",
+            "--batch",
+            "4",
+            "--shards",
+            "2",
+            "--episodes",
+            "12",
+            "--seed",
+            "3",
+            "--log",
+            str(log),
+        )
         assert result.returncode == 0, result.stderr
         records.append([r._replace(timestamp_ns=0) for r in LogReader(str(log)).records()])
     assert records[0] == records[1] and len(records[0]) > 20
 
 
 def test_in_process_batches_count_like_the_processes():
-    experiment = Experiment(lambda: build("blackjack", ENVIRONMENTS), build("random", AGENTS),
-                            instances=5, seed=11, groups=2)
+    experiment = Experiment(
+        lambda: build("blackjack", ENVIRONMENTS),
+        build("random", AGENTS),
+        instances=5,
+        seed=11,
+        groups=2,
+    )
     experiment.RL_init()
     result = experiment.run(episodes=23)
     per_instance = defaultdict(list)
     for instance, terminal, steps, total in zip(*result.episodes, strict=True):
         per_instance[instance].append((terminal, steps, total))
-    assert dict(per_instance) == single_runs("blackjack", "random", 11,
-                                             [5, 5, 5, 4, 4], 0)
+    assert dict(per_instance) == single_runs("blackjack", "random", 11, [5, 5, 5, 4, 4], 0)
     assert sum(c.num_episodes for c in experiment.loop.counters) == 23
 
 
@@ -203,61 +277,106 @@ def test_bad_batched_input_gets_a_specific_error_and_the_servers_keep_serving(se
     env, agent = servers
     S, N = EnvCall.START, EnvCall.NONE
     assert env.request(T.ENV_BATCH_INIT, [0, 0]).body[1] == 3  # --batch 3
-    refused(env, T.ENV_BATCH_STEP, [calls(S, S), encode_batch([])], ProtocolError,
-            "ENV_BATCH_STEP has 2 calls; this environment serves 3 instances")
-    refused(env, T.ENV_BATCH_STEP, [calls(EnvCall.STEP, N, N), encode_batch([Value(ints=(0,))])],
-            WrongState, "instance 0 has no episode: its call must be START or NONE; got STEP")
+    refused(
+        env,
+        T.ENV_BATCH_STEP,
+        [calls(S, S), encode_batch([])],
+        ProtocolError,
+        "ENV_BATCH_STEP has 2 calls; this environment serves 3 instances",
+    )
+    refused(
+        env,
+        T.ENV_BATCH_STEP,
+        [calls(EnvCall.STEP, N, N), encode_batch([Value(ints=(0,))])],
+        WrongState,
+        "instance 0 has no episode: its call must be START or NONE; got STEP",
+    )
     reply = env.request(T.ENV_BATCH_STEP, [calls(S, S, N), encode_batch([])]).body
     assert reply[1][0] == 2  # two observations, for the two STARTs
-    refused(env, T.ENV_BATCH_STEP, [calls(EnvCall.STEP, EnvCall.STEP, N),
-                                     encode_batch([Value(ints=(0,))])],
-            ProtocolError, "2 STEP calls but 1 actions")
+    refused(
+        env,
+        T.ENV_BATCH_STEP,
+        [calls(EnvCall.STEP, EnvCall.STEP, N), encode_batch([Value(ints=(0,))])],
+        ProtocolError,
+        "2 STEP calls but 1 actions",
+    )
     legal = [int(a) for a in env.request(T.ENV_MESSAGE, "instance 1 legal_actions").body.split()]
     each = json.loads(env.request(T.ENV_MESSAGE, "each legal_actions").body)
-    assert each == [env.request(T.ENV_MESSAGE, f"instance {i} legal_actions").body
-                    for i in range(3)] and each[1].split() == [str(a) for a in legal]
+    assert each == [
+        env.request(T.ENV_MESSAGE, f"instance {i} legal_actions").body for i in range(3)
+    ] and each[1].split() == [str(a) for a in legal]
     illegal = next(a for a in range(37) if a not in legal)
-    refused(env, T.ENV_BATCH_STEP, [calls(N, EnvCall.STEP, N),
-                                     encode_batch([Value(ints=(illegal,))])],
-            InvalidAction, f"instance 1: action {illegal} is not legal under its last "
-                           f"observation's mask; the legal actions are {legal}")
-    refused(env, T.ENV_BATCH_STEP, [calls(N, EnvCall.STEP, N),
-                                     encode_batch([Value(ints=(99,))])],
-            InvalidAction, "instance 1: action int 0 must be in")
-    step = env.request(T.ENV_BATCH_STEP, [calls(N, EnvCall.STEP, N),
-                                          encode_batch([Value(ints=(legal[0],))])])
+    refused(
+        env,
+        T.ENV_BATCH_STEP,
+        [calls(N, EnvCall.STEP, N), encode_batch([Value(ints=(illegal,))])],
+        InvalidAction,
+        f"instance 1: action {illegal} is not legal under its last "
+        f"observation's mask; the legal actions are {legal}",
+    )
+    refused(
+        env,
+        T.ENV_BATCH_STEP,
+        [calls(N, EnvCall.STEP, N), encode_batch([Value(ints=(99,))])],
+        InvalidAction,
+        "instance 1: action int 0 must be in",
+    )
+    step = env.request(
+        T.ENV_BATCH_STEP, [calls(N, EnvCall.STEP, N), encode_batch([Value(ints=(legal[0],))])]
+    )
     assert step.body[1][0] == 1  # the servers kept serving, and the legal action was taken
 
     spec = env.request(T.ENV_BATCH_INIT, [0, 0]).body[0]
     agent.request(T.AGENT_BATCH_INIT, [spec, 4])
     observation = Batch.stack([Value(ints=(0,) * 144, arrays=(np.ones(37, dtype=bool),))])
     two = encode_column(np.array([1, 1], dtype=np.uint8))
-    refused(agent, T.AGENT_BATCH_STEP, [3, two, encode_column(np.zeros(2)),
-                                        encode_batch(Batch.stack([observation.value(0)] * 2))],
-            ProtocolError, "asks for instances 3..4; the agent answers for 4 instances")
-    refused(agent, T.AGENT_BATCH_STEP, [0, encode_column(np.array([0], dtype=np.uint8)),
-                                        encode_column(np.zeros(1)), encode_batch(observation)],
-            WrongState, "instance 0 has no episode: its call must be START or NONE; got STEP")
+    refused(
+        agent,
+        T.AGENT_BATCH_STEP,
+        [3, two, encode_column(np.zeros(2)), encode_batch(Batch.stack([observation.value(0)] * 2))],
+        ProtocolError,
+        "asks for instances 3..4; the agent answers for 4 instances",
+    )
+    refused(
+        agent,
+        T.AGENT_BATCH_STEP,
+        [
+            0,
+            encode_column(np.array([0], dtype=np.uint8)),
+            encode_column(np.zeros(1)),
+            encode_batch(observation),
+        ],
+        WrongState,
+        "instance 0 has no episode: its call must be START or NONE; got STEP",
+    )
     for row in load_vectors()["batch"]["invalid_agent"]:
         agent.socket.send(bytes.fromhex(row["hex"]))
         reply = agent.socket.recv_multipart()
         from rlbridge.protocol.messages import decode
+
         message = decode(reply[0])
         assert message.type == T.ERROR and message.body[0] == row["error_code"], row["name"]
         assert (message.seq, message.episode) == (row["reply_seq"], row["reply_episode"])
-    actions = agent.request(T.AGENT_BATCH_STEP, [0, encode_column(np.array([1], dtype=np.uint8)),
-                                                 encode_column(np.zeros(1)),
-                                                 encode_batch(observation)])
+    actions = agent.request(
+        T.AGENT_BATCH_STEP,
+        [
+            0,
+            encode_column(np.array([1], dtype=np.uint8)),
+            encode_column(np.zeros(1)),
+            encode_batch(observation),
+        ],
+    )
     assert actions.body[0] == 1  # one action, for the one START
     assert int(ErrorCode.BAD_FIELD) == 3
 
 
 def test_batched_cli_mistakes_fail_in_one_line():
-    for args, fragment in ((["--batch", "2", "--shards", "3"], "2 instances cannot be spread"),
-                           (["--shards", "2"], "are the shards of a batched run: add --batch"),
-                           (["--batch", "4", "--groups", "5"], "--groups must be in 1..4"),
-                           (["--batch", "4", "--shards", "2", "--no-fast-path"],
-                            "several shards need the fast path")):
+    for args, fragment in (
+        (["--batch", "2", "--shards", "3"], "2 instances cannot be spread"),
+        (["--shards", "2"], "are the shards of a batched run: add --batch"),
+        (["--batch", "4", "--groups", "5"], "--groups must be in 1..4"),
+        (["--batch", "4", "--shards", "2", "--no-fast-path"], "several shards need the fast path"),
+    ):
         result = rlbridge_run("gridwalk", "random", *args, timeout=10)
         assert result.returncode == 2 and fragment in result.stderr, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
@@ -269,8 +388,9 @@ def test_the_agent_adapter_keeps_each_instances_generator():
     agent.batch_init(spec, 3)
     agent.agent_message("seed 8")
     observation = Value(arrays=(np.zeros((4, 4), dtype=np.int8),))
-    starts = agent.batch_step(0, np.array([1, 1, 1], dtype=np.uint8), np.zeros(3),
-                              Batch.stack([observation] * 3))
+    starts = agent.batch_step(
+        0, np.array([1, 1, 1], dtype=np.uint8), np.zeros(3), Batch.stack([observation] * 3)
+    )
     alone = []
     for instance in range(3):
         single = build("random", AGENTS)
@@ -293,9 +413,28 @@ def test_the_docs_python_example_runs_as_printed():
 def test_render_frames_of_a_batched_run_draw_the_first_instance(tmp_path):
     frames = tmp_path / "frames"
     result = subprocess.run(
-        [sys.executable, "-m", "rlbridge", "run", "2048", "random", "--batch", "3",
-         "--episodes", "6", "--max-steps", "8", "--render-frames", str(frames), "--quiet"],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "DISPLAY": ""})
+        [
+            sys.executable,
+            "-m",
+            "rlbridge",
+            "run",
+            "2048",
+            "random",
+            "--batch",
+            "3",
+            "--episodes",
+            "6",
+            "--max-steps",
+            "8",
+            "--render-frames",
+            str(frames),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "DISPLAY": ""},
+    )
     assert result.returncode == 0, result.stderr
     # Instance 0 plays 2 of the 6 episodes, each cut off at 8 steps: a start and 7 steps.
     assert len(list(frames.glob("frame_*.png"))) == 2 * 8

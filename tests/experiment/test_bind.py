@@ -16,8 +16,13 @@ NOBODY_UID = 65534
 def _serve_env(tmp_path) -> subprocess.CompletedProcess:
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     env.pop("RLBRIDGE_ENV_ADDR", None)
-    return subprocess.run([sys.executable, "-m", "rlbridge", "env", "countdown", "--idle-timeout-ms", "1"],
-                          capture_output=True, text=True, timeout=30, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "rlbridge", "env", "countdown", "--idle-timeout-ms", "1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+    )
 
 
 def _directory(tmp_path):
@@ -41,8 +46,10 @@ def test_a_directory_writable_by_others_is_refused_in_one_line(tmp_path):
     assert len(lines) == 1 and "must have mode 0700" in lines[0] and "0777" in lines[0], lines
 
 
-@pytest.mark.skipif(os.getuid() != 0 and os.environ.get("CI") != "true",
-                    reason="only root can give a directory to another user (CI runs as root)")
+@pytest.mark.skipif(
+    os.getuid() != 0 and os.environ.get("CI") != "true",
+    reason="only root can give a directory to another user (CI runs as root)",
+)
 def test_a_directory_owned_by_another_user_is_refused(tmp_path):
     _directory(tmp_path).mkdir(mode=0o700)
     os.chown(_directory(tmp_path), NOBODY_UID, NOBODY_UID)
@@ -70,11 +77,16 @@ def test_an_own_directory_readable_by_others_is_closed(tmp_path):
 
 def test_a_bind_to_a_missing_directory_is_one_line(tmp_path):
     address = f"ipc://{tmp_path}/missing/env.sock"
-    result = subprocess.run([sys.executable, "-m", "rlbridge", "env", "countdown", "--bind", address],
-                            capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        [sys.executable, "-m", "rlbridge", "env", "countdown", "--bind", address],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
-        f"rlbridge environment: cannot bind {address}: the directory {tmp_path}/missing does not exist"]
+        f"rlbridge environment: cannot bind {address}: the directory {tmp_path}/missing does not exist"
+    ]
 
 
 def test_a_bind_to_a_port_in_use_is_one_line(processes):
@@ -84,8 +96,13 @@ def test_a_bind_to_a_port_in_use_is_one_line(processes):
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         address = f"tcp://127.0.0.1:{holder.getsockname()[1]}"
-        result = subprocess.run([sys.executable, "-m", "rlbridge", "env", "countdown", "--bind",
-                                 address], capture_output=True, text=True, timeout=30)
+        result = subprocess.run(
+            [sys.executable, "-m", "rlbridge", "env", "countdown", "--bind", address],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
-        f"rlbridge environment: cannot bind {address}: the address is in use (is another server bound there?)"]
+        f"rlbridge environment: cannot bind {address}: the address is in use (is another server bound there?)"
+    ]

@@ -24,8 +24,12 @@ from rlbridge.protocol.values import Value
 from .helpers import CountingAgent
 
 #: The modes, each with the Experiment's mode (the legacy glue's forwards between its clients).
-LOOPS = {"in_process": "local", "fast_path": "delegated", "step_by_step": "step",
-         "legacy_forwarding": "step"}
+LOOPS = {
+    "in_process": "local",
+    "fast_path": "delegated",
+    "step_by_step": "step",
+    "legacy_forwarding": "step",
+}
 
 
 class AbsorbingCountdown(Countdown):
@@ -37,8 +41,10 @@ class AbsorbingCountdown(Countdown):
         return StepResult(10.0, Value(ints=(0,)), True)
 
 
-ENVIRONMENTS = {"countdown": ("countdown", Countdown),
-                "absorbing": (f"{__name__}:AbsorbingCountdown", AbsorbingCountdown)}
+ENVIRONMENTS = {
+    "countdown": ("countdown", Countdown),
+    "absorbing": (f"{__name__}:AbsorbingCountdown", AbsorbingCountdown),
+}
 
 
 def build(loop: str, env_name: str, processes, ipc_dir):
@@ -81,9 +87,12 @@ def legacy_experiment(env):
     RL-Glue 3.0 client over TCP."""
     with socket.create_server(("127.0.0.1", 0)) as listener:
         port = listener.getsockname()[1]
-        clients = [threading.Thread(target=run_legacy_client, args=(obj, role, "127.0.0.1", port),
-                                    daemon=True)
-                   for obj, role in ((env, "environment"), (CountingAgent(), "agent"))]
+        clients = [
+            threading.Thread(
+                target=run_legacy_client, args=(obj, role, "127.0.0.1", port), daemon=True
+            )
+            for obj, role in ((env, "environment"), (CountingAgent(), "agent"))
+        ]
         for client in clients:
             client.start()
         peers = {}
@@ -231,8 +240,9 @@ def test_cleanup_reaches_both_peers(experiment):
 
 @pytest.mark.parametrize("env_class", [Countdown, AbsorbingCountdown])
 @pytest.mark.parametrize("max_steps", [0, 1, 3])
-def test_one_instance_counts_alike_on_the_fast_path_and_through_the_general_loop(env_class,
-                                                                                 max_steps):
+def test_one_instance_counts_alike_on_the_fast_path_and_through_the_general_loop(
+    env_class, max_steps
+):
     """N = 1 is a batch of one: BatchLoop.play over OneInstance plays the episodes that the
     fast path (play_episode, RL_episode's) plays, with the same agent calls."""
     runs = []
@@ -241,12 +251,12 @@ def test_one_instance_counts_alike_on_the_fast_path_and_through_the_general_loop
         exp = Experiment(env_class(length=5), agent)
         exp.RL_init()
         if general:
-            steps, ended = exp.loop.play(exp.one.env_step, exp.one, max_steps=max_steps,
-                                         quotas=[4])
+            steps, ended = exp.loop.play(exp.one.env_step, exp.one, max_steps=max_steps, quotas=[4])
         else:
             ended = exp.run(episodes=4, max_steps=max_steps).episodes
-        runs.append((list(zip(*ended, strict=True)), agent.counts, agent.rewards,
-                     exp.RL_num_episodes()))
+        runs.append(
+            (list(zip(*ended, strict=True)), agent.counts, agent.rewards, exp.RL_num_episodes())
+        )
     assert runs[0] == runs[1]
     assert len(runs[0][0]) == 4
 

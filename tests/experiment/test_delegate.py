@@ -47,20 +47,36 @@ def pair(ipc_dir):
     """An environment server and an agent server in threads, and a client to the environment."""
     running: list[Served] = []
 
-    def start(agent=None, env=None, heartbeat_interval_ms: int | None = None, tag: str = "",
-              env_address: str = "", agent_address: str = ""):
+    def start(
+        agent=None,
+        env=None,
+        heartbeat_interval_ms: int | None = None,
+        tag: str = "",
+        env_address: str = "",
+        agent_address: str = "",
+    ):
         def runner(server):
             if heartbeat_interval_ms is None:
                 return Delegation(server)
             return Delegation(server, heartbeat_interval_ms=heartbeat_interval_ms)
 
-        env_side = Served(EnvironmentServer(env or GridWalk(),
-                                            env_address or f"ipc://{ipc_dir}/env{tag}",
-                                            delegation=runner, handle_signals=False,
-                                            log=None))
-        agent_side = Served(AgentServer(agent or RandomAgent(),
-                                        agent_address or f"ipc://{ipc_dir}/agent{tag}",
-                                        handle_signals=False, log=None))
+        env_side = Served(
+            EnvironmentServer(
+                env or GridWalk(),
+                env_address or f"ipc://{ipc_dir}/env{tag}",
+                delegation=runner,
+                handle_signals=False,
+                log=None,
+            )
+        )
+        agent_side = Served(
+            AgentServer(
+                agent or RandomAgent(),
+                agent_address or f"ipc://{ipc_dir}/agent{tag}",
+                handle_signals=False,
+                log=None,
+            )
+        )
         running.extend([env_side, agent_side])
         return env_side.server, agent_side.server
 
@@ -90,8 +106,9 @@ def test_a_dead_agent_address_times_out_in_5_s_and_leaves_no_delegation(pair, ip
         assert len(client.request(T.RUN_EPISODE, [20]).body) == 5
         dead = f"ipc://{ipc_dir}/nobody.sock"
         started = time.monotonic()
-        with pytest.raises(PeerTimeout,
-                           match=f"agent at {dead} did not answer HELLO within 5000 ms") as caught:
+        with pytest.raises(
+            PeerTimeout, match=f"agent at {dead} did not answer HELLO within 5000 ms"
+        ) as caught:
             client.request(T.DELEGATE, [dead, 600000, None])
         assert time.monotonic() - started < DEAD_DELEGATE_BOUND_S
         assert caught.value.code == ErrorCode.PEER_TIMEOUT
@@ -136,7 +153,9 @@ def test_an_address_zeromq_cannot_connect_to_is_bad_field(pair):
     env_server, agent_server = pair()
     client = env_client(env_server, agent_server)
     try:
-        with pytest.raises(ProtocolError, match="agent_address must be a ZeroMQ endpoint") as caught:
+        with pytest.raises(
+            ProtocolError, match="agent_address must be a ZeroMQ endpoint"
+        ) as caught:
             client.request(T.DELEGATE, ["not an address", 5000, None])
         assert caught.value.code == ErrorCode.BAD_FIELD
         with pytest.raises(WrongState, match="needs a successful DELEGATE first"):
@@ -149,8 +168,9 @@ def test_an_environment_any_local_user_reaches_delegates_over_tcp_only(pair, ipc
     """PROTOCOL.md section 6: on tcp without CURVE, where any user of the machine may send
     DELEGATE, the environment opens no socket file (ipc://) and no endpoint inside itself
     (inproc://, ZeroMQ's other transports); the delegation stays as it was."""
-    env_server, agent_server = pair(env_address="tcp://127.0.0.1:0",
-                                    agent_address="tcp://127.0.0.1:0")
+    env_server, agent_server = pair(
+        env_address="tcp://127.0.0.1:0", agent_address="tcp://127.0.0.1:0"
+    )
     _, private_agent = pair(tag="-private")  # on ipc, in a directory only its user may enter
     client = env_client(env_server, agent_server)
     try:
@@ -159,8 +179,11 @@ def test_an_environment_any_local_user_reaches_delegates_over_tcp_only(pair, ipc
             client.request(T.DELEGATE, [private_agent.address, 5000, None])
         assert caught.value.code == ErrorCode.BAD_FIELD
         for address in ("inproc://zeromq.zap.01", "udp://127.0.0.1:9", "ws://127.0.0.1:9"):
-            with pytest.raises(ProtocolError, match="agent_address must be a ZeroMQ endpoint "
-                               "such as tcp://host:port or ipc:///path") as caught:
+            with pytest.raises(
+                ProtocolError,
+                match="agent_address must be a ZeroMQ endpoint "
+                "such as tcp://host:port or ipc:///path",
+            ) as caught:
                 client.request(T.DELEGATE, [address, 5000, None])
             assert caught.value.code == ErrorCode.BAD_FIELD
         assert client.request(T.RUN_EPISODE, [5]).body[1] <= 5  # still the tcp agent
@@ -189,7 +212,9 @@ def test_step_timeout_out_of_range_is_bad_field(pair, timeout_ms):
     env_server, agent_server = pair()
     client = env_client(env_server, agent_server)
     try:
-        with pytest.raises(ProtocolError, match=r"step_timeout_ms must be in 1\.\.600000") as caught:
+        with pytest.raises(
+            ProtocolError, match=r"step_timeout_ms must be in 1\.\.600000"
+        ) as caught:
             client.request(T.DELEGATE, [agent_server.address, timeout_ms, None])
         assert caught.value.code == ErrorCode.BAD_FIELD
         client.request(T.DELEGATE, [agent_server.address, 600000, None])
@@ -203,8 +228,13 @@ def test_no_delegate_body_makes_the_environment_write_a_file(pair, tmp_path):
     existing = tmp_path / "existing.log"
     existing.write_bytes(b"keep")
     client = env_client(env_server, agent_server)
-    bad_logs = [[str(tmp_path / "new.log"), "episode"], [str(existing), "step"],
-                str(tmp_path / "other.log"), {"path": str(tmp_path / "map.log")}, 1]
+    bad_logs = [
+        [str(tmp_path / "new.log"), "episode"],
+        [str(existing), "step"],
+        str(tmp_path / "other.log"),
+        {"path": str(tmp_path / "map.log")},
+        1,
+    ]
     try:
         for log in bad_logs:
             with pytest.raises(ProtocolError, match="log must be nil, true or false"):
@@ -262,23 +292,29 @@ def test_a_failed_delegated_call_sends_its_records_first_and_names_the_agent(pai
     if call == "RUN_EPISODE":
         assert beat[:-1] == [2]  # num_steps
         assert [r[4] for r in records] == [T.AGENT_START] * 2 + [T.AGENT_STEP] * 2
-        assert text == (f"agent at {address} sent an invalid action in episode 3 for step 2: "
-                        "action int 0 must be in [0, 3]; got 99; the action was ints [99]; "
-                        "the episode is abandoned")
+        assert text == (
+            f"agent at {address} sent an invalid action in episode 3 for step 2: "
+            "action int 0 must be in [0, 3]; got 99; the action was ints [99]; "
+            "the episode is abandoned"
+        )
     else:
         assert beat[:-1] == [2, 0]  # batched_steps, episodes_ended
         assert [r[4] for r in records] == [T.AGENT_BATCH_STEP] * 4
-        assert text == (f"agent at {address} sent an invalid action in batched step 3: "
-                        "instance 0: action int 0 must be in [0, 3]; got 99; "
-                        "the batch is abandoned")
+        assert text == (
+            f"agent at {address} sent an invalid action in batched step 3: "
+            "instance 0: action int 0 must be in [0, 3]; got 99; "
+            "the batch is abandoned"
+        )
     assert code == ErrorCode.INVALID_ACTION
 
     address, beat, (code, text) = _failed_call(pair, call, "raise", "r")
     name = "agent_step" if call == "RUN_EPISODE" else "agent_batch_step"
     step = 2 if call == "RUN_EPISODE" else 3
     assert code == ErrorCode.PEER_ERROR
-    assert text == (f"agent at {address} replied to {name} (episode 3, step {step}) with "
-                    "APPLICATION: agent raised ValueError: no")
+    assert text == (
+        f"agent at {address} replied to {name} (episode 3, step {step}) with "
+        "APPLICATION: agent raised ValueError: no"
+    )
 
 
 def _logged_run(pair, path: Path, heartbeat_interval_ms: int | None, tag: str) -> list:
@@ -307,10 +343,13 @@ def test_returned_records_land_between_run_episode_and_its_reply(pair, tmp_path)
     sent = kinds.index(("experiment", SENT, T.RUN_EPISODE))
     received = kinds.index(("experiment", RECEIVED, T.RUN_EPISODE))
     assert received - sent > 2
-    assert {k[0] for k in kinds[sent + 1:received]} == {"environment"}
+    assert {k[0] for k in kinds[sent + 1 : received]} == {"environment"}
     assert kinds[sent + 1] == ("environment", SENT, T.AGENT_START)
-    reply = next(r for r in in_reply if (r.writer, r.direction, r.type)
-                 == ("experiment", RECEIVED, T.RUN_EPISODE))
+    reply = next(
+        r
+        for r in in_reply
+        if (r.writer, r.direction, r.type) == ("experiment", RECEIVED, T.RUN_EPISODE)
+    )
     assert len(decode(reply.payload, reply.frames).body) == 4  # the records are not kept twice
     checked, divergence = verify(LogReader(str(tmp_path / "reply.log")))
     assert divergence is None and checked > 4

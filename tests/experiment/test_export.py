@@ -21,8 +21,13 @@ from rlbridge.protocol.taskspec import parse
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "rlbridge", *args], capture_output=True,
-                            text=True, timeout=180, env={**os.environ, **(env or {})})
+    result = subprocess.run(
+        [sys.executable, "-m", "rlbridge", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, **(env or {})},
+    )
     assert result.returncode == 0, result.stderr
     return result
 
@@ -30,8 +35,19 @@ def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 def logged_run(tmp_path, game: str, *extra: str) -> str:
     log = str(tmp_path / f"{game}.log")
     # A generous step timeout: a loaded machine must not fail the export tests.
-    run("run", game, "random", "--seed", "3", "--log", log, "--quiet", "--timeout-ms", "60000",
-        *extra)
+    run(
+        "run",
+        game,
+        "random",
+        "--seed",
+        "3",
+        "--log",
+        log,
+        "--quiet",
+        "--timeout-ms",
+        "60000",
+        *extra,
+    )
     return log
 
 
@@ -66,8 +82,9 @@ def test_npz_keeps_dtypes_shapes_truncations_and_next_observations(tmp_path):
             if last and episode.terminal:  # the log never holds the ending observation
                 assert not data["next_observations_array0"][row].any()
             else:
-                assert np.array_equal(data["next_observations_array0"][row],
-                                      episode.observations[index + 1].arrays[0])
+                assert np.array_equal(
+                    data["next_observations_array0"][row], episode.observations[index + 1].arrays[0]
+                )
             row += 1
         cut_off += not episode.terminal
     assert row == steps and cut_off >= 1
@@ -82,8 +99,11 @@ def test_minari_dataset_loads_back_and_matches_the_blackjack_log(tmp_path, monke
     dataset = minari.load_dataset("rlbridge/blackjack/random-v0")
     live = dataset.recover_environment()
     assert live.unwrapped.name == "blackjack" and not live.unwrapped.closed
-    assert dataset.observation_space == live.observation_space == RLBridgeEnv("blackjack") \
-        .observation_space
+    assert (
+        dataset.observation_space
+        == live.observation_space
+        == RLBridgeEnv("blackjack").observation_space
+    )
     assert dataset.action_space == live.action_space
     metadata = dataset.storage.metadata
     assert (metadata["game"], metadata["agent"], metadata["seed"]) == ("blackjack", "random", 3)
@@ -95,7 +115,8 @@ def test_minari_dataset_loads_back_and_matches_the_blackjack_log(tmp_path, monke
         assert stored.observations.dtype == np.int64
         # The live env's elements: Blackjack's ints shifted to start at 0.
         assert stored.observations[:count].tolist() == [
-            [o.ints[0] - 4, o.ints[1] - 1, o.ints[2]] for o in logged.observations[:count]]
+            [o.ints[0] - 4, o.ints[1] - 1, o.ints[2]] for o in logged.observations[:count]
+        ]
         assert stored.actions.tolist() == [a.ints[0] for a in logged.actions[:count]]
         assert stored.rewards.tolist() == logged.rewards
         assert stored.terminations.tolist() == [i == count - 1 for i in range(count)]
@@ -117,10 +138,12 @@ def test_minari_dataset_of_a_cut_off_minesweeper_run(tmp_path, monkeypatch):
     for stored in dataset.iterate_episodes():
         count = len(stored.rewards)
         rows = slice(start, start + count)
-        assert np.array_equal(stored.observations["array_0"][:count],
-                              data["observations_array0"][rows])
-        assert np.array_equal(stored.observations["array_1"][1:],
-                              data["next_observations_array1"][rows])
+        assert np.array_equal(
+            stored.observations["array_0"][:count], data["observations_array0"][rows]
+        )
+        assert np.array_equal(
+            stored.observations["array_1"][1:], data["next_observations_array1"][rows]
+        )
         assert np.array_equal(stored.actions, data["actions"][rows])
         assert np.array_equal(stored.rewards, data["rewards"][rows])
         assert np.array_equal(stored.terminations, data["terminals"][rows])
@@ -130,13 +153,16 @@ def test_minari_dataset_of_a_cut_off_minesweeper_run(tmp_path, monkeypatch):
 
 
 def test_spaces_follow_the_task_spec():
-    reversi = parse("VERSION RL-Glue-3.0 OBSERVATIONS INTS (144 0 1) (37 0 1) DOUBLES (2 -1 "
-                    "UNSPEC) ACTIONS INTS (-1 35) REWARDS (-1.0 1.0) EXTRA ARRAYS "
-                    '{"observations":[["|b1",[37]]],"legal_mask":0}')
+    reversi = parse(
+        "VERSION RL-Glue-3.0 OBSERVATIONS INTS (144 0 1) (37 0 1) DOUBLES (2 -1 "
+        "UNSPEC) ACTIONS INTS (-1 35) REWARDS (-1.0 1.0) EXTRA ARRAYS "
+        '{"observations":[["|b1",[37]]],"legal_mask":0}'
+    )
     names = [part.name for part in value_parts(reversi.observations)]
     assert names == ["ints", "doubles", "array0"]
-    texts = parse("VERSION RL-Glue-3.0 OBSERVATIONS CHARCOUNT 5 ACTIONS DOUBLES (-1 1) "
-                  "REWARDS (0 1) EXTRA")
+    texts = parse(
+        "VERSION RL-Glue-3.0 OBSERVATIONS CHARCOUNT 5 ACTIONS DOUBLES (-1 1) REWARDS (0 1) EXTRA"
+    )
     assert ValueCodec(texts.observations).space.contains("")
     assert ValueCodec(texts.observations).space.contains("a b!")  # any printable text
 
@@ -151,23 +177,32 @@ def test_a_served_gymnasium_envs_dataset_has_its_own_spaces(tmp_path, monkeypatc
     original = gymnasium.make("CartPole-v1")
     assert dataset.observation_space == live.observation_space == original.observation_space
     assert dataset.action_space == live.action_space == original.action_space
-    for stored, logged in zip(dataset.iterate_episodes(), read_episodes(LogReader(log)),
-                              strict=True):
+    for stored, logged in zip(
+        dataset.iterate_episodes(), read_episodes(LogReader(log)), strict=True
+    ):
         assert stored.observations.dtype == np.float32
         assert np.array_equal(stored.observations[0], logged.observations[0].arrays[0])
 
 
 @pytest.mark.parametrize("name", ["rlbridge/blackjack/random", "random-v", "a b-v0"])
 def test_a_dataset_id_without_a_version_is_one_line(tmp_path, name):
-    result = subprocess.run([sys.executable, "-m", "rlbridge", "log", "export", "x.log",
-                             "--minari", name], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "rlbridge", "log", "export", "x.log", "--minari", name],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "Minari's form namespace/name-vN" in result.stderr
 
 
 def test_export_without_a_target_says_what_it_expects(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "rlbridge", "log", "export", "x.log"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "rlbridge", "log", "export", "x.log"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "expected --npz OUT, --minari NAME or both" in result.stderr
 
@@ -178,12 +213,19 @@ def test_a_logs_file_or_server_options_give_no_live_env(tmp_path):
     from rlbridge.gym.dataset import live_env
 
     spec = parse(str(MissionEnv("maze").env_init()))
-    served = live_env({"env": "mission", "env_options": {"mission": "maze", "backend": "server",
-                                                          "rcon_port": "1"}}, spec)
+    served = live_env(
+        {
+            "env": "mission",
+            "env_options": {"mission": "maze", "backend": "server", "rcon_port": "1"},
+        },
+        spec,
+    )
     assert served.spec is None
     mission_file = tmp_path / "maze.xml"
     mission_file.write_bytes(MISSIONS_DIR.joinpath("maze.xml").read_bytes())
-    assert live_env({"env": "mission", "env_options": {"mission": str(mission_file)}},
-                    spec).spec is None
+    assert (
+        live_env({"env": "mission", "env_options": {"mission": str(mission_file)}}, spec).spec
+        is None
+    )
     assert live_env({"env": "subprocess:Popen", "env_options": {"args": "true"}}, spec).spec is None
     assert live_env({"env": "mission", "env_options": {"mission": "maze"}}, spec).spec is not None

@@ -39,8 +39,16 @@ def test_the_quick_campaign_finds_no_crash_hang_wrong_reply_or_lost_record(capsy
     line = closing_line(total)
     assert line.startswith(f"faults: {total.inputs} inputs, ")
     assert total.inputs >= 2500
-    assert {"gridwalk", "countdown", "blackjack", "minesweeper", "2048", "agent-random",
-            "agent-minesweeper-solver", "logged experiment"} <= set(tallies)
+    assert {
+        "gridwalk",
+        "countdown",
+        "blackjack",
+        "minesweeper",
+        "2048",
+        "agent-random",
+        "agent-minesweeper-solver",
+        "logged experiment",
+    } <= set(tallies)
     report = "\n".join([line, *notes, *total.report()])
     assert (total.crashes, total.hangs, total.wrong, total.lost) == (0, 0, 0, 0), report
 
@@ -70,8 +78,12 @@ def _error(seq: int, episode: int, code: ErrorCode) -> list:
 
 
 def test_the_oracle_wants_the_request_seq_in_error_replies():
-    probe = Probe("unknown type", [pack([V, 77, 41, 2, None])], Expect.ERROR,
-                  frozenset({ErrorCode.UNKNOWN_TYPE}))
+    probe = Probe(
+        "unknown type",
+        [pack([V, 77, 41, 2, None])],
+        Expect.ERROR,
+        frozenset({ErrorCode.UNKNOWN_TYPE}),
+    )
     assert judge(probe, _error(41, 2, ErrorCode.UNKNOWN_TYPE)).kind == "ok"
     verdict = judge(probe, _error(0, 0, ErrorCode.UNKNOWN_TYPE))
     assert (verdict.kind, verdict.cls) == ("wrong", SEQ_ZERO)
@@ -82,12 +94,17 @@ def test_the_oracle_wants_the_request_seq_in_error_replies():
 
 
 def test_the_oracle_refuses_application_for_bad_input_and_wants_wrong_state():
-    bad = Probe("bad value", [pack([V, 22, 5, 1, [0.0, 7]])], Expect.ERROR,
-                frozenset({ErrorCode.BAD_FIELD}))
+    bad = Probe(
+        "bad value", [pack([V, 22, 5, 1, [0.0, 7]])], Expect.ERROR, frozenset({ErrorCode.BAD_FIELD})
+    )
     assert judge(bad, _error(5, 1, ErrorCode.APPLICATION)).cls == APPLICATION
     assert judge(bad, encode(T.AGENT_STEP, 5, 1, [[0], [], "", []])).cls == ACCEPTED
-    early = Probe("agent_end before agent_init", [pack([V, 23, 6, 1, 0.0])], Expect.ERROR,
-                  frozenset({ErrorCode.WRONG_STATE}))
+    early = Probe(
+        "agent_end before agent_init",
+        [pack([V, 23, 6, 1, 0.0])],
+        Expect.ERROR,
+        frozenset({ErrorCode.WRONG_STATE}),
+    )
     assert judge(early, encode(T.AGENT_END, 6, 1)).cls == NO_WRONG_STATE
     assert judge(early, _error(6, 1, ErrorCode.APPLICATION)).cls == NO_WRONG_STATE
     assert judge(early, _error(6, 1, ErrorCode.WRONG_STATE)).kind == "ok"

@@ -19,8 +19,16 @@ from rlbridge.protocol.messages import PROTOCOL_VERSION
 GOLDEN = Path(__file__).with_name("golden")
 #: game -> the `rlbridge run` arguments that made its golden log (python -m tests.experiment.test_golden_logs).
 RUNS = {
-    "minesweeper": ["minesweeper", "random", "--env-opt", "rows=6", "--env-opt", "cols=5",
-                    "--env-opt", "mines=4"],
+    "minesweeper": [
+        "minesweeper",
+        "random",
+        "--env-opt",
+        "rows=6",
+        "--env-opt",
+        "cols=5",
+        "--env-opt",
+        "mines=4",
+    ],
     "blackjack": ["blackjack", "random"],
     "tetris": ["tetris", "random"],  # the seed's pieces, the default
     "tetris-tetrominoes": ["tetris", "random", "--env-opt", "pieces=tetrominoes"],
@@ -31,8 +39,12 @@ COMMON = ["--episodes", "2", "--seed", "11", "--quiet"]
 
 
 def make(game: str, path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "rlbridge", "run", *RUNS[game], *COMMON,
-                    "--log", str(path)], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "rlbridge", "run", *RUNS[game], *COMMON, "--log", str(path)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
 
 
 def records_without_timestamps(path: Path) -> list:
@@ -60,8 +72,9 @@ def as_version(source: Path, target: Path, version: int) -> None:
     entries = [encode_entry([HEADER, {**reader.header, "protocol_version": version}])]
     for record in reader.records():
         payload = record.payload[:1] + bytes([version]) + record.payload[2:]
-        entries.append(encode_entry([MESSAGE, *record._replace(payload=payload)[:9],
-                                     list(record.frames)]))
+        entries.append(
+            encode_entry([MESSAGE, *record._replace(payload=payload)[:9], list(record.frames)])
+        )
     target.write_bytes(b"".join(entries))
 
 
@@ -76,8 +89,9 @@ def test_a_log_written_in_protocol_version_1_still_verifies(tmp_path):
     assert checked == verify(LogReader(str(GOLDEN / "blackjack.rlog")))[0]
     future = tmp_path / "blackjack-v3.rlog"
     as_version(GOLDEN / "blackjack.rlog", future, 3)
-    with pytest.raises(LogError, match="does not decode: protocol version mismatch: expected 2, "
-                                       "got 3"):
+    with pytest.raises(
+        LogError, match="does not decode: protocol version mismatch: expected 2, got 3"
+    ):
         verify(LogReader(str(future)))
 
 

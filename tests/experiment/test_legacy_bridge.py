@@ -60,8 +60,9 @@ class RecordingAgent(Agent):
 
 def test_legacy_agent_plays_a_native_game_under_a_native_experiment(processes, ipc_dir):
     env_address, agent_address = f"ipc://{ipc_dir}/env", f"ipc://{ipc_dir}/agent"
-    processes.start("env", "countdown", "--bind", env_address,
-                    "--opt", "length=3", "--opt", "array_bytes=5")
+    processes.start(
+        "env", "countdown", "--bind", env_address, "--opt", "length=3", "--opt", "array_bytes=5"
+    )
     serve = functools.partial(serve_to_native, role="agent", address=agent_address)
     with GlueServer("127.0.0.1", 0, on_legacy_agent=serve) as glue:
         legacy = FakeAgent(glue.port)
@@ -95,9 +96,11 @@ def test_legacy_agent_plays_a_native_game_under_a_native_experiment(processes, i
 
 def test_legacy_environment_under_a_native_experiment_rebuilds_arrays(ipc_dir):
     env_address = f"ipc://{ipc_dir}/env"
-    spec = (b"VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS "
-            b"(0 100) (4 0 999) ACTIONS INTS (0 1) REWARDS (0 100) "
-            b'EXTRA ARRAYS {"observations":[["<i4",[2,2]]]}')
+    spec = (
+        b"VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS "
+        b"(0 100) (4 0 999) ACTIONS INTS (0 1) REWARDS (0 100) "
+        b'EXTRA ARRAYS {"observations":[["<i4",[2,2]]]}'
+    )
     serve = functools.partial(serve_to_native, role="environment", address=env_address)
     with GlueServer("127.0.0.1", 0, on_legacy_env=serve) as glue:
         legacy = FakeEnvironment(glue.port, length=2, task_spec=spec, payload_ints=4)
@@ -133,9 +136,11 @@ def test_a_native_environment_runs_as_a_legacy_client():
     with GlueServer("127.0.0.1", 0, peer_wait=10) as glue:
         served = []
         thread = threading.Thread(
-            target=lambda: served.append(run_legacy_client(Countdown(length=3), "environment",
-                                                           "127.0.0.1", glue.port)),
-            daemon=True)
+            target=lambda: served.append(
+                run_legacy_client(Countdown(length=3), "environment", "127.0.0.1", glue.port)
+            ),
+            daemon=True,
+        )
         thread.start()
         agent = FakeAgent(glue.port)
         agent.start()
@@ -166,8 +171,11 @@ def test_a_legacy_agent_lost_under_a_native_experiment_is_reported_to_it(ipc_dir
         try:
             experiment = Experiment(Countdown(length=5), agent)
             experiment.RL_init()
-            with pytest.raises(RLBridgeError, match=r"disconnected during agent_step \(episode 1, "
-                                                    r"step 2\)"):
+            with pytest.raises(
+                RLBridgeError,
+                match=r"disconnected during agent_step \(episode 1, "
+                r"step 2\)",
+            ):
                 experiment.RL_episode(0)
         finally:
             agent.close()
@@ -184,8 +192,9 @@ def test_a_legacy_terminal_of_2_ends_the_episode_on_both_paths(mode, processes, 
     serve = functools.partial(serve_to_native, role="environment", address=env_address)
     with GlueServer("127.0.0.1", 0, on_legacy_env=serve) as glue:
         # Down from 5: the second step (counter 4 -> 3) sends terminal 2.
-        legacy = FakeEnvironment(glue.port, length=5,
-                                 terminal_for=lambda counter: 2 if counter == 3 else 0)
+        legacy = FakeEnvironment(
+            glue.port, length=5, terminal_for=lambda counter: 2 if counter == 3 else 0
+        )
         legacy.start()
         env = RemoteEnvironment(env_address)
         agent = RemoteAgent(agent_address)
@@ -193,8 +202,11 @@ def test_a_legacy_terminal_of_2_ends_the_episode_on_both_paths(mode, processes, 
             experiment = Experiment(env, agent, mode=mode)
             experiment.RL_init()
             assert experiment.RL_episode(0) is True
-            assert (experiment.RL_num_steps(), experiment.RL_num_episodes(),
-                    experiment.RL_return()) == (2, 1, 9.0)
+            assert (
+                experiment.RL_num_steps(),
+                experiment.RL_num_episodes(),
+                experiment.RL_return(),
+            ) == (2, 1, 9.0)
             counts = json.loads(agent.agent_message("counts"))
             assert (counts["start"], counts["step"], counts["end"]) == (1, 1, 1)
             assert env.shutdown() and agent.shutdown()

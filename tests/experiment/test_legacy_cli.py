@@ -61,8 +61,9 @@ def test_glue_command_drives_native_processes_and_stops_them(processes, ipc_dir)
     env_address, agent_address = f"ipc://{ipc_dir}/env", f"ipc://{ipc_dir}/agent"
     env = processes.start("env", "countdown", "--bind", env_address, "--opt", "length=3")
     agent = processes.start("agent", "random", "--bind", agent_address)
-    glue = processes.start("glue", "--port", "0", "--once", "--env", env_address,
-                           "--agent", agent_address)
+    glue = processes.start(
+        "glue", "--port", "0", "--once", "--env", env_address, "--agent", agent_address
+    )
     line = glue.stdout.readline()
     assert "listening on 127.0.0.1:" in line, line + glue.stderr.read()
     experiment = WireClient(int(line.strip().rsplit(":", 1)[1]), EXPERIMENT)

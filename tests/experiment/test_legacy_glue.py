@@ -69,8 +69,11 @@ def finish(experiment, env, agent):
 
 
 def counters(experiment) -> tuple[int, int, float]:
-    return (experiment.call(RL_NUM_STEPS).int(), experiment.call(RL_NUM_EPISODES).int(),
-            experiment.call(RL_RETURN).double())
+    return (
+        experiment.call(RL_NUM_STEPS).int(),
+        experiment.call(RL_NUM_EPISODES).int(),
+        experiment.call(RL_RETURN).double(),
+    )
 
 
 @pytest.mark.parametrize("split", [False, True], ids=["whole", "byte-by-byte"])
@@ -83,8 +86,12 @@ def test_every_code_through_the_glue(glue, split):
     start = experiment.call(RL_START)
     assert start.adt() == ((3,), (), b"") and start.adt() == ((1,), (), b"") and start.done()
     step = experiment.call(RL_STEP)
-    assert (step.int(), step.double(), step.adt(), step.adt()) == (0, 3.0, ((2,), (), b""),
-                                                                   ((1,), (), b""))
+    assert (step.int(), step.double(), step.adt(), step.adt()) == (
+        0,
+        3.0,
+        ((2,), (), b""),
+        ((1,), (), b""),
+    )
     assert experiment.call(RL_EPISODE, struct.pack(">I", 0)).int() == 1
     assert experiment.call(RL_AGENT_MESSAGE, s("ping")).string() == b"gnip"
     assert experiment.call(RL_ENV_MESSAGE, s("hello")).string() == b"env got hello"
@@ -92,10 +99,30 @@ def test_every_code_through_the_glue(glue, split):
     experiment.call(RL_CLEANUP)
     finish(experiment, env, agent)
 
-    assert env.calls == [ENV_INIT, ENV_START, ENV_STEP, ENV_START, ENV_STEP, ENV_STEP, ENV_STEP,
-                         ENV_MESSAGE, ENV_CLEANUP, RL_TERM]
-    assert agent.calls == [AGENT_INIT, AGENT_START, AGENT_STEP, AGENT_START, AGENT_STEP,
-                           AGENT_STEP, AGENT_END, AGENT_MESSAGE, AGENT_CLEANUP, RL_TERM]
+    assert env.calls == [
+        ENV_INIT,
+        ENV_START,
+        ENV_STEP,
+        ENV_START,
+        ENV_STEP,
+        ENV_STEP,
+        ENV_STEP,
+        ENV_MESSAGE,
+        ENV_CLEANUP,
+        RL_TERM,
+    ]
+    assert agent.calls == [
+        AGENT_INIT,
+        AGENT_START,
+        AGENT_STEP,
+        AGENT_START,
+        AGENT_STEP,
+        AGENT_STEP,
+        AGENT_END,
+        AGENT_MESSAGE,
+        AGENT_CLEANUP,
+        RL_TERM,
+    ]
     assert env.actions == [((1,), (), b"")] * 4
     assert glue.reports == []
 
@@ -115,8 +142,12 @@ def test_counting_rules_of_rl_glue_3_0_4(glue):
     # The terminal step counts the episode, not a step; the reply's action is the one
     # that ended the episode.
     step = experiment.call(RL_STEP)
-    assert (step.int(), step.double(), step.adt(), step.adt()) == (1, 1.0, ((0,), (), b""),
-                                                                   ((1,), (), b""))
+    assert (step.int(), step.double(), step.adt(), step.adt()) == (
+        1,
+        1.0,
+        ((0,), (), b""),
+        ((1,), (), b""),
+    )
     assert counters(experiment) == (5, 1, 15.0)  # a 5-transition episode reports 5
     assert agent.calls[-1] == AGENT_END
 
@@ -144,31 +175,54 @@ def test_counting_rules_of_rl_glue_3_0_4(glue):
 def test_rl_step_after_a_terminal_step_steps_the_environment_again(glue):
     """RL-Glue 3.0.4: env_step with the last action and the counters go on; agent_step if
     that step is not terminal, agent_end and another episode if it is."""
-    experiment, env, agent = connect_all(glue, length=2,
-                                         terminal_for=lambda counter: int(counter in (0, -2)))
+    experiment, env, agent = connect_all(
+        glue, length=2, terminal_for=lambda counter: int(counter in (0, -2))
+    )
     experiment.call(RL_INIT)
     experiment.call(RL_START)  # the agent answers (1,)
     agent.action = adt((0,))
     experiment.call(RL_STEP)  # 2 -> 1
     step = experiment.call(RL_STEP)  # 1 -> 0: terminal, agent_end
-    assert (step.int(), step.double(), step.adt(), step.adt()) == (1, 1.0, ((0,), (), b""),
-                                                                   ((0,), (), b""))
+    assert (step.int(), step.double(), step.adt(), step.adt()) == (
+        1,
+        1.0,
+        ((0,), (), b""),
+        ((0,), (), b""),
+    )
     assert counters(experiment) == (2, 1, 3.0)
     agent.action = adt((1,))
     step = experiment.call(RL_STEP)  # no RL_start: (0,) again, 0 -> -1, agent_step
-    assert (step.int(), step.double(), step.adt(), step.adt()) == (0, 0.0, ((-1,), (), b""),
-                                                                   ((1,), (), b""))
+    assert (step.int(), step.double(), step.adt(), step.adt()) == (
+        0,
+        0.0,
+        ((-1,), (), b""),
+        ((1,), (), b""),
+    )
     assert counters(experiment) == (3, 1, 3.0)
     step = experiment.call(RL_STEP)  # -1 -> -2: terminal again, agent_end, one more episode
-    assert (step.int(), step.double(), step.adt(), step.adt()) == (1, -1.0, ((-2,), (), b""),
-                                                                   ((1,), (), b""))
+    assert (step.int(), step.double(), step.adt(), step.adt()) == (
+        1,
+        -1.0,
+        ((-2,), (), b""),
+        ((1,), (), b""),
+    )
     assert counters(experiment) == (3, 2, 2.0)
     assert experiment.call(RL_EPISODE, struct.pack(">I", 0)).int() == 1  # a fresh episode
     assert counters(experiment) == (2, 3, 3.0)
     finish(experiment, env, agent)
     assert [ints for ints, _, _ in env.actions] == [(1,), (0,), (0,), (1,), (1,), (1,)]
-    assert agent.calls == [AGENT_INIT, AGENT_START, AGENT_STEP, AGENT_END, AGENT_STEP,
-                           AGENT_END, AGENT_START, AGENT_STEP, AGENT_END, RL_TERM]
+    assert agent.calls == [
+        AGENT_INIT,
+        AGENT_START,
+        AGENT_STEP,
+        AGENT_END,
+        AGENT_STEP,
+        AGENT_END,
+        AGENT_START,
+        AGENT_STEP,
+        AGENT_END,
+        RL_TERM,
+    ]
     assert glue.reports == []
 
 
@@ -179,8 +233,9 @@ def test_a_terminal_other_than_0_or_1_passes_through_and_counts_no_episode(value
     experiment unchanged, the agent gets agent_step, and RL_episode still stops there."""
     native = CountingAgent() if agent_kind == "native" else None
     with GlueServer("127.0.0.1", 0, agent=native, peer_timeout=5, peer_wait=10) as glue:
-        env = FakeEnvironment(glue.port, length=3,
-                              terminal_for=lambda counter: value if counter == 0 else 0)
+        env = FakeEnvironment(
+            glue.port, length=3, terminal_for=lambda counter: value if counter == 0 else 0
+        )
         env.start()
         agent = FakeAgent(glue.port) if native is None else None
         if agent is not None:
@@ -192,8 +247,12 @@ def test_a_terminal_other_than_0_or_1_passes_through_and_counts_no_episode(value
         experiment.call(RL_STEP)
         experiment.call(RL_STEP)
         step = experiment.call(RL_STEP)  # 1 -> 0: terminal `value`
-        assert (step.int(), step.double(), step.adt(), step.adt()) == (value, 1.0,
-                                                                       ((0,), (), b""), action)
+        assert (step.int(), step.double(), step.adt(), step.adt()) == (
+            value,
+            1.0,
+            ((0,), (), b""),
+            action,
+        )
         assert counters(experiment) == (4, 0, 6.0)  # a step, no episode
         assert experiment.call(RL_EPISODE, struct.pack(">I", 0)).int() == value
         assert counters(experiment) == (4, 0, 6.0)
@@ -215,8 +274,10 @@ def test_empty_observations_and_actions(glue):
     env.start()
     agent.start()
     experiment = WireClient(glue.port, EXPERIMENT)
-    spec = (b"VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS "
-            b"ACTIONS REWARDS (0 2) EXTRA")
+    spec = (
+        b"VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS "
+        b"ACTIONS REWARDS (0 2) EXTRA"
+    )
     env.task_spec = spec
     assert experiment.call(RL_INIT).string() == spec
     start = experiment.call(RL_START)
@@ -229,8 +290,9 @@ def test_empty_observations_and_actions(glue):
 
 def test_600_kb_observations_arrive_intact(glue):
     payload_ints = 150_000  # 600 KB of int32 per observation
-    experiment, env, agent = connect_all(glue, length=2, payload_ints=payload_ints,
-                                         chars=b"\x00tail\xff")
+    experiment, env, agent = connect_all(
+        glue, length=2, payload_ints=payload_ints, chars=b"\x00tail\xff"
+    )
     experiment.call(RL_INIT)
     start = experiment.call(RL_START)
     ints, doubles, chars = start.adt()
@@ -243,9 +305,11 @@ def test_600_kb_observations_arrive_intact(glue):
 
 
 def test_extra_arrays_in_the_task_spec_do_not_change_the_bytes(glue):
-    spec = (b"VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS "
-            b"(0 100) (6 0 999) ACTIONS INTS (0 1) REWARDS (0 100) "
-            b'EXTRA ARRAYS {"observations":[["<i2",[2,3]]]} legacy env with arrays')
+    spec = (
+        b"VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS "
+        b"(0 100) (6 0 999) ACTIONS INTS (0 1) REWARDS (0 100) "
+        b'EXTRA ARRAYS {"observations":[["<i2",[2,3]]]} legacy env with arrays'
+    )
     experiment, env, agent = connect_all(glue, length=2, task_spec=spec, payload_ints=6)
     assert experiment.call(RL_INIT).string() == spec
     start = experiment.call(RL_START)
@@ -267,8 +331,10 @@ def test_nul_and_long_messages(glue):
 
 def test_nul_bytes_in_the_task_spec_pass_whole_where_rl_glue_3_0_4_cut_them(glue):
     """docs/legacy.md's departures: 3.0.4's glue handed strings on as C strings."""
-    spec = (b"VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS "
-            b"(0 100) ACTIONS INTS (0 1) REWARDS (0 100) EXTRA a\x00b")
+    spec = (
+        b"VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS "
+        b"(0 100) ACTIONS INTS (0 1) REWARDS (0 100) EXTRA a\x00b"
+    )
     experiment, env, agent = connect_all(glue, length=2, task_spec=spec)
     assert experiment.call(RL_INIT).string() == spec
     assert agent.task_specs == [spec]

@@ -174,8 +174,10 @@ def test_a_request_that_stalls_mid_frame_is_closed_without_reserving_its_length(
     assert peak < 16 * 1024 * 1024, f"{peak} bytes allocated for a frame that never came"
     assert len(glue.reports) == 1
     assert "legacy experiment at 127.0.0.1:" in glue.reports[0]
-    assert (f"the payload of a RL_ENV_MESSAGE (34) frame: 1000 of {declared} declared bytes "
-            "arrived within 300 ms; the connection is closed") in glue.reports[0]
+    assert (
+        f"the payload of a RL_ENV_MESSAGE (34) frame: 1000 of {declared} declared bytes "
+        "arrived within 300 ms; the connection is closed"
+    ) in glue.reports[0]
 
 
 def test_a_reply_that_stalls_mid_frame_ends_the_session_naming_its_lengths():
@@ -204,8 +206,9 @@ def test_an_action_outside_the_task_spec_is_forwarded_unchecked_by_default(glue)
 
 
 def test_checked_actions_outside_the_task_spec_get_an_error_and_the_session_goes_on():
-    with GlueServer("127.0.0.1", 0, env=Countdown(length=3), peer_wait=10,
-                    check_actions=True) as glue:
+    with GlueServer(
+        "127.0.0.1", 0, env=Countdown(length=3), peer_wait=10, check_actions=True
+    ) as glue:
         agent = FakeAgent(glue.port, action=adt((7,)))
         agent.start()
         experiment = WireClient(glue.port, EXPERIMENT)
@@ -244,8 +247,11 @@ def test_no_peer_within_the_wait_is_an_error():
 
 def test_a_handshake_and_requests_in_one_segment_are_all_served(glue):
     client = WireClient(glue.port, None)
-    client.send_raw(struct.pack(">iI", EXPERIMENT, 0) + struct.pack(">iI", RL_NUM_STEPS, 0)
-                    + struct.pack(">iI", RL_NUM_STEPS, 0))
+    client.send_raw(
+        struct.pack(">iI", EXPERIMENT, 0)
+        + struct.pack(">iI", RL_NUM_STEPS, 0)
+        + struct.pack(">iI", RL_NUM_STEPS, 0)
+    )
     for _ in range(2):
         code, payload = client.recv()
         assert (code, payload) == (RL_NUM_STEPS, struct.pack(">i", 0))

@@ -136,9 +136,17 @@ class FakeEnvironment(threading.Thread):
     reward = counter before the step; the observation is (counter,) plus ``payload_ints``
     extra ints; the terminal int32 is ``terminal_for(counter)``, by default 1 at 0."""
 
-    def __init__(self, port: int, *, length: int = 5, task_spec: bytes | None = None,
-                 payload_ints: int = 0, chars: bytes = b"", split: bool = False,
-                 terminal_for=lambda counter: int(counter == 0)):
+    def __init__(
+        self,
+        port: int,
+        *,
+        length: int = 5,
+        task_spec: bytes | None = None,
+        payload_ints: int = 0,
+        chars: bytes = b"",
+        split: bool = False,
+        terminal_for=lambda counter: int(counter == 0),
+    ):
         super().__init__(daemon=True)
         self.client = WireClient(port, ENVIRONMENT, split=split)
         self.length = length
@@ -146,7 +154,8 @@ class FakeEnvironment(threading.Thread):
         self.terminal_for = terminal_for
         self.task_spec = task_spec or (
             b"VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1.0 "
-            b"OBSERVATIONS INTS (0 100) ACTIONS INTS (0 1) REWARDS (0 100) EXTRA fake env")
+            b"OBSERVATIONS INTS (0 100) ACTIONS INTS (0 1) REWARDS (0 100) EXTRA fake env"
+        )
         self.payload = tuple(i % 1000 for i in range(payload_ints))
         self.chars = chars
         self.calls: list[int] = []
@@ -184,8 +193,10 @@ class FakeEnvironment(threading.Thread):
                     self.actions.append(cursor.adt())
                     reward = float(self.counter)
                     self.counter -= 1
-                    reply = (struct.pack(">id", self.terminal_for(self.counter), reward)
-                             + self.observation())
+                    reply = (
+                        struct.pack(">id", self.terminal_for(self.counter), reward)
+                        + self.observation()
+                    )
                 elif code == ENV_MESSAGE:
                     text = cursor.string()
                     self.messages.append(text)
@@ -230,7 +241,8 @@ class FakeAgent(threading.Thread):
                 code, payload = client.recv()
                 self.calls.append(code)
                 if code == self.die_on or (
-                    code == AGENT_STEP and self.die_after_steps is not None
+                    code == AGENT_STEP
+                    and self.die_after_steps is not None
                     and self.calls.count(AGENT_STEP) > self.die_after_steps
                 ):
                     client.close()
@@ -269,26 +281,46 @@ def test_codec_frames_strings_and_values_match_hand_built_bytes():
     from rlbridge.protocol.values import Value
 
     assert legacy.frame(legacy.Role.AGENT) == bytes.fromhex("00000002 00000000")
-    assert legacy.frame(legacy.Code.RL_EPISODE, struct.pack(">I", 100)) == \
-        bytes.fromhex("0000001b 00000004 00000064")
+    assert legacy.frame(legacy.Code.RL_EPISODE, struct.pack(">I", 100)) == bytes.fromhex(
+        "0000001b 00000004 00000064"
+    )
     assert legacy.pack_string("ab\x00c") == bytes.fromhex("00000004 61620063")
     assert legacy.pack_string("") == bytes(4)
     value = Value(ints=(1, -2), doubles=(0.5,), chars="hi")
     assert legacy.pack_value(value) == adt((1, -2), (0.5,), b"hi")
     assert legacy.pack_value(Value()) == bytes(12)
-    assert legacy.Reader(adt((7,), (1.5, -2.0), b"x\x00y")).value() == \
-        Value((7,), (1.5, -2.0), "x\x00y")
+    assert legacy.Reader(adt((7,), (1.5, -2.0), b"x\x00y")).value() == Value(
+        (7,), (1.5, -2.0), "x\x00y"
+    )
 
 
 def test_codec_codes_are_rl_glue_3_codes():
     from rlbridge.protocol.rlglue3 import Code
 
-    expected = {"AGENT_INIT": 4, "AGENT_START": 5, "AGENT_STEP": 6, "AGENT_END": 7,
-                "AGENT_CLEANUP": 8, "AGENT_MESSAGE": 10, "ENV_INIT": 11, "ENV_START": 12,
-                "ENV_STEP": 13, "ENV_CLEANUP": 14, "ENV_MESSAGE": 19, "RL_INIT": 20,
-                "RL_START": 21, "RL_STEP": 22, "RL_CLEANUP": 23, "RL_RETURN": 24,
-                "RL_NUM_STEPS": 25, "RL_NUM_EPISODES": 26, "RL_EPISODE": 27,
-                "RL_AGENT_MESSAGE": 33, "RL_ENV_MESSAGE": 34, "RL_TERM": 35}
+    expected = {
+        "AGENT_INIT": 4,
+        "AGENT_START": 5,
+        "AGENT_STEP": 6,
+        "AGENT_END": 7,
+        "AGENT_CLEANUP": 8,
+        "AGENT_MESSAGE": 10,
+        "ENV_INIT": 11,
+        "ENV_START": 12,
+        "ENV_STEP": 13,
+        "ENV_CLEANUP": 14,
+        "ENV_MESSAGE": 19,
+        "RL_INIT": 20,
+        "RL_START": 21,
+        "RL_STEP": 22,
+        "RL_CLEANUP": 23,
+        "RL_RETURN": 24,
+        "RL_NUM_STEPS": 25,
+        "RL_NUM_EPISODES": 26,
+        "RL_EPISODE": 27,
+        "RL_AGENT_MESSAGE": 33,
+        "RL_ENV_MESSAGE": 34,
+        "RL_TERM": 35,
+    }
     assert {name: int(Code[name]) for name in expected} == expected
 
 
@@ -364,7 +396,8 @@ def test_a_frame_that_stalls_after_its_first_bytes_is_given_up_and_its_socket_cl
         framed = FramedSocket(receiver, frame_read_timeout_ms=100)
         sender.sendall(struct.pack(">iI", RL_STEP, 0) + struct.pack(">iI", RL_STEP, 50)[:5])
         assert framed.read_frame() == (RL_STEP, b"")  # a whole frame is served as ever
-        with pytest.raises(FrameReadTimeout, match="a frame header: 5 of 8 declared bytes "
-                                                   "arrived within 100 ms"):
+        with pytest.raises(
+            FrameReadTimeout, match="a frame header: 5 of 8 declared bytes arrived within 100 ms"
+        ):
             framed.read_frame()
         assert receiver.fileno() == -1

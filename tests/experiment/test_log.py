@@ -17,8 +17,9 @@ from rlbridge.protocol.errors import LogError
 
 
 def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "rlbridge", *args], capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "rlbridge", *args], capture_output=True, text=True, timeout=120
+    )
     if check:
         assert result.returncode == 0, result.stderr
     return result
@@ -35,21 +36,57 @@ def test_same_seed_and_agent_give_an_identical_log(tmp_path, path_flag):
     logs = []
     for name in ("a", "b"):
         log = str(tmp_path / f"{name}.log")
-        run("run", "gridwalk", "random", "--episodes", "5", "--seed", "7", "--log", log,
-            "--quiet", *path_flag)
+        run(
+            "run",
+            "gridwalk",
+            "random",
+            "--episodes",
+            "5",
+            "--seed",
+            "7",
+            "--log",
+            log,
+            "--quiet",
+            *path_flag,
+        )
         logs.append(without_timestamps(log))
     assert logs[0] == logs[1]
     assert len(logs[0]) > 100
     log_c = str(tmp_path / "c.log")
-    run("run", "gridwalk", "random", "--episodes", "5", "--seed", "8", "--log", log_c, "--quiet",
-        *path_flag)
+    run(
+        "run",
+        "gridwalk",
+        "random",
+        "--episodes",
+        "5",
+        "--seed",
+        "8",
+        "--log",
+        log_c,
+        "--quiet",
+        *path_flag,
+    )
     assert without_timestamps(log_c) != logs[0]
 
 
 def test_show_verify_agent_and_export(tmp_path):
     log = str(tmp_path / "run.log")
-    run("run", "countdown", "random", "--env-opt", "length=4", "--episodes", "3", "--seed", "1",
-        "--max-steps", "0", "--log", log, "--quiet")
+    run(
+        "run",
+        "countdown",
+        "random",
+        "--env-opt",
+        "length=4",
+        "--episodes",
+        "3",
+        "--seed",
+        "1",
+        "--max-steps",
+        "0",
+        "--log",
+        log,
+        "--quiet",
+    )
     shown = run("log", "show", log).stdout
     assert "episodes   3 (3 terminal)" in shown and "steps      12" in shown
     assert "mean 10.0000" in shown
@@ -71,8 +108,23 @@ def test_flushing_every_step_still_puts_the_header_first(tmp_path, path_flag):
     # RL_init's messages come before the task spec that the header carries, and with
     # --log-flush step each would reach the file at once: they wait for the header.
     log = str(tmp_path / "run.log")
-    run("run", "countdown", "random", "--env-opt", "length=4", "--episodes", "2", "--seed", "3",
-        "--log", log, "--log-flush", "step", "--quiet", *path_flag)
+    run(
+        "run",
+        "countdown",
+        "random",
+        "--env-opt",
+        "length=4",
+        "--episodes",
+        "2",
+        "--seed",
+        "3",
+        "--log",
+        log,
+        "--log-flush",
+        "step",
+        "--quiet",
+        *path_flag,
+    )
     reader = LogReader(log)
     assert reader.header["task_spec"].startswith("VERSION RL-Glue-3.0")
     types = [record.type for record in reader.records()]
@@ -87,8 +139,16 @@ def _forge(source: str, target: str, header_changes: dict, change_record) -> Non
     writer.header({**header, **header_changes})
     for index, record in enumerate(reader.records()):
         record = change_record(index, record)
-        writer.record(record.direction, record.peer, record.type, record.seq, record.episode,
-                      record.step, record.payload, record.frames)
+        writer.record(
+            record.direction,
+            record.peer,
+            record.type,
+            record.seq,
+            record.episode,
+            record.step,
+            record.payload,
+            record.frames,
+        )
     writer.close()
 
 
@@ -96,8 +156,19 @@ def test_verify_reports_the_first_divergence(tmp_path):
     from rlbridge.protocol.messages import decode, encode
 
     log = str(tmp_path / "run.log")
-    run("run", "countdown", "random", "--env-opt", "length=4", "--episodes", "2", "--log", log,
-        "--quiet", "--no-fast-path")
+    run(
+        "run",
+        "countdown",
+        "random",
+        "--env-opt",
+        "length=4",
+        "--episodes",
+        "2",
+        "--log",
+        log,
+        "--quiet",
+        "--no-fast-path",
+    )
     step_replies = []
 
     def change_second_reward(index, record):
@@ -114,8 +185,9 @@ def test_verify_reports_the_first_divergence(tmp_path):
     _forge(log, forged, {}, change_second_reward)
     result = run("replay", forged, "--verify", check=False)
     assert result.returncode == 1
-    assert result.stdout.strip() == ("first divergence: episode 1, step 2, reward: "
-                                     "expected 99.0, actual 3.0")
+    assert result.stdout.strip() == (
+        "first divergence: episode 1, step 2, reward: expected 99.0, actual 3.0"
+    )
     other = str(tmp_path / "other.log")
     _forge(log, other, {"env_options": {"length": "5"}}, lambda index, record: record)
     result = run("replay", other, "--verify", check=False)
@@ -161,12 +233,32 @@ def test_sigkill_of_any_process_keeps_every_flushed_record(victim, processes, ip
     log = str(tmp_path / "run.log")
     children = {
         "env": processes.start("env", "countdown", "--bind", env_addr, "--opt", "length=50"),
-        "agent": processes.start("agent", "tests.experiment.helpers:SignallingAgent", "--bind",
-                                 agent_addr, "--opt", f"signal_at={kill_at}"),
-        "experiment": processes.start("experiment", "--env", env_addr, "--agent", agent_addr,
-                                      "--episodes", "100", "--timeout-ms", "1000", "--quiet",
-                                      "--log", log, "--env-name", "countdown",
-                                      "--env-opt", "length=50"),
+        "agent": processes.start(
+            "agent",
+            "tests.experiment.helpers:SignallingAgent",
+            "--bind",
+            agent_addr,
+            "--opt",
+            f"signal_at={kill_at}",
+        ),
+        "experiment": processes.start(
+            "experiment",
+            "--env",
+            env_addr,
+            "--agent",
+            agent_addr,
+            "--episodes",
+            "100",
+            "--timeout-ms",
+            "1000",
+            "--quiet",
+            "--log",
+            log,
+            "--env-name",
+            "countdown",
+            "--env-opt",
+            "length=50",
+        ),
     }
     children["agent"].stdout.readline()  # the agent has reached step kill_at
     children[victim].send_signal(signal.SIGKILL)
@@ -183,13 +275,17 @@ def test_sigkill_of_any_process_keeps_every_flushed_record(victim, processes, ip
 def test_a_full_disk_gives_a_clear_error_and_a_readable_log(tmp_path):
     mount = tmp_path / "small"
     mount.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(mount)],
-                             capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
     assert mounted.returncode == 0, f"this test needs a small tmpfs: {mounted.stderr}"
     try:
         log = str(mount / "run.log")
-        result = run("run", "gridwalk", "random", "--episodes", "400", "--log", log, "--quiet",
-                     check=False)
+        result = run(
+            "run", "gridwalk", "random", "--episodes", "400", "--log", log, "--quiet", check=False
+        )
         assert result.returncode != 0
         assert "disk is full" in result.stderr and "Traceback" not in result.stderr
         records = list(LogReader(log, warn=None).records())
@@ -209,16 +305,40 @@ def test_writer_refuses_unknown_flush_modes(tmp_path):
 def test_replay_renders_a_golden_log_to_pygame_frames_and_blocks(tmp_path):
     golden = str(Path(__file__).with_name("golden") / "tetris.rlog")
     frames = tmp_path / "frames"
-    run("replay", golden, "--render", "pygame", "--headless", "--frames", str(frames),
-        "--speed", "0")
+    run(
+        "replay",
+        golden,
+        "--render",
+        "pygame",
+        "--headless",
+        "--frames",
+        str(frames),
+        "--speed",
+        "0",
+    )
     episodes = {r.episode for r in LogReader(golden).records() if r.episode}
-    steps = len([r for r in LogReader(golden).records()
-                 if r.writer == "environment" and r.direction == 0 and r.type in (21, 22, 23)])
+    steps = len(
+        [
+            r
+            for r in LogReader(golden).records()
+            if r.writer == "environment" and r.direction == 0 and r.type in (21, 22, 23)
+        ]
+    )
     assert len(list(frames.glob("frame_*.png"))) == steps  # one frame per replayed state
     assert len(episodes) == 2
     blocks = tmp_path / "blocks.txt"
-    run("replay", golden, "--render", "blocks", "--blocks-out", str(blocks), "--speed", "0",
-        "--episode", "1")
+    run(
+        "replay",
+        golden,
+        "--render",
+        "blocks",
+        "--blocks-out",
+        str(blocks),
+        "--speed",
+        "0",
+        "--episode",
+        "1",
+    )
     lines = blocks.read_text().splitlines()
     assert lines and all(line.startswith(("setblock ", "fill ")) for line in lines)
     assert any("minecraft:" in line and "_wool" in line for line in lines)

@@ -22,8 +22,12 @@ EPISODES = 8
 
 
 def rlbridge(*args) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "rlbridge", *map(str, args)],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "rlbridge", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     return result
 
@@ -34,8 +38,19 @@ def logs(tmp_path_factory) -> dict[str, Path]:
     found = {}
     for name, extra in (("batched", ["--batch", "4"]), ("unbatched", [])):
         found[name] = directory / f"{name}.rlog"
-        rlbridge("run", "gridwalk", "random", "--episodes", EPISODES, "--seed", "3", *extra,
-                 "--log", found[name], "--quiet")
+        rlbridge(
+            "run",
+            "gridwalk",
+            "random",
+            "--episodes",
+            EPISODES,
+            "--seed",
+            "3",
+            *extra,
+            "--log",
+            found[name],
+            "--quiet",
+        )
     return found
 
 
@@ -45,8 +60,9 @@ def test_show_verify_compare_and_export(logs, tmp_path, kind):
     episodes = read_episodes(LogReader(str(log)))
     steps = sum(len(episode.actions) for episode in episodes)
     assert len(episodes) == EPISODES and all(episode.terminal for episode in episodes)
-    assert {episode.instance for episode in episodes} == ({0, 1, 2, 3} if kind == "batched"
-                                                          else {0})
+    assert {episode.instance for episode in episodes} == (
+        {0, 1, 2, 3} if kind == "batched" else {0}
+    )
     shown = rlbridge("log", "show", log).stdout
     assert f"episodes   {EPISODES} ({EPISODES} terminal)" in shown
     assert f"steps      {steps}\n" in shown
@@ -63,8 +79,12 @@ def test_show_verify_compare_and_export(logs, tmp_path, kind):
 
 
 def test_an_agent_that_differs_is_named_by_episode_instance_and_step(logs):
-    result = subprocess.run([sys.executable, "-m", "rlbridge", "replay", logs["batched"],
-                             "--agent", "first"], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "rlbridge", "replay", logs["batched"], "--agent", "first"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 1
     first = result.stdout.splitlines()[0]
     assert first.startswith("episode 1 (instance 0), step 1: logged action (")
@@ -73,8 +93,9 @@ def test_an_agent_that_differs_is_named_by_episode_instance_and_step(logs):
 def test_plot_draws_batched_and_unbatched_logs_together(logs, tmp_path, capsys):
     assert len(episode_returns(str(logs["batched"]))) == EPISODES
     out = tmp_path / "curves.png"
-    assert main(["log", "plot", str(logs["batched"]), str(logs["unbatched"]),
-                 "--out", str(out)]) == 0
+    assert (
+        main(["log", "plot", str(logs["batched"]), str(logs["unbatched"]), "--out", str(out)]) == 0
+    )
     assert f"wrote {out}" in capsys.readouterr().out
     height, width = matplotlib.image.imread(out).shape[:2]
     assert (width, height) == tuple(round(inches * FIGURE_DPI) for inches in FIGURE_INCHES)
@@ -106,11 +127,16 @@ def test_every_log_subcommand_the_docs_name_exists():
     from rlbridge.cli import build_parser
 
     root = Path(__file__).parents[2]
-    subparsers = next(action for action in build_parser()._actions
-                      if action.dest == "command").choices
-    log_commands = next(action for action in subparsers["log"]._actions
-                        if action.dest == "log_command").choices
+    subparsers = next(
+        action for action in build_parser()._actions if action.dest == "command"
+    ).choices
+    log_commands = next(
+        action for action in subparsers["log"]._actions if action.dest == "log_command"
+    ).choices
     texts = [root / "PROTOCOL.md", root / "README.md", *sorted((root / "docs").glob("*.md"))]
-    named = {(path.name, word) for path in texts
-             for word in re.findall(r"rlbridge log (\w+)", path.read_text())}
+    named = {
+        (path.name, word)
+        for path in texts
+        for word in re.findall(r"rlbridge log (\w+)", path.read_text())
+    }
     assert named and all(word in log_commands for _, word in named), named

@@ -21,8 +21,13 @@ def rlbridge(*args: str, mark: Path | None = None) -> subprocess.CompletedProces
     env = dict(os.environ)
     if mark is not None:
         env["RLBRIDGE_TEST_IMPORT_MARK"] = str(mark)
-    return subprocess.run([sys.executable, "-m", "rlbridge", *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "rlbridge", *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def forge(source: Path, target: Path, **changes) -> Path:
@@ -41,8 +46,9 @@ def forge(source: Path, target: Path, **changes) -> Path:
 def user_log(tmp_path_factory) -> Path:
     """A genuine run of a user's module:Class environment."""
     log = tmp_path_factory.mktemp("trust") / "user.rlog"
-    run = rlbridge("run", USER_ENV, "random", "--episodes", "2", "--seed", "1", "--log", log,
-                   "--quiet")
+    run = rlbridge(
+        "run", USER_ENV, "random", "--episodes", "2", "--seed", "1", "--log", log, "--quiet"
+    )
     assert run.returncode == 0, run.stderr
     return log
 
@@ -50,8 +56,10 @@ def user_log(tmp_path_factory) -> Path:
 def hostile_headers(tmp_path: Path) -> dict[str, dict]:
     shell_mark = tmp_path / "shell-mark"
     return {
-        "popen": {"env": "subprocess:Popen",
-                  "env_options": {"args": f"touch {shell_mark}", "shell": "true"}},
+        "popen": {
+            "env": "subprocess:Popen",
+            "env_options": {"args": f"touch {shell_mark}", "shell": "true"},
+        },
         "system": {"env": "os:system", "env_options": {"command": f"touch {shell_mark}"}},
         "user-module": {"env": USER_ENV, "env_options": {}},
         "gym-module": {"env": "gym:tests.experiment.trust_helpers:Evil-v0", "env_options": {}},
@@ -59,11 +67,17 @@ def hostile_headers(tmp_path: Path) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("header", ["popen", "system", "user-module", "gym-module"])
-@pytest.mark.parametrize("mode", [["--verify"], ["--render", "blocks", "--speed", "0"]],
-                         ids=["verify", "render"])
+@pytest.mark.parametrize(
+    "mode", [["--verify"], ["--render", "blocks", "--speed", "0"]], ids=["verify", "render"]
+)
 def test_replay_imports_nothing_a_log_names(user_log, tmp_path, header, mode):
-    log = forge(user_log, tmp_path / "hostile.rlog", **hostile_headers(tmp_path)[header],
-                agent="subprocess:Popen", agent_options={"args": "true"})
+    log = forge(
+        user_log,
+        tmp_path / "hostile.rlog",
+        **hostile_headers(tmp_path)[header],
+        agent="subprocess:Popen",
+        agent_options={"args": "true"},
+    )
     mark = tmp_path / "import-mark"
     result = rlbridge("replay", log, *mode, "--blocks-out", tmp_path / "blocks.txt", mark=mark)
     assert not (tmp_path / "shell-mark").exists() and not mark.exists()
@@ -76,8 +90,13 @@ def test_replay_imports_nothing_a_log_names(user_log, tmp_path, header, mode):
 
 
 def test_commands_that_read_only_data_work_on_a_hostile_log(user_log, tmp_path):
-    log = forge(user_log, tmp_path / "hostile.rlog", **hostile_headers(tmp_path)["system"],
-                agent="subprocess:Popen", agent_options={"args": f"touch {tmp_path}/x"})
+    log = forge(
+        user_log,
+        tmp_path / "hostile.rlog",
+        **hostile_headers(tmp_path)["system"],
+        agent="subprocess:Popen",
+        agent_options={"args": f"touch {tmp_path}/x"},
+    )
     mark = tmp_path / "import-mark"
     shown = rlbridge("log", "show", log, mark=mark)
     assert shown.returncode == 0 and "env        os:system" in shown.stdout
@@ -101,11 +120,15 @@ def test_a_trusted_or_named_user_class_replays(user_log, tmp_path):
     assert named.returncode == 0 and "verified: 8" in named.stdout, named.stderr
 
 
-@pytest.mark.parametrize("name, options", [
-    ("subprocess:Popen", {"args": "touch {mark}", "shell": "true"}),
-    ("os:system", {"command": "touch {mark}"}),
-    ("tests.experiment.trust_helpers:NotAGame", {}),
-], ids=["popen", "system", "not-a-game"])
+@pytest.mark.parametrize(
+    "name, options",
+    [
+        ("subprocess:Popen", {"args": "touch {mark}", "shell": "true"}),
+        ("os:system", {"command": "touch {mark}"}),
+        ("tests.experiment.trust_helpers:NotAGame", {}),
+    ],
+    ids=["popen", "system", "not-a-game"],
+)
 def test_a_trusted_log_still_builds_only_an_environment_class(user_log, tmp_path, name, options):
     mark = tmp_path / "import-mark"
     options = {key: value.format(mark=tmp_path / "shell-mark") for key, value in options.items()}
@@ -128,8 +151,18 @@ def test_run_refuses_a_function_or_a_class_that_is_no_agent(tmp_path):
 @pytest.fixture(scope="module")
 def blackjack_log(tmp_path_factory) -> Path:
     log = tmp_path_factory.mktemp("blackjack") / "mc.rlog"
-    run = rlbridge("run", "blackjack", "blackjack-mc-es", "--episodes", "30", "--seed", "2",
-                   "--log", log, "--quiet")
+    run = rlbridge(
+        "run",
+        "blackjack",
+        "blackjack-mc-es",
+        "--episodes",
+        "30",
+        "--seed",
+        "2",
+        "--log",
+        log,
+        "--quiet",
+    )
     assert run.returncode == 0, run.stderr
     return log
 
@@ -138,8 +171,7 @@ def test_a_logs_file_options_reach_no_file(blackjack_log, tmp_path):
     # A log that tells the replayed agent to load tables: left out, so the file is never
     # opened (a FIFO would hang the command, /dev/zero fill its memory).
     missing = tmp_path / "never-read.npz"
-    log = forge(blackjack_log, tmp_path / "load.rlog",
-                agent_options={"load": str(missing)})
+    log = forge(blackjack_log, tmp_path / "load.rlog", agent_options={"load": str(missing)})
     result = rlbridge("log", "plot", log, "--out", tmp_path / "curves.png")
     assert result.returncode == 0, result.stderr
     assert f"left out blackjack-mc-es's file or server option(s) load={missing}" in result.stderr
@@ -149,10 +181,17 @@ def test_a_logs_file_options_reach_no_file(blackjack_log, tmp_path):
 def test_a_results_row_names_no_file_outside_its_logs(tmp_path, user_log):
     out = tmp_path / "sweep"
     (out / "logs").mkdir(parents=True)
-    row = {"id": "t1", "setting_key": "countdown random", "game": "countdown",
-           "agent": "random", "seed": 0, "status": "ok", "outcome": None,
-           "summary": {"mean_return": 6.0, "steps_per_s": 1.0, "episodes": 2},
-           "log": os.path.relpath(user_log, out)}
+    row = {
+        "id": "t1",
+        "setting_key": "countdown random",
+        "game": "countdown",
+        "agent": "random",
+        "seed": 0,
+        "status": "ok",
+        "outcome": None,
+        "summary": {"mean_return": 6.0, "steps_per_s": 1.0, "episodes": 2},
+        "log": os.path.relpath(user_log, out),
+    }
     (out / "results.jsonl").write_text(json.dumps(row) + "\n")
     result = rlbridge("sweep", "report", out)
     assert result.returncode == 1
@@ -178,11 +217,26 @@ def test_a_logs_server_options_reach_no_server(tmp_path):
     listener.settimeout(0.0)
     port = listener.getsockname()[1]
     genuine = tmp_path / "sim.rlog"
-    run = rlbridge("run", "mission", "random", "--env-opt", "mission=maze", "--episodes", "1",
-                   "--seed", "2", "--log", genuine, "--quiet")
+    run = rlbridge(
+        "run",
+        "mission",
+        "random",
+        "--env-opt",
+        "mission=maze",
+        "--episodes",
+        "1",
+        "--seed",
+        "2",
+        "--log",
+        genuine,
+        "--quiet",
+    )
     assert run.returncode == 0, run.stderr
-    log = forge(genuine, tmp_path / "server.rlog",
-                env_options={"mission": "maze", "backend": "server", "rcon_port": str(port)})
+    log = forge(
+        genuine,
+        tmp_path / "server.rlog",
+        env_options={"mission": "maze", "backend": "server", "rcon_port": str(port)},
+    )
     result = rlbridge("replay", log, "--verify")
     assert result.returncode == 0, result.stderr
     assert "left out mission's file or server option(s) backend=server" in result.stderr

@@ -52,6 +52,7 @@ def delegated_env(processes, ipc_dir: str, agent_address: str, *, init_agent: bo
 
 # -- counts of instances ------------------------------------------------------------------
 
+
 def test_agent_batch_init_past_the_limit_is_refused_at_once(processes, ipc_dir):
     address = f"ipc://{ipc_dir}/agent"
     processes.start("agent", "random", "--bind", address)
@@ -59,8 +60,11 @@ def test_agent_batch_init_past_the_limit_is_refused_at_once(processes, ipc_dir):
     client = RequestClient(address, "agent", "experiment", timeout_ms=PROMPTLY_S * 1000)
     try:
         spec = "VERSION RL-Glue-3.0 PROBLEMTYPE episodic OBSERVATIONS INTS (0 3) ACTIONS INTS (0 3)"
-        with pytest.raises(ProtocolError, match=f"at most {MAX_AGENT_INSTANCES} "
-                                                rf"\(MAX_AGENT_INSTANCES.*got {MAX_AGENT_INSTANCES + 1}"):
+        with pytest.raises(
+            ProtocolError,
+            match=f"at most {MAX_AGENT_INSTANCES} "
+            rf"\(MAX_AGENT_INSTANCES.*got {MAX_AGENT_INSTANCES + 1}",
+        ):
             client.request(T.AGENT_BATCH_INIT, [spec, MAX_AGENT_INSTANCES + 1])
         client.request(T.AGENT_BATCH_INIT, [spec, 2])  # and it serves on
     finally:
@@ -84,29 +88,36 @@ def test_run_batch_quotas_past_the_limit_are_bad_field_in_every_state(processes,
 
 # -- the frame limit, on the client's side too ---------------------------------------------
 
+
 def test_an_experiment_refuses_a_reply_of_too_many_frames(fakes, ipc_dir):
     address = f"ipc://{ipc_dir}/env"
     count = MAX_MESSAGE_FRAMES + 976
     fakes(address, lambda message, send: send(action_reply(message, count)), role="environment")
     env = RemoteEnvironment(address, timeout_ms=30000)
     try:
-        with pytest.raises(MessageTooLarge, match=f"environment at {address} sent a bad reply "
-                                                  f"to env_start .*{count} frames exceeds the "
-                                                  f"limit of {MAX_MESSAGE_FRAMES}"):
+        with pytest.raises(
+            MessageTooLarge,
+            match=f"environment at {address} sent a bad reply "
+            f"to env_start .*{count} frames exceeds the "
+            f"limit of {MAX_MESSAGE_FRAMES}",
+        ):
             env.env_start()
     finally:
         env.close()
 
 
 def test_a_delegating_environment_refuses_an_agents_reply_of_too_many_frames(
-        fakes, processes, ipc_dir):
+    fakes, processes, ipc_dir
+):
     agent_address = f"ipc://{ipc_dir}/agent"
     count = MAX_MESSAGE_FRAMES + 1
     fakes(agent_address, lambda message, send: send(action_reply(message, count)))
     client = delegated_env(processes, ipc_dir, agent_address)
     try:
-        with pytest.raises(PeerError, match=f"agent at {agent_address} sent a bad reply to "
-                                            f"agent_start .*{count} frames") as caught:
+        with pytest.raises(
+            PeerError,
+            match=f"agent at {agent_address} sent a bad reply to agent_start .*{count} frames",
+        ) as caught:
             client.request(T.RUN_EPISODE, [5])
         assert caught.value.remote_code == ErrorCode.PEER_ERROR
     finally:
@@ -115,10 +126,10 @@ def test_a_delegating_environment_refuses_an_agents_reply_of_too_many_frames(
 
 # -- an environment waiting for its agent still stops ----------------------------------------
 
+
 def test_sigterm_stops_an_environment_whose_agent_stalls(processes, ipc_dir):
     agent_address = f"ipc://{ipc_dir}/agent"
-    agent = processes.start("agent", "tests.experiment.helpers:SlowAgent", "--bind",
-                            agent_address)
+    agent = processes.start("agent", "tests.experiment.helpers:SlowAgent", "--bind", agent_address)
     client = delegated_env(processes, ipc_dir, agent_address, init_agent=True)
     env = processes.children[-1]
     try:
@@ -137,8 +148,7 @@ def test_sigterm_stops_an_environment_whose_agent_stalls(processes, ipc_dir):
 
 def test_an_environment_abandons_the_episode_of_an_experiment_that_has_gone(processes, ipc_dir):
     agent_address = f"ipc://{ipc_dir}/agent"
-    agent = processes.start("agent", "tests.experiment.helpers:SlowAgent", "--bind",
-                            agent_address)
+    agent = processes.start("agent", "tests.experiment.helpers:SlowAgent", "--bind", agent_address)
     client = delegated_env(processes, ipc_dir, agent_address, init_agent=True)
     env = processes.children[-1]
     client.send_request(T.RUN_EPISODE, [0])

@@ -80,8 +80,11 @@ def test_an_agents_reply_that_is_no_action_blames_the_agent(fakes, processes, ip
     client = delegated_env(processes, ipc_dir, agent_address)
     try:
         client.episode = 7
-        with pytest.raises(PeerError, match=f"agent at {agent_address} sent a bad reply to "
-                                            r"agent_step \(episode 7, step 2\)") as caught:
+        with pytest.raises(
+            PeerError,
+            match=f"agent at {agent_address} sent a bad reply to "
+            r"agent_step \(episode 7, step 2\)",
+        ) as caught:
             client.request(T.RUN_EPISODE, [0])
         assert caught.value.remote_code == ErrorCode.PEER_ERROR  # not BAD_FIELD: not ours
     finally:

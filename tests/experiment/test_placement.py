@@ -32,8 +32,9 @@ def two_cpus():
 
 def registry(tmpdir: str) -> str:
     """The registry that runs started with TMPDIR=tmpdir use."""
-    path = os.path.join(private_directory(os.path.join(tmpdir, f"rlbridge-{os.getuid()}")),
-                        REGISTRY_DIRECTORY)
+    path = os.path.join(
+        private_directory(os.path.join(tmpdir, f"rlbridge-{os.getuid()}")), REGISTRY_DIRECTORY
+    )
     os.makedirs(path, mode=0o700, exist_ok=True)
     return path
 
@@ -41,11 +42,28 @@ def registry(tmpdir: str) -> str:
 def start_run(tmpdir: str, *extra: str) -> subprocess.Popen:
     """A run that stays mid-episode until killed; its agent prints a line once it is there."""
     return subprocess.Popen(
-        [sys.executable, "-m", "rlbridge", "run", "countdown",
-         "tests.experiment.helpers:SignallingAgent", "--env-opt", "length=100000000",
-         "--agent-opt", "signal_at=20", "--episodes", "1", "--quiet", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        env={**os.environ, "TMPDIR": tmpdir})
+        [
+            sys.executable,
+            "-m",
+            "rlbridge",
+            "run",
+            "countdown",
+            "tests.experiment.helpers:SignallingAgent",
+            "--env-opt",
+            "length=100000000",
+            "--agent-opt",
+            "signal_at=20",
+            "--episodes",
+            "1",
+            "--quiet",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "TMPDIR": tmpdir},
+    )
 
 
 def cpus_of_children(runner: subprocess.Popen) -> list[set[int]]:
@@ -73,7 +91,9 @@ def test_two_runs_started_together_run_on_different_cpus(two_cpus, ipc_dir):
             assert len(children[0]) == 1 and children.count(children[0]) == 3, children
         first, second = (children[0] for children in placements)
         assert first != second, placements
-        assert sorted(live_runs(registry(ipc_dir)).values()) == sorted((cpu,) for cpu in first | second)
+        assert sorted(live_runs(registry(ipc_dir)).values()) == sorted(
+            (cpu,) for cpu in first | second
+        )
     finally:
         for runner in runners:
             stop(runner)
@@ -83,8 +103,9 @@ def test_two_runs_started_together_run_on_different_cpus(two_cpus, ipc_dir):
 def test_a_dead_or_reused_pid_entry_is_ignored_and_removed(two_cpus, ipc_dir):
     directory = registry(ipc_dir)
     preferred = CPUS[-1]  # where a lone run goes
-    gone = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
-                            stdin=subprocess.PIPE)
+    gone = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
     dead_entry = record_run(directory, gone.pid, preferred)
     gone.communicate(b"")  # it exits and is reaped: its pid is gone
     # A live pid whose start time differs: the pid of an ended run, reused by another process.
@@ -162,8 +183,9 @@ def test_a_batched_run_puts_its_environment_and_agent_on_different_cpus(two_cpus
         assert len(roles["env0"]) == len(roles["agent"]) == 1
         assert roles["env0"] != roles["agent"], roles  # one group steps while the agent answers
         assert roles["experiment"] == roles["env0"]
-        assert sorted(cpu for cpus in live_runs(registry(ipc_dir)).values() for cpu in cpus) \
-            == sorted(roles["env0"] | roles["agent"])
+        assert sorted(
+            cpu for cpus in live_runs(registry(ipc_dir)).values() for cpu in cpus
+        ) == sorted(roles["env0"] | roles["agent"])
     finally:
         stop(runner)
 

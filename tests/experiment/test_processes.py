@@ -25,9 +25,24 @@ def wait_serving(child: subprocess.Popen) -> None:
 
 def test_run_starts_three_processes_and_prints_a_summary():
     result = subprocess.run(
-        [sys.executable, "-m", "rlbridge", "run", "countdown", "random", "--env-opt", "length=7",
-         "--episodes", "4", "--seed", "1"],
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "rlbridge",
+            "run",
+            "countdown",
+            "random",
+            "--env-opt",
+            "length=7",
+            "--episodes",
+            "4",
+            "--seed",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     match = SUMMARY.search(result.stdout)
     assert match, result.stdout
@@ -35,15 +50,24 @@ def test_run_starts_three_processes_and_prints_a_summary():
     assert "4/4 episodes" in result.stderr  # the progress bar
 
 
-@pytest.mark.parametrize("order", list(itertools.permutations(("env", "agent", "experiment"))),
-                         ids="-".join)
+@pytest.mark.parametrize(
+    "order", list(itertools.permutations(("env", "agent", "experiment"))), ids="-".join
+)
 def test_start_up_order_does_not_matter(order, processes, ipc_dir):
     env_addr, agent_addr = f"ipc://{ipc_dir}/e", f"ipc://{ipc_dir}/a"
     commands = {
         "env": ["env", "countdown", "--bind", env_addr, "--opt", "length=3"],
         "agent": ["agent", "random", "--bind", agent_addr],
-        "experiment": ["experiment", "--env", env_addr, "--agent", agent_addr, "--episodes", "2",
-                       "--quiet"],
+        "experiment": [
+            "experiment",
+            "--env",
+            env_addr,
+            "--agent",
+            agent_addr,
+            "--episodes",
+            "2",
+            "--quiet",
+        ],
     }
     started = {}
     for name in order:
@@ -61,26 +85,63 @@ def test_start_up_order_does_not_matter(order, processes, ipc_dir):
 def test_sigkill_of_the_agent_mid_episode_is_reported_within_the_timeout(processes, ipc_dir):
     env_addr, agent_addr = f"ipc://{ipc_dir}/e", f"ipc://{ipc_dir}/a"
     env = processes.start("env", "countdown", "--bind", env_addr, "--opt", "length=100000000")
-    agent = processes.start("agent", "tests.experiment.helpers:SignallingAgent", "--bind",
-                            agent_addr, "--opt", "signal_at=200")
-    experiment = processes.start("experiment", "--env", env_addr, "--agent", agent_addr,
-                                 "--episodes", "1", "--timeout-ms", "1000", "--quiet")
+    agent = processes.start(
+        "agent",
+        "tests.experiment.helpers:SignallingAgent",
+        "--bind",
+        agent_addr,
+        "--opt",
+        "signal_at=200",
+    )
+    experiment = processes.start(
+        "experiment",
+        "--env",
+        env_addr,
+        "--agent",
+        agent_addr,
+        "--episodes",
+        "1",
+        "--timeout-ms",
+        "1000",
+        "--quiet",
+    )
     pid, step = agent.stdout.readline().split()  # the agent is mid-episode now
     os.kill(int(pid), signal.SIGKILL)
     _, err = experiment.communicate(timeout=20)
     assert experiment.returncode != 0
-    assert re.search(rf"agent at {re.escape(agent_addr)} did not answer agent_step within "
-                     r"1000 ms \(episode 1, step \d+\)", err), err
+    assert re.search(
+        rf"agent at {re.escape(agent_addr)} did not answer agent_step within "
+        r"1000 ms \(episode 1, step \d+\)",
+        err,
+    ), err
     assert env.wait(timeout=10) == 0  # the surviving peer was told to stop
 
 
 def _run_with_signalling_agent(extra: list[str]) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "rlbridge", "run", "countdown",
-         "tests.experiment.helpers:SignallingAgent", "--env-opt", "length=100000000",
-         "--agent-opt", "signal_at=100", "--episodes", "4", "--timeout-ms", "1000", "--quiet",
-         *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "rlbridge",
+            "run",
+            "countdown",
+            "tests.experiment.helpers:SignallingAgent",
+            "--env-opt",
+            "length=100000000",
+            "--agent-opt",
+            "signal_at=100",
+            "--episodes",
+            "4",
+            "--timeout-ms",
+            "1000",
+            "--quiet",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 @pytest.mark.parametrize("batch", [[], ["--batch", "4"]], ids=["episode", "batch"])
@@ -181,8 +242,17 @@ def _kill_group(runner: subprocess.Popen) -> None:
 
 def test_servers_can_connect_to_an_experiment_that_binds(processes, ipc_dir):
     env_addr, agent_addr = f"ipc://{ipc_dir}/e", f"ipc://{ipc_dir}/a"
-    experiment = processes.start("experiment", "--bind", "--env", env_addr, "--agent", agent_addr,
-                                 "--episodes", "3", "--quiet")
+    experiment = processes.start(
+        "experiment",
+        "--bind",
+        "--env",
+        env_addr,
+        "--agent",
+        agent_addr,
+        "--episodes",
+        "3",
+        "--quiet",
+    )
     env = processes.start("env", "countdown", "--connect", env_addr, "--opt", "length=3")
     agent = processes.start("agent", "random", "--connect", agent_addr)
     out, err = experiment.communicate(timeout=60)
@@ -196,9 +266,26 @@ def test_render_frames_alone_writes_one_png_per_state(tmp_path):
     make K + E frames, however fast the steps come (a live viewer would drop most)."""
     frames = tmp_path / "frames"
     result = subprocess.run(
-        [sys.executable, "-m", "rlbridge", "run", "2048", "random", "--episodes", "2", "--seed", "3",
-         "--render-frames", str(frames), "--quiet"],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "DISPLAY": ""})
+        [
+            sys.executable,
+            "-m",
+            "rlbridge",
+            "run",
+            "2048",
+            "random",
+            "--episodes",
+            "2",
+            "--seed",
+            "3",
+            "--render-frames",
+            str(frames),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "DISPLAY": ""},
+    )
     assert result.returncode == 0, result.stderr
     episodes, steps = (int(n) for n in SUMMARY.search(result.stdout).groups()[:2])
     assert steps > 100  # faster than the 60 frames/s a live viewer gets
@@ -209,11 +296,23 @@ def test_render_frames_alone_writes_one_png_per_state(tmp_path):
 
 def test_an_experiment_with_nobody_listening_says_at_once_what_it_waits_for(processes, ipc_dir):
     env_addr = f"ipc://{ipc_dir}/nobody-env"
-    experiment = processes.start("experiment", "--env", env_addr, "--agent", f"ipc://{ipc_dir}/a",
-                                 "--episodes", "1", "--connect-timeout-ms", "60000", "--quiet")
+    experiment = processes.start(
+        "experiment",
+        "--env",
+        env_addr,
+        "--agent",
+        f"ipc://{ipc_dir}/a",
+        "--episodes",
+        "1",
+        "--connect-timeout-ms",
+        "60000",
+        "--quiet",
+    )
     line = experiment.stderr.readline()
-    assert line.startswith(f"rlbridge experiment: waiting up to 60 s for the environment at "
-                           f"{env_addr}; start one with `rlbridge env NAME --bind {env_addr}`"), line
+    assert line.startswith(
+        f"rlbridge experiment: waiting up to 60 s for the environment at "
+        f"{env_addr}; start one with `rlbridge env NAME --bind {env_addr}`"
+    ), line
     assert experiment.poll() is None  # said while waiting, not after the 60 s timeout
     # And it goes on to serve once the environment comes.
     processes.start("env", "countdown", "--bind", env_addr, "--opt", "length=2")

@@ -17,8 +17,20 @@ import pytest
 from rlbridge.experiment import progress
 from rlbridge.experiment.progress import ProgressBar
 
-RUN = [sys.executable, "-m", "rlbridge", "run", "countdown", "random", "--env-opt", "length=3",
-       "--episodes", "40", "--seed", "1"]
+RUN = [
+    sys.executable,
+    "-m",
+    "rlbridge",
+    "run",
+    "countdown",
+    "random",
+    "--env-opt",
+    "length=3",
+    "--episodes",
+    "40",
+    "--seed",
+    "1",
+]
 #: elapsed<remaining: the ETA.
 TIMING = r"\[\d\d:\d\d<(\d\d:\d\d|\?), +[\d.?]+/s"
 SERVING = re.compile(r"rlbridge \w+: serving [^\r\n]*\r?\n")
@@ -78,8 +90,11 @@ def test_plain_lines_come_at_the_interval_and_end_with_the_totals(monkeypatch):
     bar.close()
     lines = stream.getvalue().splitlines()
     assert [line.split(" [")[0] for line in lines] == [
-        "  0% 0/3 games {label}", " 33% 1/3 games {label}", " 67% 2/3 games {label}",
-        "100% 3/3 games {label}"]  # the final state only once, braces shown as written
+        "  0% 0/3 games {label}",
+        " 33% 1/3 games {label}",
+        " 67% 2/3 games {label}",
+        "100% 3/3 games {label}",
+    ]  # the final state only once, braces shown as written
     assert lines[-1].endswith(", wins 2]")
 
 
@@ -89,7 +104,9 @@ def test_without_an_update_since_the_last_line_close_adds_the_totals():
     bar.update(5)
     bar.close()
     assert [line.split(" [")[0] for line in stream.getvalue().splitlines()] == [
-        "  0% 0/5 episodes", "100% 5/5 episodes"]
+        "  0% 0/5 episodes",
+        "100% 5/5 episodes",
+    ]
 
 
 def test_disabled_it_writes_nothing():

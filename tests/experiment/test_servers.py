@@ -42,8 +42,9 @@ def served(ipc_dir):
     running: list[Served] = []
 
     def start(server_class, obj, name: str, **options) -> Served:
-        server = server_class(obj, f"ipc://{ipc_dir}/{name}", handle_signals=False, log=None,
-                              **options)
+        server = server_class(
+            obj, f"ipc://{ipc_dir}/{name}", handle_signals=False, log=None, **options
+        )
         running.append(Served(server))
         return running[-1]
 
@@ -92,7 +93,9 @@ def test_a_server_answers_only_its_own_table(served):
     client = RequestClient(agent_side.server.address, "agent", "experiment")
     try:
         client.hello()
-        with pytest.raises(WrongState, match="does not serve ENV_STEP; it serves HELLO.*AGENT_STEP"):
+        with pytest.raises(
+            WrongState, match="does not serve ENV_STEP; it serves HELLO.*AGENT_STEP"
+        ):
             client.request(MessageType.ENV_STEP, [[1], [], "", []])
         assert client.hello().role == "agent"  # still serving
     finally:
@@ -113,7 +116,8 @@ def test_keep_serving_stops_the_loop_and_the_socket_closes(ipc_dir):
 
 
 def test_idle_timeout_gives_exit_code_1(ipc_dir):
-    server = EnvironmentServer(GridWalk(), f"ipc://{ipc_dir}/env", handle_signals=False,
-                               log=None, idle_timeout_ms=1)
+    server = EnvironmentServer(
+        GridWalk(), f"ipc://{ipc_dir}/env", handle_signals=False, log=None, idle_timeout_ms=1
+    )
     assert Served(server).join() == 1
     assert server.socket.closed

@@ -34,50 +34,58 @@ REPLY_TIMEOUT_MS = 20000
 ENV_STATES = ("FRESH", "READY", "RUNNING", "ENDED")
 ENV_TABLE = {
     #                FRESH  READY  RUNNING  ENDED
-    "HELLO":         (OK,   OK,    OK,      OK),
-    "HEARTBEAT":     (OK,   OK,    OK,      OK),
-    "SHUTDOWN":      (OK,   OK,    OK,      OK),
-    "ENV_INIT":      (OK,   OK,    OK,      OK),   # re-init resets to READY
-    "ENV_START":     (W,    OK,    OK,      OK),
-    "ENV_STEP":      (W,    W,     OK,      OK),   # in ENDED: RL_step past the end
-    "ENV_CLEANUP":   (W,    OK,    OK,      OK),   # back to FRESH
-    "ENV_MESSAGE":   (OK,   OK,    OK,      OK),
-    "DELEGATE":      (OK,   OK,    OK,      OK),
-    "RUN_EPISODE":   (W,    OK,    OK,      OK),   # and only after a successful DELEGATE
-    "ERROR":         (W,    W,     W,       W),
-    "AGENT_INIT":    (W,    W,     W,       W),
-    "AGENT_START":   (W,    W,     W,       W),
-    "AGENT_STEP":    (W,    W,     W,       W),
-    "AGENT_END":     (W,    W,     W,       W),
-    "AGENT_CLEANUP": (W,    W,     W,       W),
-    "AGENT_MESSAGE": (W,    W,     W,       W),
+    "HELLO": (OK, OK, OK, OK),
+    "HEARTBEAT": (OK, OK, OK, OK),
+    "SHUTDOWN": (OK, OK, OK, OK),
+    "ENV_INIT": (OK, OK, OK, OK),  # re-init resets to READY
+    "ENV_START": (W, OK, OK, OK),
+    "ENV_STEP": (W, W, OK, OK),  # in ENDED: RL_step past the end
+    "ENV_CLEANUP": (W, OK, OK, OK),  # back to FRESH
+    "ENV_MESSAGE": (OK, OK, OK, OK),
+    "DELEGATE": (OK, OK, OK, OK),
+    "RUN_EPISODE": (W, OK, OK, OK),  # and only after a successful DELEGATE
+    "ERROR": (W, W, W, W),
+    "AGENT_INIT": (W, W, W, W),
+    "AGENT_START": (W, W, W, W),
+    "AGENT_STEP": (W, W, W, W),
+    "AGENT_END": (W, W, W, W),
+    "AGENT_CLEANUP": (W, W, W, W),
+    "AGENT_MESSAGE": (W, W, W, W),
 }
 AGENT_STATES = ("FRESH", "READY", "RUNNING", "ENDED")
 AGENT_TABLE = {
     #                FRESH  READY  RUNNING  ENDED
-    "HELLO":         (OK,   OK,    OK,      OK),
-    "HEARTBEAT":     (OK,   OK,    OK,      OK),
-    "SHUTDOWN":      (OK,   OK,    OK,      OK),
-    "AGENT_INIT":    (OK,   OK,    OK,      OK),   # back to READY
-    "AGENT_START":   (W,    OK,    OK,      OK),   # while RUNNING: a new episode
-    "AGENT_STEP":    (W,    W,     OK,      OK),   # in ENDED: RL_step past the end
-    "AGENT_END":     (W,    W,     OK,      OK),   # to ENDED
-    "AGENT_CLEANUP": (W,    OK,    OK,      OK),   # back to FRESH
-    "AGENT_MESSAGE": (OK,   OK,    OK,      OK),
-    "ERROR":         (W,    W,     W,       W),
-    "ENV_INIT":      (W,    W,     W,       W),
-    "ENV_START":     (W,    W,     W,       W),
-    "ENV_STEP":      (W,    W,     W,       W),
-    "ENV_CLEANUP":   (W,    W,     W,       W),
-    "ENV_MESSAGE":   (W,    W,     W,       W),
-    "DELEGATE":      (W,    W,     W,       W),
-    "RUN_EPISODE":   (W,    W,     W,       W),
+    "HELLO": (OK, OK, OK, OK),
+    "HEARTBEAT": (OK, OK, OK, OK),
+    "SHUTDOWN": (OK, OK, OK, OK),
+    "AGENT_INIT": (OK, OK, OK, OK),  # back to READY
+    "AGENT_START": (W, OK, OK, OK),  # while RUNNING: a new episode
+    "AGENT_STEP": (W, W, OK, OK),  # in ENDED: RL_step past the end
+    "AGENT_END": (W, W, OK, OK),  # to ENDED
+    "AGENT_CLEANUP": (W, OK, OK, OK),  # back to FRESH
+    "AGENT_MESSAGE": (OK, OK, OK, OK),
+    "ERROR": (W, W, W, W),
+    "ENV_INIT": (W, W, W, W),
+    "ENV_START": (W, W, W, W),
+    "ENV_STEP": (W, W, W, W),
+    "ENV_CLEANUP": (W, W, W, W),
+    "ENV_MESSAGE": (W, W, W, W),
+    "DELEGATE": (W, W, W, W),
+    "RUN_EPISODE": (W, W, W, W),
 }
 # How a client reaches each state from FRESH.
-ENV_PATHS = {"FRESH": (), "READY": ("ENV_INIT",), "RUNNING": ("ENV_INIT", "ENV_START"),
-             "ENDED": ("ENV_INIT", "ENV_START", "ENV_STEP")}  # countdown of length 1
-AGENT_PATHS = {"FRESH": (), "READY": ("AGENT_INIT",), "RUNNING": ("AGENT_INIT", "AGENT_START"),
-               "ENDED": ("AGENT_INIT", "AGENT_START", "AGENT_END")}
+ENV_PATHS = {
+    "FRESH": (),
+    "READY": ("ENV_INIT",),
+    "RUNNING": ("ENV_INIT", "ENV_START"),
+    "ENDED": ("ENV_INIT", "ENV_START", "ENV_STEP"),
+}  # countdown of length 1
+AGENT_PATHS = {
+    "FRESH": (),
+    "READY": ("AGENT_INIT",),
+    "RUNNING": ("AGENT_INIT", "AGENT_START"),
+    "ENDED": ("AGENT_INIT", "AGENT_START", "AGENT_END"),
+}
 
 SPEC = str(Countdown(length=1).env_init())
 OBSERVATION = encode_value(Value(ints=(1,)))
@@ -86,13 +94,23 @@ OBSERVATION = encode_value(Value(ints=(1,)))
 def request_bodies(agent_address: str) -> dict[str, object]:
     """A well-formed body for every request type."""
     return {
-        "HELLO": ["experiment", V, "state-test", "python"], "HEARTBEAT": [0],
-        "SHUTDOWN": "test done", "ENV_INIT": None, "ENV_START": None,
-        "ENV_STEP": encode_value(Value(ints=(0,))), "ENV_CLEANUP": None,
-        "ENV_MESSAGE": "legal_actions", "DELEGATE": [agent_address, 5000, None],
-        "RUN_EPISODE": [0], "ERROR": [int(ErrorCode.APPLICATION), "not a request"],
-        "AGENT_INIT": SPEC, "AGENT_START": OBSERVATION, "AGENT_STEP": [1.0, OBSERVATION],
-        "AGENT_END": 1.0, "AGENT_CLEANUP": None, "AGENT_MESSAGE": "hello",
+        "HELLO": ["experiment", V, "state-test", "python"],
+        "HEARTBEAT": [0],
+        "SHUTDOWN": "test done",
+        "ENV_INIT": None,
+        "ENV_START": None,
+        "ENV_STEP": encode_value(Value(ints=(0,))),
+        "ENV_CLEANUP": None,
+        "ENV_MESSAGE": "legal_actions",
+        "DELEGATE": [agent_address, 5000, None],
+        "RUN_EPISODE": [0],
+        "ERROR": [int(ErrorCode.APPLICATION), "not a request"],
+        "AGENT_INIT": SPEC,
+        "AGENT_START": OBSERVATION,
+        "AGENT_STEP": [1.0, OBSERVATION],
+        "AGENT_END": 1.0,
+        "AGENT_CLEANUP": None,
+        "AGENT_MESSAGE": "hello",
     }
 
 
@@ -132,8 +150,9 @@ def start_server(processes, *args: str) -> subprocess.Popen:
     return processes.start(*args, stderr=subprocess.DEVNULL)
 
 
-def check_cells(raw: Raw, table: dict, states: tuple, paths: dict, cleanup: str,
-                bodies: dict) -> list[str]:
+def check_cells(
+    raw: Raw, table: dict, states: tuple, paths: dict, cleanup: str, bodies: dict
+) -> list[str]:
     wrong = []
     for row, expected_row in table.items():
         if row == "SHUTDOWN":
@@ -169,8 +188,7 @@ def test_every_cell_of_the_agent_table(processes, ipc_dir):
     start_server(processes, "agent", "random", "--bind", address)
     raw = Raw(address)
     bodies = request_bodies("unused")
-    assert check_cells(raw, AGENT_TABLE, AGENT_STATES, AGENT_PATHS, "AGENT_CLEANUP",
-                       bodies) == []
+    assert check_cells(raw, AGENT_TABLE, AGENT_STATES, AGENT_PATHS, "AGENT_CLEANUP", bodies) == []
     raw.close()
 
 
@@ -178,8 +196,10 @@ def test_every_cell_of_the_agent_table(processes, ipc_dir):
 def test_shutdown_with_a_string_or_nil_is_served_in_every_state(role, processes, ipc_dir):
     states, paths = (ENV_STATES, ENV_PATHS) if role == "env" else (AGENT_STATES, AGENT_PATHS)
     options = ("countdown", "--opt", "length=1") if role == "env" else ("random",)
-    children = {state: start_server(processes, role, *options, "--bind", f"ipc://{ipc_dir}/{state}")
-                for state in states}
+    children = {
+        state: start_server(processes, role, *options, "--bind", f"ipc://{ipc_dir}/{state}")
+        for state in states
+    }
     bodies = request_bodies("unused")
     for state, child in children.items():
         raw = Raw(f"ipc://{ipc_dir}/{state}")
@@ -208,39 +228,80 @@ ECHO_CASES = {
     "a string seq": ([packed(V, 14, "7", 3, "x")], ErrorCode.BAD_FIELD, False, "integers"),
     "a string episode": ([packed(V, 14, 7, "3", "x")], ErrorCode.BAD_FIELD, False, "integers"),
     "a string version": ([packed("1", 14, 7, 3, "x")], ErrorCode.BAD_FIELD, True, "integers"),
-    "version 1 with an unknown type": ([packed(1, 99, 7, 3, None)], ErrorCode.VERSION_MISMATCH,
-                                       True, f"expected {V}, got 1"),
+    "version 1 with an unknown type": (
+        [packed(1, 99, 7, 3, None)],
+        ErrorCode.VERSION_MISMATCH,
+        True,
+        f"expected {V}, got 1",
+    ),
     "an unknown type": ([packed(V, 99, 7, 3, None)], ErrorCode.UNKNOWN_TYPE, True, "type 99"),
     "ERROR as a request": ([packed(V, 2, 7, 3, [10, "x"])], W, True, "does not serve ERROR"),
     "an agent request": ([packed(V, 21, 7, 3, None)], W, True, "does not serve AGENT_START"),
-    "too large and not served": ([packed(V, 25, 7, 3, "x" * 2 * LIMIT_BYTES)], W, True,
-                                 "does not serve"),
-    "too large with a bad body": ([packed(V, 14, 7, 3, b"x" * 2 * LIMIT_BYTES)],
-                                  ErrorCode.TOO_LARGE, True, f"limit of {LIMIT_BYTES} bytes"),
-    "too many frames": ([packed(V, 14, 7, 3, "x")] + [b""] * MAX_MESSAGE_FRAMES,
-                        ErrorCode.TOO_LARGE, True, f"limit of {MAX_MESSAGE_FRAMES} frames"),
-    "a body on ENV_INIT": ([packed(V, 10, 7, 3, 5)], ErrorCode.BAD_FIELD, True,
-                           "ENV_INIT takes a nil body; got int"),
+    "too large and not served": (
+        [packed(V, 25, 7, 3, "x" * 2 * LIMIT_BYTES)],
+        W,
+        True,
+        "does not serve",
+    ),
+    "too large with a bad body": (
+        [packed(V, 14, 7, 3, b"x" * 2 * LIMIT_BYTES)],
+        ErrorCode.TOO_LARGE,
+        True,
+        f"limit of {LIMIT_BYTES} bytes",
+    ),
+    "too many frames": (
+        [packed(V, 14, 7, 3, "x")] + [b""] * MAX_MESSAGE_FRAMES,
+        ErrorCode.TOO_LARGE,
+        True,
+        f"limit of {MAX_MESSAGE_FRAMES} frames",
+    ),
+    "a body on ENV_INIT": (
+        [packed(V, 10, 7, 3, 5)],
+        ErrorCode.BAD_FIELD,
+        True,
+        "ENV_INIT takes a nil body; got int",
+    ),
     "a number as ENV_MESSAGE": ([packed(V, 14, 7, 3, 5)], ErrorCode.BAD_FIELD, True, "str"),
-    "a bad action in FRESH": ([packed(V, 12, 7, 3, [[1], []])], ErrorCode.BAD_FIELD, True,
-                              "ints, doubles, chars, arrays"),
-    "ENV_STEP before ENV_INIT": ([packed(V, 12, 7, 3, encode_value(Value(ints=(0,))))], W, True,
-                                 "ENV_STEP in state FRESH"),
+    "a bad action in FRESH": (
+        [packed(V, 12, 7, 3, [[1], []])],
+        ErrorCode.BAD_FIELD,
+        True,
+        "ints, doubles, chars, arrays",
+    ),
+    "ENV_STEP before ENV_INIT": (
+        [packed(V, 12, 7, 3, encode_value(Value(ints=(0,))))],
+        W,
+        True,
+        "ENV_STEP in state FRESH",
+    ),
     "a SHUTDOWN with a number": ([packed(V, 4, 7, 3, 5)], ErrorCode.BAD_FIELD, True, "SHUTDOWN"),
-    "HELLO from an agent": ([packed(V, 1, 7, 3, ["agent", V, "x", "c"])], W, True,
-                            "talks to experiment"),
-    "HELLO from a stranger": ([packed(V, 1, 7, 3, ["robot", 1, "x", "c"])],
-                              ErrorCode.BAD_FIELD, True, "robot"),
-    "HELLO of version 3": ([packed(V, 1, 7, 3, ["experiment", 3, "x", "c"])],
-                           ErrorCode.VERSION_MISMATCH, True, "got 3"),
+    "HELLO from an agent": (
+        [packed(V, 1, 7, 3, ["agent", V, "x", "c"])],
+        W,
+        True,
+        "talks to experiment",
+    ),
+    "HELLO from a stranger": (
+        [packed(V, 1, 7, 3, ["robot", 1, "x", "c"])],
+        ErrorCode.BAD_FIELD,
+        True,
+        "robot",
+    ),
+    "HELLO of version 3": (
+        [packed(V, 1, 7, 3, ["experiment", 3, "x", "c"])],
+        ErrorCode.VERSION_MISMATCH,
+        True,
+        "got 3",
+    ),
 }
 
 
 @pytest.fixture
 def small_env(processes, ipc_dir):
     address = f"ipc://{ipc_dir}/e"
-    start_server(processes, "env", "countdown", "--bind", address,
-                 "--max-message-bytes", str(LIMIT_BYTES))
+    start_server(
+        processes, "env", "countdown", "--bind", address, "--max-message-bytes", str(LIMIT_BYTES)
+    )
     raw = Raw(address)
     yield raw
     raw.close()
@@ -251,8 +312,12 @@ def test_error_replies_echo_seq_and_episode_whenever_they_can_be_read(small_env)
     for name, (frames, code, echoed, words) in ECHO_CASES.items():
         reply = small_env.frames(*frames)
         ids = (7, 3) if echoed else (0, 0)
-        if reply[1] != T.ERROR or reply[4][0] != code or tuple(reply[2:4]) != ids \
-                or not re.search(re.escape(words), reply[4][1]):
+        if (
+            reply[1] != T.ERROR
+            or reply[4][0] != code
+            or tuple(reply[2:4]) != ids
+            or not re.search(re.escape(words), reply[4][1])
+        ):
             wrong.append(f"{name}: expected {code.name} {ids} {words!r}; got {reply}")
     assert wrong == []
     # Errors the served objects raise, once a session runs, echo them too.
@@ -283,13 +348,14 @@ def test_a_req_socket_works_as_a_client(processes, ipc_dir):
 
 
 # --- one experiment session at a time --------------------------------------------------
-BUSY = re.compile(r"this environment already serves an experiment \(session started by "
-                  r"ENV_INIT \d+ s ago\); start another environment process for a second "
-                  r"experiment")
+BUSY = re.compile(
+    r"this environment already serves an experiment \(session started by "
+    r"ENV_INIT \d+ s ago\); start another environment process for a second "
+    r"experiment"
+)
 
 
-def test_a_second_experiments_init_is_refused_while_the_first_session_is_active(
-        processes, ipc_dir):
+def test_a_second_experiments_init_is_refused_while_the_first_session_is_active(processes, ipc_dir):
     env_address, agent_address = f"ipc://{ipc_dir}/e", f"ipc://{ipc_dir}/a"
     start_server(processes, "env", "countdown", "--bind", env_address)
     start_server(processes, "agent", "random", "--bind", agent_address)
@@ -304,7 +370,9 @@ def test_a_second_experiments_init_is_refused_while_the_first_session_is_active(
     refused = second.call("ENV_CLEANUP")
     assert refused[4][0] == W and re.fullmatch(
         r"this environment serves another client's experiment \(session started by ENV_INIT "
-        r"\d+ s ago\); only that client may send ENV_CLEANUP", refused[4][1]), refused
+        r"\d+ s ago\); only that client may send ENV_CLEANUP",
+        refused[4][1],
+    ), refused
     assert outcome(first.call("ENV_STEP", encode_value(Value(ints=(0,)))), "ENV_STEP") == OK
     # The same rule on the agent.
     first_agent, second_agent = Raw(agent_address), Raw(agent_address)
@@ -324,8 +392,7 @@ def test_a_second_experiments_init_is_refused_while_the_first_session_is_active(
         raw.close()
 
 
-def test_env_batch_init_starts_a_session_and_only_its_owner_runs_or_cleans_up(
-        processes, ipc_dir):
+def test_env_batch_init_starts_a_session_and_only_its_owner_runs_or_cleans_up(processes, ipc_dir):
     """PROTOCOL.md section 13 for the batched requests: ENV_BATCH_INIT starts and claims a
     session as ENV_INIT does, and RUN_BATCH and ENV_CLEANUP are the owner's alone."""
     address = f"ipc://{ipc_dir}/e"
@@ -336,11 +403,13 @@ def test_env_batch_init_starts_a_session_and_only_its_owner_runs_or_cleans_up(
     for name, body in (("ENV_INIT", None), ("ENV_BATCH_INIT", [2, 0])):
         refused = stranger.call(name, body)
         assert refused[4][0] == W and busy in refused[4][1], refused
-    for name, body in (("RUN_BATCH", [0, 1, None, 1]), ("ENV_CLEANUP", None),
-                       ("DELEGATE", [f"ipc://{ipc_dir}/nowhere", 1000, None])):
+    for name, body in (
+        ("RUN_BATCH", [0, 1, None, 1]),
+        ("ENV_CLEANUP", None),
+        ("DELEGATE", [f"ipc://{ipc_dir}/nowhere", 1000, None]),
+    ):
         refused = stranger.call(name, body)
-        assert refused[4][0] == W and f"only that client may send {name}" in refused[4][1], \
-            refused
+        assert refused[4][0] == W and f"only that client may send {name}" in refused[4][1], refused
     assert owner.call("ENV_CLEANUP")[1] == T.ENV_CLEANUP
     assert stranger.call("ENV_BATCH_INIT", [2, 0])[1] == T.ENV_BATCH_INIT
     owner.close()
@@ -348,8 +417,9 @@ def test_env_batch_init_starts_a_session_and_only_its_owner_runs_or_cleans_up(
 
 
 def test_a_session_whose_owner_went_quiet_ends_after_the_idle_time(ipc_dir):
-    server = EnvironmentServer(Countdown(), f"ipc://{ipc_dir}/e", log=None,
-                               handle_signals=False, session_idle_ms=200)
+    server = EnvironmentServer(
+        Countdown(), f"ipc://{ipc_dir}/e", log=None, handle_signals=False, session_idle_ms=200
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     first, second = Raw(server.address), Raw(server.address)
@@ -365,8 +435,7 @@ def test_a_session_whose_owner_went_quiet_ends_after_the_idle_time(ipc_dir):
     second.close()
 
 
-def test_rlbridge_experiment_against_a_busy_environment_exits_1_and_counts_stay(
-        processes, ipc_dir):
+def test_rlbridge_experiment_against_a_busy_environment_exits_1_and_counts_stay(processes, ipc_dir):
     env_address = f"ipc://{ipc_dir}/e"
     agent_address, other_agent = f"ipc://{ipc_dir}/a", f"ipc://{ipc_dir}/b"
     start_server(processes, "env", "countdown", "--bind", env_address)
@@ -379,9 +448,23 @@ def test_rlbridge_experiment_against_a_busy_environment_exits_1_and_counts_stay(
     experiment.RL_init()
     experiment.RL_episode(0)
     second = subprocess.run(
-        [sys.executable, "-m", "rlbridge", "experiment", "--env", env_address, "--agent",
-         other_agent, "--episodes", "2", "--quiet"],
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "rlbridge",
+            "experiment",
+            "--env",
+            env_address,
+            "--agent",
+            other_agent,
+            "--episodes",
+            "2",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert second.returncode == 1, second.stderr
     assert BUSY.search(second.stderr), second.stderr
     assert "Traceback" not in second.stderr

@@ -36,10 +36,11 @@ class NotAGame:
 
 class Mapped(Countdown):
     """Options:
-        layout: a bundled layout or a file.
-        save: where to write.
+    layout: a bundled layout or a file.
+    save: where to write.
     """
 
-    def __init__(self, layout: Literal["small", "large"] | Path = "small",
-                 save: Path | None = None):
+    def __init__(
+        self, layout: Literal["small", "large"] | Path = "small", save: Path | None = None
+    ):
         super().__init__()

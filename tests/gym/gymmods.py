@@ -13,11 +13,13 @@ class DictEnv(gymnasium.Env):
 
     def __init__(self, length: int = 4):
         self.length = length
-        self.observation_space = spaces.Dict({
-            "pos": spaces.Box(-2.0, 2.0, (2,), np.float32),
-            "flag": spaces.Discrete(3, start=1),
-            "img": spaces.Box(0, 255, (3, 4, 3), np.uint8),
-        })
+        self.observation_space = spaces.Dict(
+            {
+                "pos": spaces.Box(-2.0, 2.0, (2,), np.float32),
+                "flag": spaces.Discrete(3, start=1),
+                "img": spaces.Box(0, 255, (3, 4, 3), np.uint8),
+            }
+        )
         self.action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
         self.steps = 0
 
@@ -33,8 +35,7 @@ class DictEnv(gymnasium.Env):
     def step(self, action):
         self.steps += 1
         info = {"action_dtype": str(np.asarray(action).dtype)}
-        return (self._observation(), float(np.sum(action)), self.steps >= self.length, False,
-                info)
+        return (self._observation(), float(np.sum(action)), self.steps >= self.length, False, info)
 
 
 gymnasium.register("DictEnv-v0", entry_point=DictEnv)

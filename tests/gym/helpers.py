@@ -17,8 +17,9 @@ class OddOnlyEnv(Environment):
         self.steps = 0
 
     def env_init(self) -> TaskSpec:
-        return TaskSpec(SpaceSpec(ints=(Range(0, 3),)), SpaceSpec(ints=(Range(0, 3),)),
-                        rewards=Range(-1, 1))
+        return TaskSpec(
+            SpaceSpec(ints=(Range(0, 3),)), SpaceSpec(ints=(Range(0, 3),)), rewards=Range(-1, 1)
+        )
 
     def env_start(self) -> Value:
         self.steps = 0
@@ -45,8 +46,11 @@ class VectorActionEnv(Environment):
     """Two double actions in [-1, 1] (a Box action space); one step ends it."""
 
     def env_init(self) -> TaskSpec:
-        return TaskSpec(SpaceSpec(ints=(Range(0, 1),)), SpaceSpec(doubles=(Range(-1, 1, 2),)),
-                        rewards=Range(-2, 2))
+        return TaskSpec(
+            SpaceSpec(ints=(Range(0, 1),)),
+            SpaceSpec(doubles=(Range(-1, 1, 2),)),
+            rewards=Range(-2, 2),
+        )
 
     def env_start(self) -> Value:
         return Value(ints=(0,))

@@ -91,7 +91,12 @@ def test_illegal_penalty_keeps_the_state_and_pays_the_penalty():
     observation, info = env.reset(seed=0)
     before = env.env.state_snapshot()
     after, reward, terminated, truncated, step_info = env.step(illegal_move(env, info))
-    assert (reward, terminated, truncated, step_info["illegal_action"]) == (-0.25, False, False, True)
+    assert (reward, terminated, truncated, step_info["illegal_action"]) == (
+        -0.25,
+        False,
+        False,
+        True,
+    )
     assert env.env.state_snapshot() == before
     assert all(np.array_equal(after[key], observation[key]) for key in observation)
 
@@ -217,8 +222,7 @@ def test_the_shift_is_the_task_specs_low_and_zero_based_false_keeps_the_games_in
     shifted, native = RLBridgeEnv("blackjack"), RLBridgeEnv("blackjack", zero_based=False)
     assert native.observation_space == spaces.MultiDiscrete([28, 10, 2], start=[4, 1, 0])
     assert (native.reset(seed=1)[0] - shifted.reset(seed=1)[0]).tolist() == [4, 1, 0]
-    assert RLBridgeEnv("reversi", zero_based=False).action_space == \
-        spaces.Discrete(37, start=-1)
+    assert RLBridgeEnv("reversi", zero_based=False).action_space == spaces.Discrete(37, start=-1)
     tetris = RLBridgeEnv("tetris")
     assert tetris.observation_space["ints"] == spaces.MultiDiscrete([5, 4, 5, 12])
     # Reversi's action k is the game's k - 1 (0 the pass): the same move as the game's own.
@@ -253,13 +257,17 @@ def test_reset_options_are_the_games_and_others_are_refused():
     assert observation.tolist() == [13, 5, 0]
     observation, _ = env.reset(options={"deal": (("10,9"), "7,8")})
     assert observation.tolist() == [19, 7, 0]
-    with pytest.raises(OptionError, match=r"blackjack accepts no reset option 'rows'; "
-                                          r"expected one of start, deal"):
+    with pytest.raises(
+        OptionError,
+        match=r"blackjack accepts no reset option 'rows'; "
+        r"expected one of start, deal",
+    ):
         env.reset(options={"rows": 3})
     with pytest.raises(OptionError, match="blackjack refused the reset option 'start 40 5 0'"):
         env.reset(options={"start": "40 5 0"})
-    with pytest.raises(OptionError, match="tetris accepts no reset option 'rows'; expected "
-                                          "one of none"):
+    with pytest.raises(
+        OptionError, match="tetris accepts no reset option 'rows'; expected one of none"
+    ):
         RLBridgeEnv("tetris").reset(options={"rows": 16})
     reversi = RLBridgeEnv("reversi")
     reversi.reset(seed=0, options={"opponent": "greedy"})

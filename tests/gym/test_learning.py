@@ -70,7 +70,8 @@ def test_q_learning_through_the_adapter_beats_random_by_a_margin():
     trained_in_s = time.monotonic() - started
     rng = np.random.default_rng(2)
     random_mean = play(env, lambda _observation: int(rng.integers(2)), EVAL_EPISODES, seed=3)
-    greedy_mean = play(env, lambda observation: int(np.argmax(q[index(observation)])),
-                       EVAL_EPISODES, seed=3)
+    greedy_mean = play(
+        env, lambda observation: int(np.argmax(q[index(observation)])), EVAL_EPISODES, seed=3
+    )
     env.close()
     assert greedy_mean > random_mean + MARGIN, (greedy_mean, random_mean, trained_in_s)

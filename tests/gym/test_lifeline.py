@@ -68,8 +68,13 @@ def is_gone(pid: int) -> bool:
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="the test waits on pidfds")
 @pytest.mark.parametrize("ending", ["close", "raise", "kill"])
 def test_servers_never_outlive_their_parent(ending):
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, ending], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, ending],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         servers = [int(pid) for pid in parent.stdout.readline().split()]
         assert len(servers) == 2, parent.stderr.read()
@@ -96,11 +101,13 @@ def test_servers_never_outlive_their_parent(ending):
 
 def test_the_watchdog_returns_when_the_watched_process_exits():
     """The watchdog alone (without the parent-death signal), on a process we end."""
-    watched = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"],
-                               stdin=subprocess.PIPE)
+    watched = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.readline()"], stdin=subprocess.PIPE
+    )
     returned = threading.Event()
-    watcher = threading.Thread(target=lambda: (wait_for_exit(watched.pid, lambda: True),
-                                               returned.set()), daemon=True)
+    watcher = threading.Thread(
+        target=lambda: (wait_for_exit(watched.pid, lambda: True), returned.set()), daemon=True
+    )
     watcher.start()
     assert not returned.is_set()
     watched.stdin.close()  # the process reads EOF and exits

@@ -116,8 +116,9 @@ def test_a_vector_env_closes_quietly_after_its_server_died(processes, ipc_dir, c
     address = f"ipc://{ipc_dir}/env.sock"
     served = processes.start("env", "gridwalk", "--bind", address, "--batch", "2")
     # A short reply bound: batch_cleanup to a dead server then gives up soon.
-    connected = make_vec("gridwalk", num_envs=2, remote=address, timeout_ms=500,
-                         connect_timeout_ms=60_000)
+    connected = make_vec(
+        "gridwalk", num_envs=2, remote=address, timeout_ms=500, connect_timeout_ms=60_000
+    )
     connected.reset(seed=0)
     served.kill()
     served.wait(timeout=60)
@@ -135,5 +136,8 @@ def test_a_vector_env_closes_quietly_after_its_server_died(processes, ipc_dir, c
 
 @pytest.mark.parametrize("size", [0, -3, 1, 65])
 def test_a_gridwalk_size_out_of_range_is_one_clear_error(size):
-    with pytest.raises(OptionError, match=rf"gridwalk: option size expects a number (from 2 to 64|>= 0); got '?{size}"):
+    with pytest.raises(
+        OptionError,
+        match=rf"gridwalk: option size expects a number (from 2 to 64|>= 0); got '?{size}",
+    ):
         RLBridgeEnv("gridwalk", {"size": size})

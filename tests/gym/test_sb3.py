@@ -25,8 +25,13 @@ import pytest
 import rlbridge.gym  # noqa: F401  (registers the rlbridge/<Game>-v0 ids)
 
 #: The five games, by the Gymnasium ids that rlbridge.gym registers.
-GAMES = ("rlbridge/Blackjack-v0", "rlbridge/Minesweeper-v0", "rlbridge/Tetris-v0",
-         "rlbridge/Reversi-v0", "rlbridge/Game2048-v0")
+GAMES = (
+    "rlbridge/Blackjack-v0",
+    "rlbridge/Minesweeper-v0",
+    "rlbridge/Tetris-v0",
+    "rlbridge/Reversi-v0",
+    "rlbridge/Game2048-v0",
+)
 #: Steps per algorithm per game: PPO and MaskablePPO collect 3 rollouts of 64 steps, DQN
 #: starts its updates after 64 steps and makes one every 4 steps from there.
 TIMESTEPS = 192
@@ -42,8 +47,9 @@ def need(module: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as error:
         if os.environ.get("CI") == "true":
-            raise AssertionError(f"the train tier needs {module}, which is not installed "
-                                 f"here (CI=true): {INSTALL}") from error
+            raise AssertionError(
+                f"the train tier needs {module}, which is not installed here (CI=true): {INSTALL}"
+            ) from error
         pytest.skip(f"{module} is not installed: {INSTALL}")
 
 
@@ -70,24 +76,32 @@ class Audit(gymnasium.Wrapper):
 
 def algorithm(name: str, env: gymnasium.Env):
     """The model ``name`` (PPO, DQN, MaskablePPO), small, seeded, on the CPU."""
-    policy = "MultiInputPolicy" if isinstance(env.observation_space,
-                                              gymnasium.spaces.Dict) else "MlpPolicy"
+    policy = (
+        "MultiInputPolicy"
+        if isinstance(env.observation_space, gymnasium.spaces.Dict)
+        else "MlpPolicy"
+    )
     common = dict(seed=0, device="cpu", verbose=0, policy_kwargs=dict(net_arch=SMALL_NET))
     if name == "DQN":
         return need("stable_baselines3").DQN(
-            policy, env, buffer_size=TIMESTEPS, learning_starts=ROLLOUT, batch_size=32,
-            train_freq=4, target_update_interval=ROLLOUT, **common)
+            policy,
+            env,
+            buffer_size=TIMESTEPS,
+            learning_starts=ROLLOUT,
+            batch_size=32,
+            train_freq=4,
+            target_update_interval=ROLLOUT,
+            **common,
+        )
     if name == "PPO":
         module, cls = need("stable_baselines3"), "PPO"
     else:
         module, cls = need("sb3_contrib"), "MaskablePPO"
-    return getattr(module, cls)(policy, env, n_steps=ROLLOUT, batch_size=32, n_epochs=2,
-                                **common)
+    return getattr(module, cls)(policy, env, n_steps=ROLLOUT, batch_size=32, n_epochs=2, **common)
 
 
 def parameters(model) -> np.ndarray:
-    return np.concatenate([p.detach().numpy().ravel().copy()
-                           for p in model.policy.parameters()])
+    return np.concatenate([p.detach().numpy().ravel().copy() for p in model.policy.parameters()])
 
 
 @pytest.fixture(scope="module")
@@ -140,8 +154,9 @@ def test_sb3_trains_on_every_game(torch_one_thread, name, game):
         assert not np.array_equal(parameters(model), before), "no gradient step was taken"
         observation, _ = env.reset(seed=1)
         if name == "MaskablePPO":
-            action, _ = model.predict(observation, action_masks=env.get_wrapper_attr(
-                "action_masks")(), deterministic=True)
+            action, _ = model.predict(
+                observation, action_masks=env.get_wrapper_attr("action_masks")(), deterministic=True
+            )
             assert env.get_wrapper_attr("action_masks")()[int(action)]
             # Every move in training was legal by the env's mask, and the env agreed.
             assert env.masked_out == [] and env.refused == 0, env.masked_out[:5]

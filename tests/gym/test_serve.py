@@ -25,21 +25,28 @@ from tests.gym.gymmods import DictEnv
 
 def test_gym_names_resolve_wherever_an_environment_name_goes():
     assert target("gym:CartPole-v1", ENVIRONMENTS) == "rlbridge.gym.serve:GymEnvironment"
-    cls, options = typed_options("gym:FrozenLake-v1", ENVIRONMENTS,
-                                 ["is_slippery=false", "map_name=8x8", "max_episode_steps=20"])
+    cls, options = typed_options(
+        "gym:FrozenLake-v1",
+        ENVIRONMENTS,
+        ["is_slippery=false", "map_name=8x8", "max_episode_steps=20"],
+    )
     assert cls.gym_id == "FrozenLake-v1"
     assert options == {"is_slippery": False, "map_name": "8x8", "max_episode_steps": 20}
     env = build("gym:FrozenLake-v1", ENVIRONMENTS, {"map_name": "8x8"})
     assert str(env.env_init()).startswith(
         "VERSION RL-Glue-3.0 PROBLEMTYPE episodic DISCOUNTFACTOR 1 OBSERVATIONS INTS (0 63) "
-        "ACTIONS INTS (0 3)")
+        "ACTIONS INTS (0 3)"
+    )
 
 
 def test_option_conversion_rule_and_its_errors():
-    assert convert_gym_options("CartPole-v1", {"sutton_barto_reward": "yes"}) == \
-        {"sutton_barto_reward": True}
+    assert convert_gym_options("CartPole-v1", {"sutton_barto_reward": "yes"}) == {
+        "sutton_barto_reward": True
+    }
     assert convert_gym_options("FrozenLake-v1", {"desc": "['SF', 'HG']"}) == {"desc": ["SF", "HG"]}
-    with pytest.raises(OptionError, match=r"unknown option 'is_slipery' \(did you mean 'is_slippery'"):
+    with pytest.raises(
+        OptionError, match=r"unknown option 'is_slipery' \(did you mean 'is_slippery'"
+    ):
         convert_gym_options("FrozenLake-v1", {"is_slipery": "1"})
     with pytest.raises(OptionError, match="option is_slippery expects bool; got 'maybe'"):
         convert_gym_options("FrozenLake-v1", {"is_slippery": "maybe"})
@@ -50,20 +57,25 @@ def test_option_conversion_rule_and_its_errors():
 def test_describe_lists_a_gym_envs_options_as_they_are_read(capsys):
     assert main(["describe", "gym:FrozenLake-v1"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "gym:FrozenLake-v1 (Gymnasium env " \
+    assert (
+        lines[0] == "gym:FrozenLake-v1 (Gymnasium env "
         "gymnasium.envs.toy_text.frozen_lake:FrozenLakeEnv)"
+    )
     rows = {line.split()[0]: line.split("  ") for line in lines[3:-1]}
     assert list(rows)[:3] == ["max_episode_steps", "disable_env_checker", "render_mode"]
     columns = {key: [part.strip() for part in row if part.strip()] for key, row in rows.items()}
     assert columns["max_episode_steps"][1:3] == ["int", "default 100"]  # the id's TimeLimit
     assert columns["map_name"][1:] == ["str", "default 4x4", "registered with the id"]
-    assert columns["is_slippery"][2] == "default on" and columns["is_slippery"][1].startswith("bool")
+    assert columns["is_slippery"][2] == "default on" and columns["is_slippery"][1].startswith(
+        "bool"
+    )
     assert columns["desc"][1:] == ["any", "default none"] and "read as true/false" in lines[-1]
     assert columns["reward_schedule"][1] == "tuple (a Python literal)"
     # Each type shown is the one --opt converts to.
-    assert convert_gym_options("FrozenLake-v1", {"map_name": "8x8", "is_slippery": "off",
-                                                 "desc": "none", "reward_schedule": "(1, 0, 0)"}) \
-        == {"map_name": "8x8", "is_slippery": False, "desc": None, "reward_schedule": (1, 0, 0)}
+    assert convert_gym_options(
+        "FrozenLake-v1",
+        {"map_name": "8x8", "is_slippery": "off", "desc": "none", "reward_schedule": "(1, 0, 0)"},
+    ) == {"map_name": "8x8", "is_slippery": False, "desc": None, "reward_schedule": (1, 0, 0)}
     assert main(["describe", "gym:CartPol-v1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "did you mean 'gym:CartPole-v1'" in err
@@ -77,10 +89,16 @@ def test_task_specs_from_spaces():
     assert str(cartpole).count("POSINF") == 2
     blackjack = build("gym:Blackjack-v1", ENVIRONMENTS).env_init()
     assert "OBSERVATIONS INTS (0 31) (0 10) (0 1) ACTIONS INTS (0 1)" in str(blackjack)
-    nested = GymSpaceCodec(spaces.Dict({"a": spaces.MultiDiscrete([3, 4], start=[1, 0]),
-                                        "b": spaces.Tuple((spaces.Box(-1, 1, (2,)),
-                                                           spaces.MultiBinary(2)))}),
-                           "action", arrays=False)
+    nested = GymSpaceCodec(
+        spaces.Dict(
+            {
+                "a": spaces.MultiDiscrete([3, 4], start=[1, 0]),
+                "b": spaces.Tuple((spaces.Box(-1, 1, (2,)), spaces.MultiBinary(2))),
+            }
+        ),
+        "action",
+        arrays=False,
+    )
     spec = nested.space_spec()
     assert [(r.low, r.high, r.count) for r in spec.ints] == [(1, 3, 1), (0, 3, 1), (0, 1, 2)]
     assert [(r.low, r.high, r.count) for r in spec.doubles] == [(-1, 1, 2)]
@@ -92,20 +110,27 @@ def test_task_specs_from_spaces():
         nested.from_value(Value(ints=(9, 3, 1, 0), doubles=(0.5, -0.5)))
 
 
-@pytest.mark.parametrize("space, named", [
-    (spaces.Text(5), "Text"),
-    (spaces.Dict({"ok": spaces.Discrete(2), "bad": spaces.Sequence(spaces.Discrete(2))}),
-     r"observation\['bad'\]: RL-Glue cannot express Sequence"),
-    (spaces.Graph(spaces.Box(0, 1, (2,)), None), "Graph"),
-    (spaces.Box(0, 1, (2,), dtype=np.float16), "float16"),
-])
+@pytest.mark.parametrize(
+    "space, named",
+    [
+        (spaces.Text(5), "Text"),
+        (
+            spaces.Dict({"ok": spaces.Discrete(2), "bad": spaces.Sequence(spaces.Discrete(2))}),
+            r"observation\['bad'\]: RL-Glue cannot express Sequence",
+        ),
+        (spaces.Graph(spaces.Box(0, 1, (2,)), None), "Graph"),
+        (spaces.Box(0, 1, (2,), dtype=np.float16), "float16"),
+    ],
+)
 def test_a_space_rl_glue_cannot_express_is_named(space, named):
     with pytest.raises(TaskSpecError, match=named):
         GymSpaceCodec(space, "observation", arrays=True)
 
 
 def test_truncation_ends_the_episode_and_says_so():
-    env = build("gym:FrozenLake-v1", ENVIRONMENTS, {"max_episode_steps": "2", "is_slippery": "false"})
+    env = build(
+        "gym:FrozenLake-v1", ENVIRONMENTS, {"max_episode_steps": "2", "is_slippery": "false"}
+    )
     env.env_init()
     env.env_start()
     assert env.env_step(Value(ints=(0,)))[2] is False
@@ -116,11 +141,30 @@ def test_truncation_ends_the_episode_and_says_so():
 @pytest.mark.parametrize("gym_id", ["CartPole-v1", "FrozenLake-v1", "Blackjack-v1"])
 def test_run_logs_and_replay_verifies(gym_id, tmp_path, capfd):
     log = tmp_path / "run.rlog"
-    assert main(["run", f"gym:{gym_id}", "random", "--episodes", "3", "--log", str(log),
-                 "--quiet", "--seed", "5"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                f"gym:{gym_id}",
+                "random",
+                "--episodes",
+                "3",
+                "--log",
+                str(log),
+                "--quiet",
+                "--seed",
+                "5",
+            ]
+        )
+        == 0
+    )
     assert SUMMARY.search(capfd.readouterr().out)
-    replay = subprocess.run([sys.executable, "-m", "rlbridge", "replay", str(log), "--verify"],
-                            capture_output=True, text=True, timeout=300)
+    replay = subprocess.run(
+        [sys.executable, "-m", "rlbridge", "replay", str(log), "--verify"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert replay.returncode == 0, replay.stderr
     assert "match the log byte for byte" in replay.stdout
 
@@ -129,14 +173,30 @@ def test_run_logs_and_replay_verifies(gym_id, tmp_path, capfd):
 def test_c_and_javascript_agents_play_a_served_gymnasium_env(language, ipc_dir, capsys, tmp_path):
     build_c() if language == "c" else check_js()
     env_address, agent_address = f"ipc://{ipc_dir}/env", f"ipc://{ipc_dir}/agent"
-    children = [start([sys.executable, "-m", "rlbridge", "env", "gym:CartPole-v1", "--bind",
-                       env_address]),
-                start(agent_command(language, "random", agent_address))]
+    children = [
+        start([sys.executable, "-m", "rlbridge", "env", "gym:CartPole-v1", "--bind", env_address]),
+        start(agent_command(language, "random", agent_address)),
+    ]
     log = tmp_path / "cartpole.rlog"
     try:
-        code = main(["experiment", "--env", env_address, "--agent", agent_address, "--quiet",
-                     "--episodes", "4", "--connect-timeout-ms", "60000", "--log", str(log),
-                     "--env-name", "gym:CartPole-v1"])
+        code = main(
+            [
+                "experiment",
+                "--env",
+                env_address,
+                "--agent",
+                agent_address,
+                "--quiet",
+                "--episodes",
+                "4",
+                "--connect-timeout-ms",
+                "60000",
+                "--log",
+                str(log),
+                "--env-name",
+                "gym:CartPole-v1",
+            ]
+        )
         out, err = capsys.readouterr()
         assert code == 0, err
         episodes, steps, _ = SUMMARY.search(out).groups()
@@ -155,7 +215,9 @@ def returns_of(env, policy, episodes: int, seed: int) -> np.ndarray:
         observation = env.env_start()
         terminal = False
         while not terminal:
-            reward, observation, terminal = env.env_step(Value(ints=(policy(observation.ints),)))[:3]
+            reward, observation, terminal = env.env_step(Value(ints=(policy(observation.ints),)))[
+                :3
+            ]
             returns[episode] += reward
     return returns
 
@@ -172,13 +234,15 @@ def test_gymnasium_blackjack_served_matches_our_blackjack_in_distribution():
     0.11): a false alarm has odds of about 1 in 15,000 per outcome. Measured with seed 1:
     loss 0.487 vs 0.490, draw 0.109 vs 0.104, win 0.405 vs 0.406.
     """
+
     def policy(ints):
         return int(ints[0] < 17)
 
     episodes = 20_000
     ours = returns_of(build("blackjack", ENVIRONMENTS), policy, episodes, seed=1)
-    theirs = returns_of(build("gym:Blackjack-v1", ENVIRONMENTS, {"sab": "false"}), policy,
-                        episodes, seed=1)
+    theirs = returns_of(
+        build("gym:Blackjack-v1", ENVIRONMENTS, {"sab": "false"}), policy, episodes, seed=1
+    )
     for outcome in (-1.0, 0.0, 1.0):
         p, q = (ours == outcome).mean(), (theirs == outcome).mean()
         pooled = (p + q) / 2
@@ -193,8 +257,7 @@ def test_a_users_gymnasium_env_keeps_its_keys_and_dtypes_over_the_wire(name, whe
     module:Class, served and used through RLBridgeEnv: the same spaces, the same elements
     for the same seed, and float32 actions arrive as float32."""
     slow = {"timeout_ms": 60_000, "connect_timeout_ms": 60_000}
-    env = RLBridgeEnv(name) if where == "local" else RLBridgeEnv.spawn(name, {"length": 3},
-                                                                         **slow)
+    env = RLBridgeEnv(name) if where == "local" else RLBridgeEnv.spawn(name, {"length": 3}, **slow)
     original = DictEnv(length=3)
     try:
         assert env.observation_space == original.observation_space
@@ -218,13 +281,20 @@ def test_a_module_that_does_not_import_is_one_line(capsys):
     assert err.count("\n") == 1 and "cannot import module 'no_such_module'" in err
 
 
-@pytest.mark.parametrize("space", [
-    spaces.Box(-2.0, 2.0, (3, 2), np.float32),
-    spaces.Dict({"position": spaces.Discrete(5, start=-2),
-                 "grid": spaces.Box(0, 9, (2, 2), np.int16),
-                 "flags": spaces.MultiBinary(3),
-                 "pair": spaces.Tuple((spaces.MultiDiscrete([3, 4]), spaces.Discrete(2)))}),
-])
+@pytest.mark.parametrize(
+    "space",
+    [
+        spaces.Box(-2.0, 2.0, (3, 2), np.float32),
+        spaces.Dict(
+            {
+                "position": spaces.Discrete(5, start=-2),
+                "grid": spaces.Box(0, 9, (2, 2), np.int16),
+                "flags": spaces.MultiBinary(3),
+                "pair": spaces.Tuple((spaces.MultiDiscrete([3, 4]), spaces.Discrete(2))),
+            }
+        ),
+    ],
+)
 def test_stacked_columns_give_the_batched_element_that_the_members_make(space):
     """The vector env's lean path: M observations' stacked columns become the element of
     batch_space(space, M) at once, equal to concatenating each member's own element."""

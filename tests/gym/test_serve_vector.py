@@ -62,8 +62,9 @@ def test_every_step_is_the_single_envs_step_from_the_same_states(options):
             ends += terminal
             truncations += bool(info)
         calls = np.where(result.terminals, START, STEP).astype(np.uint8)
-        actions = [Value(ints=(int(move),))
-                   for move in rng.integers(0, 2, int((calls == STEP).sum()))]
+        actions = [
+            Value(ints=(int(move),)) for move in rng.integers(0, 2, int((calls == STEP).sum()))
+        ]
     assert ends > 500
     assert (truncations > 100) == bool(options)
 

@@ -42,8 +42,12 @@ def random_actions(envs, infos, rng) -> np.ndarray:
     """Mostly legal actions, and now and then any action, so illegal ones happen too."""
     if "action_mask" in infos and rng.random() < 0.7:
         start = int(envs.single_action_space.start)
-        return np.array([start + (rng.choice(np.flatnonzero(mask)) if mask.any() else 0)
-                         for mask in infos["action_mask"]])
+        return np.array(
+            [
+                start + (rng.choice(np.flatnonzero(mask)) if mask.any() else 0)
+                for mask in infos["action_mask"]
+            ]
+        )
     return envs.action_space.sample()
 
 
@@ -100,12 +104,11 @@ def test_episodes_equal_single_envs_with_the_same_seeds(game, illegal):
 def test_remote_episodes_equal_single_envs_in_one_message_per_step(game):
     """Blackjack has no mask array (its mask comes from `each legal_actions`); Reversi's
     mask is part of the observation."""
-    vector = make_vec(game, num_envs=3, remote=True, illegal="random", max_episode_steps=9,
-                      **SLOW)
+    vector = make_vec(game, num_envs=3, remote=True, illegal="random", max_episode_steps=9, **SLOW)
     sent: list[int] = []
-    vector.instances.proxy.client.recorder = \
-        lambda direction, peer, msg_type, *rest: sent.append(msg_type) if direction == "sent" \
-        else None
+    vector.instances.proxy.client.recorder = lambda direction, peer, msg_type, *rest: (
+        sent.append(msg_type) if direction == "sent" else None
+    )
     singles = [RLBridgeEnv(game, illegal="random", max_episode_steps=9) for _ in range(3)]
     counts = play_both(vector, singles, [4, 5, 6], steps=40)
     assert counts["autoreset"] > 0
@@ -126,8 +129,9 @@ def test_the_other_autoreset_modes_equal_gymnasiums_sync_vector_env(game, mode, 
     """Blackjack asks for its masks, Reversi and Tetris carry them; SAME_STEP's final_obs
     and final_info, and DISABLED's reset_mask restarts, as SyncVectorEnv gives them."""
     options = {"illegal": "random", "max_episode_steps": 9}
-    vector = make_vec(game, num_envs=3, autoreset_mode=mode, remote=remote,
-                      **(SLOW if remote else {}), **options)
+    vector = make_vec(
+        game, num_envs=3, autoreset_mode=mode, remote=remote, **(SLOW if remote else {}), **options
+    )
     assert vector.metadata["autoreset_mode"] == mode
     singles = [RLBridgeEnv(game, **options) for _ in range(3)]
     counts = play_both(vector, singles, [7, 8, 9], steps=40)
@@ -141,8 +145,9 @@ def test_a_served_gymnasium_env_keeps_its_spaces_in_the_vector_env(remote, mode)
     """DictEnv's Dict(flag, img, pos) and float32 actions, stacked as batch_space stacks
     them, equal to a SyncVectorEnv of RLBridgeEnvs step by step."""
     name = "gym:tests.gym.gymmods:DictEnv-v0"
-    vector = make_vec(name, num_envs=2, remote=remote, autoreset_mode=mode,
-                      **(SLOW if remote else {}))
+    vector = make_vec(
+        name, num_envs=2, remote=remote, autoreset_mode=mode, **(SLOW if remote else {})
+    )
     singles = [RLBridgeEnv(name) for _ in range(2)]
     assert vector.single_observation_space == singles[0].observation_space
     assert vector.single_action_space == singles[0].action_space
@@ -176,8 +181,7 @@ def test_step_async_then_step_wait_is_step():
             vector.step_async(np.array(actions))
             with pytest.raises(gymnasium.error.AlreadyPendingCallError):
                 vector.step_async(np.array(actions))
-            assert data_equivalence(vector.step_wait(), plain.step(np.array(actions)),
-                                    exact=True)
+            assert data_equivalence(vector.step_wait(), plain.step(np.array(actions)), exact=True)
     finally:
         vector.close()
         plain.close()
@@ -190,8 +194,9 @@ def test_reset_options_reach_every_starting_instance_and_masks_are_bools():
         assert observations.tolist() == [[13, 5, 0]] * 3
         assert np.array_equal(vector.action_masks(), infos["action_mask"] == 1)
         vector.step(np.zeros(3, dtype=np.int64))  # every hand stands: all end
-        observations, _ = vector.reset(options={"reset_mask": np.array([False, True, False]),
-                                                "deal": "10,9 7,8"})
+        observations, _ = vector.reset(
+            options={"reset_mask": np.array([False, True, False]), "deal": "10,9 7,8"}
+        )
         assert observations[1].tolist() == [19, 7, 0]
         with pytest.raises(OptionError, match="accepts no reset option 'rows'"):
             vector.reset(options={"rows": 3})
@@ -237,8 +242,9 @@ def test_a_server_started_by_hand_serves_the_vector_env_by_address(processes, ip
     try:
         assert data_equivalence(remote.reset(seed=9), local.reset(seed=9), exact=True)
         for actions in ([0, 1], [2, 3], [1, 1]):
-            assert data_equivalence(remote.step(np.array(actions)), local.step(np.array(actions)),
-                                    exact=True)
+            assert data_equivalence(
+                remote.step(np.array(actions)), local.step(np.array(actions)), exact=True
+            )
     finally:
         remote.close()
         local.close()
@@ -298,8 +304,10 @@ def test_rgb_frames_are_each_instances_picture():
         for single, seed in zip(singles, (3, 4), strict=True):
             single.reset(seed=seed)
         frames = vector.render()
-        assert all(np.array_equal(frame, single.render())
-                   for frame, single in zip(frames, singles, strict=True))
+        assert all(
+            np.array_equal(frame, single.render())
+            for frame, single in zip(frames, singles, strict=True)
+        )
         assert not np.array_equal(frames[0], frames[1])
     finally:
         vector.close()
@@ -329,7 +337,8 @@ def test_each_answers_every_instance_in_process():
     try:
         vector.reset(seed=[1, 2])
         replies = json.loads(vector.instances.batch_message("each get_state"))
-        assert [json.loads(reply) for reply in replies] == \
-            [env.state_snapshot() for env in vector.instances.envs]
+        assert [json.loads(reply) for reply in replies] == [
+            env.state_snapshot() for env in vector.instances.envs
+        ]
     finally:
         vector.close()

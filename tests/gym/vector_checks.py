@@ -21,11 +21,17 @@ from gymnasium.vector.utils import batch_space
 
 
 def _gymnasium_checks(envs: VectorEnv) -> None:
-    for space, kind in ((envs.action_space, "action"), (envs.single_action_space, "action"),
-                        (envs.observation_space, "observation"),
-                        (envs.single_observation_space, "observation")):
-        checker = passive_env_checker.check_action_space if kind == "action" else \
-            passive_env_checker.check_observation_space
+    for space, kind in (
+        (envs.action_space, "action"),
+        (envs.single_action_space, "action"),
+        (envs.observation_space, "observation"),
+        (envs.single_observation_space, "observation"),
+    ):
+        checker = (
+            passive_env_checker.check_action_space
+            if kind == "action"
+            else passive_env_checker.check_observation_space
+        )
         checker(space)
         env_checker.check_space_limit(space, kind)
     env_checker.check_seed_deprecation(envs)

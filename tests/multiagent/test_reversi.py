@@ -77,9 +77,25 @@ def test_an_illegal_move_raises_and_changes_nothing():
 def test_search_agent_plays_the_dqn_agent_over_the_wire():
     games = 4
     result = subprocess.run(
-        [sys.executable, "-m", "rlbridge", "selfplay", "reversi", "reversi-search", "reversi-dqn",
-         "--games", str(games), "--a-opt", "time=0", "--a-opt", "depth=2"],
-        capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "rlbridge",
+            "selfplay",
+            "reversi",
+            "reversi-search",
+            "reversi-dqn",
+            "--games",
+            str(games),
+            "--a-opt",
+            "time=0",
+            "--a-opt",
+            "depth=2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     print(result.stdout)
     lines = result.stdout.splitlines()
@@ -87,8 +103,9 @@ def test_search_agent_plays_the_dqn_agent_over_the_wire():
     totals = {}
     for line in lines[1:]:
         name, _, rest = line.partition(": ")
-        black, white, total = (part.split()[-1] for part in
-                               rest.removesuffix(" (wins/losses/draws)").split(", "))
+        black, white, total = (
+            part.split()[-1] for part in rest.removesuffix(" (wins/losses/draws)").split(", ")
+        )
         totals[name] = [int(x) for x in total.split("/")]
         assert sum(map(int, black.split("/"))) == sum(map(int, white.split("/"))) == games // 2
     search, dqn = totals["reversi-search"], totals["reversi-dqn"]
@@ -97,6 +114,20 @@ def test_search_agent_plays_the_dqn_agent_over_the_wire():
 
 
 def test_selfplay_names_a_bad_game_count():
-    result = subprocess.run([sys.executable, "-m", "rlbridge", "selfplay", "reversi", "random",
-                             "random", "--games", "0"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlbridge",
+            "selfplay",
+            "reversi",
+            "random",
+            "random",
+            "--games",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and "--games must be at least 1; got 0" in result.stderr

@@ -37,7 +37,9 @@ def wire(raw):
 
 
 def same(first: list[Value], second: list[Value]) -> bool:
-    return len(first) == len(second) and all(a.same_as(b) for a, b in zip(first, second, strict=True))
+    return len(first) == len(second) and all(
+        a.same_as(b) for a, b in zip(first, second, strict=True)
+    )
 
 
 def test_values_of_one_layout_stack_and_come_back_unchanged():
@@ -50,14 +52,18 @@ def test_values_of_one_layout_stack_and_come_back_unchanged():
     assert again.stacked and same(again.values(), values) and frames == []
 
 
-@pytest.mark.parametrize("values", [
-    [Value(ints=(1, 2)), Value(ints=(3,))],  # ragged ints
-    [Value(doubles=(1.0,)), Value(doubles=())],
-    [Value(arrays=(np.zeros(2, np.int8),)), Value(arrays=(np.zeros(3, np.int8),))],  # shapes
-    [Value(arrays=(np.zeros(2, np.int8),)), Value(arrays=(np.zeros(2, np.int16),))],  # dtypes
-    [Value(arrays=(np.zeros(2, np.int8),)), Value()],  # array counts
-    [Value(ints=(2**63,))],  # past int64
-], ids=["ints", "doubles", "shapes", "dtypes", "array-count", "uint64"])
+@pytest.mark.parametrize(
+    "values",
+    [
+        [Value(ints=(1, 2)), Value(ints=(3,))],  # ragged ints
+        [Value(doubles=(1.0,)), Value(doubles=())],
+        [Value(arrays=(np.zeros(2, np.int8),)), Value(arrays=(np.zeros(3, np.int8),))],  # shapes
+        [Value(arrays=(np.zeros(2, np.int8),)), Value(arrays=(np.zeros(2, np.int16),))],  # dtypes
+        [Value(arrays=(np.zeros(2, np.int8),)), Value()],  # array counts
+        [Value(ints=(2**63,))],  # past int64
+    ],
+    ids=["ints", "doubles", "shapes", "dtypes", "array-count", "uint64"],
+)
 def test_values_of_different_layouts_travel_listed(values):
     batch = Batch.stack(values)
     assert not batch.stacked
@@ -66,8 +72,10 @@ def test_values_of_different_layouts_travel_listed(values):
 
 
 def test_a_large_stacked_array_travels_in_its_own_frame_zero_copy():
-    values = [Value(arrays=(np.full(ZERO_COPY_THRESHOLD_BYTES // 2, cell, np.uint8),))
-              for cell in range(2)]
+    values = [
+        Value(arrays=(np.full(ZERO_COPY_THRESHOLD_BYTES // 2, cell, np.uint8),))
+        for cell in range(2)
+    ]
     frames: list = []
     raw = encode_batch(values, frames)
     assert len(frames) == 1 and raw[4][0][2] == 0  # the data is frame index 0
@@ -86,17 +94,45 @@ def test_select_and_interleave_keep_each_row_with_its_value():
     assert same(mixed.values(), [Value(ints=(9, 9, 9)), values[3]])
 
 
-@pytest.mark.parametrize("raw, fragment", [
-    ([2, [[[1], [], "", []]]], "must hold 2 values"),
-    ([-1, []], "count must be an int >= 0"),
-    ([1, encode_column(np.zeros((1, 1), np.int32)), encode_column(np.zeros((1, 0))), [""], []],
-     "ints must have dtype <i8; got <i4"),
-    ([2, encode_column(np.zeros((1, 1), np.int64)), encode_column(np.zeros((2, 0))), ["", ""], []],
-     "must have 2 rows"),
-    ([1, encode_column(np.zeros((1, 0), np.int64)), encode_column(np.zeros((1, 0))), [3], []],
-     "chars must be an array of 1 str"),
-    ([1, 2, 3], "must be [count, ints, doubles, chars, arrays]"),
-], ids=["listed-count", "negative", "ints-dtype", "rows", "chars", "form"])
+@pytest.mark.parametrize(
+    "raw, fragment",
+    [
+        ([2, [[[1], [], "", []]]], "must hold 2 values"),
+        ([-1, []], "count must be an int >= 0"),
+        (
+            [
+                1,
+                encode_column(np.zeros((1, 1), np.int32)),
+                encode_column(np.zeros((1, 0))),
+                [""],
+                [],
+            ],
+            "ints must have dtype <i8; got <i4",
+        ),
+        (
+            [
+                2,
+                encode_column(np.zeros((1, 1), np.int64)),
+                encode_column(np.zeros((2, 0))),
+                ["", ""],
+                [],
+            ],
+            "must have 2 rows",
+        ),
+        (
+            [
+                1,
+                encode_column(np.zeros((1, 0), np.int64)),
+                encode_column(np.zeros((1, 0))),
+                [3],
+                [],
+            ],
+            "chars must be an array of 1 str",
+        ),
+        ([1, 2, 3], "must be [count, ints, doubles, chars, arrays]"),
+    ],
+    ids=["listed-count", "negative", "ints-dtype", "rows", "chars", "form"],
+)
 def test_malformed_batches_are_bad_field_naming_what_is_wrong(raw, fragment):
     with pytest.raises(ProtocolError) as err:
         decode_batch(wire(raw), (), "observations")
@@ -133,11 +169,15 @@ def test_every_batch_vector_decodes_into_its_fields_and_encodes_back(vector):
     from rlbridge.protocol.messages import encode
 
     payload = bytes.fromhex(vector["hex"])
-    frames = tuple(np.arange(f["length"], dtype=np.uint64).astype(np.uint8).tobytes()
-                   for f in vector["frames"])
+    frames = tuple(
+        np.arange(f["length"], dtype=np.uint64).astype(np.uint8).tobytes() for f in vector["frames"]
+    )
     message = decode(payload, frames)
     assert (message.type, message.seq, message.episode) == (
-        vector["type"], vector["seq"], vector["episode"])
+        vector["type"],
+        vector["seq"],
+        vector["episode"],
+    )
     body, fields = message.body, vector["fields"]
     if not fields:
         assert body is None
@@ -149,8 +189,10 @@ def test_every_batch_vector_decodes_into_its_fields_and_encodes_back(vector):
             column = decode_column(item, frames, expected["dtype"], name)
             assert _array(column) == expected, name
         elif isinstance(expected, list) and expected and isinstance(expected[0], dict):
-            assert [_array(decode_column(c, frames, e["dtype"], name))
-                    for c, e in zip(item, expected, strict=True)] == expected, name
+            assert [
+                _array(decode_column(c, frames, e["dtype"], name))
+                for c, e in zip(item, expected, strict=True)
+            ] == expected, name
         else:
             assert item == expected, name
     again = encode(message.type, message.seq, message.episode, body)[0]

@@ -38,9 +38,16 @@ def test_stacked_ints_and_doubles_of_64_kib_or_more_travel_in_their_own_frames()
 
 def test_an_empty_batch_is_sent_stacked_with_zero_by_zero_numbers_and_read_in_any_empty_form():
     """PROTOCOL.md 16.1: what M = 0 looks like on the wire, and what a receiver accepts."""
-    assert wire(encode_batch(Batch.stack([]))) == [0, ["<i8", [0, 0], b""], ["<f8", [0, 0], b""],
-                                                   [], []]
-    for form in ([0, []], [0, ["<i8", [0, 3], b""], ["<f8", [0, 2], b""], [],
-                           [["|b1", [0, 4], b""]]]):
+    assert wire(encode_batch(Batch.stack([]))) == [
+        0,
+        ["<i8", [0, 0], b""],
+        ["<f8", [0, 0], b""],
+        [],
+        [],
+    ]
+    for form in (
+        [0, []],
+        [0, ["<i8", [0, 3], b""], ["<f8", [0, 2], b""], [], [["|b1", [0, 4], b""]]],
+    ):
         batch = decode_batch(wire(form))
         assert batch.count == 0 and batch.values() == []

@@ -27,9 +27,30 @@ INIT = {T.ENV_BATCH_INIT, T.AGENT_BATCH_INIT, T.ENV_MESSAGE, T.AGENT_MESSAGE}
 def batched_run(tmp_path: Path, *extra: str) -> LogReader:
     log = tmp_path / "run.rlog"
     result = subprocess.run(
-        [sys.executable, "-m", "rlbridge", "run", "gridwalk", "random", "--batch", "3",
-         "--episodes", "6", "--max-steps", "30", "--seed", "4", "--quiet", "--log", str(log),
-         *extra], capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "rlbridge",
+            "run",
+            "gridwalk",
+            "random",
+            "--batch",
+            "3",
+            "--episodes",
+            "6",
+            "--max-steps",
+            "30",
+            "--seed",
+            "4",
+            "--quiet",
+            "--log",
+            str(log),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     return LogReader(str(log))
 
@@ -69,10 +90,16 @@ def test_the_logged_run_batch_reply_is_its_first_three_items(tmp_path):
     full = vector(VECTORS["batch"]["messages"], "run_batch_reply")
     logged = vector(VECTORS["batch"]["messages"], "run_batch_reply_logged")
     kept, brought = [], []
-    recorder = ReplyRecorder(lambda *record: kept.append(record[6]), brought.extend,
-                             T.RUN_BATCH, 3)
-    recorder("received", "environment", T.RUN_BATCH, full["seq"], full["episode"], 0,
-             bytes.fromhex(full["hex"]))
+    recorder = ReplyRecorder(lambda *record: kept.append(record[6]), brought.extend, T.RUN_BATCH, 3)
+    recorder(
+        "received",
+        "environment",
+        T.RUN_BATCH,
+        full["seq"],
+        full["episode"],
+        0,
+        bytes.fromhex(full["hex"]),
+    )
     assert kept == [bytes.fromhex(logged["hex"])] and brought == []
     assert list(logged["fields"]) == ["batched_steps", "counters", "episodes"]
 
@@ -90,9 +117,26 @@ def test_the_log_header_has_the_keys_section_10_and_the_vectors_give_it(tmp_path
         header = batched_run(tmp_path, "--shards", "1", "--groups", "2").header
     else:
         log = tmp_path / "one.rlog"
-        subprocess.run([sys.executable, "-m", "rlbridge", "run", "gridwalk", "random",
-                        "--episodes", "1", "--max-steps", "5", "--quiet", "--log", str(log)],
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rlbridge",
+                "run",
+                "gridwalk",
+                "random",
+                "--episodes",
+                "1",
+                "--max-steps",
+                "5",
+                "--quiet",
+                "--log",
+                str(log),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         header = LogReader(str(log)).header
     documented = header_keys()
     assert "batch" in documented
@@ -111,8 +155,13 @@ def test_the_writer_writes_the_header_vectors_bytes(tmp_path):
     for example in VECTORS["log_headers"]:
         path = tmp_path / f"{example['name']}.rlog"
         writer = LogWriter(str(path), "experiment", truncate=True)
-        writer.header({key: value for key, value in example["fields"].items()
-                       if key not in ("format", "protocol_version")})
+        writer.header(
+            {
+                key: value
+                for key, value in example["fields"].items()
+                if key not in ("format", "protocol_version")
+            }
+        )
         writer.close()
         with open(path, "rb") as handle:
             _, record = next(iter(msgpack.Unpacker(handle, raw=False)))
@@ -129,11 +178,32 @@ def test_a_batch_core_writes_the_log_the_single_environments_write(tmp_path, gam
     for cores in ("on", "off"):
         log = tmp_path / f"{cores}.rlog"
         result = subprocess.run(
-            [sys.executable, "-m", "rlbridge", "run", game, "random", "--batch", "16",
-             "--episodes", "60", "--max-steps", "200", "--seed", "9", "--quiet", "--log",
-             str(log), "--timeout-ms", "120000"],  # a loaded machine is slow, not hung
-            capture_output=True, text=True, timeout=300,
-            env={**os.environ, "RLBRIDGE_BATCH_CORES": cores})
+            [
+                sys.executable,
+                "-m",
+                "rlbridge",
+                "run",
+                game,
+                "random",
+                "--batch",
+                "16",
+                "--episodes",
+                "60",
+                "--max-steps",
+                "200",
+                "--seed",
+                "9",
+                "--quiet",
+                "--log",
+                str(log),
+                "--timeout-ms",
+                "120000",
+            ],  # a loaded machine is slow, not hung
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "RLBRIDGE_BATCH_CORES": cores},
+        )
         assert result.returncode == 0, result.stderr
         reader = LogReader(str(log))
         runs.append([record._replace(timestamp_ns=0) for record in reader.records()])

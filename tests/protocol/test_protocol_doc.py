@@ -98,7 +98,8 @@ def test_every_constant_the_text_names_is_in_the_constants_table():
 def test_seed_table_matches_the_vectors():
     rows = table_rows(section(8), r"\d+")
     assert [[int(cell) for cell in row] for row in rows] == [
-        [v["seed"], v["env_seed"], v["agent_seed"]] for v in VECTORS["seeds"]]
+        [v["seed"], v["env_seed"], v["agent_seed"]] for v in VECTORS["seeds"]
+    ]
 
 
 def _state_tables() -> list[tuple[list[str], list[str]]]:
@@ -122,10 +123,10 @@ def test_state_tables_name_the_types_each_server_serves(ipc_dir):
     assert env_states == [state.name for state in EnvState]
     assert agent_states == [state.name for state in AgentState]
     assert env_columns[-1] == agent_columns[-1] == "any other type"
-    servers = (EnvironmentServer(GridWalk(), f"ipc://{ipc_dir}/env", log=None,
-                                 handle_signals=False),
-               AgentServer(RandomAgent(), f"ipc://{ipc_dir}/agent", log=None,
-                           handle_signals=False))
+    servers = (
+        EnvironmentServer(GridWalk(), f"ipc://{ipc_dir}/env", log=None, handle_signals=False),
+        AgentServer(RandomAgent(), f"ipc://{ipc_dir}/agent", log=None, handle_signals=False),
+    )
     try:
         for server, columns in zip(servers, (env_columns, agent_columns), strict=True):
             assert _types_in(columns) == {int(t) for t in server.handlers}, server.role
@@ -134,11 +135,15 @@ def test_state_tables_name_the_types_each_server_serves(ipc_dir):
             server.close()
 
 
-@pytest.mark.parametrize("table, allowed, states", [
-    (0, ENV_ALLOWED, EnvState), (1, AGENT_ALLOWED, AgentState)], ids=["environment", "agent"])
+@pytest.mark.parametrize(
+    "table, allowed, states",
+    [(0, ENV_ALLOWED, EnvState), (1, AGENT_ALLOWED, AgentState)],
+    ids=["environment", "agent"],
+)
 def test_state_table_cells_refuse_exactly_what_the_servers_refuse(table, allowed, states):
-    block = [b for b in re.split(r"\n\s*\n", section(12))
-             if b.lstrip().startswith("| state |")][table]
+    block = [b for b in re.split(r"\n\s*\n", section(12)) if b.lstrip().startswith("| state |")][
+        table
+    ]
     lines = [line for line in block.splitlines() if line.startswith("| ") and "---" not in line]
     header = [c.strip() for c in lines[0].strip("|").split("|")][1:-1]  # not "any other type"
     for line in lines[1:]:
@@ -162,16 +167,30 @@ def _keys(entries: list[dict]) -> set[str]:
 
 
 def test_every_key_of_the_vectors_file_is_described():
-    keys = set(VECTORS) | _keys(VECTORS["messages"]) | _keys(VECTORS["invalid"]) \
-        | _keys(VECTORS["seeds"]) | _keys(VECTORS["run_episode_records"])
+    keys = (
+        set(VECTORS)
+        | _keys(VECTORS["messages"])
+        | _keys(VECTORS["invalid"])
+        | _keys(VECTORS["seeds"])
+        | _keys(VECTORS["run_episode_records"])
+    )
     records = [r for v in VECTORS["run_episode_records"] for r in v["records"]]
     keys |= _keys(records) | _keys([r["fields"] for r in records])
-    arrays = [a for v in VECTORS["messages"] for value in v["fields"].values()
-              if isinstance(value, dict) for a in value["arrays"]]
+    arrays = [
+        a
+        for v in VECTORS["messages"]
+        for value in v["fields"].values()
+        if isinstance(value, dict)
+        for a in value["arrays"]
+    ]
     keys |= _keys(arrays)
     batch = VECTORS["batch"]
-    keys |= set(batch) | _keys(batch["messages"]) | _keys(batch["invalid_agent"]) \
+    keys |= (
+        set(batch)
+        | _keys(batch["messages"])
+        | _keys(batch["invalid_agent"])
         | _keys(batch["instance_seeds"])
+    )
     for vector in batch["messages"]:
         for value in vector["fields"].values():
             if isinstance(value, dict):  # a batch or a column
@@ -182,8 +201,14 @@ def test_every_key_of_the_vectors_file_is_described():
 
 
 def test_every_data_rule_in_the_vectors_is_the_documented_one():
-    rules = {a["data_rule"] for v in VECTORS["messages"] for value in v["fields"].values()
-             if isinstance(value, dict) for a in value["arrays"] if "data_rule" in a}
+    rules = {
+        a["data_rule"]
+        for v in VECTORS["messages"]
+        for value in v["fields"].values()
+        if isinstance(value, dict)
+        for a in value["arrays"]
+        if "data_rule" in a
+    }
     assert rules == {"byte i is i mod 256"}
     assert '"byte i is i mod 256"' in section(15)
 
@@ -209,15 +234,21 @@ def test_every_vector_name_follows_the_naming_rule_of_section_15():
 
 def test_reply_vectors_answer_their_requests():
     messages = {v["name"]: v for v in message_vectors()}
-    pairs = [(name[: -len("_reply")], reply) for name, reply in messages.items()
-             if name.endswith("_reply")]
+    pairs = [
+        (name[: -len("_reply")], reply)
+        for name, reply in messages.items()
+        if name.endswith("_reply")
+    ]
     pairs.append(("hello_experiment", messages["hello_agent_reply"]))
     checked = 0
     for request_name, reply in pairs:
         request = messages.get(request_name)
         if request is not None:
             assert (reply["type"], reply["seq"], reply["episode"]) == (
-                request["type"], request["seq"], request["episode"]), reply["name"]
+                request["type"],
+                request["seq"],
+                request["episode"],
+            ), reply["name"]
             checked += 1
     assert checked >= 10
 
@@ -231,7 +262,11 @@ def test_the_changelog_has_an_entry_for_every_version_up_to_the_codes():
     assert versions == list(range(1, PROTOCOL_VERSION + 1))
     assert DOC.startswith(f"# The rlbridge protocol, version {PROTOCOL_VERSION}\n")
     root = Path(__file__).resolve().parents[2]
-    assert f"#define RLB_PROTOCOL_VERSION {PROTOCOL_VERSION} " in \
-        (root / "clients/c/rlbridge_agent.h").read_text()
-    assert f"const PROTOCOL_VERSION = {PROTOCOL_VERSION};" in \
-        (root / "clients/js/lib/protocol.js").read_text()
+    assert (
+        f"#define RLB_PROTOCOL_VERSION {PROTOCOL_VERSION} "
+        in (root / "clients/c/rlbridge_agent.h").read_text()
+    )
+    assert (
+        f"const PROTOCOL_VERSION = {PROTOCOL_VERSION};"
+        in (root / "clients/js/lib/protocol.js").read_text()
+    )

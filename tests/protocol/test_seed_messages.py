@@ -16,8 +16,12 @@ from tests.clients.wire import SEED_MESSAGES
 def test_words_are_split_at_ascii_whitespace_only():
     assert message_words(" seed\t\n5 \v\f\r") == ["seed", "5"]
     # Python's str.split() would split at these; C and JavaScript do not.
-    assert message_words("seed\u00a05 a\u20037 b\x1c8 \x00") == ["seed\u00a05", "a\u20037",
-                                                                 "b\x1c8", "\x00"]
+    assert message_words("seed\u00a05 a\u20037 b\x1c8 \x00") == [
+        "seed\u00a05",
+        "a\u20037",
+        "b\x1c8",
+        "\x00",
+    ]
     assert message_words("") == message_words(" \t ") == []
 
 

@@ -29,12 +29,24 @@ VECTORS = load_vectors()
 #: paths in use, AgentServer's requests and the request client's replies. The readers are
 #: the ones in use, which take either decoder's body.
 PATHS = [
-    ("agent_step request", typed.decoder(T.AGENT_STEP, typed.RewardValue),
-     lambda body: agent_step_body(Envelope(2, T.AGENT_STEP, 0, 0, body)), agent_step_body),
-    ("agent_step reply", typed.decoder(T.AGENT_STEP, typed.WireValue), decode_value,
-     lambda message: decode_value(message.body, message.frames)),
-    ("agent_start reply", typed.decoder(T.AGENT_START, typed.WireValue), decode_value,
-     lambda message: decode_value(message.body, message.frames)),
+    (
+        "agent_step request",
+        typed.decoder(T.AGENT_STEP, typed.RewardValue),
+        lambda body: agent_step_body(Envelope(2, T.AGENT_STEP, 0, 0, body)),
+        agent_step_body,
+    ),
+    (
+        "agent_step reply",
+        typed.decoder(T.AGENT_STEP, typed.WireValue),
+        decode_value,
+        lambda message: decode_value(message.body, message.frames),
+    ),
+    (
+        "agent_start reply",
+        typed.decoder(T.AGENT_START, typed.WireValue),
+        decode_value,
+        lambda message: decode_value(message.body, message.frames),
+    ),
 ]
 
 
@@ -49,8 +61,13 @@ def _fits(decode_typed, payload: bytes):
 def _plain(x):
     """Something == compares exactly: each number with its type, arrays by dtype and bytes."""
     if isinstance(x, Value):
-        return ("value", _plain(x.ints), _plain(x.doubles), x.chars,
-                tuple((a.dtype.str, a.shape, a.tobytes()) for a in x.arrays))
+        return (
+            "value",
+            _plain(x.ints),
+            _plain(x.doubles),
+            x.chars,
+            tuple((a.dtype.str, a.shape, a.tobytes()) for a in x.arrays),
+        )
     if isinstance(x, tuple):
         return tuple(_plain(item) for item in x)
     return (type(x).__name__, x.hex() if type(x) is float else x)  # NaN, -0.0: by their bits
@@ -79,11 +96,17 @@ def _frames() -> list[bytes]:
     frames = [bytes.fromhex(v["hex"]) for v in VECTORS["messages"] + VECTORS["invalid"]]
     for n in (0, 1, 999, 2**40):
         value = encode_value(Value(ints=(n,)))
-        frames += [encode(T.AGENT_STEP, n + 1, 3, [float(n), value])[0],
-                   encode(T.AGENT_STEP, n + 1, 3, value)[0],
-                   encode(T.ENV_STEP, n + 1, 3, value)[0]]
-    board = Value(ints=(1, 2), doubles=(0.5, -1.0), chars="ab",
-                  arrays=(np.arange(16, dtype=np.int8).reshape(4, 4), np.ones(3, bool)))
+        frames += [
+            encode(T.AGENT_STEP, n + 1, 3, [float(n), value])[0],
+            encode(T.AGENT_STEP, n + 1, 3, value)[0],
+            encode(T.ENV_STEP, n + 1, 3, value)[0],
+        ]
+    board = Value(
+        ints=(1, 2),
+        doubles=(0.5, -1.0),
+        chars="ab",
+        arrays=(np.arange(16, dtype=np.int8).reshape(4, 4), np.ones(3, bool)),
+    )
     frames.append(encode(T.AGENT_STEP, 7, 1, [-1.0, encode_value(board)])[0])
     frames.append(encode(T.ENV_STEP, 7, 1, encode_value(board))[0])
     return frames
@@ -91,18 +114,50 @@ def _frames() -> list[bytes]:
 
 #: Replacements a mutation puts in place of one item: every msgpack type, the int64
 #: edges, and the values the checks treat specially.
-_ODD_ITEMS = [None, True, False, 0, 1, -1, 22, 12, 2**63 - 1, 2**63, 2**64 - 1, -2**63, 1.0,
-              -0.0, float("nan"), float("inf"), "", "x", "|i1", b"", b"\x00" * 16, [], [1],
-              [[]], {}, {"a": 1}, [4, 4], [-1], ["|i1", [4, 4], b"\x00" * 16],
-              ["|u1", [2], 0], ["<f8", [1], b"\x00" * 8], ["|i9", [1], b"\x00"],
-              msgpack.ExtType(1, b"x")]
+_ODD_ITEMS = [
+    None,
+    True,
+    False,
+    0,
+    1,
+    -1,
+    22,
+    12,
+    2**63 - 1,
+    2**63,
+    2**64 - 1,
+    -(2**63),
+    1.0,
+    -0.0,
+    float("nan"),
+    float("inf"),
+    "",
+    "x",
+    "|i1",
+    b"",
+    b"\x00" * 16,
+    [],
+    [1],
+    [[]],
+    {},
+    {"a": 1},
+    [4, 4],
+    [-1],
+    ["|i1", [4, 4], b"\x00" * 16],
+    ["|u1", [2], 0],
+    ["<f8", [1], b"\x00" * 8],
+    ["|i9", [1], b"\x00"],
+    msgpack.ExtType(1, b"x"),
+]
 
 
 #: Replacements of the same msgpack type, which keep a frame's shape for the typed decoder.
-_SAME_KIND = {int: [0, 1, 4, 16, -1, 2**63 - 1, 2**63, 2**64 - 1, -2**63, 2**53 + 1],
-              float: [0.0, -0.0, 1.5, float("nan"), float("-inf"), 1e308],
-              str: ["", "|i1", "|u1", "<f8", "|b1", ">i4", "|i9", "é"],
-              bytes: [b"", b"\x00", b"\x00" * 16, b"\x01" * 3]}
+_SAME_KIND = {
+    int: [0, 1, 4, 16, -1, 2**63 - 1, 2**63, 2**64 - 1, -(2**63), 2**53 + 1],
+    float: [0.0, -0.0, 1.5, float("nan"), float("-inf"), 1e308],
+    str: ["", "|i1", "|u1", "<f8", "|b1", ">i4", "|i9", "é"],
+    bytes: [b"", b"\x00", b"\x00" * 16, b"\x01" * 3],
+}
 
 
 def _mutate(item, rng: random.Random):
@@ -125,8 +180,7 @@ def _mutate(item, rng: random.Random):
 
 def _mutations(count: int) -> list[bytes]:
     rng = random.Random(14)
-    sources = [msgpack.unpackb(f, strict_map_key=False) for f in _frames()
-               if _loads(f)]
+    sources = [msgpack.unpackb(f, strict_map_key=False) for f in _frames() if _loads(f)]
     out = []
     for _ in range(count):
         out.append(msgpack.packb(_mutate(rng.choice(sources), rng), use_bin_type=True))
@@ -160,14 +214,24 @@ def test_the_per_step_messages_of_the_countdown_take_the_typed_paths():
     value = encode_value(Value(ints=(999,)))
     agent_step, agent_reply = (path[1] for path in PATHS[:2])
     assert _fits(agent_step, encode(T.AGENT_STEP, 5, 1, [999.0, value])[0]) == (
-        PROTOCOL_VERSION, 22, 5, 1, (999.0, ((999,), (), "", ())))
+        PROTOCOL_VERSION,
+        22,
+        5,
+        1,
+        (999.0, ((999,), (), "", ())),
+    )
     assert _fits(agent_reply, encode(T.AGENT_STEP, 5, 1, value)[0]) == (
-        PROTOCOL_VERSION, 22, 5, 1, ((999,), (), "", ()))
+        PROTOCOL_VERSION,
+        22,
+        5,
+        1,
+        ((999,), (), "", ()),
+    )
 
 
 def test_an_int_reward_becomes_the_float_the_general_reader_makes():
     decode_typed = PATHS[0][1]
-    for reward in (0, -3, 2**53 + 1, 2**63 - 1, 2**64 - 1, -2**63):
+    for reward in (0, -3, 2**53 + 1, 2**63 - 1, 2**64 - 1, -(2**63)):
         payload = encode(T.AGENT_STEP, 1, 1, [reward, [[1], [], "", []]])[0]
         assert _fits(decode_typed, payload)[4][0] == float(reward)
         assert type(_fits(decode_typed, payload)[4][0]) is float
@@ -176,9 +240,11 @@ def test_an_int_reward_becomes_the_float_the_general_reader_makes():
 def test_frames_the_typed_decoder_leaves_to_the_general_path():
     decode_typed = PATHS[0][1]
     value = [[1], [], "", []]
-    for frame in (encode(T.AGENT_STEP, 2**63, 1, [1.0, value])[0],  # a uint64 seq
-                  encode(T.AGENT_END, 1, 1, 1.0)[0],  # another type
-                  encode(T.AGENT_STEP, 1, 1, [1.0, [[True], [], "", []]])[0],  # a bool int
-                  encode(T.AGENT_STEP, 1, 1, [1.0, value], version=1)[0],
-                  encode(T.AGENT_STEP, 1, 1, [1.0, value])[0] + b"\xc0"):
+    for frame in (
+        encode(T.AGENT_STEP, 2**63, 1, [1.0, value])[0],  # a uint64 seq
+        encode(T.AGENT_END, 1, 1, 1.0)[0],  # another type
+        encode(T.AGENT_STEP, 1, 1, [1.0, [[True], [], "", []]])[0],  # a bool int
+        encode(T.AGENT_STEP, 1, 1, [1.0, value], version=1)[0],
+        encode(T.AGENT_STEP, 1, 1, [1.0, value])[0] + b"\xc0",
+    ):
         assert _fits(decode_typed, frame) is None

@@ -46,15 +46,18 @@ def test_big_endian_arrays_are_sent_little_endian():
     assert back.arrays[0].tolist() == [0, 1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("raw, words", [
-    ([[1], [], ""], r"the array \[ints, doubles, chars, arrays\]"),
-    ([["x"], [], "", []], "integers"),
-    ([[], ["x"], "", []], "numbers"),
-    ([[], [], 5, []], "fields must be"),
-    ([[], [], "", [["<i9", [1], b"1234"]]], "dtype"),
-    ([[], [], "", [["<i4", [2], b"1234"]]], "needs 8 bytes"),
-    ([[], [], "", [["<i4", [1], 3]]], "frame 3"),
-])
+@pytest.mark.parametrize(
+    "raw, words",
+    [
+        ([[1], [], ""], r"the array \[ints, doubles, chars, arrays\]"),
+        ([["x"], [], "", []], "integers"),
+        ([[], ["x"], "", []], "numbers"),
+        ([[], [], 5, []], "fields must be"),
+        ([[], [], "", [["<i9", [1], b"1234"]]], "dtype"),
+        ([[], [], "", [["<i4", [2], b"1234"]]], "needs 8 bytes"),
+        ([[], [], "", [["<i4", [1], 3]]], "frame 3"),
+    ],
+)
 def test_bad_values_raise_protocol_errors(raw, words):
     with pytest.raises(ProtocolError, match=words):
         decode_value(raw)
@@ -68,13 +71,16 @@ def test_value_of_wraps_python_data():
     assert Value.of(np.zeros(2)).arrays[0].shape == (2,)
 
 
-@pytest.mark.parametrize("shape, words", [
-    ([1] * 33, "at most 32 dimensions; got 33"),
-    ([1] * 100, "at most 32 dimensions; got 100"),
-    ([2**62, 2**62, 0], "spans .* bytes without its zero dimensions"),
-    ([2**63, 0], "spans .* bytes without its zero dimensions"),
-    ([2**31, 2**31, 2**31, 0], "spans"),
-])
+@pytest.mark.parametrize(
+    "shape, words",
+    [
+        ([1] * 33, "at most 32 dimensions; got 33"),
+        ([1] * 100, "at most 32 dimensions; got 100"),
+        ([2**62, 2**62, 0], "spans .* bytes without its zero dimensions"),
+        ([2**63, 0], "spans .* bytes without its zero dimensions"),
+        ([2**31, 2**31, 2**31, 0], "spans"),
+    ],
+)
 def test_impossible_shapes_are_bad_fields_not_numpy_errors(shape, words):
     with pytest.raises(ProtocolError, match=words) as caught:
         decode_value([[], [], "", [["|u1", shape, b""]]])

@@ -28,18 +28,36 @@ EXPLORING_STARTS = "rlbridge.agents.blackjack.mc:exploring_starts_program"
 
 
 def rlbridge(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rlbridge", *args], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "rlbridge", *args], capture_output=True, text=True, timeout=120
+    )
 
 
-@pytest.mark.parametrize("agent, program", [("blackjack-mc-es", EXPLORING_STARTS),
-                                            ("blackjack-mc-offpolicy", None),
-                                            ("blackjack-mc-eval", None)])
+@pytest.mark.parametrize(
+    "agent, program",
+    [
+        ("blackjack-mc-es", EXPLORING_STARTS),
+        ("blackjack-mc-offpolicy", None),
+        ("blackjack-mc-eval", None),
+    ],
+)
 def test_the_replayed_agent_ends_with_the_live_agents_tables(tmp_path, capsys, agent, program):
     log, saved = tmp_path / "run.rlog", tmp_path / "live.npz"
-    run = rlbridge("run", "blackjack", agent, "--episodes", str(EPISODES), "--seed", "4",
-                   "--agent-opt", f"save={saved}", "--log", str(log), "--quiet",
-                   *(["--program", program] if program else []))
+    run = rlbridge(
+        "run",
+        "blackjack",
+        agent,
+        "--episodes",
+        str(EPISODES),
+        "--seed",
+        "4",
+        "--agent-opt",
+        f"save={saved}",
+        "--log",
+        str(log),
+        "--quiet",
+        *(["--program", program] if program else []),
+    )
     assert run.returncode == 0, run.stderr
     replayed = replayed_agent(str(log))
     with np.load(saved) as live:
@@ -67,24 +85,46 @@ def test_a_log_the_named_agent_did_not_play_is_refused(processes, ipc_dir, tmp_p
     processes.start("env", "blackjack", "--bind", env)
     processes.start("agent", "random", "--bind", agent)  # served: random
     experiment = processes.start(  # recorded: an on-policy agent
-        "experiment", "--env", env, "--agent", agent, "--episodes", "200", "--quiet",
-        "--log", str(log), "--env-name", "blackjack", "--agent-name", "blackjack-mc-onpolicy")
+        "experiment",
+        "--env",
+        env,
+        "--agent",
+        agent,
+        "--episodes",
+        "200",
+        "--quiet",
+        "--log",
+        str(log),
+        "--env-name",
+        "blackjack",
+        "--agent-name",
+        "blackjack-mc-onpolicy",
+    )
     _, err = experiment.communicate(timeout=60)
     assert experiment.returncode == 0, err
-    with pytest.raises(LogError, match="replaying blackjack-mc-onpolicy does not reproduce the "
-                                       r"run \(episode \d+, step \d+: logged action"):
+    with pytest.raises(
+        LogError,
+        match="replaying blackjack-mc-onpolicy does not reproduce the "
+        r"run \(episode \d+, step \d+: logged action",
+    ):
         replayed_agent(str(log))
 
 
 def test_the_report_draws_each_monte_carlo_setting_across_its_seeds(tmp_path, capsys):
     out = tmp_path / "sweep"
     results = ResultsDirectory(str(out))
-    trials = [Trial("blackjack", agent, {}, {}, "", seed, REPORT_EPISODES, 0)
-              for agent, seed in (("blackjack-mc-onpolicy", 1), ("blackjack-mc-onpolicy", 2),
-                                  ("random", 1))]
+    trials = [
+        Trial("blackjack", agent, {}, {}, "", seed, REPORT_EPISODES, 0)
+        for agent, seed in (
+            ("blackjack-mc-onpolicy", 1),
+            ("blackjack-mc-onpolicy", 2),
+            ("random", 1),
+        )
+    ]
     with ThreadPoolExecutor(len(trials)) as pool:  # as a sweep runs them: side by side
-        for trial, result in zip(trials, pool.map(lambda t: run_trial(t, log=True), trials),
-                                 strict=True):
+        for trial, result in zip(
+            trials, pool.map(lambda t: run_trial(t, log=True), trials), strict=True
+        ):
             assert result["status"] == "ok", result.get("error")
             results.write(trial, result, 1)
 
@@ -97,9 +137,10 @@ def test_the_report_draws_each_monte_carlo_setting_across_its_seeds(tmp_path, ca
     logs = sorted((out / "logs").glob("*mc-onpolicy*"), key=lambda p: "-s2-" in p.name)
     agents = [replayed_agent(str(log)) for log in logs]
     for seed, agent in zip((1, 2), agents, strict=True):  # the figure docs/blackjack.md quotes
-        assert (f"  blackjack blackjack-mc-onpolicy seed {seed}: exact return of the greedy "
-                f"policy {agent.exact_return():.5f}, {REPORT_EPISODES} episodes"
-                in report.splitlines()), report
+        assert (
+            f"  blackjack blackjack-mc-onpolicy seed {seed}: exact return of the greedy "
+            f"policy {agent.exact_return():.5f}, {REPORT_EPISODES} episodes" in report.splitlines()
+        ), report
     hit = np.mean([agent.greedy_table() for agent in agents], axis=0)
     values = np.mean([agent.state_values() for agent in agents], axis=0)
     image = mpimg.imread(figure)
@@ -109,9 +150,14 @@ def test_the_report_draws_each_monte_carlo_setting_across_its_seeds(tmp_path, ca
     for usable in (0, 1):
         for player_sum in range(12, 22):
             for dealer in range(1, 11):
-                for kind, value in (("policy", hit[player_sum, dealer, usable]),
-                                    ("value", (values[player_sum, dealer, usable] + 1) / 2)):
+                for kind, value in (
+                    ("policy", hit[player_sum, dealer, usable]),
+                    ("value", (values[player_sum, dealer, usable] + 1) / 2),
+                ):
                     column, row = plots.combined_cell_pixel(kind, usable, player_sum, dealer)
-                    np.testing.assert_allclose(image[row, column, :3], viridis(value)[:3],
-                                               atol=2 / 255, err_msg=f"{kind} {usable} "
-                                                                      f"{player_sum} {dealer}")
+                    np.testing.assert_allclose(
+                        image[row, column, :3],
+                        viridis(value)[:3],
+                        atol=2 / 255,
+                        err_msg=f"{kind} {usable} {player_sum} {dealer}",
+                    )

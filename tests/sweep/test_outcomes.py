@@ -14,9 +14,13 @@ from rlbridge.experiment.driver import Outcome, Summary, parse_summary_line
 from rlbridge.options import build
 from rlbridge.registry import ENVIRONMENTS
 
-EXPECTED = {"minesweeper": ("win rate", "rate"), "reversi": ("win rate", "rate"),
-            "blackjack": ("win rate", "rate"), "tetris": ("lines", "mean"),
-            "2048": ("max tile", "mean")}
+EXPECTED = {
+    "minesweeper": ("win rate", "rate"),
+    "reversi": ("win rate", "rate"),
+    "blackjack": ("win rate", "rate"),
+    "tetris": ("lines", "mean"),
+    "2048": ("max tile", "mean"),
+}
 
 
 @pytest.mark.parametrize("game", list(EXPECTED))
@@ -55,9 +59,25 @@ def test_rlbridge_run_prints_the_win_rate_also_for_delegated_episodes():
     runs = {}
     for extra in ([], ["--no-fast-path"]):
         out = subprocess.run(
-            [sys.executable, "-m", "rlbridge", "run", "blackjack", "random", "--episodes", "40",
-             "--seed", "5", "--quiet", *extra], capture_output=True, text=True, timeout=120,
-            check=True).stdout
+            [
+                sys.executable,
+                "-m",
+                "rlbridge",
+                "run",
+                "blackjack",
+                "random",
+                "--episodes",
+                "40",
+                "--seed",
+                "5",
+                "--quiet",
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout
         runs[bool(extra)] = parse_summary_line(out)
     assert runs[False]["outcome"]["name"] == "win rate"
     assert runs[False]["outcome"]["count"] == 40

@@ -28,10 +28,16 @@ POLL_S = 0.2
 MISSING_AGENT = "tests.sweep.no_such_module:Agent"
 
 
-def rlbridge(*args: str, timeout: float = SWEEP_TIMEOUT_S,
-             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rlbridge", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+def rlbridge(
+    *args: str, timeout: float = SWEEP_TIMEOUT_S, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rlbridge", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def private_registry(tmp_path: Path) -> dict[str, str]:
@@ -48,10 +54,23 @@ def comparable(summary: dict) -> dict:
 
 def test_sweep_rows_equal_single_runs_and_the_report_draws_them(tmp_path):
     out = tmp_path / "sweep"
-    grid_args = ["--games", "blackjack", "gridwalk", "--agents", "random", "first",
-                 "--seeds", "3", "--episodes", "12", "--max-steps", "40"]
-    done = rlbridge("sweep", *grid_args, "--out", str(out), "--quiet",
-                    env=private_registry(tmp_path))
+    grid_args = [
+        "--games",
+        "blackjack",
+        "gridwalk",
+        "--agents",
+        "random",
+        "first",
+        "--seeds",
+        "3",
+        "--episodes",
+        "12",
+        "--max-steps",
+        "40",
+    ]
+    done = rlbridge(
+        "sweep", *grid_args, "--out", str(out), "--quiet", env=private_registry(tmp_path)
+    )
     assert done.returncode == 0, done.stderr
     rows = read_rows(str(out))
     trials = Grid(["blackjack", "gridwalk"], ["random", "first"], [0, 1, 2], 12, 40).trials()
@@ -124,12 +143,27 @@ def _alive(pid: int) -> bool:
 
 def test_a_killed_sweep_resumes_and_a_crashing_trial_is_reported(tmp_path):
     out = tmp_path / "sweep"
-    grid_args = ["--games", "countdown", "--agents", "random", MISSING_AGENT, "--seeds", "3",
-                 "--episodes", "3", "--out", str(out), "--quiet"]
+    grid_args = [
+        "--games",
+        "countdown",
+        "--agents",
+        "random",
+        MISSING_AGENT,
+        "--seeds",
+        "3",
+        "--episodes",
+        "3",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     # Its own process group, as a shell job is: the kill takes Ray's processes with it.
-    sweep = subprocess.Popen([sys.executable, "-m", "rlbridge", "sweep", *grid_args],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "rlbridge", "sweep", *grid_args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + SWEEP_TIMEOUT_S
     try:
         while not any(row["status"] == "ok" for row in _results_lines(out)):
@@ -162,4 +196,3 @@ def test_a_killed_sweep_resumes_and_a_crashing_trial_is_reported(tmp_path):
         assert "no_such_module" in row["error"]
     assert "failed after 2 attempts" in resumed.stderr
     assert all(os.path.exists(out / row["log"]) for row in rows if row["status"] == "ok")
-

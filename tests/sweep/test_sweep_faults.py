@@ -23,22 +23,24 @@ from tests.sweep.test_sweep import POLL_S, SWEEP_TIMEOUT_S, private_registry, rl
 REFUSAL_TIMEOUT_S = 60
 
 
-@pytest.mark.parametrize("body, key", [
-    (b'seeds = ["a"]\n', "seeds"),
-    (b'episodes = "many"\n', "episodes"),
-    (b'seeds = "0-100000000"\n', "seeds"),
-    (b'seeds = 100000000000\n', "seeds"),
-    (b'batch = 1.5\n', "batch"),
-    (b'games = "countdown"\n', "games"),
-    (b'trial_timeout_s = "long"\n', "trial_timeout_s"),
-    (b'# caf\xe9\n', "UTF-8"),
-])
+@pytest.mark.parametrize(
+    "body, key",
+    [
+        (b'seeds = ["a"]\n', "seeds"),
+        (b'episodes = "many"\n', "episodes"),
+        (b'seeds = "0-100000000"\n', "seeds"),
+        (b"seeds = 100000000000\n", "seeds"),
+        (b"batch = 1.5\n", "batch"),
+        (b'games = "countdown"\n', "games"),
+        (b'trial_timeout_s = "long"\n', "trial_timeout_s"),
+        (b"# caf\xe9\n", "UTF-8"),
+    ],
+)
 def test_a_bad_grid_file_is_one_line_and_exit_2(tmp_path, body, key):
     path = tmp_path / "grid.toml"
     head = b'games = ["countdown"]\nagents = ["random"]\n'
     path.write_bytes(body if body.startswith(b"games") else head + body)
-    done = rlbridge("sweep", str(path), "--out", str(tmp_path / "out"),
-                    timeout=REFUSAL_TIMEOUT_S)
+    done = rlbridge("sweep", str(path), "--out", str(tmp_path / "out"), timeout=REFUSAL_TIMEOUT_S)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
@@ -50,21 +52,45 @@ def _torn_results(out: Path, trials) -> None:
     """A results file as a kill leaves it: one finished row, then half of the next one."""
     out.mkdir(parents=True)
     (out / "logs").mkdir()
-    done = {**trials[0].fields(), "attempts": 1, "status": "ok", "log": None,
-            "summary": {"episodes": 2, "steps": 2, "mean_return": 0.0, "steps_per_s": 1.0,
-                        "seconds": 1.0}, "outcome": None}
+    done = {
+        **trials[0].fields(),
+        "attempts": 1,
+        "status": "ok",
+        "log": None,
+        "summary": {
+            "episodes": 2,
+            "steps": 2,
+            "mean_return": 0.0,
+            "steps_per_s": 1.0,
+            "seconds": 1.0,
+        },
+        "outcome": None,
+    }
     torn = json.dumps({**trials[1].fields(), "attempts": 1, "status": "ok"}, sort_keys=True)
-    (out / RESULTS_FILE).write_text(json.dumps(done, sort_keys=True) + "\n"
-                                    + torn[:len(torn) // 2])
+    (out / RESULTS_FILE).write_text(
+        json.dumps(done, sort_keys=True) + "\n" + torn[: len(torn) // 2]
+    )
 
 
 def test_a_torn_last_line_is_dropped_and_no_row_is_lost_on_resume(tmp_path):
     out = tmp_path / "sweep"
     trials = Grid(["countdown"], ["random"], [0, 1, 2], 2).trials()
     _torn_results(out, trials)
-    resumed = rlbridge("sweep", "--games", "countdown", "--agents", "random", "--seeds", "3",
-                       "--episodes", "2", "--out", str(out), "--quiet",
-                       env=private_registry(tmp_path))
+    resumed = rlbridge(
+        "sweep",
+        "--games",
+        "countdown",
+        "--agents",
+        "random",
+        "--seeds",
+        "3",
+        "--episodes",
+        "2",
+        "--out",
+        str(out),
+        "--quiet",
+        env=private_registry(tmp_path),
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert "3 trials: 1 already finished, 2 to run" in resumed.stderr
     lines = (out / RESULTS_FILE).read_text().splitlines()
@@ -77,10 +103,13 @@ def test_a_trial_over_its_timeout_is_recorded_as_timed_out_and_the_sweep_goes_on
     out = tmp_path / "sweep"
     grid = tmp_path / "grid.toml"
     # gridwalk with `first` walks into a wall: with no step limit its episode never ends.
-    grid.write_text('games = ["gridwalk"]\nagents = ["first"]\nseeds = 3\nepisodes = 1\n'
-                    'max_steps = 0\ntrial_timeout_s = 2\n')
-    done = rlbridge("sweep", str(grid), "--out", str(out), "--quiet",
-                    env=private_registry(tmp_path))
+    grid.write_text(
+        'games = ["gridwalk"]\nagents = ["first"]\nseeds = 3\nepisodes = 1\n'
+        "max_steps = 0\ntrial_timeout_s = 2\n"
+    )
+    done = rlbridge(
+        "sweep", str(grid), "--out", str(out), "--quiet", env=private_registry(tmp_path)
+    )
     assert done.returncode == 1, done.stderr
     rows = [json.loads(line) for line in (out / RESULTS_FILE).read_text().splitlines()]
     # Every trial ran and has its row, after the first to time out too; none was retried.
@@ -110,9 +139,14 @@ def _terminated_sweep(sweep_args: list[str], env: dict, started, what: str) -> s
     """Start ``rlbridge sweep``, send it SIGTERM once ``started()`` holds, and return its
     stderr after checking the common ending: exit 128+SIGTERM, no traceback, and two lines
     of its own, the second about the SIGTERM."""
-    sweep = subprocess.Popen([sys.executable, "-m", "rlbridge", "sweep", *sweep_args],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                             env=env, start_new_session=True)
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "rlbridge", "sweep", *sweep_args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + SWEEP_TIMEOUT_S  # a hang guard, not the verdict
         while not started():
@@ -137,9 +171,26 @@ def test_sigterm_stops_the_sweep_with_one_line_and_removes_its_trial_directories
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = {**private_registry(tmp_path), "TMPDIR": str(scratch)}
-    _terminated_sweep(["--games", "gridwalk", "--agents", "first", "--seeds", "2",
-                       "--episodes", "1", "--max-steps", "0", "--out", str(out), "--quiet"],
-                      env, lambda: bool(_trial_directories(scratch)), "a trial")
+    _terminated_sweep(
+        [
+            "--games",
+            "gridwalk",
+            "--agents",
+            "first",
+            "--seeds",
+            "2",
+            "--episodes",
+            "1",
+            "--max-steps",
+            "0",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        env,
+        lambda: bool(_trial_directories(scratch)),
+        "a trial",
+    )
     assert _trial_directories(scratch) == []
     assert (out / "logs").is_dir()  # the results directory stays
 
@@ -150,9 +201,24 @@ def test_sigterm_while_ray_starts_is_one_line_and_leaves_no_trial_directory(tmp_
     then used to end the sweep with exit 15 and no word."""
     scratch = Path(ipc_dir)
     env = {**private_registry(tmp_path), "TMPDIR": str(scratch), "RAY_TMPDIR": str(scratch)}
-    _terminated_sweep(["--games", "countdown", "--agents", "random", "--seeds", "2",
-                       "--episodes", "1", "--out", str(tmp_path / "sweep"), "--quiet"],
-                      env, (scratch / "ray").exists, "Ray")
+    _terminated_sweep(
+        [
+            "--games",
+            "countdown",
+            "--agents",
+            "random",
+            "--seeds",
+            "2",
+            "--episodes",
+            "1",
+            "--out",
+            str(tmp_path / "sweep"),
+            "--quiet",
+        ],
+        env,
+        (scratch / "ray").exists,
+        "Ray",
+    )
     assert list(scratch.glob("rlbridge-sweep-*")) == []
 
 
@@ -160,9 +226,18 @@ def test_an_address_where_nothing_listens_is_one_line(tmp_path):
     with socket.socket() as probe:  # a port that was free a moment ago: nothing listens
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    done = rlbridge("sweep", "--games", "countdown", "--agents", "random", "--out",
-                    str(tmp_path / "out"), "--address", f"127.0.0.1:{port}",
-                    timeout=REFUSAL_TIMEOUT_S)
+    done = rlbridge(
+        "sweep",
+        "--games",
+        "countdown",
+        "--agents",
+        "random",
+        "--out",
+        str(tmp_path / "out"),
+        "--address",
+        f"127.0.0.1:{port}",
+        timeout=REFUSAL_TIMEOUT_S,
+    )
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]

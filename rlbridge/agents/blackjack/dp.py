@@ -59,9 +59,12 @@ def dealer_outcomes(showing: int) -> np.ndarray:
 def stick_value(player_sum: int, showing: int) -> float:
     """Expected reward of sticking on ``player_sum`` (<= 21) against ``showing``."""
     probs = dealer_outcomes(showing)
-    return float(sum(
-        p * ((player_sum > score) - (player_sum < score)) for p, score in zip(probs, DEALER_SCORES, strict=True)
-    ))
+    return float(
+        sum(
+            p * ((player_sum > score) - (player_sum < score))
+            for p, score in zip(probs, DEALER_SCORES, strict=True)
+        )
+    )
 
 
 def hit_transitions(player_sum: int, usable: int) -> list[tuple[float, tuple[int, int] | None]]:

@@ -30,10 +30,12 @@ STATES = 22 * 11 * 2
 ACTIONS = (Value(ints=(0,)), Value(ints=(1,)))
 UNIFORM_BATCH = 8192
 #: The messages that once named a file, and what the agent's user does instead.
-_NOT_SERVED = {**SAVE_AND_LOAD,
-               "plot": "save the tables with --opt save=PATH and draw them with `python -m "
-                       "rlbridge.agents.blackjack.plots PATH PREFIX`, or call "
-                       "agent.plot(PREFIX) in the agent's own process"}
+_NOT_SERVED = {
+    **SAVE_AND_LOAD,
+    "plot": "save the tables with --opt save=PATH and draw them with `python -m "
+    "rlbridge.agents.blackjack.plots PATH PREFIX`, or call "
+    "agent.plot(PREFIX) in the agent's own process",
+}
 
 
 def target_policy(stick_at: int = 20, policy_file: Path | None = None) -> list[float]:
@@ -71,8 +73,9 @@ class BlackjackTabularAgent(Agent):
     algorithm = "tabular"
     SHARED_STATE: tuple[str, ...] = ("q", "c", "behaviour_hit", "episodes")
 
-    def __init__(self, seed: int = 0, train: bool = True, save: Path | None = None,
-                 load: Path | None = None):
+    def __init__(
+        self, seed: int = 0, train: bool = True, save: Path | None = None, load: Path | None = None
+    ):
         super().__init__()
         self.train = train
         self.save_path = save
@@ -176,10 +179,14 @@ class BlackjackTabularAgent(Agent):
 
     def save(self, path: str | Path) -> None:
         np.savez(
-            path, algorithm=np.array(self.algorithm), q=self.q_table(),
-            c=np.asarray(self.c).reshape(TABLE_SHAPE), policy=self.policy_table(),
+            path,
+            algorithm=np.array(self.algorithm),
+            q=self.q_table(),
+            c=np.asarray(self.c).reshape(TABLE_SHAPE),
+            policy=self.policy_table(),
             behaviour_hit=np.asarray(self.behaviour_hit).reshape(TABLE_SHAPE[:3]),
-            episodes=np.array(self.episodes), **self.extra_arrays(),
+            episodes=np.array(self.episodes),
+            **self.extra_arrays(),
         )
 
     def load(self, path: str | Path) -> None:
@@ -233,8 +240,13 @@ class MCEvalAgent(BlackjackTabularAgent):
     algorithm = "mc-eval"
     SHARED_STATE = (*BlackjackTabularAgent.SHARED_STATE, "target_hit", "m2")
 
-    def __init__(self, stick_at: int = 20, policy_file: Path | None = None,
-                 visit: Literal["every", "first"] = "every", **options: Any):
+    def __init__(
+        self,
+        stick_at: int = 20,
+        policy_file: Path | None = None,
+        visit: Literal["every", "first"] = "every",
+        **options: Any,
+    ):
         super().__init__(**options)
         if visit not in ("every", "first"):
             raise ValueError(f"option visit must be 'every' or 'first'; got {visit!r}")
@@ -261,8 +273,10 @@ class MCEvalAgent(BlackjackTabularAgent):
     # Any, not ndarray: np.savez takes the dict as keywords, which a typed dict could not
     # tell from its allow_pickle flag.
     def extra_arrays(self) -> dict[str, Any]:
-        return {"m2": np.asarray(self.m2).reshape(TABLE_SHAPE),
-                "target_hit": np.asarray(self.target_hit).reshape(TABLE_SHAPE[:3])}
+        return {
+            "m2": np.asarray(self.m2).reshape(TABLE_SHAPE),
+            "target_hit": np.asarray(self.target_hit).reshape(TABLE_SHAPE[:3]),
+        }
 
     def restore_extra(self, data) -> None:
         self.m2 = data["m2"].astype(float).ravel().tolist()
@@ -353,7 +367,7 @@ def estimated_deal_value(agent) -> tuple[float, float]:
     used = weights > 0
     estimate = float((weights * q).sum())
     spread = np.where(used, variance, 0.0)
-    return estimate, float(np.sqrt((weights ** 2 * spread).sum()))
+    return estimate, float(np.sqrt((weights**2 * spread).sum()))
 
 
 def exploring_starts_program(experiment, episodes: int, max_steps: int = 0, progress=None) -> None:
@@ -368,9 +382,12 @@ def exploring_starts_program(experiment, episodes: int, max_steps: int = 0, prog
         experiment.RL_init()
     seed = experiment.seed if experiment.seed is not None else 0
     rng = np.random.default_rng([seed, 0xE5])  # a stream apart from the env's and agent's
-    starts = zip(rng.integers(12, 22, size=episodes).tolist(),
-                 rng.integers(1, 11, size=episodes).tolist(),
-                 rng.integers(0, 2, size=episodes).tolist(), strict=True)
+    starts = zip(
+        rng.integers(12, 22, size=episodes).tolist(),
+        rng.integers(1, 11, size=episodes).tolist(),
+        rng.integers(0, 2, size=episodes).tolist(),
+        strict=True,
+    )
     update = getattr(progress, "update", progress)
     for player_sum, dealer_card, usable in starts:
         reply = experiment.RL_env_message(f"start {player_sum} {dealer_card} {usable}")

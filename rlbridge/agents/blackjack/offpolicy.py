@@ -40,8 +40,13 @@ class OffPolicyEvalAgent(BlackjackTabularAgent):
     algorithm = "mc-offpolicy-eval"
     SHARED_STATE = (*BlackjackTabularAgent.SHARED_STATE, "target_hit", "w2", "m2")
 
-    def __init__(self, stick_at: int = 20, policy_file: Path | None = None,
-                 behaviour_hit: float = 0.5, **options: Any):
+    def __init__(
+        self,
+        stick_at: int = 20,
+        policy_file: Path | None = None,
+        behaviour_hit: float = 0.5,
+        **options: Any,
+    ):
         super().__init__(**options)
         hit = _behaviour(behaviour_hit)
         self.behaviour_hit = [hit] * STATES
@@ -81,9 +86,11 @@ class OffPolicyEvalAgent(BlackjackTabularAgent):
         return np.minimum(var, 1.0).reshape(TABLE_SHAPE)
 
     def extra_arrays(self) -> dict[str, np.ndarray]:
-        return {"w2": np.asarray(self.w2).reshape(TABLE_SHAPE),
-                "m2": np.asarray(self.m2).reshape(TABLE_SHAPE),
-                "target_hit": np.asarray(self.target_hit).reshape(TABLE_SHAPE[:3])}
+        return {
+            "w2": np.asarray(self.w2).reshape(TABLE_SHAPE),
+            "m2": np.asarray(self.m2).reshape(TABLE_SHAPE),
+            "target_hit": np.asarray(self.target_hit).reshape(TABLE_SHAPE[:3]),
+        }
 
     def restore_extra(self, data) -> None:
         self.w2 = data["w2"].astype(float).ravel().tolist()

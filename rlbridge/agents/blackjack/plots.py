@@ -64,16 +64,27 @@ def cell_pixel(usable_ace: int, player_sum: int, dealer_card: int) -> tuple[int,
 def _table(data) -> np.ndarray:
     table = np.asarray(data, dtype=float)
     if table.ndim != 3 or table.shape[0] < 22 or table.shape[1] < 11 or table.shape[2] != 2:
-        raise ValueError(f"heatmap data must be indexed [sum, dealer, ace], at least (22, 11, 2); "
-                         f"got {table.shape}")
+        raise ValueError(
+            f"heatmap data must be indexed [sum, dealer, ace], at least (22, 11, 2); "
+            f"got {table.shape}"
+        )
     return table
 
 
-def _panel(figure, rect, table: np.ndarray, usable: int, title: str, *, vmin: float,
-           vmax: float, cmap: str):
+def _panel(
+    figure, rect, table: np.ndarray, usable: int, title: str, *, vmin: float, vmax: float, cmap: str
+):
     axis = figure.add_axes(rect)
-    image = axis.imshow(table[12:22, 1:11, usable].T, extent=EXTENT, origin="lower",
-                        aspect="auto", vmin=vmin, vmax=vmax, cmap=cmap, interpolation="nearest")
+    image = axis.imshow(
+        table[12:22, 1:11, usable].T,
+        extent=EXTENT,
+        origin="lower",
+        aspect="auto",
+        vmin=vmin,
+        vmax=vmax,
+        cmap=cmap,
+        interpolation="nearest",
+    )
     axis.set_xticks(np.arange(12, 22) + 0.5, [str(s) for s in range(12, 22)])
     axis.set_yticks(np.arange(1, 11) + 0.5, ["A"] + [str(d) for d in range(2, 11)])
     axis.set_xlabel("player sum")
@@ -82,17 +93,25 @@ def _panel(figure, rect, table: np.ndarray, usable: int, title: str, *, vmin: fl
     return image
 
 
-def plot_heatmaps(data, path: str, title: str, *, vmin: float, vmax: float,
-                  label: str, cmap: str = "viridis") -> str:
+def plot_heatmaps(
+    data, path: str, title: str, *, vmin: float, vmax: float, label: str, cmap: str = "viridis"
+) -> str:
     """Draw ``data`` (indexed [sum, dealer, usable], at least 22 x 11 x 2) to ``path``."""
     table = _table(data)
     figure = Figure(figsize=FIGSIZE, dpi=DPI)
     FigureCanvasAgg(figure)
     image = None
     for usable, (rect, panel_title) in enumerate(zip(PANELS, TITLES, strict=True)):
-        image = _panel(figure, rect, table, usable,
-                       f"{title}: {panel_title}" if title else panel_title,
-                       vmin=vmin, vmax=vmax, cmap=cmap)
+        image = _panel(
+            figure,
+            rect,
+            table,
+            usable,
+            f"{title}: {panel_title}" if title else panel_title,
+            vmin=vmin,
+            vmax=vmax,
+            cmap=cmap,
+        )
     colorbar_axis = figure.add_axes(COLORBAR)
     figure.colorbar(image, cax=colorbar_axis, label=label)
     figure.savefig(path, dpi=DPI, format="png")
@@ -116,19 +135,26 @@ def plot_saved(npz_path: str, prefix: str) -> list[str]:
         name = str(data["algorithm"]) if "algorithm" in data else "agent"
     greedy = (policy[..., 1] > 0.5).astype(np.int8)
     values = (q * policy).sum(axis=-1)
-    return [plot_policy(greedy, f"{prefix}_policy.png", name),
-            plot_values(values, f"{prefix}_value.png", name)]
+    return [
+        plot_policy(greedy, f"{prefix}_policy.png", name),
+        plot_values(values, f"{prefix}_value.png", name),
+    ]
 
 
 #: The four-panel figure: 1000 x 800 pixels; (kind, usable ace) -> panel rectangle.
 COMBINED_FIGSIZE = (10.0, 8.0)
-COMBINED_PANELS = {("policy", 1): (0.07, 0.54, 0.33, 0.36), ("value", 1): (0.55, 0.54, 0.33, 0.36),
-                   ("policy", 0): (0.07, 0.07, 0.33, 0.36), ("value", 0): (0.55, 0.07, 0.33, 0.36)}
+COMBINED_PANELS = {
+    ("policy", 1): (0.07, 0.54, 0.33, 0.36),
+    ("value", 1): (0.55, 0.54, 0.33, 0.36),
+    ("policy", 0): (0.07, 0.07, 0.33, 0.36),
+    ("value", 0): (0.55, 0.07, 0.33, 0.36),
+}
 COMBINED_COLORBARS = {"policy": (0.415, 0.07, 0.015, 0.83), "value": (0.895, 0.07, 0.015, 0.83)}
 
 
-def combined_cell_pixel(kind: str, usable_ace: int, player_sum: int,
-                        dealer_card: int) -> tuple[int, int]:
+def combined_cell_pixel(
+    kind: str, usable_ace: int, player_sum: int, dealer_card: int
+) -> tuple[int, int]:
     """:func:`cell_pixel` for the four-panel figure; ``kind`` is "policy" or "value"."""
     return _pixel(COMBINED_PANELS[(kind, usable_ace)], COMBINED_FIGSIZE, player_sum, dealer_card)
 
@@ -147,19 +173,38 @@ def plot_policy_and_values(hit, values, path: str, title: str, seeds: int = 1) -
     for (kind, usable), rect in COMBINED_PANELS.items():
         ace = "usable ace" if usable else "no usable ace"
         if kind == "policy":
-            images[kind] = _panel(figure, rect, hit_table, usable, f"policy, {ace}",
-                                  vmin=0.0, vmax=1.0, cmap="viridis")
+            images[kind] = _panel(
+                figure,
+                rect,
+                hit_table,
+                usable,
+                f"policy, {ace}",
+                vmin=0.0,
+                vmax=1.0,
+                cmap="viridis",
+            )
         else:
-            images[kind] = _panel(figure, rect, value_table, usable, f"state value, {ace}",
-                                  vmin=-1.0, vmax=1.0, cmap="viridis")
-    policy_bar = figure.colorbar(images["policy"], cax=figure.add_axes(COMBINED_COLORBARS["policy"]))
+            images[kind] = _panel(
+                figure,
+                rect,
+                value_table,
+                usable,
+                f"state value, {ace}",
+                vmin=-1.0,
+                vmax=1.0,
+                cmap="viridis",
+            )
+    policy_bar = figure.colorbar(
+        images["policy"], cax=figure.add_axes(COMBINED_COLORBARS["policy"])
+    )
     if seeds > 1:
         policy_bar.set_label(f"share of the {seeds} seeds that hit")
     else:
         policy_bar.set_ticks([0.0, 1.0], labels=["stick", "hit"])
     value_label = "state value" + (f", mean of {seeds} seeds" if seeds > 1 else "")
-    figure.colorbar(images["value"], cax=figure.add_axes(COMBINED_COLORBARS["value"]),
-                    label=value_label)
+    figure.colorbar(
+        images["value"], cax=figure.add_axes(COMBINED_COLORBARS["value"]), label=value_label
+    )
     figure.savefig(path, dpi=DPI, format="png")
     return path
 

@@ -50,7 +50,7 @@ def line_heuristic(line: list[int]) -> float:
     total = 0.0
     empty = merges = counter = previous = 0
     for rank in line:
-        total += rank ** SUM_POWER
+        total += rank**SUM_POWER
         if rank == 0:
             empty += 1
             continue
@@ -65,11 +65,16 @@ def line_heuristic(line: list[int]) -> float:
     towards_start = towards_end = 0.0
     for a, b in zip(line[:-1], line[1:], strict=True):
         if a > b:
-            towards_start += a ** MONOTONICITY_POWER - b ** MONOTONICITY_POWER
+            towards_start += a**MONOTONICITY_POWER - b**MONOTONICITY_POWER
         else:
-            towards_end += b ** MONOTONICITY_POWER - a ** MONOTONICITY_POWER
-    return (LOST_PENALTY + EMPTY_WEIGHT * empty + MERGES_WEIGHT * merges
-            - MONOTONICITY_WEIGHT * min(towards_start, towards_end) - SUM_WEIGHT * total)
+            towards_end += b**MONOTONICITY_POWER - a**MONOTONICITY_POWER
+    return (
+        LOST_PENALTY
+        + EMPTY_WEIGHT * empty
+        + MERGES_WEIGHT * merges
+        - MONOTONICITY_WEIGHT * min(towards_start, towards_end)
+        - SUM_WEIGHT * total
+    )
 
 
 def _place(line: list[int], shifts: tuple[int, ...]) -> int:
@@ -80,8 +85,12 @@ def _both_ways(line: list[int], shifts: tuple[int, ...]) -> tuple[int, int, floa
     """The line slid towards its start and towards its end, placed, and their heuristics."""
     forward = slide_line(line)[0]
     backward = slide_line(line[::-1])[0][::-1]
-    return (_place(forward, shifts), _place(backward, shifts),
-            line_heuristic(forward), line_heuristic(backward))
+    return (
+        _place(forward, shifts),
+        _place(backward, shifts),
+        line_heuristic(forward),
+        line_heuristic(backward),
+    )
 
 
 def _place_both(result: tuple[int, int, float, float], base: int):
@@ -106,8 +115,16 @@ HC0, HC1, HC2, HC3 = (LineTable(shifts, _heuristic, keep) for shifts in _COLS)
 
 def heuristic(board: int) -> float:
     """The board's heuristic score: its rows' and columns' line scores summed."""
-    return (HR0[board & R0] + HR1[board & R1] + HR2[board & R2] + HR3[board & R3]
-            + HC0[board & C0] + HC1[board & C1] + HC2[board & C2] + HC3[board & C3])
+    return (
+        HR0[board & R0]
+        + HR1[board & R1]
+        + HR2[board & R2]
+        + HR3[board & R3]
+        + HC0[board & C0]
+        + HC1[board & C1]
+        + HC2[board & C2]
+        + HC3[board & C3]
+    )
 
 
 def after_states(board: int) -> list[tuple[int, int, float]]:
@@ -123,20 +140,61 @@ def after_states(board: int) -> list[tuple[int, int, float]]:
     out = []
     up = u0 | u1 | u2 | u3
     if up != board:
-        out.append((UP, up, hu0 + hu1 + hu2 + hu3 + HR0[up & R0] + HR1[up & R1]
-                    + HR2[up & R2] + HR3[up & R3]))
+        out.append(
+            (
+                UP,
+                up,
+                hu0 + hu1 + hu2 + hu3 + HR0[up & R0] + HR1[up & R1] + HR2[up & R2] + HR3[up & R3],
+            )
+        )
     down = d0 | d1 | d2 | d3
     if down != board:
-        out.append((DOWN, down, hd0 + hd1 + hd2 + hd3 + HR0[down & R0] + HR1[down & R1]
-                    + HR2[down & R2] + HR3[down & R3]))
+        out.append(
+            (
+                DOWN,
+                down,
+                hd0
+                + hd1
+                + hd2
+                + hd3
+                + HR0[down & R0]
+                + HR1[down & R1]
+                + HR2[down & R2]
+                + HR3[down & R3],
+            )
+        )
     left = l0 | l1 | l2 | l3
     if left != board:
-        out.append((LEFT, left, hl0 + hl1 + hl2 + hl3 + HC0[left & C0] + HC1[left & C1]
-                    + HC2[left & C2] + HC3[left & C3]))
+        out.append(
+            (
+                LEFT,
+                left,
+                hl0
+                + hl1
+                + hl2
+                + hl3
+                + HC0[left & C0]
+                + HC1[left & C1]
+                + HC2[left & C2]
+                + HC3[left & C3],
+            )
+        )
     right = r0 | r1 | r2 | r3
     if right != board:
-        out.append((RIGHT, right, hr0 + hr1 + hr2 + hr3 + HC0[right & C0] + HC1[right & C1]
-                    + HC2[right & C2] + HC3[right & C3]))
+        out.append(
+            (
+                RIGHT,
+                right,
+                hr0
+                + hr1
+                + hr2
+                + hr3
+                + HC0[right & C0]
+                + HC1[right & C1]
+                + HC2[right & C2]
+                + HC3[right & C3],
+            )
+        )
     return out
 
 
@@ -154,24 +212,56 @@ def best_after_state_score(board: int) -> float:
     best = 0.0
     after = u0 | u1 | u2 | u3
     if after != board:
-        best = (hu0 + hu1 + hu2 + hu3 + HR0[after & R0] + HR1[after & R1]
-                + HR2[after & R2] + HR3[after & R3])
+        best = (
+            hu0
+            + hu1
+            + hu2
+            + hu3
+            + HR0[after & R0]
+            + HR1[after & R1]
+            + HR2[after & R2]
+            + HR3[after & R3]
+        )
     after = d0 | d1 | d2 | d3
     if after != board:
-        score = (hd0 + hd1 + hd2 + hd3 + HR0[after & R0] + HR1[after & R1]
-                 + HR2[after & R2] + HR3[after & R3])
+        score = (
+            hd0
+            + hd1
+            + hd2
+            + hd3
+            + HR0[after & R0]
+            + HR1[after & R1]
+            + HR2[after & R2]
+            + HR3[after & R3]
+        )
         if score > best:
             best = score
     after = l0 | l1 | l2 | l3
     if after != board:
-        score = (hl0 + hl1 + hl2 + hl3 + HC0[after & C0] + HC1[after & C1]
-                 + HC2[after & C2] + HC3[after & C3])
+        score = (
+            hl0
+            + hl1
+            + hl2
+            + hl3
+            + HC0[after & C0]
+            + HC1[after & C1]
+            + HC2[after & C2]
+            + HC3[after & C3]
+        )
         if score > best:
             best = score
     after = r0 | r1 | r2 | r3
     if after != board:
-        score = (hr0 + hr1 + hr2 + hr3 + HC0[after & C0] + HC1[after & C1]
-                 + HC2[after & C2] + HC3[after & C3])
+        score = (
+            hr0
+            + hr1
+            + hr2
+            + hr3
+            + HC0[after & C0]
+            + HC1[after & C1]
+            + HC2[after & C2]
+            + HC3[after & C3]
+        )
         if score > best:
             best = score
     return best
@@ -278,8 +368,13 @@ class ExpectimaxAgent(Agent):
     name = "2048-expectimax"
     THINK_OPTION = ("time_ms", 0.001)
 
-    def __init__(self, time_ms: float = 20.0, depth: int = 0, max_depth: int = 6,
-                 spawn: Literal["two", "standard"] = "two"):
+    def __init__(
+        self,
+        time_ms: float = 20.0,
+        depth: int = 0,
+        max_depth: int = 6,
+        spawn: Literal["two", "standard"] = "two",
+    ):
         super().__init__()
         if spawn not in ("two", "standard"):
             raise ValueError(f"spawn must be 'two' or 'standard'; got {spawn!r}")

@@ -41,8 +41,13 @@ class SeedMCTS:
 
     _BUFFER = 1 << 14
 
-    def __init__(self, c: float = 100.0, rollout_depth: int = 10,
-                 four_probability: float = 0.0, seed: int = 0):
+    def __init__(
+        self,
+        c: float = 100.0,
+        rollout_depth: int = 10,
+        four_probability: float = 0.0,
+        seed: int = 0,
+    ):
         self.c = c
         self.rollout_depth = rollout_depth
         self.four_probability = four_probability
@@ -59,7 +64,7 @@ class SeedMCTS:
             self._draws = self.rng.random(max(self._BUFFER, count)).tolist()
             self._at = 0
         self._at += count
-        return self._draws[self._at - count:self._at]
+        return self._draws[self._at - count : self._at]
 
     def _spawn(self, board: int) -> int:
         cells = empty_shifts(board)
@@ -133,6 +138,7 @@ class SeedMCTS:
                 self.iterate(root, board)
                 passes += 1
                 mean = (time.process_time() - start) / passes
+
         def value(action: int) -> float:
             child = root.children[action]
             return -math.inf if child is None else child.q
@@ -158,9 +164,15 @@ class SeedMCTSAgent(Agent):
     name = "2048-mcts"
     THINK_OPTION = ("time", 1.0)
 
-    def __init__(self, time: float = 1.0, iterations: int = 0, c: float = 100.0,
-                 rollout_depth: int = 10, spawn: Literal["two", "standard"] = "two",
-                 seed: int = 0):
+    def __init__(
+        self,
+        time: float = 1.0,
+        iterations: int = 0,
+        c: float = 100.0,
+        rollout_depth: int = 10,
+        spawn: Literal["two", "standard"] = "two",
+        seed: int = 0,
+    ):
         super().__init__()
         if spawn not in ("two", "standard"):
             raise ValueError(f"spawn must be 'two' or 'standard'; got {spawn!r}")

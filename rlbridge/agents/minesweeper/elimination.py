@@ -33,7 +33,9 @@ def _around(cell: int, is_open: list[bool], neighbours, marks: dict) -> tuple[in
     return known_mines, unknown
 
 
-def elimination_marks(hints: list[int], is_open: list[bool], neighbours, marks: dict | None = None) -> dict[int, int]:
+def elimination_marks(
+    hints: list[int], is_open: list[bool], neighbours, marks: dict | None = None
+) -> dict[int, int]:
     """The seed's ``update_elimination`` to its fixed point, from the observation only.
 
     Returns {cell: 1 proven mine, -1 proven safe} for unopened cells; ``marks`` seeds it
@@ -80,8 +82,13 @@ class MinesweeperAgentBase(Agent):
 
     SHARED_STATE = ("stats",)
 
-    def __init__(self, seed: int = 0, mines: int | None = None, save: Path | None = None,
-                 load: Path | None = None):
+    def __init__(
+        self,
+        seed: int = 0,
+        mines: int | None = None,
+        save: Path | None = None,
+        load: Path | None = None,
+    ):
         super().__init__()
         self.rng = np.random.default_rng(seed)
         self.mines_option = mines
@@ -109,7 +116,9 @@ class MinesweeperAgentBase(Agent):
         with open_regular(path) as handle:
             payload = msgpack.unpackb(handle.read())
         if payload.get("agent") != type(self).__name__:
-            raise ValueError(f"{path} holds a {payload.get('agent')!r} agent; expected {type(self).__name__}")
+            raise ValueError(
+                f"{path} holds a {payload.get('agent')!r} agent; expected {type(self).__name__}"
+            )
         self.apply_settings(payload["settings"])
         self.stats = {key: int(value) for key, value in payload["stats"].items()}
 
@@ -124,8 +133,10 @@ class MinesweeperAgentBase(Agent):
         mines = extra.get("mines")
         num_mines = int(mines) if mines else self.mines_option
         if num_mines is None:
-            raise ValueError("the mine count is unknown: the task spec's EXTRA lacks mines=; "
-                             "pass the agent option mines=N")
+            raise ValueError(
+                "the mine count is unknown: the task spec's EXTRA lacks mines=; "
+                "pass the agent option mines=N"
+            )
         self.num_mines = num_mines
         self.first_click = extra.get("first_click", "none")
         self.neighbours = neighbour_table(self.rows, self.cols)

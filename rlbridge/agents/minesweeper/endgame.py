@@ -18,8 +18,9 @@ from math import comb
 ENDGAME_WORK = 8_000
 
 
-def enumerate_layouts(hints: list[int], is_open: list[bool], neighbours, mines: int,
-                      known_mines: set[int], limit: int) -> list[frozenset[int]] | None:
+def enumerate_layouts(
+    hints: list[int], is_open: list[bool], neighbours, mines: int, known_mines: set[int], limit: int
+) -> list[frozenset[int]] | None:
     """Every mine layout (as a set of cells, known mines included) consistent with the
     observation, or None if there are more than ``limit``."""
     cells = len(hints)
@@ -97,8 +98,13 @@ def enumerate_layouts(hints: list[int], is_open: list[bool], neighbours, mines: 
 class EndgameSearch:
     """Win probabilities of guesses over an explicit list of layouts, memoised by subset."""
 
-    def __init__(self, layouts: list[frozenset[int]], candidates: list[int], neighbours,
-                 work: int = ENDGAME_WORK):
+    def __init__(
+        self,
+        layouts: list[frozenset[int]],
+        candidates: list[int],
+        neighbours,
+        work: int = ENDGAME_WORK,
+    ):
         self.layouts = layouts
         self.candidates = candidates
         self.neighbours = neighbours

@@ -56,8 +56,13 @@ class _Component:
     """Solutions of one independent group of boxes: weight and weighted box mine counts
     per total mine count ``t`` (exact integers). ``nodes`` is the backtracking work."""
 
-    def __init__(self, boxes: list[list[int]], constraints: list[tuple[list[int], int]],
-                 node_limit: int = NODE_LIMIT, relax: bool = True):
+    def __init__(
+        self,
+        boxes: list[list[int]],
+        constraints: list[tuple[list[int], int]],
+        node_limit: int = NODE_LIMIT,
+        relax: bool = True,
+    ):
         self.boxes = boxes
         self.exact = True
         self.nodes = 0
@@ -139,8 +144,11 @@ class _Component:
         parts = []
         for side in (half, set(order) - half):
             local = {b: i for i, b in enumerate(sorted(side))}
-            kept = [([local[b] for b in members], value) for members, value in constraints
-                    if all(b in side for b in members)]
+            kept = [
+                ([local[b] for b in members], value)
+                for members, value in constraints
+                if all(b in side for b in members)
+            ]
             part = _Component([boxes[b] for b in sorted(side)], kept, node_limit)
             self.nodes += part.nodes
             parts.append((sorted(side), part))
@@ -202,8 +210,12 @@ class Solution:
         return min(low, self.p_outside) if self.outside else low
 
 
-def board_constraints(hints: list[int], is_open: list[bool], neighbours,
-                      known_mines: set[int] | frozenset = frozenset()) -> tuple[list[Constraint], list[int]]:
+def board_constraints(
+    hints: list[int],
+    is_open: list[bool],
+    neighbours,
+    known_mines: set[int] | frozenset = frozenset(),
+) -> tuple[list[Constraint], list[int]]:
     """The hints' constraints on unknown cells, and the unknown cells (unopened, not known mines)."""
     constraints: list[Constraint] = []
     for cell, opened in enumerate(is_open):
@@ -223,7 +235,9 @@ def board_constraints(hints: list[int], is_open: list[bool], neighbours,
     return constraints, unknown
 
 
-def reveal(constraints: list[Constraint], cell: int, around: tuple[int, ...], need: int) -> list[Constraint]:
+def reveal(
+    constraints: list[Constraint], cell: int, around: tuple[int, ...], need: int
+) -> list[Constraint]:
     """The constraints after ``cell`` opens safe showing ``need`` mines among its unknown
     neighbours ``around`` (known mines already subtracted)."""
     out = []
@@ -238,9 +252,14 @@ def reveal(constraints: list[Constraint], cell: int, around: tuple[int, ...], ne
     return out
 
 
-def solve_constraints(constraints: list[Constraint], unknown: list[int], left: int,
-                      cache: dict | None = None, node_limit: int = NODE_LIMIT,
-                      relax: bool = True) -> Solution:
+def solve_constraints(
+    constraints: list[Constraint],
+    unknown: list[int],
+    left: int,
+    cache: dict | None = None,
+    node_limit: int = NODE_LIMIT,
+    relax: bool = True,
+) -> Solution:
     """Probabilities given constraints over ``unknown`` cells holding ``left`` mines.
 
     ``work`` in the result counts backtracking nodes plus constraints and frontier cells
@@ -281,7 +300,9 @@ def solve_constraints(constraints: list[Constraint], unknown: list[int], left: i
     for group in groups.values():
         local = {b: i for i, b in enumerate(group)}
         wanted = sorted({c for b in group for c in touching[boxes[b][0]]})
-        local_constraints = [([local[b] for b in constraint_boxes[c]], constraints[c][1]) for c in wanted]
+        local_constraints = [
+            ([local[b] for b in constraint_boxes[c]], constraints[c][1]) for c in wanted
+        ]
         component_boxes = [boxes[b] for b in group]
         cache_key = None
         if cache is not None:
@@ -336,9 +357,14 @@ def solve_constraints(constraints: list[Constraint], unknown: list[int], left: i
     return Solution(box_probabilities, unknown, outside, p_outside, total, work, exact)
 
 
-def solve_board(hints: list[int], is_open: list[bool], neighbours, mines: int,
-                known_mines: set[int] | frozenset = frozenset(),
-                cache: dict | None = None) -> tuple[dict[int, float], int]:
+def solve_board(
+    hints: list[int],
+    is_open: list[bool],
+    neighbours,
+    mines: int,
+    known_mines: set[int] | frozenset = frozenset(),
+    cache: dict | None = None,
+) -> tuple[dict[int, float], int]:
     """Mine probabilities of the unopened cells (1 for known mines) and the number of mine
     layouts consistent with the observation (0 if none is). ``cache`` (a dict kept by the
     caller) reuses the enumeration of components seen before."""
@@ -349,8 +375,13 @@ def solve_board(hints: list[int], is_open: list[bool], neighbours, mines: int,
     return probabilities, solution.total
 
 
-def mine_probabilities(hints: list[int], is_open: list[bool], neighbours, mines: int,
-                       known_mines: set[int] | frozenset = frozenset()) -> dict[int, float]:
+def mine_probabilities(
+    hints: list[int],
+    is_open: list[bool],
+    neighbours,
+    mines: int,
+    known_mines: set[int] | frozenset = frozenset(),
+) -> dict[int, float]:
     """The exact probability that each unopened cell holds a mine, given the observation,
     the total ``mines``, and cells already known to be mines. Unopened cells only."""
     return solve_board(hints, is_open, neighbours, mines, known_mines)[0]

@@ -66,9 +66,15 @@ class SolverAgent(MinesweeperAgentBase):
 
     name = "minesweeper-solver"
 
-    def __init__(self, lookahead: int = 6, spread: float = 0.3, endgame: int = 40,
-                 rule: Literal["auto", "progress", "survival"] = "auto", work: int = WORK_LIMIT,
-                 **options: Any):
+    def __init__(
+        self,
+        lookahead: int = 6,
+        spread: float = 0.3,
+        endgame: int = 40,
+        rule: Literal["auto", "progress", "survival"] = "auto",
+        work: int = WORK_LIMIT,
+        **options: Any,
+    ):
         self.opening: int | None = None
         self.lookahead = lookahead
         self.spread = spread
@@ -80,8 +86,13 @@ class SolverAgent(MinesweeperAgentBase):
         super().__init__(**options)
 
     def settings(self) -> dict:
-        return {"lookahead": self.lookahead, "spread": self.spread, "endgame": self.endgame,
-                "rule": self.rule, "work": self.work_limit}
+        return {
+            "lookahead": self.lookahead,
+            "spread": self.spread,
+            "endgame": self.endgame,
+            "rule": self.rule,
+            "work": self.work_limit,
+        }
 
     def apply_settings(self, settings: dict) -> None:
         self.lookahead = int(settings.get("lookahead", self.lookahead))
@@ -119,7 +130,9 @@ class SolverAgent(MinesweeperAgentBase):
         if self.safe:
             return min(self.safe)
         constraints, unknown = board_constraints(hints, is_open, self.neighbours, self.known_mines)
-        solution = solve_constraints(constraints, unknown, self.num_mines - len(self.known_mines), self.cache)
+        solution = solve_constraints(
+            constraints, unknown, self.num_mines - len(self.known_mines), self.cache
+        )
         probabilities = {c: 1.0 for c in self.known_mines if not is_open[c]}
         probabilities.update(solution.probabilities())
         total = solution.total
@@ -144,7 +157,9 @@ class SolverAgent(MinesweeperAgentBase):
         col = max(0, min(2, self.cols - 2))
         return row * self.cols + col
 
-    def _zero_chance(self, cell: int, p: float, probabilities: dict[int, float], is_open: list[bool]) -> float:
+    def _zero_chance(
+        self, cell: int, p: float, probabilities: dict[int, float], is_open: list[bool]
+    ) -> float:
         """Chance that the cell is safe and shows a 0 (neighbours taken as independent)."""
         zero = 1.0 - p
         for n in self.neighbours[cell]:
@@ -152,28 +167,46 @@ class SolverAgent(MinesweeperAgentBase):
                 zero *= 1.0 - probabilities.get(n, 0.0)
         return zero
 
-    def _guess(self, probabilities: dict[int, float], solution: Solution, constraints, unknown,
-               hints: list[int], is_open: list[bool]) -> int:
+    def _guess(
+        self,
+        probabilities: dict[int, float],
+        solution: Solution,
+        constraints,
+        unknown,
+        hints: list[int],
+        is_open: list[bool],
+    ) -> int:
         live = {c: p for c, p in probabilities.items() if c not in self.known_mines}
         lowest = min(live.values())
         total = solution.total
         if 0 < total <= self.endgame:
-            layouts = enumerate_layouts(hints, is_open, self.neighbours, self.num_mines,
-                                        self.known_mines, self.endgame)
-            values = EndgameSearch(layouts, sorted(live), self.neighbours).guess_values() if layouts else None
+            layouts = enumerate_layouts(
+                hints, is_open, self.neighbours, self.num_mines, self.known_mines, self.endgame
+            )
+            values = (
+                EndgameSearch(layouts, sorted(live), self.neighbours).guess_values()
+                if layouts
+                else None
+            )
             if values:
                 return max(values, key=lambda c: (round(values[c], 12), -live[c], -c))
         window = lowest * (1.0 + self.spread) + 1e-12
         ranked = sorted(
             (c for c, p in live.items() if p <= window),
-            key=lambda c: (live[c] > lowest + 1e-12, -self._zero_chance(c, live[c], probabilities, is_open), c),
+            key=lambda c: (
+                live[c] > lowest + 1e-12,
+                -self._zero_chance(c, live[c], probabilities, is_open),
+                c,
+            ),
         )
         # Half the places go to the safest cells, the rest to the best of the window, so
         # that many equally safe cells (off the frontier) do not crowd out the others.
         size = max(self.lookahead, 1)
         tied = [c for c in ranked if live[c] <= lowest + 1e-12]
         candidates = tied[: max(size // 2, 1)]
-        candidates += sorted((c for c in ranked if c not in candidates), key=lambda c: live[c])[: size - len(candidates)]
+        candidates += sorted((c for c in ranked if c not in candidates), key=lambda c: live[c])[
+            : size - len(candidates)
+        ]
         if len(candidates) == 1 or total == 0:
             return candidates[0]
         best, best_value = candidates[0], -1.0
@@ -185,7 +218,9 @@ class SolverAgent(MinesweeperAgentBase):
         self.last_work = 0
         for cell in candidates:
             try:
-                progress, survival, work = self._progress(cell, constraints, unknown, left, total, is_open, budget)
+                progress, survival, work = self._progress(
+                    cell, constraints, unknown, left, total, is_open, budget
+                )
             except OverBudget:
                 break
             budget -= work
@@ -196,13 +231,23 @@ class SolverAgent(MinesweeperAgentBase):
                 best, best_value = cell, value
         return best
 
-    def _progress(self, cell: int, constraints, unknown, left: int, total: int,
-                  is_open: list[bool], budget: int) -> tuple[float, float, int]:
+    def _progress(
+        self,
+        cell: int,
+        constraints,
+        unknown,
+        left: int,
+        total: int,
+        is_open: list[bool],
+        budget: int,
+    ) -> tuple[float, float, int]:
         """P(cell is safe and the hint it shows proves some other cell safe), P(cell is
         safe and so is the safest cell after its hint), and the work spent. Raises
         :class:`OverBudget` if that would exceed ``budget``."""
         known = sum(1 for n in self.neighbours[cell] if n in self.known_mines)
-        around = tuple(n for n in self.neighbours[cell] if not is_open[n] and n not in self.known_mines)
+        around = tuple(
+            n for n in self.neighbours[cell] if not is_open[n] and n not in self.known_mines
+        )
         rest = [c for c in unknown if c != cell]
         progress = 0
         survival = 0.0
@@ -210,8 +255,14 @@ class SolverAgent(MinesweeperAgentBase):
         for value in range(known, known + len(around) + 1):
             if work >= budget:
                 raise OverBudget
-            after = solve_constraints(reveal(constraints, cell, around, value - known), rest, left,
-                                      self.cache, node_limit=budget - work, relax=False)
+            after = solve_constraints(
+                reveal(constraints, cell, around, value - known),
+                rest,
+                left,
+                self.cache,
+                node_limit=budget - work,
+                relax=False,
+            )
             work += after.work + len(constraints)
             if not after.total:
                 continue

@@ -36,12 +36,20 @@ class MissionQLearningAgent(Agent):
     name = "mission-qlearning"
     SHARED_STATE = ("q", "returns")
 
-    def __init__(self, alpha: float = 0.1, epsilon: float = 0.01, gamma: float = 1.0,
-                 learn: bool = True, seed: int = 0):
+    def __init__(
+        self,
+        alpha: float = 0.1,
+        epsilon: float = 0.01,
+        gamma: float = 1.0,
+        learn: bool = True,
+        seed: int = 0,
+    ):
         super().__init__()
-        for option, value, low, high in (("alpha", alpha, 0.0, 1.0),
-                                         ("epsilon", epsilon, 0.0, 1.0),
-                                         ("gamma", gamma, 0.0, 1.0)):
+        for option, value, low, high in (
+            ("alpha", alpha, 0.0, 1.0),
+            ("epsilon", epsilon, 0.0, 1.0),
+            ("gamma", gamma, 0.0, 1.0),
+        ):
             if not low <= value <= high:
                 raise OptionError(f"{option} must be in [{low:g}, {high:g}]; got {value}")
         self.alpha, self.epsilon, self.gamma, self.learn = alpha, epsilon, gamma, learn
@@ -57,9 +65,11 @@ class MissionQLearningAgent(Agent):
     def agent_init(self, task_spec: TaskSpec) -> None:
         super().agent_init(task_spec)
         if len(task_spec.observations.doubles) < 3:
-            raise OptionError("mission-qlearning needs ObservationFromFullStats (XPos, YPos, "
-                              f"ZPos as doubles); the task spec has "
-                              f"{len(task_spec.observations.doubles)} doubles")
+            raise OptionError(
+                "mission-qlearning needs ObservationFromFullStats (XPos, YPos, "
+                f"ZPos as doubles); the task spec has "
+                f"{len(task_spec.observations.doubles)} doubles"
+            )
         bounds = task_spec.actions.int_bounds()
         self.actions = int(bounds[0][1] - bounds[0][0] + 1)
 

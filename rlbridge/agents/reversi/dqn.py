@@ -23,9 +23,11 @@ PASS = -1
 #: directory finds them.
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 #: The messages that once named a file, and what the agent's user does instead.
-_NOT_SERVED = {**SAVE_AND_LOAD,
-               "plot": "start the agent with --opt curve=PATH (drawn at cleanup), or call "
-                       "agent.plot(PATH) in its own process"}
+_NOT_SERVED = {
+    **SAVE_AND_LOAD,
+    "plot": "start the agent with --opt curve=PATH (drawn at cleanup), or call "
+    "agent.plot(PATH) in its own process",
+}
 
 
 def shipped_weights(cells: int) -> Path:
@@ -34,8 +36,10 @@ def shipped_weights(cells: int) -> Path:
     path = WEIGHTS_DIR / f"reversi_dqn_{size}x{size}.npz"
     if not path.exists():
         shipped = sorted(p.stem.removeprefix("reversi_dqn_") for p in WEIGHTS_DIR.glob("*.npz"))
-        raise ValueError(f"reversi-dqn ships weights for {', '.join(shipped)} only; got a "
-                         f"{size}x{size} board: pass mode=train to train, or load=PATH")
+        raise ValueError(
+            f"reversi-dqn ships weights for {', '.join(shipped)} only; got a "
+            f"{size}x{size} board: pass mode=train to train, or load=PATH"
+        )
     return path
 
 
@@ -88,7 +92,7 @@ class MLP:
     def _adam(self, grads: list[np.ndarray], beta1: float = 0.9, beta2: float = 0.999) -> None:
         self.updates += 1
         t = self.updates
-        scale = self.lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+        scale = self.lr * math.sqrt(1 - beta2**t) / (1 - beta1**t)
         for k, (param, grad) in enumerate(zip(self.params(), grads, strict=True)):
             m, v = self._moments[2 * k], self._moments[2 * k + 1]
             m *= beta1
@@ -109,8 +113,10 @@ class MLP:
     def load_arrays(self, data) -> None:
         for i in range(len(self.weights)):
             if data[f"w{i}"].shape != self.weights[i].shape:
-                raise ValueError(f"layer {i} weights have shape {data[f'w{i}'].shape}; "
-                                 f"expected {self.weights[i].shape}")
+                raise ValueError(
+                    f"layer {i} weights have shape {data[f'w{i}'].shape}; "
+                    f"expected {self.weights[i].shape}"
+                )
             self.weights[i][...] = data[f"w{i}"]
             self.biases[i][...] = data[f"b{i}"]
 
@@ -140,8 +146,14 @@ class ReplayMemory:
 
     def sample(self, batch: int, rng: np.random.Generator):
         idx = rng.integers(self.size, size=batch)
-        return (self.states[idx].astype(np.float32), self.actions[idx], self.rewards[idx],
-                self.next_states[idx].astype(np.float32), self.next_legal[idx], self.done[idx])
+        return (
+            self.states[idx].astype(np.float32),
+            self.actions[idx],
+            self.rewards[idx],
+            self.next_states[idx].astype(np.float32),
+            self.next_legal[idx],
+            self.done[idx],
+        )
 
 
 class ReversiDQNAgent(Agent):
@@ -190,13 +202,27 @@ class ReversiDQNAgent(Agent):
     #: own episode (frames, pending transition, return) and generator, seeded per instance.
     SHARED_STATE = ("net", "target", "memory", "returns", "losses", "moves", "weights")
 
-    def __init__(self, mode: Literal["train", "test"] = "test", n_frames: int = 9,
-                 hidden: tuple[int, ...] = (64,) * 8, memory: int = 20000, batch: int = 128,
-                 gamma: float = 0.99, lr: float = 0.0005, epsilon_start: float = 1.0,
-                 epsilon_end: float = 0.05, epsilon_steps: int = 100000,
-                 epsilon_test: float = 0.0, train_every: int = 4, target_every: int = 500,
-                 warmup: int = 2000, save: Path | None = None, load: Path | None = None,
-                 curve: Path | None = None, seed: int = 0):
+    def __init__(
+        self,
+        mode: Literal["train", "test"] = "test",
+        n_frames: int = 9,
+        hidden: tuple[int, ...] = (64,) * 8,
+        memory: int = 20000,
+        batch: int = 128,
+        gamma: float = 0.99,
+        lr: float = 0.0005,
+        epsilon_start: float = 1.0,
+        epsilon_end: float = 0.05,
+        epsilon_steps: int = 100000,
+        epsilon_test: float = 0.0,
+        train_every: int = 4,
+        target_every: int = 500,
+        warmup: int = 2000,
+        save: Path | None = None,
+        load: Path | None = None,
+        curve: Path | None = None,
+        seed: int = 0,
+    ):
         super().__init__()
         self.set_mode(mode)
         self.n_frames, self.hidden = n_frames, list(hidden)
@@ -306,8 +332,14 @@ class ReversiDQNAgent(Agent):
         self.returns.append(self.episode_return)
         if self.mode == "train" and self.pending is not None:
             empty = np.zeros(self.pending[0].shape, dtype=np.uint8)
-            self.memory.add(self.pending[0], self.pending[1], reward, empty,
-                            np.zeros(self.cells, dtype=bool), True)
+            self.memory.add(
+                self.pending[0],
+                self.pending[1],
+                reward,
+                empty,
+                np.zeros(self.cells, dtype=bool),
+                True,
+            )
         self.pending = None
 
     # -- learning ----------------------------------------------------------------------
@@ -315,7 +347,8 @@ class ReversiDQNAgent(Agent):
         if self.memory.size < max(self.warmup, self.batch) or self.moves % self.train_every:
             return
         states, actions, rewards, next_states, next_legal, done = self.memory.sample(
-            self.batch, self.rng)
+            self.batch, self.rng
+        )
         net = self._online()
         online = np.where(next_legal, net.predict(next_states), -np.inf)
         best = np.argmax(online, axis=1)
@@ -334,14 +367,24 @@ class ReversiDQNAgent(Agent):
         return self.net
 
     def save(self, path: str | Path) -> None:
-        meta = {"n_frames": self.n_frames, "hidden": self.hidden, "cells": self.cells,
-                "moves": self.moves, "episodes": len(self.returns)}
+        meta = {
+            "n_frames": self.n_frames,
+            "hidden": self.hidden,
+            "cells": self.cells,
+            "moves": self.moves,
+            "episodes": len(self.returns),
+        }
         # float16 halves the file (the bench measures the weights as stored); training
         # resumes from it in float32, and the optimiser's moments are not saved anyway.
-        arrays: dict[str, Any] = {name: array.astype(np.float16)
-                                  for name, array in self._online().arrays().items()}
-        np.savez_compressed(path, meta=np.array(json.dumps(meta)),
-                            returns=np.asarray(self.returns, dtype=np.float32), **arrays)
+        arrays: dict[str, Any] = {
+            name: array.astype(np.float16) for name, array in self._online().arrays().items()
+        }
+        np.savez_compressed(
+            path,
+            meta=np.array(json.dumps(meta)),
+            returns=np.asarray(self.returns, dtype=np.float32),
+            **arrays,
+        )
 
     def load(self, path: str | Path) -> None:
         if self.task_spec is None:  # before agent_init the board size is unknown
@@ -350,8 +393,9 @@ class ReversiDQNAgent(Agent):
         with load_npz(path) as data:
             meta = json.loads(str(data["meta"]))
             if meta["cells"] != self.cells:
-                raise ValueError(f"{path} was trained on {meta['cells']} cells; "
-                                 f"this board has {self.cells}")
+                raise ValueError(
+                    f"{path} was trained on {meta['cells']} cells; this board has {self.cells}"
+                )
             if meta["n_frames"] != self.n_frames or meta["hidden"] != self.hidden:
                 self.n_frames, self.hidden = meta["n_frames"], meta["hidden"]
                 self._build()
@@ -422,6 +466,8 @@ class ReversiDQNAgent(Agent):
             recent = self.returns[-500:]
             wins = sum(r > 0 for r in recent) / len(recent) if recent else 0.0
             loss = float(np.mean(self.losses)) if self.losses else 0.0
-            return (f"episodes {len(self.returns)} moves {self.moves} epsilon {self.epsilon():.3f} "
-                    f"recent_win_rate {wins:.3f} loss {loss:.4f}")
+            return (
+                f"episodes {len(self.returns)} moves {self.moves} epsilon {self.epsilon():.3f} "
+                f"recent_win_rate {wins:.3f} loss {loss:.4f}"
+            )
         return super().agent_message(message)

@@ -45,11 +45,11 @@ class DQNBatch:
         agent.agent_init(task_spec)
         self.states = np.zeros((num_instances, agent.frame_size * agent.n_frames), np.uint8)
         self.returns = np.zeros(num_instances)
-        self.generators = [agent.rng] + [copy.deepcopy(agent.rng)
-                                         for _ in range(num_instances - 1)]
+        self.generators = [agent.rng] + [copy.deepcopy(agent.rng) for _ in range(num_instances - 1)]
 
-    def batch_step(self, first_instance: int, calls: np.ndarray, rewards: np.ndarray,
-                   observations: Batch) -> Batch:
+    def batch_step(
+        self, first_instance: int, calls: np.ndarray, rewards: np.ndarray, observations: Batch
+    ) -> Batch:
         agent = self.agent
         instances = np.arange(first_instance, first_instance + len(calls))
         ending = instances[_ENDS[calls]]
@@ -61,16 +61,22 @@ class DQNBatch:
             return Batch.stack([])
         observations = as_batch(observations)
         values = None if observations.stacked else observations.values()
-        frames = (observations.ints if values is None
-                  else np.array([v.ints for v in values], dtype=np.int64)).astype(np.uint8)
+        frames = (
+            observations.ints
+            if values is None
+            else np.array([v.ints for v in values], dtype=np.int64)
+        ).astype(np.uint8)
         mask_index = agent.task_spec.legal_mask
-        masks = (observations.arrays[mask_index] if values is None
-                 else np.array([v.arrays[mask_index] for v in values]))
+        masks = (
+            observations.arrays[mask_index]
+            if values is None
+            else np.array([v.arrays[mask_index] for v in values])
+        )
         states = self.states
         begun = instances[_BEGINS[calls]]
         states[begun] = 0
         # The newest frame first, as the agent's deque keeps them.
-        rows = np.concatenate([frames, states[acting, :-agent.frame_size]], axis=1)
+        rows = np.concatenate([frames, states[acting, : -agent.frame_size]], axis=1)
         states[acting] = rows
         return self._choose(acting.tolist(), rows, np.asarray(masks[:, 1:], dtype=bool))
 
@@ -101,7 +107,8 @@ class DQNBatch:
         self.agent.seed(seed)
         self.generators = [self.agent.rng] + [
             np.random.default_rng(instance_seed(seed, instance))
-            for instance in range(1, len(self.generators))]
+            for instance in range(1, len(self.generators))
+        ]
 
     def agent_cleanup(self) -> None:
         self.agent.agent_cleanup()

@@ -26,7 +26,7 @@ def core_from_observation(task_spec: TaskSpec, observation: Value) -> ReversiCor
     size = math.isqrt(cells)
     ints = observation.ints
     agent = int("".join(map(str, reversed(ints[:cells]))), 2)
-    env = int("".join(map(str, reversed(ints[cells:2 * cells]))), 2)
+    env = int("".join(map(str, reversed(ints[cells : 2 * cells]))), 2)
     return ReversiCore(size=size, agent=agent, env=env, to_move=AGENT)
 
 
@@ -49,11 +49,21 @@ class ReversiSearchAgent(Agent):
     SHARED_STATE = ("moves", "thinking")
     THINK_OPTION = ("time", 1.0)
 
-    def __init__(self, time: float = DEFAULT_TIME_S, depth: int = DEFAULT_DEPTH_PLIES, endgame: int = 10,
-                 mobility: int = 8, seed: int = 0):
+    def __init__(
+        self,
+        time: float = DEFAULT_TIME_S,
+        depth: int = DEFAULT_DEPTH_PLIES,
+        endgame: int = 10,
+        mobility: int = 8,
+        seed: int = 0,
+    ):
         super().__init__()
-        self.engine = AlphaBeta(depth=depth or None, time_limit=time if time > 0 else None,
-                                endgame=endgame, mobility_weight=mobility)
+        self.engine = AlphaBeta(
+            depth=depth or None,
+            time_limit=time if time > 0 else None,
+            endgame=endgame,
+            mobility_weight=mobility,
+        )
         self.rng = np.random.default_rng(seed)
         self.moves = 0
         self.thinking = 0.0

@@ -57,8 +57,9 @@ L_TURNS_LEFT_PATTERN = {(0, 0): 3, (0, 1): 2, (1, 0): 0, (1, 1): 1}
 L_TURNS_RIGHT_PATTERN = {(0, 0): 2, (0, 1): 1}
 
 
-def seed_apriori(kind: int, first: list[int], second: list[int], cols: int,
-                 rng: np.random.Generator) -> tuple[int, int] | None:
+def seed_apriori(
+    kind: int, first: list[int], second: list[int], cols: int, rng: np.random.Generator
+) -> tuple[int, int] | None:
     """The seed's ``apriori()`` for a new piece of the seed's set: ``(x, turns)``.
 
     ``first`` and ``second`` are the seed's ``state[0]`` and ``state[1]``.
@@ -96,7 +97,9 @@ def seed_apriori(kind: int, first: list[int], second: list[int], cols: int,
                 if right_pattern:
                     return (i, 0) if piece[0][1] != 0 else (i, 1)
             else:
-                gap = next((r, c) for r, row in enumerate(piece) for c, v in enumerate(row) if v == 0)
+                gap = next(
+                    (r, c) for r, row in enumerate(piece) for c, v in enumerate(row) if v == 0
+                )
                 if left_pattern:
                     return i, L_TURNS_LEFT_PATTERN[gap]
                 if right_pattern and gap in L_TURNS_RIGHT_PATTERN:
@@ -115,8 +118,9 @@ def seed_random_answer(rlim: int, piece_x: int, rng: np.random.Generator) -> tup
     return int(rng.integers(rlim)) - piece_x, int(rng.integers(2))
 
 
-def seed_act(board: list[int], cols: int, kind: int, x: int, turns: int,
-             piece_set: PieceSet = SEED_PIECES) -> int:
+def seed_act(
+    board: list[int], cols: int, kind: int, x: int, turns: int, piece_set: PieceSet = SEED_PIECES
+) -> int:
     """The placement the seed's ``act([x, turns])`` makes with a new piece, as an action.
 
     Each of the ``turns`` rotations is refused if the turned piece collides where it
@@ -201,7 +205,7 @@ class AprioriAgent(Agent):
         cols, piece_set = self.cols, self.piece_set
         if kind == I_KIND:
             yield from (VERTICAL * cols + j for j in range(cols) if first[j] + second[j] == 0)
-            yield from (FLAT * cols + j for j in range(cols - 3) if not any(first[j:j + 4]))
+            yield from (FLAT * cols + j for j in range(cols - 3) if not any(first[j : j + 4]))
             yield from (VERTICAL * cols + j for j in range(cols) if first[j] == 0)
         elif kind == O_KIND:
             yield from (FLAT * cols + j for j in range(cols - 1) if first[j] + first[j + 1] == 0)

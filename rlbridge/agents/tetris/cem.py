@@ -30,10 +30,22 @@ from rlbridge.environments.tetris.pieces import PIECE_SETS, TETROMINOES, PieceSe
 CHECK_SEED = 10_000
 
 
-def tune_weights(generations: int = 12, population: int = 40, elite: int = 8, games: int = 4,
-                 max_pieces: int = 1500, rows: int = 12, cols: int = 5, seed: int = 0,
-                 noise: float = 4.0, start=None, spread: float = 10.0, expect: bool = False,
-                 piece_set: PieceSet = TETROMINOES, log=print) -> dict:
+def tune_weights(
+    generations: int = 12,
+    population: int = 40,
+    elite: int = 8,
+    games: int = 4,
+    max_pieces: int = 1500,
+    rows: int = 12,
+    cols: int = 5,
+    seed: int = 0,
+    noise: float = 4.0,
+    start=None,
+    spread: float = 10.0,
+    expect: bool = False,
+    piece_set: PieceSet = TETROMINOES,
+    log=print,
+) -> dict:
     """Cross-entropy method over FEATURES weights, scored by mean lines per game.
 
     Games are capped at ``max_pieces`` so that a generation has a bounded cost;
@@ -50,12 +62,21 @@ def tune_weights(generations: int = 12, population: int = 40, elite: int = 8, ga
         started = time.perf_counter()
         samples = mean + std * rng.standard_normal((population, len(FEATURES)))
         seeds = rng.integers(1 << 31, size=games)
-        scores = np.array([
-            np.mean([play_game(Placer(rows, cols, w, expect=expect, piece_set=piece_set),
-                               np.random.default_rng(s), max_pieces=max_pieces).lines
-                     for s in seeds])
-            for w in samples
-        ])
+        scores = np.array(
+            [
+                np.mean(
+                    [
+                        play_game(
+                            Placer(rows, cols, w, expect=expect, piece_set=piece_set),
+                            np.random.default_rng(s),
+                            max_pieces=max_pieces,
+                        ).lines
+                        for s in seeds
+                    ]
+                )
+                for w in samples
+            ]
+        )
         top = np.argsort(scores)[::-1][:elite]
         mean = samples[top].mean(axis=0)
         extra = noise * max(0.0, 1.0 - generation / max(1, generations - 1))
@@ -63,30 +84,50 @@ def tune_weights(generations: int = 12, population: int = 40, elite: int = 8, ga
         if scores[top[0]] > best_score:
             best_score, best_w = float(scores[top[0]]), samples[top[0]].copy()
         history.append(round(float(scores[top].mean()), 2))
-        log(f"generation {generation}: elite mean {scores[top].mean():.1f} lines, best "
+        log(
+            f"generation {generation}: elite mean {scores[top].mean():.1f} lines, best "
             f"{scores[top[0]]:.1f}, population mean {scores.mean():.1f}, "
-            f"{time.perf_counter() - started:.0f}s, mean {np.round(mean, 2).tolist()}")
+            f"{time.perf_counter() - started:.0f}s, mean {np.round(mean, 2).tolist()}"
+        )
     return {
         "features": list(FEATURES),
         "weights": [round(float(w), 4) for w in mean],
-        "tuning": {"method": "cross-entropy", "agent": "expectation" if expect else "greedy",
-                   "generations": generations, "population": population, "elite": elite,
-                   "games": games, "max_pieces": max_pieces, "rows": rows, "cols": cols,
-                   "seed": seed, "noise": noise, "spread": spread, "pieces": piece_set.name,
-                   "start": [round(float(w), 4) for w in
-                             (BCTS_WEIGHTS if start is None else start)],
-                   "elite_mean_lines_per_generation": history,
-                   "best_sample_lines": best_score,
-                   "best_sample_weights": [round(float(w), 4) for w in best_w]},
+        "tuning": {
+            "method": "cross-entropy",
+            "agent": "expectation" if expect else "greedy",
+            "generations": generations,
+            "population": population,
+            "elite": elite,
+            "games": games,
+            "max_pieces": max_pieces,
+            "rows": rows,
+            "cols": cols,
+            "seed": seed,
+            "noise": noise,
+            "spread": spread,
+            "pieces": piece_set.name,
+            "start": [round(float(w), 4) for w in (BCTS_WEIGHTS if start is None else start)],
+            "elite_mean_lines_per_generation": history,
+            "best_sample_lines": best_score,
+            "best_sample_weights": [round(float(w), 4) for w in best_w],
+        },
     }
 
 
-def check_lines(weights, games: int = 200, expect: bool = True, max_pieces: int | None = 1000,
-                seed: int = CHECK_SEED, piece_set: PieceSet = TETROMINOES) -> tuple[float, float]:
+def check_lines(
+    weights,
+    games: int = 200,
+    expect: bool = True,
+    max_pieces: int | None = 1000,
+    seed: int = CHECK_SEED,
+    piece_set: PieceSet = TETROMINOES,
+) -> tuple[float, float]:
     """Mean lines per game and its standard error over ``games`` fixed-seed games."""
     placer = Placer(12, 5, np.asarray(weights, dtype=float), expect=expect, piece_set=piece_set)
-    lines = [play_game(placer, np.random.default_rng(seed + g), max_pieces=max_pieces).lines
-             for g in range(games)]
+    lines = [
+        play_game(placer, np.random.default_rng(seed + g), max_pieces=max_pieces).lines
+        for g in range(games)
+    ]
     return float(np.mean(lines)), float(np.std(lines, ddof=1) / np.sqrt(len(lines)))
 
 
@@ -103,14 +144,25 @@ def main(argv=None) -> None:  # pragma: no cover - manual tuning entry point
     parser.add_argument("--expect", action="store_true", help="tune the expectation agent")
     parser.add_argument("--pieces", choices=list(PIECE_SETS), default=TETROMINOES.name)
     parser.add_argument("--check-games", type=int, default=200)
-    parser.add_argument("--check-current", action="store_true",
-                        help="also check the current file's weights")
+    parser.add_argument(
+        "--check-current", action="store_true", help="also check the current file's weights"
+    )
     args = parser.parse_args(argv)
     previous = json.loads(WEIGHTS_PATH.read_text())
     piece_set = PIECE_SETS[args.pieces]
-    tuned = tune_weights(args.generations, args.population, args.elite, args.games,
-                         args.max_pieces, seed=args.seed, spread=args.spread, noise=args.noise,
-                         start=previous["weights"], expect=args.expect, piece_set=piece_set)
+    tuned = tune_weights(
+        args.generations,
+        args.population,
+        args.elite,
+        args.games,
+        args.max_pieces,
+        seed=args.seed,
+        spread=args.spread,
+        noise=args.noise,
+        start=previous["weights"],
+        expect=args.expect,
+        piece_set=piece_set,
+    )
     tuned["preview_weights"] = previous.get("preview_weights", tuned["weights"])
     print(json.dumps(tuned), flush=True)
     checks = [("tuned", tuned["weights"])]
@@ -118,8 +170,11 @@ def main(argv=None) -> None:  # pragma: no cover - manual tuning entry point
         checks.append(("current", previous["weights"]))
     for name, weights in checks:
         mean, se = check_lines(weights, args.check_games, args.expect, piece_set=piece_set)
-        print(f"check {name}: {mean:.2f} +- {se:.2f} (s.e.) lines per game over "
-              f"{args.check_games} games, seeds {CHECK_SEED}+, cut at 999 placed pieces", flush=True)
+        print(
+            f"check {name}: {mean:.2f} +- {se:.2f} (s.e.) lines per game over "
+            f"{args.check_games} games, seeds {CHECK_SEED}+, cut at 999 placed pieces",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -37,8 +37,9 @@ class SecondPly:
         starts: list[int] = []
         for k, kind in enumerate(self.kinds):
             starts.append(len(places))
-            places += [(k, o, col) for _, o in placer.shapes[kind]
-                       for col in range(cols - o.width + 1)]
+            places += [
+                (k, o, col) for _, o in placer.shapes[kind] for col in range(cols - o.width + 1)
+            ]
         n = len(places)
         self.starts = np.asarray(starts)
         self.kind_of = np.zeros(n, dtype=np.int64)
@@ -57,8 +58,9 @@ class SecondPly:
             for j, b in enumerate(o.bottom):
                 self.over[p, j], self.bottom[p, j] = col + j, b
             self.half[p] = o.height / 2
-        self.kind_spawn = np.asarray([placer.spawn_masks[kind - 1] for kind in self.kinds],
-                                     dtype=np.int64)
+        self.kind_spawn = np.asarray(
+            [placer.spawn_masks[kind - 1] for kind in self.kinds], dtype=np.int64
+        )
 
     def best_values(self, boards: np.ndarray, land1, erode1) -> np.ndarray:
         """(N, len(kinds)): best value of each kind placed on each board (N, rows) of row masks.
@@ -77,8 +79,9 @@ class SecondPly:
         landing = (rows - 1 - heights[:, self.over] - self.bottom).min(axis=2)  # (N, P)
         top = packed_top(boards, placer.cols)
         spawns = (top[:, None] & self.kind_spawn[None, :]) == 0  # (N, K): the kind can appear
-        valid = (spawns[:, self.kind_of] & ((top[:, None] & self.spawn[None, :]) == 0)
-                 & (landing >= 0))
+        valid = (
+            spawns[:, self.kind_of] & ((top[:, None] & self.spawn[None, :]) == 0) & (landing >= 0)
+        )
         land = np.maximum(landing, 0)
         n, p = land.shape
         after = np.repeat(boards[:, None, :], p, axis=1)  # (N, P, R)
@@ -90,8 +93,10 @@ class SecondPly:
         cleared = is_full.sum(axis=2)
         in_cleared = np.zeros((n, p), dtype=np.int64)
         for i in range(4):
-            in_cleared += (np.take_along_axis(is_full, lock_rows[i][..., None], axis=2)[..., 0]
-                           * self.cells[None, :, i])
+            in_cleared += (
+                np.take_along_axis(is_full, lock_rows[i][..., None], axis=2)[..., 0]
+                * self.cells[None, :, i]
+            )
         order = np.argsort(~is_full, axis=2, kind="stable")  # full rows first, others in order
         after = np.take_along_axis(after, order, axis=2)
         after[np.arange(rows)[None, None, :] < cleared[..., None]] = 0
@@ -100,16 +105,20 @@ class SecondPly:
         eroded2 = in_cleared * cleared + np.asarray(erode1)[:, None]
         if valid.any():
             chosen = after[valid]
-            values[valid] = (placer.features(chosen, landing2[valid], eroded2[valid])
-                             @ placer.weights
-                             + placer.blocked_penalty * blocked_count(chosen, placer))
+            values[valid] = placer.features(
+                chosen, landing2[valid], eroded2[valid]
+            ) @ placer.weights + placer.blocked_penalty * blocked_count(chosen, placer)
         return values, after, landing2, eroded2
 
 
 def packed_top(boards: np.ndarray, cols: int) -> np.ndarray:
     """The top four rows of each board packed into one int, like TetrisCore._top_rows."""
-    return (boards[..., 0] | boards[..., 1] << cols | boards[..., 2] << 2 * cols
-            | boards[..., 3] << 3 * cols)
+    return (
+        boards[..., 0]
+        | boards[..., 1] << cols
+        | boards[..., 2] << 2 * cols
+        | boards[..., 3] << 3 * cols
+    )
 
 
 def blocked_count(boards: np.ndarray, placer) -> np.ndarray:
@@ -123,8 +132,9 @@ def game_over_value(placer) -> float:
     return placer.blocked_penalty * (placer.piece_set.kinds + 1)
 
 
-def expected_values(ply: SecondPly, boards: np.ndarray, land1, erode1,
-                    probabilities: np.ndarray | None = None) -> np.ndarray:
+def expected_values(
+    ply: SecondPly, boards: np.ndarray, land1, erode1, probabilities: np.ndarray | None = None
+) -> np.ndarray:
     """(N,): mean over the next piece's kind of its best value on each board
     (``ply.kinds`` drawn as TetrisCore draws them unless ``probabilities`` says otherwise)."""
     if probabilities is None:
@@ -132,4 +142,3 @@ def expected_values(ply: SecondPly, boards: np.ndarray, land1, erode1,
     best = ply.best_values(boards, land1, erode1)
     best[~np.isfinite(best)] = game_over_value(ply.placer)
     return best @ probabilities
-

@@ -28,8 +28,16 @@ from rlbridge.protocol.taskspec import TaskSpec, game_options
 from rlbridge.protocol.values import Value
 
 FEATURES = (
-    "landing_height", "eroded_cells", "row_transitions", "col_transitions", "holes",
-    "cumulative_wells", "hole_depth", "rows_with_holes", "max_height", "bumpiness",
+    "landing_height",
+    "eroded_cells",
+    "row_transitions",
+    "col_transitions",
+    "holes",
+    "cumulative_wells",
+    "hole_depth",
+    "rows_with_holes",
+    "max_height",
+    "bumpiness",
 )
 #: Thiery and Scherrer's BCTS weights (10x20), the starting mean of the tuner.
 BCTS_WEIGHTS = (-12.63, 6.60, -9.22, -19.77, -13.08, -10.49, -1.61, -24.04, 0.0, 0.0)
@@ -51,8 +59,9 @@ def load_weights(path: str | Path = WEIGHTS_PATH, preview: bool = False) -> np.n
     return np.asarray(data[key], dtype=float)
 
 
-def board_features(board: list[int], heights: list[int], cols: int, landing: float,
-                   eroded: int) -> tuple:
+def board_features(
+    board: list[int], heights: list[int], cols: int, landing: float, eroded: int
+) -> tuple:
     """FEATURES of one afterstate in pure Python (per-column counters kept bit-sliced).
 
     Gives the same numbers as :meth:`Placer.features`, faster for a handful of boards.
@@ -74,8 +83,12 @@ def board_features(board: list[int], heights: list[int], cols: int, landing: flo
         if hole:
             holes += hole.bit_count()
             rows_with_holes += 1
-            depth += ((hole & a0).bit_count() + 2 * (hole & a1).bit_count()
-                      + 4 * (hole & a2).bit_count() + 8 * (hole & a3).bit_count())
+            depth += (
+                (hole & a0).bit_count()
+                + 2 * (hole & a1).bit_count()
+                + 4 * (hole & a2).bit_count()
+                + 8 * (hole & a3).bit_count()
+            )
         well = ~row & ~covered & ((row << 1) | 1) & full & ((row >> 1) | right_wall)
         if well or w0 | w1 | w2 | w3:
             w0, carry = w0 ^ well, w0 & well
@@ -83,8 +96,7 @@ def board_features(board: list[int], heights: list[int], cols: int, landing: flo
             w2, carry = w2 ^ carry, w2 & carry
             w3 ^= carry
             w0, w1, w2, w3 = w0 & well, w1 & well, w2 & well, w3 & well
-            wells += (w0.bit_count() + 2 * w1.bit_count() + 4 * w2.bit_count()
-                      + 8 * w3.bit_count())
+            wells += w0.bit_count() + 2 * w1.bit_count() + 4 * w2.bit_count() + 8 * w3.bit_count()
         if row:
             a0, carry = a0 ^ row, a0 & row
             a1, carry = a1 ^ carry, a1 & carry
@@ -93,16 +105,33 @@ def board_features(board: list[int], heights: list[int], cols: int, landing: flo
             covered |= row
     col_tr += (full & ~prev).bit_count()
     bump = sum(abs(heights[i] - heights[i + 1]) for i in range(cols - 1))
-    return (landing, eroded, row_tr, col_tr, holes, wells, depth, rows_with_holes,
-            max(heights), bump)
+    return (
+        landing,
+        eroded,
+        row_tr,
+        col_tr,
+        holes,
+        wells,
+        depth,
+        rows_with_holes,
+        max(heights),
+        bump,
+    )
 
 
 class Placer:
     """Generates and scores placements of ``piece_set`` on a rows x cols board."""
 
-    def __init__(self, rows: int, cols: int, weights: np.ndarray, beam: int = 0,
-                 blocked_penalty: float = BLOCKED_SPAWN_PENALTY, expect: bool = False,
-                 piece_set: PieceSet = SEED_PIECES):
+    def __init__(
+        self,
+        rows: int,
+        cols: int,
+        weights: np.ndarray,
+        beam: int = 0,
+        blocked_penalty: float = BLOCKED_SPAWN_PENALTY,
+        expect: bool = False,
+        piece_set: PieceSet = SEED_PIECES,
+    ):
         self.rows, self.cols, self.beam, self.expect = rows, cols, beam, expect
         self.piece_set = piece_set
         #: The kinds the hidden next piece may be (the expectation averages over them).
@@ -112,12 +141,16 @@ class Placer:
         self.weights = np.asarray(weights, dtype=float)
         self.full = (1 << cols) - 1
         self.bits = ((np.arange(1 << cols)[:, None] >> np.arange(cols)) & 1).astype(bool)
-        self.shapes = {k: [(r, piece_set.orientation(k, r)) for r in piece_set.distinct_rotations(k)]
-                       for k in self.all_kinds}
+        self.shapes = {
+            k: [(r, piece_set.orientation(k, r)) for r in piece_set.distinct_rotations(k)]
+            for k in self.all_kinds
+        }
         # Spawn cells of each kind in the top rows packed like TetrisCore._top_rows.
         self.spawn_masks = [
-            sum(m << (i * cols + piece_set.spawn_column(k, cols))
-                for i, m in enumerate(piece_set.orientation(k, 0).masks))
+            sum(
+                m << (i * cols + piece_set.spawn_column(k, cols))
+                for i, m in enumerate(piece_set.orientation(k, 0).masks)
+            )
             for k in self.all_kinds
         ]
 
@@ -143,8 +176,9 @@ class Placer:
                 cleared = place(new_board, new_heights, cols, o, col, row)
                 eroded = sum(1 for r, _ in o.cells if row + r in cleared) * len(cleared)
                 landing = rows - row - o.height / 2
-                out.append((rot * cols + col, new_board, new_heights, landing, eroded,
-                            len(cleared)))
+                out.append(
+                    (rot * cols + col, new_board, new_heights, landing, eroded, len(cleared))
+                )
         return out
 
     def features(self, boards: list[list[int]], landing, eroded) -> np.ndarray:
@@ -155,8 +189,11 @@ class Placer:
         covered = above > 0
         hole_cells = covered & ~b
         heights = covered.sum(axis=1)
-        row_tr = ((b[:, :, 1:] != b[:, :, :-1]).sum(axis=(1, 2))
-                  + (~b[:, :, 0]).sum(axis=1) + (~b[:, :, -1]).sum(axis=1))
+        row_tr = (
+            (b[:, :, 1:] != b[:, :, :-1]).sum(axis=(1, 2))
+            + (~b[:, :, 0]).sum(axis=1)
+            + (~b[:, :, -1]).sum(axis=1)
+        )
         col_tr = (b[:, 1:, :] != b[:, :-1, :]).sum(axis=(1, 2)) + (~b[:, -1, :]).sum(axis=1)
         wall = np.ones((n, self.rows, 1), dtype=bool)
         left = np.concatenate([wall, b[:, :, :-1]], axis=2)
@@ -182,16 +219,21 @@ class Placer:
 
     def values(self, boards, landing, eroded, heights=None) -> np.ndarray:
         if heights is not None and len(boards) <= SMALL_BATCH:
-            feats = np.array([board_features(b, h, self.cols, land, erode)
-                              for b, h, land, erode in zip(boards, heights, landing, eroded, strict=True)])
+            feats = np.array(
+                [
+                    board_features(b, h, self.cols, land, erode)
+                    for b, h, land, erode in zip(boards, heights, landing, eroded, strict=True)
+                ]
+            )
         else:
             feats = self.features(boards, landing, eroded)
         values = feats @ self.weights
         blocked = [self.blocked_kinds(board) for board in boards]
         return values + self.blocked_penalty * np.asarray(blocked)
 
-    def best(self, board: list[int], heights: list[int], kind: int,
-             next_kind: int | None = None) -> int | None:
+    def best(
+        self, board: list[int], heights: list[int], kind: int, next_kind: int | None = None
+    ) -> int | None:
         """The chosen placement action, or None if no placement is legal.
 
         With ``next_kind`` (the preview) a two-piece search; without it, if
@@ -217,8 +259,12 @@ class Placer:
         return first[int(keep[int(np.argmax(values))])][0]
 
     def _first_values(self, first) -> np.ndarray:
-        return self.values([a[1] for a in first], [a[3] for a in first], [a[4] for a in first],
-                           [a[2] for a in first])
+        return self.values(
+            [a[1] for a in first],
+            [a[3] for a in first],
+            [a[4] for a in first],
+            [a[2] for a in first],
+        )
 
     def _ply(self, kinds: tuple[int, ...]) -> SecondPly:
         """The vectorised second ply over ``kinds`` (cached)."""
@@ -228,13 +274,15 @@ class Placer:
         return ply
 
 
-def play_game(placer: Placer, rng: np.random.Generator, preview: bool = False,
-              max_pieces: int | None = None) -> TetrisCore:
+def play_game(
+    placer: Placer, rng: np.random.Generator, preview: bool = False, max_pieces: int | None = None
+) -> TetrisCore:
     """One game on the core; returns the finished (or capped) core."""
     core = TetrisCore(placer.rows, placer.cols, rng, piece_set=placer.piece_set)
     while not core.terminal and (max_pieces is None or core.pieces < max_pieces):
-        action = placer.best(core.board, core.heights, core.kind,
-                             core.next_kind if preview else None)
+        action = placer.best(
+            core.board, core.heights, core.kind, core.next_kind if preview else None
+        )
         if action is None:  # no placement fits the board: the game is over for the placer
             break
         core.apply_action(action)
@@ -271,9 +319,13 @@ class PlacementAgent(Agent):
             raise ValueError("the placement agent needs actions=placement")
         rows, cols = task_spec.observations.arrays[0].shape
         self.preview = extra.get("preview") == "1" and self.search
-        self.placer = Placer(rows, cols, load_weights(self.weights_path, self.preview),
-                             expect=self.expect and not self.preview,
-                             piece_set=pieces_of_extra(task_spec.extra))
+        self.placer = Placer(
+            rows,
+            cols,
+            load_weights(self.weights_path, self.preview),
+            expect=self.expect and not self.preview,
+            piece_set=pieces_of_extra(task_spec.extra),
+        )
 
     def act(self, observation: Value) -> Value:
         placer = self.placer
@@ -288,4 +340,3 @@ class PlacementAgent(Agent):
             legal = np.flatnonzero(observation.arrays[1])
             action = int(legal[0]) if len(legal) else 0
         return Value(ints=(int(action),))
-

@@ -44,8 +44,9 @@ def two_row_state(board: list[int], cols: int) -> int:
     return board[rows - 1 - low] | board[rows - 2 - low] << cols
 
 
-def afterstate_keys(board: list[int], cols: int, kind: int, actions,
-                    piece_set: PieceSet = SEED_PIECES) -> list[int]:
+def afterstate_keys(
+    board: list[int], cols: int, kind: int, actions, piece_set: PieceSet = SEED_PIECES
+) -> list[int]:
     """``normalize(pred_insta_drop2(a))`` for each placement action: joined, not cleared."""
     heights = column_heights(board, cols)
     keys = []
@@ -83,9 +84,17 @@ class QLearningAgent(Agent):
     name = "tetris-qlearning"
     SHARED_STATE = ("q", "games")
 
-    def __init__(self, n: int = 1, alpha: float = 0.3, gamma: float = 1.0,
-                 epsilon: float = 0.3, learn: bool = True, seed: int = 0,
-                 load: Path | None = None, save: Path | None = None):
+    def __init__(
+        self,
+        n: int = 1,
+        alpha: float = 0.3,
+        gamma: float = 1.0,
+        epsilon: float = 0.3,
+        learn: bool = True,
+        seed: int = 0,
+        load: Path | None = None,
+        save: Path | None = None,
+    ):
         super().__init__()
         self.n, self.alpha, self.gamma = n, alpha, gamma
         if self.n < 1:
@@ -160,9 +169,9 @@ class QLearningAgent(Agent):
         """Update the oldest pending pair with its n-step return, then drop it."""
         state, key = self._states.popleft(), self._actions.popleft()
         rewards = list(self._rewards)[: self.n]
-        ret = sum(self.gamma ** i * r for i, r in enumerate(rewards))
+        ret = sum(self.gamma**i * r for i, r in enumerate(rewards))
         if bootstrap and len(self._states) >= self.n:
-            ret += self.gamma ** self.n * self.q[self._states[self.n - 1]][self._actions[self.n - 1]]
+            ret += self.gamma**self.n * self.q[self._states[self.n - 1]][self._actions[self.n - 1]]
         self._rewards.popleft()
         if self.learn:
             old = self.q[state][key]
@@ -174,16 +183,24 @@ class QLearningAgent(Agent):
         keys = [k for row in self.q.values() for k in row]
         values = [v for row in self.q.values() for v in row.values()]
         with open(path, "wb") as handle:  # keep the exact name (savez would add .npz)
-            np.savez_compressed(handle, states=np.asarray(states, dtype=np.int64),
-                                afterstates=np.asarray(keys, dtype=np.int64),
-                                values=np.asarray(values, dtype=np.float64),
-                                games=np.int64(self.games), cols=np.int64(self.cols))
+            np.savez_compressed(
+                handle,
+                states=np.asarray(states, dtype=np.int64),
+                afterstates=np.asarray(keys, dtype=np.int64),
+                values=np.asarray(values, dtype=np.float64),
+                games=np.int64(self.games),
+                cols=np.int64(self.cols),
+            )
 
     def load(self, path: str | Path) -> None:
         with load_npz(path) as data:
             self.q = {}
-            for s, k, v in zip(data["states"].tolist(), data["afterstates"].tolist(),
-                               data["values"].tolist(), strict=True):
+            for s, k, v in zip(
+                data["states"].tolist(),
+                data["afterstates"].tolist(),
+                data["values"].tolist(),
+                strict=True,
+            ):
                 self.q.setdefault(s, {})[k] = v
             self.games = int(data["games"])
 
@@ -208,5 +225,7 @@ class QLearningAgent(Agent):
         if words and words[0] == "seed":
             return super().agent_message(message)
         if words and words[0] == "stats":
-            return f"games={self.games} states={len(self.q)} entries={sum(map(len, self.q.values()))}"
+            return (
+                f"games={self.games} states={len(self.q)} entries={sum(map(len, self.q.values()))}"
+            )
         return ""  # unknown messages answer "" in every role (PROTOCOL.md, "Messages")

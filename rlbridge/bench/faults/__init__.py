@@ -48,10 +48,16 @@ class Settings(NamedTuple):
 
 #: Quick: 100,000 empty frames take a Python server about a second today, so the quick run
 #: does not see a million-frame stall; the full run sends a million, as the fault campaign did.
-QUICK = Settings(inputs_per_target=300, empty_frames=100_000, heavy_targets=1, patience_ms=3000,
-                 log_faults=60)
-FULL = Settings(inputs_per_target=1500, empty_frames=1_000_000, heavy_targets=7, patience_ms=5000,
-                log_faults=300)
+QUICK = Settings(
+    inputs_per_target=300, empty_frames=100_000, heavy_targets=1, patience_ms=3000, log_faults=60
+)
+FULL = Settings(
+    inputs_per_target=1500,
+    empty_frames=1_000_000,
+    heavy_targets=7,
+    patience_ms=5000,
+    log_faults=300,
+)
 
 
 @dataclass(frozen=True)
@@ -63,8 +69,10 @@ class ClosingLine:
 
 
 def closing_line(total: Tally) -> str:
-    return (f"faults: {total.inputs} inputs, {total.crashes} crashes, {total.hangs} hangs, "
-            f"{total.wrong} wrong replies, {total.lost} records lost")
+    return (
+        f"faults: {total.inputs} inputs, {total.crashes} crashes, {total.hangs} hangs, "
+        f"{total.wrong} wrong replies, {total.lost} records lost"
+    )
 
 
 def scenarios() -> dict[str, Scenario]:
@@ -89,25 +97,29 @@ def scenarios() -> dict[str, Scenario]:
 def targets(found: dict[str, Scenario], require_clients: bool) -> tuple[list[Target], list[str]]:
     """Every server to fuzz; a missing C or JS client is a note, or an error if required."""
     chosen = [Target(game, python_server("env", game), found[game]) for game in GAMES]
-    chosen.append(Target("agent-random", python_server("agent", "random"),
-                         found["agent:gridwalk"]))
-    chosen.append(Target("agent-minesweeper-solver", python_server("agent", "minesweeper-solver"),
-                         found["agent:minesweeper"]))
+    chosen.append(Target("agent-random", python_server("agent", "random"), found["agent:gridwalk"]))
+    chosen.append(
+        Target(
+            "agent-minesweeper-solver",
+            python_server("agent", "minesweeper-solver"),
+            found["agent:minesweeper"],
+        )
+    )
     notes = []
     for name, command in (("c-random", c_agent_command()), ("js-random", js_agent_command())):
         if command is not None:
             chosen.append(Target(name, command, found["agent:gridwalk"]))
             continue
-        text = (f"{name}: not available (run `bash clients/setup.sh` and `make -C clients/c`); "
-                "skipped")
+        text = (
+            f"{name}: not available (run `bash clients/setup.sh` and `make -C clients/c`); skipped"
+        )
         if require_clients:
             raise RLBridgeError(text.replace("skipped", "required here (CI=true)"))
         notes.append(text)
     return chosen, notes
 
 
-def fuzz(server: ServerProcess, rng: np.random.Generator, settings: Settings,
-         heavy: bool) -> Tally:
+def fuzz(server: ServerProcess, rng: np.random.Generator, settings: Settings, heavy: bool) -> Tally:
     """The campaign against one running server."""
     tally = Tally()
     name = server.target.name
@@ -131,8 +143,15 @@ def fuzz(server: ServerProcess, rng: np.random.Generator, settings: Settings,
             return
         verdict = server.exchange(maker.heartbeat())
         if verdict.kind != "ok":
-            tally.note(name, probe, Verdict(verdict.kind, "then a valid HEARTBEAT got no valid "
-                                                          f"reply: {verdict.detail}", DEAD_AFTER))
+            tally.note(
+                name,
+                probe,
+                Verdict(
+                    verdict.kind,
+                    f"then a valid HEARTBEAT got no valid reply: {verdict.detail}",
+                    DEAD_AFTER,
+                ),
+            )
             if verdict.kind in ("crash", "hang"):
                 server.restart()
                 model.state = State.NEW
@@ -145,8 +164,7 @@ def fuzz(server: ServerProcess, rng: np.random.Generator, settings: Settings,
         send_bad(probe)
     count = settings.inputs_per_target
     extra = heavy_faults(maker, settings.empty_frames, LIMIT_BYTES) if heavy else []
-    heavy_at = dict(zip(rng.choice(count, len(extra), replace=False).tolist(), extra,
-                        strict=True))
+    heavy_at = dict(zip(rng.choice(count, len(extra), replace=False).tolist(), extra, strict=True))
     for index in range(count):
         if index in heavy_at:
             send_bad(heavy_at[index])
@@ -164,8 +182,9 @@ def fuzz(server: ServerProcess, rng: np.random.Generator, settings: Settings,
     return tally
 
 
-def campaign(quick: bool = False, seed: int = 0, require_clients: bool = False,
-             echo=print) -> tuple[dict[str, Tally], Tally, list[str]]:
+def campaign(
+    quick: bool = False, seed: int = 0, require_clients: bool = False, echo=print
+) -> tuple[dict[str, Tally], Tally, list[str]]:
     """Run everything; returns each target's tally, the total, and notes for the report."""
     settings = QUICK if quick else FULL
     rng = np.random.default_rng(seed)
@@ -186,13 +205,16 @@ def campaign(quick: bool = False, seed: int = 0, require_clients: bool = False,
                 started = time.monotonic()
                 tallies[server.target.name] = fuzz(server, rng, settings, heavy)
                 server.stop()
-                echo(f"faults: {server.target.name}: {_counts(tallies[server.target.name])} "
-                     f"({time.monotonic() - started:.1f} s)")
+                echo(
+                    f"faults: {server.target.name}: {_counts(tallies[server.target.name])} "
+                    f"({time.monotonic() - started:.1f} s)"
+                )
         finally:
             for server in servers:
                 server.stop()
-        log_tally, log_notes = log_campaign(directory, rng, settings.log_faults, found,
-                                            settings.patience_ms)
+        log_tally, log_notes = log_campaign(
+            directory, rng, settings.log_faults, found, settings.patience_ms
+        )
         tallies["logged experiment"] = log_tally
         notes += log_notes
     total = Tally()
@@ -202,16 +224,27 @@ def campaign(quick: bool = False, seed: int = 0, require_clients: bool = False,
 
 
 def _counts(tally: Tally) -> str:
-    return (f"{tally.inputs} inputs, {tally.crashes} crashes, {tally.hangs} hangs, "
-            f"{tally.wrong} wrong, {tally.lost} lost")
+    return (
+        f"{tally.inputs} inputs, {tally.crashes} crashes, {tally.hangs} hangs, "
+        f"{tally.wrong} wrong, {tally.lost} lost"
+    )
 
 
 def run(quick: bool = False) -> list:
     """Rows for `rlbridge bench faults`: inputs per target, and the closing line."""
     tallies, total, notes = campaign(quick)
-    rows: list = [Figure("faults", name, tally.inputs, "inputs", target="0 failures",
-                         passed=tally.clean, note=_counts(tally))
-                  for name, tally in tallies.items()]
+    rows: list = [
+        Figure(
+            "faults",
+            name,
+            tally.inputs,
+            "inputs",
+            target="0 failures",
+            passed=tally.clean,
+            note=_counts(tally),
+        )
+        for name, tally in tallies.items()
+    ]
     for note in notes:
         print(f"note: {note}")
     for line in total.report():

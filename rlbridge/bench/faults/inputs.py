@@ -21,7 +21,7 @@ from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType
 
 T = MessageType
 E = ErrorCode
-INT64_MIN, INT64_MAX, UINT64_MAX = -(2 ** 63), 2 ** 63 - 1, 2 ** 64 - 1
+INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 #: Codes a request with a broken envelope or body may get: specific, never APPLICATION.
 BAD_INPUT = frozenset({E.MALFORMED, E.BAD_FIELD})
 
@@ -124,13 +124,32 @@ class ProbeMaker:
         self.seq += 1
         return self.seq
 
-    def envelope(self, msg_type: int, body=None, *, seq: int | None = None,
-                 episode: int | None = None, version: int = PROTOCOL_VERSION) -> list:
-        return [version, msg_type, self.next_seq() if seq is None else seq,
-                self.episode if episode is None else episode, body]
+    def envelope(
+        self,
+        msg_type: int,
+        body=None,
+        *,
+        seq: int | None = None,
+        episode: int | None = None,
+        version: int = PROTOCOL_VERSION,
+    ) -> list:
+        return [
+            version,
+            msg_type,
+            self.next_seq() if seq is None else seq,
+            self.episode if episode is None else episode,
+            body,
+        ]
 
-    def request(self, kind: str, msg_type: int, body=None, expect: Expect = Expect.REPLY,
-                codes=frozenset(), extra_frames=()) -> Probe:
+    def request(
+        self,
+        kind: str,
+        msg_type: int,
+        body=None,
+        expect: Expect = Expect.REPLY,
+        codes=frozenset(),
+        extra_frames=(),
+    ) -> Probe:
         frames = [pack(self.envelope(msg_type, body)), *extra_frames]
         return Probe(kind, frames, expect, frozenset(codes), int(msg_type))
 
@@ -152,14 +171,19 @@ class ProbeMaker:
     def valid(self, model: StateModel) -> Probe:
         """The next request of a normal conversation in the model's state."""
         if self.rng.random() < 0.1:  # stateless requests, in order at any time
-            return self.pick([
-                lambda: self.request("valid hello", T.HELLO,
-                                     ["experiment", PROTOCOL_VERSION, "faults", "python"]),
-                self.heartbeat,
-                lambda: self.request("valid message", T.ENV_MESSAGE if self.env
-                                     else T.AGENT_MESSAGE, "legal_actions" if self.env
-                                     else f"seed {int(self.rng.integers(1 << 31))}"),
-            ])()
+            return self.pick(
+                [
+                    lambda: self.request(
+                        "valid hello", T.HELLO, ["experiment", PROTOCOL_VERSION, "faults", "python"]
+                    ),
+                    self.heartbeat,
+                    lambda: self.request(
+                        "valid message",
+                        T.ENV_MESSAGE if self.env else T.AGENT_MESSAGE,
+                        "legal_actions" if self.env else f"seed {int(self.rng.integers(1 << 31))}",
+                    ),
+                ]
+            )()
         s = model.state
         if self.env:
             if s in (State.NEW, State.CLEANED):
@@ -170,8 +194,9 @@ class ProbeMaker:
             if self.rng.random() < 0.02:
                 return self.request("valid env_cleanup", T.ENV_CLEANUP)
             # An in-range action may still be illegal in the state: INVALID_ACTION then.
-            return self.request("valid env_step", T.ENV_STEP, self.action(),
-                                codes={E.INVALID_ACTION})
+            return self.request(
+                "valid env_step", T.ENV_STEP, self.action(), codes={E.INVALID_ACTION}
+            )
         observation = self.scenario.observation
         if s in (State.NEW, State.CLEANED):
             return self.request("valid agent_init", T.AGENT_INIT, self.scenario.task_spec)
@@ -183,51 +208,100 @@ class ProbeMaker:
             return self.request("valid agent_cleanup", T.AGENT_CLEANUP)
         if roll < 0.15:
             return self.request("valid agent_end", T.AGENT_END, float(self.rng.normal()))
-        return self.request("valid agent_step", T.AGENT_STEP, [float(self.rng.normal()),
-                                                               observation])
+        return self.request(
+            "valid agent_step", T.AGENT_STEP, [float(self.rng.normal()), observation]
+        )
 
     def before_init(self) -> list[Probe]:
         """Requests that need INIT (or START, or DELEGATE) first: WRONG_STATE (PROTOCOL.md §5)."""
         wrong = {E.WRONG_STATE}
         if self.env:
-            return [self.request("env_start before env_init", T.ENV_START, expect=Expect.ERROR,
-                                 codes=wrong),
-                    self.request("env_step before env_init", T.ENV_STEP, self.action(),
-                                 expect=Expect.ERROR, codes=wrong),
-                    self.request("run_episode before env_init", T.RUN_EPISODE, [0],
-                                 expect=Expect.ERROR, codes=wrong)]
+            return [
+                self.request(
+                    "env_start before env_init", T.ENV_START, expect=Expect.ERROR, codes=wrong
+                ),
+                self.request(
+                    "env_step before env_init",
+                    T.ENV_STEP,
+                    self.action(),
+                    expect=Expect.ERROR,
+                    codes=wrong,
+                ),
+                self.request(
+                    "run_episode before env_init",
+                    T.RUN_EPISODE,
+                    [0],
+                    expect=Expect.ERROR,
+                    codes=wrong,
+                ),
+            ]
         observation = self.scenario.observation
-        return [self.request("agent_start before agent_init", T.AGENT_START, observation,
-                             expect=Expect.ERROR, codes=wrong),
-                self.request("agent_step before agent_init", T.AGENT_STEP, [0.0, observation],
-                             expect=Expect.ERROR, codes=wrong),
-                self.request("agent_end before agent_init", T.AGENT_END, 0.0,
-                             expect=Expect.ERROR, codes=wrong)]
+        return [
+            self.request(
+                "agent_start before agent_init",
+                T.AGENT_START,
+                observation,
+                expect=Expect.ERROR,
+                codes=wrong,
+            ),
+            self.request(
+                "agent_step before agent_init",
+                T.AGENT_STEP,
+                [0.0, observation],
+                expect=Expect.ERROR,
+                codes=wrong,
+            ),
+            self.request(
+                "agent_end before agent_init", T.AGENT_END, 0.0, expect=Expect.ERROR, codes=wrong
+            ),
+        ]
 
     def before_start(self) -> list[Probe]:
         """After ENV_INIT: the requests that need ENV_START or DELEGATE first."""
         if not self.env:
             return []
         wrong = {E.WRONG_STATE}
-        return [self.request("env_step before env_start", T.ENV_STEP, self.action(),
-                             expect=Expect.ERROR, codes=wrong),
-                self.request("run_episode before delegate", T.RUN_EPISODE, [0],
-                             expect=Expect.ERROR, codes=wrong)]
+        return [
+            self.request(
+                "env_step before env_start",
+                T.ENV_STEP,
+                self.action(),
+                expect=Expect.ERROR,
+                codes=wrong,
+            ),
+            self.request(
+                "run_episode before delegate", T.RUN_EPISODE, [0], expect=Expect.ERROR, codes=wrong
+            ),
+        ]
 
     def out_of_order(self, model: StateModel) -> Probe:
         """A valid request at a moment the protocol leaves open (RL_start mid-episode, ...)."""
         if self.env:
-            msg_type, body = self.pick([(T.ENV_INIT, None), (T.ENV_START, None),
-                                        (T.ENV_CLEANUP, None), (T.ENV_STEP, self.action())])
+            msg_type, body = self.pick(
+                [
+                    (T.ENV_INIT, None),
+                    (T.ENV_START, None),
+                    (T.ENV_CLEANUP, None),
+                    (T.ENV_STEP, self.action()),
+                ]
+            )
         else:
-            msg_type, body = self.pick([
-                (T.AGENT_INIT, self.scenario.task_spec), (T.AGENT_START, self.scenario.observation),
-                (T.AGENT_END, 1.0), (T.AGENT_CLEANUP, None),
-                (T.AGENT_STEP, [0.5, self.scenario.observation])])
+            msg_type, body = self.pick(
+                [
+                    (T.AGENT_INIT, self.scenario.task_spec),
+                    (T.AGENT_START, self.scenario.observation),
+                    (T.AGENT_END, 1.0),
+                    (T.AGENT_CLEANUP, None),
+                    (T.AGENT_STEP, [0.5, self.scenario.observation]),
+                ]
+            )
         name = f"{MessageType(msg_type).name.lower()} in state {model.state.name.lower()}"
         needs_start = T.ENV_STEP if self.env else None
-        if model.state == State.NEW and msg_type not in (T.ENV_INIT, T.AGENT_INIT,
-                                                          T.ENV_CLEANUP, T.AGENT_CLEANUP) \
-                or model.state == State.READY and msg_type == needs_start:
+        if (
+            model.state == State.NEW
+            and msg_type not in (T.ENV_INIT, T.AGENT_INIT, T.ENV_CLEANUP, T.AGENT_CLEANUP)
+            or model.state == State.READY
+            and msg_type == needs_start
+        ):
             return self.request(name, msg_type, body, Expect.ERROR, {E.WRONG_STATE})
         return self.request(name, msg_type, body, Expect.EITHER)

@@ -77,7 +77,9 @@ class LogScan:
                 break
             end = unpacker.tell()
             self.entries[self.parsed_to + complete_to] = (
-                end - complete_to, zlib.crc32(data[complete_to:end]))
+                end - complete_to,
+                zlib.crc32(data[complete_to:end]),
+            )
             complete_to = end
         self.parsed_to += complete_to
 
@@ -88,8 +90,11 @@ class LogScan:
                 data = handle.read()
         except FileNotFoundError:
             data = b""
-        return sum(1 for offset, (length, crc) in self.entries.items()
-                   if zlib.crc32(data[offset:offset + length]) != crc)
+        return sum(
+            1
+            for offset, (length, crc) in self.entries.items()
+            if zlib.crc32(data[offset : offset + length]) != crc
+        )
 
 
 def paced_program(experiment, episodes: int, max_steps: int, progress) -> None:
@@ -126,8 +131,9 @@ class EpisodeLines:
         return True
 
 
-def log_campaign(directory: str, rng: np.random.Generator, faults: int, scenarios: dict,
-                 patience_ms: int) -> tuple[Tally, list[str]]:
+def log_campaign(
+    directory: str, rng: np.random.Generator, faults: int, scenarios: dict, patience_ms: int
+) -> tuple[Tally, list[str]]:
     """Logged runs under fire, flushing per episode and per step; ``lost`` counts records lost."""
     tally = Tally()
     notes: list[str] = []
@@ -138,23 +144,60 @@ def log_campaign(directory: str, rng: np.random.Generator, faults: int, scenario
     return tally, notes
 
 
-def _logged_run(directory: str, rng: np.random.Generator, faults: int, scenarios: dict,
-                patience_ms: int, flush: str) -> tuple[Tally, list[str]]:
+def _logged_run(
+    directory: str,
+    rng: np.random.Generator,
+    faults: int,
+    scenarios: dict,
+    patience_ms: int,
+    flush: str,
+) -> tuple[Tally, list[str]]:
     tally = Tally()
     notes: list[str] = []
     directory = os.path.join(directory, f"log-{flush}")
     os.makedirs(directory, exist_ok=True)
-    env = ServerProcess(Target(f"log-env (flush {flush})", python_server("env", "gridwalk"),
-                               scenarios["gridwalk"]), directory, patience_ms)
-    agent = ServerProcess(Target(f"log-agent (flush {flush})", python_server("agent", "random"),
-                                 scenarios["agent:gridwalk"]), directory, patience_ms)
+    env = ServerProcess(
+        Target(f"log-env (flush {flush})", python_server("env", "gridwalk"), scenarios["gridwalk"]),
+        directory,
+        patience_ms,
+    )
+    agent = ServerProcess(
+        Target(
+            f"log-agent (flush {flush})",
+            python_server("agent", "random"),
+            scenarios["agent:gridwalk"],
+        ),
+        directory,
+        patience_ms,
+    )
     path = os.path.join(directory, "faults.rlog")
-    command = [sys.executable, "-m", "rlbridge", "experiment", "--env", env.address, "--agent",
-               agent.address, "--log", path, "--log-flush", flush, "--episodes", "100000000",
-               "--program", "rlbridge.bench.faults.log:paced_program",
-               "--seed", "7", "--quiet", "--timeout-ms", str(EXPERIMENT_TIMEOUT_MS), "--env-name",
-               "gridwalk",
-               "--agent-name", "random"]
+    command = [
+        sys.executable,
+        "-m",
+        "rlbridge",
+        "experiment",
+        "--env",
+        env.address,
+        "--agent",
+        agent.address,
+        "--log",
+        path,
+        "--log-flush",
+        flush,
+        "--episodes",
+        "100000000",
+        "--program",
+        "rlbridge.bench.faults.log:paced_program",
+        "--seed",
+        "7",
+        "--quiet",
+        "--timeout-ms",
+        str(EXPERIMENT_TIMEOUT_MS),
+        "--env-name",
+        "gridwalk",
+        "--agent-name",
+        "random",
+    ]
     experiment = None
     scan = LogScan(path)
     try:
@@ -162,13 +205,19 @@ def _logged_run(directory: str, rng: np.random.Generator, faults: int, scenarios
             server.start()
         for server in (env, agent):
             server.wait_ready()
-        experiment = subprocess.Popen(command, cwd=ROOT, env=child_environment(),
-                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE)
+        experiment = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=child_environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         alive = _inject(tally, EpisodeLines(experiment), (env, agent), rng, faults, scan)
         scan.scan()
-        notes.append(f"log (flush {flush}): {len(scan.entries)} entries written before the "
-                     "faults ended")
+        notes.append(
+            f"log (flush {flush}): {len(scan.entries)} entries written before the faults ended"
+        )
         env_process = env.process
         if alive and env_process is not None and env_process.poll() is None:
             os.kill(env_process.pid, signal.SIGKILL)  # our own child: the last fault
@@ -178,11 +227,15 @@ def _logged_run(directory: str, rng: np.random.Generator, faults: int, scenarios
         except subprocess.TimeoutExpired:
             experiment.kill()
             _, stderr = experiment.communicate()
-            notes.append(f"log (flush {flush}): the experiment did not stop within "
-                         f"{HANG_S:.0f} s of the SIGKILL of its environment")
+            notes.append(
+                f"log (flush {flush}): the experiment did not stop within "
+                f"{HANG_S:.0f} s of the SIGKILL of its environment"
+            )
             tally.hangs += 1
-        notes.append(f"log (flush {flush}): the experiment exited with {experiment.returncode}: "
-                     f"{_tail(stderr.decode(errors='replace'))}")
+        notes.append(
+            f"log (flush {flush}): the experiment exited with {experiment.returncode}: "
+            f"{_tail(stderr.decode(errors='replace'))}"
+        )
         tally.lost = _lost(path, scan, notes, flush)
     finally:
         if experiment is not None and experiment.poll() is None:
@@ -193,8 +246,14 @@ def _logged_run(directory: str, rng: np.random.Generator, faults: int, scenarios
     return tally, notes
 
 
-def _inject(tally: Tally, lines: EpisodeLines, servers: tuple, rng: np.random.Generator,
-            faults: int, scan: LogScan) -> bool:
+def _inject(
+    tally: Tally,
+    lines: EpisodeLines,
+    servers: tuple,
+    rng: np.random.Generator,
+    faults: int,
+    scan: LogScan,
+) -> bool:
     """Bad input to both servers, one per episode the experiment ends; False if it stopped."""
     makers = {server: ProbeMaker(server.target.scenario, rng) for server in servers}
     models = {server: StateModel(server.target.scenario.role) for server in servers}
@@ -208,8 +267,13 @@ def _inject(tally: Tally, lines: EpisodeLines, servers: tuple, rng: np.random.Ge
         server = servers[index % 2]
         maker = makers[server]
         roll = rng.random()
-        probe = envelope_fault(maker) if roll < 0.4 else random_bytes(maker) if roll < 0.6 \
+        probe = (
+            envelope_fault(maker)
+            if roll < 0.4
+            else random_bytes(maker)
+            if roll < 0.6
             else body_fault(maker, models[server])
+        )
         if probe.kind.startswith(("extreme", "seq or episode")):
             continue  # valid HEARTBEATs: harmless, and no fault
         # The experiment lives while it ends episodes; HANG_S only guards against a hang.
@@ -236,34 +300,55 @@ def _stopped(tally: Tally, experiment: subprocess.Popen, last: dict, pending) ->
     try:
         experiment.wait(timeout=HANG_S)
     except subprocess.TimeoutExpired:
-        tally.note("log-experiment", last.get("any", pending), Verdict(
-            "hang", f"after this input the experiment ended no episode and did not exit within "
-                    f"{HANG_S:.0f} s", EXPERIMENT))
+        tally.note(
+            "log-experiment",
+            last.get("any", pending),
+            Verdict(
+                "hang",
+                f"after this input the experiment ended no episode and did not exit within "
+                f"{HANG_S:.0f} s",
+                EXPERIMENT,
+            ),
+        )
         return
     stderr = experiment.stderr.read() if experiment.stderr is not None else b""
     error = _tail(stderr.decode(errors="replace"))
-    role = "environment" if "environment at" in error else "agent" if "agent at" in error \
-        else "any"
-    tally.note("log-experiment", last.get(role, pending), Verdict(
-        "wrong", f"after this input the experiment failed (exit {experiment.returncode}): "
-                 f"{error}", EXPERIMENT))
+    role = "environment" if "environment at" in error else "agent" if "agent at" in error else "any"
+    tally.note(
+        "log-experiment",
+        last.get(role, pending),
+        Verdict(
+            "wrong",
+            f"after this input the experiment failed (exit {experiment.returncode}): {error}",
+            EXPERIMENT,
+        ),
+    )
 
 
 def _lost(path: str, scan: LogScan, notes: list[str], flush: str) -> int:
     """Entries noted during the run that are gone, or that `rlbridge log show` cannot read."""
     missing = scan.missing()
     written = len(scan.entries) - 1  # the header is not a message record
-    result = subprocess.run([sys.executable, "-m", "rlbridge", "log", "show", path], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120,
-                            env=child_environment())
+    result = subprocess.run(
+        [sys.executable, "-m", "rlbridge", "log", "show", path],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=child_environment(),
+    )
     match = MESSAGES.search(result.stdout)
     if result.returncode != 0 or match is None:
-        notes.append(f"log (flush {flush}): `rlbridge log show` failed ({result.returncode}): "
-                     f"{_tail(result.stderr)}")
+        notes.append(
+            f"log (flush {flush}): `rlbridge log show` failed ({result.returncode}): "
+            f"{_tail(result.stderr)}"
+        )
         return max(written, missing)
     unread = max(0, written - int(match.group(1)))
-    notes.append(f"log (flush {flush}): `rlbridge log show` read {match.group(1)} records; "
-                 f"{missing} noted entries changed or gone, {unread} unread")
+    notes.append(
+        f"log (flush {flush}): `rlbridge log show` read {match.group(1)} records; "
+        f"{missing} noted entries changed or gone, {unread} unread"
+    )
     return max(missing, unread)
 
 

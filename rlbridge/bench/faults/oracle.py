@@ -57,11 +57,20 @@ def judge(probe: Probe, frames: list) -> Verdict:
         problems += _error_problems(probe, reply.body)
     elif probe.expect == Expect.ERROR:
         cls = NO_WRONG_STATE if probe.codes == {ErrorCode.WRONG_STATE} else ACCEPTED
-        problems.append((cls, f"answered {_type_name(reply.type)} (body {_short(reply.body)}); "
-                              f"expected ERROR {_names(probe.codes)}"))
+        problems.append(
+            (
+                cls,
+                f"answered {_type_name(reply.type)} (body {_short(reply.body)}); "
+                f"expected ERROR {_names(probe.codes)}",
+            )
+        )
     elif probe.request_type and reply.type != probe.request_type:
-        problems.append((MALFORMED_REPLY, f"answered {_type_name(reply.type)}; expected "
-                                          f"{_type_name(probe.request_type)}"))
+        problems.append(
+            (
+                MALFORMED_REPLY,
+                f"answered {_type_name(reply.type)}; expected {_type_name(probe.request_type)}",
+            )
+        )
     elif probe.kind == "heartbeat":
         sent = msgpack.unpackb(probe.frames[0])[4]
         if reply.body != sent:
@@ -69,17 +78,27 @@ def judge(probe: Probe, frames: list) -> Verdict:
     ids = decodable_ids(bytes(probe.frames[0]))
     if ids is not None and (reply.seq, reply.episode) != ids:
         cls = SEQ_ZERO if (reply.seq, reply.episode) == (0, 0) else SEQ_OTHER
-        problems.append((cls, f"seq/episode of the reply {reply.seq}/{reply.episode}, of the "
-                              f"request {ids[0]}/{ids[1]}"))
+        problems.append(
+            (
+                cls,
+                f"seq/episode of the reply {reply.seq}/{reply.episode}, of the "
+                f"request {ids[0]}/{ids[1]}",
+            )
+        )
     if not problems:
         return Verdict("ok", "", "", reply.type, reply.body)
-    return Verdict("wrong", "; ".join(text for _, text in problems), problems[0][0], reply.type,
-                   reply.body)
+    return Verdict(
+        "wrong", "; ".join(text for _, text in problems), problems[0][0], reply.type, reply.body
+    )
 
 
 def _error_problems(probe: Probe, body) -> list[tuple[str, str]]:
-    if type(body) is not list or len(body) != 2 or type(body[0]) is not int \
-            or type(body[1]) is not str:
+    if (
+        type(body) is not list
+        or len(body) != 2
+        or type(body[0]) is not int
+        or type(body[1]) is not str
+    ):
         return [(MALFORMED_REPLY, f"ERROR body {_short(body)} is not [code, message]")]
     code, text = body
     if code not in _CODES:
@@ -88,8 +107,9 @@ def _error_problems(probe: Probe, body) -> list[tuple[str, str]]:
         return []
     answered = f"answered ERROR {ErrorCode(code).name} ({text[:120]})"
     if probe.expect == Expect.REPLY:
-        wanted = _type_name(probe.request_type) + \
-            (f" or ERROR {_names(probe.codes)}" if probe.codes else "")
+        wanted = _type_name(probe.request_type) + (
+            f" or ERROR {_names(probe.codes)}" if probe.codes else ""
+        )
         cls = APPLICATION if code == ErrorCode.APPLICATION and probe.codes else VALID_REFUSED
         return [(cls, f"{answered}; expected {wanted}")]
     if probe.codes == {ErrorCode.WRONG_STATE}:
@@ -109,7 +129,7 @@ def _type_name(code: int) -> str:
 
 def _short(value, limit: int = 60) -> str:
     text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def describe_frames(frames: list) -> str:
@@ -149,8 +169,9 @@ class Tally:
         cls = verdict.cls or verdict.kind
         self.by_target[cls, target] += 1
         self.by_kind[cls, probe.kind] += 1
-        self.examples.setdefault((cls, target), f"input {describe_frames(probe.frames)}: "
-                                                f"{verdict.detail}")
+        self.examples.setdefault(
+            (cls, target), f"input {describe_frames(probe.frames)}: {verdict.detail}"
+        )
 
     def add(self, other: Tally) -> None:
         self.inputs += other.inputs
@@ -177,8 +198,11 @@ class Tally:
             targets = [(t, n) for (c, t), n in self.by_target.most_common() if c == cls]
             kinds = [(k, n) for (c, k), n in self.by_kind.most_common() if c == cls]
             lines.append(f"{count:6d}  {cls}")
-            lines.append("        inputs: " + ", ".join(f"{k} ({n})" for k, n in kinds[:8])
-                         + (", ..." if len(kinds) > 8 else ""))
+            lines.append(
+                "        inputs: "
+                + ", ".join(f"{k} ({n})" for k, n in kinds[:8])
+                + (", ..." if len(kinds) > 8 else "")
+            )
             for target, n in targets:
                 lines.append(f"        {target} ({n}), e.g. {self.examples[cls, target]}")
         return lines

@@ -49,8 +49,7 @@ class Target(NamedTuple):
 class ServerProcess:
     """One server under test, restarted after a crash or a hang."""
 
-    def __init__(self, target: Target, directory: str, patience_ms: int,
-                 hang_s: float = HANG_S):
+    def __init__(self, target: Target, directory: str, patience_ms: int, hang_s: float = HANG_S):
         self.target = target
         slug = re.sub(r"[^A-Za-z0-9]+", "-", target.name).strip("-")
         self.address = f"ipc://{directory}/{slug}.sock"
@@ -65,9 +64,14 @@ class ServerProcess:
     def start(self) -> None:
         command = [part.replace("{address}", self.address) for part in self.target.command]
         with open(self.stderr_path, "a") as stderr:
-            self.process = subprocess.Popen(command, cwd=ROOT, env=child_environment(),
-                                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                            stderr=stderr)
+            self.process = subprocess.Popen(
+                command,
+                cwd=ROOT,
+                env=child_environment(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
         self._connect()
 
     def _connect(self) -> None:
@@ -85,17 +89,28 @@ class ServerProcess:
     def wait_ready(self) -> None:
         """Send HELLO until the server answers (start-up order is free: ZeroMQ reconnects)."""
         deadline = time.monotonic() + START_TIMEOUT_S
-        hello = pack([PROTOCOL_VERSION, int(MessageType.HELLO), 0, 0,
-                      ["experiment", PROTOCOL_VERSION, "rlbridge-faults", "python"]])
+        hello = pack(
+            [
+                PROTOCOL_VERSION,
+                int(MessageType.HELLO),
+                0,
+                0,
+                ["experiment", PROTOCOL_VERSION, "rlbridge-faults", "python"],
+            ]
+        )
         process, socket = self.started()
         socket.send(hello)
         while not socket.poll(100):
             if process.poll() is not None:
-                raise RLBridgeError(f"{self.target.name} exited with {process.returncode} "
-                                    f"on start; see {self.stderr_path}")
+                raise RLBridgeError(
+                    f"{self.target.name} exited with {process.returncode} "
+                    f"on start; see {self.stderr_path}"
+                )
             if time.monotonic() > deadline:
-                raise PeerTimeout(f"{self.target.name} did not answer HELLO within "
-                                  f"{START_TIMEOUT_S:.0f} s; see {self.stderr_path}")
+                raise PeerTimeout(
+                    f"{self.target.name} did not answer HELLO within "
+                    f"{START_TIMEOUT_S:.0f} s; see {self.stderr_path}"
+                )
         socket.recv_multipart()
 
     def exchange(self, probe: Probe) -> Verdict:
@@ -128,15 +143,19 @@ class ServerProcess:
             if frames is None:
                 if process.poll() is not None:
                     return Verdict("crash", f"the process exited with {process.returncode}")
-                return Verdict("hang", f"no reply to it, nor to a HEARTBEAT sent after "
-                                       f"{self.patience_ms} ms of silence, within "
-                                       f"{self.hang_s:g} s")
+                return Verdict(
+                    "hang",
+                    f"no reply to it, nor to a HEARTBEAT sent after "
+                    f"{self.patience_ms} ms of silence, within "
+                    f"{self.hang_s:g} s",
+                )
             if _answers(frames, seq, body):
                 break
             late = late or frames  # the probe's reply, later than patience_ms
         if late is None:
-            return Verdict("wrong", "no reply, though a HEARTBEAT sent after it was answered",
-                           NO_REPLY)
+            return Verdict(
+                "wrong", "no reply, though a HEARTBEAT sent after it was answered", NO_REPLY
+            )
         return self._judged(probe, late)
 
     def _receive(self, wait_s: float) -> list[bytes] | None:
@@ -151,8 +170,7 @@ class ServerProcess:
     def _judged(self, probe: Probe, frames: list[bytes]) -> Verdict:
         process, _ = self.started()
         if process.poll() is not None:
-            return Verdict("crash", f"the process exited with {process.returncode} "
-                                    "after replying")
+            return Verdict("crash", f"the process exited with {process.returncode} after replying")
         return judge(probe, frames)
 
     def restart(self) -> None:
@@ -194,8 +212,17 @@ def child_environment() -> dict:
 
 
 def python_server(role: str, name: str) -> list:
-    return [sys.executable, "-m", "rlbridge", role, name, "--bind", "{address}",
-            "--max-message-bytes", str(LIMIT_BYTES)]
+    return [
+        sys.executable,
+        "-m",
+        "rlbridge",
+        role,
+        name,
+        "--bind",
+        "{address}",
+        "--max-message-bytes",
+        str(LIMIT_BYTES),
+    ]
 
 
 def c_agent_command() -> list | None:
@@ -212,5 +239,12 @@ def js_agent_command() -> list | None:
     js = ROOT / "clients" / "js"
     if node is None or not (js / "node_modules" / "zeromq").is_dir():
         return None
-    return [node, str(js / "bin" / "agent.js"), "random", "--bind", "{address}",
-            "--max-message-bytes", str(LIMIT_BYTES)]
+    return [
+        node,
+        str(js / "bin" / "agent.js"),
+        "random",
+        "--bind",
+        "{address}",
+        "--max-message-bytes",
+        str(LIMIT_BYTES),
+    ]

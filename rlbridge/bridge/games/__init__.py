@@ -64,32 +64,77 @@ class GameDrawing(Generic[S]):
 #: your own game"), and the process that imports it draws it.
 GAMES: dict[str, GameDrawing[Any]] = {
     "minesweeper": GameDrawing(
-        minesweeper.shape, minesweeper.draw, minesweeper.block_grid, minesweeper.text,
+        minesweeper.shape,
+        minesweeper.draw,
+        minesweeper.block_grid,
+        minesweeper.text,
         minesweeper.outcome,
         Controls(minesweeper.HELP, pair_action=minesweeper.cell_action, clicks_pick_cells=True),
-        schema=minesweeper.MinesweeperSnapshot),
+        schema=minesweeper.MinesweeperSnapshot,
+    ),
     "blackjack": GameDrawing(
-        blackjack.shape, blackjack.draw, blackjack.block_grid, blackjack.text, blackjack.outcome,
+        blackjack.shape,
+        blackjack.draw,
+        blackjack.block_grid,
+        blackjack.text,
+        blackjack.outcome,
         Controls(blackjack.HELP, blackjack.KEYS, blackjack.WORDS),
-        layout=blackjack.CARDS, background=blackjack.CARD_TABLE, schema=blackjack.BlackjackSnapshot),
+        layout=blackjack.CARDS,
+        background=blackjack.CARD_TABLE,
+        schema=blackjack.BlackjackSnapshot,
+    ),
     "tetris": GameDrawing(
-        tetris.shape, tetris.draw, tetris.block_grid, tetris.text, tetris.outcome,
-        Controls(tetris.HELP, tetris.KEYS, tetris.WORDS, pair_action=tetris.placement_action,
-                 options=tetris.PLAY_OPTIONS),
-        layout=tetris.LAYOUT, schema=tetris.TetrisSnapshot),
+        tetris.shape,
+        tetris.draw,
+        tetris.block_grid,
+        tetris.text,
+        tetris.outcome,
+        Controls(
+            tetris.HELP,
+            tetris.KEYS,
+            tetris.WORDS,
+            pair_action=tetris.placement_action,
+            options=tetris.PLAY_OPTIONS,
+        ),
+        layout=tetris.LAYOUT,
+        schema=tetris.TetrisSnapshot,
+    ),
     "reversi": GameDrawing(
-        reversi.shape, reversi.draw, reversi.block_grid, reversi.text, reversi.outcome,
-        Controls(reversi.HELP, reversi.KEYS, reversi.WORDS, pair_action=reversi.cell_action,
-                 clicks_pick_cells=True),
-        layout=reversi.LAYOUT, schema=reversi.ReversiSnapshot),
+        reversi.shape,
+        reversi.draw,
+        reversi.block_grid,
+        reversi.text,
+        reversi.outcome,
+        Controls(
+            reversi.HELP,
+            reversi.KEYS,
+            reversi.WORDS,
+            pair_action=reversi.cell_action,
+            clicks_pick_cells=True,
+        ),
+        layout=reversi.LAYOUT,
+        schema=reversi.ReversiSnapshot,
+    ),
     "2048": GameDrawing(
-        game2048.shape, game2048.draw, game2048.block_grid, game2048.text, game2048.outcome,
+        game2048.shape,
+        game2048.draw,
+        game2048.block_grid,
+        game2048.text,
+        game2048.outcome,
         Controls(game2048.HELP, game2048.KEYS, game2048.WORDS),
-        layout=game2048.LAYOUT, schema=game2048.Game2048Snapshot),
+        layout=game2048.LAYOUT,
+        schema=game2048.Game2048Snapshot,
+    ),
     "mission": GameDrawing(
-        mission.shape, mission.draw, mission.block_grid, mission.text, mission.outcome,
+        mission.shape,
+        mission.draw,
+        mission.block_grid,
+        mission.text,
+        mission.outcome,
         Controls(mission.HELP, mission.KEYS, mission.WORDS),
-        layout=mission.LAYOUT, schema=mission.MissionSnapshot),
+        layout=mission.LAYOUT,
+        schema=mission.MissionSnapshot,
+    ),
 }
 
 
@@ -97,8 +142,10 @@ def drawing_for(game: str | None, part: str = "drawing") -> GameDrawing[Any]:
     """The drawing of ``game`` (a snapshot's ``"game"``); ``part`` names what was wanted in
     the error."""
     if game not in GAMES:
-        raise UnknownGame(f"no {part} for game {game!r}; known: {', '.join(GAMES)} (add one to "
-                          "rlbridge.bridge.games.GAMES: docs/bridge.md, 'Draw your own game')")
+        raise UnknownGame(
+            f"no {part} for game {game!r}; known: {', '.join(GAMES)} (add one to "
+            "rlbridge.bridge.games.GAMES: docs/bridge.md, 'Draw your own game')"
+        )
     return GAMES[game]
 
 

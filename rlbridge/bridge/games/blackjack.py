@@ -55,7 +55,11 @@ class CardRows(Scaled):
         return Rect(self.px(MARGIN) + col * step, top, self.px(self.width), self.px(self.height))
 
     def canvas_size(self, rows: int, cols: int) -> tuple[int, int]:
-        width = 2 * self.px(MARGIN) + cols * (self.px(self.width) + self.px(self.gap)) - self.px(self.gap)
+        width = (
+            2 * self.px(MARGIN)
+            + cols * (self.px(self.width) + self.px(self.gap))
+            - self.px(self.gap)
+        )
         return (width, self.px(self.header) + rows * self._row_height())
 
 
@@ -95,23 +99,38 @@ def draw(surface, snap: BlackjackSnapshot, layout: CardRows) -> None:
     draw_header(surface, outcome(snap) or "the hand is in play", layout)
     shown = dealer_shown(snap)
     hidden = 0 if done else max(1, len(snap["dealer"]) - 1)  # at least one card lies face down
-    labels = tuple(f"{name} {total}" + (" (bust)" if total > 21 else "") for name, total in
-                   (("dealer", hand_total(shown)), ("player", hand_total(snap["player"]))))
+    labels = tuple(
+        f"{name} {total}" + (" (bust)" if total > 21 else "")
+        for name, total in (("dealer", hand_total(shown)), ("player", hand_total(snap["player"])))
+    )
     labels = (labels[0] + ("" if done else " + ?"), labels[1])
     radius = layout.px(8)
     for row, (hand, backs) in enumerate(((shown, hidden), (snap["player"], 0))):
         first = layout.cell_rect(row, 0)
         label_y = first.top - layout.px(layout.label) // 2 - layout.px(2)
-        draw_text(surface, labels[row], (first.left, label_y), TEXT, layout.px(28),
-                  max_width=surface.get_width() - 2 * layout.px(MARGIN), anchor="midleft")
+        draw_text(
+            surface,
+            labels[row],
+            (first.left, label_y),
+            TEXT,
+            layout.px(28),
+            max_width=surface.get_width() - 2 * layout.px(MARGIN),
+            anchor="midleft",
+        )
         for col, card in enumerate(list(hand) + [None] * backs):
             rect = layout.cell_rect(row, col).to_pygame()
             if card is None:
                 pygame.draw.rect(surface, CARD_BACK, rect, border_radius=radius)
             else:
                 pygame.draw.rect(surface, CARD_FACE, rect, border_radius=radius)
-                draw_text(surface, rank(card), rect.center, CARD_INK, layout.px(52),
-                          max_width=rect.width - 2 * layout.px(6))
+                draw_text(
+                    surface,
+                    rank(card),
+                    rect.center,
+                    CARD_INK,
+                    layout.px(52),
+                    max_width=rect.width - 2 * layout.px(6),
+                )
 
 
 #: Cards as blocks: white wool with the rank in black block letters, blue wool face down;
@@ -134,8 +153,7 @@ def block_grid(snap: BlackjackSnapshot) -> BlockGrid:
     done = bool(snap.get("done"))
     hidden = 0 if done else max(1, len(snap["dealer"]) - 1)
     dealer: list[int | None] = [*dealer_shown(snap), *[None] * hidden]
-    hands: tuple[tuple[list[int | None], str], ...] = (
-        (dealer, "D"), (list(snap["player"]), "P"))
+    hands: tuple[tuple[list[int | None], str], ...] = ((dealer, "D"), (list(snap["player"]), "P"))
     slots = max(BLOCK_SLOTS, len(hands[0][0]), len(hands[1][0]))
     for row, (hand, letter) in enumerate(hands):
         top, _ = card_block_origin(row, 0)
@@ -149,7 +167,9 @@ def block_grid(snap: BlackjackSnapshot) -> BlockGrid:
                     grid[(r, c)] = face
             if card is not None:
                 label = rank(card)
-                for cell in glyph_cells(label, top + 1, left + (CARD_BLOCK_WIDTH - text_width(label)) // 2):
+                for cell in glyph_cells(
+                    label, top + 1, left + (CARD_BLOCK_WIDTH - text_width(label)) // 2
+                ):
                     grid[cell] = CARD_INK_BLOCK
     rows = 2 * (CARD_BLOCK_HEIGHT + 1)  # the result strip's row included
     cols = CARDS_LEFT + slots * (CARD_BLOCK_WIDTH + 1) - 1

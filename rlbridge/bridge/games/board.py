@@ -27,6 +27,7 @@ def cells(values: Sequence[V], cols: int) -> Iterator[tuple[Cell, V]]:
 def text_grid(rows: int, cols: int, cell: Callable[[int, int], str]) -> str:
     """A board as text: column numbers on top, the row number before each row."""
     header = "   " + " ".join(f"{c:>2}" for c in range(cols))
-    lines = [header] + [f"{r:>2} " + " ".join(f"{cell(r, c):>2}" for c in range(cols))
-                        for r in range(rows)]
+    lines = [header] + [
+        f"{r:>2} " + " ".join(f"{cell(r, c):>2}" for c in range(cols)) for r in range(rows)
+    ]
     return "\n".join(lines)

@@ -26,9 +26,17 @@ SIDE = 4
 TILE_EMPTY: RGB = (205, 193, 180)
 #: The usual 2048 colours up to 2048; beyond it tile_rgb keeps going (no limit at 2048).
 TILE_RGB: dict[int, RGB] = {
-    2: (238, 228, 218), 4: (237, 224, 200), 8: (242, 177, 121), 16: (245, 149, 99),
-    32: (246, 124, 95), 64: (246, 94, 59), 128: (237, 207, 114), 256: (237, 204, 97),
-    512: (237, 200, 80), 1024: (237, 197, 63), 2048: (237, 194, 46),
+    2: (238, 228, 218),
+    4: (237, 224, 200),
+    8: (242, 177, 121),
+    16: (245, 149, 99),
+    32: (246, 124, 95),
+    64: (246, 94, 59),
+    128: (237, 207, 114),
+    256: (237, 204, 97),
+    512: (237, 200, 80),
+    1024: (237, 197, 63),
+    2048: (237, 194, 46),
 }
 #: 2 -> white, 4 -> orange, ... cycling over the 15 lighter wools (no limit at 2048).
 TILE_WOOLS = tuple(wool(c) for c in WOOL_COLOURS[:15])
@@ -74,21 +82,29 @@ TILE_PADDING = 8  # at scale 1, each side of a tile's number
 
 
 def outcome(snap: Game2048Snapshot) -> str | None:
-    """"over, max tile N" once the game is over, None while it runs."""
+    """ "over, max tile N" once the game is over, None while it runs."""
     return f"over, max tile {max(snap['board'])}" if snap.get("done") else None
 
 
 def draw(surface, snap: Game2048Snapshot, layout: SquareCells) -> None:
     pygame = load_pygame()
     result = outcome(snap)
-    draw_header(surface, f"score {snap.get('score', 0)}" + (f"  ({result})" if result else ""), layout)
+    draw_header(
+        surface, f"score {snap.get('score', 0)}" + (f"  ({result})" if result else ""), layout
+    )
     for cell, value in cells(snap["board"], SIDE):
         rect = layout.cell_rect(*cell)
         pygame.draw.rect(surface, tile_rgb(value), rect.to_pygame())
         if value:
             label = str(value)
-            draw_text(surface, label, rect.centre, tile_ink(value), layout.px(TILE_FONT.get(len(label), 40)),
-                      max_width=rect.width - 2 * layout.px(TILE_PADDING))
+            draw_text(
+                surface,
+                label,
+                rect.centre,
+                tile_ink(value),
+                layout.px(TILE_FONT.get(len(label), 40)),
+                max_width=rect.width - 2 * layout.px(TILE_PADDING),
+            )
     layout.draw_lines(surface, SIDE, SIDE)
 
 
@@ -130,5 +146,7 @@ def block_grid(snap: Game2048Snapshot) -> BlockGrid:
 
 def text(snap: Game2048Snapshot) -> str:
     board = snap["board"]
-    rows = (" ".join(f"{v or '.':>6}" for v in board[r * SIDE:(r + 1) * SIDE]) for r in range(SIDE))
+    rows = (
+        " ".join(f"{v or '.':>6}" for v in board[r * SIDE : (r + 1) * SIDE]) for r in range(SIDE)
+    )
     return "\n".join(rows) + f"\nscore {snap.get('score', 0)}"

@@ -30,14 +30,28 @@ MINE_EXPLODED: RGB = (220, 20, 60)
 MINE_DOT: RGB = (30, 30, 30)
 #: Seed 000's hint number colours for 1..8.
 HINT_RGB: dict[int, RGB] = {
-    1: (46, 117, 182), 2: (84, 130, 53), 3: (192, 0, 0), 4: (112, 48, 160),
-    5: (132, 60, 12), 6: (191, 144, 0), 7: (32, 56, 100), 8: (13, 13, 13),
+    1: (46, 117, 182),
+    2: (84, 130, 53),
+    3: (192, 0, 0),
+    4: (112, 48, 160),
+    5: (132, 60, 12),
+    6: (191, 144, 0),
+    7: (32, 56, 100),
+    8: (13, 13, 13),
 }
 
 #: Hint colours near seed 000's screen colours; unopened gray, opened blank white.
-MINE_HINT_BLOCKS = {0: wool("white"), 1: wool("light_blue"), 2: wool("green"), 3: wool("red"),
-                    4: wool("purple"), 5: wool("brown"), 6: wool("yellow"), 7: wool("cyan"),
-                    8: wool("black")}
+MINE_HINT_BLOCKS = {
+    0: wool("white"),
+    1: wool("light_blue"),
+    2: wool("green"),
+    3: wool("red"),
+    4: wool("purple"),
+    5: wool("brown"),
+    6: wool("yellow"),
+    7: wool("cyan"),
+    8: wool("black"),
+}
 MINE_UNOPENED_BLOCK = wool("gray")
 MINE_BLOCK = "minecraft:tnt"
 
@@ -60,7 +74,7 @@ def face(snap: MinesweeperSnapshot, index: int) -> int | str:
 
 
 def outcome(snap: MinesweeperSnapshot) -> str | None:
-    """"won" or "lost" once the game is over, None while it runs."""
+    """ "won" or "lost" once the game is over, None while it runs."""
     return "lost" if snap.get("lost") else "won" if snap.get("won") else None
 
 
@@ -72,8 +86,7 @@ def draw(surface, snap: MinesweeperSnapshot, layout: SquareCells) -> None:
     for index in range(rows * cols):
         rect = layout.cell_rect(*divmod(index, cols))
         is_open, is_mine = snap["open"][index], snap["mines"][index]
-        colour = (MINE_EXPLODED if is_open and is_mine else
-                  MINE_OPENED if is_open else MINE_UNOPENED)
+        colour = MINE_EXPLODED if is_open and is_mine else MINE_OPENED if is_open else MINE_UNOPENED
         pygame.draw.rect(surface, colour, rect.to_pygame())
         hint = snap["hints"][index]
         if is_open and not is_mine and hint >= 1:

@@ -27,13 +27,34 @@ class MissionSnapshot(TypedDict):
 
 
 #: Each mission block as the nearest wool (the block viewer and RCON servers draw wool).
-_WOOL = {"lava": "orange", "water": "light_blue", "sandstone": "yellow", "sand": "yellow",
-         "lapis_block": "blue", "cobblestone": "gray", "grass": "green", "dirt": "brown",
-         "emerald_block": "lime", "gold_block": "yellow", "quartz_block": "white",
-         "diamond_block": "cyan", "redstone_block": "red", "obsidian": "black",
-         "bedrock": "black", "stonebrick": "light_gray", "planks": "brown", "log": "brown",
-         "leaves": "green", "glass": "white", "wool": "white", "iron_block": "light_gray",
-         "brick_block": "red", "gravel": "gray", "glowstone": "yellow", "beacon": "cyan"}
+_WOOL = {
+    "lava": "orange",
+    "water": "light_blue",
+    "sandstone": "yellow",
+    "sand": "yellow",
+    "lapis_block": "blue",
+    "cobblestone": "gray",
+    "grass": "green",
+    "dirt": "brown",
+    "emerald_block": "lime",
+    "gold_block": "yellow",
+    "quartz_block": "white",
+    "diamond_block": "cyan",
+    "redstone_block": "red",
+    "obsidian": "black",
+    "bedrock": "black",
+    "stonebrick": "light_gray",
+    "planks": "brown",
+    "log": "brown",
+    "leaves": "green",
+    "glass": "white",
+    "wool": "white",
+    "iron_block": "light_gray",
+    "brick_block": "red",
+    "gravel": "gray",
+    "glowstone": "yellow",
+    "beacon": "cyan",
+}
 AGENT_RGB: RGB = (220, 40, 40)
 #: The heading's step in map cells for yaw 0 (south), 90 (west), 180 (north), 270 (east).
 _HEADING = {0: (1, 0), 90: (0, -1), 180: (-1, 0), 270: (0, 1)}
@@ -60,8 +81,11 @@ def outcome(snap: MissionSnapshot) -> str | None:
 def draw(surface, snap: MissionSnapshot, layout: SquareCells) -> None:
     pygame = load_pygame()
     result = outcome(snap)
-    draw_header(surface, f"{snap['mission']}  step {snap['steps']}"
-                + (f"  ({result})" if result else ""), layout)
+    draw_header(
+        surface,
+        f"{snap['mission']}  step {snap['steps']}" + (f"  ({result})" if result else ""),
+        layout,
+    )
     for row, names in enumerate(snap["map"]):
         for col, name in enumerate(names):
             pygame.draw.rect(surface, BLOCKS[name].rgb, layout.cell_rect(row, col).to_pygame())
@@ -97,5 +121,8 @@ def text(snap: MissionSnapshot) -> str:
         return "." if name == "air" else name[:2]
 
     rows, cols = shape(snap)
-    return text_grid(rows, cols, cell) + f"\nstep {snap['steps']}" + (
-        f"  {outcome(snap)}" if snap.get("done") else "")
+    return (
+        text_grid(rows, cols, cell)
+        + f"\nstep {snap['steps']}"
+        + (f"  {outcome(snap)}" if snap.get("done") else "")
+    )

@@ -56,8 +56,9 @@ def draw(surface, snap: ReversiSnapshot, layout: SquareCells) -> None:
     board = snap["board"]
     agent, env = board.count(1), board.count(-1)
     result = outcome(snap)
-    draw_header(surface, f"black {agent} : {env} white" + (f"  (black {result})" if result else ""),
-                layout)
+    draw_header(
+        surface, f"black {agent} : {env} white" + (f"  (black {result})" if result else ""), layout
+    )
     legal = set(snap.get("legal") or ())
     for index, stone in enumerate(board):
         rect = layout.cell_rect(*divmod(index, snap["size"]))

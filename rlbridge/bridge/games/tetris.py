@@ -30,7 +30,9 @@ class TetrisSnapshot(TypedDict):
 #: The empty cell, then kinds 1..7 (either piece set) in the seed's wool colours (``wool <kind>``),
 #: each lifted toward white where it would not stand out on the dark well (gray, kind 7).
 TETRIS_EMPTY: RGB = (24, 24, 30)
-TETRIS_RGB: dict[int, RGB] = {k: lifted(WOOL_RGB[WOOL_COLOURS[k]], TETRIS_EMPTY) for k in range(1, 8)}
+TETRIS_RGB: dict[int, RGB] = {
+    k: lifted(WOOL_RGB[WOOL_COLOURS[k]], TETRIS_EMPTY) for k in range(1, 8)
+}
 GAME_OVER_BAND: RGB = (10, 10, 14)
 GAME_OVER_INK: RGB = (240, 80, 70)
 
@@ -72,7 +74,7 @@ def tetris_block(kind: int) -> str:
 
 
 def outcome(snap: TetrisSnapshot) -> str | None:
-    """"game over" once the well is full (no falling piece), None while it runs."""
+    """ "game over" once the well is full (no falling piece), None while it runs."""
     return "game over" if snap.get("piece") is None else None
 
 
@@ -85,8 +87,12 @@ def draw(surface, snap: TetrisSnapshot, layout: SquareCells) -> None:
         pygame.draw.rect(surface, colour, rect)
         if kind:  # a light bevel sets each square apart from its neighbours of the same kind
             bevel = layout.px(2)
-            pygame.draw.rect(surface, tuple(min(255, c + 70) for c in colour),
-                             rect.inflate(-bevel, -bevel), bevel)
+            pygame.draw.rect(
+                surface,
+                tuple(min(255, c + 70) for c in colour),
+                rect.inflate(-bevel, -bevel),
+                bevel,
+            )
     layout.draw_lines(surface, rows, cols)
     _draw_panel(surface, snap, layout)
     if outcome(snap):
@@ -104,7 +110,9 @@ def _draw_panel(surface, snap: TetrisSnapshot, layout: SquareCells) -> None:
     font, line = layout.px(PANEL_FONT), layout.px(PANEL_LINE)
     for label, value in (("lines", snap.get("lines", 0)), ("pieces", snap.get("pieces", 0))):
         draw_text(surface, label, (centre_x, y), TEXT, font, max_width=width)
-        draw_text(surface, str(value), (centre_x, y + line), TEXT, font + layout.px(6), max_width=width)
+        draw_text(
+            surface, str(value), (centre_x, y + line), TEXT, font + layout.px(6), max_width=width
+        )
         y += 2 * line + layout.px(8)
     upcoming = snap.get("next")
     if upcoming:
@@ -120,12 +128,20 @@ def _draw_game_over(surface, well, layout: SquareCells) -> None:
     height = layout.px(2 * layout.cell)
     band = pygame.Rect(well.left, well.top + (well.height - height) // 2, well.width, height)
     pygame.draw.rect(surface, GAME_OVER_BAND, band)
-    draw_text(surface, "game over", band.center, GAME_OVER_INK, layout.px(40),
-              max_width=well.width - 2 * layout.px(4))
+    draw_text(
+        surface,
+        "game over",
+        band.center,
+        GAME_OVER_INK,
+        layout.px(40),
+        max_width=well.width - 2 * layout.px(4),
+    )
 
 
 def block_grid(snap: TetrisSnapshot) -> BlockGrid:
-    return BlockGrid(*shape(snap), {cell: tetris_block(kind) for cell, kind in kinds(snap).items() if kind})
+    return BlockGrid(
+        *shape(snap), {cell: tetris_block(kind) for cell, kind in kinds(snap).items() if kind}
+    )
 
 
 def text(snap: TetrisSnapshot) -> str:

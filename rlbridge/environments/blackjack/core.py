@@ -57,11 +57,28 @@ class BlackjackCore:
     and +1.5 for a winning natural when ``natural`` is set.
     """
 
-    __slots__ = ("rng", "natural", "player", "dealer", "done", "reward", "dealer_score",
-                 "_cards", "_next", "_raw", "_ace")
+    __slots__ = (
+        "rng",
+        "natural",
+        "player",
+        "dealer",
+        "done",
+        "reward",
+        "dealer_score",
+        "_cards",
+        "_next",
+        "_raw",
+        "_ace",
+    )
 
-    def __init__(self, rng: np.random.Generator | None = None, *, natural: bool = False,
-                 player: list[int] | None = None, dealer: list[int] | None = None):
+    def __init__(
+        self,
+        rng: np.random.Generator | None = None,
+        *,
+        natural: bool = False,
+        player: list[int] | None = None,
+        dealer: list[int] | None = None,
+    ):
         self.rng = rng if rng is not None else np.random.default_rng()
         self.natural = natural
         self._cards: list[int] = []

@@ -115,7 +115,9 @@ class BlackjackEnv(Environment):
     def env_step(self, action: Value) -> StepResult:
         ints = action.ints
         if len(ints) != 1 or ints[0] not in (STICK, HIT):
-            raise InvalidAction(f"blackjack action must be one int, 0 (stick) or 1 (hit); got {ints}")
+            raise InvalidAction(
+                f"blackjack action must be one int, 0 (stick) or 1 (hit); got {ints}"
+            )
         core = self.core
         if core.done:
             raise WrongState("the hand is over; call env_start for a new one")
@@ -123,10 +125,13 @@ class BlackjackEnv(Environment):
         if not core.done:
             return StepResult(reward, Value(ints=core.observation()), False)
         player_total = core.player_total()
-        info = {"player_score": 0 if player_total > 21 else player_total,
-                "dealer_score": core.score(core.dealer) if core.dealer_score is None
-                else core.dealer_score,
-                "outcome": "win" if reward > 0 else ("loss" if reward < 0 else "draw")}
+        info = {
+            "player_score": 0 if player_total > 21 else player_total,
+            "dealer_score": core.score(core.dealer)
+            if core.dealer_score is None
+            else core.dealer_score,
+            "outcome": "win" if reward > 0 else ("loss" if reward < 0 else "draw"),
+        }
         return StepResult(reward, Value(ints=core.observation()), True, info)
 
     OUTCOME = ("win rate", "rate")
@@ -172,5 +177,10 @@ class BlackjackEnv(Environment):
     def state_snapshot(self) -> dict:
         """The shared schema; ``dealer[1:]`` is hidden from the player until ``done``."""
         core = self.core
-        return {"game": "blackjack", "player": list(core.player), "dealer": list(core.dealer),
-                "done": bool(core.done and self._started), "reward": core.reward}
+        return {
+            "game": "blackjack",
+            "player": list(core.player),
+            "dealer": list(core.dealer),
+            "done": bool(core.done and self._started),
+            "reward": core.reward,
+        }

@@ -55,7 +55,8 @@ class BlackjackVector:
         used_up = rows[self.next[rows] >= CARD_BATCH]
         for index in used_up.tolist():  # one generator call per instance, every 4096 cards
             self.cards[index] = np.minimum(
-                self.envs[index].core.rng.integers(1, 14, size=CARD_BATCH), 10)
+                self.envs[index].core.rng.integers(1, 14, size=CARD_BATCH), 10
+            )
             self.lists[index] = None
             self.next[index] = 0
         cards = self.cards[rows, self.next[rows]]
@@ -69,8 +70,8 @@ class BlackjackVector:
             self.player, self.dealer = np.pad(self.player, grow), np.pad(self.dealer, grow)
         self.player[index] = 0
         self.dealer[index] = 0
-        self.player[index, :len(player)] = player
-        self.dealer[index, :len(dealer)] = dealer
+        self.player[index, : len(player)] = player
+        self.dealer[index, : len(dealer)] = dealer
         self.player_count[index], self.dealer_count[index] = len(player), len(dealer)
         self.raw[index] = sum(player)
         self.ace[index] = 1 in player
@@ -100,7 +101,7 @@ class BlackjackVector:
             self.envs[index]._pending = None
             if pending[0] == "start":
                 player_sum, dealer_card, usable = pending[1:]
-                dealer = self.dealer[index, :self.dealer_count[index]].tolist()
+                dealer = self.dealer[index, : self.dealer_count[index]].tolist()
                 dealer[0] = dealer_card
                 self._set_hands(index, hand_for(player_sum, usable), dealer)
             else:
@@ -115,8 +116,10 @@ class BlackjackVector:
         stepping = np.flatnonzero(calls == _STEP)
         finished = stepping[self.done[stepping]]
         if len(finished):
-            raise WrongState(f"instance {self.first + int(finished[0])}: the hand is over; "
-                             "call env_start for a new one")
+            raise WrongState(
+                f"instance {self.first + int(finished[0])}: the hand is over; "
+                "call env_start for a new one"
+            )
         rewards = np.zeros(count, dtype=np.float64)
         terminals = np.zeros(count, dtype=bool)
         infos = None
@@ -137,12 +140,17 @@ class BlackjackVector:
             self._deal(starting)
             self.started[starting] = True
         touched = np.flatnonzero(calls != 2)
-        observations = np.stack([self._totals(self.raw[touched], self.ace[touched]),
-                                 self.dealer[touched, 0],
-                                 (self.ace[touched] & (self.raw[touched] <= 11)).astype(np.int64)],
-                                axis=1)
-        return BatchStep(rewards, stacked_observations(len(touched), observations), terminals,
-                         infos)
+        observations = np.stack(
+            [
+                self._totals(self.raw[touched], self.ace[touched]),
+                self.dealer[touched, 0],
+                (self.ace[touched] & (self.raw[touched] <= 11)).astype(np.int64),
+            ],
+            axis=1,
+        )
+        return BatchStep(
+            rewards, stacked_observations(len(touched), observations), terminals, infos
+        )
 
     def _hit(self, rows: np.ndarray) -> None:
         if not len(rows):
@@ -179,8 +187,11 @@ class BlackjackVector:
         reward = np.sign(player_score - dealer_score).astype(np.float64)
         if self.natural:
             first, second = self.player[rows, 0], self.player[rows, 1]
-            natural = ((self.player_count[rows] == 2) & (first + second == 11)
-                       & ((first == 1) | (second == 1)))
+            natural = (
+                (self.player_count[rows] == 2)
+                & (first + second == 11)
+                & ((first == 1) | (second == 1))
+            )
             reward[natural & (reward == 1.0)] = 1.5
         self.done[rows] = True
         self.reward[rows] = reward
@@ -194,10 +205,13 @@ class BlackjackVector:
             dealer = self.dealer[rows[unplayed]]
             total = self._totals(dealer.sum(axis=1), (dealer == 1).any(axis=1))
             dealer_score[unplayed] = np.where(total > 21, 0, total)
-        outcomes = np.where(self.reward[rows] > 0, "win",
-                            np.where(self.reward[rows] < 0, "loss", "draw")).tolist()
-        return [{"player_score": 0 if p > 21 else p, "dealer_score": d, "outcome": o}
-                for p, d, o in zip(player.tolist(), dealer_score.tolist(), outcomes, strict=True)]
+        outcomes = np.where(
+            self.reward[rows] > 0, "win", np.where(self.reward[rows] < 0, "loss", "draw")
+        ).tolist()
+        return [
+            {"player_score": 0 if p > 21 else p, "dealer_score": d, "outcome": o}
+            for p, d, o in zip(player.tolist(), dealer_score.tolist(), outcomes, strict=True)
+        ]
 
     def _file_outcomes(self, rows: np.ndarray) -> None:
         """What ``env_start``'s ``file_outcome`` files for the hands that ended or were cut."""
@@ -210,8 +224,8 @@ class BlackjackVector:
     def store(self, rows) -> None:
         for index in rows:
             env, core = self.envs[index], self.envs[index].core
-            core.player = self.player[index, :self.player_count[index]].tolist()
-            core.dealer = self.dealer[index, :self.dealer_count[index]].tolist()
+            core.player = self.player[index, : self.player_count[index]].tolist()
+            core.dealer = self.dealer[index, : self.dealer_count[index]].tolist()
             core._raw, core._ace = int(self.raw[index]), bool(self.ace[index])
             core.done = bool(self.done[index])
             reward = float(self.reward[index])

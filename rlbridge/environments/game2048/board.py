@@ -159,8 +159,11 @@ def _make_move(action: int):
 def _moved_line(line: list[int], shifts: tuple[int, ...]) -> tuple[int, int, tuple[int, ...]]:
     """The line after sliding (placed on the board), its merge score and its empty cells."""
     moved, score = slide_line(line)
-    return (sum(e << s for e, s in zip(moved, shifts, strict=True)), score,
-            tuple(s for e, s in zip(moved, shifts, strict=True) if not e))
+    return (
+        sum(e << s for e, s in zip(moved, shifts, strict=True)),
+        score,
+        tuple(s for e, s in zip(moved, shifts, strict=True) if not e),
+    )
 
 
 def _place_moved(result: tuple[int, int, tuple[int, ...]], base: int):
@@ -181,20 +184,30 @@ _ROW_MOVABLE, _COL_MOVABLE = _movable_bits(LEFT, RIGHT), _movable_bits(UP, DOWN)
 #: with ``fill_lines`` when a look-up raises KeyError: (table, mask) per line, and makers.
 _LEGAL_TABLES: tuple[dict[int, int], ...] = tuple({} for _ in range(8))
 _H0, _H1, _H2, _H3, _V0, _V1, _V2, _V3 = _LEGAL_TABLES
-_LEGAL_PARTS = tuple(part for table, mask in zip(
-    _LEGAL_TABLES, (_R0, _R1, _R2, _R3, _C0, _C1, _C2, _C3), strict=True) for part in (table, mask))
-_LEGAL_MAKERS = (*(LineTable(s, _ROW_MOVABLE, keep) for s in _ROW_SHIFTS),
-                 *(LineTable(s, _COL_MOVABLE, keep) for s in _COL_SHIFTS))
+_LEGAL_PARTS = tuple(
+    part
+    for table, mask in zip(_LEGAL_TABLES, (_R0, _R1, _R2, _R3, _C0, _C1, _C2, _C3), strict=True)
+    for part in (table, mask)
+)
+_LEGAL_MAKERS = (
+    *(LineTable(s, _ROW_MOVABLE, keep) for s in _ROW_SHIFTS),
+    *(LineTable(s, _COL_MOVABLE, keep) for s in _COL_SHIFTS),
+)
 #: PLAY_TABLES[action] = (table, mask) for the 4 lines, the table giving ``_moved_line``
 #: (exact dicts filled from PLAY_MAKERS[action] by ``fill_lines``).
 #: Per action, a dict (masked line -> (moved line, score, empty shifts)) then its mask, per line.
 PLAY_TABLES: tuple[tuple[Any, ...], ...] = tuple(
-    tuple(part for line in range(4)
-          for part in (dict[int, Any](), _line_mask(_line_shifts(action, line))))
-    for action in range(4))
+    tuple(
+        part
+        for line in range(4)
+        for part in (dict[int, Any](), _line_mask(_line_shifts(action, line)))
+    )
+    for action in range(4)
+)
 PLAY_MAKERS = tuple(
     tuple(LineTable(_line_shifts(action, line), _moved_line, _place_moved) for line in range(4))
-    for action in range(4))
+    for action in range(4)
+)
 #: Legal-move bits (bit a set iff action a changes the board) -> the actions, in order.
 ACTIONS_OF_BITS = tuple(tuple(a for a in range(4) if bits >> a & 1) for bits in range(16))
 
@@ -217,8 +230,16 @@ def fill_lines(parts: tuple, makers: tuple, board: int) -> None:
 def legal_bits(board: int) -> int:
     """Bit a is set iff action a changes ``board``."""
     try:
-        return (_H0[board & _R0] | _H1[board & _R1] | _H2[board & _R2] | _H3[board & _R3]
-                | _V0[board & _C0] | _V1[board & _C1] | _V2[board & _C2] | _V3[board & _C3])
+        return (
+            _H0[board & _R0]
+            | _H1[board & _R1]
+            | _H2[board & _R2]
+            | _H3[board & _R3]
+            | _V0[board & _C0]
+            | _V1[board & _C1]
+            | _V2[board & _C2]
+            | _V3[board & _C3]
+        )
     except KeyError:
         fill_lines(_LEGAL_PARTS, _LEGAL_MAKERS, board)
         return legal_bits(board)

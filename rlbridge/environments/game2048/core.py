@@ -48,11 +48,35 @@ from rlbridge.environments.game2048.playout import random_playout
 from rlbridge.protocol.errors import InvalidAction
 
 __all__ = [
-    "ACTION_NAMES", "ACTIONS_OF_BITS", "CELL_BITS", "CELL_MASK", "CELL_SHIFTS", "DOWN", "LEFT",
-    "MAX_EXPONENT", "MAX_REWARD", "MOVES", "RIGHT", "UP", "Game2048Core", "LineTable",
-    "board_from_tiles", "empty_shifts", "exponents", "is_stuck", "keep", "legal_bits",
-    "legal_moves", "max_exponent", "move_down", "move_left", "move_right", "move_up",
-    "random_playout", "slide_line", "tiles",
+    "ACTION_NAMES",
+    "ACTIONS_OF_BITS",
+    "CELL_BITS",
+    "CELL_MASK",
+    "CELL_SHIFTS",
+    "DOWN",
+    "LEFT",
+    "MAX_EXPONENT",
+    "MAX_REWARD",
+    "MOVES",
+    "RIGHT",
+    "UP",
+    "Game2048Core",
+    "LineTable",
+    "board_from_tiles",
+    "empty_shifts",
+    "exponents",
+    "is_stuck",
+    "keep",
+    "legal_bits",
+    "legal_moves",
+    "max_exponent",
+    "move_down",
+    "move_left",
+    "move_right",
+    "move_up",
+    "random_playout",
+    "slide_line",
+    "tiles",
 ]
 
 
@@ -67,12 +91,28 @@ class Game2048Core:
     copies the generator and the buffer and so replays the same spawns.
     """
 
-    __slots__ = ("board", "score", "moves", "four_probability", "half", "win_value",
-                 "rng", "_buffer", "_next")
+    __slots__ = (
+        "board",
+        "score",
+        "moves",
+        "four_probability",
+        "half",
+        "win_value",
+        "rng",
+        "_buffer",
+        "_next",
+    )
     _BUFFER = 512
 
-    def __init__(self, seed: int | None = None, *, spawn: str = "two", scoring: str = "full",
-                 win_tile: int = 2048, rng: np.random.Generator | None = None):
+    def __init__(
+        self,
+        seed: int | None = None,
+        *,
+        spawn: str = "two",
+        scoring: str = "full",
+        win_tile: int = 2048,
+        rng: np.random.Generator | None = None,
+    ):
         if spawn not in ("two", "standard"):
             raise ValueError(f"spawn must be 'two' or 'standard'; got {spawn!r}")
         if scoring not in ("full", "half"):
@@ -202,4 +242,4 @@ class Game2048Core:
 
     def __str__(self) -> str:
         values = tiles(self.board)
-        return "\n".join(" ".join(f"{v:>6}" for v in values[r * 4:r * 4 + 4]) for r in range(4))
+        return "\n".join(" ".join(f"{v:>6}" for v in values[r * 4 : r * 4 + 4]) for r in range(4))

@@ -88,8 +88,13 @@ class Game2048Env(Environment):
     def episode_outcome(self) -> float | None:
         return float(self.core.max_tile()) if self.played else None
 
-    def __init__(self, spawn: Literal["two", "standard"] = "two",
-                 scoring: Literal["full", "half"] = "full", win_tile: int = 2048, seed: int = 0):
+    def __init__(
+        self,
+        spawn: Literal["two", "standard"] = "two",
+        scoring: Literal["full", "half"] = "full",
+        win_tile: int = 2048,
+        seed: int = 0,
+    ):
         super().__init__()
         self.core = Game2048Core(seed, spawn=spawn, scoring=scoring, win_tile=win_tile)
         self.episode_length = 0
@@ -152,8 +157,12 @@ class Game2048Env(Environment):
         return [] if self.done else list(legal_moves(self.core.board))
 
     def state_snapshot(self) -> dict:
-        return {"game": "2048", "board": tiles(self.core.board), "score": self.core.score,
-                "done": self.done}
+        return {
+            "game": "2048",
+            "board": tiles(self.core.board),
+            "score": self.core.score,
+            "done": self.done,
+        }
 
     def game_message(self, command: str, args: list[str]) -> str | None:
         if command == "render" and not args:

@@ -47,8 +47,10 @@ def _cell(shift: int) -> int:
 def _moved_state(line: list[int], shifts: tuple[int, ...]) -> tuple[int, int]:
     """The slid line and the empty-mask bits of its cells, relative to the line's first cell."""
     moved = slide_line(line)[0]
-    return (sum(e << s for e, s in zip(moved, shifts, strict=True)),
-            sum(1 << _cell(s) for e, s in zip(moved, shifts, strict=True) if not e))
+    return (
+        sum(e << s for e, s in zip(moved, shifts, strict=True)),
+        sum(1 << _cell(s) for e, s in zip(moved, shifts, strict=True) if not e),
+    )
 
 
 def _place_state(result: tuple[int, int], base: int) -> int:
@@ -90,8 +92,14 @@ def _state_tables(action: int) -> tuple:
     ``_fill`` fills from the LineTables on a KeyError."""
     forward = UP if action in (UP, DOWN) else LEFT
     tables = _COLUMN_CACHE if forward == UP else _ROW_CACHE
-    return (*(part for line in range(4) for part in (
-        tables[line], _line_mask(_line_shifts(forward, line)))), int(action != forward))
+    return (
+        *(
+            part
+            for line in range(4)
+            for part in (tables[line], _line_mask(_line_shifts(forward, line)))
+        ),
+        int(action != forward),
+    )
 
 
 def _fill(action: int, state: int) -> int:
@@ -104,8 +112,9 @@ def _fill(action: int, state: int) -> int:
 def _spawns(mask: int, order: tuple[int, ...], tile: int) -> tuple[int, ...]:
     """For each empty cell of ``mask`` in ``order``, the number that adds a tile there
     (``tile << shift``) and clears its empty bit."""
-    return tuple((tile << s) - (1 << (FLAG_SHIFT + _cell(s)))
-                 for s in order if mask >> _cell(s) & 1)
+    return tuple(
+        (tile << s) - (1 << (FLAG_SHIFT + _cell(s))) for s in order if mask >> _cell(s) & 1
+    )
 
 
 def _fill_spawns(action: int, mask: int) -> tuple[int, ...]:
@@ -119,8 +128,9 @@ _ROW_CACHE: tuple[dict, ...] = tuple({} for _ in range(4))
 _COLUMN_CACHE: tuple[dict, ...] = tuple({} for _ in range(4))
 _STATE_TABLES = tuple(_state_tables(action) for action in range(4))
 #: The cells in the order a move lists its empty cells: its lines in order, each from the wall.
-_SPAWN_ORDER = tuple(tuple(s for line in range(4) for s in _line_shifts(action, line))
-                     for action in range(4))
+_SPAWN_ORDER = tuple(
+    tuple(s for line in range(4) for s in _line_shifts(action, line)) for action in range(4)
+)
 #: Per action: empty mask -> ``_spawns`` of a 2 (of a 4) on each empty cell; filled on use.
 _SPAWN_TWO: tuple[dict, ...] = tuple({} for _ in range(4))
 _SPAWN_FOUR: tuple[dict, ...] = tuple({} for _ in range(4))
@@ -144,8 +154,9 @@ def built_value(board: int) -> int:
     return b0[board & r0] + b1[board & r1] + b2[board & r2] + b3[board & r3]
 
 
-def random_playout(board: int, draws: list[float], max_moves: int,
-                   four_probability: float = 0.0) -> tuple[int, int, int]:
+def random_playout(
+    board: int, draws: list[float], max_moves: int, four_probability: float = 0.0
+) -> tuple[int, int, int]:
     """Play up to ``max_moves`` uniformly random legal moves from ``board`` (the rollouts of
     tree search): returns (final board, merge score, moves played). Each move uses two of
     ``draws`` (uniform floats in [0, 1)), three with fours possible; pass at least that many.
@@ -178,8 +189,9 @@ def random_playout(board: int, draws: list[float], max_moves: int,
             action = legal[floor((u - action) * len(legal))]
             t0, m0, t1, m1, t2, m2, t3, m3, d = tables[action]
             try:
-                after = (t0[state & m0][d] + t1[state & m1][d] + t2[state & m2][d]
-                         + t3[state & m3][d])
+                after = (
+                    t0[state & m0][d] + t1[state & m1][d] + t2[state & m2][d] + t3[state & m3][d]
+                )
             except KeyError:
                 after = _fill(action, state)
         empty = after >> FLAG_SHIFT

@@ -19,13 +19,17 @@ from rlbridge.environments.game2048.board import CELL_SHIFTS, MAX_EXPONENT, expo
 
 _STEP, _START = 0, 1
 _BASE = MAX_EXPONENT + 1
-_DIGITS = np.array([_BASE ** 3, _BASE ** 2, _BASE, 1])
+_DIGITS = np.array([_BASE**3, _BASE**2, _BASE, 1])
 #: LINES[action]: the 16 cells, line by line, each line from the edge its tiles slide to
 #: (board._line_shifts' order, which is also the order of the empty cells a spawn picks from).
-LINES = np.array([[4 * row + line for line in range(4) for row in range(4)],
-                  [4 * row + line for line in range(4) for row in (3, 2, 1, 0)],
-                  [4 * line + col for line in range(4) for col in range(4)],
-                  [4 * line + col for line in range(4) for col in (3, 2, 1, 0)]])
+LINES = np.array(
+    [
+        [4 * row + line for line in range(4) for row in range(4)],
+        [4 * row + line for line in range(4) for row in (3, 2, 1, 0)],
+        [4 * line + col for line in range(4) for col in range(4)],
+        [4 * line + col for line in range(4) for col in (3, 2, 1, 0)],
+    ]
+)
 _BUFFER = 512
 
 
@@ -33,7 +37,7 @@ _BUFFER = 512
 def line_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(moved lines (K, 4), merge scores (K,), moved flags (K,)) for every line code
     ``e0 * 18**3 + e1 * 18**2 + e2 * 18 + e3``, slid towards e0 as ``slide_line`` does."""
-    lines = np.arange(_BASE ** 4)[:, None] // _DIGITS % _BASE
+    lines = np.arange(_BASE**4)[:, None] // _DIGITS % _BASE
     packed = np.take_along_axis(lines, np.argsort(lines == 0, axis=1, kind="stable"), axis=1)
     c0, c1, c2, c3 = packed.T
     zero = np.zeros_like(c0)
@@ -41,12 +45,16 @@ def line_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     # Each tile merges at most once: a merged first pair leaves (c2, c3) to pair up.
     out0 = np.where(pair01, c0 + 1, c0)
     out1 = np.where(pair01, np.where(pair23, c2 + 1, c2), np.where(pair12, c1 + 1, c1))
-    out2 = np.where(pair01, np.where(pair23, zero, c3),
-                    np.where(pair12, c3, np.where(pair23, c2 + 1, c2)))
+    out2 = np.where(
+        pair01, np.where(pair23, zero, c3), np.where(pair12, c3, np.where(pair23, c2 + 1, c2))
+    )
     out3 = np.where(pair01 | pair12 | pair23, zero, c3)
-    scores = (np.where(pair01, 1 << (c0 + 1), 0) + np.where(pair01 & pair23, 1 << (c2 + 1), 0)
-              + np.where(~pair01 & pair12, 1 << (c1 + 1), 0)
-              + np.where(~pair01 & ~pair12 & pair23, 1 << (c2 + 1), 0))
+    scores = (
+        np.where(pair01, 1 << (c0 + 1), 0)
+        + np.where(pair01 & pair23, 1 << (c2 + 1), 0)
+        + np.where(~pair01 & pair12, 1 << (c1 + 1), 0)
+        + np.where(~pair01 & ~pair12 & pair23, 1 << (c2 + 1), 0)
+    )
     moved = np.stack([out0, out1, out2, out3], axis=1)
     return moved, scores, (moved != lines).any(axis=1)
 
@@ -73,8 +81,10 @@ class Game2048Vector:
 
     @classmethod
     def fits(cls, envs: list) -> bool:
-        return len({(env.core.four_probability, env.core.half, env.core.win_value)
-                    for env in envs}) == 1
+        return (
+            len({(env.core.four_probability, env.core.half, env.core.win_value) for env in envs})
+            == 1
+        )
 
     def _uniform(self, rows: np.ndarray) -> np.ndarray:
         used_up = rows[self.next[rows] >= _BUFFER]
@@ -120,14 +130,29 @@ class Game2048Vector:
             at = np.searchsorted(touched, stepping)
             tiles = np.where(top[at] > 0, 1 << top[at], 0)
             for index, length, moves, success, score, tile, bad in zip(
-                    stepping.tolist(), self.length[stepping].tolist(),
-                    self.moves[stepping].tolist(), won[at].tolist(),
-                    self.score[stepping].tolist(), tiles.tolist(), invalid.tolist(), strict=True):
-                infos[index] = {"episode_length": length, "moves": moves, "success": success,
-                                "total_score": score, "max_tile": tile, "invalid_move": bad}
-        return BatchStep(rewards, stacked_observations(len(touched), cells,
-                                                       (legal & ~done[:, None],)),
-                         terminals, infos)
+                stepping.tolist(),
+                self.length[stepping].tolist(),
+                self.moves[stepping].tolist(),
+                won[at].tolist(),
+                self.score[stepping].tolist(),
+                tiles.tolist(),
+                invalid.tolist(),
+                strict=True,
+            ):
+                infos[index] = {
+                    "episode_length": length,
+                    "moves": moves,
+                    "success": success,
+                    "total_score": score,
+                    "max_tile": tile,
+                    "invalid_move": bad,
+                }
+        return BatchStep(
+            rewards,
+            stacked_observations(len(touched), cells, (legal & ~done[:, None],)),
+            terminals,
+            infos,
+        )
 
     def _move(self, rows: np.ndarray, moves: np.ndarray, rewards: np.ndarray) -> np.ndarray:
         """Slide ``rows`` by ``moves`` and spawn where the board changed; return the no-ops."""
@@ -143,8 +168,7 @@ class Game2048Vector:
             empty = moved == 0
             pick = np.floor(self._uniform(changing) * empty.sum(axis=1)).astype(np.int64)
             slot = np.argmax(empty.cumsum(axis=1) > pick[:, None], axis=1)
-            self.cells[changing, where[np.arange(len(changing)), slot]] = \
-                self._exponent(changing)
+            self.cells[changing, where[np.arange(len(changing)), slot]] = self._exponent(changing)
             reward = self.scores[codes[changed]].sum(axis=1)
             if self.half:
                 reward >>= 1
@@ -169,16 +193,18 @@ class Game2048Vector:
     def _file_outcomes(self, rows: np.ndarray) -> None:
         played = rows[self.played[rows]]
         top = self.cells[played].max(axis=1)
-        for index, value in zip(played.tolist(), np.where(top > 0, 1 << top, 0).tolist(),
-                                strict=True):
+        for index, value in zip(
+            played.tolist(), np.where(top > 0, 1 << top, 0).tolist(), strict=True
+        ):
             self.envs[index].__dict__.setdefault("_filed_outcomes", []).append(float(value))
 
     # -- the environments' view ----------------------------------------------------------
     def store(self, rows) -> None:
         for index in rows:
             env, core = self.envs[index], self.envs[index].core
-            core.board = sum(e << s for e, s in zip(self.cells[index].tolist(), CELL_SHIFTS,
-                                                   strict=True))
+            core.board = sum(
+                e << s for e, s in zip(self.cells[index].tolist(), CELL_SHIFTS, strict=True)
+            )
             core.score, core.moves = int(self.score[index]), int(self.moves[index])
             env.episode_length = int(self.length[index])
             env.done, env.played = bool(self.done[index]), bool(self.played[index])

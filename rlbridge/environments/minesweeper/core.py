@@ -53,7 +53,7 @@ def hint_matrix(mines: np.ndarray) -> np.ndarray:
     for dr in range(3):
         for dc in range(3):
             if HINT_KERNEL[dr, dc]:
-                hints += padded[dr:dr + rows, dc:dc + cols]
+                hints += padded[dr : dr + rows, dc : dc + cols]
     return hints
 
 
@@ -63,12 +63,14 @@ def neighbour_table(rows: int, cols: int) -> tuple[tuple[int, ...], ...]:
     table = []
     for row in range(rows):
         for col in range(cols):
-            table.append(tuple(
-                r * cols + c
-                for r in range(max(row - 1, 0), min(row + 2, rows))
-                for c in range(max(col - 1, 0), min(col + 2, cols))
-                if (r, c) != (row, col)
-            ))
+            table.append(
+                tuple(
+                    r * cols + c
+                    for r in range(max(row - 1, 0), min(row + 2, rows))
+                    for c in range(max(col - 1, 0), min(col + 2, cols))
+                    if (r, c) != (row, col)
+                )
+            )
     return tuple(table)
 
 
@@ -77,8 +79,11 @@ def check_board(rows: int, cols: int, mines: int, first_click: FirstClick) -> No
     if rows < 1 or cols < 1:
         raise ValueError(f"rows and cols must be at least 1; got rows={rows} cols={cols}")
     cells = rows * cols
-    kept_free = {FirstClick.NONE: 1, FirstClick.SAFE: 1,
-                 FirstClick.ZERO: min(rows, 3) * min(cols, 3)}[first_click]
+    kept_free = {
+        FirstClick.NONE: 1,
+        FirstClick.SAFE: 1,
+        FirstClick.ZERO: min(rows, 3) * min(cols, 3),
+    }[first_click]
     if not 1 <= mines <= cells - kept_free:
         raise ValueError(
             f"mines must be in [1, {cells - kept_free}] for a {rows}x{cols} board with "
@@ -91,8 +96,9 @@ def first_click_free(first_click: FirstClick, action: int, neighbours) -> tuple[
     return (action,) if first_click is FirstClick.SAFE else (action, *neighbours[action])
 
 
-def draw_mines(rng: np.random.Generator, cells: int, mines: int,
-               kept_free: Sequence[int]) -> np.ndarray:
+def draw_mines(
+    rng: np.random.Generator, cells: int, mines: int, kept_free: Sequence[int]
+) -> np.ndarray:
     """A layout, bool (cells,): ``mines`` cells drawn by ``rng`` outside ``kept_free``.
 
     The one draw of a game's generator: the single core and the batched core
@@ -221,8 +227,10 @@ class MinesweeperCore:
             return f"the game is over ({'lost' if self.lost else 'won'}); no cell can be opened"
         if not 0 <= action < self.cells:
             return f"action must be a cell index in [0, {self.cells - 1}]; got {action}"
-        return (f"cell {action} (row {action // self.cols}, col {action % self.cols}) is already "
-                "open; expected an unopened cell")
+        return (
+            f"cell {action} (row {action // self.cols}, col {action % self.cols}) is already "
+            "open; expected an unopened cell"
+        )
 
     # -- rules -------------------------------------------------------------------
     def _flood(self, start: int) -> tuple[list[int], list[int]]:
@@ -296,9 +304,20 @@ class MinesweeperCore:
                     if is_open[k] and hint[k] and k != cell:
                         pending.add(k)
 
-    def restore(self, mines: np.ndarray, hints: np.ndarray, is_open: np.ndarray,
-                marks: np.ndarray, *, placed: bool, lost: bool, won: bool, last: int | None,
-                total: float, moves: int) -> None:
+    def restore(
+        self,
+        mines: np.ndarray,
+        hints: np.ndarray,
+        is_open: np.ndarray,
+        marks: np.ndarray,
+        *,
+        placed: bool,
+        lost: bool,
+        won: bool,
+        last: int | None,
+        total: float,
+        moves: int,
+    ) -> None:
         """Take the state of a game the batched core (:mod:`.vector`) played: its R*C arrays
         of mines, hints, open cells and elimination marks (uint8 codes, as kept here), and
         its ends and counters. Cheap on a copy of another core of the same options."""

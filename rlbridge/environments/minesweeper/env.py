@@ -68,8 +68,14 @@ class MinesweeperEnv(Environment):
     name = "minesweeper"
     BATCH_CORE = MinesweeperVector
 
-    def __init__(self, rows: int = 12, cols: int = 12, mines: int = 15,
-                 first_click: Literal["none", "safe", "zero"] = "none", onehot: bool = False):
+    def __init__(
+        self,
+        rows: int = 12,
+        cols: int = 12,
+        mines: int = 15,
+        first_click: Literal["none", "safe", "zero"] = "none",
+        onehot: bool = False,
+    ):
         super().__init__()
         self.rows, self.cols, self.num_mines = rows, cols, mines
         self.first_click = FirstClick(first_click)
@@ -82,14 +88,18 @@ class MinesweeperEnv(Environment):
         grid_spec = ArraySpec("|i1", (self.rows, self.cols, channels))
         self._spec = TaskSpec(
             observations=SpaceSpec(
-                ints=(Range(0, 1 if self.onehot else 8, self.cells * channels),
-                      Range(0, 1, self.cells)),
+                ints=(
+                    Range(0, 1 if self.onehot else 8, self.cells * channels),
+                    Range(0, 1, self.cells),
+                ),
                 arrays=(grid_spec, ArraySpec("|b1", (self.cells,))),
             ),
             actions=SpaceSpec(ints=(Range(0, self.cells - 1),)),
             rewards=Range(REWARD_LOW, REWARD_HIGH),
-            extra=(f"minesweeper rows={self.rows} cols={self.cols} mines={self.num_mines} "
-                   f"first_click={self.first_click.value} onehot={int(self.onehot)}"),
+            extra=(
+                f"minesweeper rows={self.rows} cols={self.cols} mines={self.num_mines} "
+                f"first_click={self.first_click.value} onehot={int(self.onehot)}"
+            ),
             legal_mask=LEGAL_MASK_INDEX,
         )
 
@@ -102,7 +112,9 @@ class MinesweeperEnv(Environment):
 
     def env_start(self) -> Value:
         self.file_outcome()
-        self.core = MinesweeperCore(self.rows, self.cols, self.num_mines, self.first_click, self.rng)
+        self.core = MinesweeperCore(
+            self.rows, self.cols, self.num_mines, self.first_click, self.rng
+        )
         return self._observation()
 
     def env_step(self, action: Value) -> StepResult:

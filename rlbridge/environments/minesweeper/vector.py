@@ -84,14 +84,14 @@ class MinesweeperVector:
         self.moves = np.zeros(n, dtype=np.int64)
         self.playing = np.zeros(n, dtype=bool)  # has an episode: env_start was called
         # What store() copies and fills in: a core of these options (its draw is thrown away).
-        self.template = MinesweeperCore(self.rows, self.cols, self.num_mines, self.first_click,
-                                        np.random.default_rng(0))
+        self.template = MinesweeperCore(
+            self.rows, self.cols, self.num_mines, self.first_click, np.random.default_rng(0)
+        )
         self.load(range(n))
 
     @classmethod
     def fits(cls, envs: list) -> bool:
-        options = {(env.rows, env.cols, env.num_mines, env.first_click, env.onehot)
-                   for env in envs}
+        options = {(env.rows, env.cols, env.num_mines, env.first_click, env.onehot) for env in envs}
         return len(options) == 1
 
     def apply(self, calls: np.ndarray, actions: list) -> BatchStep:
@@ -111,8 +111,7 @@ class MinesweeperVector:
                 infos = [None] * count
                 for index, info in zip(stepping.tolist(), ending, strict=True):
                     infos[index] = info
-        return BatchStep(rewards, self._observations(np.flatnonzero(calls != 2)), terminals,
-                         infos)
+        return BatchStep(rewards, self._observations(np.flatnonzero(calls != 2)), terminals, infos)
 
     # -- the environments' view ------------------------------------------------------------
     def store(self, rows) -> None:
@@ -124,10 +123,18 @@ class MinesweeperVector:
             core = copy.copy(template)
             core.rng = env.rng
             last = int(self.last[index])
-            core.restore(self.mine[index], self.hint[index], self.open[index], self.marks[index],
-                         placed=bool(self.placed[index]), lost=bool(self.lost[index]),
-                         won=bool(self.won[index]), last=None if last < 0 else last,
-                         total=float(self.total[index]), moves=int(self.moves[index]))
+            core.restore(
+                self.mine[index],
+                self.hint[index],
+                self.open[index],
+                self.marks[index],
+                placed=bool(self.placed[index]),
+                lost=bool(self.lost[index]),
+                won=bool(self.won[index]),
+                last=None if last < 0 else last,
+                total=float(self.total[index]),
+                moves=int(self.moves[index]),
+            )
             env.core = core
 
     def load(self, rows) -> None:
@@ -159,8 +166,13 @@ class MinesweeperVector:
         self.total[rows] = 0.0
         self.moves[rows] = 0
         if self.first_click is FirstClick.NONE:  # the single core draws in its constructor
-            self._lay(rows, [draw_mines(self.envs[i].rng, self.cells, self.num_mines, ())
-                             for i in rows.tolist()])
+            self._lay(
+                rows,
+                [
+                    draw_mines(self.envs[i].rng, self.cells, self.num_mines, ())
+                    for i in rows.tolist()
+                ],
+            )
         else:
             self.mine[rows] = False
             self.hint[rows] = 0
@@ -179,10 +191,18 @@ class MinesweeperVector:
         unplaced = ~self.placed[rows]
         if unplaced.any():  # first clicks under first_click=safe or zero
             late = rows[unplaced]
-            self._lay(late, [draw_mines(self.envs[i].rng, self.cells, self.num_mines,
-                                        first_click_free(self.first_click, move, self.neighbours))
-                             for i, move in zip(late.tolist(), moves[unplaced].tolist(),
-                                                strict=True)])
+            self._lay(
+                late,
+                [
+                    draw_mines(
+                        self.envs[i].rng,
+                        self.cells,
+                        self.num_mines,
+                        first_click_free(self.first_click, move, self.neighbours),
+                    )
+                    for i, move in zip(late.tolist(), moves[unplaced].tolist(), strict=True)
+                ],
+            )
         self.moves[rows] += 1
         self.last[rows] = moves
         hit = self.mine[rows, moves]
@@ -202,8 +222,10 @@ class MinesweeperVector:
         ended = hit | won
         if not ended.all():
             self._eliminate(rows[~ended])
-        infos = [{"won": w, "lost": h} if w or h else None
-                 for w, h in zip(won.tolist(), hit.tolist(), strict=True)]
+        infos = [
+            {"won": w, "lost": h} if w or h else None
+            for w, h in zip(won.tolist(), hit.tolist(), strict=True)
+        ]
         return rewards, ended, infos
 
     # -- rules --------------------------------------------------------------------------
@@ -226,8 +248,12 @@ class MinesweeperVector:
             new_sizes = np.count_nonzero(grown, axis=(1, 2))
             growing = new_sizes != sizes
             rows, closed, zero, reach, sizes = (
-                rows[growing], closed[growing], zero[growing], grown[growing],
-                new_sizes[growing])
+                rows[growing],
+                closed[growing],
+                zero[growing],
+                grown[growing],
+                new_sizes[growing],
+            )
 
     def _eliminate(self, rows: np.ndarray) -> None:
         """The seed's two rules to their fixed point, in full passes over the boards: an open
@@ -253,7 +279,12 @@ class MinesweeperVector:
             self.marks[rows] = marks.reshape(len(rows), -1)
             changed = (new_safe | new_mine).any(axis=(1, 2))
             rows, closed, hint, sources, marks = (
-                rows[changed], closed[changed], hint[changed], sources[changed], marks[changed])
+                rows[changed],
+                closed[changed],
+                hint[changed],
+                sources[changed],
+                marks[changed],
+            )
 
     # -- observations -------------------------------------------------------------------------
     def _observations(self, rows: np.ndarray):
@@ -265,8 +296,8 @@ class MinesweeperVector:
         if self.onehot:
             grid = np.zeros((count, self.cells, ONEHOT_HINT_CHANNELS + 1), dtype=np.int8)
             grid[..., :ONEHOT_HINT_CHANNELS] = (
-                (shown[..., None] == np.arange(ONEHOT_HINT_CHANNELS, dtype=np.int8))
-                & is_open[..., None])
+                shown[..., None] == np.arange(ONEHOT_HINT_CHANNELS, dtype=np.int8)
+            ) & is_open[..., None]
             grid[..., ONEHOT_HINT_CHANNELS] = is_open
         else:
             grid = np.empty((count, self.cells, 2), dtype=np.int8)
@@ -274,5 +305,6 @@ class MinesweeperVector:
             grid[..., 1] = is_open
         legal = ~is_open
         legal[self.lost[rows] | self.won[rows]] = False
-        return stacked_observations(count, arrays=(grid.reshape(count, self.rows, self.cols, -1),
-                                                   legal))
+        return stacked_observations(
+            count, arrays=(grid.reshape(count, self.rows, self.cols, -1), legal)
+        )

@@ -34,8 +34,9 @@ def mission_path(name: str | Path) -> Path:
         return MISSIONS_DIR / f"{name}.xml"
     if str(name).endswith(".xml"):
         return Path(name)
-    raise MissionError(f"unknown mission {name!r}; expected one of {', '.join(BUNDLED)} "
-                       "or a path ending in .xml")
+    raise MissionError(
+        f"unknown mission {name!r}; expected one of {', '.join(BUNDLED)} or a path ending in .xml"
+    )
 
 
 class MissionEnv(Environment):
@@ -77,8 +78,12 @@ class MissionEnv(Environment):
     OUTSIDE_OPTIONS = ("backend", "rcon_port")
     MESSAGES = ("commands",)
 
-    def __init__(self, mission: MissionName | Path = "cliff_walk",
-                 backend: Literal["sim", "server"] = "sim", rcon_port: int = 25575):
+    def __init__(
+        self,
+        mission: MissionName | Path = "cliff_walk",
+        backend: Literal["sim", "server"] = "sim",
+        rcon_port: int = 25575,
+    ):
         super().__init__()
         if backend not in ("sim", "server"):
             raise MissionError(f"expected backend sim or server; got {backend!r}")
@@ -105,15 +110,23 @@ class MissionEnv(Environment):
         if mission.full_stats:
             reach = mission.max_commands or WORLD_LIMIT
             x, _, z = (int(np.floor(c)) for c in mission.start)
-            doubles = [Range(x - reach, x + reach + 1.0), Range(VOID_Y - 1.0, MAX_Y + 1.0),
-                       Range(z - reach, z + reach + 1.0), Range(0.0, 270.0), Range(0.0, 20.0)]
+            doubles = [
+                Range(x - reach, x + reach + 1.0),
+                Range(VOID_Y - 1.0, MAX_Y + 1.0),
+                Range(z - reach, z + reach + 1.0),
+                Range(0.0, 270.0),
+                Range(0.0, 20.0),
+            ]
         touch = [rule.reward for rule in mission.touch_rewards]
         ends = [*mission.end_rewards.values(), mission.death_reward, 0.0]
         low = mission.command_reward + sum(r for r in touch if r < 0) + min(ends)
         high = mission.command_reward + sum(r for r in touch if r > 0) + max(ends)
         return TaskSpec(
-            observations=SpaceSpec(ints=(*ints, Range(0, 1, n)), doubles=tuple(doubles),
-                                   arrays=(ArraySpec("|b1", (n,)),)),
+            observations=SpaceSpec(
+                ints=(*ints, Range(0, 1, n)),
+                doubles=tuple(doubles),
+                arrays=(ArraySpec("|b1", (n,)),),
+            ),
             actions=SpaceSpec(ints=(Range(0, n - 1),)),
             rewards=Range(float(low), float(high)),
             legal_mask=0,
@@ -139,8 +152,10 @@ class MissionEnv(Environment):
         ints = action.ints
         if len(ints) != 1 or not 0 <= ints[0] < len(self.commands):
             allowed = ", ".join(f"{i} {c!r}" for i, c in enumerate(self.commands))
-            raise InvalidAction(f"expected one int naming a command this mission allows "
-                                f"({allowed}); got ints {list(ints)}")
+            raise InvalidAction(
+                f"expected one int naming a command this mission allows "
+                f"({allowed}); got ints {list(ints)}"
+            )
         if self.core.done:
             raise WrongState("the mission's episode is over; call env_start first")
         reward = self.core.command(int(ints[0]))
@@ -158,8 +173,12 @@ class MissionEnv(Environment):
         if self._map is None:
             self._map = self.core.top_view(MAP_CELLS)
         origin, rows = self._map
-        return {**self.core.snapshot(), "mission": self.mission_name, "map": rows,
-                "origin": list(origin)}
+        return {
+            **self.core.snapshot(),
+            "mission": self.mission_name,
+            "map": rows,
+            "origin": list(origin),
+        }
 
     def game_message(self, command: str, args: list[str]) -> str | None:
         if command == "commands" and not args:

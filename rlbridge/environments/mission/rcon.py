@@ -52,8 +52,9 @@ class RconClient:
     a retried batch runs again from its start (setblock and fill are idempotent).
     """
 
-    def __init__(self, host: str, port: int, password: str, timeout: float = 10.0,
-                 pipeline: bool = False):
+    def __init__(
+        self, host: str, port: int, password: str, timeout: float = 10.0, pipeline: bool = False
+    ):
         self.host, self.port, self.password, self.timeout = host, port, password, timeout
         self.pipeline = pipeline
         self._sock: socket.socket | None = None
@@ -79,9 +80,14 @@ class RconClient:
                 continue
             if packet.request_id == -1:
                 self.close()
-                raise RconAuthError(f"RCON at {self.host}:{self.port} refused the password" + (
-                    "" if self.password else
-                    " (none was given: pass --password or set RCON_PASSWORD)"))
+                raise RconAuthError(
+                    f"RCON at {self.host}:{self.port} refused the password"
+                    + (
+                        ""
+                        if self.password
+                        else " (none was given: pass --password or set RCON_PASSWORD)"
+                    )
+                )
             if packet.request_id != auth_id:
                 raise RconError(f"auth reply id {packet.request_id}, expected {auth_id}")
             return
@@ -111,7 +117,9 @@ class RconClient:
         commands = list(commands)
         for text in commands:
             if len(text.encode("utf-8")) > MAX_COMMAND_BYTES:
-                raise RconError(f"command of {len(text)} bytes exceeds {MAX_COMMAND_BYTES}: {text[:60]}...")
+                raise RconError(
+                    f"command of {len(text)} bytes exceeds {MAX_COMMAND_BYTES}: {text[:60]}..."
+                )
         if not commands:
             return []
         try:
@@ -200,8 +208,9 @@ class RconClient:
         return Packet(request_id, kind, data[8:-2])
 
 
-def wait_for_rcon(host: str, port: int, password: str, timeout: float = 30.0,
-                  pipeline: bool = False) -> RconClient:
+def wait_for_rcon(
+    host: str, port: int, password: str, timeout: float = 30.0, pipeline: bool = False
+) -> RconClient:
     """Poll until the RCON port accepts and authenticates (a readiness check), then return it."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None

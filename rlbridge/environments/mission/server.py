@@ -48,11 +48,16 @@ def _fills(low, high, name: str) -> list[str]:
     area = (x1 - x0 + 1) * (z1 - z0 + 1)
     if area > FILL_LIMIT:
         rows = max(1, FILL_LIMIT // (z1 - z0 + 1))
-        return [line for x in range(x0, x1 + 1, rows)
-                for line in _fills((x, y0, z0), (min(x1, x + rows - 1), y1, z1), name)]
+        return [
+            line
+            for x in range(x0, x1 + 1, rows)
+            for line in _fills((x, y0, z0), (min(x1, x + rows - 1), y1, z1), name)
+        ]
     layers = max(1, FILL_LIMIT // area)
-    return [f"fill {x0} {y} {z0} {x1} {min(y1, y + layers - 1)} {z1} {name}"
-            for y in range(y0, y1 + 1, layers)]
+    return [
+        f"fill {x0} {y} {z0} {x1} {min(y1, y + layers - 1)} {z1} {name}"
+        for y in range(y0, y1 + 1, layers)
+    ]
 
 
 class ServerLink:
@@ -68,16 +73,20 @@ class ServerLink:
             self.rcon = RconClient(host, int(port), password)
             self.rcon.connect()
         except (OSError, RconError) as err:
-            raise MissionError(f"no Minecraft server answers RCON at {address} ({err}); start "
-                               "one (servers/flying-squid/start.sh, RCON_PASSWORD set) or use "
-                               "backend=sim") from None
+            raise MissionError(
+                f"no Minecraft server answers RCON at {address} ({err}); start "
+                "one (servers/flying-squid/start.sh, RCON_PASSWORD set) or use "
+                "backend=sim"
+            ) from None
 
     def run(self, commands: list[str]) -> list[str]:
         try:
             return self.rcon.run_batch(commands)
         except (OSError, RconError) as err:
-            raise MissionServerError(f"the Minecraft server at {self.address} stopped "
-                                     f"answering RCON ({err}); the episode ends") from None
+            raise MissionServerError(
+                f"the Minecraft server at {self.address} stopped "
+                f"answering RCON ({err}); the episode ends"
+            ) from None
 
     def close(self) -> None:
         self.rcon.close()
@@ -101,12 +110,14 @@ class ServerWorld:
             commands += _fills((low[0], y, low[2]), (high[0], y, high[2]), NAMES[block])
         for draw in self.mission.draws:
             commands += _fills(draw.low, draw.high, NAMES[draw.block])
-        modern = [line.rsplit(" ", 1)[0] + " " + _modern(line.rsplit(" ", 1)[1])
-                  for line in commands]
+        modern = [
+            line.rsplit(" ", 1)[0] + " " + _modern(line.rsplit(" ", 1)[1]) for line in commands
+        ]
         for line, reply in zip(modern, self.link.run(modern), strict=True):
             if not reply.startswith("Successfully filled"):
-                raise MissionServerError(f"the server at {self.link.address} refused "
-                                         f"{line!r}: {reply}")
+                raise MissionServerError(
+                    f"the server at {self.link.address} refused {line!r}: {reply}"
+                )
 
     def begin_step(self) -> None:
         self.cache.clear()
@@ -126,17 +137,25 @@ class ServerWorld:
             return
         reply = self.link.run([f"getblocks {x - dx} {y0} {z - dz} {x + dx} {y1} {z + dz}"])[0]
         names = reply.split()
-        cells = [(cx, cy, cz) for cy in range(y0, y1 + 1) for cz in range(z - dz, z + dz + 1)
-                 for cx in range(x - dx, x + dx + 1)]
+        cells = [
+            (cx, cy, cz)
+            for cy in range(y0, y1 + 1)
+            for cz in range(z - dz, z + dz + 1)
+            for cx in range(x - dx, x + dx + 1)
+        ]
         if len(names) != len(cells):
-            raise MissionServerError(f"the server at {self.link.address} answered getblocks "
-                                     f"with {reply[:80]!r}; expected {len(cells)} block names")
+            raise MissionServerError(
+                f"the server at {self.link.address} answered getblocks "
+                f"with {reply[:80]!r}; expected {len(cells)} block names"
+            )
         for cell, name in zip(cells, names, strict=True):
             try:
                 self.cache[cell] = modern_id(name)
             except KeyError:
-                raise MissionServerError(f"the server at {self.link.address} holds {name!r} at "
-                                         f"{cell}, a block missions do not know") from None
+                raise MissionServerError(
+                    f"the server at {self.link.address} holds {name!r} at "
+                    f"{cell}, a block missions do not know"
+                ) from None
 
 
 class ServerBody:
@@ -145,16 +164,19 @@ class ServerBody:
     def __init__(self, link: ServerLink):
         self.link = link
 
-    def place(self, x: int, y: int, z: int, yaw: int,
-              spawn: bool = False) -> tuple[int, int, int, int]:
+    def place(
+        self, x: int, y: int, z: int, yaw: int, spawn: bool = False
+    ) -> tuple[int, int, int, int]:
         verb = "spawn" if spawn else "tp"
         self.link.run([f"body {verb} {x + 0.5} {y} {z + 0.5} {90 * yaw}"])
         reply = self.link.run(["body pos"])[0].split()
         try:
             px, py, pz, pyaw = (float(v) for v in reply)
         except ValueError:
-            raise MissionServerError(f"the server at {self.link.address} answered 'body pos' "
-                                     f"with {' '.join(reply)!r}; expected X Y Z YAW") from None
+            raise MissionServerError(
+                f"the server at {self.link.address} answered 'body pos' "
+                f"with {' '.join(reply)!r}; expected X Y Z YAW"
+            ) from None
         return math.floor(px), math.floor(py), math.floor(pz), round(pyaw / 90) % 4
 
     def remove(self) -> None:

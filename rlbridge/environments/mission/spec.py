@@ -23,9 +23,22 @@ DEFAULT_MS_PER_TICK = 50
 DEFAULT_COMMANDS = ("movenorth 1", "movesouth 1", "movewest 1", "moveeast 1")
 #: Every DiscreteMovementCommands command the simulation carries out.
 DISCRETE_COMMANDS = (
-    "movenorth 1", "movesouth 1", "movewest 1", "moveeast 1",
-    "move 1", "move -1", "strafe 1", "strafe -1", "turn 1", "turn -1",
-    "jumpnorth 1", "jumpsouth 1", "jumpwest 1", "jumpeast 1", "jumpmove 1", "jump 1",
+    "movenorth 1",
+    "movesouth 1",
+    "movewest 1",
+    "moveeast 1",
+    "move 1",
+    "move -1",
+    "strafe 1",
+    "strafe -1",
+    "turn 1",
+    "turn -1",
+    "jumpnorth 1",
+    "jumpsouth 1",
+    "jumpwest 1",
+    "jumpeast 1",
+    "jumpmove 1",
+    "jump 1",
 )
 
 
@@ -38,8 +51,11 @@ class Draw:
     block: int
 
     def contains(self, x: int, y: int, z: int) -> bool:
-        return (self.low[0] <= x <= self.high[0] and self.low[1] <= y <= self.high[1]
-                and self.low[2] <= z <= self.high[2])
+        return (
+            self.low[0] <= x <= self.high[0]
+            and self.low[1] <= y <= self.high[1]
+            and self.low[2] <= z <= self.high[2]
+        )
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,9 @@ class World(Protocol):
 class Body(Protocol):
     """A body elsewhere that the core moves: ``place`` returns where it really is."""
 
-    def place(self, x: int, y: int, z: int, yaw: int,
-              spawn: bool = False) -> tuple[int, int, int, int]: ...
+    def place(
+        self, x: int, y: int, z: int, yaw: int, spawn: bool = False
+    ) -> tuple[int, int, int, int]: ...
 
 
 class BlockWorld:
@@ -111,8 +112,9 @@ class MissionCore:
     def _place(self, spawn: bool = False) -> None:
         """Move the server's body where the rules put it, and take its position from there."""
         if self.body is not None:
-            self.x, self.y, self.z, self.yaw = self.body.place(self.x, self.y, self.z, self.yaw,
-                                                               spawn)
+            self.x, self.y, self.z, self.yaw = self.body.place(
+                self.x, self.y, self.z, self.yaw, spawn
+            )
 
     def passable(self, x: int, y: int, z: int) -> bool:
         """Whether the body fits with its feet at (x, y, z): feet and head cells not solid."""
@@ -151,8 +153,10 @@ class MissionCore:
 
     def _fall(self) -> None:
         block = self.world.block
-        while not LIQUID[block(self.x, self.y, self.z)] and \
-                not SOLID[block(self.x, self.y - 1, self.z)]:
+        while (
+            not LIQUID[block(self.x, self.y, self.z)]
+            and not SOLID[block(self.x, self.y - 1, self.z)]
+        ):
             self.y -= 1
             if self.y < VOID_Y:
                 self.died = True
@@ -194,8 +198,11 @@ class MissionCore:
     def touching(self) -> list[tuple[tuple[int, int, int], int]]:
         """The cells the body touches and their blocks: below the feet, feet, head."""
         block = self.world.block
-        cells = ((self.x, self.y - 1, self.z), (self.x, self.y, self.z),
-                 (self.x, self.y + 1, self.z))
+        cells = (
+            (self.x, self.y - 1, self.z),
+            (self.x, self.y, self.z),
+            (self.x, self.y + 1, self.z),
+        )
         return [(cell, block(*cell)) for cell in cells]
 
     def _check_end(self, touched) -> float:
@@ -232,8 +239,12 @@ class MissionCore:
         grid = self.mission.grids[index]
         block = self.world.block
         (x0, y0, z0), (x1, y1, z1) = grid.low, grid.high
-        return [block(self.x + x, self.y + y, self.z + z)
-                for y in range(y0, y1 + 1) for z in range(z0, z1 + 1) for x in range(x0, x1 + 1)]
+        return [
+            block(self.x + x, self.y + y, self.z + z)
+            for y in range(y0, y1 + 1)
+            for z in range(z0, z1 + 1)
+            for x in range(x0, x1 + 1)
+        ]
 
     def top_view(self, most: int) -> tuple[tuple[int, int], list[list[str]]]:
         """The map drawn from above: ``(origin x, origin z)`` and rows of block names (z, then
@@ -259,5 +270,11 @@ class MissionCore:
 
     def snapshot(self) -> dict:
         """The state for viewers: the agent's cell and heading, and the episode's end."""
-        return {"game": "mission", "agent": [self.x, self.y, self.z], "yaw": 90 * self.yaw,
-                "steps": self.steps, "done": self.done, "end": self.end}
+        return {
+            "game": "mission",
+            "agent": [self.x, self.y, self.z],
+            "yaw": 90 * self.yaw,
+            "steps": self.steps,
+            "done": self.done,
+            "end": self.end,
+        }

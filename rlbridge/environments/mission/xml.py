@@ -65,8 +65,10 @@ def _parse_tree(text: bytes, source: str) -> _Node:
             stack[-1].text += data
 
     def refuse(*_args):
-        raise MissionError(f"{source}:{parser.CurrentLineNumber}: expected a mission without "
-                           "a document type declaration or entities; got one")
+        raise MissionError(
+            f"{source}:{parser.CurrentLineNumber}: expected a mission without "
+            "a document type declaration or entities; got one"
+        )
 
     parser.StartElementHandler, parser.EndElementHandler = start, end
     parser.CharacterDataHandler = chars
@@ -75,8 +77,9 @@ def _parse_tree(text: bytes, source: str) -> _Node:
     try:
         parser.Parse(text, True)
     except expat.ExpatError as err:
-        raise MissionError(f"{source}:{err.lineno}: expected well-formed XML; "
-                           f"{expat.errors.messages[err.code]}") from None
+        raise MissionError(
+            f"{source}:{err.lineno}: expected well-formed XML; {expat.errors.messages[err.code]}"
+        ) from None
     if not root or root[0].name != "Mission":
         got = root[0].name if root else "nothing"
         raise MissionError(f"{source}: expected a <Mission> element at the top; got <{got}>")
@@ -96,8 +99,9 @@ class _Reader:
         return MissionError(f"{self.source}:{node.line}: <{node.name}>: {what}")
 
     def unsupported(self, node: _Node) -> MissionError:
-        return self.fail(node, "this element is outside the supported subset "
-                               "(docs/missions.md lists it)")
+        return self.fail(
+            node, "this element is outside the supported subset (docs/missions.md lists it)"
+        )
 
     def number(self, node: _Node, key: str, default: float | None = None) -> float:
         raw = node.attrs.get(key)
@@ -128,8 +132,9 @@ class _Reader:
         try:
             return block_id(name)
         except KeyError:
-            raise self.fail(node, f"unknown block type {name!r}; expected one of "
-                                  f"{', '.join(BLOCKS)}") from None
+            raise self.fail(
+                node, f"unknown block type {name!r}; expected one of {', '.join(BLOCKS)}"
+            ) from None
 
     def box(self, node: _Node, a: tuple[str, str, str], b: tuple[str, str, str], block: int):
         one = [self.coordinate(node, key) for key in a]
@@ -150,15 +155,17 @@ class _Reader:
         agents = [child for child in root.children if child.name == "AgentSection"]
         servers = [child for child in root.children if child.name == "ServerSection"]
         if len(agents) != 1:
-            raise self.fail(root, f"expected exactly one <AgentSection> (one agent); got "
-                                  f"{len(agents)}")
+            raise self.fail(
+                root, f"expected exactly one <AgentSection> (one agent); got {len(agents)}"
+            )
         if len(servers) != 1:
             raise self.fail(root, f"expected one <ServerSection>; got {len(servers)}")
         for child in root.children:
             if child.name == "About":
                 self.only(child, {"Summary", "Description"})
-                fields["summary"] = " ".join(" ".join(c.text.split()) for c in child.children
-                                             if c.name == "Summary")
+                fields["summary"] = " ".join(
+                    " ".join(c.text.split()) for c in child.children if c.name == "Summary"
+                )
             elif child.name == "ModSettings":
                 self.only(child, {"MsPerTick", "PrioritiseOffscreenRendering"})
                 for setting in child.children:
@@ -186,8 +193,15 @@ class _Reader:
                 # Time of day, weather and spawning change nothing a discrete agent sees.
                 self.only(child, {"Time", "Weather", "AllowSpawning", "AllowedMobs"})
                 continue
-            self.only(child, {"FlatWorldGenerator", "DrawingDecorator", "ServerQuitFromTimeUp",
-                              "ServerQuitWhenAnyAgentFinishes"})
+            self.only(
+                child,
+                {
+                    "FlatWorldGenerator",
+                    "DrawingDecorator",
+                    "ServerQuitFromTimeUp",
+                    "ServerQuitWhenAnyAgentFinishes",
+                },
+            )
             for handler in child.children:
                 if handler.name == "FlatWorldGenerator":
                     fields["layers"] = self.flat_world(handler)
@@ -196,18 +210,25 @@ class _Reader:
                 elif handler.name == "ServerQuitFromTimeUp":
                     fields["time_limit_ms"] = int(self.number(handler, "timeLimitMs"))
                     if fields["time_limit_ms"] <= 0:
-                        raise self.fail(handler, "expected timeLimitMs > 0; got "
-                                                 f"{handler.attrs['timeLimitMs']!r}")
+                        raise self.fail(
+                            handler,
+                            f"expected timeLimitMs > 0; got {handler.attrs['timeLimitMs']!r}",
+                        )
                     fields["time_up_description"] = handler.attrs.get("description", "time_up")
                 # ServerQuitWhenAnyAgentFinishes: with one agent, its quit ends the mission.
 
     def flat_world(self, node: _Node | None) -> tuple[int, ...]:
-        text = DEFAULT_FLAT_WORLD if node is None else node.attrs.get("generatorString",
-                                                                       DEFAULT_FLAT_WORLD)
+        text = (
+            DEFAULT_FLAT_WORLD
+            if node is None
+            else node.attrs.get("generatorString", DEFAULT_FLAT_WORLD)
+        )
         parts = text.split(";")
         if len(parts) < 2 or parts[0] != "3":
-            raise self.fail(node, "expected a generatorString of version 3 "
-                                  f"('3;LAYERS;BIOME;...'); got {text!r}")
+            raise self.fail(
+                node,
+                f"expected a generatorString of version 3 ('3;LAYERS;BIOME;...'); got {text!r}",
+            )
         layers: list[int] = []
         for layer in filter(None, parts[1].split(",")):
             count, _, number = layer.rpartition("*")
@@ -215,8 +236,9 @@ class _Reader:
                 block = block_of_number(int(number.partition(":")[0]))
                 repeat = int(count) if count else 1
             except (ValueError, KeyError):
-                raise self.fail(node, f"expected layers 'N*ID' of known block ids; got "
-                                      f"{layer!r}") from None
+                raise self.fail(
+                    node, f"expected layers 'N*ID' of known block ids; got {layer!r}"
+                ) from None
             layers.extend([block] * repeat)
             if len(layers) > MAX_Y + 1:
                 raise self.fail(node, f"expected at most {MAX_Y + 1} layers; got more")
@@ -264,9 +286,16 @@ class _Reader:
         if not MIN_Y <= fields["start"][1] <= MAX_Y:
             raise self.fail(place, f"expected y in [{MIN_Y}, {MAX_Y}]; got {fields['start'][1]}")
         fields["yaw"] = self.number(place, "yaw", 0.0)
-        fields.update(commands=DEFAULT_COMMANDS, full_stats=False, grids=(),
-                      command_reward=0.0, touch_rewards=(), quits=(), end_rewards={},
-                      death_reward=0.0)
+        fields.update(
+            commands=DEFAULT_COMMANDS,
+            full_stats=False,
+            grids=(),
+            command_reward=0.0,
+            touch_rewards=(),
+            quits=(),
+            end_rewards={},
+            death_reward=0.0,
+        )
         has_commands = False
         for handler in handlers[0].children:
             reader = _HANDLERS.get(handler.name)
@@ -275,8 +304,11 @@ class _Reader:
             has_commands |= handler.name == "DiscreteMovementCommands"
             reader(self, handler, fields)
         if not has_commands:
-            raise self.fail(handlers[0], "expected <DiscreteMovementCommands>: the agent's "
-                                         "only command handler in this subset")
+            raise self.fail(
+                handlers[0],
+                "expected <DiscreteMovementCommands>: the agent's "
+                "only command handler in this subset",
+            )
 
     def commands(self, node: _Node, fields: dict) -> None:
         self.only(node, {"ModifierList"})
@@ -288,8 +320,10 @@ class _Reader:
         known = {command.split()[0] for command in DISCRETE_COMMANDS}
         for name in names:
             if name not in known:
-                raise self.fail(modifier, f"unknown command {name!r}; expected one of "
-                                          f"{', '.join(sorted(known))}")
+                raise self.fail(
+                    modifier,
+                    f"unknown command {name!r}; expected one of {', '.join(sorted(known))}",
+                )
         if kind == "allow-list":
             chosen = [c for c in DISCRETE_COMMANDS if c.split()[0] in names]
         elif kind == "deny-list":
@@ -305,17 +339,18 @@ class _Reader:
         grids: list[Grid] = []
         for item in node.children:
             self.only(item, {"min", "max"})
-            corners = {c.name: (self.coordinate(c, "x"), int(self.number(c, "y")),
-                                self.coordinate(c, "z"))
-                       for c in item.children}
+            corners = {
+                c.name: (self.coordinate(c, "x"), int(self.number(c, "y")), self.coordinate(c, "z"))
+                for c in item.children
+            }
             if set(corners) != {"min", "max"}:
                 raise self.fail(item, "expected <min> and <max>")
-            grid = Grid(item.attrs.get("name", f"grid{len(grids)}"), corners["min"],
-                        corners["max"])
-            if any(lo > hi for lo, hi in zip(grid.low, grid.high, strict=True)) or \
-                    grid.size > 4096:
-                raise self.fail(item, "expected min <= max and at most 4096 cells; got "
-                                      f"{grid.low} to {grid.high}")
+            grid = Grid(item.attrs.get("name", f"grid{len(grids)}"), corners["min"], corners["max"])
+            if any(lo > hi for lo, hi in zip(grid.low, grid.high, strict=True)) or grid.size > 4096:
+                raise self.fail(
+                    item,
+                    f"expected min <= max and at most 4096 cells; got {grid.low} to {grid.high}",
+                )
             grids.append(grid)
         fields["grids"] += tuple(grids)
 
@@ -325,20 +360,28 @@ class _Reader:
         for item in node.children:
             behaviour = item.attrs.get("behaviour", "oncePerBlock")
             if behaviour not in ("onceOnly", "oncePerBlock", "constant"):
-                raise self.fail(item, "expected behaviour onceOnly, oncePerBlock or constant; "
-                                      f"got {behaviour!r}")
+                raise self.fail(
+                    item,
+                    f"expected behaviour onceOnly, oncePerBlock or constant; got {behaviour!r}",
+                )
             for name in item.attrs.get("type", "").split():
-                rewards.append(TouchReward(self.block(_Node(item.name, {"type": name},
-                                                            item.line)),
-                                           self.number(item, "reward"), behaviour))
+                rewards.append(
+                    TouchReward(
+                        self.block(_Node(item.name, {"type": name}, item.line)),
+                        self.number(item, "reward"),
+                        behaviour,
+                    )
+                )
         fields["touch_rewards"] += tuple(rewards)
 
     def quit_on_blocks(self, node: _Node, fields: dict) -> None:
         self.only(node, {"Block"})
         quits = []
         for item in node.children:
-            blocks = tuple(self.block(_Node(item.name, {"type": name}, item.line))
-                           for name in item.attrs.get("type", "").split())
+            blocks = tuple(
+                self.block(_Node(item.name, {"type": name}, item.line))
+                for name in item.attrs.get("type", "").split()
+            )
             if not blocks:
                 raise self.fail(item, "expected a type; got none")
             quits.append(Quit(item.attrs.get("description", "touched"), blocks))
@@ -347,16 +390,20 @@ class _Reader:
     def quit_on_position(self, node: _Node, fields: dict) -> None:
         self.only(node, {"Marker"})
         fields["quits"] += tuple(
-            Quit(m.attrs.get("description", "reached"),
-                 position=tuple(self.number(m, k) for k in ("x", "y", "z")),  # type: ignore
-                 tolerance=self.number(m, "tolerance", 1.0))
-            for m in node.children)
+            Quit(
+                m.attrs.get("description", "reached"),
+                position=tuple(self.number(m, k) for k in ("x", "y", "z")),  # type: ignore
+                tolerance=self.number(m, "tolerance", 1.0),
+            )
+            for m in node.children
+        )
 
     def mission_end(self, node: _Node, fields: dict) -> None:
         self.only(node, {"Reward"})
         fields["death_reward"] = self.number(node, "rewardForDeath", 0.0)
-        fields["end_rewards"] = {r.attrs.get("description", ""): self.number(r, "reward")
-                                 for r in node.children}
+        fields["end_rewards"] = {
+            r.attrs.get("description", ""): self.number(r, "reward") for r in node.children
+        }
 
 
 _HANDLERS = {
@@ -364,7 +411,8 @@ _HANDLERS = {
     "ObservationFromFullStats": lambda reader, node, fields: fields.update(full_stats=True),
     "ObservationFromGrid": _Reader.grid,
     "RewardForSendingCommand": lambda reader, node, fields: fields.update(
-        command_reward=reader.number(node, "reward")),
+        command_reward=reader.number(node, "reward")
+    ),
     "RewardForTouchingBlockType": _Reader.touch_rewards,
     "RewardForMissionEnd": _Reader.mission_end,
     "AgentQuitFromTouchingBlockType": _Reader.quit_on_blocks,
@@ -379,8 +427,10 @@ def load_mission(path: Path | str) -> Mission:
         if not path.is_file():
             raise MissionError(f"expected a mission XML file; {path} is not a regular file")
         if path.stat().st_size > MAX_MISSION_BYTES:
-            raise MissionError(f"expected a mission of at most {MAX_MISSION_BYTES} bytes; "
-                               f"{path} has {path.stat().st_size}")
+            raise MissionError(
+                f"expected a mission of at most {MAX_MISSION_BYTES} bytes; "
+                f"{path} has {path.stat().st_size}"
+            )
         text = path.read_bytes()
     except OSError as err:
         raise MissionError(f"cannot read mission {path}: {err.strerror}") from None

@@ -77,8 +77,12 @@ class Geometry:
         inner = opp & self.inner_cols
         legal = 0
         steps = self.size - 3
-        for shift, run_of in ((1, inner), (self.size, opp), (self.size + 1, inner),
-                              (self.size - 1, inner)):
+        for shift, run_of in (
+            (1, inner),
+            (self.size, opp),
+            (self.size + 1, inner),
+            (self.size - 1, inner),
+        ):
             run = (own << shift) & run_of
             for _ in range(steps):
                 run |= (run << shift) & run_of
@@ -269,8 +273,9 @@ class ReversiCore:
         marks = {1: "X", -1: "O", 0: "."}
         board = self.board()
         rows = ["  " + " ".join(str(c % 10) for c in range(n))]
-        rows += [f"{r % 10} " + " ".join(marks[v] for v in board[r * n:(r + 1) * n])
-                 for r in range(n)]
+        rows += [
+            f"{r % 10} " + " ".join(marks[v] for v in board[r * n : (r + 1) * n]) for r in range(n)
+        ]
         return "\n".join(rows)
 
 

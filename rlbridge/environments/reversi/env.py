@@ -57,8 +57,9 @@ def _depth(text: str) -> int:
     try:
         return int(text, 10)
     except ValueError:
-        raise OptionError(f"reversi: alphabeta depth expects a number from 1 to {MAX_DEPTH}; "
-                          f"got {text[:40]!r}") from None
+        raise OptionError(
+            f"reversi: alphabeta depth expects a number from 1 to {MAX_DEPTH}; got {text[:40]!r}"
+        ) from None
 
 
 #: The built-in opponents, by the name the ``opponent`` option takes.
@@ -104,9 +105,7 @@ class ReversiEnv(Environment):
     BATCH_CORE = ReversiVector  # boards up to 8x8 (uint64); alphabeta searches per instance
     OPTION_BOUNDS = {"depth": (1, MAX_DEPTH)}
 
-    def __init__(self, size: int = 6,
-                 opponent: Opponent = "seed",
-                 depth: int = 3, seed: int = 0):
+    def __init__(self, size: int = 6, opponent: Opponent = "seed", depth: int = 3, seed: int = 0):
         super().__init__()
         self.size = size
         self.core = ReversiCore(size=self.size)  # validates the size
@@ -130,8 +129,9 @@ class ReversiEnv(Environment):
     def _opponent(name: str, depth: int) -> Policy:
         if name == "alphabeta":
             if not 1 <= depth <= MAX_DEPTH:
-                raise OptionError(f"reversi: alphabeta depth expects a number from 1 to "
-                                  f"{MAX_DEPTH}; got {depth}")
+                raise OptionError(
+                    f"reversi: alphabeta depth expects a number from 1 to {MAX_DEPTH}; got {depth}"
+                )
             return _alphabeta_policy(depth)
         if name not in OPPONENTS:
             known = ", ".join([*OPPONENTS, "alphabeta"])
@@ -179,8 +179,14 @@ class ReversiEnv(Environment):
     def state_snapshot(self) -> dict:
         core = self.core
         legal = cells_of(core.mover_moves) if core.to_move == AGENT else []
-        return {"game": "reversi", "size": self.size, "board": core.board(), "legal": legal,
-                "last": core.last, "done": core.is_terminal()}
+        return {
+            "game": "reversi",
+            "size": self.size,
+            "board": core.board(),
+            "legal": legal,
+            "last": core.last,
+            "done": core.is_terminal(),
+        }
 
     MESSAGES = ("render", "score", "opponent NAME [DEPTH]")
     RESET_OPTIONS = ("opponent",)

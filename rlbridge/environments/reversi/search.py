@@ -49,8 +49,11 @@ class Evaluator:
         self.geometry = Geometry.of(size)
         n = size
         weights = positional_weights(size)
-        self.weight_masks = [(w, sum(1 << i for i, x in enumerate(weights) if x == w))
-                             for w in sorted(set(weights)) if w]
+        self.weight_masks = [
+            (w, sum(1 << i for i, x in enumerate(weights) if x == w))
+            for w in sorted(set(weights))
+            if w
+        ]
         self.corner_zones = []
         for corner in self.geometry.corner_cells:
             row, col = divmod(corner, n)
@@ -80,8 +83,13 @@ class AlphaBeta:
     ``time_limit`` in seconds bounds iterative deepening (None = search to ``depth``);
     positions with at most ``endgame`` empty cells are solved exactly (win/loss/draw)."""
 
-    def __init__(self, depth: int | None = None, time_limit: float | None = 1.0,
-                 endgame: int = 10, mobility_weight: int = 8):
+    def __init__(
+        self,
+        depth: int | None = None,
+        time_limit: float | None = 1.0,
+        endgame: int = 10,
+        mobility_weight: int = 8,
+    ):
         if depth is None and time_limit is None:
             raise ValueError("alpha-beta needs a depth or a time limit")
         self.depth = depth
@@ -94,8 +102,9 @@ class AlphaBeta:
         self.last_depth = 0
 
     # -- public --------------------------------------------------------------------
-    def best_move(self, core: ReversiCore, player: int, rng: np.random.Generator | None = None
-                  ) -> int:
+    def best_move(
+        self, core: ReversiCore, player: int, rng: np.random.Generator | None = None
+    ) -> int:
         """The chosen cell for ``player`` in ``core`` (PASS when it has no move)."""
         own, opp = core.stones(player)
         evaluator = self._evaluators.get(core.size)
@@ -145,8 +154,9 @@ class AlphaBeta:
         alpha = -math.inf
         for move in moves:
             flips = self.geometry.flips(move, own, opp)
-            value = -self._negamax(opp & ~flips, own | flips | (1 << move), depth - 1,
-                                   -math.inf, -alpha)
+            value = -self._negamax(
+                opp & ~flips, own | flips | (1 << move), depth - 1, -math.inf, -alpha
+            )
             scored.append((value, move))
             alpha = max(alpha, value)
         scored.sort(key=lambda pair: -pair[0])  # stable: keeps the previous order on ties
@@ -171,8 +181,9 @@ class AlphaBeta:
             if not moves >> move & 1:
                 continue
             flips = geometry.flips(move, own, opp)
-            value = -self._negamax(opp & ~flips, own | flips | (1 << move), depth - 1,
-                                   -beta, -alpha)
+            value = -self._negamax(
+                opp & ~flips, own | flips | (1 << move), depth - 1, -beta, -alpha
+            )
             if value > best:
                 best = value
                 if value > alpha:

@@ -58,8 +58,9 @@ class BitGeometry:
         self.positions = np.arange(self.cells, dtype=_U64)
         agent, env = ReversiCore(size=size).stones(AGENT)
         #: The start position: both players' stones and legal moves.
-        self.start = tuple(map(_U64, (agent, env, geometry.moves(agent, env),
-                                      geometry.moves(env, agent))))
+        self.start = tuple(
+            map(_U64, (agent, env, geometry.moves(agent, env), geometry.moves(env, agent)))
+        )
 
     def _runs_of(self, opp: np.ndarray) -> np.ndarray:
         """(4, M) the stones a run may pass through, per direction."""
@@ -143,8 +144,12 @@ class ReversiVector:
         starting = np.flatnonzero(calls == _START)
         if len(starting):
             self._file_outcomes(starting)
-            (self.agent[starting], self.env[starting], self.agent_moves[starting],
-             self.env_moves[starting]) = self.geometry.start
+            (
+                self.agent[starting],
+                self.env[starting],
+                self.agent_moves[starting],
+                self.env_moves[starting],
+            ) = self.geometry.start
             self.to_move[starting] = AGENT
             self.last[starting] = -1
             self.reward[starting] = 0.0
@@ -183,15 +188,18 @@ class ReversiVector:
         # The other player moves next; neither able to move ends the game.
         agent, env = self.agent[rows], self.env[rows]
         both = self.geometry.moves(np.concatenate([agent, env]), np.concatenate([env, agent]))
-        self.agent_moves[rows], self.env_moves[rows] = both[:len(rows)], both[len(rows):]
-        over = (both[:len(rows)] == 0) & (both[len(rows):] == 0)
+        self.agent_moves[rows], self.env_moves[rows] = both[: len(rows)], both[len(rows) :]
+        over = (both[: len(rows)] == 0) & (both[len(rows) :] == 0)
         self.to_move[rows] = np.where(over, 0, -player)
         ended = rows[over]
         if len(ended):
             agent_count = np.bitwise_count(self.agent[ended])
             env_count = np.bitwise_count(self.env[ended])
-            self.reward[ended] = np.where(agent_count > env_count, WIN_REWARD, np.where(
-                agent_count < env_count, LOSS_REWARD, DRAW_REWARD))
+            self.reward[ended] = np.where(
+                agent_count > env_count,
+                WIN_REWARD,
+                np.where(agent_count < env_count, LOSS_REWARD, DRAW_REWARD),
+            )
 
     def _opponent(self, rows: np.ndarray) -> None:
         """The environment's move at ``rows``: each instance's policy, its draws on its own
@@ -235,25 +243,34 @@ class ReversiVector:
             self._greedy(rows, bits, moves, wanted, greedy)
         self._play(rows, moves, ENV)
 
-    def _greedy(self, rows: np.ndarray, bits: np.ndarray, moves: np.ndarray,
-                first: np.ndarray, drawn: np.ndarray) -> None:
+    def _greedy(
+        self,
+        rows: np.ndarray,
+        bits: np.ndarray,
+        moves: np.ndarray,
+        first: np.ndarray,
+        drawn: np.ndarray,
+    ) -> None:
         """The moves that flip the most stones: at ``first`` the first of them in cell order
         (``greedy_move``), at ``drawn`` one drawn from them (``greedy_policy``)."""
         which = np.concatenate([first, drawn])
         owner, cell = np.nonzero(bits[which])  # every legal move, by instance then cell
         at = rows[which][owner]
-        flips = np.bitwise_count(self.geometry.flips(_U64(1) << cell.astype(_U64),
-                                                     self.env[at], self.agent[at]))
+        flips = np.bitwise_count(
+            self.geometry.flips(_U64(1) << cell.astype(_U64), self.env[at], self.agent[at])
+        )
         starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
         best = flips == np.maximum.reduceat(flips, starts)[owner]
         best_cells, best_owner = cell[best], owner[best]
         best_starts = np.searchsorted(best_owner, np.arange(len(which)))
-        moves[first] = best_cells[best_starts[:len(first)]]
+        moves[first] = best_cells[best_starts[: len(first)]]
         if len(drawn):
-            ties = np.add.reduceat(best, starts)[len(first):].tolist()
-            picks = [self.envs[index].rng.integers(tie)
-                     for index, tie in zip(rows[drawn].tolist(), ties, strict=True)]
-            moves[drawn] = best_cells[best_starts[len(first):] + np.array(picks, dtype=np.int64)]
+            ties = np.add.reduceat(best, starts)[len(first) :].tolist()
+            picks = [
+                self.envs[index].rng.integers(tie)
+                for index, tie in zip(rows[drawn].tolist(), ties, strict=True)
+            ]
+            moves[drawn] = best_cells[best_starts[len(first) :] + np.array(picks, dtype=np.int64)]
 
     def _observations(self, rows: np.ndarray):
         """The four layers and the legal mask of the games at ``rows``, as ``_observation``."""
@@ -261,12 +278,13 @@ class ReversiVector:
         if not count:
             return stacked_observations(0)
         agent_moves = self.agent_moves[rows]
-        boards = np.stack([self.agent[rows], self.env[rows], agent_moves, self.env_moves[rows]],
-                          axis=1)
+        boards = np.stack(
+            [self.agent[rows], self.env[rows], agent_moves, self.env_moves[rows]], axis=1
+        )
         layers = self.geometry.bits(boards).reshape(count, -1).astype(np.int64)
         mask = np.zeros((count, self.geometry.cells + 1), dtype=bool)
         # After a step the agent is to move, or the game is over (then it has no move).
-        mask[:, 1:] = layers[:, 2 * self.geometry.cells:3 * self.geometry.cells]
+        mask[:, 1:] = layers[:, 2 * self.geometry.cells : 3 * self.geometry.cells]
         mask[:, 0] = (self.to_move[rows] != 0) & (agent_moves == 0)
         return stacked_observations(count, layers, (mask,))
 
@@ -274,7 +292,8 @@ class ReversiVector:
         """What ``env_start``'s ``file_outcome`` files for the games that were played."""
         played = rows[self.played[rows]]
         won = (self.to_move[played] == 0) & (
-            np.bitwise_count(self.agent[played]) > np.bitwise_count(self.env[played]))
+            np.bitwise_count(self.agent[played]) > np.bitwise_count(self.env[played])
+        )
         for index, value in zip(played.tolist(), won.tolist(), strict=True):
             self.envs[index].__dict__.setdefault("_filed_outcomes", []).append(float(value))
 
@@ -288,8 +307,9 @@ class ReversiVector:
             last = int(self.last[index])
             core.last = None if last < 0 else last
             core.reward = float(self.reward[index])
-            core.mover_moves = (core.geometry.moves(*core.stones(core.to_move))
-                                if core.to_move else 0)
+            core.mover_moves = (
+                core.geometry.moves(*core.stones(core.to_move)) if core.to_move else 0
+            )
             env.done, env.played = bool(self.done[index]), bool(self.played[index])
 
     def load(self, rows) -> None:

@@ -36,12 +36,21 @@ class TetrisCore:
     :meth:`apply_action`) or "score" (the seed's absolute score of the afterstate).
     """
 
-    def __init__(self, rows: int = 12, cols: int = 5, rng: np.random.Generator | None = None,
-                 reward: str = "lines", actions: str = "placement", gravity: int = 2,
-                 piece_set: PieceSet = SEED_PIECES):
+    def __init__(
+        self,
+        rows: int = 12,
+        cols: int = 5,
+        rng: np.random.Generator | None = None,
+        reward: str = "lines",
+        actions: str = "placement",
+        gravity: int = 2,
+        piece_set: PieceSet = SEED_PIECES,
+    ):
         if rows < MIN_ROWS or cols < MIN_COLS:
-            raise ValueError(f"tetris needs rows >= {MIN_ROWS} and cols >= {MIN_COLS}; "
-                             f"got rows={rows}, cols={cols}")
+            raise ValueError(
+                f"tetris needs rows >= {MIN_ROWS} and cols >= {MIN_COLS}; "
+                f"got rows={rows}, cols={cols}"
+            )
         if reward not in REWARD_MODES:
             raise ValueError(f"reward must be one of {REWARD_MODES}; got {reward!r}")
         if actions not in ACTION_MODES:
@@ -55,8 +64,11 @@ class TetrisCore:
         # Per kind: placement action -> the piece's cells in the top four rows packed into
         # one int (row i at bits i*cols...), so that "fits at spawn" is a single AND.
         self._spawn_masks = [
-            {rot * cols + c: sum(m << (i * cols + c) for i, m in enumerate(o.masks))
-             for rot, o in enumerate(turns) for c in range(cols - o.width + 1)}
+            {
+                rot * cols + c: sum(m << (i * cols + c) for i, m in enumerate(o.masks))
+                for rot, o in enumerate(turns)
+                for c in range(cols - o.width + 1)
+            }
             for turns in piece_set.orientations
         ]
         self._all_placements = [list(masks) for masks in self._spawn_masks]
@@ -150,8 +162,10 @@ class TetrisCore:
         rot, col = divmod(action, self.cols)
         o = self.piece_set.orientation(self.kind, rot)
         if col + o.width > self.cols:
-            return (f"rotation {rot} of piece {self.kind} is {o.width} wide, so its column "
-                    f"must be at most {self.cols - o.width}; got {col}")
+            return (
+                f"rotation {rot} of piece {self.kind} is {o.width} wide, so its column "
+                f"must be at most {self.cols - o.width}; got {col}"
+            )
         return f"rotation {rot} at column {col} overlaps blocks at the top of the board"
 
     def _lock(self, o: Orientation, col: int, row: int) -> float:

@@ -88,10 +88,16 @@ class TetrisEnv(Environment):
     name = "tetris"
     BATCH_CORE = TetrisVector  # placement games only: its fits() leaves actions=low to env_step
 
-    def __init__(self, rows: int = 12, cols: int = 5,
-                 actions: Literal["placement", "low"] = "placement", preview: bool = False,
-                 reward: Literal["lines", "shaped", "score"] = "lines", gravity: int = 2,
-                 pieces: PieceSetName = "seed"):
+    def __init__(
+        self,
+        rows: int = 12,
+        cols: int = 5,
+        actions: Literal["placement", "low"] = "placement",
+        preview: bool = False,
+        reward: Literal["lines", "shaped", "score"] = "lines",
+        gravity: int = 2,
+        pieces: PieceSetName = "seed",
+    ):
         super().__init__()
         self.piece_set = piece_set_named(pieces)
         self.rows, self.cols, self.gravity = rows, cols, gravity
@@ -103,12 +109,23 @@ class TetrisEnv(Environment):
         self.preview = preview
         self.rng = np.random.default_rng()
         self.core: TetrisCore | None = None
-        TetrisCore(self.rows, self.cols, np.random.default_rng(0), reward, actions, self.gravity,
-                   self.piece_set)
+        TetrisCore(
+            self.rows,
+            self.cols,
+            np.random.default_rng(0),
+            reward,
+            actions,
+            self.gravity,
+            self.piece_set,
+        )
         num_actions = ROTATIONS * self.cols if actions == "placement" else len(LOW_ACTIONS)
         kinds = self.piece_set.kinds
-        ints = [Range(1, kinds), Range(0, ROTATIONS - 1), Range(0, self.cols - 1),
-                Range(0, self.rows - 1)]
+        ints = [
+            Range(1, kinds),
+            Range(0, ROTATIONS - 1),
+            Range(0, self.cols - 1),
+            Range(0, self.rows - 1),
+        ]
         if self.preview:
             ints.append(Range(1, kinds))
         ints += [Range(0, kinds, self.rows * self.cols), Range(0, 1, num_actions)]
@@ -124,8 +141,10 @@ class TetrisEnv(Environment):
             ),
             actions=SpaceSpec(ints=(Range(0, num_actions - 1),)),
             rewards=rewards,
-            extra=(f"tetris rows={self.rows} cols={self.cols} actions={actions} "
-                   f"preview={int(self.preview)} reward={reward} pieces={self.piece_set.name}"),
+            extra=(
+                f"tetris rows={self.rows} cols={self.cols} actions={actions} "
+                f"preview={int(self.preview)} reward={reward} pieces={self.piece_set.name}"
+            ),
             legal_mask=LEGAL_MASK_INDEX,
         )
         self._num_actions = num_actions
@@ -139,8 +158,9 @@ class TetrisEnv(Environment):
 
     def env_start(self) -> Value:
         self.file_outcome()
-        self.core = TetrisCore(self.rows, self.cols, self.rng, self.reward, self.actions,
-                               self.gravity, self.piece_set)
+        self.core = TetrisCore(
+            self.rows, self.cols, self.rng, self.reward, self.actions, self.gravity, self.piece_set
+        )
         return self._observation()
 
     def env_step(self, action: Value) -> StepResult:
@@ -179,8 +199,9 @@ class TetrisEnv(Environment):
             "rows": core.rows,
             "cols": core.cols,
             "board": core.colour_grid().ravel().tolist(),
-            "piece": None if core.terminal else {
-                "kind": core.kind, "cells": [[r, c] for r, c in core.piece_cells()]},
+            "piece": None
+            if core.terminal
+            else {"kind": core.kind, "cells": [[r, c] for r, c in core.piece_cells()]},
             "next": core.next_kind if self.preview else None,
             "lines": core.lines,
             "pieces": core.pieces,

@@ -66,8 +66,10 @@ class PieceSet:
         for kind, shape in enumerate(self.shapes, start=1):
             values = {v for row in shape for v in row} - {0}
             if values != {kind}:
-                raise ValueError(f"piece set {self.name}: shape {kind} must hold {kind} in its "
-                                 f"cells; got {sorted(values)}")
+                raise ValueError(
+                    f"piece set {self.name}: shape {kind} must hold {kind} in its "
+                    f"cells; got {sorted(values)}"
+                )
         table = []
         for shape in self.shapes:
             turned, current = [], shape

@@ -55,8 +55,15 @@ class TetrisVector:
         self.dealt = np.full(n, DRAWS, dtype=np.int64)  # draws[i, dealt[i]:] are undealt
         self.playing = np.zeros(n, dtype=bool)
         # What store() copies and fills in: a core of these options (its draws are thrown away).
-        self.template = TetrisCore(self.rows, self.cols, np.random.default_rng(0),
-                                   self.reward_mode, "placement", env.gravity, self.piece_set)
+        self.template = TetrisCore(
+            self.rows,
+            self.cols,
+            np.random.default_rng(0),
+            self.reward_mode,
+            "placement",
+            env.gravity,
+            self.piece_set,
+        )
         self.load(range(n))
 
     def _tables(self) -> None:
@@ -81,8 +88,18 @@ class TetrisVector:
 
     @classmethod
     def fits(cls, envs: list) -> bool:
-        options = {(env.rows, env.cols, env.actions, env.preview, env.reward, env.gravity,
-                    env.piece_set.name) for env in envs}
+        options = {
+            (
+                env.rows,
+                env.cols,
+                env.actions,
+                env.preview,
+                env.reward,
+                env.gravity,
+                env.piece_set.name,
+            )
+            for env in envs
+        }
         return len(options) == 1 and envs[0].actions == "placement"
 
     def apply(self, calls: np.ndarray, actions: list) -> BatchStep:
@@ -97,13 +114,18 @@ class TetrisVector:
             rewards[stepping] = self._step(stepping, first_ints(actions))
             infos = [None] * count
             for index, pieces, lines, level in zip(
-                    stepping.tolist(), self.pieces[stepping].tolist(),
-                    self.lines[stepping].tolist(), self.level[stepping].tolist(), strict=True):
+                stepping.tolist(),
+                self.pieces[stepping].tolist(),
+                self.lines[stepping].tolist(),
+                self.level[stepping].tolist(),
+                strict=True,
+            ):
                 infos[index] = {"pieces": pieces, "lines": lines, "level": level}
         terminals = np.zeros(count, dtype=bool)
         terminals[stepping] = self.terminal[stepping]
-        return BatchStep(rewards, self._observations(np.flatnonzero(calls != _NONE)), terminals,
-                         infos)
+        return BatchStep(
+            rewards, self._observations(np.flatnonzero(calls != _NONE)), terminals, infos
+        )
 
     # -- pieces ---------------------------------------------------------------------------
     def _deal(self, rows: np.ndarray) -> np.ndarray:
@@ -167,8 +189,9 @@ class TetrisVector:
             rewards = None
         else:
             after = seed_scores(joined)
-            rewards = (after - seed_scores(filled) if self.reward_mode == "shaped"
-                       else after).astype(np.float64)
+            rewards = (
+                after - seed_scores(filled) if self.reward_mode == "shaped" else after
+            ).astype(np.float64)
         full = joined.all(axis=2)
         cleared = np.count_nonzero(full, axis=1)
         clearing = np.flatnonzero(cleared)
@@ -191,8 +214,12 @@ class TetrisVector:
         count = len(rows)
         if not count:  # the empty batch as Batch.stack makes it, so logs match byte for byte
             return Batch.stack([])
-        ints = [self.kind[rows], np.zeros(count, dtype=np.int64), self.column[rows],
-                np.zeros(count, dtype=np.int64)]
+        ints = [
+            self.kind[rows],
+            np.zeros(count, dtype=np.int64),
+            self.column[rows],
+            np.zeros(count, dtype=np.int64),
+        ]
         if self.preview:
             ints.append(self.next_kind[rows])
         legal = np.zeros((count, self.actions), dtype=bool)
@@ -201,8 +228,7 @@ class TetrisVector:
             playing = rows[live]
             every = np.broadcast_to(np.arange(self.actions), (len(live), self.actions))
             legal[live] = self.inside[self.kind[playing]] & ~self._overlap_at_top(playing, every)
-        return stacked_observations(count, np.stack(ints, axis=1),
-                                    (self.colours[rows], legal))
+        return stacked_observations(count, np.stack(ints, axis=1), (self.colours[rows], legal))
 
     def store(self, rows) -> None:
         for index in rows:
@@ -215,7 +241,7 @@ class TetrisVector:
             bits = (colours != 0) @ (1 << np.arange(self.cols))
             core.board = bits.tolist()
             core.heights = column_heights(core.board, self.cols)
-            core._queue = self.draws[index, self.dealt[index]:][::-1].tolist()
+            core._queue = self.draws[index, self.dealt[index] :][::-1].tolist()
             core.kind, core.next_kind = int(self.kind[index]), int(self.next_kind[index])
             core.rot, core.x, core.y = 0, int(self.column[index]), 0
             core.moves_without_drop = 0
@@ -238,7 +264,7 @@ class TetrisVector:
             self.terminal[index] = core.terminal
             queue = core._queue[::-1]
             self.dealt[index] = DRAWS - len(queue)
-            self.draws[index, DRAWS - len(queue):] = queue
+            self.draws[index, DRAWS - len(queue) :] = queue
 
 
 def seed_scores(filled: npt.NDArray[np.bool_]) -> np.ndarray:
@@ -258,7 +284,9 @@ def seed_scores(filled: npt.NDArray[np.bool_]) -> np.ndarray:
     holes_per_row = np.count_nonzero(~filled & walled[:, :, :-2] & walled[:, :, 2:], axis=2)
     counted = np.arange(rows)[None, :] >= lowest_empty[:, None]
     holes = (holes_per_row * counted).sum(axis=1)
-    return (np.count_nonzero(full, axis=1) * REWARDS_MAP["clear_line"]
-            + heights * REWARDS_MAP["inc_height"]
-            + (highest - 2) * REWARDS_MAP["top_height"]
-            + holes * REWARDS_MAP["holes"])
+    return (
+        np.count_nonzero(full, axis=1) * REWARDS_MAP["clear_line"]
+        + heights * REWARDS_MAP["inc_height"]
+        + (highest - 2) * REWARDS_MAP["top_height"]
+        + holes * REWARDS_MAP["holes"]
+    )

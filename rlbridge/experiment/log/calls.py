@@ -49,22 +49,30 @@ class EnvCall:
 def environment_name(reader: LogReader, name: str = "") -> str:
     """``name`` (the user's ``--env``) or the environment the header names; LogError for none."""
     if not (name or reader.header.get("env")):
-        raise LogError("the log does not name its environment (run the experiment with "
-                       "--env-name, or use `rlbridge run ... --log`; or name it: --env NAME)")
+        raise LogError(
+            "the log does not name its environment (run the experiment with "
+            "--env-name, or use `rlbridge run ... --log`; or name it: --env NAME)"
+        )
     return name or reader.header["env"]
 
 
 def environment_class(reader: LogReader, name: str = "") -> type:
     """The class :func:`make_environment` builds, checked under the log's rules, built not."""
-    return class_from_log(reader, environment_name(reader, name), ENVIRONMENTS,
-                          user_name=bool(name))
+    return class_from_log(
+        reader, environment_name(reader, name), ENVIRONMENTS, user_name=bool(name)
+    )
 
 
 def make_environment(reader: LogReader, name: str = ""):
     """The environment to re-run: ``name`` (the user's ``--env``) or the one the header
     names, built with the header's options under the log's rules (:mod:`...log.trust`)."""
-    return build_from_log(reader, environment_name(reader, name), ENVIRONMENTS,
-                          reader.header.get("env_options", {}), user_name=bool(name))
+    return build_from_log(
+        reader,
+        environment_name(reader, name),
+        ENVIRONMENTS,
+        reader.header.get("env_options", {}),
+        user_name=bool(name),
+    )
 
 
 def wire_bytes(value: Value) -> bytes:
@@ -87,8 +95,10 @@ class Divergence:
     actual: str
 
     def __str__(self) -> str:
-        return (f"first divergence: episode {self.episode}, step {self.step}, {self.field}: "
-                f"expected {self.expected}, actual {self.actual}")
+        return (
+            f"first divergence: episode {self.episode}, step {self.step}, {self.field}: "
+            f"expected {self.expected}, actual {self.actual}"
+        )
 
 
 def check_call(env, call: EnvCall) -> Divergence | None:
@@ -99,12 +109,17 @@ def check_call(env, call: EnvCall) -> Divergence | None:
     else:
         reward, observation, terminal = env.env_step(call.argument)[:3]
     if call.reward is not None and float(reward) != call.reward:
-        return Divergence(call.episode, call.step, "reward", repr(call.reward),
-                          repr(float(reward)))
+        return Divergence(call.episode, call.step, "reward", repr(call.reward), repr(float(reward)))
     if call.terminal is not None and bool(terminal) != call.terminal:
-        return Divergence(call.episode, call.step, "terminal", repr(call.terminal),
-                          repr(bool(terminal)))
+        return Divergence(
+            call.episode, call.step, "terminal", repr(call.terminal), repr(bool(terminal))
+        )
     if call.observation is not None and wire_bytes(observation) != wire_bytes(call.observation):
-        return Divergence(call.episode, call.step, "observation", show_value(call.observation),
-                          show_value(observation))
+        return Divergence(
+            call.episode,
+            call.step,
+            "observation",
+            show_value(call.observation),
+            show_value(observation),
+        )
     return None

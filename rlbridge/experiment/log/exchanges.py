@@ -62,8 +62,10 @@ def body(record: Record):
     try:
         return decode_logged(record.payload, record.frames).body
     except Exception as err:
-        raise LogError(f"logged {_name(record)} (episode {record.episode}, step "
-                       f"{record.step}) does not decode: {err}") from None
+        raise LogError(
+            f"logged {_name(record)} (episode {record.episode}, step "
+            f"{record.step}) does not decode: {err}"
+        ) from None
 
 
 def _name(record: Record) -> str:
@@ -80,8 +82,10 @@ def instances(reader: LogReader) -> int:
         return 1
     count = batch.get("instances") if isinstance(batch, dict) else None
     if type(count) is not int or not 1 <= count <= MAX_INSTANCES:
-        raise LogError(f"log {reader.path}: the header's batch instances must be an int in "
-                       f"1..{MAX_INSTANCES}; got {count!r}")
+        raise LogError(
+            f"log {reader.path}: the header's batch instances must be an int in "
+            f"1..{MAX_INSTANCES}; got {count!r}"
+        )
     return count
 
 
@@ -115,9 +119,11 @@ def exchanges(reader: LogReader) -> Iterator[AgentExchange | EnvExchange | Messa
                 if isinstance(request, AgentExchange):
                     yield request
         except (ValueError, TypeError, IndexError, KeyError, StopIteration) as err:
-            raise LogError(f"log {reader.path}: logged {_name(record)} (episode "
-                           f"{record.episode}, step {record.step}) is not what its type "
-                           f"carries: {type(err).__name__}: {err}") from None
+            raise LogError(
+                f"log {reader.path}: logged {_name(record)} (episode "
+                f"{record.episode}, step {record.step}) is not what its type "
+                f"carries: {type(err).__name__}: {err}"
+            ) from None
     for request in pending.values():  # the log ends before their replies
         if isinstance(request, AgentExchange):
             yield request
@@ -129,25 +135,35 @@ def _agent_request(record: Record, count: int) -> AgentExchange:
         first, calls, rewards, observations = raw
         calls = _codes(decode_column(calls, frames, "|u1", "calls"), NONE, record)
         if type(first) is not int or first < 0 or first + len(calls) > count:
-            raise LogError(f"logged AGENT_BATCH_STEP (episode {record.episode}) names "
-                           f"instances {first}..{first}+{len(calls)}; the run had {count}")
-        return AgentExchange(record.writer, first, calls,
-                             decode_column(rewards, frames, "<f8", "rewards").tolist(),
-                             decode_batch(observations, frames).values(), None)
+            raise LogError(
+                f"logged AGENT_BATCH_STEP (episode {record.episode}) names "
+                f"instances {first}..{first}+{len(calls)}; the run had {count}"
+            )
+        return AgentExchange(
+            record.writer,
+            first,
+            calls,
+            decode_column(rewards, frames, "<f8", "rewards").tolist(),
+            decode_batch(observations, frames).values(),
+            None,
+        )
     if record.type == T.AGENT_START:
         return AgentExchange(record.writer, 0, [START], [0.0], [decode_value(raw, frames)], None)
     if record.type == T.AGENT_STEP:
         reward, observation = raw
-        return AgentExchange(record.writer, 0, [STEP], [float(reward)],
-                             [decode_value(observation, frames)], None)
+        return AgentExchange(
+            record.writer, 0, [STEP], [float(reward)], [decode_value(observation, frames)], None
+        )
     return AgentExchange(record.writer, 0, [END], [float(raw)], [], None)
 
 
 def _codes(column, highest: int, record: Record) -> list[int]:
     codes = column.tolist()
     if codes and max(codes) > highest:
-        raise LogError(f"logged {_name(record)} (episode {record.episode}) has call code "
-                       f"{max(codes)}; expected codes 0..{highest}")
+        raise LogError(
+            f"logged {_name(record)} (episode {record.episode}) has call code "
+            f"{max(codes)}; expected codes 0..{highest}"
+        )
     return codes
 
 
@@ -162,27 +178,34 @@ def _agent_actions(record: Record) -> list[Value]:
 def _env_request(record: Record) -> tuple[list[int], list[Value]]:
     raw, frames = body(record), record.frames
     if record.type == T.ENV_BATCH_STEP:
-        return (_codes(decode_column(raw[0], frames, "|u1", "calls"), int(EnvCall.NONE), record),
-                decode_batch(raw[1], frames).values())
+        return (
+            _codes(decode_column(raw[0], frames, "|u1", "calls"), int(EnvCall.NONE), record),
+            decode_batch(raw[1], frames).values(),
+        )
     if record.type == T.ENV_START:
         return [ENV_START], []
     return [ENV_STEP], [decode_value(raw, frames)]
 
 
-def _env_reply(request: tuple[list[int], list[Value]], record: Record,
-               count: int) -> EnvExchange:
+def _env_reply(request: tuple[list[int], list[Value]], record: Record, count: int) -> EnvExchange:
     calls, actions = request
     raw, frames = body(record), record.frames
     if len(calls) > count:
-        raise LogError(f"logged ENV_BATCH_STEP (episode {record.episode}) has {len(calls)} "
-                       f"calls; the run had {count} instances")
+        raise LogError(
+            f"logged ENV_BATCH_STEP (episode {record.episode}) has {len(calls)} "
+            f"calls; the run had {count} instances"
+        )
     if record.type == T.ENV_BATCH_STEP:
-        return EnvExchange(calls, actions,
-                           decode_column(raw[0], frames, "<f8", "rewards").tolist(),
-                           decode_batch(raw[1], frames).values(),
-                           decode_column(raw[2], frames, "|b1", "terminals").tolist())
+        return EnvExchange(
+            calls,
+            actions,
+            decode_column(raw[0], frames, "<f8", "rewards").tolist(),
+            decode_batch(raw[1], frames).values(),
+            decode_column(raw[2], frames, "|b1", "terminals").tolist(),
+        )
     if record.type == T.ENV_START:
         return EnvExchange(calls, actions, [0.0], [decode_value(raw, frames)], [False])
     reward, observation, terminal, _info = raw
-    return EnvExchange(calls, actions, [float(reward)], [decode_value(observation, frames)],
-                       [bool(terminal)])
+    return EnvExchange(
+        calls, actions, [float(reward)], [decode_value(observation, frames)], [bool(terminal)]
+    )

@@ -52,8 +52,9 @@ class Part:
         return data.reshape(self.shape)
 
 
-def _bounds(bounds: list[tuple[float, float]], dtype: np.dtype,
-            shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+def _bounds(
+    bounds: list[tuple[float, float]], dtype: np.dtype, shape: tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-element bounds; UNSPEC and infinities become the dtype's own limits."""
     if dtype.kind == "b":
         return np.zeros(shape, bool), np.ones(shape, bool)
@@ -74,20 +75,33 @@ def value_parts(space: SpaceSpec) -> list[Part]:
     plain_ints = len(int_bounds) - int_arrays
     plain_doubles = len(double_bounds) - float_arrays
     if plain_ints < 0 or plain_doubles < 0:
-        raise LogError(f"the task spec's arrays need {int_arrays} ints and {float_arrays} "
-                       f"doubles; its ranges give {len(int_bounds)} and {len(double_bounds)}")
+        raise LogError(
+            f"the task spec's arrays need {int_arrays} ints and {float_arrays} "
+            f"doubles; its ranges give {len(int_bounds)} and {len(double_bounds)}"
+        )
     parts: list[Part] = []
     if plain_ints:
         bounds = int_bounds[:plain_ints]
         finite = all(math.isfinite(x) for pair in bounds for x in pair)
         shape = () if plain_ints == 1 else (plain_ints,)
         low, high = _bounds(bounds, np.dtype(np.int64), shape)
-        parts.append(Part("ints", "ints", 0, np.dtype(np.int64), shape, low, high,
-                          discrete=plain_ints == 1 and finite))
+        parts.append(
+            Part(
+                "ints",
+                "ints",
+                0,
+                np.dtype(np.int64),
+                shape,
+                low,
+                high,
+                discrete=plain_ints == 1 and finite,
+            )
+        )
     if plain_doubles:
         low, high = _bounds(double_bounds[:plain_doubles], np.dtype(np.float64), (plain_doubles,))
-        parts.append(Part("doubles", "doubles", 0, np.dtype(np.float64), (plain_doubles,),
-                          low, high))
+        parts.append(
+            Part("doubles", "doubles", 0, np.dtype(np.float64), (plain_doubles,), low, high)
+        )
     if space.charcount:
         empty = np.zeros(0)
         parts.append(Part("chars", "chars", 0, np.dtype(str), (), empty, empty))
@@ -95,9 +109,12 @@ def value_parts(space: SpaceSpec) -> list[Part]:
     for index, array in enumerate(space.arrays):
         dtype = np.dtype(array.dtype)
         if dtype.kind == "f":
-            bounds, double_at = double_bounds[double_at:double_at + array.size], double_at + array.size
+            bounds, double_at = (
+                double_bounds[double_at : double_at + array.size],
+                double_at + array.size,
+            )
         else:
-            bounds, int_at = int_bounds[int_at:int_at + array.size], int_at + array.size
+            bounds, int_at = int_bounds[int_at : int_at + array.size], int_at + array.size
         low, high = _bounds(bounds, dtype, array.shape)
         parts.append(Part(f"array{index}", "array", index, dtype, array.shape, low, high))
     return parts
@@ -118,8 +135,10 @@ class Steps:
 
 
 def _stack(parts: list[Part], values: list[Value]) -> dict[str, np.ndarray]:
-    return {part.name: np.stack([part.of(value) for value in values]).astype(part.dtype, copy=False)
-            for part in parts}
+    return {
+        part.name: np.stack([part.of(value) for value in values]).astype(part.dtype, copy=False)
+        for part in parts
+    }
 
 
 def episode_steps(spec: TaskSpec, episode: Episode) -> Steps | None:
@@ -128,19 +147,30 @@ def episode_steps(spec: TaskSpec, episode: Episode) -> Steps | None:
     if steps == 0:
         return None
     observation_parts = value_parts(spec.observations)
-    observations = list(episode.observations[:steps + 1])
+    observations = list(episode.observations[: steps + 1])
     if len(observations) == steps:  # terminal: the final observation was never sent
         final = observations[-1]
-        observations.append(Value(
-            ints=tuple(0 for _ in final.ints), doubles=tuple(0.0 for _ in final.doubles),
-            chars="", arrays=tuple(np.zeros_like(a) for a in final.arrays)))
+        observations.append(
+            Value(
+                ints=tuple(0 for _ in final.ints),
+                doubles=tuple(0.0 for _ in final.doubles),
+                chars="",
+                arrays=tuple(np.zeros_like(a) for a in final.arrays),
+            )
+        )
     if len(observations) != steps + 1 or len(episode.actions) < steps:
-        raise LogError(f"episode {episode.number}: {steps} rewards need {steps} actions and "
-                       f"{steps + 1} observations; the log holds {len(episode.actions)} and "
-                       f"{len(episode.observations)}")
-    return Steps(_stack(observation_parts, observations),
-                 _stack(value_parts(spec.actions), episode.actions[:steps]),
-                 np.asarray(episode.rewards, np.float64), episode.terminal, episode.instance)
+        raise LogError(
+            f"episode {episode.number}: {steps} rewards need {steps} actions and "
+            f"{steps + 1} observations; the log holds {len(episode.actions)} and "
+            f"{len(episode.observations)}"
+        )
+    return Steps(
+        _stack(observation_parts, observations),
+        _stack(value_parts(spec.actions), episode.actions[:steps]),
+        np.asarray(episode.rewards, np.float64),
+        episode.terminal,
+        episode.instance,
+    )
 
 
 def log_steps(reader: LogReader) -> tuple[TaskSpec, list[Steps]]:
@@ -172,28 +202,44 @@ def export_npz(reader: LogReader, path: str) -> int:
         out = {}
         for part in parts:
             chunks = [pick(steps)[part.name] for steps in episodes]
-            out[part.name] = (np.concatenate(chunks) if chunks
-                              else np.zeros((0, *part.shape), part.dtype))
+            out[part.name] = (
+                np.concatenate(chunks) if chunks else np.zeros((0, *part.shape), part.dtype)
+            )
         return out
 
     observation_parts = value_parts(spec.observations)
     ends = [np.arange(len(steps)) == len(steps) - 1 for steps in episodes]
     arrays = {
-        **_single_or_named("observations", column(
-            lambda steps: {k: v[:-1] for k, v in steps.observations.items()}, observation_parts)),
-        **_single_or_named("next_observations", column(
-            lambda steps: {k: v[1:] for k, v in steps.observations.items()}, observation_parts)),
-        **_single_or_named("actions", column(lambda steps: steps.actions,
-                                             value_parts(spec.actions))),
+        **_single_or_named(
+            "observations",
+            column(
+                lambda steps: {k: v[:-1] for k, v in steps.observations.items()}, observation_parts
+            ),
+        ),
+        **_single_or_named(
+            "next_observations",
+            column(
+                lambda steps: {k: v[1:] for k, v in steps.observations.items()}, observation_parts
+            ),
+        ),
+        **_single_or_named(
+            "actions", column(lambda steps: steps.actions, value_parts(spec.actions))
+        ),
         "rewards": _concat([steps.rewards for steps in episodes], np.float64),
-        "terminals": _concat([end & steps.terminal for end, steps in zip(ends, episodes, strict=True)], bool),
-        "truncations": _concat([end & (not steps.terminal) for end, steps in zip(ends, episodes, strict=True)],
-                               bool),
+        "terminals": _concat(
+            [end & steps.terminal for end, steps in zip(ends, episodes, strict=True)], bool
+        ),
+        "truncations": _concat(
+            [end & (not steps.terminal) for end, steps in zip(ends, episodes, strict=True)], bool
+        ),
         "episode_starts": _concat([np.arange(len(steps)) == 0 for steps in episodes], bool),
-        "episode_ids": _concat([np.full(len(steps), number, np.int64)
-                                for number, steps in enumerate(episodes)], np.int64),
-        "episode_instances": _concat([np.full(len(steps), steps.instance, np.int64)
-                                      for steps in episodes], np.int64),
+        "episode_ids": _concat(
+            [np.full(len(steps), number, np.int64) for number, steps in enumerate(episodes)],
+            np.int64,
+        ),
+        "episode_instances": _concat(
+            [np.full(len(steps), steps.instance, np.int64) for steps in episodes], np.int64
+        ),
     }
     np.savez(path, **arrays)
     return len(arrays["rewards"])
@@ -209,5 +255,7 @@ def check_dataset_id(dataset_id: str) -> None:
     import re
 
     if not re.fullmatch(r"(?:[\w.-]+/)*[\w.-]+-v\d+", dataset_id):
-        raise OptionError(f"--minari takes a dataset id of Minari's form namespace/name-vN "
-                          f"(such as rlbridge/blackjack/random-v0); got {dataset_id!r}")
+        raise OptionError(
+            f"--minari takes a dataset id of Minari's form namespace/name-vN "
+            f"(such as rlbridge/blackjack/random-v0); got {dataset_id!r}"
+        )

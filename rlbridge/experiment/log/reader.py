@@ -39,8 +39,9 @@ class LogReader:
             raise LogError(f"{path} is not an rlbridge log: it does not start with a header record")
         self.header: dict = first[1]
         if self.header.get("format") != LOG_FORMAT_VERSION:
-            raise LogError(f"log {path} has format {self.header.get('format')}; "
-                           f"expected {LOG_FORMAT_VERSION}")
+            raise LogError(
+                f"log {path} has format {self.header.get('format')}; expected {LOG_FORMAT_VERSION}"
+            )
 
     def _entries(self) -> Iterator[list]:
         unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=0)
@@ -54,26 +55,40 @@ class LogReader:
                 entry = unpacker.unpack()
             except msgpack.OutOfData:
                 if self.truncated_at is None and self.warn is not None:
-                    print(f"warning: log {self.path}: the last record (at byte {offset}, "
-                          f"{len(self.data) - offset} bytes) is truncated; skipped it",
-                          file=self.warn)
+                    print(
+                        f"warning: log {self.path}: the last record (at byte {offset}, "
+                        f"{len(self.data) - offset} bytes) is truncated; skipped it",
+                        file=self.warn,
+                    )
                 self.truncated_at = offset
                 return
             except Exception as err:
-                raise LogError(f"log {self.path}: record {index} at byte {offset} is corrupt: "
-                               f"{type(err).__name__}") from None
-            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int)
-                    and isinstance(entry[1], bytes)):
-                raise LogError(f"log {self.path}: record {index} at byte {offset} is corrupt: "
-                               "expected [crc32, bin]")
+                raise LogError(
+                    f"log {self.path}: record {index} at byte {offset} is corrupt: "
+                    f"{type(err).__name__}"
+                ) from None
+            if not (
+                isinstance(entry, list)
+                and len(entry) == 2
+                and isinstance(entry[0], int)
+                and isinstance(entry[1], bytes)
+            ):
+                raise LogError(
+                    f"log {self.path}: record {index} at byte {offset} is corrupt: "
+                    "expected [crc32, bin]"
+                )
             if zlib.crc32(entry[1]) != entry[0]:
-                raise LogError(f"log {self.path}: record {index} at byte {offset} is corrupt: "
-                               "checksum mismatch")
+                raise LogError(
+                    f"log {self.path}: record {index} at byte {offset} is corrupt: "
+                    "checksum mismatch"
+                )
             try:
                 yield msgpack.unpackb(entry[1], raw=False, strict_map_key=False)
             except Exception as err:
-                raise LogError(f"log {self.path}: record {index} at byte {offset} does not decode: "
-                               f"{type(err).__name__}") from None
+                raise LogError(
+                    f"log {self.path}: record {index} at byte {offset} does not decode: "
+                    f"{type(err).__name__}"
+                ) from None
             index += 1
 
     def records(self) -> Iterator[Record]:
@@ -83,5 +98,15 @@ class LogReader:
         for raw in entries:
             if raw[0] != MESSAGE or len(raw) != 11:
                 raise LogError(f"log {self.path}: unexpected record kind {raw[0]!r}")
-            yield Record(raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7], raw[8], raw[9],
-                         tuple(raw[10]))
+            yield Record(
+                raw[1],
+                raw[2],
+                raw[3],
+                raw[4],
+                raw[5],
+                raw[6],
+                raw[7],
+                raw[8],
+                raw[9],
+                tuple(raw[10]),
+            )

@@ -136,14 +136,27 @@ def env_calls(reader: LogReader) -> Iterator[EnvCall]:
                     if instance not in actions:
                         raise LogError(f"instance {instance} steps before it has an action")
                     terminal = call != STEP
-                    yield EnvCall("step", numbering.episode.get(instance, 0),
-                                  numbering.advance(instance), actions.pop(instance),
-                                  exchange.rewards[offset],
-                                  None if terminal else _take(seen, "observations"), terminal,
-                                  instance)
+                    yield EnvCall(
+                        "step",
+                        numbering.episode.get(instance, 0),
+                        numbering.advance(instance),
+                        actions.pop(instance),
+                        exchange.rewards[offset],
+                        None if terminal else _take(seen, "observations"),
+                        terminal,
+                        instance,
+                    )
                 if call in BEGINS:
-                    yield EnvCall("start", numbering.begin(instance), 0, None, None,
-                                  _take(seen, "observations"), False, instance)
+                    yield EnvCall(
+                        "start",
+                        numbering.begin(instance),
+                        0,
+                        None,
+                        None,
+                        _take(seen, "observations"),
+                        False,
+                        instance,
+                    )
                 if call != END and call != NONE and acting is not None:
                     actions[instance] = _take(acting, "actions")
 
@@ -152,15 +165,32 @@ def _stepped_calls(exchange: EnvExchange, numbering: _Numbering) -> Iterator[Env
     seen, acting = iter(exchange.observations), iter(exchange.actions)
     for instance, call in enumerate(exchange.calls):
         if call == ENV_START:
-            yield EnvCall("start", numbering.begin(instance), 0, None, None,
-                          _take(seen, "observations"), False, instance)
+            yield EnvCall(
+                "start",
+                numbering.begin(instance),
+                0,
+                None,
+                None,
+                _take(seen, "observations"),
+                False,
+                instance,
+            )
         elif call == ENV_STEP:
-            yield EnvCall("step", numbering.episode.get(instance, 0), numbering.advance(instance),
-                          _take(acting, "actions"), exchange.rewards[instance],
-                          _take(seen, "observations"), exchange.terminals[instance], instance)
+            yield EnvCall(
+                "step",
+                numbering.episode.get(instance, 0),
+                numbering.advance(instance),
+                _take(acting, "actions"),
+                exchange.rewards[instance],
+                _take(seen, "observations"),
+                exchange.terminals[instance],
+                instance,
+            )
 
 
-def verify(reader: LogReader, on_snapshot=None, env_name: str = "") -> tuple[int, Divergence | None]:
+def verify(
+    reader: LogReader, on_snapshot=None, env_name: str = ""
+) -> tuple[int, Divergence | None]:
     """Re-run the environment (``env_name``, the user's, or the one the log names), one per
     instance; return (calls checked, first divergence or None).
 
@@ -196,16 +226,23 @@ def verify(reader: LogReader, on_snapshot=None, env_name: str = "") -> tuple[int
     return checked, None
 
 
-def compare_agent(reader: LogReader, agent_name: str, options: dict[str, str]) -> tuple[int, list[str]]:
+def compare_agent(
+    reader: LogReader, agent_name: str, options: dict[str, str]
+) -> tuple[int, list[str]]:
     """Feed the logged observations to an agent built from string options; return
     (actions compared, differences)."""
     _agent, compared, differences = replay_agent(reader, agent_name, options, from_user=True)
     return compared, differences
 
 
-def replay_agent(reader: LogReader, agent_name: str, options: dict[str, str],
-                 max_differences: int | None = None, *,
-                 from_user: bool = False) -> tuple[object, int, list[str]]:
+def replay_agent(
+    reader: LogReader,
+    agent_name: str,
+    options: dict[str, str],
+    max_differences: int | None = None,
+    *,
+    from_user: bool = False,
+) -> tuple[object, int, list[str]]:
     """Build the agent, seed it as the experiment did, and make every logged call to it in
     log order; return (the agent after the last call, actions compared, differences).
 
@@ -216,8 +253,9 @@ def replay_agent(reader: LogReader, agent_name: str, options: dict[str, str],
     An agent that chooses every logged action learns exactly what the logged one learned,
     so its tables are the run's. Stops once ``max_differences`` differences are found.
     """
-    agent = build_from_log(reader, agent_name, AGENTS, options, user_name=from_user,
-                           user_options=from_user)
+    agent = build_from_log(
+        reader, agent_name, AGENTS, options, user_name=from_user, user_options=from_user
+    )
     batched = is_batched(reader)
     driver = as_batch_agent(agent) if batched else AgentBatch(agent)
     driver.batch_init(parse(reader.header["task_spec"]), instances(reader))
@@ -229,12 +267,18 @@ def replay_agent(reader: LogReader, agent_name: str, options: dict[str, str],
     for exchange in exchanges(reader):
         if type(exchange) is not AgentExchange or exchange.actions is None:
             continue
-        chosen = driver.batch_step(exchange.first, np.array(exchange.calls, dtype=np.uint8),
-                                   np.array(exchange.rewards, dtype=np.float64),
-                                   Batch.stack(exchange.observations))
+        chosen = driver.batch_step(
+            exchange.first,
+            np.array(exchange.calls, dtype=np.uint8),
+            np.array(exchange.rewards, dtype=np.float64),
+            Batch.stack(exchange.observations),
+        )
         chosen = chosen.values() if type(chosen) is Batch else list(chosen)
-        acted = [exchange.first + offset for offset, call in enumerate(exchange.calls)
-                 if call not in (END, NONE)]
+        acted = [
+            exchange.first + offset
+            for offset, call in enumerate(exchange.calls)
+            if call not in (END, NONE)
+        ]
         for offset, call in enumerate(exchange.calls):
             if call in BEGINS:
                 numbering.begin(exchange.first + offset)
@@ -242,9 +286,11 @@ def replay_agent(reader: LogReader, agent_name: str, options: dict[str, str],
             compared += 1
             numbering.advance(instance)
             if not mine.same_as(theirs):
-                differences.append(f"{numbering.where(instance, batched)}: logged action "
-                                   f"{theirs.ints or theirs.doubles}, agent chose "
-                                   f"{mine.ints or mine.doubles}")
+                differences.append(
+                    f"{numbering.where(instance, batched)}: logged action "
+                    f"{theirs.ints or theirs.doubles}, agent chose "
+                    f"{mine.ints or mine.doubles}"
+                )
                 if max_differences is not None and len(differences) >= max_differences:
                     return agent, compared, differences
     return agent, compared, differences
@@ -255,8 +301,11 @@ def summary(reader: LogReader) -> dict:
     episodes = read_episodes(reader)
     times = [r.timestamp_ns for r in records]
     peers = sorted({(r.writer, r.peer) for r in records})
-    hellos = [f"{peer[0]} ({peer[2]}, {peer[3]})" for peer in reader.header.get("peers") or []
-              if isinstance(peer, list) and len(peer) == 4]
+    hellos = [
+        f"{peer[0]} ({peer[2]}, {peer[3]})"
+        for peer in reader.header.get("peers") or []
+        if isinstance(peer, list) and len(peer) == 4
+    ]
     return {
         "episodes": len(episodes),
         "terminal_episodes": sum(e.terminal for e in episodes),

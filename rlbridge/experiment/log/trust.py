@@ -38,17 +38,25 @@ def file_options(cls: type, options: Mapping[str, str]) -> list[str]:
     return found
 
 
-def class_from_log(reader: LogReader, name: str, registry: dict[str, str], *,
-                   user_name: bool = False) -> type:
+def class_from_log(
+    reader: LogReader, name: str, registry: dict[str, str], *, user_name: bool = False
+) -> type:
     """The class ``name`` resolves to: as on the command line for the user's own name or
     a trusted log, else only a built-in one."""
-    return resolve(name, registry,
-                   source="" if user_name or reader.trusted else f"log {reader.path}")
+    return resolve(
+        name, registry, source="" if user_name or reader.trusted else f"log {reader.path}"
+    )
 
 
-def build_from_log(reader: LogReader, name: str, registry: dict[str, str],
-                   options: Mapping[str, str] | None, *, user_name: bool = False,
-                   user_options: bool = False):
+def build_from_log(
+    reader: LogReader,
+    name: str,
+    registry: dict[str, str],
+    options: Mapping[str, str] | None,
+    *,
+    user_name: bool = False,
+    user_options: bool = False,
+):
     """An instance of ``name`` built with ``options`` (strings, as the header records them).
 
     ``user_name``/``user_options``: they came from the command line and are used as
@@ -61,9 +69,11 @@ def build_from_log(reader: LogReader, name: str, registry: dict[str, str],
         left_out = file_options(cls, options)
         if left_out and reader.warn is not None:
             shown = ", ".join(f"{key}={options[key]}" for key in left_out)
-            print(f"warning: log {reader.path}: left out {name}'s file or server option(s) {shown}; "
-                  "a log names no file or server to reach (--trust-log passes them on)",
-                  file=reader.warn)
+            print(
+                f"warning: log {reader.path}: left out {name}'s file or server option(s) {shown}; "
+                "a log names no file or server to reach (--trust-log passes them on)",
+                file=reader.warn,
+            )
         for key in left_out:
             del options[key]
     return cls(**convert_options(cls, options, owner=name))

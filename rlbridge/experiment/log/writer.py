@@ -28,9 +28,13 @@ _crc32 = zlib.crc32
 _time_ns = time.time_ns
 _DIRECTIONS = {"sent": SENT, "received": RECEIVED, SENT: SENT, RECEIVED: RECEIVED}
 #: Records after which the default writer flushes: an episode handed over or ended.
-_FLUSH_AFTER = frozenset({(SENT, int(MessageType.RUN_EPISODE)),
-                          (RECEIVED, int(MessageType.AGENT_END)),
-                          (SENT, int(MessageType.RUN_BATCH))})
+_FLUSH_AFTER = frozenset(
+    {
+        (SENT, int(MessageType.RUN_EPISODE)),
+        (RECEIVED, int(MessageType.AGENT_END)),
+        (SENT, int(MessageType.RUN_BATCH)),
+    }
+)
 
 
 def encode_entry(record: list | dict) -> bytes:
@@ -49,8 +53,9 @@ class LogWriter:
     A write error (a full disk) raises :class:`LogError`; every earlier flush stays readable.
     """
 
-    def __init__(self, path: str, writer: str, *, truncate: bool = False,
-                 flush_every: str = "episode"):
+    def __init__(
+        self, path: str, writer: str, *, truncate: bool = False, flush_every: str = "episode"
+    ):
         if flush_every not in ("episode", "step"):
             raise ValueError(f"flush_every must be 'episode' or 'step'; got {flush_every!r}")
         self.path = path
@@ -79,12 +84,33 @@ class LogWriter:
         self.pending += 1
         self.flush()
 
-    def record(self, direction: int | str, peer: str, msg_type: int, seq: int, episode: int,
-               step: int, payload: bytes, frames: tuple = ()) -> None:
+    def record(
+        self,
+        direction: int | str,
+        peer: str,
+        msg_type: int,
+        seq: int,
+        episode: int,
+        step: int,
+        payload: bytes,
+        frames: tuple = (),
+    ) -> None:
         direction = _DIRECTIONS[direction]
-        body = _pack([MESSAGE, self.writer, direction, peer, msg_type, seq, episode, step,
-                      _time_ns(), payload if type(payload) is bytes else bytes(payload),
-                      [bytes(f) for f in frames] if frames else []])
+        body = _pack(
+            [
+                MESSAGE,
+                self.writer,
+                direction,
+                peer,
+                msg_type,
+                seq,
+                episode,
+                step,
+                _time_ns(),
+                payload if type(payload) is bytes else bytes(payload),
+                [bytes(f) for f in frames] if frames else [],
+            ]
+        )
         self.buffer += _pack([_crc32(body), body])
         self.pending += 1
         if self.flush_every_step or (direction, msg_type) in _FLUSH_AFTER:
@@ -114,10 +140,13 @@ class LogWriter:
                 written = os.write(self.fd, view)
                 view = view[written:]
         except OSError as err:
-            reason = "the disk is full" if err.errno in (errno.ENOSPC, errno.EDQUOT) else err.strerror
+            reason = (
+                "the disk is full" if err.errno in (errno.ENOSPC, errno.EDQUOT) else err.strerror
+            )
             self.failed = LogError(
                 f"log {self.path}: {reason}; the {self.records_written} records written before "
-                f"this flush are intact and readable (errno {err.errno})")
+                f"this flush are intact and readable (errno {err.errno})"
+            )
             raise self.failed from None
         self.records_written += self.pending
         self.pending = 0
@@ -139,12 +168,34 @@ class RecordList:
         self.writer = writer
         self.bodies: list[bytes] = []
 
-    def record(self, direction: int | str, peer: str, msg_type: int, seq: int, episode: int,
-               step: int, payload: bytes, frames: tuple = ()) -> None:
-        self.bodies.append(_pack([
-            MESSAGE, self.writer, _DIRECTIONS[direction], peer, msg_type, seq, episode, step,
-            _time_ns(), payload if type(payload) is bytes else bytes(payload),
-            [bytes(f) for f in frames] if frames else []]))
+    def record(
+        self,
+        direction: int | str,
+        peer: str,
+        msg_type: int,
+        seq: int,
+        episode: int,
+        step: int,
+        payload: bytes,
+        frames: tuple = (),
+    ) -> None:
+        self.bodies.append(
+            _pack(
+                [
+                    MESSAGE,
+                    self.writer,
+                    _DIRECTIONS[direction],
+                    peer,
+                    msg_type,
+                    seq,
+                    episode,
+                    step,
+                    _time_ns(),
+                    payload if type(payload) is bytes else bytes(payload),
+                    [bytes(f) for f in frames] if frames else [],
+                ]
+            )
+        )
 
     def take(self) -> list[bytes]:
         """The records gathered since the last call, oldest first."""
@@ -159,8 +210,9 @@ def attach_log(experiment, path: str, args) -> LogWriter:
     The experiment's remote peers record through their transport clients' ``recorder``;
     the header is written by the experiment's ``on_init`` event, when the task spec is known.
     """
-    writer = LogWriter(path, "experiment", truncate=True,
-                       flush_every=getattr(args, "log_flush", "episode"))
+    writer = LogWriter(
+        path, "experiment", truncate=True, flush_every=getattr(args, "log_flush", "episode")
+    )
     peers = experiment.peers
     header = {
         "rlbridge_version": _version(),
@@ -170,20 +222,23 @@ def attach_log(experiment, path: str, args) -> LogWriter:
         "agent_options": _options(getattr(args, "agent_opt", None)),
         "seed": experiment.seed,
         "start_time_ns": time.time_ns(),
-        "peers": [list(peer.hello) for peer in peers
-                  if getattr(peer, "hello", None) is not None],
+        "peers": [list(peer.hello) for peer in peers if getattr(peer, "hello", None) is not None],
     }
     num_instances = experiment.num_instances
     if num_instances > 1:  # a batched experiment (PROTOCOL.md 16.8)
-        header["batch"] = {"instances": num_instances, "shards": max(len(experiment.shards), 1),
-                           "groups": experiment.groups}
+        header["batch"] = {
+            "instances": num_instances,
+            "shards": max(len(experiment.shards), 1),
+            "groups": experiment.groups,
+        }
     for peer in peers:
         client = getattr(peer, "client", None)
         if client is not None:
             client.recorder = writer.record
     experiment.log_writer = writer  # receives the records of delegated calls
     experiment.on_init.append(
-        lambda experiment, task_spec: writer.header({**header, "task_spec": task_spec}))
+        lambda experiment, task_spec: writer.header({**header, "task_spec": task_spec})
+    )
     experiment.observers.append(lambda event, experiment: writer.flush())
     return writer
 

@@ -43,13 +43,16 @@ T = MessageType
 
 
 #: AgentCall codes that need an episode on their instance, and each call's instance state after.
-_AGENT_NEEDS_EPISODE = frozenset({int(AgentCall.STEP), int(AgentCall.END),
-                                  int(AgentCall.END_START)})
+_AGENT_NEEDS_EPISODE = frozenset(
+    {int(AgentCall.STEP), int(AgentCall.END), int(AgentCall.END_START)}
+)
 _AGENT_NONE = int(AgentCall.NONE)
-_AGENT_NEXT_INSTANCE = {int(AgentCall.STEP): InstanceState.RUNNING,
-                        int(AgentCall.START): InstanceState.RUNNING,
-                        int(AgentCall.END): InstanceState.ENDED,
-                        int(AgentCall.END_START): InstanceState.RUNNING}
+_AGENT_NEXT_INSTANCE = {
+    int(AgentCall.STEP): InstanceState.RUNNING,
+    int(AgentCall.START): InstanceState.RUNNING,
+    int(AgentCall.END): InstanceState.ENDED,
+    int(AgentCall.END_START): InstanceState.RUNNING,
+}
 
 
 class AgentServer(RequestServer):
@@ -70,16 +73,18 @@ class AgentServer(RequestServer):
         self.agent = agent
         self.task_spec: TaskSpec | None = None
         self.state = AgentState.FRESH
-        self.handlers.update({
-            T.AGENT_INIT: (task_spec_body, self._agent_init),
-            T.AGENT_START: (value_body, self._agent_start),
-            T.AGENT_STEP: (agent_step_body, self._agent_step),
-            T.AGENT_END: (reward_body, self._agent_end),
-            T.AGENT_CLEANUP: (nil_body, self._agent_cleanup),
-            T.AGENT_MESSAGE: (str_body, self._agent_message),
-            T.AGENT_BATCH_INIT: (agent_batch_init_body, self._agent_batch_init),
-            T.AGENT_BATCH_STEP: (agent_batch_step_body, self._agent_batch_step),
-        })
+        self.handlers.update(
+            {
+                T.AGENT_INIT: (task_spec_body, self._agent_init),
+                T.AGENT_START: (value_body, self._agent_start),
+                T.AGENT_STEP: (agent_step_body, self._agent_step),
+                T.AGENT_END: (reward_body, self._agent_end),
+                T.AGENT_CLEANUP: (nil_body, self._agent_cleanup),
+                T.AGENT_MESSAGE: (str_body, self._agent_message),
+                T.AGENT_BATCH_INIT: (agent_batch_init_body, self._agent_batch_init),
+                T.AGENT_BATCH_STEP: (agent_batch_step_body, self._agent_batch_step),
+            }
+        )
         self.batch_agent: BatchAgent | None = None  # set by AGENT_BATCH_INIT
         self.instances: InstanceStates | None = None
 
@@ -96,8 +101,11 @@ class AgentServer(RequestServer):
         action = self.agent.agent_step(*reward_observation)
         # encode_value's first case inline: the per-step path's every frame is counted
         # (docs/speed.md, "One per-step path").
-        return [action.ints, action.doubles, action.chars, ()] if not action.arrays else \
-            encode_value(action, frames)
+        return (
+            [action.ints, action.doubles, action.chars, ()]
+            if not action.arrays
+            else encode_value(action, frames)
+        )
 
     def _agent_end(self, message, reward, frames, identity):
         self.agent.agent_end(reward)
@@ -130,22 +138,27 @@ class AgentServer(RequestServer):
         calls = body.calls.tolist()
         first, count = body.first_instance, len(instances.states)
         if first + len(calls) > count:
-            raise ProtocolError(f"AGENT_BATCH_STEP asks for instances {first}.."
-                                f"{first + len(calls) - 1}; the agent answers for {count} "
-                                f"instances (0..{count - 1}, AGENT_BATCH_INIT)")
-        instances.refuse_new([offset for offset, call in enumerate(calls)
-                              if call in _AGENT_NEEDS_EPISODE],
-                             calls, AgentCall, "START or NONE", first)
-        actions = self.batch_agent.batch_step(first, body.calls, body.rewards,
-                                              body.observations)
+            raise ProtocolError(
+                f"AGENT_BATCH_STEP asks for instances {first}.."
+                f"{first + len(calls) - 1}; the agent answers for {count} "
+                f"instances (0..{count - 1}, AGENT_BATCH_INIT)"
+            )
+        instances.refuse_new(
+            [offset for offset, call in enumerate(calls) if call in _AGENT_NEEDS_EPISODE],
+            calls,
+            AgentCall,
+            "START or NONE",
+            first,
+        )
+        actions = self.batch_agent.batch_step(first, body.calls, body.rewards, body.observations)
         actions = as_batch(actions)
         if actions.count != body.observations.count:
-            raise RLBridgeError(f"the agent returned {actions.count} actions for "
-                                f"{body.observations.count} calls that take one")
+            raise RLBridgeError(
+                f"the agent returned {actions.count} actions for "
+                f"{body.observations.count} calls that take one"
+            )
         states = instances.states
         for offset, call in enumerate(calls):
             if call != _AGENT_NONE:
                 states[first + offset] = _AGENT_NEXT_INSTANCE[call]
         return encode_batch(actions, frames)
-
-

@@ -41,8 +41,9 @@ def whole_body(message) -> object:
 
 def nil_body(message) -> None:
     if message.body is not None:
-        raise ProtocolError(f"{MessageType(message.type).name} takes a nil body; "
-                            f"got {type(message.body).__name__}")
+        raise ProtocolError(
+            f"{MessageType(message.type).name} takes a nil body; got {type(message.body).__name__}"
+        )
 
 
 def str_body(message) -> str:
@@ -55,7 +56,9 @@ def value_body(message):
 
 def shutdown_body(message) -> None:
     if message.body is not None and type(message.body) is not str:
-        raise ProtocolError(f"SHUTDOWN takes a string or nil body; got {type(message.body).__name__}")
+        raise ProtocolError(
+            f"SHUTDOWN takes a string or nil body; got {type(message.body).__name__}"
+        )
 
 
 #: The longest step_timeout_ms a DELEGATE may ask for (ten minutes).
@@ -74,15 +77,19 @@ class Delegation(NamedTuple):
 def delegate_body(message) -> Delegation:
     body = message.body
     if type(body) is not list or len(body) != 3:
-        raise ProtocolError("DELEGATE body must be [agent_address, step_timeout_ms, log]; "
-                            f"got {body!r:.80}")
+        raise ProtocolError(
+            f"DELEGATE body must be [agent_address, step_timeout_ms, log]; got {body!r:.80}"
+        )
     address = read_str(body[0], "agent_address")
     timeout_ms = read_int(body[1], "step_timeout_ms")
     if not 1 <= timeout_ms <= MAX_STEP_TIMEOUT_MS:
-        raise ProtocolError(f"step_timeout_ms must be in 1..{MAX_STEP_TIMEOUT_MS}; got {timeout_ms}")
+        raise ProtocolError(
+            f"step_timeout_ms must be in 1..{MAX_STEP_TIMEOUT_MS}; got {timeout_ms}"
+        )
     if body[2] is not None and type(body[2]) is not bool:
-        raise ProtocolError(f"DELEGATE log must be nil, true or false; got "
-                            f"{type(body[2]).__name__} {body[2]!r:.60}")
+        raise ProtocolError(
+            f"DELEGATE log must be nil, true or false; got {type(body[2]).__name__} {body[2]!r:.60}"
+        )
     return Delegation(address, timeout_ms, bool(body[2]))
 
 
@@ -105,8 +112,9 @@ def agent_step_body(message) -> tuple[float, object]:
     if type(body) is tuple:
         observation = body[1]
         # A Value's fields as they are, when no arrays are left to check (typed_value).
-        return body[0], typed_value(observation, message.frames) if observation[3] else \
-            _new_tuple(Value, observation)
+        return body[0], typed_value(observation, message.frames) if observation[3] else _new_tuple(
+            Value, observation
+        )
     if type(body) is not list or len(body) != 2:
         raise ProtocolError(f"agent_step body must be [reward, observation]; got {body!r:.80}")
     return read_reward(body[0]), decode_value(body[1], message.frames)
@@ -158,8 +166,9 @@ class RunBatch(NamedTuple):
 def _items(message, count: int, form: str) -> list:
     body = message.body
     if type(body) is not list or len(body) != count:
-        raise ProtocolError(f"{MessageType(message.type).name} body must be {form}; "
-                            f"got {body!r:.80}")
+        raise ProtocolError(
+            f"{MessageType(message.type).name} body must be {form}; got {body!r:.80}"
+        )
     return body
 
 
@@ -180,16 +189,21 @@ def _at_most(number: int, limit: int, name: str, limit_name: str) -> int:
 
 def env_batch_init_body(message) -> BatchInit:
     num_instances, first = _items(message, 2, "[num_instances, first_instance]")
-    count = _at_most(_count(num_instances, "num_instances"), MAX_INSTANCES,
-                     "ENV_BATCH_INIT num_instances", "MAX_INSTANCES, the most instances an "
-                     "environment process serves")
+    count = _at_most(
+        _count(num_instances, "num_instances"),
+        MAX_INSTANCES,
+        "ENV_BATCH_INIT num_instances",
+        "MAX_INSTANCES, the most instances an environment process serves",
+    )
     return BatchInit(count, _count(first, "first_instance"))
 
 
 def env_batch_step_body(message) -> EnvBatchStep:
     calls, actions = _items(message, 2, "[calls, actions]")
-    return EnvBatchStep(decode_calls(calls, message.frames, EnvCall, "ENV_BATCH_STEP calls"),
-                        decode_batch(actions, message.frames, "ENV_BATCH_STEP actions"))
+    return EnvBatchStep(
+        decode_calls(calls, message.frames, EnvCall, "ENV_BATCH_STEP calls"),
+        decode_batch(actions, message.frames, "ENV_BATCH_STEP actions"),
+    )
 
 
 def agent_batch_init_body(message) -> AgentBatchInit:
@@ -197,39 +211,52 @@ def agent_batch_init_body(message) -> AgentBatchInit:
     count = _count(num_instances, "num_instances")
     if count == 0:
         raise ProtocolError("AGENT_BATCH_INIT num_instances must be at least 1; got 0")
-    _at_most(count, MAX_AGENT_INSTANCES, "AGENT_BATCH_INIT num_instances",
-             "MAX_AGENT_INSTANCES, the most instances an agent process answers for")
+    _at_most(
+        count,
+        MAX_AGENT_INSTANCES,
+        "AGENT_BATCH_INIT num_instances",
+        "MAX_AGENT_INSTANCES, the most instances an agent process answers for",
+    )
     return AgentBatchInit(parse(read_str(spec, "task spec")), count)
 
 
 def agent_batch_step_body(message) -> AgentBatchStep:
     first, calls, rewards, observations = _items(
-        message, 4, "[first_instance, calls, rewards, observations]")
+        message, 4, "[first_instance, calls, rewards, observations]"
+    )
     frames = message.frames
     calls = decode_calls(calls, frames, AgentCall, "AGENT_BATCH_STEP calls")
     rewards = decode_column(rewards, frames, "<f8", "AGENT_BATCH_STEP rewards", len(calls))
     observations = decode_batch(observations, frames, "AGENT_BATCH_STEP observations")
     taking = int(AGENT_TAKES_OBSERVATION[calls].sum())
     if observations.count != taking:
-        raise ProtocolError(f"AGENT_BATCH_STEP has {taking} calls that take an observation "
-                            f"(STEP, START, END_START) but {observations.count} observations")
+        raise ProtocolError(
+            f"AGENT_BATCH_STEP has {taking} calls that take an observation "
+            f"(STEP, START, END_START) but {observations.count} observations"
+        )
     return AgentBatchStep(_count(first, "first_instance"), calls, rewards, observations)
 
 
 def run_batch_body(message) -> RunBatch:
     max_steps, num_steps, quotas, groups = _items(
-        message, 4, "[max_steps, num_steps, quotas, groups]")
+        message, 4, "[max_steps, num_steps, quotas, groups]"
+    )
     max_steps, num_steps = _count(max_steps, "max_steps"), _count(num_steps, "num_steps")
     if quotas is not None:
         column = decode_column(quotas, message.frames, "<i8", "RUN_BATCH quotas")
-        _at_most(len(column), MAX_INSTANCES, "RUN_BATCH quotas' length (one per instance)",
-                 "MAX_INSTANCES")
+        _at_most(
+            len(column),
+            MAX_INSTANCES,
+            "RUN_BATCH quotas' length (one per instance)",
+            "MAX_INSTANCES",
+        )
         if len(column) and int(column.min()) < 0:
             raise ProtocolError(f"RUN_BATCH quotas must be >= 0; got {int(column.min())}")
         quotas = column.tolist()
     elif num_steps == 0:
-        raise ProtocolError("RUN_BATCH needs num_steps > 0 or quotas; with neither it would "
-                            "never stop")
+        raise ProtocolError(
+            "RUN_BATCH needs num_steps > 0 or quotas; with neither it would never stop"
+        )
     groups = read_int(groups, "groups")
     if groups < 1:
         raise ProtocolError(f"RUN_BATCH groups must be >= 1; got {groups}")

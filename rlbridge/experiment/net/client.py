@@ -59,8 +59,10 @@ AGENT_STEP = int(MessageType.AGENT_STEP)
 #: Typed decoders of replies by request type: the agent's action, the per-step reply of
 #: a delegated episode, is decoded and checked in one call (typed.py). A reply that does
 #: not fit takes messages.decode; values.decode_value reads both bodies.
-TYPED_REPLIES = {int(MessageType.AGENT_START): decoder(MessageType.AGENT_START, WireValue),
-                 AGENT_STEP: decoder(MessageType.AGENT_STEP, WireValue)}
+TYPED_REPLIES = {
+    int(MessageType.AGENT_START): decoder(MessageType.AGENT_START, WireValue),
+    AGENT_STEP: decoder(MessageType.AGENT_STEP, WireValue),
+}
 
 
 def describe(msg_type: int) -> str:
@@ -74,9 +76,17 @@ class RequestClient:
     request is dropped. ``peer`` names the other side in errors ("agent at ADDR").
     """
 
-    def __init__(self, address: str, peer_role: str, own_role: str, *,
-                 timeout_ms: int = STEP_TIMEOUT_MS, bind: bool = False,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES, curve=None):
+    def __init__(
+        self,
+        address: str,
+        peer_role: str,
+        own_role: str,
+        *,
+        timeout_ms: int = STEP_TIMEOUT_MS,
+        bind: bool = False,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        curve=None,
+    ):
         self.address = address
         self.peer_role = peer_role
         self.own_role = own_role
@@ -116,14 +126,16 @@ class RequestClient:
         self._apply_receive_timeout()
 
     def _apply_receive_timeout(self) -> None:
-        rcvtimeo = self.timeout_ms if self.stop is None else min(POLL_INTERVAL_MS,
-                                                                  self.timeout_ms)
+        rcvtimeo = self.timeout_ms if self.stop is None else min(POLL_INTERVAL_MS, self.timeout_ms)
         self.socket.setsockopt(zmq.RCVTIMEO, rcvtimeo)
         self.rcvtimeo = rcvtimeo
 
-    def hello(self, timeout_ms: int = CONNECT_TIMEOUT_MS,
-              stop: Callable[[], bool] | None = None,
-              on_wait: Callable[[str, int], None] | None = None) -> Hello:
+    def hello(
+        self,
+        timeout_ms: int = CONNECT_TIMEOUT_MS,
+        stop: Callable[[], bool] | None = None,
+        on_wait: Callable[[str, int], None] | None = None,
+    ) -> Hello:
         """Introduce ourselves and learn the peer's implementation; checks the version.
 
         ``stop``, if given, is asked between waits of ``POLL_INTERVAL_MS``; the wait ends
@@ -157,9 +169,16 @@ class RequestClient:
         self.peer_hello = hello
         return hello
 
-    def request(self, msg_type: int, body=None, frames: list | None = None, *,
-                timeout_ms: int | None = None, stop: Callable[[], bool] | None = None,
-                record: bool = True):
+    def request(
+        self,
+        msg_type: int,
+        body=None,
+        frames: list | None = None,
+        *,
+        timeout_ms: int | None = None,
+        stop: Callable[[], bool] | None = None,
+        record: bool = True,
+    ):
         """Send a request and return the reply Envelope; raise the peer's error or PeerTimeout.
 
         The wait is ``timeout_ms`` (default: the client's) from the send, whatever arrives
@@ -168,11 +187,17 @@ class RequestClient:
         ``stop()`` says True (see :meth:`hello`). A reply of a type in ``TYPED_REPLIES``
         that has its usual shape comes back with its body as the typed decoder's checked
         tuple, which values.decode_value reads as it reads the general path's lists."""
-        return self.receive_reply(self.send_request(msg_type, body, frames, record=record),
-                                  msg_type, timeout_ms, stop=stop, record=record)
+        return self.receive_reply(
+            self.send_request(msg_type, body, frames, record=record),
+            msg_type,
+            timeout_ms,
+            stop=stop,
+            record=record,
+        )
 
-    def send_request(self, msg_type: int, body=None, frames: list | None = None, *,
-                     record: bool = True) -> int:
+    def send_request(
+        self, msg_type: int, body=None, frames: list | None = None, *, record: bool = True
+    ) -> int:
         """Send a request without waiting for its reply; returns its seq for
         :meth:`receive_reply`. Several may be outstanding: a batched environment sends one
         group's request while the agent answers another's (PROTOCOL.md 16.6)."""
@@ -183,8 +208,16 @@ class RequestClient:
         head = pack([PROTOCOL_VERSION, msg_type, seq, self.episode, body])
         recorder = self.recorder if record else None  # record=False: left out of the log
         if recorder is not None:  # before sending, so the log keeps wire order
-            recorder("sent", self.peer_role, msg_type, seq, self.episode, self.step, head,
-                     tuple(frames) if frames else ())
+            recorder(
+                "sent",
+                self.peer_role,
+                msg_type,
+                seq,
+                self.episode,
+                self.step,
+                head,
+                tuple(frames) if frames else (),
+            )
         try:
             if frames:
                 self.socket.send_multipart([head, *frames], copy=False)
@@ -194,8 +227,15 @@ class RequestClient:
             raise PeerTimeout(self.send_timeout_text(msg_type)) from None
         return seq
 
-    def receive_reply(self, seq: int, msg_type: int, timeout_ms: int | None = None, *,
-                      stop: Callable[[], bool] | None = None, record: bool = True):
+    def receive_reply(
+        self,
+        seq: int,
+        msg_type: int,
+        timeout_ms: int | None = None,
+        *,
+        stop: Callable[[], bool] | None = None,
+        record: bool = True,
+    ):
         """The reply to the request ``seq`` that :meth:`send_request` sent, awaited for
         ``timeout_ms`` (default: the client's) from now. Replies come in the order of their
         requests, so anything older is a stale reply and is dropped, however broken;
@@ -245,8 +285,13 @@ class RequestClient:
                         fits = typed(payload)
                     except Mismatch:
                         pass
-                if fits is not None and fits[2] == seq and type(extra) is not TooManyFrames \
-                        and not extra and len(payload) <= self.max_message_bytes:
+                if (
+                    fits is not None
+                    and fits[2] == seq
+                    and type(extra) is not TooManyFrames
+                    and not extra
+                    and len(payload) <= self.max_message_bytes
+                ):
                     reply = _new_tuple(Envelope, (*fits, ()))
                     break
                 try:
@@ -257,9 +302,13 @@ class RequestClient:
                     raise self.bad_reply(msg_type, err) from None
                 if reply.seq == seq and reply.type != HEARTBEAT:
                     if type(extra) is TooManyFrames:
-                        raise self.bad_reply(msg_type, MessageTooLarge(
-                            f"a reply of {extra.count} frames exceeds the limit of "
-                            f"{MAX_MESSAGE_FRAMES} frames"))
+                        raise self.bad_reply(
+                            msg_type,
+                            MessageTooLarge(
+                                f"a reply of {extra.count} frames exceeds the limit of "
+                                f"{MAX_MESSAGE_FRAMES} frames"
+                            ),
+                        )
                     break
                 if reply.type == HEARTBEAT and self.on_heartbeat is not None:
                     deadline = monotonic() + waited_ms / 1000.0
@@ -269,15 +318,28 @@ class RequestClient:
             if current != self.rcvtimeo:
                 socket.setsockopt(zmq.RCVTIMEO, self.rcvtimeo)
         if record and self.recorder is not None:
-            self.recorder("received", self.peer_role, reply.type, seq, self.episode, self.step,
-                          payload, reply.frames)
+            self.recorder(
+                "received",
+                self.peer_role,
+                reply.type,
+                seq,
+                self.episode,
+                self.step,
+                payload,
+                reply.frames,
+            )
         if reply.type != msg_type:
             if reply.type == ERROR:
-                raise _remote_error(reply.body, f"{self.peer_role} at {self.address}",
-                                    f"{describe(msg_type)} ({self.where()})")
-            raise ProtocolError(f"{self.peer_role} at {self.address} answered "
-                                f"{describe(msg_type)} with {describe(reply.type)} "
-                                f"({self.where()})")
+                raise _remote_error(
+                    reply.body,
+                    f"{self.peer_role} at {self.address}",
+                    f"{describe(msg_type)} ({self.where()})",
+                )
+            raise ProtocolError(
+                f"{self.peer_role} at {self.address} answered "
+                f"{describe(msg_type)} with {describe(reply.type)} "
+                f"({self.where()})"
+            )
         return reply
 
     on_heartbeat = None
@@ -289,21 +351,29 @@ class RequestClient:
     def bad_reply(self, msg_type: int, err: ProtocolError) -> ProtocolError:
         """``err``, found in this peer's reply to ``msg_type``, as an error of the same class
         that names the peer, the call, the episode and the step."""
-        return type(err)(f"{self.peer_role} at {self.address} sent a bad reply to "
-                         f"{describe(msg_type)} ({self.where()}): {err}")
+        return type(err)(
+            f"{self.peer_role} at {self.address} sent a bad reply to "
+            f"{describe(msg_type)} ({self.where()}): {err}"
+        )
 
     def send_timeout_text(self, msg_type: int) -> str:
-        return (f"{self.peer_role} at {self.address} could not be reached to send "
-                f"{describe(msg_type)} within {self.timeout_ms} ms ({self.where()})")
+        return (
+            f"{self.peer_role} at {self.address} could not be reached to send "
+            f"{describe(msg_type)} within {self.timeout_ms} ms ({self.where()})"
+        )
 
     def timeout_text(self, msg_type: int, timeout_ms: int | None = None) -> str:
         waited = self.timeout_ms if timeout_ms is None else timeout_ms
-        return (f"{self.peer_role} at {self.address} did not answer {describe(msg_type)} "
-                f"within {waited} ms ({self.where()})")
+        return (
+            f"{self.peer_role} at {self.address} did not answer {describe(msg_type)} "
+            f"within {waited} ms ({self.where()})"
+        )
 
     def stopped_text(self, msg_type: int) -> str:
-        return (f"{self.peer_role} at {self.address}: stopped waiting for its answer to "
-                f"{describe(msg_type)} ({self.where()})")
+        return (
+            f"{self.peer_role} at {self.address}: stopped waiting for its answer to "
+            f"{describe(msg_type)} ({self.where()})"
+        )
 
     def close(self) -> None:
         self.socket.close(linger=LINGER_MS)

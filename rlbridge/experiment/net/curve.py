@@ -62,7 +62,7 @@ def is_loopback(address: str) -> bool:
     """True for ipc://, inproc:// and tcp on 127.0.0.0/8, localhost or [::1]."""
     if not address.startswith("tcp://"):
         return True
-    host = address[len("tcp://"):].rsplit(":", 1)[0]
+    host = address[len("tcp://") :].rsplit(":", 1)[0]
     return host.startswith("127.") or host in ("localhost", "[::1]", "::1")
 
 
@@ -83,13 +83,17 @@ def check_agent_address(address: str, served_on: str, curve: CurveKeys | None) -
     CURVE's handler among them) or multicast groups; and BAD_FIELD for ipc://, a socket file
     on this machine, when any user of the machine may send DELEGATE (tcp without CURVE)."""
     if not address.startswith(("tcp://", "ipc://")):
-        raise ProtocolError(f"agent_address must be a ZeroMQ endpoint such as tcp://host:port "
-                            f"or ipc:///path; got {address!r:.80}")
+        raise ProtocolError(
+            f"agent_address must be a ZeroMQ endpoint such as tcp://host:port "
+            f"or ipc:///path; got {address!r:.80}"
+        )
     if address.startswith("ipc://") and curve is None and served_on.startswith("tcp://"):
-        raise ProtocolError(f"agent_address {address!r:.80} is a socket file on this machine, "
-                            "and this environment serves tcp without CURVE, where any user may "
-                            "send DELEGATE: give the agent a tcp:// address, or serve the "
-                            "environment on ipc:// or with CURVE keys")
+        raise ProtocolError(
+            f"agent_address {address!r:.80} is a socket file on this machine, "
+            "and this environment serves tcp without CURVE, where any user may "
+            "send DELEGATE: give the agent a tcp:// address, or serve the "
+            "environment on ipc:// or with CURVE keys"
+        )
 
 
 def create_keys(directory: str | os.PathLike, force: bool = False) -> list[Path]:
@@ -126,26 +130,34 @@ def check_private(root: Path) -> None:
         info = path.stat()
         mode = stat.S_IMODE(info.st_mode)
         if info.st_uid not in (uid, 0):
-            raise CurveError(f"CURVE keys must belong to uid {uid} (or root), but uid "
-                             f"{info.st_uid} owns {path}: that user could swap the keys; "
-                             "refusing them")
+            raise CurveError(
+                f"CURVE keys must belong to uid {uid} (or root), but uid "
+                f"{info.st_uid} owns {path}: that user could swap the keys; "
+                "refusing them"
+            )
         if mode & 0o022:
-            raise CurveError(f"CURVE keys must not be writable by others, but {path} has mode "
-                             f"{mode:04o}: anyone could swap the keys. Check them, then "
-                             f"`chmod go-w {path}`")
+            raise CurveError(
+                f"CURVE keys must not be writable by others, but {path} has mode "
+                f"{mode:04o}: anyone could swap the keys. Check them, then "
+                f"`chmod go-w {path}`"
+            )
         if path.name.endswith(".key_secret") and mode & 0o077:
-            raise CurveError(f"a CURVE secret key must be readable by its owner only, but "
-                             f"{path} has mode {mode:04o}: `chmod 600 {path}`, and make new "
-                             f"keys with `rlbridge keys {root} --force` if others may have "
-                             "read it")
+            raise CurveError(
+                f"a CURVE secret key must be readable by its owner only, but "
+                f"{path} has mode {mode:04o}: `chmod 600 {path}`, and make new "
+                f"keys with `rlbridge keys {root} --force` if others may have "
+                "read it"
+            )
 
 
 def _load(path: Path, what: str) -> tuple[bytes, bytes | None]:
     try:
         return _zmq_auth().load_certificate(path)
     except (OSError, ValueError) as err:
-        raise CurveError(f"cannot read the CURVE {what} from {path}: {err}; make keys with "
-                         f"`rlbridge keys {path.parent}`") from None
+        raise CurveError(
+            f"cannot read the CURVE {what} from {path}: {err}; make keys with "
+            f"`rlbridge keys {path.parent}`"
+        ) from None
 
 
 @dataclass
@@ -166,8 +178,9 @@ class CurveKeys:
         """Read what the directory has; a server needs server.key_secret, a client client.key_secret."""
         root = Path(directory)
         if not root.is_dir():
-            raise CurveError(f"CURVE key directory {root} does not exist; make it with "
-                             f"`rlbridge keys {root}`")
+            raise CurveError(
+                f"CURVE key directory {root} does not exist; make it with `rlbridge keys {root}`"
+            )
         check_private(root)
         server_file = root / "server.key_secret"
         if not server_file.exists():
@@ -176,10 +189,13 @@ class CurveKeys:
         client_public = client_secret = None
         if (root / "client.key_secret").exists():
             client_public, client_secret = _load(root / "client.key_secret", "client key")
-        authorized = frozenset(_load(path, "authorized client key")[0]
-                               for path in sorted((root / AUTHORIZED_DIR).glob("*.key")))
-        return cls(root, server_public, server_secret, client_public, client_secret, authorized,
-                   log)
+        authorized = frozenset(
+            _load(path, "authorized client key")[0]
+            for path in sorted((root / AUTHORIZED_DIR).glob("*.key"))
+        )
+        return cls(
+            root, server_public, server_secret, client_public, client_secret, authorized, log
+        )
 
     def apply_server(self, socket: zmq.Socket) -> None:
         """Make ``socket`` a CURVE server that admits only authorized client keys."""
@@ -246,9 +262,11 @@ def _authenticator_class() -> type:
             if any(public_key in keys.authorized for keys in served):
                 return True
             if served:
-                served[-1].refuse(f"a CURVE client from {self.peer_address or 'unknown'}: its public "
-                                  f"key {public_key.decode()} is not in "
-                                  f"{served[-1].directory / AUTHORIZED_DIR}")
+                served[-1].refuse(
+                    f"a CURVE client from {self.peer_address or 'unknown'}: its public "
+                    f"key {public_key.decode()} is not in "
+                    f"{served[-1].directory / AUTHORIZED_DIR}"
+                )
             return False
 
     return _Authenticator
@@ -291,13 +309,17 @@ class _HandshakeWatch:
         event = parse_monitor_message(monitor.recv_multipart())
         if not event["event"] & _HANDSHAKE_FAILURES:
             return  # e.g. MONITOR_STOPPED when the server closes
-        endpoint = event["endpoint"].decode(errors="replace") if isinstance(
-            event["endpoint"], bytes) else event["endpoint"]
+        endpoint = (
+            event["endpoint"].decode(errors="replace")
+            if isinstance(event["endpoint"], bytes)
+            else event["endpoint"]
+        )
         if event["event"] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:  # value is an errno
             reason = "the connection broke during the handshake (as with a peer without CURVE)"
         else:
-            reason = _PROTOCOL_ERRORS.get(event["value"],
-                                          f"ZeroMQ protocol error {event['value']:#x}")
+            reason = _PROTOCOL_ERRORS.get(
+                event["value"], f"ZeroMQ protocol error {event['value']:#x}"
+            )
         keys.refuse(f"a peer on {endpoint}: the CURVE handshake failed: {reason}")
 
 
@@ -316,8 +338,9 @@ def _guard(socket: zmq.Socket, keys: CurveKeys) -> None:
     with _guards_lock:
         guard = _guards.get(id(context))
         if guard is None:
-            guard = _guards[id(context)] = _Guard(_authenticator_class()(context),
-                                                      _HandshakeWatch())
+            guard = _guards[id(context)] = _Guard(
+                _authenticator_class()(context), _HandshakeWatch()
+            )
         guard.authenticator.served += (keys,)
     guard.handshakes.watch(socket, keys)
 
@@ -334,13 +357,21 @@ def _stop_authenticators() -> None:
 
 # -- command-line glue ---------------------------------------------------------------------
 
+
 def add_curve_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--curve-dir", metavar="DIR", default=None,
-                       help=f"CURVE keys made by `rlbridge keys DIR` (default ${CURVE_DIR_VARIABLE}); "
-                            "required when binding a non-loopback tcp address")
-    group.add_argument("--no-curve", action="store_true",
-                       help="no CURVE even on a non-loopback tcp address: anyone may connect")
+    group.add_argument(
+        "--curve-dir",
+        metavar="DIR",
+        default=None,
+        help=f"CURVE keys made by `rlbridge keys DIR` (default ${CURVE_DIR_VARIABLE}); "
+        "required when binding a non-loopback tcp address",
+    )
+    group.add_argument(
+        "--no-curve",
+        action="store_true",
+        help="no CURVE even on a non-loopback tcp address: anyone may connect",
+    )
 
 
 def curve_directory(args: argparse.Namespace) -> str | None:
@@ -357,6 +388,7 @@ def curve_for(args: argparse.Namespace, address: str, bind: bool) -> CurveKeys |
             raise CurveError(
                 f"binding {address} (not loopback) needs CURVE keys: run `rlbridge keys DIR` and "
                 f"pass --curve-dir DIR (or set {CURVE_DIR_VARIABLE}), or pass --no-curve to "
-                "accept anyone")
+                "accept anyone"
+            )
         return None
     return CurveKeys.load(directory)

@@ -62,8 +62,16 @@ class Watch:
     still connected. A signal to the environment, or an experiment that has gone, ends the
     wait within about POLL_INTERVAL_MS, whatever the step timeout."""
 
-    def __init__(self, server, identity: bytes, message, interval_ms: int,
-                 records: RecordList | None, what: str, counts: Callable[[], list]):
+    def __init__(
+        self,
+        server,
+        identity: bytes,
+        message,
+        interval_ms: int,
+        records: RecordList | None,
+        what: str,
+        counts: Callable[[], list],
+    ):
         self.server = server
         self.identity = identity
         self.episode = message.episode
@@ -82,8 +90,10 @@ class Watch:
         if not server.send_if_connected(self.identity, self.heartbeat()):
             if server.session_owner == self.identity:  # its session ends with it
                 server.session_owner = None
-            raise PeerTimeout(f"the experiment that asked for {self.what} has gone (its "
-                              "connection closed); the environment abandons it")
+            raise PeerTimeout(
+                f"the experiment that asked for {self.what} has gone (its "
+                "connection closed); the environment abandons it"
+            )
 
     def heartbeat(self) -> list:
         """A HEARTBEAT's frames: the counts, and the records since the last one when logging."""
@@ -93,8 +103,10 @@ class Watch:
 
     def stop_if_told(self) -> None:
         if self.server.stopping:
-            raise ShuttingDown(f"the environment was told to stop during {self.what} "
-                               f"(SIGTERM or SIGINT); it is abandoned")
+            raise ShuttingDown(
+                f"the environment was told to stop during {self.what} "
+                f"(SIGTERM or SIGINT); it is abandoned"
+            )
 
     def __call__(self) -> bool:
         self.stop_if_told()
@@ -138,22 +150,32 @@ class Delegation:
             return client
         self.close_agent()
         try:
-            client = RequestClient(address, "agent", "environment",
-                                   timeout_ms=DELEGATE_TIMEOUT_MS, curve=self.server.curve)
+            client = RequestClient(
+                address,
+                "agent",
+                "environment",
+                timeout_ms=DELEGATE_TIMEOUT_MS,
+                curve=self.server.curve,
+            )
         except Exception as err:  # ZeroMQ refuses the address itself
-            raise ProtocolError(f"agent_address must be a ZeroMQ endpoint such as "
-                                f"tcp://host:port or ipc:///path; cannot connect to "
-                                f"{address!r}: {err}") from None
+            raise ProtocolError(
+                f"agent_address must be a ZeroMQ endpoint such as "
+                f"tcp://host:port or ipc:///path; cannot connect to "
+                f"{address!r}: {err}"
+            ) from None
         server = self.server
         try:
             client.hello(timeout_ms=DELEGATE_TIMEOUT_MS, stop=lambda: server.stopping)
         except PeerTimeout:
             client.close()
             if server.stopping:
-                raise PeerTimeout(f"agent at {address}: stopped waiting for its HELLO reply; "
-                                  "the environment is shutting down") from None
-            raise PeerTimeout(f"agent at {address} did not answer HELLO within "
-                              f"{DELEGATE_TIMEOUT_MS} ms") from None
+                raise PeerTimeout(
+                    f"agent at {address}: stopped waiting for its HELLO reply; "
+                    "the environment is shutting down"
+                ) from None
+            raise PeerTimeout(
+                f"agent at {address} did not answer HELLO within {DELEGATE_TIMEOUT_MS} ms"
+            ) from None
         except RLBridgeError as err:
             client.close()
             raise PeerError(str(err), int(err.code)) from None
@@ -171,8 +193,14 @@ class Delegation:
     close = close_agent
 
     # -- the one frame ---------------------------------------------------------------------
-    def run(self, message, identity: bytes, what: str, counts: Callable[[], list],
-            play: Callable[[RequestClient, Watch], list]) -> list:
+    def run(
+        self,
+        message,
+        identity: bytes,
+        what: str,
+        counts: Callable[[], list],
+        play: Callable[[RequestClient, Watch], list],
+    ) -> list:
         """Play one delegated call: ``play(agent, watch)`` returns the reply but its records.
 
         ``what`` ("episode" or "batch") and ``counts`` (a heartbeat's counts) are the
@@ -183,8 +211,15 @@ class Delegation:
         agent.episode = message.episode
         agent.step = 1
         records = self.records
-        watch = Watch(self.server, identity, message, self.heartbeat_interval_ms, records,
-                      f"{what} {message.episode}", counts)
+        watch = Watch(
+            self.server,
+            identity,
+            message,
+            self.heartbeat_interval_ms,
+            records,
+            f"{what} {message.episode}",
+            counts,
+        )
         agent.watch(watch)
         try:
             reply = play(agent, watch)
@@ -194,8 +229,10 @@ class Delegation:
                 # the ERROR reply.
                 self.server.send(identity, watch.heartbeat())
             if isinstance(err, InvalidAction):
-                raise InvalidAction(f"agent at {self.agent_address} sent an invalid action "
-                                    f"{err}; the {what} is abandoned") from None
+                raise InvalidAction(
+                    f"agent at {self.agent_address} sent an invalid action "
+                    f"{err}; the {what} is abandoned"
+                ) from None
             raise
         finally:
             agent.watch(None)
@@ -206,9 +243,15 @@ class Delegation:
     def run_episode(self, message, spec, identity: bytes, frames: list) -> list:
         """RUN_EPISODE: ``[terminal, num_steps, total_reward, last_action, records]``."""
         agent = self.agent
-        return self.run(message, identity, "episode", lambda: [agent.step],
-                        lambda agent, watch: self._play_one(message.episode, message.body[0],
-                                                            spec, frames, agent, watch))
+        return self.run(
+            message,
+            identity,
+            "episode",
+            lambda: [agent.step],
+            lambda agent, watch: self._play_one(
+                message.episode, message.body[0], spec, frames, agent, watch
+            ),
+        )
 
     def _play_one(self, episode: int, max_steps: int, spec, frames: list, agent, watch) -> list:
         """One episode of one instance: EpisodeCounter.play, with the agent's calls as
@@ -228,15 +271,21 @@ class Delegation:
                 check_action(action)
                 return env_step(action, episode, counter.num_steps)
             except InvalidAction as err:
-                raise InvalidAction(f"in episode {episode} for step {counter.num_steps}: "
-                                    f"{err}; the action was {_describe(action)}") from None
+                raise InvalidAction(
+                    f"in episode {episode} for step {counter.num_steps}: "
+                    f"{err}; the action was {_describe(action)}"
+                ) from None
 
         def agent_step(reward, observation):
             agent.step = counter.num_steps
             out: list = []
             # encode_value's first case inline, as AgentServer._agent_step's.
-            body = [float(reward), [observation.ints, observation.doubles, observation.chars, ()]
-                    if not observation.arrays else encode_value(observation, out)]
+            body = [
+                float(reward),
+                [observation.ints, observation.doubles, observation.chars, ()]
+                if not observation.arrays
+                else encode_value(observation, out),
+            ]
             try:  # inline rather than _call: this is the per-step path
                 reply = request(AGENT_STEP, body, out)
             except OWN_ERRORS:
@@ -271,16 +320,24 @@ class Delegation:
         """RUN_BATCH: ``[batched_steps, counters, episodes, records]``."""
         loop: BatchLoop = self.server.batch_loop
         if body.quotas is not None and len(body.quotas) != loop.num_instances:
-            raise ProtocolError(f"RUN_BATCH quotas must have {loop.num_instances} entries, one "
-                                f"per instance; got {len(body.quotas)}")
+            raise ProtocolError(
+                f"RUN_BATCH quotas must have {loop.num_instances} entries, one "
+                f"per instance; got {len(body.quotas)}"
+            )
         if body.groups > loop.num_instances:
-            raise ProtocolError(f"RUN_BATCH groups must be in 1..{loop.num_instances} (the "
-                                f"number of instances); got {body.groups}")
+            raise ProtocolError(
+                f"RUN_BATCH groups must be in 1..{loop.num_instances} (the "
+                f"number of instances); got {body.groups}"
+            )
         agent = self.agent
         ended_count = [0]
-        return self.run(message, identity, "batch", lambda: [agent.step - 1, ended_count[0]],
-                        lambda agent, watch: self._play_batch(loop, body, agent, watch,
-                                                              ended_count))
+        return self.run(
+            message,
+            identity,
+            "batch",
+            lambda: [agent.step - 1, ended_count[0]],
+            lambda agent, watch: self._play_batch(loop, body, agent, watch, ended_count),
+        )
 
     def _play_batch(self, loop: BatchLoop, body: RunBatch, agent, watch, ended_count) -> list:
         monotonic = time.monotonic
@@ -300,9 +357,15 @@ class Delegation:
         env_step = server.env_batch.batch_step
         if server.publisher is not None:
             env_step = _published(server.env_batch, server.publisher, loop)
-        steps, ended = loop.play(env_step, RemoteAgentPort(agent), max_steps=body.max_steps,
-                                 num_steps=body.num_steps, quotas=body.quotas,
-                                 groups=body.groups, on_step=on_step)
+        steps, ended = loop.play(
+            env_step,
+            RemoteAgentPort(agent),
+            max_steps=body.max_steps,
+            num_steps=body.num_steps,
+            quotas=body.quotas,
+            groups=body.groups,
+            on_step=on_step,
+        )
         return [steps, counters_body(loop), episodes_body(ended)]
 
 
@@ -313,11 +376,21 @@ class RemoteAgentPort:
         self.client = client
         self.seqs: dict[int, int] = {}
 
-    def send(self, group: int, first_instance: int, calls: np.ndarray, rewards: np.ndarray,
-             observations: Batch) -> None:
+    def send(
+        self,
+        group: int,
+        first_instance: int,
+        calls: np.ndarray,
+        rewards: np.ndarray,
+        observations: Batch,
+    ) -> None:
         frames: list = []
-        body = [first_instance, encode_column(calls), encode_column(rewards),
-                encode_batch(observations, frames)]
+        body = [
+            first_instance,
+            encode_column(calls),
+            encode_column(rewards),
+            encode_batch(observations, frames),
+        ]
         self.seqs[group] = self.client.send_request(AGENT_BATCH_STEP, body, frames or None)
 
     def receive(self, group: int) -> Batch:
@@ -336,26 +409,35 @@ def _published(env_batch, publisher, loop: BatchLoop):
     def env_step(calls, actions):
         result = env_batch.batch_step(calls, actions)
         if calls[0] != EnvCall.NONE:  # instance 0 moved
-            publisher.offer(env_batch.state_snapshot, counter.num_episodes + 1,
-                            counter.num_steps, bool(result.terminals[0]))
+            publisher.offer(
+                env_batch.state_snapshot,
+                counter.num_episodes + 1,
+                counter.num_steps,
+                bool(result.terminals[0]),
+            )
         return result
+
     return env_step
 
 
 def counters_body(loop: BatchLoop) -> list:
     """RUN_BATCH's ``counters``: each instance's num_episodes, num_steps and total_reward."""
     counters = loop.counters
-    return [encode_column(np.array([c.num_episodes for c in counters], dtype="<i8")),
-            encode_column(np.array([c.num_steps for c in counters], dtype="<i8")),
-            encode_column(np.array([c.total_reward for c in counters], dtype="<f8"))]
+    return [
+        encode_column(np.array([c.num_episodes for c in counters], dtype="<i8")),
+        encode_column(np.array([c.num_steps for c in counters], dtype="<i8")),
+        encode_column(np.array([c.total_reward for c in counters], dtype="<f8")),
+    ]
 
 
 def episodes_body(ended: EndedEpisodes) -> list:
     """RUN_BATCH's ``episodes``: four columns, one entry per episode that ended."""
-    return [encode_column(np.array(ended.instance, dtype="<i8")),
-            encode_column(np.array(ended.terminal, dtype="|b1")),
-            encode_column(np.array(ended.num_steps, dtype="<i8")),
-            encode_column(np.array(ended.total_reward, dtype="<f8"))]
+    return [
+        encode_column(np.array(ended.instance, dtype="<i8")),
+        encode_column(np.array(ended.terminal, dtype="|b1")),
+        encode_column(np.array(ended.num_steps, dtype="<i8")),
+        encode_column(np.array(ended.total_reward, dtype="<f8")),
+    ]
 
 
 def _call(call, *args, **kwargs):
@@ -385,8 +467,11 @@ def _bad_action(agent: RequestClient, msg_type: int, err: ProtocolError) -> Peer
 
 def _describe(action) -> str:
     """An action as the agent sent it, cut short when it is large."""
-    parts = [f"{name} {list(getattr(action, name))}" for name in ("ints", "doubles")
-             if len(getattr(action, name))]
+    parts = [
+        f"{name} {list(getattr(action, name))}"
+        for name in ("ints", "doubles")
+        if len(getattr(action, name))
+    ]
     if action.chars:
         parts.append(f"chars {action.chars!r}")
     if action.arrays:

@@ -57,10 +57,17 @@ class EnvironmentServer(RequestServer):
     meanings = STATE_MEANINGS
     next_state = staticmethod(next_env_state)
 
-    def __init__(self, env, address: str, *,
-                 delegation: Callable[[EnvironmentServer], Delegation] = Delegation,
-                 publisher=None, make_env: Callable[[], object] | None = None, batch: int = 1,
-                 **options):
+    def __init__(
+        self,
+        env,
+        address: str,
+        *,
+        delegation: Callable[[EnvironmentServer], Delegation] = Delegation,
+        publisher=None,
+        make_env: Callable[[], object] | None = None,
+        batch: int = 1,
+        **options,
+    ):
         super().__init__(address, **options)
         self.env = env
         self.publisher = publisher
@@ -70,17 +77,20 @@ class EnvironmentServer(RequestServer):
         self.batch = batch
         self.env_batch: EnvironmentBatch | None = None  # set by ENV_BATCH_INIT
         self.batch_loop: BatchLoop | None = None
-        self.handlers.update({
-            T.ENV_INIT: (nil_body, self._env_init), T.ENV_START: (nil_body, self._env_start),
-            T.ENV_STEP: (value_body, self._env_step),
-            T.ENV_CLEANUP: (nil_body, self._env_cleanup),
-            T.ENV_MESSAGE: (str_body, self._env_message),
-            T.DELEGATE: (delegate_body, self._delegate),
-            T.RUN_EPISODE: (run_episode_body, self._run_episode),
-            T.ENV_BATCH_INIT: (env_batch_init_body, self._env_batch_init),
-            T.ENV_BATCH_STEP: (env_batch_step_body, self._env_batch_step),
-            T.RUN_BATCH: (run_batch_body, self._run_batch),
-        })
+        self.handlers.update(
+            {
+                T.ENV_INIT: (nil_body, self._env_init),
+                T.ENV_START: (nil_body, self._env_start),
+                T.ENV_STEP: (value_body, self._env_step),
+                T.ENV_CLEANUP: (nil_body, self._env_cleanup),
+                T.ENV_MESSAGE: (str_body, self._env_message),
+                T.DELEGATE: (delegate_body, self._delegate),
+                T.RUN_EPISODE: (run_episode_body, self._run_episode),
+                T.ENV_BATCH_INIT: (env_batch_init_body, self._env_batch_init),
+                T.ENV_BATCH_STEP: (env_batch_step_body, self._env_batch_step),
+                T.RUN_BATCH: (run_batch_body, self._run_batch),
+            }
+        )
         self.delegation = delegation(self)  # last: it may read the server's parts
 
     def close(self) -> None:
@@ -126,8 +136,9 @@ class EnvironmentServer(RequestServer):
         refused request changes nothing (PROTOCOL.md section 12)."""
         RequestServer._check_state(self, msg_type, identity)
         if msg_type in _DELEGATED and self.delegation.agent is None:
-            raise WrongState(f"{CALL_NAMES[msg_type]} needs a successful DELEGATE first (the "
-                             "agent's address)")
+            raise WrongState(
+                f"{CALL_NAMES[msg_type]} needs a successful DELEGATE first (the agent's address)"
+            )
 
     def _env_cleanup(self, message, _, frames, identity):
         if self.env_batch is not None:
@@ -158,8 +169,12 @@ class EnvironmentServer(RequestServer):
         result = self.env_batch.batch_step(body.calls, body.actions)
         # Stepping from outside leaves no episode of RUN_BATCH's loop in progress.
         self.batch_loop.abandon()
-        return [encode_column(result.rewards), encode_batch(result.observations, frames),
-                encode_column(result.terminals), result.infos]
+        return [
+            encode_column(result.rewards),
+            encode_batch(result.observations, frames),
+            encode_column(result.terminals),
+            result.infos,
+        ]
 
     def _run_batch(self, message, body, frames, identity):
         return self.delegation.run_batch(message, body, identity, frames)
@@ -168,9 +183,11 @@ class EnvironmentServer(RequestServer):
         try:
             return copy.deepcopy(self.env)
         except Exception as err:  # an environment holding sockets or files, say
-            raise RLBridgeError(f"this environment cannot serve a batch: copying it for "
-                                f"more instances failed ({type(err).__name__}: {err}); serve "
-                                "it with make_env, a function that builds one") from None
+            raise RLBridgeError(
+                f"this environment cannot serve a batch: copying it for "
+                f"more instances failed ({type(err).__name__}: {err}); serve "
+                "it with make_env, a function that builds one"
+            ) from None
 
     def _end_batch(self) -> None:
         self.env_batch = None

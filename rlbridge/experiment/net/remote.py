@@ -46,16 +46,26 @@ class _Remote:
     is_remote = True
     peer_role = ""
 
-    def __init__(self, address: str, *, timeout_ms: int = STEP_TIMEOUT_MS,
-                 connect_timeout_ms: int = CONNECT_TIMEOUT_MS, bind: bool = False, curve=None,
-                 hello: bool = True, on_wait=None):
-        self.client = RequestClient(address, self.peer_role, "experiment", timeout_ms=timeout_ms,
-                                    bind=bind, curve=curve)
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout_ms: int = STEP_TIMEOUT_MS,
+        connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
+        bind: bool = False,
+        curve=None,
+        hello: bool = True,
+        on_wait=None,
+    ):
+        self.client = RequestClient(
+            address, self.peer_role, "experiment", timeout_ms=timeout_ms, bind=bind, curve=curve
+        )
         # When the experiment binds, the peer connected to us and is not reachable by others.
         self.address = None if bind else address
         self.timeout_ms = timeout_ms
-        self.hello = self.client.hello(timeout_ms=connect_timeout_ms, on_wait=on_wait) \
-            if hello else None
+        self.hello = (
+            self.client.hello(timeout_ms=connect_timeout_ms, on_wait=on_wait) if hello else None
+        )
 
     @property
     def episode(self) -> int:
@@ -114,26 +124,32 @@ class RemoteEnvironment(_Remote):
         """ENV_BATCH_INIT: the task spec and the number of instances the process serves."""
         body = self.client.request(T.ENV_BATCH_INIT, [num_instances, first_instance]).body
         if type(body) is not list or len(body) != 2:
-            raise ProtocolError(f"ENV_BATCH_INIT reply must be [task_spec, num_instances]; "
-                                f"got {body!r:.80}")
+            raise ProtocolError(
+                f"ENV_BATCH_INIT reply must be [task_spec, num_instances]; got {body!r:.80}"
+            )
         return read_str(body[0], "task spec"), read_int(body[1], "num_instances")
 
     def env_batch_step(self, calls: np.ndarray | list[int], actions) -> BatchStep:
         """ENV_BATCH_STEP: one round trip for every instance the process serves."""
         frames: list = []
         column = encode_column(np.asarray(calls, dtype=np.uint8))
-        reply = self.client.request(T.ENV_BATCH_STEP, [column, encode_batch(actions, frames)],
-                                    frames)
+        reply = self.client.request(
+            T.ENV_BATCH_STEP, [column, encode_batch(actions, frames)], frames
+        )
         body = reply.body
         if type(body) is not list or len(body) != 4:
-            raise ProtocolError("ENV_BATCH_STEP reply must be [rewards, observations, "
-                                f"terminals, infos]; got {body!r:.80}")
+            raise ProtocolError(
+                "ENV_BATCH_STEP reply must be [rewards, observations, "
+                f"terminals, infos]; got {body!r:.80}"
+            )
         rewards, observations, terminals, infos = body
         count = len(calls)
-        return BatchStep(decode_column(rewards, reply.frames, "<f8", "rewards", count),
-                         decode_batch(observations, reply.frames, "observations"),
-                         decode_column(terminals, reply.frames, "|b1", "terminals", count),
-                         infos if isinstance(infos, list) else None)
+        return BatchStep(
+            decode_column(rewards, reply.frames, "<f8", "rewards", count),
+            decode_batch(observations, reply.frames, "observations"),
+            decode_column(terminals, reply.frames, "|b1", "terminals", count),
+            infos if isinstance(infos, list) else None,
+        )
 
     def delegate(self, agent) -> None:
         """Send DELEGATE when it is new or changed: where the agent is, how long each of its
@@ -147,9 +163,11 @@ class RemoteEnvironment(_Remote):
         recorder, client.recorder = client.recorder, None
         self._delegation = None
         try:
-            client.request(T.DELEGATE, delegation,
-                           timeout_ms=max(client.timeout_ms,
-                                          DELEGATE_TIMEOUT_MS + 2 * HEARTBEAT_INTERVAL_MS))
+            client.request(
+                T.DELEGATE,
+                delegation,
+                timeout_ms=max(client.timeout_ms, DELEGATE_TIMEOUT_MS + 2 * HEARTBEAT_INTERVAL_MS),
+            )
         finally:
             client.recorder = recorder
         self._delegation = delegation
@@ -176,10 +194,17 @@ class DelegatedCall:
     episodes_ended)`` hears each heartbeat.
     """
 
-    def __init__(self, env: RemoteEnvironment, agent: RemoteAgent, *, episode: int,
-                 max_steps: int, batch: tuple[int, list[int] | None, int] | None = None,
-                 records: Callable[[list[bytes]], None] | None = None,
-                 on_heartbeat: Callable[[int, int], None] | None = None):
+    def __init__(
+        self,
+        env: RemoteEnvironment,
+        agent: RemoteAgent,
+        *,
+        episode: int,
+        max_steps: int,
+        batch: tuple[int, list[int] | None, int] | None = None,
+        records: Callable[[list[bytes]], None] | None = None,
+        on_heartbeat: Callable[[int, int], None] | None = None,
+    ):
         self.env, self.agent, self.episode = env, agent, episode
         self.body: list
         if batch is None:
@@ -187,8 +212,12 @@ class DelegatedCall:
         else:
             num_steps, quotas, groups = batch
             self.msg_type, self.keep = T.RUN_BATCH, 3
-            self.body = [max_steps, num_steps, None if quotas is None else
-                         encode_column(np.array(quotas, dtype="<i8")), groups]
+            self.body = [
+                max_steps,
+                num_steps,
+                None if quotas is None else encode_column(np.array(quotas, dtype="<i8")),
+                groups,
+            ]
         self.records = records
         self.on_heartbeat = on_heartbeat
         self.seq = 0
@@ -201,8 +230,7 @@ class DelegatedCall:
         env.delegate(self.agent)
         self.recorder = client.recorder
         if self.recorder is not None and self.records is not None:
-            client.recorder = ReplyRecorder(self.recorder, self.records, self.msg_type,
-                                            self.keep)
+            client.recorder = ReplyRecorder(self.recorder, self.records, self.msg_type, self.keep)
         try:
             self.seq = client.send_request(self.msg_type, self.body)
         except BaseException:
@@ -215,8 +243,12 @@ class DelegatedCall:
         # are [num_steps] or [num_steps, records]; RUN_BATCH's [batched_steps,
         # episodes_ended] or [batched_steps, episodes_ended, records].
         body = message.body
-        if not (isinstance(body, list) and body and type(body[0]) is int
-                and message.episode == self.episode):
+        if not (
+            isinstance(body, list)
+            and body
+            and type(body[0]) is int
+            and message.episode == self.episode
+        ):
             return
         self.env.client.progress_step = body[0]
         batched = self.msg_type == T.RUN_BATCH
@@ -231,19 +263,23 @@ class DelegatedCall:
         client.on_heartbeat = self._heard
         client.progress_step = 0
         try:
-            reply = client.receive_reply(self.seq, self.msg_type, timeout_ms=self.agent.timeout_ms
-                                         + 2 * HEARTBEAT_INTERVAL_MS)
+            reply = client.receive_reply(
+                self.seq,
+                self.msg_type,
+                timeout_ms=self.agent.timeout_ms + 2 * HEARTBEAT_INTERVAL_MS,
+            )
         finally:
             client.on_heartbeat = None
             client.progress_step = 0
             client.recorder = self.recorder
         body = reply.body
         if type(body) is not list or len(body) != self.keep + 1:
-            fields = ("[terminal, num_steps, total_reward, last_action, records]"
-                      if self.msg_type == T.RUN_EPISODE else
-                      "[batched_steps, counters, episodes, records]")
-            raise ProtocolError(f"{self.msg_type.name} reply must be {fields}; "
-                                f"got {body!r:.80}")
+            fields = (
+                "[terminal, num_steps, total_reward, last_action, records]"
+                if self.msg_type == T.RUN_EPISODE
+                else "[batched_steps, counters, episodes, records]"
+            )
+            raise ProtocolError(f"{self.msg_type.name} reply must be {fields}; got {body!r:.80}")
         if self.records is not None and self.recorder is None:  # nobody recorded the reply
             self.records(records_of(body[-1]))
         if self.msg_type == T.RUN_EPISODE:
@@ -262,17 +298,29 @@ class DelegatedCall:
 
 def _batch_reply(body: list, frames) -> DelegatedReply:
     steps, counters, episodes, _records = body
-    if type(counters) is not list or len(counters) != 3 or type(episodes) is not list \
-            or len(episodes) != 4:
+    if (
+        type(counters) is not list
+        or len(counters) != 3
+        or type(episodes) is not list
+        or len(episodes) != 4
+    ):
         raise ProtocolError("RUN_BATCH reply's counters must be 3 columns and its episodes 4")
-    for column, dtype, name in zip(counters, ("<i8", "<i8", "<f8"),
-                                   ("num_episodes", "num_steps", "total_reward"), strict=True):
+    for column, dtype, name in zip(
+        counters, ("<i8", "<i8", "<f8"), ("num_episodes", "num_steps", "total_reward"), strict=True
+    ):
         decode_column(column, frames, dtype, f"counters {name}")  # checked, not kept
-    ended = [decode_column(c, frames, dtype, f"episodes {name}") for c, dtype, name in
-             zip(episodes, ("<i8", "|b1", "<i8", "<f8"),
-                 ("instance", "terminal", "num_steps", "total_reward"), strict=True)]
-    return DelegatedReply(read_int(steps, "batched_steps"),
-                          EndedEpisodes(*(column.tolist() for column in ended)))
+    ended = [
+        decode_column(c, frames, dtype, f"episodes {name}")
+        for c, dtype, name in zip(
+            episodes,
+            ("<i8", "|b1", "<i8", "<f8"),
+            ("instance", "terminal", "num_steps", "total_reward"),
+            strict=True,
+        )
+    ]
+    return DelegatedReply(
+        read_int(steps, "batched_steps"), EndedEpisodes(*(column.tolist() for column in ended))
+    )
 
 
 class ReplyRecorder:
@@ -296,8 +344,9 @@ class ReplyRecorder:
             body = reply.body
             if type(body) is list and len(body) == self.keep + 1:
                 self.sink(records_of(body[self.keep]))
-                payload = encode(msg_type, reply.seq, reply.episode, body[:self.keep],
-                                 version=reply.version)[0]
+                payload = encode(
+                    msg_type, reply.seq, reply.episode, body[: self.keep], version=reply.version
+                )[0]
         self.recorder(direction, peer, msg_type, seq, episode, step, payload, frames)
 
 
@@ -306,8 +355,10 @@ def records_of(records) -> list[bytes]:
     if records is None:
         return []
     if type(records) is not list or any(type(r) is not bytes for r in records):
-        raise ProtocolError("the environment's log records must be nil or a list of byte "
-                            f"strings; got {type(records).__name__}")
+        raise ProtocolError(
+            "the environment's log records must be nil or a list of byte "
+            f"strings; got {type(records).__name__}"
+        )
     return records
 
 
@@ -328,8 +379,9 @@ class RemoteAgent(_Remote):
     def agent_step(self, reward: float, observation: Value) -> Value:
         self.client.step += 1
         frames: list = []
-        reply = self.client.request(T.AGENT_STEP, [float(reward), encode_value(observation, frames)],
-                                    frames)
+        reply = self.client.request(
+            T.AGENT_STEP, [float(reward), encode_value(observation, frames)], frames
+        )
         return decode_value(reply.body, reply.frames)
 
     def agent_end(self, reward: float) -> None:
@@ -347,6 +399,13 @@ class RemoteAgent(_Remote):
     def batch_step(self, first_instance, calls, rewards, observations) -> Batch:
         frames: list = []
         reply = self.client.request(
-            T.AGENT_BATCH_STEP, [first_instance, encode_column(calls), encode_column(rewards),
-                                 encode_batch(observations, frames)], frames)
+            T.AGENT_BATCH_STEP,
+            [
+                first_instance,
+                encode_column(calls),
+                encode_column(rewards),
+                encode_batch(observations, frames),
+            ],
+            frames,
+        )
         return decode_batch(reply.body, reply.frames, "AGENT_BATCH_STEP reply")

@@ -101,10 +101,18 @@ class RequestServer:
     #: the others ask ``next_state``.
     moves: dict[int, IntEnum] = {}
 
-    def __init__(self, address: str, *, bind: bool = True, curve: CurveKeys | None = None,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES, idle_timeout_ms: int | None = None,
-                 log: TextIO | None = sys.stderr, handle_signals: bool = True,
-                 session_idle_ms: int = SESSION_IDLE_MS):
+    def __init__(
+        self,
+        address: str,
+        *,
+        bind: bool = True,
+        curve: CurveKeys | None = None,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        idle_timeout_ms: int | None = None,
+        log: TextIO | None = sys.stderr,
+        handle_signals: bool = True,
+        session_idle_ms: int = SESSION_IDLE_MS,
+    ):
         self.socket, self.address = server_socket(address, bind=bind, curve=curve)
         self._bound_file = bound_file(self.address) if bind else None  # removed by close()
         self.curve = curve  # also the client keys an environment calls its agent with
@@ -115,7 +123,8 @@ class RequestServer:
         self.stopping = False
         self.keep_serving: Callable[[bool], bool] | None = None  # serve_forever's
         self.handlers: dict[int, tuple[Reader, Action]] = {
-            T.HELLO: (hello_body, self._hello), T.HEARTBEAT: (whole_body, self._heartbeat),
+            T.HELLO: (hello_body, self._hello),
+            T.HEARTBEAT: (whole_body, self._heartbeat),
             T.SHUTDOWN: (shutdown_body, self._shutdown),
         }
         # One experiment session at a time (PROTOCOL.md, "Sessions"): its owner's identity,
@@ -136,8 +145,9 @@ class RequestServer:
         """
         previous = {}
         if self.handle_signals:
-            previous = {sig: signal.signal(sig, self._on_signal)
-                        for sig in (signal.SIGTERM, signal.SIGINT)}
+            previous = {
+                sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
+            }
         self.keep_serving = keep_serving
         socket = self.socket
         handle = self.handle
@@ -153,8 +163,10 @@ class RequestServer:
                         # The quiet wait began right after the last request, a receive
                         # timeout ago: no clock read on the per-request path.
                         idle_since = now - POLL_INTERVAL_MS / 1000.0
-                    if self.idle_timeout_ms is not None and \
-                            (now - idle_since) * 1000 > self.idle_timeout_ms:
+                    if (
+                        self.idle_timeout_ms is not None
+                        and (now - idle_since) * 1000 > self.idle_timeout_ms
+                    ):
                         self._warn(f"no request for {self.idle_timeout_ms} ms; stopping")
                         return 1
                     if keep_serving is not None and not keep_serving(True):
@@ -207,8 +219,10 @@ class RequestServer:
                     f"it serves {', '.join(MessageType(t).name for t in self.handlers)}"
                 )
             if type(frames) is TooManyFrames:
-                raise MessageTooLarge(f"message of {frames.count} frames exceeds the limit of "
-                                      f"{MAX_MESSAGE_FRAMES} frames")
+                raise MessageTooLarge(
+                    f"message of {frames.count} frames exceeds the limit of "
+                    f"{MAX_MESSAGE_FRAMES} frames"
+                )
             if frames or len(payload) > self.max_message_bytes:
                 check_size(payload, frames, self.max_message_bytes)
             read, act = entry
@@ -216,15 +230,19 @@ class RequestServer:
             owner = self.session_owner
             # _check_state's passing cases inline: the state serves the type, and there is
             # no session, or a stranger sends what anyone may (a delegated AGENT_STEP).
-            if msg_type not in self.allowed[self.state] or owner is not None and (
-                    owner == identity or msg_type in self.guarded):
+            if (
+                msg_type not in self.allowed[self.state]
+                or owner is not None
+                and (owner == identity or msg_type in self.guarded)
+            ):
                 self._check_state(msg_type, identity)
             acting = True
             out_frames: list = []
             body = act(message, arguments, out_frames, identity)
             move = self.moves.get(msg_type)
-            self.state = move if move is not None else \
-                self.next_state(self.state, msg_type, body, True)
+            self.state = (
+                move if move is not None else self.next_state(self.state, msg_type, body, True)
+            )
             if msg_type in self.guarded:
                 self._follow_session(msg_type, identity)
             # The reply: packed before any frame goes out, so a body msgpack refuses sends
@@ -241,8 +259,9 @@ class RequestServer:
         except Exception as err:  # bad input, or the served object's own bug: keep serving
             self._failed(identity, payload, decoded, acting, msg_type, seq, episode, err)
 
-    def _failed(self, identity, payload, decoded, acting, msg_type, seq, episode,
-                err: Exception) -> None:
+    def _failed(
+        self, identity, payload, decoded, acting, msg_type, seq, episode, err: Exception
+    ) -> None:
         """The ERROR reply to a request that raised ``err``: its own code for an
         RLBridgeError, APPLICATION for anything the served object raised."""
         if isinstance(err, RLBridgeError):
@@ -259,8 +278,11 @@ class RequestServer:
         """WRONG_STATE unless the state serves ``msg_type`` and any session allows it."""
         state = self.state
         if msg_type not in self.allowed[state]:
-            raise WrongState(wrong_state_text(self.role, msg_type, state, self.meanings[state],
-                                              self.allowed[state]))
+            raise WrongState(
+                wrong_state_text(
+                    self.role, msg_type, state, self.meanings[state], self.allowed[state]
+                )
+            )
         owner = self.session_owner
         if owner is None or owner == identity:
             if owner is not None:
@@ -268,13 +290,23 @@ class RequestServer:
             return
         # A stranger's other requests (the delegated environment's AGENT_STEP on the
         # per-step path among them) pass on the type test alone, without reading the clock.
-        if msg_type not in self.init_types and msg_type not in self.owner_only \
-                and msg_type != self.cleanup_type:
+        if (
+            msg_type not in self.init_types
+            and msg_type not in self.owner_only
+            and msg_type != self.cleanup_type
+        ):
             return
         now = time.monotonic()
         if (now - self.session_seen) * 1000 < self.session_idle_ms:
-            raise WrongState(busy_text(self.role, self.session_init, now - self.session_started,
-                                       msg_type, msg_type in self.init_types))
+            raise WrongState(
+                busy_text(
+                    self.role,
+                    self.session_init,
+                    now - self.session_started,
+                    msg_type,
+                    msg_type in self.init_types,
+                )
+            )
 
     def _follow_session(self, msg_type: int, identity: bytes) -> None:
         """Start a session at a successful INIT; end it at its owner's CLEANUP."""
@@ -304,8 +336,9 @@ class RequestServer:
 
     def _reply_error(self, identity, seq, episode, code, text) -> None:
         self._warn(f"error {ErrorCode(code).name}: {text}")
-        send_reply(self.socket, identity,
-                   encode(MessageType.ERROR, seq, episode, [int(code), text]))
+        send_reply(
+            self.socket, identity, encode(MessageType.ERROR, seq, episode, [int(code), text])
+        )
 
     def _warn(self, text: str) -> None:
         if self.log is not None:
@@ -319,11 +352,16 @@ class RequestServer:
     # -- requests both servers answer ----------------------------------------------
     def _hello(self, message, hello, frames, identity):
         if hello.version != PROTOCOL_VERSION:
-            raise VersionMismatch(version_mismatch_text(
-                PROTOCOL_VERSION, hello.version, f" in the HELLO of {hello.implementation[:64]}"))
+            raise VersionMismatch(
+                version_mismatch_text(
+                    PROTOCOL_VERSION, hello.version, f" in the HELLO of {hello.implementation[:64]}"
+                )
+            )
         if hello.role not in HELLO_ROLES[self.role]:
-            raise WrongState(f"the {self.role} talks to {' and '.join(HELLO_ROLES[self.role])} "
-                             f"peers; got HELLO from an {hello.role}")
+            raise WrongState(
+                f"the {self.role} talks to {' and '.join(HELLO_ROLES[self.role])} "
+                f"peers; got HELLO from an {hello.role}"
+            )
         return [self.role, PROTOCOL_VERSION, IMPLEMENTATION, LANGUAGE]
 
     def _heartbeat(self, message, body, frames, identity):

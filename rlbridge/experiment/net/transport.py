@@ -70,15 +70,21 @@ def private_directory(path: str) -> str:
         os.mkdir(path, 0o700)
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
-        raise UnsafeDirectory(f"{path} must be a directory owned by uid {os.getuid()}; "
-                              "it is a link or a file: remove it or set RLBRIDGE_ENV_ADDR")
+        raise UnsafeDirectory(
+            f"{path} must be a directory owned by uid {os.getuid()}; "
+            "it is a link or a file: remove it or set RLBRIDGE_ENV_ADDR"
+        )
     if info.st_uid != os.getuid():
-        raise UnsafeDirectory(f"{path} must be owned by uid {os.getuid()}, "
-                              f"but uid {info.st_uid} owns it: refusing to bind sockets inside it")
+        raise UnsafeDirectory(
+            f"{path} must be owned by uid {os.getuid()}, "
+            f"but uid {info.st_uid} owns it: refusing to bind sockets inside it"
+        )
     if info.st_mode & 0o022:
-        raise UnsafeDirectory(f"{path} must have mode 0700 (no group or other access), "
-                              f"but has {stat.S_IMODE(info.st_mode):04o}, writable by others: "
-                              "check its contents, then chmod 700 it")
+        raise UnsafeDirectory(
+            f"{path} must have mode 0700 (no group or other access), "
+            f"but has {stat.S_IMODE(info.st_mode):04o}, writable by others: "
+            "check its contents, then chmod 700 it"
+        )
     if info.st_mode & 0o077:
         # Readable but not writable by others (older rlbridge made it 0755): nobody else
         # can have put a socket in it, so closing it is safe.
@@ -93,7 +99,7 @@ def bind_socket(socket: zmq.Socket, address: str) -> None:
     except zmq.ZMQError as err:
         reason = err.strerror
         if address.startswith("ipc://"):
-            directory = os.path.dirname(address[len("ipc://"):]) or "."
+            directory = os.path.dirname(address[len("ipc://") :]) or "."
             if not os.path.isdir(directory):
                 reason = f"the directory {directory} does not exist"
         elif err.errno == zmq.EADDRINUSE:
@@ -127,7 +133,7 @@ def bound_file(address: str) -> tuple[str, int] | None:
     the socket, so a server removes it itself: :func:`remove_bound_file`."""
     if not address.startswith("ipc://"):
         return None
-    path = address[len("ipc://"):]
+    path = address[len("ipc://") :]
     try:
         return path, os.stat(path).st_ino
     except OSError:  # an abstract socket (ipc://@name) has no file

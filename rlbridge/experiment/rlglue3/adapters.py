@@ -33,8 +33,7 @@ from rlbridge.protocol.taskspec import TaskSpec, parse
 log = logging.getLogger("rlbridge.glue")
 
 
-def serve_to_native(peer, glue, *, role: str, address: str, bind: bool = True,
-                    curve=None) -> None:
+def serve_to_native(peer, glue, *, role: str, address: str, bind: bool = True, curve=None) -> None:
     """Serve the legacy ``peer`` as ``role`` on ``address`` (with ``curve``'s CURVE keys, if
     any) until it disconnects, a native experiment sends SHUTDOWN, or the glue stops. Meant
     as a GlueServer ``on_legacy_*`` handler:
@@ -50,8 +49,10 @@ def serve_to_native(peer, glue, *, role: str, address: str, bind: bool = True,
 
     def keep_serving(idle: bool) -> bool:
         if peer.closed:
-            glue.report(f"legacy {role} at {peer.peer_address} was lost while serving "
-                        f"native experiments on {server.address}")
+            glue.report(
+                f"legacy {role} at {peer.peer_address} was lost while serving "
+                f"native experiments on {server.address}"
+            )
             return False
         if glue.stopping:
             return False
@@ -64,8 +65,9 @@ def serve_to_native(peer, glue, *, role: str, address: str, bind: bool = True,
 
 
 # -- a native object as a legacy client ---------------------------------------------------
-def run_legacy_client(obj, role: str, host: str = "127.0.0.1", port: int = 4096,
-                      *, connect_timeout: float = 30.0) -> int:
+def run_legacy_client(
+    obj, role: str, host: str = "127.0.0.1", port: int = 4096, *, connect_timeout: float = 30.0
+) -> int:
     """Connect ``obj`` (an Environment or Agent) to an RL-Glue 3.0 server and serve its calls
     until kRLTerm; returns the number of requests served."""
     legacy_role = Role.ENVIRONMENT if role == "environment" else Role.AGENT
@@ -83,8 +85,9 @@ def run_legacy_client(obj, role: str, host: str = "127.0.0.1", port: int = 4096,
                 conn.send_frame(Code.RL_TERM)
                 return served
             if request.code == Code.ERROR:
-                raise ProtocolError(f"the glue refused this {role}: "
-                                    f"{Reader(request.payload).string()}")
+                raise ProtocolError(
+                    f"the glue refused this {role}: {Reader(request.payload).string()}"
+                )
             try:
                 reply = handler.handle(request.code, Reader(request.payload))
             except RLBridgeError as err:
@@ -150,5 +153,3 @@ class _AgentCalls:
         if code == Code.AGENT_MESSAGE:
             return pack_string(agent.agent_message(reader.string()))
         raise ProtocolError(f"{code_name(code)} is not an agent request")
-
-

@@ -56,9 +56,13 @@ class FramedSocket:
     once a frame's first bytes are in, the rest must come within ``frame_read_timeout_ms``.
     """
 
-    def __init__(self, sock: socket.socket, pending: bytes = b"",
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-                 frame_read_timeout_ms: int = FRAME_READ_TIMEOUT_MS):
+    def __init__(
+        self,
+        sock: socket.socket,
+        pending: bytes = b"",
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        frame_read_timeout_ms: int = FRAME_READ_TIMEOUT_MS,
+    ):
         self.sock = sock
         self._pending = bytearray(pending)
         self.max_frame_bytes = max_frame_bytes
@@ -138,15 +142,19 @@ class FramedSocket:
         return chunk
 
     def _give_up(self, what: str, declared: int, got: int) -> NoReturn:
-        reason = (f"{self.peer}: {what}: {got} of {declared} declared bytes arrived within "
-                  f"{self.frame_read_timeout_ms} ms; the connection is closed")
+        reason = (
+            f"{self.peer}: {what}: {got} of {declared} declared bytes arrived within "
+            f"{self.frame_read_timeout_ms} ms; the connection is closed"
+        )
         _frame_log.warning("%s", reason)
         self.close()
         raise FrameReadTimeout(reason)
 
     def _closed(self, got: int, count: int) -> ConnectionClosed:
-        return ConnectionClosed(f"{self.peer} closed the connection"
-                                + (f" {got} bytes into a {count}-byte read" if got else ""))
+        return ConnectionClosed(
+            f"{self.peer} closed the connection"
+            + (f" {got} bytes into a {count}-byte read" if got else "")
+        )
 
     def send_frame(self, code: int, *parts) -> None:
         """Send one frame whose payload is the concatenation of ``parts`` (bytes-like)."""

@@ -119,8 +119,9 @@ class GlueServer:
         listener = socket.create_server((self.host, self.requested_port), reuse_port=False)
         listener.setblocking(False)
         self._listener = listener
-        self._accept_thread = threading.Thread(target=self._accept_loop, name="glue-accept",
-                                               daemon=True)
+        self._accept_thread = threading.Thread(
+            target=self._accept_loop, name="glue-accept", daemon=True
+        )
         self._accept_thread.start()
         log.debug("rlbridge glue listening on %s:%d", self.host, self.port)
         return self
@@ -193,8 +194,12 @@ class GlueServer:
                 now = time.monotonic()
                 for conn, (deadline, _, peer) in list(pending.items()):
                     if deadline <= now:
-                        log.warning("connection from %s sent no handshake within %.1f s; closed "
-                                    "(a port probe?)", peer, self.handshake_timeout)
+                        log.warning(
+                            "connection from %s sent no handshake within %.1f s; closed "
+                            "(a port probe?)",
+                            peer,
+                            self.handshake_timeout,
+                        )
                         selector.unregister(conn)
                         del pending[conn]
                         conn.close()
@@ -239,8 +244,12 @@ class GlueServer:
         del pending[conn]
         code, length = HEADER.unpack_from(buffer)
         if length != 0 or code not in (Role.EXPERIMENT, Role.AGENT, Role.ENVIRONMENT):
-            log.warning("connection from %s sent (%d, %d) instead of a handshake {1|2|3, 0}; "
-                        "closed", peer, code, length)
+            log.warning(
+                "connection from %s sent (%d, %d) instead of a handshake {1|2|3, 0}; closed",
+                peer,
+                code,
+                length,
+            )
             conn.close()
             return
         conn.setblocking(True)
@@ -261,33 +270,48 @@ class GlueServer:
             with self._cond:
                 busy = self._session is not None and not self._session.finished
                 if busy or self._stopping:
-                    reason = "the glue is stopping" if self._stopping else (
-                        f"the experiment at {self._session.conn.peer} is running")
-                    self._refuse(framed, f"refused experiment from {framed.peer}: "
-                                         f"{reason}")
+                    reason = (
+                        "the glue is stopping"
+                        if self._stopping
+                        else (f"the experiment at {self._session.conn.peer} is running")
+                    )
+                    self._refuse(framed, f"refused experiment from {framed.peer}: {reason}")
                     return
                 self._session = Session(self, framed)
                 self._session_thread = threading.Thread(
-                    target=self._run_session, args=(self._session,), name="glue-session",
-                    daemon=True)
+                    target=self._run_session,
+                    args=(self._session,),
+                    name="glue-session",
+                    daemon=True,
+                )
                 self._session_thread.start()
             log.info("legacy experiment connected from %s", framed.peer)
             return
         if self.native[role] is not None:
-            self._refuse(framed, f"refused {name} from {framed.peer}: this glue "
-                                 f"drives the native {name} {describe(self.native[role])}")
+            self._refuse(
+                framed,
+                f"refused {name} from {framed.peer}: this glue "
+                f"drives the native {name} {describe(self.native[role])}",
+            )
             return
         wrapper = LegacyEnvironment if role is Role.ENVIRONMENT else LegacyAgent
         peer = wrapper(framed, timeout=self.peer_timeout)
         with self._cond:
             current = self._slots[role]
             if current is not None and current.is_alive():
-                self._refuse(framed, f"refused {name} from {framed.peer}: the "
-                                     f"{name} at {current.peer_address} is still connected")
+                self._refuse(
+                    framed,
+                    f"refused {name} from {framed.peer}: the "
+                    f"{name} at {current.peer_address} is still connected",
+                )
                 return
             if current is not None:
-                log.info("legacy %s at %s has gone; %s takes its place",
-                         name, current.peer_address, framed.peer)
+                log.info(
+                    "legacy %s at %s has gone; %s takes its place",
+                    name,
+                    current.peer_address,
+                    framed.peer,
+                )
                 current.conn.close()
             self._slots[role] = peer
             self._cond.notify_all()
@@ -295,10 +319,13 @@ class GlueServer:
         if handler is None:
             log.info("legacy %s connected from %s", name, framed.peer)
             return
-        log.info("legacy %s connected from %s; serving it to native experiments",
-                 name, framed.peer)
-        thread = threading.Thread(target=self._run_handler, args=(handler, role, peer),
-                                  name=f"glue-serve-{name}", daemon=True)
+        log.info("legacy %s connected from %s; serving it to native experiments", name, framed.peer)
+        thread = threading.Thread(
+            target=self._run_handler,
+            args=(handler, role, peer),
+            name=f"glue-serve-{name}",
+            daemon=True,
+        )
         self._handler_threads.append(thread)
         thread.start()
 
@@ -306,8 +333,9 @@ class GlueServer:
         try:
             handler(peer, self)
         except Exception as err:  # the served peer's failure must not stop the glue
-            self.report(f"serving the legacy {role.name.lower()} at {peer.peer_address} "
-                        f"failed: {err}")
+            self.report(
+                f"serving the legacy {role.name.lower()} at {peer.peer_address} failed: {err}"
+            )
         finally:
             with self._cond:
                 if self._slots[role] is peer:
@@ -352,8 +380,10 @@ class GlueServer:
         name = role.name.lower()
         if self.handlers[role] is not None:
             flag = "--env" if role is Role.ENVIRONMENT else "--agent"
-            raise WrongState(f"this glue serves legacy {name}s to native experiments; it has "
-                             f"no {name} for legacy experiments (give one with {flag})")
+            raise WrongState(
+                f"this glue serves legacy {name}s to native experiments; it has "
+                f"no {name} for legacy experiments (give one with {flag})"
+            )
         deadline = None if self.peer_wait is None else time.monotonic() + self.peer_wait
         with self._cond:
             session.waiting = True
@@ -380,8 +410,10 @@ class GlueServer:
             if remaining is not None and remaining <= 0:
                 raise WrongState(f"no legacy {name} connected within {self.peer_wait} s")
             if not session.experiment_alive():
-                raise ConnectionClosed(f"the experiment at {session.conn.peer} disconnected "
-                                       f"while waiting for a legacy {name}")
+                raise ConnectionClosed(
+                    f"the experiment at {session.conn.peer} disconnected "
+                    f"while waiting for a legacy {name}"
+                )
             if not announced:
                 log.info("waiting for a legacy %s to connect on port %d", name, self.port)
                 announced = True

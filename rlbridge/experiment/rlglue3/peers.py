@@ -48,7 +48,9 @@ class PeerLost(RLBridgeError):
     """A legacy client disconnected or broke the protocol; its connection is unusable."""
 
 
-def spec_arrays(task_spec: TaskSpec | str | None) -> tuple[tuple[ArraySpec, ...], tuple[ArraySpec, ...]]:
+def spec_arrays(
+    task_spec: TaskSpec | str | None,
+) -> tuple[tuple[ArraySpec, ...], tuple[ArraySpec, ...]]:
     """The observation and action arrays of a task spec; none if it is not RL-Glue 3.0."""
     if task_spec is None:
         return (), ()
@@ -96,7 +98,9 @@ class _LegacyPeer:
     def call(self, code: Code, *payload) -> Reader:
         what = code.name.lower()
         if self.closed:
-            raise PeerLost(f"legacy {self.role} at {self.peer_address} is disconnected; cannot {what}")
+            raise PeerLost(
+                f"legacy {self.role} at {self.peer_address} is disconnected; cannot {what}"
+            )
         try:
             self.conn.send_frame(code, *payload)
             reply = self.conn.read_frame()
@@ -116,8 +120,10 @@ class _LegacyPeer:
             # rlbridge's extension: the client could not serve this request but the
             # stream is intact, so the session goes on.
             text = Reader(reply.payload, "error reply").string()
-            raise PeerError(f"legacy {self.role} at {self.peer_address} could not {what} "
-                            f"({self._where()}): {text}")
+            raise PeerError(
+                f"legacy {self.role} at {self.peer_address} could not {what} "
+                f"({self._where()}): {text}"
+            )
         if reply.code != code:
             self.closed = True
             raise PeerLost(
@@ -234,8 +240,9 @@ class LegacyAgent(_LegacyPeer, Agent):
 
     def agent_step(self, reward: float, observation: Value) -> Value:
         self.step += 1
-        return self.call(Code.AGENT_STEP, pack_double(reward),
-                         pack_value(observation)).value(self._action_arrays)
+        return self.call(Code.AGENT_STEP, pack_double(reward), pack_value(observation)).value(
+            self._action_arrays
+        )
 
     def agent_start_raw(self, observation) -> memoryview:
         self.episode += 1

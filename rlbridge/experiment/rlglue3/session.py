@@ -62,6 +62,7 @@ from rlbridge.protocol.taskspec import SpaceSpec, TaskSpec, parse
 
 log = logging.getLogger("rlbridge.glue")
 
+
 class Owner(Protocol):
     """What a session asks of the glue that accepted it (rlbridge.experiment.rlglue3.glue's
     GlueServer), named here so that the session does not import the glue that imports it."""
@@ -74,8 +75,7 @@ class Owner(Protocol):
         """The environment or agent for ``session``."""
         ...
 
-    def report(self, message: str) -> None:
-        ...
+    def report(self, message: str) -> None: ...
 
 
 #: Errors after which a peer's connection (or state) cannot be trusted: the session ends.
@@ -175,8 +175,9 @@ class Session:
         if self.experiment is None:
             env = self._peer(Role.ENVIRONMENT)
             agent = self._peer(Role.AGENT)
-            self.experiment = LegacyExperiment(env, agent, seed=self.server.seed,
-                                               check_actions=self.server.check_actions)
+            self.experiment = LegacyExperiment(
+                env, agent, seed=self.server.seed, check_actions=self.server.check_actions
+            )
         return self.experiment
 
     def experiment_alive(self) -> bool:
@@ -221,11 +222,13 @@ class Session:
                     log.info("legacy experiment at %s ended the session (kRLTerm)", conn.peer)
                     return
                 try:
-                    reply = self.handle(request.code, Reader(request.payload,
-                                                             code_name(request.code)))
+                    reply = self.handle(
+                        request.code, Reader(request.payload, code_name(request.code))
+                    )
                 except FATAL as err:
-                    self.server.report(f"{err}; the session with the experiment at "
-                                       f"{conn.peer} ends")
+                    self.server.report(
+                        f"{err}; the session with the experiment at {conn.peer} ends"
+                    )
                     self._send_error(str(err))
                     return
                 except UnknownMessageType as err:
@@ -238,8 +241,9 @@ class Session:
                     continue
                 except Exception as err:  # environment or agent code raised: report, go on
                     log.exception("%s from %s raised", code_name(request.code), conn.peer)
-                    self._send_error(f"{code_name(request.code)} failed: "
-                                     f"{type(err).__name__}: {err}")
+                    self._send_error(
+                        f"{code_name(request.code)} failed: {type(err).__name__}: {err}"
+                    )
                     continue
                 conn.send_frame(request.code, reply)
         except OSError as err:
@@ -274,12 +278,14 @@ class Session:
             applied = exp.last_action
             outcome = exp.RL_step()
             action = applied if outcome.action is None else outcome.action
-            reply = b"".join((
-                pack_int(int(outcome.terminal)),
-                pack_double(outcome.reward),
-                pack_value(outcome.observation),
-                pack_value(action) if action is not None else EMPTY_VALUE_BYTES,
-            ))
+            reply = b"".join(
+                (
+                    pack_int(int(outcome.terminal)),
+                    pack_double(outcome.reward),
+                    pack_value(outcome.observation),
+                    pack_value(action) if action is not None else EMPTY_VALUE_BYTES,
+                )
+            )
         elif code == Code.RL_CLEANUP:
             self._experiment().RL_cleanup()
             reply = b""
@@ -307,6 +313,10 @@ class Session:
             )
         extra = reader.end()
         if extra:
-            log.warning("%s from %s carried %d unread bytes; ignored", code_name(code),
-                        self.conn.peer, extra)
+            log.warning(
+                "%s from %s carried %d unread bytes; ignored",
+                code_name(code),
+                self.conn.peer,
+                extra,
+            )
         return reply
