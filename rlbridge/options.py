@@ -302,6 +302,7 @@ def _negative(value: Any) -> bool:
 def build(
     name: str, registry: Mapping[str, str], strings: Mapping[str, str] | Iterable[str] | None = None
 ) -> Any:
-    """An instance of ``name`` built from string options (``--opt`` pairs or a log header's dict)."""
+    """An instance of ``name`` built from string options (``--opt`` pairs or a log header's
+    dict)."""
     cls, options = typed_options(name, registry, strings)
     return cls(**options)

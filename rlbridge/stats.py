@@ -1,4 +1,5 @@
-"""Confidence intervals and text tables: what the run summary, the sweeps, agent training and the benchmarks report with.
+"""Confidence intervals and text tables: what the run summary, the sweeps, agent training and the
+benchmarks report with.
 
 A library module low in the import graph (docs/architecture.md): it imports nothing from
 rlbridge but :mod:`rlbridge.extras`, so that the runtime never imports the benchmarks.

@@ -49,7 +49,8 @@ PLACES: dict[str, str] = {
     "test_sigterm_while_ray_starts_is_one_line_and_leaves_no_trial_directory": "external",
     "experiment/test_faults.py::"
     "test_the_quick_campaign_finds_no_crash_hang_wrong_reply_or_lost_record": "external",
-    "experiment/test_faults.py::test_the_campaign_finds_the_built_c_and_javascript_agents": "external",
+    "experiment/test_faults.py::"
+    "test_the_campaign_finds_the_built_c_and_javascript_agents": "external",
     "gym/test_serve.py::test_c_and_javascript_agents_play_a_served_gymnasium_env": "external",
     # -- train: Stable-Baselines3 and sb3-contrib on torch (the train extra).
     "gym/test_sb3.py": "train",
@@ -86,29 +87,40 @@ PLACES: dict[str, str] = {
     "agents/test_batch_equivalence.py::"
     "test_the_minesweeper_solver_wins_as_often_batched_as_in_single_runs": "processes",
     "agents/test_blackjack_agents.py::test_exploring_starts_over_the_protocol": "processes",
-    "agents/test_game2048_agents.py::test_bench_games_are_the_same_in_worker_processes": "processes",
-    "agents/test_reversi_agents.py::test_run_from_another_directory_plays_the_shipped_weights": "processes",
+    "agents/test_game2048_agents.py::"
+    "test_bench_games_are_the_same_in_worker_processes": "processes",
+    "agents/test_reversi_agents.py::"
+    "test_run_from_another_directory_plays_the_shipped_weights": "processes",
     "bridge/test_commands.py::test_screenshots_cover_every_game_in_both_views": "processes",
-    "bridge/test_play.py::test_window_play_says_the_outcome_and_prints_no_pygame_banner": "processes",
-    "bridge/test_sinks.py::test_viewer_sink_drops_without_a_viewer_and_bridge_redraws_after": "processes",
-    "environments/test_missions.py::test_a_bad_mission_file_on_the_command_line_is_one_line": "processes",
+    "bridge/test_play.py::"
+    "test_window_play_says_the_outcome_and_prints_no_pygame_banner": "processes",
+    "bridge/test_sinks.py::"
+    "test_viewer_sink_drops_without_a_viewer_and_bridge_redraws_after": "processes",
+    "environments/test_missions.py::"
+    "test_a_bad_mission_file_on_the_command_line_is_one_line": "processes",
     "experiment/test_golden_logs.py::test_a_fresh_run_reproduces_the_golden_log": "processes",
     "experiment/test_legacy_wire.py::"
     "test_a_frame_that_stalls_after_its_first_bytes_is_given_up_and_its_socket_closed": "processes",
     "experiment/test_progress.py::test_in_a_pipe_it_prints_plain_lines": "processes",
-    "experiment/test_progress.py::test_on_a_terminal_the_bar_redraws_one_line_with_an_eta": "processes",
+    "experiment/test_progress.py::"
+    "test_on_a_terminal_the_bar_redraws_one_line_with_an_eta": "processes",
     "gym/test_docs.py::test_the_vector_env_example_runs": "processes",
     "gym/test_serve.py::test_run_logs_and_replay_verifies": "processes",
-    "gym/test_serve.py::test_a_users_gymnasium_env_keeps_its_keys_and_dtypes_over_the_wire": "processes",
-    "gym/test_vector.py::test_remote_episodes_equal_single_envs_in_one_message_per_step": "processes",
+    "gym/test_serve.py::"
+    "test_a_users_gymnasium_env_keeps_its_keys_and_dtypes_over_the_wire": "processes",
+    "gym/test_vector.py::"
+    "test_remote_episodes_equal_single_envs_in_one_message_per_step": "processes",
     "gym/test_vector.py::test_the_vector_checks_pass_for_every_game": "processes",
-    "gym/test_vector.py::test_the_other_autoreset_modes_equal_gymnasiums_sync_vector_env": "processes",
-    "gym/test_vector.py::test_a_served_gymnasium_env_keeps_its_spaces_in_the_vector_env": "processes",
+    "gym/test_vector.py::"
+    "test_the_other_autoreset_modes_equal_gymnasiums_sync_vector_env": "processes",
+    "gym/test_vector.py::"
+    "test_a_served_gymnasium_env_keeps_its_spaces_in_the_vector_env": "processes",
     "multiagent/test_reversi.py::test_search_agent_plays_the_dqn_agent_over_the_wire": "processes",
     "multiagent/test_reversi.py::test_selfplay_names_a_bad_game_count": "processes",
     "sweep/test_grid_and_plots.py::test_log_plot_draws_one_line_per_log": "processes",
     "sweep/test_grid_and_plots.py::test_without_ray_the_sweep_says_how_to_install_it": "processes",
-    "sweep/test_outcomes.py::test_rlbridge_run_prints_the_win_rate_also_for_delegated_episodes": "processes",
+    "sweep/test_outcomes.py::"
+    "test_rlbridge_run_prints_the_win_rate_also_for_delegated_episodes": "processes",
 }
 #: Fixtures and the tier that a test using them needs at least.
 FIXTURES: dict[str, str] = {

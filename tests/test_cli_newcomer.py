@@ -271,8 +271,8 @@ def test_a_timeout_names_the_flag_that_gives_more_time(tmp_path):
         ),
         (
             ["run", "2048", "blackjack-mc-eval", "--episodes", "1"],
-            "rlbridge run: agent 'blackjack-mc-eval' plays blackjack, not 2048; agents for 2048: random, "
-            "first, 2048-mcts, 2048-expectimax",
+            "rlbridge run: agent 'blackjack-mc-eval' plays blackjack, not 2048; "
+            "agents for 2048: random, first, 2048-mcts, 2048-expectimax",
         ),
         (
             ["run", "gridwalk", "tetris-placement", "--episodes", "1"],

@@ -1,4 +1,5 @@
-"""`rlbridge describe`: every name with its summary, or one name's options with types and defaults."""
+"""`rlbridge describe`: every name with its summary, or one name's options with types and
+defaults."""
 
 from __future__ import annotations
 

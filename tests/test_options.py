@@ -1,4 +1,5 @@
-"""--opt strings become typed constructor arguments; unknown keys and bad values fail in one line."""
+"""--opt strings become typed constructor arguments; unknown keys and bad values fail in one
+line."""
 
 from __future__ import annotations
 

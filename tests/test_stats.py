@@ -1,4 +1,5 @@
-"""rlbridge.stats: the Wilson interval of the run summary and the agent benchmarks, against published values."""
+"""rlbridge.stats: the Wilson interval of the run summary and the agent benchmarks, against
+published values."""
 
 from __future__ import annotations
 

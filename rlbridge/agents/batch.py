@@ -1,4 +1,5 @@
-"""Agents that answer for many instances at once: the BatchAgent contract and the adapter for any Agent.
+"""Agents that answer for many instances at once: the BatchAgent contract and the adapter for any
+Agent.
 
 A :class:`BatchAgent` serves ``AGENT_BATCH_STEP`` (PROTOCOL.md 16.4): for a range of
 instances, one :class:`~rlbridge.protocol.batch.AgentCall` each (STEP, START, END,

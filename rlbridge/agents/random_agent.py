@@ -1,4 +1,5 @@
-"""Agents that need no learning: uniform random over legal actions, and first-legal (deterministic)."""
+"""Agents that need no learning: uniform random over legal actions, and first-legal
+(deterministic)."""
 
 from __future__ import annotations
 

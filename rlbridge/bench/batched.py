@@ -1,4 +1,5 @@
-"""`rlbridge bench batched`: batched stepping (PROTOCOL.md section 16) against the bare in-process loop.
+"""`rlbridge bench batched`: batched stepping (PROTOCOL.md section 16) against the bare in-process
+loop.
 
 For gridwalk and 2048 with the random agent, at N = 1, 8 and 64 instances, each with at
 least ``INSTANCE_STEPS`` instance-steps, each row in a new process after a warm-up of a

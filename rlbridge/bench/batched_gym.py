@@ -1,4 +1,5 @@
-"""`rlbridge bench batched`'s Gymnasium rows (issue 25): served CartPole against Gymnasium's vector envs and EnvPool, and two shards against one.
+"""`rlbridge bench batched`'s Gymnasium rows (issue 25): served CartPole against Gymnasium's vector
+envs and EnvPool, and two shards against one.
 
 Every baseline is measured in the same run, right beside the row it judges (this
 machine's speed drifts between runs: :func:`rlbridge.bench.batched._paired`), each in a

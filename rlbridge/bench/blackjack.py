@@ -1,4 +1,5 @@
-"""Blackjack benchmarks: core speed, the exact evaluator's reference numbers, and the five MC agents.
+"""Blackjack benchmarks: core speed, the exact evaluator's reference numbers, and the five MC
+agents.
 
 Every agent trains in-process through :class:`~rlbridge.experiment.api.Experiment`
 (the same calls as over the protocol, no sockets); exploring starts run through

@@ -1,4 +1,5 @@
-"""Bench suite `bridge`: block commands per second through RCON to flying-squid, against the text sink.
+"""Bench suite `bridge`: block commands per second through RCON to flying-squid, against the text
+sink.
 
 Figures: setblocks/s through the RCON sink against the local flying-squid server, one command
 per round trip (what vanilla needs) and pipelined, with the same stream through the text
@@ -103,7 +104,8 @@ def _publisher_costs(quick: bool) -> list[Figure]:
 
 
 class _PublishingEnv:
-    """An environment wrapper that offers its state after env_start/env_step, as the env server does."""
+    """An environment wrapper that offers its state after env_start/env_step, as the env server
+    does."""
 
     def __init__(self, env, publisher: StatePublisher):
         self.env, self.publisher = env, publisher
@@ -189,7 +191,8 @@ def _viewer_slowdown(quick: bool) -> list[Figure]:
                         baseline=base,
                         target="<= 1.10x",
                         passed=with_view <= 1.10 * base,
-                        note=f"{episodes} episodes x {rounds}; {publisher.sent - sent_before} frames sent",
+                        note=f"{episodes} episodes x {rounds}; "
+                        f"{publisher.sent - sent_before} frames sent",
                     )
                 )
         finally:

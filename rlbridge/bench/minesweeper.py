@@ -213,7 +213,8 @@ def agent_strength(quick: bool) -> list:
                 passed=p99 <= SOLVER_MS_TARGET,
                 note=(
                     f"mean {sum(result.move_ms) / max(len(result.move_ms), 1):.3f}, "
-                    f"max {max(result.move_ms, default=0.0):.1f}, {len(result.move_ms)} moves; agent CPU time"
+                    f"max {max(result.move_ms, default=0.0):.1f}, "
+                    f"{len(result.move_ms)} moves; agent CPU time"
                 ),
             )
         )

@@ -1,4 +1,5 @@
-"""`rlbridge bench missions`: the cliff walk's steps per second on both backends, and the Q-learner's curve."""
+"""`rlbridge bench missions`: the cliff walk's steps per second on both backends, and the
+Q-learner's curve."""
 
 from __future__ import annotations
 

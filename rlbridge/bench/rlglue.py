@@ -1,4 +1,5 @@
-"""`rlbridge bench rlglue`: `rlbridge run countdown first` beside a C glue after RL-Glue 3.0's design.
+"""`rlbridge bench rlglue`: `rlbridge run countdown first` beside a C glue after RL-Glue 3.0's
+design.
 
 The issue's target: `rlbridge run` of a one-int countdown with the `first` agent at
 >= 1.25x the same workload on C RL-Glue 3.04's own glue. C RL-Glue's source cannot be

@@ -1,4 +1,5 @@
-"""`rlbridge bench games` and `rlbridge bench agents`: every game's core speed and agent strength."""
+"""`rlbridge bench games` and `rlbridge bench agents`: every game's core speed and agent
+strength."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""pygame drawing primitives the game drawings share: fonts, fitted text, rectangles, scaled layouts.
+"""pygame drawing primitives the game drawings share: fonts, fitted text, rectangles, scaled
+layouts.
 
 Nothing here knows a game; ``bridge/games/<game>.py`` draws with these and
 ``bridge/render.py`` puts a game's drawing on a Surface. Every length a drawing uses goes

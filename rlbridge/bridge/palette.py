@@ -1,4 +1,5 @@
-"""Colours shared by the pygame renderers, the block mapping and the block viewer, and the block palette.
+"""Colours shared by the pygame renderers, the block mapping and the block viewer, and the block
+palette.
 
 Wool colours follow Minecraft's data values (``wool 14`` is red in 1.12, ``minecraft:red_wool``
 since 1.13). Each game's own colours are in ``bridge/games/<game>.py``.
@@ -96,7 +97,8 @@ def block_rgb(name: str) -> RGB:
 
 
 def legacy_block(name: str) -> str:
-    """Malmo/1.12 form of a block: ``minecraft:red_wool`` -> ``wool 14``, ``minecraft:air`` -> ``air``."""
+    """Malmo/1.12 form of a block: ``minecraft:red_wool`` -> ``wool 14``,
+    ``minecraft:air`` -> ``air``."""
     check_block(name)
     if name in OTHER_BLOCKS:
         return OTHER_BLOCKS[name][0]
@@ -133,7 +135,8 @@ def contrast(first: RGB, second: RGB) -> float:
 
 
 def ink_wool(background: str) -> str:
-    """Black or white wool, whichever stands out more on the block ``background`` (for block digits)."""
+    """Black or white wool, whichever stands out more on the block ``background`` (for block
+    digits)."""
     back = block_rgb(background)
     return max((wool("black"), wool("white")), key=lambda ink: contrast(block_rgb(ink), back))
 

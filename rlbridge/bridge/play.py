@@ -93,7 +93,8 @@ class HumanSession:
 
 
 def action_for_event(snapshot: dict, event, scale: float = 1.0) -> int | None:
-    """The action a pygame mouse or key event asks for in this state (drawn at ``scale``), or None."""
+    """The action a pygame mouse or key event asks for in this state (drawn at ``scale``), or
+    None."""
     pygame = require("pygame", "playing")
 
     from rlbridge.bridge.render import cell_at
@@ -184,7 +185,8 @@ def play_text(
 
 
 def play_window(session: HumanSession, frames_dir: str | None = None, scale: float = 1.0) -> float:
-    """Mouse/keyboard play in a pygame window drawn at ``scale``; returns the last episode's return."""
+    """Mouse/keyboard play in a pygame window drawn at ``scale``; returns the last episode's
+    return."""
     pygame = require("pygame", "playing")
 
     from rlbridge.bridge.render import render

@@ -1,4 +1,5 @@
-"""StatePublisher: an environment offers its state after each step; some of it goes out on a PUB socket.
+"""StatePublisher: an environment offers its state after each step; some of it goes out on a PUB
+socket.
 
 Each message is msgpack ``[episode, step, terminal, snapshot]``; closing sends
 :data:`END_OF_STREAM`. Publishing is rate-limited (terminal states always go out), never

@@ -32,7 +32,8 @@ def canvas_size(snapshot: dict, scale: float = 1.0) -> tuple[int, int]:
 
 
 def cell_rect(snapshot: dict, row: int, col: int, scale: float = 1.0) -> Rect:
-    """Where cell (row, col) is drawn; for blackjack row 0 is the dealer's cards, row 1 the player's."""
+    """Where cell (row, col) is drawn; for blackjack row 0 is the dealer's cards, row 1 the
+    player's."""
     return _drawing(snapshot).layout.scaled(scale).cell_rect(row, col)
 
 

@@ -1,4 +1,5 @@
-"""`rlbridge screenshots DIR`: every game drawn by pygame and by the block viewer, as the PNGs in docs/img.
+"""`rlbridge screenshots DIR`: every game drawn by pygame and by the block viewer, as the PNGs in
+docs/img.
 
 Each picture is a state of the real environment, reached from a fixed seed by moves that
 depend only on that seed, so the command makes the same pictures every time. The pygame

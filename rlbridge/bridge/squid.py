@@ -1,4 +1,5 @@
-"""Start and stop the project's local flying-squid server (servers/flying-squid) for tests and benches.
+"""Start and stop the project's local flying-squid server (servers/flying-squid) for tests and
+benches.
 
 The server runs through ``servers/flying-squid/start.sh`` (offline, 127.0.0.1 only, with our
 RCON plugin); readiness means the RCON port accepts the password, found by polling it.

@@ -98,7 +98,8 @@ class StateSubscriber:
         return frames
 
     def latest(self, timeout_ms: int) -> Frame | None:
-        """Wait up to ``timeout_ms`` for a frame; return the newest queued one, dropping older ones."""
+        """Wait up to ``timeout_ms`` for a frame; return the newest queued one, dropping older
+        ones."""
         frames = self.queued(timeout_ms)
         self.dropped += max(0, len(frames) - 1)
         return frames[-1] if frames else None

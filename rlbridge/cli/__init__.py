@@ -1,4 +1,5 @@
-"""The `rlbridge` command: the top layer; one module per group of subcommands, each registering here."""
+"""The `rlbridge` command: the top layer; one module per group of subcommands, each registering
+here."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The `rlbridge describe` subcommand: the built-in names, or one game's, agent's or Gymnasium env's options."""
+"""The `rlbridge describe` subcommand: the built-in names, or one game's, agent's or Gymnasium
+env's options."""
 
 from __future__ import annotations
 

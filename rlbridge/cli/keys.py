@@ -1,4 +1,5 @@
-"""The `rlbridge keys` and `rlbridge ping` subcommands: CURVE key pairs, and whether a server answers."""
+"""The `rlbridge keys` and `rlbridge ping` subcommands: CURVE key pairs, and whether a server
+answers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The `rlbridge selfplay` subcommand: two agent processes play a two-player game (rlbridge.multiagent.selfplay)."""
+"""The `rlbridge selfplay` subcommand: two agent processes play a two-player game
+(rlbridge.multiagent.selfplay)."""
 
 from __future__ import annotations
 

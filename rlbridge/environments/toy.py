@@ -1,4 +1,5 @@
-"""Two tiny environments for tests and benchmarks: GridWalk (4x4 int observation, and its batch core) and Countdown."""
+"""Two tiny environments for tests and benchmarks: GridWalk (4x4 int observation, and its batch
+core) and Countdown."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The Experiment API for N >= 1 instances: RL-Glue 3.0.4's RL_* calls where N = 1, ``run`` for any N.
+"""The Experiment API for N >= 1 instances: RL-Glue 3.0.4's RL_* calls where N = 1, ``run`` for any
+N.
 
 One class drives local objects (the in-process mode: no sockets) and remote proxies
 (:mod:`rlbridge.experiment.net.remote`), for one instance or many, with one loop,

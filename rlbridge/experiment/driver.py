@@ -98,7 +98,8 @@ class Summary(NamedTuple):
 _SUMMARY = re.compile(
     r"episodes (?P<episodes>\d+)\s+steps (?P<steps>\d+)\s+mean return (?P<mean>\S+)\s+"
     r"steps/s (?P<rate>[\d,]+)\s+time (?P<seconds>[\d.]+)s"
-    r"(?: +(?P<name>[a-z][a-z ]*?) (?P<value>-?[\d.]+|nan)(?: \((?P<successes>\d+)/(?P<count>\d+)\))?"
+    r"(?: +(?P<name>[a-z][a-z ]*?) (?P<value>-?[\d.]+|nan)"
+    r"(?: \((?P<successes>\d+)/(?P<count>\d+)\))?"
     r"(?: 95% CI \[(?P<low>\S+), (?P<high>\S+)\])?)?"
 )
 

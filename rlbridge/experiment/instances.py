@@ -1,4 +1,5 @@
-"""Several instances behind one Experiment (PROTOCOL.md section 16): their init, their ports, and RUN_BATCH rounds.
+"""Several instances behind one Experiment (PROTOCOL.md section 16): their init, their ports, and
+RUN_BATCH rounds.
 
 :class:`Instances` spreads N instances over one local
 :class:`~rlbridge.environments.batch.EnvironmentBatch` or over environment processes

@@ -1,4 +1,5 @@
-"""Child processes that never outlive their parent: the parent-death signal where Linux has it, and a watchdog on the parent's pid.
+"""Child processes that never outlive their parent: the parent-death signal where Linux has it, and
+a watchdog on the parent's pid.
 
 A parent that starts a server for itself alone (``RLBridgeEnv.spawn``,
 ``make_vec(remote=True)``) passes :func:`child_environment` to the child, whose

@@ -1,4 +1,5 @@
-"""The progress bar of long runs, on tqdm: a live bar with an ETA on a terminal, plain lines elsewhere."""
+"""The progress bar of long runs, on tqdm: a live bar with an ETA on a terminal, plain lines
+elsewhere."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""rlbridge and Gymnasium both ways: rlbridge games as ``gymnasium.Env`` and Gymnasium envs served as rlbridge environments.
+"""rlbridge and Gymnasium both ways: rlbridge games as ``gymnasium.Env`` and Gymnasium envs served
+as rlbridge environments.
 
 Importing this package registers every built-in game with Gymnasium
 (``gymnasium.make("rlbridge/Tetris-v0", options={"rows": "16"})``); docs/gymnasium.md

@@ -1,4 +1,5 @@
-"""Gymnasium's batched spaces over rlbridge batches: N observations kept stacked, N actions sent as one Batch.
+"""Gymnasium's batched spaces over rlbridge batches: N observations kept stacked, N actions sent as
+one Batch.
 
 :class:`BatchedObservations` holds the latest observation of every instance in the layout
 ``gymnasium.vector.utils.batch_space`` gives the single observation space (a ``Discrete``

@@ -1,4 +1,5 @@
-"""Minari datasets from message logs: the EnvSpec that recover_environment() makes, its spaces, and the log's values as its elements.
+"""Minari datasets from message logs: the EnvSpec that recover_environment() makes, its spaces, and
+the log's values as its elements.
 
 The dataset that ``rlbridge log export --minari`` writes has the spaces of the
 :class:`~rlbridge.gym.env.RLBridgeEnv` of the logged game and options (keys, dtypes and

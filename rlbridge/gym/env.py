@@ -1,4 +1,5 @@
-"""RLBridgeEnv: any rlbridge environment, in-process or served by another process, as a ``gymnasium.Env``.
+"""RLBridgeEnv: any rlbridge environment, in-process or served by another process, as a
+``gymnasium.Env``.
 
 * Spaces come from the task spec (:mod:`rlbridge.gym.spaces` has the mapping).
 * ``info["action_mask"]`` (int8, one entry per action of the ``Discrete`` action space,

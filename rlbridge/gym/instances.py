@@ -1,4 +1,5 @@
-"""Where a vector env's instances live: an in-process EnvironmentBatch, or one `rlbridge env --batch N` process.
+"""Where a vector env's instances live: an in-process EnvironmentBatch, or one
+`rlbridge env --batch N` process.
 
 Both are :class:`~rlbridge.environments.batch.BatchEnvironment` s (``batch_init``,
 ``batch_step``, ``batch_message``, ``batch_cleanup``) with a ``close``: the vector env

@@ -1,4 +1,5 @@
-"""Environment server processes that a Gymnasium wrapper starts and owns: `rlbridge env NAME [--batch N] --bind ipc://...`.
+"""Environment server processes that a Gymnasium wrapper starts and owns:
+`rlbridge env NAME [--batch N] --bind ipc://...`.
 
 The server never outlives this process: it is started with
 :func:`~rlbridge.experiment.lifeline.child_environment`, so it stops when we close it,

@@ -1,4 +1,5 @@
-"""The legal-action masks of a vector env's instances: kept from the observations' mask array or asked for in one message.
+"""The legal-action masks of a vector env's instances: kept from the observations' mask array or
+asked for in one message.
 
 One :class:`InstanceMasks` holds an ``(N, n)`` int8 mask per instance of a Discrete
 action space, row ``i`` index ``j`` for the game's action ``low + j``, and which

@@ -1,4 +1,5 @@
-"""Any Gymnasium env as an rlbridge Environment: ``gym:<id>`` names and ``module:Class`` gymnasium.Env classes.
+"""Any Gymnasium env as an rlbridge Environment: ``gym:<id>`` names and ``module:Class``
+gymnasium.Env classes.
 
 ``rlbridge env gym:CartPole-v1`` and ``rlbridge run gym:FrozenLake-v1 random`` build a
 :class:`GymEnvironment` subclass for the id (:func:`environment_class`); the task spec

@@ -1,4 +1,5 @@
-"""GymVectorCore: the batch core of N served ``gym:<id>`` instances, stepped by the id's own Gymnasium vector env (``vector_entry_point``).
+"""GymVectorCore: the batch core of N served ``gym:<id>`` instances, stepped by the id's own
+Gymnasium vector env (``vector_entry_point``).
 
 ``gymnasium.make_vec(id, num_envs=N, vectorization_mode="vector_entry_point")`` (for
 CartPole, ``CartPoleVectorEnv``) steps all N instances in one call on arrays, where

@@ -1,4 +1,5 @@
-"""RL-Glue task-spec parts built from Gymnasium spaces, and conversion of space elements to and from Values.
+"""RL-Glue task-spec parts built from Gymnasium spaces, and conversion of space elements to and from
+Values.
 
 The mapping (a ``Tuple`` or ``Dict`` is its members in order, flattened; nesting is allowed):
 

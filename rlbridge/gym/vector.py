@@ -1,4 +1,5 @@
-"""RLBridgeVectorEnv and make_vec: N instances of an rlbridge game as one batched ``gymnasium.vector.VectorEnv``.
+"""RLBridgeVectorEnv and make_vec: N instances of an rlbridge game as one batched
+``gymnasium.vector.VectorEnv``.
 
 Every ``step`` and ``reset`` is one batched step (PROTOCOL.md section 16): one
 ``batch_step`` call over an in-process :class:`~rlbridge.environments.batch.EnvironmentBatch`,

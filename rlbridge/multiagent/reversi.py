@@ -1,8 +1,8 @@
 """Two-player Reversi as a PettingZoo AEC environment, on the same ReversiCore as the `reversi` env.
 
 Agents ``player_0``, black, who moves first (the core's player 1) and
-``player_1``, white (the core's player -1). Each agent observes the board from its own side, exactly as the
-``reversi`` environment shows it to its single agent, so agents written for that
+``player_1``, white (the core's player -1). Each agent observes the board from its own side,
+exactly as the ``reversi`` environment shows it to its single agent, so agents written for that
 environment play either colour unchanged:
 
 * ``observation``: four layers of N*N 0/1 int8 values: own stones, opponent

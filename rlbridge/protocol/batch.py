@@ -360,7 +360,8 @@ def _stacked(
 
 
 def encode_column(array: npt.NDArray[Any]) -> list[Any]:
-    """A per-instance column (calls, rewards, terminals) as an inline array ``[dtype, [n], data]``."""
+    """A per-instance column (calls, rewards, terminals) as an inline array
+    ``[dtype, [n], data]``."""
     return encode_array(array)
 
 

@@ -121,7 +121,8 @@ class TaskSpec:
         _checker(self.observations, "observation", InvalidObservation, self._checkers)(observation)
 
     def check_reward(self, reward: float) -> bool:
-        """Whether ``reward`` is a number within REWARDS: never NaN, infinite only at NEGINF/POSINF."""
+        """Whether ``reward`` is a number within REWARDS: never NaN, infinite only at
+        NEGINF/POSINF."""
         low, high = self.rewards.low, self.rewards.high
         if reward != reward:
             return False
@@ -400,7 +401,8 @@ class _Checker:
             for index, (x, (low, high)) in enumerate(zip(ints, bounds, strict=True)):
                 if x < low or x > high:
                     raise self.error(
-                        f"{what} int {index} must be in [{_fmt(low, True)}, {_fmt(high, True)}]; got {x}"
+                        f"{what} int {index} must be in "
+                        f"[{_fmt(low, True)}, {_fmt(high, True)}]; got {x}"
                     )
             return
         shapes = [(a.dtype.str, tuple(a.shape)) for a in value.arrays]

@@ -1,4 +1,5 @@
-"""One-call decoders for the usual shape of the per-step messages; anything else takes messages.decode.
+"""One-call decoders for the usual shape of the per-step messages; anything else takes
+messages.decode.
 
 Every step of a delegated episode is an AGENT_STEP ``[reward, observation]`` request and
 its action reply. A typed decoder checks such a frame against a schema in msgspec's

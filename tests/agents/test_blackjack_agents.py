@@ -1,4 +1,5 @@
-"""Blackjack: the exact DP evaluator, the five Monte Carlo agents in-process, save/load and plots."""
+"""Blackjack: the exact DP evaluator, the five Monte Carlo agents in-process, save/load and
+plots."""
 
 import subprocess
 import sys

@@ -1,4 +1,5 @@
-"""Minesweeper probability engine: incremental reveals, the relaxed fallback, work budgets, timing."""
+"""Minesweeper probability engine: incremental reveals, the relaxed fallback, work budgets,
+timing."""
 
 import numpy as np
 import pytest

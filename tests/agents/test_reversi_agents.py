@@ -1,4 +1,5 @@
-"""Reversi agents: search plays legal moves and solves endgames exactly; DQN learns, saves, loads."""
+"""Reversi agents: search plays legal moves and solves endgames exactly; DQN learns, saves,
+loads."""
 
 import re
 import subprocess

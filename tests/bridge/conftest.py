@@ -1,4 +1,5 @@
-"""Fixtures of the bridge tests: headless pygame, hand-made snapshots, and the flying-squid server."""
+"""Fixtures of the bridge tests: headless pygame, hand-made snapshots, and the flying-squid
+server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Boards as blocks: positions, colours, change-only diffs with fill, 1.12 translation, the palette."""
+"""Boards as blocks: positions, colours, change-only diffs with fill, 1.12 translation, the
+palette."""
 
 from __future__ import annotations
 

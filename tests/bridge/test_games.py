@@ -1,4 +1,5 @@
-"""The game table: each environment that publishes snapshots has a drawing whose schema they follow."""
+"""The game table: each environment that publishes snapshots has a drawing whose schema they
+follow."""
 
 from __future__ import annotations
 

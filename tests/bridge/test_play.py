@@ -1,4 +1,5 @@
-"""Human play: events and typed moves to actions, legal-only stepping, the window loop (dummy SDL)."""
+"""Human play: events and typed moves to actions, legal-only stepping, the window loop (dummy
+SDL)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The RCON client against a scripted Source RCON server: auth, split replies, pipelining, reconnect."""
+"""The RCON client against a scripted Source RCON server: auth, split replies, pipelining,
+reconnect."""
 
 from __future__ import annotations
 

@@ -192,7 +192,8 @@ def test_unknown_game_is_refused():
 
 
 def _frame_is_background(surface, background, width: int) -> bool:
-    """Whether the outer ``width`` pixels all round are ``background``: nothing runs off the edge."""
+    """Whether the outer ``width`` pixels all round are ``background``: nothing runs off the
+    edge."""
     w, h = surface.get_size()
     edge = [(x, y) for x in range(w) for y in (*range(width), *range(h - width, h))]
     edge += [(x, y) for y in range(h) for x in (*range(width), *range(w - width, w))]

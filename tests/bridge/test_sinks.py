@@ -1,4 +1,5 @@
-"""Text, Malmo and viewer sinks: palette checks first, Malmo's 1.12 chat form, drops without blocking."""
+"""Text, Malmo and viewer sinks: palette checks first, Malmo's 1.12 chat form, drops without
+blocking."""
 
 from __future__ import annotations
 

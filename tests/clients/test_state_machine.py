@@ -411,7 +411,8 @@ def test_a_version_1_peer_is_refused_with_the_same_text_in_every_language(langua
             1,
             [
                 E.VERSION_MISMATCH,
-                f"protocol version mismatch: expected {V}, got 1 in the HELLO of rlbridge-0.1{advice}",
+                f"protocol version mismatch: expected {V}, got 1 in the HELLO of "
+                f"rlbridge-0.1{advice}",
             ],
         ]
     finally:

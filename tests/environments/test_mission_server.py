@@ -1,4 +1,5 @@
-"""Missions on a real Minecraft-protocol server (flying-squid) against the simulation, step by step."""
+"""Missions on a real Minecraft-protocol server (flying-squid) against the simulation, step by
+step."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Malmo missions on the simulation: the XML subset, the cliff walk's rules, the Q-learner, checks."""
+"""Malmo missions on the simulation: the XML subset, the cliff walk's rules, the Q-learner,
+checks."""
 
 from __future__ import annotations
 

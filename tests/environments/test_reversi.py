@@ -1,4 +1,5 @@
-"""Reversi: seed example layers, rules, passes, rewards, illegal actions, options and the checker."""
+"""Reversi: seed example layers, rules, passes, rewards, illegal actions, options and the
+checker."""
 
 import json
 

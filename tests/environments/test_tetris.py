@@ -1,4 +1,5 @@
-"""Tetris (seed 002): the checker, both piece sets, the seed's score, placements, clears, options."""
+"""Tetris (seed 002): the checker, both piece sets, the seed's score, placements, clears,
+options."""
 
 import json
 

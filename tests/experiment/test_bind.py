@@ -85,7 +85,8 @@ def test_a_bind_to_a_missing_directory_is_one_line(tmp_path):
     )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
-        f"rlbridge environment: cannot bind {address}: the directory {tmp_path}/missing does not exist"
+        f"rlbridge environment: cannot bind {address}: "
+        f"the directory {tmp_path}/missing does not exist"
     ]
 
 
@@ -104,5 +105,6 @@ def test_a_bind_to_a_port_in_use_is_one_line(processes):
         )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
-        f"rlbridge environment: cannot bind {address}: the address is in use (is another server bound there?)"
+        f"rlbridge environment: cannot bind {address}: "
+        "the address is in use (is another server bound there?)"
     ]

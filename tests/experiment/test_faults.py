@@ -1,4 +1,5 @@
-"""The fault-and-fuzz campaign (`rlbridge bench faults --quick`) against real servers, and its oracle."""
+"""The fault-and-fuzz campaign (`rlbridge bench faults --quick`) against real servers, and its
+oracle."""
 
 from __future__ import annotations
 

@@ -17,7 +17,8 @@ from rlbridge.protocol.log_format import HEADER, MESSAGE
 from rlbridge.protocol.messages import PROTOCOL_VERSION
 
 GOLDEN = Path(__file__).with_name("golden")
-#: game -> the `rlbridge run` arguments that made its golden log (python -m tests.experiment.test_golden_logs).
+#: game -> the `rlbridge run` arguments that made its golden log
+#: (python -m tests.experiment.test_golden_logs).
 RUNS = {
     "minesweeper": [
         "minesweeper",

@@ -1,4 +1,5 @@
-"""`rlbridge run --cpu auto`: concurrent runs take different CPUs; stale registry entries don't count.
+"""`rlbridge run --cpu auto`: concurrent runs take different CPUs; stale registry entries don't
+count.
 
 Each test gives its runs a private TMPDIR, so the registry they share is the test's own
 and other runs on the machine do not move them.

@@ -1,4 +1,5 @@
-"""CURVE on tcp: keys from `rlbridge keys`, refusal of peers with the wrong key, and the default rule."""
+"""CURVE on tcp: keys from `rlbridge keys`, refusal of peers with the wrong key, and the default
+rule."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""EnvironmentServer and AgentServer in this process: their handler tables, their parts and their loop."""
+"""EnvironmentServer and AgentServer in this process: their handler tables, their parts and their
+loop."""
 
 from __future__ import annotations
 

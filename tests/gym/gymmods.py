@@ -1,4 +1,5 @@
-"""A plain Gymnasium env with a Dict observation and float32 actions; importing the module registers it as DictEnv-v0."""
+"""A plain Gymnasium env with a Dict observation and float32 actions; importing the module
+registers it as DictEnv-v0."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Environments without a legal mask that refuse some actions, importable as module:Class by servers."""
+"""Environments without a legal mask that refuse some actions, importable as module:Class by
+servers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""rlbridge games as gymnasium.Env in-process: spaces, check_env, masks, illegal actions, seeding, ends, rendering."""
+"""rlbridge games as gymnasium.Env in-process: spaces, check_env, masks, illegal actions,
+seeding, ends, rendering."""
 
 from __future__ import annotations
 

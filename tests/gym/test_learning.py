@@ -1,4 +1,5 @@
-"""make test's learning check: tabular Q-learning (pure numpy) trains on rlbridge's Blackjack through gymnasium.make."""
+"""make test's learning check: tabular Q-learning (pure numpy) trains on rlbridge's Blackjack
+through gymnasium.make."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def index(observation) -> tuple[int, int, int]:
 
 
 def train(env, episodes: int, seed: int) -> np.ndarray:
-    """Gymnasium's Blackjack tutorial agent: epsilon-greedy Q-learning, epsilon decaying 1 -> 0.1."""
+    """Gymnasium's Blackjack tutorial agent: epsilon-greedy Q-learning, epsilon decaying
+    1 -> 0.1."""
     q = np.zeros((28, 10, 2, 2))
     rng = np.random.default_rng(seed)
     env.reset(seed=seed)
@@ -61,8 +63,9 @@ def test_q_learning_through_the_adapter_beats_random_by_a_margin():
 
     Measured (4 s of training on a loaded 2-core machine): random play (hit or stick with
     probability 1/2) averages -0.381; the greedy policy after training -0.048 (the optimal
-    policy is about -0.045), a gap of 0.33. The margin asked for is 0.2, below that gap by more than ten
-    standard errors of the difference of the two means (about 0.014 at 5,000 episodes each).
+    policy is about -0.045), a gap of 0.33. The margin asked for is 0.2, below that gap by more
+    than ten standard errors of the difference of the two means (about 0.014 at 5,000
+    episodes each).
     """
     env = gymnasium.make("rlbridge/Blackjack-v0")
     started = time.monotonic()

@@ -1,4 +1,5 @@
-"""Servers started by RLBridgeEnv.spawn and make_vec(remote=True) never outlive their parent: close(), an exception, SIGKILL."""
+"""Servers started by RLBridgeEnv.spawn and make_vec(remote=True) never outlive their parent:
+close(), an exception, SIGKILL."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""rlbridge games served by real `rlbridge env` processes, used through gymnasium.Env (make_vec: test_vector.py)."""
+"""rlbridge games served by real `rlbridge env` processes, used through gymnasium.Env (make_vec:
+test_vector.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Gymnasium envs served as rlbridge environments (`gym:<id>`): task specs, options, runs, logs, replays, other agents."""
+"""Gymnasium envs served as rlbridge environments (`gym:<id>`): task specs, options, runs, logs,
+replays, other agents."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""gym:<id> served in its own Gymnasium vector form (GymVectorCore) on the client's NEXT_STEP promise."""
+"""gym:<id> served in its own Gymnasium vector form (GymVectorCore) on the client's NEXT_STEP
+promise."""
 
 from __future__ import annotations
 

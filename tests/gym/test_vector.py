@@ -1,4 +1,5 @@
-"""RLBridgeVectorEnv: the batched vector env, in-process and over real `rlbridge env --batch N` processes."""
+"""RLBridgeVectorEnv: the batched vector env, in-process and over real `rlbridge env --batch N`
+processes."""
 
 from __future__ import annotations
 

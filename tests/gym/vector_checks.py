@@ -1,4 +1,5 @@
-"""check_vector_env: Gymnasium's env_checker checks that accept a VectorEnv, and the vector forms of the rest.
+"""check_vector_env: Gymnasium's env_checker checks that accept a VectorEnv, and the vector forms of
+the rest.
 
 Gymnasium 1.4 ships no checker for vector envs (``check_env`` refuses anything but a
 ``gymnasium.Env``). The space, reset and seeding checks of ``gymnasium.utils.env_checker``

@@ -1,4 +1,5 @@
-"""The batched codec (PROTOCOL.md 16.1): stacked and listed batches, columns, vectors, instance seeds."""
+"""The batched codec (PROTOCOL.md 16.1): stacked and listed batches, columns, vectors, instance
+seeds."""
 
 from __future__ import annotations
 

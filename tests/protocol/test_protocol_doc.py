@@ -1,4 +1,5 @@
-"""PROTOCOL.md agrees with the code wherever a machine can tell: codes, constants, tables, vectors."""
+"""PROTOCOL.md agrees with the code wherever a machine can tell: codes, constants, tables,
+vectors."""
 
 from __future__ import annotations
 

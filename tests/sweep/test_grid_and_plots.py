@@ -1,4 +1,5 @@
-"""The sweep's grid from TOML and flags, its trial ids, the report's statistics, and `rlbridge log plot`."""
+"""The sweep's grid from TOML and flags, its trial ids, the report's statistics, and
+`rlbridge log plot`."""
 
 from __future__ import annotations
 

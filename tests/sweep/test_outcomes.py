@@ -1,4 +1,5 @@
-"""Outcome statistics: each game reports the outcome its docs quote, and the summary line shows it."""
+"""Outcome statistics: each game reports the outcome its docs quote, and the summary line shows
+it."""
 
 from __future__ import annotations
 

@@ -178,7 +178,8 @@ def optimal(natural: bool = False) -> tuple[np.ndarray, Solution]:
 
 
 def threshold_policy(stick_at: int = 20) -> np.ndarray:
-    """The seed's evaluation policy as probabilities (22, 11, 2, 2): stick at ``stick_at`` or more."""
+    """The seed's evaluation policy as probabilities (22, 11, 2, 2): stick at ``stick_at`` or
+    more."""
     policy = np.zeros(TABLE_SHAPE + (2,))
     policy[stick_at:, :, :, 0] = 1.0
     policy[:stick_at, :, :, 1] = 1.0

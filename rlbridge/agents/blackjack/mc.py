@@ -327,7 +327,8 @@ class MCExploringStartsAgent(BlackjackTabularAgent):
 
 
 class MCOnPolicyAgent(BlackjackTabularAgent):
-    """On-policy Monte Carlo control with an epsilon-soft policy (the seed's ``monte_carlo_with_soft``).
+    """On-policy Monte Carlo control with an epsilon-soft policy (the seed's
+    ``monte_carlo_with_soft``).
 
     Every state starts at 0.5/0.5; after an update the greedy action gets
     1 - epsilon + epsilon/2 and the other epsilon/2. The exact evaluator scores the

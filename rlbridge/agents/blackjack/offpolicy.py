@@ -1,4 +1,5 @@
-"""The seed's off-policy Monte Carlo Blackjack agents: weighted importance-sampling evaluation and control.
+"""The seed's off-policy Monte Carlo Blackjack agents: weighted importance-sampling evaluation and
+control.
 
 Both behave with the seed's soft behaviour policy (hit with probability 0.5 in
 every state; option ``behaviour_hit``) and update the episode backwards with
@@ -76,7 +77,8 @@ class OffPolicyEvalAgent(BlackjackTabularAgent):
                 break
 
     def q_variance(self) -> np.ndarray:
-        """Approximate variance of each weighted estimate: weighted variance / (effective size - 1)."""
+        """Approximate variance of each weighted estimate: weighted variance / (effective
+        size - 1)."""
         c, w2, m2 = np.asarray(self.c), np.asarray(self.w2), np.asarray(self.m2)
         with np.errstate(divide="ignore", invalid="ignore"):
             effective = np.where(w2 > 0, c * c / w2, 0.0)

@@ -1,4 +1,5 @@
-"""The elimination Minesweeper agent (the project's own; the seed plays random moves): open a proven-safe cell, else the locally safest.
+"""The elimination Minesweeper agent (the project's own; the seed plays random moves): open a
+proven-safe cell, else the locally safest.
 
 Also holds what both Minesweeper agents share: reading the board from the observation
 (two-channel or one-hot), the board size and mine count from the task spec, and

@@ -1,4 +1,5 @@
-"""Exact Minesweeper mine probabilities: frontier constraint satisfaction plus the global mine count.
+"""Exact Minesweeper mine probabilities: frontier constraint satisfaction plus the global mine
+count.
 
 Unopened cells next to a hint form the frontier; frontier cells touching the same hints
 are interchangeable and grouped into boxes; boxes split into independent components;
@@ -44,7 +45,8 @@ def _convolve(a, b) -> list[int]:
 
 @lru_cache(maxsize=1024)
 def _outside_ways(outside: int, left: int) -> tuple[int, ...]:
-    """``C(outside, left - f)`` for ``f`` = 0 .. left: ways to place the mines not on the frontier."""
+    """``C(outside, left - f)`` for ``f`` = 0 .. left: ways to place the mines not on the
+    frontier."""
     return tuple(comb(outside, left - f) if left - f <= outside else 0 for f in range(left + 1))
 
 
@@ -216,7 +218,8 @@ def board_constraints(
     neighbours,
     known_mines: set[int] | frozenset = frozenset(),
 ) -> tuple[list[Constraint], list[int]]:
-    """The hints' constraints on unknown cells, and the unknown cells (unopened, not known mines)."""
+    """The hints' constraints on unknown cells, and the unknown cells (unopened, not known
+    mines)."""
     constraints: list[Constraint] = []
     for cell, opened in enumerate(is_open):
         if not opened:

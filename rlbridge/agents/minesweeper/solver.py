@@ -51,7 +51,8 @@ class SolverAgent(MinesweeperAgentBase):
     a cell safe counts as a sure move); ``rule=progress`` maximises
     ``(1 - p) * (1 - p_low) + progress * p_low``, where ``progress`` is the chance that
     the guess is safe *and* proves some other cell safe (a guess without progress is
-    charged the risk of another guess); ``rule=auto`` takes survival on dense boards and progress on sparse ones (:data:`AUTO_DENSITY`).
+    charged the risk of another guess); ``rule=auto`` takes survival on dense boards and
+    progress on sparse ones (:data:`AUTO_DENSITY`).
     ``lookahead=0`` picks the lowest probability. The lookahead evaluates candidates
     best-first and stops before it spends more than ``work`` units (:data:`WORK_LIMIT`).
 

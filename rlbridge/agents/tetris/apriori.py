@@ -1,4 +1,5 @@
-"""The seed's rule-based Tetris agent ("apriori"): its rules on the seed's pieces, adapted to tetrominoes.
+"""The seed's rule-based Tetris agent ("apriori"): its rules on the seed's pieces, adapted to
+tetrominoes.
 
 The seed wrote ``apriori()`` for its five-piece game and reads only the two-row
 window of ``get_curr_state`` (the two rows under the lowest empty row), as

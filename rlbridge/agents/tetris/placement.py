@@ -163,7 +163,8 @@ class Placer:
         return sum(1 for m in self.spawn_masks if top & m)
 
     def afterstates(self, board: list[int], heights: list[int], kind: int):
-        """Every distinct legal placement: (action, board, heights, landing height, eroded, lines)."""
+        """Every distinct legal placement: (action, board, heights, landing height, eroded,
+        lines)."""
         cols, rows = self.cols, self.rows
         top = self.top_rows(board)
         out = []

@@ -1,4 +1,5 @@
-"""Seeded bad (and good) inputs for a server under `rlbridge bench faults`, each with what it must get.
+"""Seeded bad (and good) inputs for a server under `rlbridge bench faults`, each with what it must
+get.
 
 A :class:`Probe` is the frames of one request and the reply PROTOCOL.md demands for
 it: the request's own type (a valid request), an ERROR whose code is one of a set

@@ -1,4 +1,5 @@
-"""Records lost: a logged experiment runs while bad input hits its servers, then one server is killed.
+"""Records lost: a logged experiment runs while bad input hits its servers, then one server is
+killed.
 
 `rlbridge experiment --log FILE --log-flush step` drives a real environment and
 agent. Meanwhile a second client sends both servers bad input that must change

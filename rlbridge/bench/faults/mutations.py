@@ -1,4 +1,5 @@
-"""Broken envelopes, broken bodies and random bytes for `rlbridge bench faults`, each with its due reply.
+"""Broken envelopes, broken bodies and random bytes for `rlbridge bench faults`, each with its due
+reply.
 
 Every function takes a :class:`ProbeMaker` (the seeded generator and sequence
 numbers of one server) and returns one :class:`Probe`. The codes each probe may

@@ -1,4 +1,5 @@
-"""The one table of game drawings: per environment short name, all that draws the game and lets a person play it.
+"""The one table of game drawings: per environment short name, all that draws the game and lets a
+person play it.
 
 Each game's parts live in ``bridge/games/<game>.py``; the generic modules (``render``,
 ``blocks``, ``textboard``, ``play``) look the game up here with :func:`drawing_for`.

@@ -1,5 +1,5 @@
-"""Blackjack drawn: dealer's and player's cards in two rows, the dealer's hidden cards face down till
-the end; as blocks, cards with their ranks in block letters."""
+"""Blackjack drawn: dealer's and player's cards in two rows, the dealer's hidden cards face down
+till the end; as blocks, cards with their ranks in block letters."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ SCREEN_SLOTS = BLOCK_SLOTS = 5
 
 @dataclass(frozen=True)
 class CardRows(Scaled):
-    """Row 0 the dealer's cards, row 1 the player's, each under a label line (lengths at scale 1)."""
+    """Row 0 the dealer's cards, row 1 the player's, each under a label line (lengths at scale
+    1)."""
 
     width: int = 84
     height: int = 120

@@ -1,5 +1,5 @@
-"""2048 drawn: the usual tile colours (and past 2048 a turning hue); as blocks, wool tiles with their
-numbers in block digits; arrow keys slide."""
+"""2048 drawn: the usual tile colours (and past 2048 a turning hue); as blocks, wool tiles with
+their numbers in block digits; arrow keys slide."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Minesweeper drawn: seed 000's tiles on screen, wool and TNT as blocks, digits as text; clicks open cells."""
+"""Minesweeper drawn: seed 000's tiles on screen, wool and TNT as blocks, digits as text; clicks
+open cells."""
 
 from __future__ import annotations
 
@@ -66,7 +67,8 @@ def shape(snap: MinesweeperSnapshot) -> tuple[int, int]:
 
 
 def face(snap: MinesweeperSnapshot, index: int) -> int | str:
-    """What cell ``index`` shows: MINE (opened, or any mine once the game is lost), CLOSED, or its hint."""
+    """What cell ``index`` shows: MINE (opened, or any mine once the game is lost), CLOSED, or
+    its hint."""
     is_open = snap["open"][index]
     if snap["mines"][index] and (is_open or snap.get("lost")):
         return MINE

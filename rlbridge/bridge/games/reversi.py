@@ -1,4 +1,5 @@
-"""Reversi drawn: the agent black, the environment white (seed 003), legal moves hinted; clicks place stones."""
+"""Reversi drawn: the agent black, the environment white (seed 003), legal moves hinted; clicks
+place stones."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from rlbridge.bridge.palette import RGB, wool
 
 
 class ReversiSnapshot(TypedDict):
-    """``ReversiEnv.state_snapshot()``; ``board`` is row-major: 1 the agent's stone, -1 the environment's."""
+    """``ReversiEnv.state_snapshot()``; ``board`` is row-major: 1 the agent's stone, -1 the
+    environment's."""
 
     game: Literal["reversi"]
     size: int
@@ -90,5 +92,6 @@ def text(snap: ReversiSnapshot) -> str:
 
 
 def cell_action(snap: ReversiSnapshot, row: int, col: int) -> int:
-    """Place a stone at (row, col) (seed 003's Game_Reversi_Test types ``2,4`` for row 2, column 4)."""
+    """Place a stone at (row, col) (seed 003's Game_Reversi_Test types ``2,4`` for row 2, column
+    4)."""
     return row * snap["size"] + col

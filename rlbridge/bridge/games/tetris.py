@@ -1,4 +1,5 @@
-"""Tetris drawn: the well and the falling piece in seed 002's wool colours, on screen, as blocks, as text."""
+"""Tetris drawn: the well and the falling piece in seed 002's wool colours, on screen, as blocks,
+as text."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The Blackjack environment (Gymnasium's Blackjack-v1): BlackjackCore served over the RL-Glue protocol."""
+"""The Blackjack environment (Gymnasium's Blackjack-v1): BlackjackCore served over the RL-Glue
+protocol."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The server backend of missions: the world and the agent's body in a Minecraft-protocol server, over RCON.
+"""The server backend of missions: the world and the agent's body in a Minecraft-protocol server,
+over RCON.
 
 The mission's box (its drawings' extent, 2 blocks wider each way, from 2 blocks under the
 lowest drawing to 3 above the highest) is built with the server's own ``fill``: the flat
@@ -159,7 +160,8 @@ class ServerWorld:
 
 
 class ServerBody:
-    """The agent's body: a server-side entity, moved by ``body tp`` and read back by ``body pos``."""
+    """The agent's body: a server-side entity, moved by ``body tp`` and read back by
+    ``body pos``."""
 
     def __init__(self, link: ServerLink):
         self.link = link

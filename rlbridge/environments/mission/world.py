@@ -1,4 +1,5 @@
-"""The mission simulation: a block world, a body in it, and Malmo's discrete commands, rewards and ends.
+"""The mission simulation: a block world, a body in it, and Malmo's discrete commands, rewards and
+ends.
 
 One :class:`MissionCore` runs one mission episode at a time. The agent's feet stand in a
 block cell; a command moves the body one block if both the feet cell and the head cell

@@ -221,7 +221,8 @@ class ReversiCore:
 
     # -- moves -----------------------------------------------------------------
     def apply_action(self, action: int) -> float:
-        """Play ``action`` for the player to move; raise InvalidAction (state unchanged) if illegal."""
+        """Play ``action`` for the player to move; raise InvalidAction (state unchanged) if
+        illegal."""
         if self.to_move == 0:
             raise InvalidAction("the reversi game is over; no action is legal")
         player = self.to_move

@@ -1,4 +1,5 @@
-"""Reversi (Othello) as an environment: the agent plays 1 against a built-in opponent, as in seed 003."""
+"""Reversi (Othello) as an environment: the agent plays 1 against a built-in opponent, as in seed
+003."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""What replay works with: episodes as the agent saw them, environment calls, and the check of one call.
+"""What replay works with: episodes as the agent saw them, environment calls, and the check of one
+call.
 
 :mod:`rlbridge.experiment.log.replay` reads every log, batched or not, into these.
 """

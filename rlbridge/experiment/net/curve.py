@@ -175,7 +175,8 @@ class CurveKeys:
 
     @classmethod
     def load(cls, directory: str | os.PathLike, log: TextIO | None = sys.stderr) -> CurveKeys:
-        """Read what the directory has; a server needs server.key_secret, a client client.key_secret."""
+        """Read what the directory has; a server needs server.key_secret, a client
+        client.key_secret."""
         root = Path(directory)
         if not root.is_dir():
             raise CurveError(
