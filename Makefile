@@ -64,16 +64,16 @@ setup: setup-python setup-train setup-clients setup-servers
 MYPY    := $(PYTHON) -m mypy
 
 test: setup
-	$(PYTHON) -m ruff check rlbridge tests
-	$(PYTHON) -m ruff format --check rlbridge tests
+	$(PYTHON) -m ruff check rlbridge tests examples
+	$(PYTHON) -m ruff format --check rlbridge tests examples
 	$(MYPY)
 	$(LINT_IMPORTS)
 	$(PYTEST) $(XDIST)
 
 # The unit tier: no processes, no sockets, nothing to set up beyond the Python packages.
 check: setup-python
-	$(PYTHON) -m ruff check rlbridge tests
-	$(PYTHON) -m ruff format --check rlbridge tests
+	$(PYTHON) -m ruff check rlbridge tests examples
+	$(PYTHON) -m ruff format --check rlbridge tests examples
 	$(LINT_IMPORTS)
 	$(PYTEST) -m unit $(XDIST)
 
@@ -96,8 +96,8 @@ example-sb3: setup-train
 	$(PYTHON) examples/sb3_train.py $(SB3_ARGS)
 
 lint: setup
-	$(PYTHON) -m ruff check rlbridge tests
-	$(PYTHON) -m ruff format --check rlbridge tests
+	$(PYTHON) -m ruff check rlbridge tests examples
+	$(PYTHON) -m ruff format --check rlbridge tests examples
 	$(MYPY)
 	$(LINT_IMPORTS)
 

@@ -10,8 +10,11 @@ class GuessEnv(Environment):
 
     def env_init(self):
         self.rng = np.random.default_rng(0)
-        return TaskSpec(observations=SpaceSpec(ints=(Range(-1, 1),)),
-                        actions=SpaceSpec(ints=(Range(0, 9),)), rewards=Range(-1, 10))
+        return TaskSpec(
+            observations=SpaceSpec(ints=(Range(-1, 1),)),
+            actions=SpaceSpec(ints=(Range(0, 9),)),
+            rewards=Range(-1, 10),
+        )
 
     def seed(self, seed):
         self.rng = np.random.default_rng(seed)

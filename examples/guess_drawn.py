@@ -22,8 +22,13 @@ class DrawnGuessEnv(GuessEnv):
 def draw(surface, snapshot, layout):
     for col in range(10):
         hit = col == snapshot["secret"] and col in snapshot["guesses"]
-        colour = (60, 180, 75) if hit else (200, 200, 200) if col in snapshot["guesses"] \
+        colour = (
+            (60, 180, 75)
+            if hit
+            else (200, 200, 200)
+            if col in snapshot["guesses"]
             else (90, 90, 90)
+        )
         surface.fill(colour, layout.cell_rect(0, col).to_pygame())
 
 

@@ -1,4 +1,5 @@
-"""Train a Stable-Baselines3 PPO agent on an rlbridge game served by another process, and print its learning curve.
+"""Train a Stable-Baselines3 PPO agent on an rlbridge game served by another process,
+and print its learning curve.
 
 `make example-sb3` installs torch (CPU) and Stable-Baselines3, then runs this file. Two
 `rlbridge env gridwalk --bind ipc://...` servers run as child processes, one for training
@@ -74,9 +75,15 @@ def mean_return(env: RLBridgeEnv, choose_action, episodes: int, seed: int) -> fl
     return float(np.mean(returns))
 
 
-def save_curve(path: Path, timesteps: list[int], greedy_returns: list[float],
-               sampled_returns: list[float], random_return: float,
-               best_return: float, title: str) -> None:
+def save_curve(
+    path: Path,
+    timesteps: list[int],
+    greedy_returns: list[float],
+    sampled_returns: list[float],
+    random_return: float,
+    best_return: float,
+    title: str,
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -99,21 +106,30 @@ def save_curve(path: Path, timesteps: list[int], greedy_returns: list[float],
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--size", type=int, default=8, help="gridwalk's side (default 8)")
-    parser.add_argument("--max-steps", type=int, default=200,
-                        help="steps before an episode is truncated (default 200)")
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=200,
+        help="steps before an episode is truncated (default 200)",
+    )
     parser.add_argument("--timesteps", type=int, default=12288, help="training timesteps")
-    parser.add_argument("--eval-every", type=int, default=1024,
-                        help="timesteps between evaluations (a multiple of --n-steps)")
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        default=1024,
+        help="timesteps between evaluations (a multiple of --n-steps)",
+    )
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--n-steps", type=int, default=512, help="PPO's rollout length")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--png", type=Path, default=DEFAULT_PNG)
     args = parser.parse_args(argv)
     if args.eval_every % args.n_steps:
-        parser.error(f"--eval-every must be a multiple of --n-steps ({args.n_steps}); "
-                     f"got {args.eval_every}")
+        parser.error(
+            f"--eval-every must be a multiple of --n-steps ({args.n_steps}); got {args.eval_every}"
+        )
 
     import torch
     from stable_baselines3 import PPO
@@ -127,17 +143,29 @@ def main(argv: list[str] | None = None) -> int:
             envs.append(RLBridgeEnv.remote(server.address, max_episode_steps=args.max_steps))
         train_env, eval_env = envs
         best_return = -float(2 * (args.size - 1) - 1)  # every move costs 1 but the last
-        print(f"gridwalk size={args.size}, truncated at {args.max_steps} steps, served at "
-              f"{servers[0].address} (train) and {servers[1].address} (eval)")
+        print(
+            f"gridwalk size={args.size}, truncated at {args.max_steps} steps, served at "
+            f"{servers[0].address} (train) and {servers[1].address} (eval)"
+        )
 
         eval_env.action_space.seed(args.seed)
-        random_return = mean_return(eval_env, lambda _: eval_env.action_space.sample(),
-                                    args.eval_episodes, args.seed)
-        print(f"random policy: mean return {random_return:.2f} over {args.eval_episodes} "
-              f"episodes; shortest path: {best_return:.0f}")
+        random_return = mean_return(
+            eval_env, lambda _: eval_env.action_space.sample(), args.eval_episodes, args.seed
+        )
+        print(
+            f"random policy: mean return {random_return:.2f} over {args.eval_episodes} "
+            f"episodes; shortest path: {best_return:.0f}"
+        )
 
-        model = PPO("MlpPolicy", train_env, n_steps=args.n_steps, batch_size=64,
-                    seed=args.seed, device="cpu", verbose=0)
+        model = PPO(
+            "MlpPolicy",
+            train_env,
+            n_steps=args.n_steps,
+            batch_size=64,
+            seed=args.seed,
+            device="cpu",
+            verbose=0,
+        )
 
         def greedy(observation):
             return model.predict(observation, deterministic=True)[0]
@@ -152,16 +180,22 @@ def main(argv: list[str] | None = None) -> int:
             timesteps.append(model.num_timesteps)
             greedy_returns.append(mean_return(eval_env, greedy, args.eval_episodes, args.seed))
             sampled_returns.append(mean_return(eval_env, sampled, args.eval_episodes, args.seed))
-            print(f"{timesteps[-1]:>9}  {greedy_returns[-1]:>8.2f}  {sampled_returns[-1]:>8.2f}  "
-                  f"{time.monotonic() - started:>6.1f}", flush=True)
+            print(
+                f"{timesteps[-1]:>9}  {greedy_returns[-1]:>8.2f}  {sampled_returns[-1]:>8.2f}  "
+                f"{time.monotonic() - started:>6.1f}",
+                flush=True,
+            )
             if model.num_timesteps >= args.timesteps:
                 break
             model.learn(args.eval_every, reset_num_timesteps=False)
 
-        title = (f"PPO on rlbridge gridwalk {args.size}x{args.size} over ipc "
-                 f"(seed {args.seed}, {args.eval_episodes} eval episodes)")
-        save_curve(args.png, timesteps, greedy_returns, sampled_returns, random_return,
-                   best_return, title)
+        title = (
+            f"PPO on rlbridge gridwalk {args.size}x{args.size} over ipc "
+            f"(seed {args.seed}, {args.eval_episodes} eval episodes)"
+        )
+        save_curve(
+            args.png, timesteps, greedy_returns, sampled_returns, random_return, best_return, title
+        )
         print(f"curve saved to {args.png}")
     finally:
         for env in envs:
