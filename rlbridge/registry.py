@@ -13,14 +13,14 @@ from rlbridge.protocol.errors import OptionError, UntrustedName
 
 #: Built-in environments: short name -> "module:Class" (imported only when used).
 ENVIRONMENTS: dict[str, str] = {
-    "minesweeper": "rlbridge.environments.minesweeper.env:MinesweeperEnv",
-    "blackjack": "rlbridge.environments.blackjack.env:BlackjackEnv",
-    "tetris": "rlbridge.environments.tetris.env:TetrisEnv",
-    "reversi": "rlbridge.environments.reversi.env:ReversiEnv",
-    "2048": "rlbridge.environments.game2048.env:Game2048Env",
-    "gridwalk": "rlbridge.environments.toy:GridWalk",
-    "countdown": "rlbridge.environments.toy:Countdown",
-    "mission": "rlbridge.environments.mission.env:MissionEnv",
+    "minesweeper": "rlbridge.games.minesweeper.env:MinesweeperEnv",
+    "blackjack": "rlbridge.games.blackjack.env:BlackjackEnv",
+    "tetris": "rlbridge.games.tetris.env:TetrisEnv",
+    "reversi": "rlbridge.games.reversi.env:ReversiEnv",
+    "2048": "rlbridge.games.game2048.env:Game2048Env",
+    "gridwalk": "rlbridge.games.toy.env:GridWalk",
+    "countdown": "rlbridge.games.toy.env:Countdown",
+    "mission": "rlbridge.games.mission.env:MissionEnv",
 }
 
 #: Environment names of this form are Gymnasium ids, served by the Gymnasium adapter.
@@ -54,21 +54,21 @@ def gym_adapter() -> GymAdapter:
 AGENTS: dict[str, str] = {
     "random": "rlbridge.agents.random_agent:RandomAgent",
     "first": "rlbridge.agents.random_agent:FirstLegalAgent",
-    "blackjack-mc-eval": "rlbridge.agents.blackjack.mc:MCEvalAgent",
-    "blackjack-mc-es": "rlbridge.agents.blackjack.mc:MCExploringStartsAgent",
-    "blackjack-mc-onpolicy": "rlbridge.agents.blackjack.mc:MCOnPolicyAgent",
-    "blackjack-mc-offpolicy-eval": "rlbridge.agents.blackjack.offpolicy:OffPolicyEvalAgent",
-    "blackjack-mc-offpolicy": "rlbridge.agents.blackjack.offpolicy:OffPolicyControlAgent",
-    "minesweeper-elimination": "rlbridge.agents.minesweeper.elimination:EliminationAgent",
-    "minesweeper-solver": "rlbridge.agents.minesweeper.solver:SolverAgent",
-    "2048-mcts": "rlbridge.agents.game2048.mcts:SeedMCTSAgent",
-    "2048-expectimax": "rlbridge.agents.game2048.expectimax:ExpectimaxAgent",
-    "tetris-placement": "rlbridge.agents.tetris.placement:PlacementAgent",
-    "tetris-qlearning": "rlbridge.agents.tetris.qlearning:QLearningAgent",
-    "tetris-apriori": "rlbridge.agents.tetris.apriori:AprioriAgent",
-    "reversi-search": "rlbridge.agents.reversi.search:ReversiSearchAgent",
-    "reversi-dqn": "rlbridge.agents.reversi.dqn:ReversiDQNAgent",
-    "mission-qlearning": "rlbridge.agents.mission.qlearning:MissionQLearningAgent",
+    "blackjack-mc-eval": "rlbridge.games.blackjack.agents.mc:MCEvalAgent",
+    "blackjack-mc-es": "rlbridge.games.blackjack.agents.mc:MCExploringStartsAgent",
+    "blackjack-mc-onpolicy": "rlbridge.games.blackjack.agents.mc:MCOnPolicyAgent",
+    "blackjack-mc-offpolicy-eval": "rlbridge.games.blackjack.agents.offpolicy:OffPolicyEvalAgent",
+    "blackjack-mc-offpolicy": "rlbridge.games.blackjack.agents.offpolicy:OffPolicyControlAgent",
+    "minesweeper-elimination": "rlbridge.games.minesweeper.agents.elimination:EliminationAgent",
+    "minesweeper-solver": "rlbridge.games.minesweeper.agents.solver:SolverAgent",
+    "2048-mcts": "rlbridge.games.game2048.agents.mcts:SeedMCTSAgent",
+    "2048-expectimax": "rlbridge.games.game2048.agents.expectimax:ExpectimaxAgent",
+    "tetris-placement": "rlbridge.games.tetris.agents.placement:PlacementAgent",
+    "tetris-qlearning": "rlbridge.games.tetris.agents.qlearning:QLearningAgent",
+    "tetris-apriori": "rlbridge.games.tetris.agents.apriori:AprioriAgent",
+    "reversi-search": "rlbridge.games.reversi.agents.search:ReversiSearchAgent",
+    "reversi-dqn": "rlbridge.games.reversi.agents.dqn:ReversiDQNAgent",
+    "mission-qlearning": "rlbridge.games.mission.agents.qlearning:MissionQLearningAgent",
 }
 
 
@@ -198,32 +198,28 @@ def parse_options(pairs: Iterable[str] | None) -> dict[str, str]:
     return options
 
 
-def _game_package(name: str, registry: Mapping[str, str], root: str) -> str | None:
-    """The game package of a built-in name (``rlbridge.<root>.<game>.*``); None for a name
-    outside one (the toys, ``random``, ``first``) or not built in."""
+def _game_package(name: str, registry: Mapping[str, str]) -> str | None:
+    """The game folder of a built-in name (``rlbridge.games.<game>.*``); None for a name
+    outside one (``random``, ``first``) or not built in."""
     parts = registry.get(name, "").partition(":")[0].split(".")
-    return parts[2] if len(parts) > 3 and parts[:2] == ["rlbridge", root] else None
+    return parts[2] if len(parts) > 3 and parts[:2] == ["rlbridge", "games"] else None
 
 
 def pairing_problem(env_name: str, agent_name: str) -> str:
     """Why a built-in agent cannot play a built-in environment, in one line; "" when it can.
 
-    A game's agents live in ``rlbridge/agents/<game>/`` beside ``rlbridge/environments/<game>/``
-    (README, "Where each part lives"): an agent from another game's package reads
+    A game's agents live in its folder, ``rlbridge/games/<game>/agents/`` (README, "Where
+    each part lives"): an agent from another game's folder reads
     observations that this game does not send.
     """
-    agent_game = _game_package(agent_name, AGENTS, "agents")
+    agent_game = _game_package(agent_name, AGENTS)
     if env_name not in ENVIRONMENTS or agent_game is None:
         return ""
-    env_game = _game_package(env_name, ENVIRONMENTS, "environments")
+    env_game = _game_package(env_name, ENVIRONMENTS)
     if agent_game == env_game:
         return ""
-    games = [
-        name
-        for name in ENVIRONMENTS
-        if _game_package(name, ENVIRONMENTS, "environments") == agent_game
-    ]
-    fitting = [name for name in AGENTS if _game_package(name, AGENTS, "agents") in (None, env_game)]
+    games = [name for name in ENVIRONMENTS if _game_package(name, ENVIRONMENTS) == agent_game]
+    fitting = [name for name in AGENTS if _game_package(name, AGENTS) in (None, env_game)]
     return (
         f"agent {agent_name!r} plays {' or '.join(games) or agent_game}, not {env_name}; "
         f"agents for {env_name}: {', '.join(fitting)}"

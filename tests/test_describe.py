@@ -13,7 +13,7 @@ from rlbridge.registry import AGENTS, ENVIRONMENTS
 
 def test_describe_shows_each_option_with_type_default_and_doc():
     lines = describe("tetris").splitlines()
-    assert lines[0] == "tetris (environment rlbridge.environments.tetris.env:TetrisEnv)"
+    assert lines[0] == "tetris (environment rlbridge.games.tetris.env:TetrisEnv)"
     rows = {line.split()[0]: line for line in lines[3:]}
     assert list(rows) == ["rows", "cols", "actions", "preview", "reward", "gravity", "pieces"]
     assert rows["rows"].split()[:4] == ["rows", "int", "default", "12"]
@@ -25,7 +25,7 @@ def test_describe_shows_each_option_with_type_default_and_doc():
 
 def test_describe_an_agent_includes_its_base_class_options():
     text = describe("minesweeper-solver")
-    assert "(agent rlbridge.agents.minesweeper.solver:SolverAgent)" in text
+    assert "(agent rlbridge.games.minesweeper.agents.solver:SolverAgent)" in text
     for key in ("lookahead", "rule", "work", "seed", "mines", "save", "load"):
         assert f"\n  {key} " in text
     assert "auto|progress|survival" in text and "path (empty: none)" in text

@@ -9,9 +9,9 @@ from typing import Literal
 
 import pytest
 
-from rlbridge.agents.blackjack.mc import MCOnPolicyAgent
 from rlbridge.environments.base import Environment
-from rlbridge.environments.tetris.env import TetrisEnv
+from rlbridge.games.blackjack.agents.mc import MCOnPolicyAgent
+from rlbridge.games.tetris.env import TetrisEnv
 from rlbridge.options import build, convert_options, convert_value, option_specs, typed_options
 from rlbridge.protocol.errors import OptionError
 from rlbridge.registry import AGENTS, ENVIRONMENTS, parse_options, resolve

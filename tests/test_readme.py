@@ -1,5 +1,6 @@
 """The README's and docs' code runs as printed: every Python block, shell command and
-`$ ` transcript in README.md and docs/*.md, each in a sandbox directory, each within a bound.
+`$ ` transcript in README.md, docs/*.md and each game's README (rlbridge/games/*/README.md),
+each in a sandbox directory, each within a bound.
 
 A block that must not run here says why in an HTML comment on the line before it (blank
 lines between are allowed): ``<!-- norun: REASON -->`` (interactive, a placeholder, hours
@@ -37,7 +38,11 @@ from rlbridge.experiment.api import Experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [
+    README,
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "rlbridge" / "games").glob("*/README.md")),
+]
 #: A guard against an example that runs without end, not a speed check: the slowest block
 #: (docs/sweeps.md's sweep and report, on Ray) took 4.7 minutes on a loaded two-core machine.
 BLOCK_TIMEOUT_S = 600

@@ -2,7 +2,7 @@
  *
  * Observation: ints (player_sum, dealer_card 1-10, usable_ace 0/1); actions 0 stick, 1 hit.
  * This is the optimal policy of `rlbridge env blackjack` (infinite deck, dealer sticks on 17,
- * no natural bonus); rlbridge.agents.blackjack.dp.optimal() computes the same table by
+ * no natural bonus); rlbridge.games.blackjack.agents.dp.optimal() computes the same table by
  * dynamic programming, and the tests compare the two. */
 #include <string.h>
 

@@ -1,1 +1,2 @@
-"""Agents: the Agent contract and the built-in agents."""
+"""Agents: the Agent contract, AgentBatch and the generic agents (random, first-legal); each
+game's own agents live in its folder, ``rlbridge/games/<game>/agents/``."""

@@ -3,9 +3,9 @@ agents.
 
 Every agent trains in-process through :class:`~rlbridge.experiment.api.Experiment`
 (the same calls as over the protocol, no sockets); exploring starts run through
-:func:`~rlbridge.agents.blackjack.mc.exploring_starts_program`. Control agents
+:func:`~rlbridge.games.blackjack.agents.mc.exploring_starts_program`. Control agents
 are scored by the exact expected return of their greedy policy
-(:mod:`rlbridge.agents.blackjack.dp`), so the number has no evaluation noise;
+(:mod:`rlbridge.games.blackjack.agents.dp`), so the number has no evaluation noise;
 evaluation agents by their estimate of the expected return per hand of
 "stick at 20", with an approximate 95% interval from the per-pair variances.
 """
@@ -18,20 +18,20 @@ import time
 
 import numpy as np
 
-from rlbridge.agents.blackjack import dp as blackjack_dp
-from rlbridge.agents.blackjack.mc import (
+from rlbridge.bench.report import AgentResult, Figure, format_agent_results, format_figures
+from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.progress import ProgressBar
+from rlbridge.games.blackjack.agents import dp as blackjack_dp
+from rlbridge.games.blackjack.agents.mc import (
     MCEvalAgent,
     MCExploringStartsAgent,
     MCOnPolicyAgent,
     estimated_deal_value,
     exploring_starts_program,
 )
-from rlbridge.agents.blackjack.offpolicy import OffPolicyControlAgent, OffPolicyEvalAgent
-from rlbridge.bench.report import AgentResult, Figure, format_agent_results, format_figures
-from rlbridge.environments.blackjack.core import BlackjackCore
-from rlbridge.environments.blackjack.env import BlackjackEnv
-from rlbridge.experiment.api import Experiment
-from rlbridge.experiment.progress import ProgressBar
+from rlbridge.games.blackjack.agents.offpolicy import OffPolicyControlAgent, OffPolicyEvalAgent
+from rlbridge.games.blackjack.core import BlackjackCore
+from rlbridge.games.blackjack.env import BlackjackEnv
 
 FULL_EPISODES = 500_000  # the seed's episode_num
 QUICK_EPISODES = 30_000

@@ -150,8 +150,8 @@ def _viewer_slowdown(quick: bool) -> list[Figure]:
     import sys
     import tempfile
 
-    from rlbridge.environments.game2048.env import Game2048Env
-    from rlbridge.environments.tetris.env import TetrisEnv
+    from rlbridge.games.game2048.env import Game2048Env
+    from rlbridge.games.tetris.env import TetrisEnv
 
     def tetrominoes():  # the tetrominoes' random games are the shorter ones
         return TetrisEnv(pieces="tetrominoes")

@@ -46,11 +46,11 @@ from rlbridge.bench.per_step_cpu import (
     spawn,
 )
 from rlbridge.bench.report import Figure
-from rlbridge.environments.toy import GridWalk
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.experiment.placement import AUTO, placed
 from rlbridge.experiment.runner import stop_peers, watcher_cpus
+from rlbridge.games.toy.env import GridWalk
 
 
 def raw_ping_pong(address: str, request_bytes: int, reply_bytes: int, seconds: float, cpus):

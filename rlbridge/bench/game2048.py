@@ -19,18 +19,18 @@ from typing import Any
 
 import numpy as np
 
-from rlbridge.agents.game2048.expectimax import ExpectimaxAgent
-from rlbridge.agents.game2048.mcts import SeedMCTSAgent
 from rlbridge.bench.report import AgentResult, Figure
-from rlbridge.environments.game2048.core import (
+from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.progress import ProgressBar
+from rlbridge.games.game2048.agents.expectimax import ExpectimaxAgent
+from rlbridge.games.game2048.agents.mcts import SeedMCTSAgent
+from rlbridge.games.game2048.core import (
     Game2048Core,
     legal_moves,
     move_left,
     random_playout,
 )
-from rlbridge.environments.game2048.env import Game2048Env
-from rlbridge.experiment.api import Experiment
-from rlbridge.experiment.progress import ProgressBar
+from rlbridge.games.game2048.env import Game2048Env
 from rlbridge.stats import wilson_interval
 
 CORE_TARGET = 200_000

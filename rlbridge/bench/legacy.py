@@ -26,11 +26,11 @@ import numpy as np
 
 from rlbridge.agents.random_agent import FirstLegalAgent
 from rlbridge.bench.report import Figure
-from rlbridge.environments.toy import Countdown
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.placement import placed
 from rlbridge.experiment.rlglue3.framing import FramedSocket, configure
 from rlbridge.experiment.runner import start_child, stop_child
+from rlbridge.games.toy.env import Countdown
 from rlbridge.protocol.rlglue3 import (
     Code,
     Reader,

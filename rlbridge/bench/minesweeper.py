@@ -9,13 +9,13 @@ from typing import Literal
 
 import numpy as np
 
-from rlbridge.agents.minesweeper.elimination import EliminationAgent
-from rlbridge.agents.minesweeper.solver import SolverAgent
 from rlbridge.bench.report import AgentResult, Figure
-from rlbridge.environments.minesweeper.core import MinesweeperCore
-from rlbridge.environments.minesweeper.env import MinesweeperEnv
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.progress import ProgressBar
+from rlbridge.games.minesweeper.agents.elimination import EliminationAgent
+from rlbridge.games.minesweeper.agents.solver import SolverAgent
+from rlbridge.games.minesweeper.core import MinesweeperCore
+from rlbridge.games.minesweeper.env import MinesweeperEnv
 from rlbridge.protocol.values import Value
 from rlbridge.stats import wilson_interval
 

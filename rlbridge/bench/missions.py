@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
-from rlbridge.agents.mission.qlearning import MissionQLearningAgent
 from rlbridge.bench.report import Figure
 from rlbridge.bridge.squid import FlyingSquid, ServerUnavailable
-from rlbridge.environments.mission.env import MissionEnv
 from rlbridge.experiment.api import Experiment
 from rlbridge.extras import require
+from rlbridge.games.mission.agents.qlearning import MissionQLearningAgent
+from rlbridge.games.mission.env import MissionEnv
 from rlbridge.protocol.errors import DependencyNotInstalled
 from rlbridge.protocol.values import Value
 from rlbridge.stats import mean_interval

@@ -84,7 +84,7 @@ while True:
 WORKLOAD_SERVER = r"""
 import sys, zmq, msgpack
 from rlbridge.agents.random_agent import RandomAgent
-from rlbridge.environments.toy import Countdown
+from rlbridge.games.toy.env import Countdown
 from rlbridge.protocol.values import Value, _new_tuple
 agent = RandomAgent(1)
 agent.agent_init(Countdown(length=2).env_init())
@@ -168,7 +168,7 @@ WORKLOAD_CLIENT = (
     _CLIENT_PRELUDE
     + r"""
 import msgpack
-from rlbridge.environments.toy import Countdown
+from rlbridge.games.toy.env import Countdown
 from rlbridge.protocol.values import Value, _new_tuple
 length = int(sys.argv[4])
 sock = connect(zmq.DEALER)

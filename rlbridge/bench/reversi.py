@@ -8,13 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from rlbridge.agents.reversi.dqn import WEIGHTS_DIR, ReversiDQNAgent
-from rlbridge.agents.reversi.search import ReversiSearchAgent
 from rlbridge.bench.report import AgentResult, Figure
-from rlbridge.environments.reversi.core import ReversiCore
-from rlbridge.environments.reversi.env import ReversiEnv
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.progress import ProgressBar
+from rlbridge.games.reversi.agents.dqn import WEIGHTS_DIR, ReversiDQNAgent
+from rlbridge.games.reversi.agents.search import ReversiSearchAgent
+from rlbridge.games.reversi.core import ReversiCore
+from rlbridge.games.reversi.env import ReversiEnv
 from rlbridge.stats import wilson_interval
 
 SPEED_TARGET_8X8 = 20_000
@@ -108,7 +108,7 @@ def agent_strength(quick: bool) -> list[AgentResult]:
     if DQN_WEIGHTS.exists():
         dqn = ReversiDQNAgent(mode="test", load=DQN_WEIGHTS)
         games = 200 if quick else 2000
-        # Seed 66 is kept out of training and of checkpoint choice (docs/reversi.md).
+        # Seed 66 is kept out of training and of checkpoint choice (games/reversi/README.md).
         wins, played, ms = play(dqn, 6, games, seed=66, label="dqn 6x6")
         rows.append(_row("reversi-dqn", 6, wins, played, ms, DQN_TARGET))
     return rows

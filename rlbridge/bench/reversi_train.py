@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlbridge.agents.reversi.dqn import ReversiDQNAgent
+from rlbridge.games.reversi.agents.dqn import ReversiDQNAgent
 
 if TYPE_CHECKING:
-    from rlbridge.environments.reversi.env import Opponent
+    from rlbridge.games.reversi.env import Opponent
 
 
 def train(
@@ -32,9 +32,9 @@ def train(
     """Train against the reversi environment, with a progress bar; every ``report_every``
     episodes print the stats and write ``checkpoints/episode_NNNNN.npz`` (and ``save``, so
     that a cut-short run still leaves weights)."""
-    from rlbridge.environments.reversi.env import ReversiEnv
     from rlbridge.experiment.api import Experiment
     from rlbridge.experiment.progress import ProgressBar
+    from rlbridge.games.reversi.env import ReversiEnv
 
     agent = ReversiDQNAgent(mode="train", **agent_options)
     experiment = Experiment(ReversiEnv(size=size, opponent=opponent), agent, seed=seed)

@@ -11,14 +11,14 @@ from typing import Any
 import numpy as np
 
 from rlbridge.agents.random_agent import RandomAgent
-from rlbridge.agents.tetris.apriori import AprioriAgent
-from rlbridge.agents.tetris.placement import PlacementAgent
-from rlbridge.agents.tetris.qlearning import QLearningAgent
 from rlbridge.bench.report import AgentResult, Figure
-from rlbridge.environments.tetris.core import TetrisCore
-from rlbridge.environments.tetris.env import TetrisEnv
-from rlbridge.environments.tetris.pieces import PIECE_SETS
 from rlbridge.experiment.api import Experiment
+from rlbridge.games.tetris.agents.apriori import AprioriAgent
+from rlbridge.games.tetris.agents.placement import PlacementAgent
+from rlbridge.games.tetris.agents.qlearning import QLearningAgent
+from rlbridge.games.tetris.core import TetrisCore
+from rlbridge.games.tetris.env import TetrisEnv
+from rlbridge.games.tetris.pieces import PIECE_SETS
 from rlbridge.protocol.errors import WrongState
 from rlbridge.stats import mean_interval
 

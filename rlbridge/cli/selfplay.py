@@ -17,7 +17,7 @@ def register(subparsers) -> None:
         "selfplay",
         help="two agent processes play a two-player game against each other",
         description="Start one agent server per player and play GAME through its PettingZoo "
-        "AEC environment (docs/reversi.md, 'Self-play'); needs pip install "
+        "AEC environment (rlbridge/games/reversi/README.md, 'Self-play'); needs pip install "
         "'rlbridge[gym]'.",
     )
     parser.add_argument("game", choices=("reversi",), help="the two-player game")

@@ -1,1 +1,2 @@
-"""Environments: the Environment contract, the game cores and the built-in games."""
+"""Environments: the Environment and GameCore contracts, EnvironmentBatch and the checkers; the
+games themselves live in ``rlbridge/games/``."""

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlbridge.environments.reversi.core import AGENT, ENV, PASS, ReversiCore, bits_of, cells_of
 from rlbridge.extras import require
+from rlbridge.games.reversi.core import AGENT, ENV, PASS, ReversiCore, bits_of, cells_of
 from rlbridge.gym.env import RENDER_FPS, rgb_frame, show_in_window
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.values import Value

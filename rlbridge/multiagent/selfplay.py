@@ -86,10 +86,10 @@ def selfplay(
 ) -> list[Tally]:
     """Start both agent servers, play ``games`` games alternating colours, print one result
     line per agent; return the tallies."""
-    from rlbridge.environments.reversi.env import ReversiEnv
     from rlbridge.experiment.api import derive_seeds
     from rlbridge.experiment.net.remote import RemoteAgent
     from rlbridge.experiment.runner import start_child, stop_peers
+    from rlbridge.games.reversi.env import ReversiEnv
     from rlbridge.multiagent.reversi import BLACK, WHITE, ReversiAEC
 
     task_spec = ReversiEnv(size=size).env_init()

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlbridge.agents.blackjack.mc import BlackjackTabularAgent, MCEvalAgent, estimated_deal_value
-from rlbridge.agents.blackjack.offpolicy import OffPolicyEvalAgent
-from rlbridge.agents.blackjack.plots import plot_policy_and_values
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import replay_agent
+from rlbridge.games.blackjack.agents.mc import (
+    BlackjackTabularAgent,
+    MCEvalAgent,
+    estimated_deal_value,
+)
+from rlbridge.games.blackjack.agents.offpolicy import OffPolicyEvalAgent
+from rlbridge.games.blackjack.agents.plots import plot_policy_and_values
 from rlbridge.protocol.errors import LogError
 from rlbridge.registry import AGENTS, resolve
 

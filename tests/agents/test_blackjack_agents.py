@@ -8,18 +8,18 @@ import numpy as np
 import pytest
 from matplotlib import image as mpimg
 
-from rlbridge.agents.blackjack import dp as blackjack_dp
-from rlbridge.agents.blackjack import plots as blackjack_plots
-from rlbridge.agents.blackjack.mc import (
+from rlbridge.experiment.api import Experiment
+from rlbridge.games.blackjack.agents import dp as blackjack_dp
+from rlbridge.games.blackjack.agents import plots as blackjack_plots
+from rlbridge.games.blackjack.agents.mc import (
     MCEvalAgent,
     MCExploringStartsAgent,
     MCOnPolicyAgent,
     exploring_starts_program,
 )
-from rlbridge.agents.blackjack.offpolicy import OffPolicyControlAgent, OffPolicyEvalAgent
-from rlbridge.environments.blackjack.core import BlackjackCore
-from rlbridge.environments.blackjack.env import BlackjackEnv
-from rlbridge.experiment.api import Experiment
+from rlbridge.games.blackjack.agents.offpolicy import OffPolicyControlAgent, OffPolicyEvalAgent
+from rlbridge.games.blackjack.core import BlackjackCore
+from rlbridge.games.blackjack.env import BlackjackEnv
 from rlbridge.protocol.errors import OptionError
 from rlbridge.protocol.values import Value
 from rlbridge.registry import AGENTS, resolve
@@ -221,7 +221,7 @@ def test_exploring_starts_over_the_protocol(tmp_path):
         "blackjack",
         "blackjack-mc-es",
         "--program",
-        "rlbridge.agents.blackjack.mc:exploring_starts_program",
+        "rlbridge.games.blackjack.agents.mc:exploring_starts_program",
         "--episodes",
         "400",
         "--seed",

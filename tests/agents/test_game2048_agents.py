@@ -3,7 +3,8 @@
 import math
 import time
 
-from rlbridge.agents.game2048.expectimax import (
+from rlbridge.experiment.api import Experiment
+from rlbridge.games.game2048.agents.expectimax import (
     ExpectimaxAgent,
     ExpectimaxSearch,
     after_states,
@@ -11,8 +12,8 @@ from rlbridge.agents.game2048.expectimax import (
     heuristic,
     line_heuristic,
 )
-from rlbridge.agents.game2048.mcts import SeedMCTSAgent
-from rlbridge.environments.game2048.core import (
+from rlbridge.games.game2048.agents.mcts import SeedMCTSAgent
+from rlbridge.games.game2048.core import (
     LEFT,
     MOVES,
     RIGHT,
@@ -20,8 +21,7 @@ from rlbridge.environments.game2048.core import (
     exponents,
     legal_moves,
 )
-from rlbridge.environments.game2048.env import Game2048Env
-from rlbridge.experiment.api import Experiment
+from rlbridge.games.game2048.env import Game2048Env
 from rlbridge.protocol.values import Value
 from rlbridge.registry import AGENTS, resolve
 

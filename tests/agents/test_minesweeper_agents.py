@@ -5,12 +5,12 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from rlbridge.agents.minesweeper.elimination import EliminationAgent
-from rlbridge.agents.minesweeper.endgame import EndgameSearch, enumerate_layouts
-from rlbridge.agents.minesweeper.solver import SolverAgent, mine_probabilities, solve_board
-from rlbridge.environments.minesweeper.core import MinesweeperCore, neighbour_table
-from rlbridge.environments.minesweeper.env import MinesweeperEnv
 from rlbridge.experiment.api import Experiment
+from rlbridge.games.minesweeper.agents.elimination import EliminationAgent
+from rlbridge.games.minesweeper.agents.endgame import EndgameSearch, enumerate_layouts
+from rlbridge.games.minesweeper.agents.solver import SolverAgent, mine_probabilities, solve_board
+from rlbridge.games.minesweeper.core import MinesweeperCore, neighbour_table
+from rlbridge.games.minesweeper.env import MinesweeperEnv
 from rlbridge.protocol.values import Value
 
 

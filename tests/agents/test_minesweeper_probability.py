@@ -4,17 +4,17 @@ timing."""
 import numpy as np
 import pytest
 
-from rlbridge.agents.minesweeper.endgame import EndgameSearch
-from rlbridge.agents.minesweeper.probability import (
+from rlbridge.bench.minesweeper import play
+from rlbridge.games.minesweeper.agents.endgame import EndgameSearch
+from rlbridge.games.minesweeper.agents.probability import (
     board_constraints,
     reveal,
     solve_board,
     solve_constraints,
 )
-from rlbridge.agents.minesweeper.solver import SolverAgent
-from rlbridge.bench.minesweeper import play
-from rlbridge.environments.minesweeper.core import MinesweeperCore, neighbour_table
-from rlbridge.environments.minesweeper.env import MinesweeperEnv
+from rlbridge.games.minesweeper.agents.solver import SolverAgent
+from rlbridge.games.minesweeper.core import MinesweeperCore, neighbour_table
+from rlbridge.games.minesweeper.env import MinesweeperEnv
 from rlbridge.protocol.values import Value
 
 

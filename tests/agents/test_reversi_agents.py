@@ -8,13 +8,13 @@ import sys
 import numpy as np
 import pytest
 
-from rlbridge.agents.reversi.dqn import ReversiDQNAgent, shipped_weights
-from rlbridge.agents.reversi.search import ReversiSearchAgent, core_from_observation
 from rlbridge.bench.reversi import SEARCH_OPTIONS
-from rlbridge.environments.reversi.core import AGENT, PASS, ReversiCore
-from rlbridge.environments.reversi.env import ReversiEnv
-from rlbridge.environments.reversi.search import AlphaBeta
 from rlbridge.experiment.api import Experiment
+from rlbridge.games.reversi.agents.dqn import ReversiDQNAgent, shipped_weights
+from rlbridge.games.reversi.agents.search import ReversiSearchAgent, core_from_observation
+from rlbridge.games.reversi.core import AGENT, PASS, ReversiCore
+from rlbridge.games.reversi.env import ReversiEnv
+from rlbridge.games.reversi.search import AlphaBeta
 from rlbridge.options import build
 from rlbridge.protocol.values import Value
 from rlbridge.registry import AGENTS
@@ -217,9 +217,9 @@ def test_run_from_another_directory_plays_the_shipped_weights(tmp_path):
 def test_batched_dqn_plays_its_instances_as_the_per_instance_agent_does():
     """One forward pass for every instance (DQNBatch) chooses what the agent chooses alone."""
     from rlbridge.agents.batch import AgentBatch
-    from rlbridge.agents.reversi.dqn import ReversiDQNAgent
-    from rlbridge.agents.reversi.dqn_batch import DQNBatch
-    from rlbridge.environments.reversi.env import ReversiEnv
+    from rlbridge.games.reversi.agents.dqn import ReversiDQNAgent
+    from rlbridge.games.reversi.agents.dqn_batch import DQNBatch
+    from rlbridge.games.reversi.env import ReversiEnv
 
     class PerInstance(AgentBatch):
         """The adapter, forced: agent_start and agent_step for each instance in turn."""

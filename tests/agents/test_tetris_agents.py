@@ -4,10 +4,11 @@ the apriori rules adapted to tetrominoes (the seed's own rules: test_tetris_apri
 import numpy as np
 import pytest
 
-from rlbridge.agents.tetris.apriori import AprioriAgent
-from rlbridge.agents.tetris.cem import tune_weights
-from rlbridge.agents.tetris.expect import game_over_value, piece_probabilities
-from rlbridge.agents.tetris.placement import (
+from rlbridge.experiment.api import Experiment
+from rlbridge.games.tetris.agents.apriori import AprioriAgent
+from rlbridge.games.tetris.agents.cem import tune_weights
+from rlbridge.games.tetris.agents.expect import game_over_value, piece_probabilities
+from rlbridge.games.tetris.agents.placement import (
     BCTS_WEIGHTS,
     FEATURES,
     PlacementAgent,
@@ -16,12 +17,11 @@ from rlbridge.agents.tetris.placement import (
     load_weights,
     play_game,
 )
-from rlbridge.agents.tetris.qlearning import QLearningAgent, afterstate_keys, two_row_state
-from rlbridge.environments.tetris.board import column_heights
-from rlbridge.environments.tetris.core import TetrisCore
-from rlbridge.environments.tetris.env import TetrisEnv
-from rlbridge.environments.tetris.pieces import PIECE_SETS, SEED_PIECES, TETROMINOES
-from rlbridge.experiment.api import Experiment
+from rlbridge.games.tetris.agents.qlearning import QLearningAgent, afterstate_keys, two_row_state
+from rlbridge.games.tetris.board import column_heights
+from rlbridge.games.tetris.core import TetrisCore
+from rlbridge.games.tetris.env import TetrisEnv
+from rlbridge.games.tetris.pieces import PIECE_SETS, SEED_PIECES, TETROMINOES
 
 I_PIECE, O_PIECE = 6, 7
 BOTH = pytest.mark.parametrize("piece_set", PIECE_SETS.values(), ids=list(PIECE_SETS))

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from rlbridge.agents.tetris.apriori import AprioriAgent
-from rlbridge.environments.tetris.core import TetrisCore
-from rlbridge.environments.tetris.env import TetrisEnv
-from rlbridge.environments.tetris.pieces import SEED_PIECES
 from rlbridge.experiment.api import Experiment
+from rlbridge.games.tetris.agents.apriori import AprioriAgent
+from rlbridge.games.tetris.core import TetrisCore
+from rlbridge.games.tetris.env import TetrisEnv
+from rlbridge.games.tetris.pieces import SEED_PIECES
 
 COLS = 5
 

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from rlbridge.bridge.sinks import RateLimiter, RconSink
-from rlbridge.environments.mission.rcon import RconAuthError, RconClient, RconError, encode_packet
+from rlbridge.games.mission.rcon import RconAuthError, RconClient, RconError, encode_packet
 
 
 class FakeRconServer:

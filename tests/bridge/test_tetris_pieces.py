@@ -10,8 +10,8 @@ import pytest
 from rlbridge.bridge.games import tetris as drawing
 from rlbridge.bridge.palette import WOOL_COLOURS, wool
 from rlbridge.bridge.render import cell_rect, render
-from rlbridge.environments.tetris.env import TetrisEnv
-from rlbridge.environments.tetris.pieces import PIECE_SETS
+from rlbridge.games.tetris.env import TetrisEnv
+from rlbridge.games.tetris.pieces import PIECE_SETS
 from rlbridge.protocol.values import Value
 
 

@@ -85,12 +85,12 @@ def stop(children: list[subprocess.Popen]) -> None:
 
 
 class OptimalBlackjackAgent(Agent):
-    """The optimal Blackjack-v1 policy from rlbridge.agents.blackjack.dp, as a Python agent:
+    """The optimal Blackjack-v1 policy from rlbridge.games.blackjack.agents.dp, as a Python agent:
     the twin of clients/c/blackjack_agent.c."""
 
     def __init__(self, **options: str):
         super().__init__(**options)
-        from rlbridge.agents.blackjack.dp import optimal
+        from rlbridge.games.blackjack.agents.dp import optimal
 
         self.hit = optimal()[0]
 

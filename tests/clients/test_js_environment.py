@@ -18,9 +18,9 @@ import zmq
 
 from rlbridge import Value
 from rlbridge.environments.checker import check_environment
-from rlbridge.environments.toy import GridWalk
 from rlbridge.experiment.net.curve import CurveKeys, create_keys
 from rlbridge.experiment.net.remote import RemoteEnvironment
+from rlbridge.games.toy.env import GridWalk
 from rlbridge.protocol.errors import ErrorCode, InvalidAction, WrongState
 from rlbridge.protocol.messages import PROTOCOL_VERSION as V
 from rlbridge.protocol.messages import MessageType as T

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from rlbridge.environments.mission.env import BUNDLED
+from rlbridge.games.mission.env import BUNDLED
 
 from .helpers import agent_command, build_c, check_js, start, stop
 from .test_agents import LANGUAGES, experiment

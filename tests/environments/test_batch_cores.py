@@ -16,7 +16,7 @@ import pytest
 
 from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.environments.checker import check_environment
-from rlbridge.environments.toy import GridWalk
+from rlbridge.games.toy.env import GridWalk
 from rlbridge.protocol.batch import EnvCall, instance_seed, values_of
 from rlbridge.protocol.errors import RLBridgeError
 from rlbridge.protocol.values import Value
@@ -204,7 +204,7 @@ def test_a_refused_call_changes_no_instance():
 
 
 def test_reversi_core_takes_boards_up_to_8x8_and_refuses_as_the_single_game():
-    from rlbridge.environments.reversi.env import ReversiEnv
+    from rlbridge.games.reversi.env import ReversiEnv
 
     class Variant(ReversiEnv):
         pass

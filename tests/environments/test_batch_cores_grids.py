@@ -18,12 +18,12 @@ import pytest
 from rlbridge.environments.base import Environment, StepResult
 from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.environments.checker import check_environment
-from rlbridge.environments.minesweeper.env import MinesweeperEnv
-from rlbridge.environments.minesweeper.vector import MinesweeperVector
-from rlbridge.environments.tetris.env import TetrisEnv
-from rlbridge.environments.tetris.vector import TetrisVector
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import verify
+from rlbridge.games.minesweeper.env import MinesweeperEnv
+from rlbridge.games.minesweeper.vector import MinesweeperVector
+from rlbridge.games.tetris.env import TetrisEnv
+from rlbridge.games.tetris.vector import TetrisVector
 from rlbridge.protocol.batch import EnvCall, instance_seed
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.values import Value

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from rlbridge.environments.blackjack.core import BlackjackCore, hand_for, hand_total
-from rlbridge.environments.blackjack.env import BlackjackEnv
 from rlbridge.environments.checker import check_environment
+from rlbridge.games.blackjack.core import BlackjackCore, hand_for, hand_total
+from rlbridge.games.blackjack.env import BlackjackEnv
 from rlbridge.options import build
 from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.values import Value

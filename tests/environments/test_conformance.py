@@ -7,13 +7,13 @@ import copy
 import numpy as np
 import pytest
 
-from rlbridge.environments.blackjack.core import BlackjackCore
 from rlbridge.environments.conformance import CoreCheckFailed, Rule, check_core
-from rlbridge.environments.game2048.core import Game2048Core
-from rlbridge.environments.minesweeper.core import MinesweeperCore
-from rlbridge.environments.reversi.core import ReversiCore
-from rlbridge.environments.tetris.core import TetrisCore
-from rlbridge.environments.tetris.pieces import TETROMINOES
+from rlbridge.games.blackjack.core import BlackjackCore
+from rlbridge.games.game2048.core import Game2048Core
+from rlbridge.games.minesweeper.core import MinesweeperCore
+from rlbridge.games.reversi.core import ReversiCore
+from rlbridge.games.tetris.core import TetrisCore
+from rlbridge.games.tetris.pieces import TETROMINOES
 from rlbridge.protocol.errors import InvalidAction
 
 CORES = {

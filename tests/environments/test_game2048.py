@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlbridge.environments.checker import check_environment
-from rlbridge.environments.game2048.core import (
+from rlbridge.games.game2048.core import (
     DOWN,
     LEFT,
     MOVES,
@@ -24,7 +24,7 @@ from rlbridge.environments.game2048.core import (
     slide_line,
     tiles,
 )
-from rlbridge.environments.game2048.env import Game2048Env
+from rlbridge.games.game2048.env import Game2048Env
 from rlbridge.options import build
 from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.values import Value
@@ -110,7 +110,7 @@ def test_seed_rule_spawns_only_twos_and_standard_spawns_some_fours():
 
 
 def test_with_the_seeds_spawn_every_move_adds_exactly_two_to_the_tile_sum():
-    # The reason the seed's "2048 in 656 moves" cannot be reproduced (docs/2048.md):
+    # The reason the seed's "2048 in 656 moves" cannot be reproduced (games/game2048/README.md):
     # the sum starts at 4 and grows by 2 a move, so a 2048 tile needs >= 1,022 moves.
     choose = np.random.default_rng(3)
     for game in range(5):
@@ -252,7 +252,7 @@ def test_random_playout_scores_merges_of_big_tiles():
 
 
 def test_empty_mask_and_built_value():
-    from rlbridge.environments.game2048.playout import built_value, empty_mask
+    from rlbridge.games.game2048.playout import built_value, empty_mask
 
     board = board_from_tiles([2, 0, 0, 4, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2048])
     assert empty_mask(board) == sum(1 << i for i in (1, 2, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14))

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from rlbridge.environments.checker import check_environment
-from rlbridge.environments.minesweeper.core import MinesweeperCore, hint_matrix, neighbour_table
-from rlbridge.environments.minesweeper.env import MinesweeperEnv
+from rlbridge.games.minesweeper.core import MinesweeperCore, hint_matrix, neighbour_table
+from rlbridge.games.minesweeper.env import MinesweeperEnv
 from rlbridge.options import build
 from rlbridge.protocol.errors import InvalidAction, WrongState
 from rlbridge.protocol.taskspec import game_options, parse
@@ -328,7 +328,7 @@ def test_neighbour_table():
 def test_hint_matrix_is_the_seeds_convolution_on_random_boards():
     from scipy.signal import convolve2d
 
-    from rlbridge.environments.minesweeper.core import HINT_KERNEL
+    from rlbridge.games.minesweeper.core import HINT_KERNEL
 
     rng = np.random.default_rng(5)
     for shape in ((1, 1), (3, 7), (12, 12), (16, 30)):

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from rlbridge.bridge.squid import FlyingSquid, ServerUnavailable
-from rlbridge.environments.mission.env import BUNDLED, MissionEnv
-from rlbridge.environments.mission.rcon import RconClient
-from rlbridge.environments.mission.server import MissionServerError
+from rlbridge.games.mission.env import BUNDLED, MissionEnv
+from rlbridge.games.mission.rcon import RconClient
+from rlbridge.games.mission.server import MissionServerError
 from rlbridge.protocol.errors import MissionError
 from rlbridge.protocol.values import Value
 

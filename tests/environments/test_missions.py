@@ -12,11 +12,11 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import rlbridge.gym  # noqa: F401  (registers rlbridge/Mission-v0)
-from rlbridge.agents.mission.qlearning import MissionQLearningAgent
 from rlbridge.environments.checker import check_environment
-from rlbridge.environments.mission.env import BUNDLED, MissionEnv
-from rlbridge.environments.mission.xml import parse_mission
 from rlbridge.experiment.api import Experiment
+from rlbridge.games.mission.agents.qlearning import MissionQLearningAgent
+from rlbridge.games.mission.env import BUNDLED, MissionEnv
+from rlbridge.games.mission.xml import parse_mission
 from rlbridge.protocol.errors import InvalidAction, MissionError
 from rlbridge.protocol.values import Value
 
@@ -162,9 +162,10 @@ def test_a_bad_mission_file_on_the_command_line_is_one_line(tmp_path):
 def test_the_docs_list_every_block_with_its_grid_id():
     from pathlib import Path
 
-    from rlbridge.environments.mission.blocks import NAMES
+    from rlbridge.games.mission import blocks
+    from rlbridge.games.mission.blocks import NAMES
 
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "missions.md").read_text()
+    doc = (Path(blocks.__file__).parent / "README.md").read_text()
     listed = " ".join(doc.split("Blocks, with their ids")[1].split("\n\n")[0].split())
     for index, name in enumerate(NAMES):
         assert f"`{name}` {index}" in listed, name
@@ -172,8 +173,8 @@ def test_the_docs_list_every_block_with_its_grid_id():
 
 def test_the_tetris_arena_holds_the_board_the_tetris_blocks_renderer_draws():
     from rlbridge.bridge.blocks import BlockStream, Fill, parse_command
-    from rlbridge.environments.mission.blocks import NAMES
-    from rlbridge.environments.tetris.env import TetrisEnv
+    from rlbridge.games.mission.blocks import NAMES
+    from rlbridge.games.tetris.env import TetrisEnv
 
     tetris = TetrisEnv()  # the seed's 5x12 board
     tetris.env_init()

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from rlbridge.environments.checker import check_environment
-from rlbridge.environments.reversi.core import (
+from rlbridge.games.reversi.core import (
     ENV,
     PASS,
     ReversiCore,
     seed_policy,
 )
-from rlbridge.environments.reversi.env import MAX_DEPTH, ReversiEnv
+from rlbridge.games.reversi.env import MAX_DEPTH, ReversiEnv
 from rlbridge.options import typed_options
 from rlbridge.protocol.errors import InvalidAction, OptionError
 from rlbridge.protocol.taskspec import parse

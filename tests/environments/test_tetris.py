@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from rlbridge.environments.checker import check_environment
-from rlbridge.environments.tetris.board import REWARDS_MAP, column_heights, seed_score
-from rlbridge.environments.tetris.core import HARD_DROP, LEFT, ROTATE, SOFT_DROP, TetrisCore
-from rlbridge.environments.tetris.env import TetrisEnv
-from rlbridge.environments.tetris.pieces import SEED_PIECES, TETROMINOES
+from rlbridge.games.tetris.board import REWARDS_MAP, column_heights, seed_score
+from rlbridge.games.tetris.core import HARD_DROP, LEFT, ROTATE, SOFT_DROP, TetrisCore
+from rlbridge.games.tetris.env import TetrisEnv
+from rlbridge.games.tetris.pieces import SEED_PIECES, TETROMINOES
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.values import Value
 

@@ -1,7 +1,7 @@
 """The toy environments pass the environment checker."""
 
 from rlbridge.environments.checker import check_environment
-from rlbridge.environments.toy import Countdown, GridWalk
+from rlbridge.games.toy.env import Countdown, GridWalk
 
 
 def test_gridwalk_passes_checker():

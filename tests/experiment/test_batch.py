@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 
 from rlbridge.agents.batch import AgentBatch
-from rlbridge.agents.blackjack import dp
-from rlbridge.agents.blackjack.mc import MCEvalAgent
-from rlbridge.environments.blackjack.env import BlackjackEnv
 from rlbridge.experiment.api import Experiment, derive_seeds
 from rlbridge.experiment.driver import parse_summary_line
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import read_episodes, verify
 from rlbridge.experiment.net.client import RequestClient
+from rlbridge.games.blackjack.agents import dp
+from rlbridge.games.blackjack.agents.mc import MCEvalAgent
+from rlbridge.games.blackjack.env import BlackjackEnv
 from rlbridge.options import build
 from rlbridge.protocol.batch import Batch, EnvCall, encode_batch, encode_column, instance_seed
 from rlbridge.protocol.errors import ErrorCode, InvalidAction, ProtocolError, WrongState

@@ -10,13 +10,13 @@ import threading
 import pytest
 
 from rlbridge.environments.base import StepResult
-from rlbridge.environments.toy import Countdown
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.experiment.rlglue3.adapters import run_legacy_client
 from rlbridge.experiment.rlglue3.framing import FramedSocket, configure
 from rlbridge.experiment.rlglue3.peers import LegacyAgent, LegacyEnvironment
 from rlbridge.experiment.rlglue3.session import LegacyExperiment
+from rlbridge.games.toy.env import Countdown
 from rlbridge.protocol.errors import WrongState
 from rlbridge.protocol.rlglue3 import HEADER, HEADER_SIZE, Role
 from rlbridge.protocol.values import Value

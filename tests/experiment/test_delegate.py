@@ -14,7 +14,6 @@ import pytest
 import zmq
 
 from rlbridge.agents.random_agent import RandomAgent
-from rlbridge.environments.toy import GridWalk
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import verify
@@ -24,6 +23,7 @@ from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.delegation import Delegation
 from rlbridge.experiment.net.env_server import EnvironmentServer
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
+from rlbridge.games.toy.env import GridWalk
 from rlbridge.protocol.batch import encode_column
 from rlbridge.protocol.errors import (
     ErrorCode,

@@ -11,10 +11,10 @@ import minari
 import numpy as np
 import pytest
 
-from rlbridge.environments.mission.env import MISSIONS_DIR, MissionEnv
 from rlbridge.experiment.log.export import value_parts
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import read_episodes
+from rlbridge.games.mission.env import MISSIONS_DIR, MissionEnv
 from rlbridge.gym import RLBridgeEnv
 from rlbridge.gym.spaces import ValueCodec
 from rlbridge.protocol.taskspec import parse

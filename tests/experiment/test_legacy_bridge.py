@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from rlbridge import Agent, Value
-from rlbridge.environments.toy import Countdown
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.experiment.rlglue3.adapters import run_legacy_client, serve_to_native
 from rlbridge.experiment.rlglue3.glue import GlueServer
+from rlbridge.games.toy.env import Countdown
 
 from .test_legacy_wire import (
     AGENT_CLEANUP,

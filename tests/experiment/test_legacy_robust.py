@@ -9,8 +9,8 @@ import tracemalloc
 
 import pytest
 
-from rlbridge.environments.toy import Countdown
 from rlbridge.experiment.rlglue3.glue import GlueServer
+from rlbridge.games.toy.env import Countdown
 from rlbridge.protocol.rlglue3 import Role
 
 from .test_legacy_wire import (

@@ -8,13 +8,13 @@ import threading
 import pytest
 
 from rlbridge.agents.random_agent import RandomAgent
-from rlbridge.environments.toy import GridWalk
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.net.agent_server import AgentServer
 from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.delegation import Delegation
 from rlbridge.experiment.net.env_server import EnvironmentServer
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
+from rlbridge.games.toy.env import GridWalk
 from rlbridge.protocol.errors import WrongState
 from rlbridge.protocol.messages import MessageType
 

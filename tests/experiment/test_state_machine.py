@@ -17,9 +17,9 @@ import msgpack
 import pytest
 import zmq
 
-from rlbridge.environments.toy import Countdown
 from rlbridge.experiment.net.env_server import EnvironmentServer
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
+from rlbridge.games.toy.env import Countdown
 from rlbridge.protocol.errors import ErrorCode
 from rlbridge.protocol.messages import MAX_MESSAGE_FRAMES, MessageType, encode
 from rlbridge.protocol.messages import PROTOCOL_VERSION as V

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from rlbridge.environments.toy import Countdown
+from rlbridge.games.toy.env import Countdown
 
 if os.environ.get("RLBRIDGE_TEST_IMPORT_MARK"):
     Path(os.environ["RLBRIDGE_TEST_IMPORT_MARK"]).touch()

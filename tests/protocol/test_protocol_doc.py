@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from rlbridge.agents.random_agent import RandomAgent
-from rlbridge.environments.toy import GridWalk
 from rlbridge.experiment.net.agent_server import AgentServer
 from rlbridge.experiment.net.env_server import EnvironmentServer
+from rlbridge.games.toy.env import GridWalk
 from rlbridge.protocol.errors import ErrorCode
 from rlbridge.protocol.messages import MessageType
 from rlbridge.protocol.states import AGENT_ALLOWED, ENV_ALLOWED, AgentState, EnvState

@@ -8,7 +8,7 @@ import pytest
 from rlbridge.agents.batch import as_batch_agent
 from rlbridge.agents.random_agent import RandomAgent
 from rlbridge.environments.batch import EnvironmentBatch
-from rlbridge.environments.toy import GridWalk
+from rlbridge.games.toy.env import GridWalk
 from rlbridge.protocol.messages import SEED_MAX, message_words
 from tests.clients.wire import SEED_MESSAGES
 

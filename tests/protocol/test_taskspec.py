@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlbridge.environments.checker import CheckFailed, check_environment
-from rlbridge.environments.toy import Countdown
+from rlbridge.games.toy.env import Countdown
 from rlbridge.protocol.errors import (
     ErrorCode,
     InvalidAction,

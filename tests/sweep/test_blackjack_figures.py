@@ -12,9 +12,9 @@ import pytest
 from matplotlib import colormaps
 from matplotlib import image as mpimg
 
-from rlbridge.agents.blackjack import plots
-from rlbridge.agents.blackjack.mc import estimated_deal_value
 from rlbridge.cli import main
+from rlbridge.games.blackjack.agents import plots
+from rlbridge.games.blackjack.agents.mc import estimated_deal_value
 from rlbridge.protocol.errors import LogError
 from rlbridge.sweep.blackjack import replayed_agent
 from rlbridge.sweep.grid import Trial
@@ -24,7 +24,7 @@ from rlbridge.sweep.trial import run_trial
 #: Short runs: the tables need not converge to be compared.
 EPISODES = 300
 REPORT_EPISODES = 200
-EXPLORING_STARTS = "rlbridge.agents.blackjack.mc:exploring_starts_program"
+EXPLORING_STARTS = "rlbridge.games.blackjack.agents.mc:exploring_starts_program"
 
 
 def rlbridge(*args: str) -> subprocess.CompletedProcess:
@@ -71,7 +71,9 @@ def test_the_replayed_agent_ends_with_the_live_agents_tables(tmp_path, capsys, a
     figure = tmp_path / "curves-learned-run.rlog.png"
     assert f"wrote {figure} (policy and values" in plotted
     assert mpimg.imread(figure).shape[:2] == (800, 1000)
-    if agent == "blackjack-mc-eval":  # the figures docs/blackjack.md quotes for each agent
+    if (
+        agent == "blackjack-mc-eval"
+    ):  # the figures rlbridge/games/blackjack/README.md quotes for each agent
         estimate, _error = estimated_deal_value(replayed)
         quoted = f"estimated return per hand of its policy {estimate:.4f}, 95% CI ["
     else:
@@ -136,7 +138,9 @@ def test_the_report_draws_each_monte_carlo_setting_across_its_seeds(tmp_path, ca
 
     logs = sorted((out / "logs").glob("*mc-onpolicy*"), key=lambda p: "-s2-" in p.name)
     agents = [replayed_agent(str(log)) for log in logs]
-    for seed, agent in zip((1, 2), agents, strict=True):  # the figure docs/blackjack.md quotes
+    for seed, agent in zip(
+        (1, 2), agents, strict=True
+    ):  # the figure rlbridge/games/blackjack/README.md quotes
         assert (
             f"  blackjack blackjack-mc-onpolicy seed {seed}: exact return of the greedy "
             f"policy {agent.exact_return():.5f}, {REPORT_EPISODES} episodes" in report.splitlines()

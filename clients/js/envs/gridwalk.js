@@ -1,6 +1,6 @@
 "use strict";
 /**
- * GridWalk in JavaScript: the rules and task spec of rlbridge/environments/toy.py's GridWalk,
+ * GridWalk in JavaScript: the rules and task spec of rlbridge/games/toy/env.py's GridWalk,
  * so that the same actions give the same observations and rewards in either language. A walker
  * starts at (0, 0) of a size x size grid and must reach the far corner; actions 0-3 move up,
  * down, left, right (into a wall: stays); -1 per step, 0 on reaching the goal, which ends the

@@ -8,7 +8,7 @@ from typing import Literal, TypedDict
 from rlbridge.bridge.canvas import SquareCells, draw_header, load_pygame
 from rlbridge.bridge.games.board import BlockGrid, Grid, text_grid
 from rlbridge.bridge.palette import AIR, RGB, wool
-from rlbridge.environments.mission.blocks import BLOCKS
+from rlbridge.games.mission.blocks import BLOCKS
 
 
 class MissionSnapshot(TypedDict):

@@ -1,0 +1,254 @@
+"""Blackjack's batch core: N hands dealt, hit and played out by the dealer together, on arrays.
+
+Each instance keeps its own card stream exactly as :class:`BlackjackCore` draws it: a
+buffer of ``CARD_BATCH`` cards from one ``integers`` call on that instance's generator,
+refilled when used up. A refill is one generator call for one instance (every
+``CARD_BATCH`` cards, so rarely); every other part of a step is an array operation
+over the instances it concerns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlbridge.environments.batch import BatchStep, first_ints, stacked_observations
+from rlbridge.games.blackjack.core import CARD_BATCH, HIT, hand_for
+from rlbridge.protocol.errors import WrongState
+
+_STEP, _START = 0, 1
+#: Room for a hand's cards: 21 aces and a bust card, or a dealt hand's cards and 16 draws.
+_WIDTH = 24
+
+
+class BlackjackVector:
+    """N hands of ``BlackjackEnv`` (``BatchCore``); the cards of hand i are columns
+    ``0 .. count - 1`` of its row in ``player`` and ``dealer``."""
+
+    def __init__(self, envs: list, first_instance: int = 0):
+        count = len(envs)
+        self.envs = envs
+        self.first = first_instance
+        self.natural = envs[0].natural
+        self.cards = np.zeros((count, CARD_BATCH), dtype=np.int64)
+        self.lists: list = [None] * count  # the buffer as the single core's list, when known
+        self.next = np.zeros(count, dtype=np.int64)
+        self.player = np.zeros((count, _WIDTH), dtype=np.int64)
+        self.dealer = np.zeros((count, _WIDTH), dtype=np.int64)
+        self.player_count = np.zeros(count, dtype=np.int64)
+        self.dealer_count = np.zeros(count, dtype=np.int64)
+        self.raw = np.zeros(count, dtype=np.int64)
+        self.ace = np.zeros(count, dtype=bool)
+        self.done = np.zeros(count, dtype=bool)
+        self.reward = np.full(count, np.nan)  # nan: None, no result yet
+        self.dealer_score = np.full(count, -1, dtype=np.int64)  # -1: None
+        self.started = np.zeros(count, dtype=bool)
+        self.pending: list = [None] * count
+        self.load(range(count))
+
+    @classmethod
+    def fits(cls, envs: list) -> bool:
+        return len({env.natural for env in envs}) == 1
+
+    # -- cards ---------------------------------------------------------------------
+    def _draw(self, rows: np.ndarray) -> np.ndarray:
+        """One card for each instance at ``rows``, from its own stream."""
+        used_up = rows[self.next[rows] >= CARD_BATCH]
+        for index in used_up.tolist():  # one generator call per instance, every 4096 cards
+            self.cards[index] = np.minimum(
+                self.envs[index].core.rng.integers(1, 14, size=CARD_BATCH), 10
+            )
+            self.lists[index] = None
+            self.next[index] = 0
+        cards = self.cards[rows, self.next[rows]]
+        self.next[rows] += 1
+        return cards
+
+    def _set_hands(self, index: int, player: list[int], dealer: list[int]) -> None:
+        width = max(len(player), len(dealer)) + _WIDTH
+        if width > self.player.shape[1]:  # a dealt hand longer than any drawn one
+            grow = ((0, 0), (0, width - self.player.shape[1]))
+            self.player, self.dealer = np.pad(self.player, grow), np.pad(self.dealer, grow)
+        self.player[index] = 0
+        self.dealer[index] = 0
+        self.player[index, : len(player)] = player
+        self.dealer[index, : len(dealer)] = dealer
+        self.player_count[index], self.dealer_count[index] = len(player), len(dealer)
+        self.raw[index] = sum(player)
+        self.ace[index] = 1 in player
+        self.done[index] = False
+        self.reward[index] = np.nan
+        self.dealer_score[index] = -1
+
+    def _deal(self, rows: np.ndarray) -> None:
+        """As ``BlackjackCore.deal``: the dealer's two cards, then the player's two."""
+        draw = self._draw
+        dealer = np.stack([draw(rows), draw(rows)], axis=1)
+        player = np.stack([draw(rows), draw(rows)], axis=1)
+        self.player[rows] = 0
+        self.dealer[rows] = 0
+        self.player[rows, :2] = player
+        self.dealer[rows, :2] = dealer
+        self.player_count[rows] = self.dealer_count[rows] = 2
+        self.raw[rows] = player.sum(axis=1)
+        self.ace[rows] = (player == 1).any(axis=1)
+        self.done[rows] = False
+        self.reward[rows] = np.nan
+        self.dealer_score[rows] = -1
+        if not any(self.pending):
+            return
+        for index in rows[[self.pending[i] is not None for i in rows.tolist()]].tolist():
+            pending, self.pending[index] = self.pending[index], None
+            self.envs[index]._pending = None
+            if pending[0] == "start":
+                player_sum, dealer_card, usable = pending[1:]
+                dealer = self.dealer[index, : self.dealer_count[index]].tolist()
+                dealer[0] = dealer_card
+                self._set_hands(index, hand_for(player_sum, usable), dealer)
+            else:
+                self._set_hands(index, pending[1], pending[2])
+
+    def _totals(self, raw: np.ndarray, ace: np.ndarray) -> np.ndarray:
+        return np.where(ace & (raw <= 11), raw + 10, raw)
+
+    # -- stepping ------------------------------------------------------------------
+    def apply(self, calls: np.ndarray, actions: list) -> BatchStep:
+        count = len(calls)
+        stepping = np.flatnonzero(calls == _STEP)
+        finished = stepping[self.done[stepping]]
+        if len(finished):
+            raise WrongState(
+                f"instance {self.first + int(finished[0])}: the hand is over; "
+                "call env_start for a new one"
+            )
+        rewards = np.zeros(count, dtype=np.float64)
+        terminals = np.zeros(count, dtype=bool)
+        infos = None
+        if len(stepping):
+            moves = first_ints(actions)
+            self._hit(stepping[moves == HIT])
+            self._stick(stepping[moves != HIT])
+            ended = stepping[self.done[stepping]]
+            rewards[stepping] = np.where(self.done[stepping], self.reward[stepping], 0.0)
+            terminals[ended] = True
+            if len(ended):
+                infos = [None] * count
+                for index, info in zip(ended.tolist(), self._infos(ended), strict=True):
+                    infos[index] = info
+        starting = np.flatnonzero(calls == _START)
+        if len(starting):
+            self._file_outcomes(starting)
+            self._deal(starting)
+            self.started[starting] = True
+        touched = np.flatnonzero(calls != 2)
+        observations = np.stack(
+            [
+                self._totals(self.raw[touched], self.ace[touched]),
+                self.dealer[touched, 0],
+                (self.ace[touched] & (self.raw[touched] <= 11)).astype(np.int64),
+            ],
+            axis=1,
+        )
+        return BatchStep(
+            rewards, stacked_observations(len(touched), observations), terminals, infos
+        )
+
+    def _hit(self, rows: np.ndarray) -> None:
+        if not len(rows):
+            return
+        card = self._draw(rows)
+        self.player[rows, self.player_count[rows]] = card
+        self.player_count[rows] += 1
+        self.raw[rows] += card
+        self.ace[rows] |= card == 1
+        bust = rows[self.raw[rows] > 21]
+        self.done[bust] = True
+        self.reward[bust] = -1.0
+
+    def _stick(self, rows: np.ndarray) -> None:
+        """The dealer draws while below 17 (a usable ace counting 11); then the hand is scored."""
+        if not len(rows):
+            return
+        dealer = self.dealer[rows]
+        raw = dealer.sum(axis=1)
+        ace = (dealer == 1).any(axis=1)
+        total = self._totals(raw, ace)
+        drawing = np.flatnonzero(total < 17)
+        while len(drawing):
+            at = rows[drawing]
+            card = self._draw(at)
+            self.dealer[at, self.dealer_count[at]] = card
+            self.dealer_count[at] += 1
+            raw[drawing] += card
+            ace[drawing] |= card == 1
+            total[drawing] = self._totals(raw[drawing], ace[drawing])
+            drawing = drawing[total[drawing] < 17]
+        dealer_score = np.where(total > 21, 0, total)
+        player_score = self._totals(self.raw[rows], self.ace[rows])
+        reward = np.sign(player_score - dealer_score).astype(np.float64)
+        if self.natural:
+            first, second = self.player[rows, 0], self.player[rows, 1]
+            natural = (
+                (self.player_count[rows] == 2)
+                & (first + second == 11)
+                & ((first == 1) | (second == 1))
+            )
+            reward[natural & (reward == 1.0)] = 1.5
+        self.done[rows] = True
+        self.reward[rows] = reward
+        self.dealer_score[rows] = dealer_score
+
+    def _infos(self, rows: np.ndarray) -> list[dict]:
+        player = self._totals(self.raw[rows], self.ace[rows])
+        dealer_score = self.dealer_score[rows]
+        unplayed = dealer_score < 0  # a bust: the dealer's two cards as they stand
+        if unplayed.any():
+            dealer = self.dealer[rows[unplayed]]
+            total = self._totals(dealer.sum(axis=1), (dealer == 1).any(axis=1))
+            dealer_score[unplayed] = np.where(total > 21, 0, total)
+        outcomes = np.where(
+            self.reward[rows] > 0, "win", np.where(self.reward[rows] < 0, "loss", "draw")
+        ).tolist()
+        return [
+            {"player_score": 0 if p > 21 else p, "dealer_score": d, "outcome": o}
+            for p, d, o in zip(player.tolist(), dealer_score.tolist(), outcomes, strict=True)
+        ]
+
+    def _file_outcomes(self, rows: np.ndarray) -> None:
+        """What ``env_start``'s ``file_outcome`` files for the hands that ended or were cut."""
+        started = rows[self.started[rows]]
+        won = self.done[started] & (np.nan_to_num(self.reward[started]) > 0)
+        for index, value in zip(started.tolist(), won.tolist(), strict=True):
+            self.envs[index].__dict__.setdefault("_filed_outcomes", []).append(float(value))
+
+    # -- the environments' view ----------------------------------------------------------
+    def store(self, rows) -> None:
+        for index in rows:
+            env, core = self.envs[index], self.envs[index].core
+            core.player = self.player[index, : self.player_count[index]].tolist()
+            core.dealer = self.dealer[index, : self.dealer_count[index]].tolist()
+            core._raw, core._ace = int(self.raw[index]), bool(self.ace[index])
+            core.done = bool(self.done[index])
+            reward = float(self.reward[index])
+            core.reward = None if np.isnan(reward) else reward
+            score = int(self.dealer_score[index])
+            core.dealer_score = None if score < 0 else score
+            if self.lists[index] is None:
+                self.lists[index] = self.cards[index].tolist()
+            core._cards, core._next = self.lists[index], int(self.next[index])
+            env._started = bool(self.started[index])
+
+    def load(self, rows) -> None:
+        for index in rows:
+            env, core = self.envs[index], self.envs[index].core
+            self._set_hands(index, core.player, core.dealer)
+            self.raw[index], self.ace[index] = core._raw, core._ace
+            self.done[index] = core.done
+            self.reward[index] = np.nan if core.reward is None else core.reward
+            self.dealer_score[index] = -1 if core.dealer_score is None else core.dealer_score
+            if core._cards is not self.lists[index]:  # reseeded (an empty buffer) or new
+                self.lists[index] = core._cards
+                if len(core._cards) == CARD_BATCH:
+                    self.cards[index] = core._cards
+            self.next[index] = core._next if len(core._cards) else CARD_BATCH
+            self.started[index] = env._started
+            self.pending[index] = env._pending
