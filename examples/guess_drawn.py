@@ -1,7 +1,8 @@
 """The README's guessing game drawn for --render-frames: ten cells, each guess grey, a hit green."""
 
 from examples.guess import BisectAgent, GuessEnv
-from rlbridge.bridge.games import GAMES, GameDrawing
+from rlbridge.bridge.drawing import GameDrawing
+from rlbridge.registry import register_drawing
 
 __all__ = ["BisectAgent", "DrawnGuessEnv"]
 
@@ -15,7 +16,7 @@ class DrawnGuessEnv(GuessEnv):
         self.guesses.append(action.ints[0])
         return super().env_step(action)
 
-    def state_snapshot(self):  # what the drawing gets; "game" picks it in GAMES
+    def state_snapshot(self):  # what the drawing gets; "game" names it
         return {"game": "guess", "guesses": list(self.guesses), "secret": self.secret}
 
 
@@ -32,4 +33,5 @@ def draw(surface, snapshot, layout):
         surface.fill(colour, layout.cell_rect(0, col).to_pygame())
 
 
-GAMES["guess"] = GameDrawing(shape=lambda snapshot: (1, 10), draw=draw)
+DRAWING = GameDrawing(shape=lambda snapshot: (1, 10), draw=draw)
+register_drawing("guess", f"{__name__}:DRAWING")

@@ -1,27 +1,128 @@
-"""Names of the built-in environments and agents, and loading of ``module:Class`` names."""
+"""The names of environments, agents and drawings, which the games register, and loading of
+``module:Class`` names."""
 
 from __future__ import annotations
 
 import difflib
 import importlib
 import os
+import pkgutil
 import sys
-from collections.abc import Iterable, Mapping
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
+from importlib.metadata import entry_points
 from typing import Protocol, cast
 
 from rlbridge.protocol.errors import OptionError, UntrustedName
 
-#: Built-in environments: short name -> "module:Class" (imported only when used).
-ENVIRONMENTS: dict[str, str] = {
-    "minesweeper": "rlbridge.games.minesweeper.env:MinesweeperEnv",
-    "blackjack": "rlbridge.games.blackjack.env:BlackjackEnv",
-    "tetris": "rlbridge.games.tetris.env:TetrisEnv",
-    "reversi": "rlbridge.games.reversi.env:ReversiEnv",
-    "2048": "rlbridge.games.game2048.env:Game2048Env",
-    "gridwalk": "rlbridge.games.toy.env:GridWalk",
-    "countdown": "rlbridge.games.toy.env:Countdown",
-    "mission": "rlbridge.games.mission.env:MissionEnv",
-}
+#: Where a name is listed when it gives no place of its own: after the built-in names.
+LAST = 1_000_000
+#: The package whose subpackages are the built-in games, and the entry-point group through
+#: which an installed package adds games of its own (docs/architecture.md, "Games").
+GAMES_PACKAGE = "rlbridge.games"
+ENTRY_POINTS = "rlbridge.games"
+
+
+class Names(Mapping[str, str]):
+    """One kind of name (environment, agent, drawing) -> ``"module:ATTR"``, imported only when
+    used. The games register their names (:func:`register_environment` and the others) when
+    the first lookup of any kind imports them (:func:`discover_games`)."""
+
+    def __init__(self, kind: str, names: Mapping[str, str] | None = None) -> None:
+        self.kind = kind
+        self._places: dict[str, tuple[int, int]] = {}  # name -> (order, registration)
+        self._targets: dict[str, str] = {}
+        for name, path in (names or {}).items():
+            self.add(name, path, order=0)
+
+    def add(self, name: str, path: str, order: int = LAST) -> None:
+        """Register ``name`` as ``path`` (``"module:ATTR"``), listed by ``order`` then by when
+        it was registered. A name registered again must name the same path."""
+        if ":" not in path:
+            raise OptionError(f"{self.kind} {name!r}: expected module:ATTR; got {path!r}")
+        known = self._targets.get(name)
+        if known is not None and known != path:
+            raise OptionError(f"{self.kind} {name!r} is already registered as {known}; got {path}")
+        if known is None:
+            self._targets[name] = path
+            self._places[name] = (order, len(self._places))
+
+    def __getitem__(self, name: str) -> str:
+        discover_games()
+        return self._targets[name]
+
+    def __iter__(self) -> Iterator[str]:
+        discover_games()
+        return iter(sorted(self._targets, key=self._places.__getitem__))
+
+    def __len__(self) -> int:
+        discover_games()
+        return len(self._targets)
+
+    def __contains__(self, name: object) -> bool:
+        discover_games()
+        return name in self._targets
+
+
+#: Environments: short name -> "module:Class".
+ENVIRONMENTS = Names("environment")
+#: Agents: short name -> "module:Class". The generic ones are here; each game adds its own.
+AGENTS = Names(
+    "agent",
+    {
+        "random": "rlbridge.agents.random_agent:RandomAgent",
+        "first": "rlbridge.agents.random_agent:FirstLegalAgent",
+    },
+)
+#: Drawings: a snapshot's ``"game"`` -> "module:ATTR" of its GameDrawing (rlbridge.bridge.drawing).
+DRAWINGS = Names("drawing")
+
+
+def register_environment(name: str, path: str, *, order: int = LAST) -> None:
+    """Make ``name`` an environment, the class at ``path`` (``"module:Class"``); ``order`` places
+    it where names are listed (help, errors), else it comes after the built-in ones."""
+    ENVIRONMENTS.add(name, path, order)
+
+
+def register_agent(name: str, path: str, *, order: int = LAST) -> None:
+    """Make ``name`` an agent, the class at ``path`` (``"module:Class"``); ``order`` as for
+    :func:`register_environment`."""
+    AGENTS.add(name, path, order)
+
+
+def register_drawing(name: str, path: str, *, order: int = LAST) -> None:
+    """Draw the snapshots whose ``"game"`` is ``name`` with the GameDrawing at ``path``
+    (``"module:ATTR"``); ``order`` as for :func:`register_environment`."""
+    DRAWINGS.add(name, path, order)
+
+
+_discovered = False
+
+
+def discover_games() -> None:
+    """Import every subpackage of :data:`GAMES_PACKAGE`, then every ``rlbridge.games`` entry
+    point, once: each registers its names as it is imported (an entry point that loads as a
+    callable is called). A game's ``__init__`` imports no more than this module, so this
+    costs milliseconds; its environment and agents are imported when a name is resolved."""
+    global _discovered
+    if _discovered:
+        return
+    _discovered = True  # first: a game that looks a name up while it registers sees the rest
+    package = importlib.import_module(GAMES_PACKAGE)
+    for module in pkgutil.iter_modules(package.__path__, GAMES_PACKAGE + "."):
+        importlib.import_module(module.name)
+    for entry in entry_points(group=ENTRY_POINTS):
+        try:
+            loaded = entry.load()
+            if callable(loaded):
+                loaded()
+        except Exception as err:  # an installed package's fault must not stop ours
+            warnings.warn(
+                f"the {ENTRY_POINTS} entry point {entry.name} = {entry.value} failed to "
+                f"register its games: {type(err).__name__}: {err}",
+                stacklevel=2,
+            )
+
 
 #: Environment names of this form are Gymnasium ids, served by the Gymnasium adapter.
 GYM_PREFIX = "gym:"
@@ -48,28 +149,6 @@ class GymAdapter(Protocol):
 def gym_adapter() -> GymAdapter:
     """:data:`GYM_ADAPTER`, imported now (it imports gymnasium)."""
     return cast(GymAdapter, importlib.import_module(GYM_ADAPTER))
-
-
-#: Built-in agents: short name -> "module:Class".
-AGENTS: dict[str, str] = {
-    "random": "rlbridge.agents.random_agent:RandomAgent",
-    "first": "rlbridge.agents.random_agent:FirstLegalAgent",
-    "blackjack-mc-eval": "rlbridge.games.blackjack.agents.mc:MCEvalAgent",
-    "blackjack-mc-es": "rlbridge.games.blackjack.agents.mc:MCExploringStartsAgent",
-    "blackjack-mc-onpolicy": "rlbridge.games.blackjack.agents.mc:MCOnPolicyAgent",
-    "blackjack-mc-offpolicy-eval": "rlbridge.games.blackjack.agents.offpolicy:OffPolicyEvalAgent",
-    "blackjack-mc-offpolicy": "rlbridge.games.blackjack.agents.offpolicy:OffPolicyControlAgent",
-    "minesweeper-elimination": "rlbridge.games.minesweeper.agents.elimination:EliminationAgent",
-    "minesweeper-solver": "rlbridge.games.minesweeper.agents.solver:SolverAgent",
-    "2048-mcts": "rlbridge.games.game2048.agents.mcts:SeedMCTSAgent",
-    "2048-expectimax": "rlbridge.games.game2048.agents.expectimax:ExpectimaxAgent",
-    "tetris-placement": "rlbridge.games.tetris.agents.placement:PlacementAgent",
-    "tetris-qlearning": "rlbridge.games.tetris.agents.qlearning:QLearningAgent",
-    "tetris-apriori": "rlbridge.games.tetris.agents.apriori:AprioriAgent",
-    "reversi-search": "rlbridge.games.reversi.agents.search:ReversiSearchAgent",
-    "reversi-dqn": "rlbridge.games.reversi.agents.dqn:ReversiDQNAgent",
-    "mission-qlearning": "rlbridge.games.mission.agents.qlearning:MissionQLearningAgent",
-}
 
 
 def target(name: str, registry: Mapping[str, str]) -> str:
@@ -106,7 +185,22 @@ def resolve(name: str, registry: Mapping[str, str], *, source: str = "") -> type
         _refuse_untrusted(name, registry, source)
     if registry is ENVIRONMENTS and name.startswith(GYM_PREFIX):
         return check_contract(gym_adapter().environment_class(name), name, registry)
-    module_name, _, class_name = target(name, registry).partition(":")
+    found = load(target(name, registry), name)
+    gymnasium = sys.modules.get("gymnasium")  # a gymnasium.Env class imported it
+    if (
+        registry is ENVIRONMENTS
+        and gymnasium is not None
+        and isinstance(found, type)
+        and issubclass(found, gymnasium.Env)
+    ):
+        return check_contract(gym_adapter().class_environment(name), name, registry)
+    return check_contract(found, name, registry)
+
+
+def load(path: str, name: str) -> object:
+    """What ``path`` (``"module:ATTR"``, registered or trusted) names, imported now; ``name`` is
+    what the user or a game called it, for the error."""
+    module_name, _, attribute = path.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:
@@ -118,18 +212,9 @@ def resolve(name: str, registry: Mapping[str, str], *, source: str = "") -> type
             ) from None
         raise OptionError(f"cannot import {module_name!r} (from {name!r}): {err}") from None
     try:
-        found = getattr(module, class_name)
+        return getattr(module, attribute)
     except AttributeError:
-        raise OptionError(f"module {module_name!r} has no class {class_name!r}") from None
-    gymnasium = sys.modules.get("gymnasium")  # a gymnasium.Env class imported it
-    if (
-        registry is ENVIRONMENTS
-        and gymnasium is not None
-        and isinstance(found, type)
-        and issubclass(found, gymnasium.Env)
-    ):
-        return check_contract(gym_adapter().class_environment(name), name, registry)
-    return check_contract(found, name, registry)
+        raise OptionError(f"module {module_name!r} has no class {attribute!r}") from None
 
 
 def _kind(registry: Mapping[str, str]) -> str:

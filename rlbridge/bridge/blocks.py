@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from rlbridge.bridge.games import blocks_for
-from rlbridge.bridge.games.board import BlockGrid, Grid
+from rlbridge.bridge.board import BlockGrid, Grid
+from rlbridge.bridge.drawing import blocks_for
 from rlbridge.bridge.palette import AIR, PALETTE, check_block, legacy_block
 
 
@@ -42,7 +42,7 @@ class Origin:
 
 def snapshot_grid(snapshot: dict) -> BlockGrid:
     """(rows, cols, non-air cells) of a game's ``state_snapshot()``; each game's colours are in
-    ``bridge/games/<game>.py``."""
+    ``rlbridge/games/<game>/draw.py``."""
     return blocks_for(snapshot.get("game"))(snapshot)
 
 

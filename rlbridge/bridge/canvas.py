@@ -1,7 +1,7 @@
 """pygame drawing primitives the game drawings share: fonts, fitted text, rectangles, scaled
 layouts.
 
-Nothing here knows a game; ``bridge/games/<game>.py`` draws with these and
+Nothing here knows a game; ``rlbridge/games/<game>/draw.py`` draws with these and
 ``bridge/render.py`` puts a game's drawing on a Surface. Every length a drawing uses goes
 through its layout's :meth:`SquareCells.px`, so one ``scale`` enlarges the whole picture
 (cells, lines, fonts) instead of blurring a small one.

@@ -2,7 +2,7 @@
 palette.
 
 Wool colours follow Minecraft's data values (``wool 14`` is red in 1.12, ``minecraft:red_wool``
-since 1.13). Each game's own colours are in ``bridge/games/<game>.py``.
+since 1.13). Each game's own colours are in ``rlbridge/games/<game>/draw.py``.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable
 
-from rlbridge.bridge.games import GAMES, NO_CONTROLS, Controls
+from rlbridge.bridge.drawing import NO_CONTROLS, Controls, drawing_for, has_drawing
 from rlbridge.environments.base import Environment, StepResult
 from rlbridge.extras import require
 from rlbridge.options import build
@@ -21,7 +21,7 @@ from rlbridge.registry import ENVIRONMENTS
 
 
 def controls_of(game: str) -> Controls:
-    return GAMES[game].controls if game in GAMES else NO_CONTROLS
+    return drawing_for(game).controls if has_drawing(game) else NO_CONTROLS
 
 
 class HumanSession:
@@ -55,8 +55,8 @@ class HumanSession:
         (or when the game has no drawing and no win rate)."""
         if not self.terminal:
             return None
-        if self.game in GAMES:
-            return GAMES[self.game].outcome(self.snapshot())
+        if has_drawing(self.game):
+            return drawing_for(self.game).outcome(self.snapshot())
         value = self.env.episode_outcome()
         if self.env.OUTCOME is None or value is None:
             return None

@@ -4,7 +4,7 @@
 is drawn (tests sample pixels there, human play maps clicks back to cells). ``scale``
 multiplies every length of the game's default size (cells, lines, fonts). Drawing needs
 no display: call :func:`init_headless` first when no window will be opened. What each
-game looks like is in ``bridge/games/<game>.py``.
+game looks like is in ``rlbridge/games/<game>/draw.py``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from rlbridge.bridge.canvas import Rect, load_pygame
-from rlbridge.bridge.games import GameDrawing, drawing_for
+from rlbridge.bridge.drawing import GameDrawing, drawing_for
 
 
 def init_headless() -> None:

@@ -18,7 +18,7 @@ import zmq
 
 from rlbridge.bridge.blocks import BlockStream, Origin, check_commands, to_malmo_chat
 from rlbridge.bridge.palette import PALETTE
-from rlbridge.games.mission.rcon import RconClient
+from rlbridge.bridge.rcon import RconClient
 
 
 class BlockSink(Protocol):

@@ -332,7 +332,7 @@ def _blocks_demo(args: argparse.Namespace) -> int:
 
 
 def _blocks_rcon(args: argparse.Namespace) -> int:
-    from rlbridge.games.mission.rcon import RconClient
+    from rlbridge.bridge.rcon import RconClient
 
     host, port = _host_port(args.rcon)
     with RconClient(host, port, args.password) as client:

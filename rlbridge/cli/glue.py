@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Mapping
 
 from rlbridge.experiment.net.curve import add_curve_arguments, curve_for
 from rlbridge.options import build
@@ -143,7 +144,9 @@ def register(subparsers) -> None:
         parser.set_defaults(func=_legacy_client, role=full, registry=registry)
 
 
-def _make(spec: str, options: list[str], registry: dict, role: str, timeout_ms: int, args):
+def _make(
+    spec: str, options: list[str], registry: Mapping[str, str], role: str, timeout_ms: int, args
+):
     if "://" in spec:
         from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 

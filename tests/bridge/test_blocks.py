@@ -18,7 +18,8 @@ from rlbridge.bridge.blocks import (
     snapshot_grid,
     to_malmo_chat,
 )
-from rlbridge.bridge.games.blackjack import (
+from rlbridge.bridge.palette import AIR, UnknownBlock, ink_wool
+from rlbridge.games.blackjack.draw import (
     CARD_BACK_BLOCK,
     CARD_BLOCK_HEIGHT,
     CARD_BLOCK_WIDTH,
@@ -27,9 +28,8 @@ from rlbridge.bridge.games.blackjack import (
     RESULT_BLOCKS,
     card_block_origin,
 )
-from rlbridge.bridge.games.game2048 import tile_block, tile_block_origin, tile_block_width
-from rlbridge.bridge.games.tetris import tetris_block
-from rlbridge.bridge.palette import AIR, UnknownBlock, ink_wool
+from rlbridge.games.game2048.draw import tile_block, tile_block_origin, tile_block_width
+from rlbridge.games.tetris.draw import tetris_block
 
 from .conftest import tetris_snapshot
 

@@ -48,11 +48,11 @@ def test_rcon_address_must_be_host_port(capsys):
 def test_screenshots_cover_every_game_in_both_views(tmp_path, capsys):
     import pygame
 
-    from rlbridge.bridge.games import GAMES
+    from rlbridge.registry import DRAWINGS
 
     assert main(["screenshots", str(tmp_path)]) == 0
     written = capsys.readouterr().out.split()
-    for game in GAMES:
+    for game in DRAWINGS:
         for view in ("pygame", "blocks"):
             path = tmp_path / f"{game}-{view}.png"
             assert str(path) in written

@@ -16,8 +16,8 @@ import pytest
 
 from rlbridge.bridge.blocks import Origin, snapshot_grid
 from rlbridge.bridge.palette import AIR, UnknownBlock
+from rlbridge.bridge.rcon import RconAuthError, RconClient
 from rlbridge.bridge.sinks import BlockBridge, RconSink
-from rlbridge.games.mission.rcon import RconAuthError, RconClient
 
 from .conftest import tetris_snapshot
 

@@ -1,5 +1,5 @@
-"""The game table: each environment that publishes snapshots has a drawing whose schema they
-follow."""
+"""The registered drawings: each environment that publishes snapshots has a drawing whose
+schema they follow."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import typing
 import numpy as np
 import pytest
 
-from rlbridge.bridge.games import GAMES, drawing_for
+from rlbridge.bridge.drawing import drawing_for
 from rlbridge.bridge.play import HumanSession
 from rlbridge.protocol.errors import UnknownGame
-from rlbridge.registry import ENVIRONMENTS, resolve
+from rlbridge.registry import DRAWINGS, ENVIRONMENTS, resolve
 
 
 def conforms(value, hint) -> bool:
@@ -40,9 +40,9 @@ def conforms(value, hint) -> bool:
     return isinstance(value, hint)
 
 
-@pytest.mark.parametrize("game", sorted(GAMES))
+@pytest.mark.parametrize("game", sorted(DRAWINGS))
 def test_real_snapshots_follow_the_schema(game):
-    schema = GAMES[game].schema
+    schema = drawing_for(game).schema
     session = HumanSession(game, {}, seed=4)
     rng = np.random.default_rng(4)
     for _ in range(60):
@@ -62,7 +62,7 @@ def test_every_environment_with_snapshots_is_drawn():
         env.env_start()
         snapshot = env.state_snapshot()
         env.env_cleanup()
-        assert (snapshot is not None) == (name in GAMES), name
+        assert (snapshot is not None) == (name in DRAWINGS), name
         if snapshot is not None:
             assert snapshot["game"] == name, target
 

@@ -13,7 +13,6 @@ import pygame
 import pytest
 
 from rlbridge.bridge.blocks import BlockStream, apply_commands, snapshot_grid
-from rlbridge.bridge.games.reversi import REVERSI_AGENT
 from rlbridge.bridge.play import (
     HumanSession,
     action_for_event,
@@ -23,6 +22,7 @@ from rlbridge.bridge.play import (
 )
 from rlbridge.bridge.render import cell_rect, render
 from rlbridge.bridge.textboard import describe
+from rlbridge.games.reversi.draw import REVERSI_AGENT
 
 from .conftest import tetris_snapshot
 

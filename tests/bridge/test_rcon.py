@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
+from rlbridge.bridge.rcon import RconAuthError, RconClient, RconError, encode_packet
 from rlbridge.bridge.sinks import RateLimiter, RconSink
-from rlbridge.games.mission.rcon import RconAuthError, RconClient, RconError, encode_packet
 
 
 class FakeRconServer:

@@ -5,26 +5,26 @@ from __future__ import annotations
 import pygame
 import pytest
 
-from rlbridge.bridge.games import GAMES
-from rlbridge.bridge.games.blackjack import CARD_BACK, CARD_FACE, CARD_INK, CARD_TABLE
-from rlbridge.bridge.games.game2048 import tile_rgb
-from rlbridge.bridge.games.minesweeper import (
+from rlbridge.bridge.drawing import drawing_for
+from rlbridge.bridge.palette import GRID_LINE, WOOL_RGB, contrast
+from rlbridge.bridge.render import canvas_size, cell_at, cell_rect, render, save_png
+from rlbridge.games.blackjack.draw import CARD_BACK, CARD_FACE, CARD_INK, CARD_TABLE
+from rlbridge.games.game2048.draw import tile_rgb
+from rlbridge.games.minesweeper.draw import (
     HINT_RGB,
     MINE_DOT,
     MINE_EXPLODED,
     MINE_OPENED,
     MINE_UNOPENED,
 )
-from rlbridge.bridge.games.reversi import (
+from rlbridge.games.reversi.draw import (
     REVERSI_AGENT,
     REVERSI_BOARD,
     REVERSI_ENV,
     REVERSI_HINT,
     REVERSI_LAST,
 )
-from rlbridge.bridge.games.tetris import GAME_OVER_INK, TETRIS_EMPTY, TETRIS_RGB
-from rlbridge.bridge.palette import GRID_LINE, WOOL_RGB, contrast
-from rlbridge.bridge.render import canvas_size, cell_at, cell_rect, render, save_png
+from rlbridge.games.tetris.draw import GAME_OVER_INK, TETRIS_EMPTY, TETRIS_RGB
 
 from .conftest import tetris_snapshot
 
@@ -230,7 +230,9 @@ def test_no_text_runs_off_the_canvas(snap, scale):
     210 next -" at both edges): the canvas's margin stays empty at any scale."""
     surface = render(snap, scale=scale)
     assert surface.get_size() == canvas_size(snap, scale)
-    assert _frame_is_background(surface, GAMES[snap["game"]].background, max(1, round(6 * scale)))
+    assert _frame_is_background(
+        surface, drawing_for(snap["game"]).background, max(1, round(6 * scale))
+    )
 
 
 @pytest.mark.parametrize("value", [16384, 131072, 2**20])

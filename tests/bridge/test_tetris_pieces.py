@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from rlbridge.bridge.games import tetris as drawing
 from rlbridge.bridge.palette import WOOL_COLOURS, wool
 from rlbridge.bridge.render import cell_rect, render
+from rlbridge.games.tetris import draw as drawing
 from rlbridge.games.tetris.env import TetrisEnv
 from rlbridge.games.tetris.pieces import PIECE_SETS
 from rlbridge.protocol.values import Value

@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 import os
 
+from rlbridge.bridge.rcon import RconClient, RconError
 from rlbridge.games.mission.blocks import AIR, BLOCKS, NAMES, modern_id
-from rlbridge.games.mission.rcon import RconClient, RconError
 from rlbridge.games.mission.spec import MAX_Y, MIN_Y, Mission
 from rlbridge.protocol.errors import MissionError, RLBridgeError
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
+from rlbridge.bridge.board import BlockGrid, Grid, text_grid
 from rlbridge.bridge.canvas import SquareCells, draw_header, draw_text, load_pygame
-from rlbridge.bridge.games.board import BlockGrid, Grid, text_grid
+from rlbridge.bridge.drawing import Controls, GameDrawing
 from rlbridge.bridge.palette import RGB, wool
 
 
@@ -123,3 +124,15 @@ def text(snap: MinesweeperSnapshot) -> str:
 def cell_action(snap: MinesweeperSnapshot, row: int, col: int) -> int:
     """Open the cell at (row, col)."""
     return row * snap["cols"] + col
+
+
+#: Everything that draws minesweeper and lets a person play it (registered in ``__init__``).
+DRAWING: GameDrawing[MinesweeperSnapshot] = GameDrawing(
+    shape,
+    draw,
+    block_grid,
+    text,
+    outcome,
+    Controls(HELP, pair_action=cell_action, clicks_pick_cells=True),
+    schema=MinesweeperSnapshot,
+)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
+from rlbridge.bridge.board import BlockGrid, cells, text_grid
 from rlbridge.bridge.canvas import SquareCells, draw_header, load_pygame
-from rlbridge.bridge.games.board import BlockGrid, cells, text_grid
+from rlbridge.bridge.drawing import Controls, GameDrawing
 from rlbridge.bridge.palette import RGB, wool
 
 
@@ -95,3 +96,22 @@ def cell_action(snap: ReversiSnapshot, row: int, col: int) -> int:
     """Place a stone at (row, col) (seed 003's Game_Reversi_Test types ``2,4`` for row 2, column
     4)."""
     return row * snap["size"] + col
+
+
+#: Everything that draws reversi and lets a person play it (registered in ``__init__``).
+DRAWING: GameDrawing[ReversiSnapshot] = GameDrawing(
+    shape,
+    draw,
+    block_grid,
+    text,
+    outcome,
+    Controls(
+        HELP,
+        KEYS,
+        WORDS,
+        pair_action=cell_action,
+        clicks_pick_cells=True,
+    ),
+    layout=LAYOUT,
+    schema=ReversiSnapshot,
+)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
+from rlbridge.bridge.board import BlockGrid, Grid, text_grid
 from rlbridge.bridge.canvas import SquareCells, draw_header, load_pygame
-from rlbridge.bridge.games.board import BlockGrid, Grid, text_grid
+from rlbridge.bridge.drawing import Controls, GameDrawing
 from rlbridge.bridge.palette import AIR, RGB, wool
 from rlbridge.games.mission.blocks import BLOCKS
 
@@ -126,3 +127,16 @@ def text(snap: MissionSnapshot) -> str:
         + f"\nstep {snap['steps']}"
         + (f"  {outcome(snap)}" if snap.get("done") else "")
     )
+
+
+#: Everything that draws mission and lets a person play it (registered in ``__init__``).
+DRAWING: GameDrawing[MissionSnapshot] = GameDrawing(
+    shape,
+    draw,
+    block_grid,
+    text,
+    outcome,
+    Controls(HELP, KEYS, WORDS),
+    layout=LAYOUT,
+    schema=MissionSnapshot,
+)

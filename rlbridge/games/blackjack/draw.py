@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Literal, TypedDict
 
 from rlbridge.bridge.blockfont import GLYPH_HEIGHT, glyph_cells, text_width
+from rlbridge.bridge.board import BlockGrid, Grid
 from rlbridge.bridge.canvas import HEADER, MARGIN, Rect, Scaled, draw_header, draw_text, load_pygame
-from rlbridge.bridge.games.board import BlockGrid, Grid
+from rlbridge.bridge.drawing import Controls, GameDrawing
 from rlbridge.bridge.palette import RGB, TEXT, wool
 
 
@@ -186,3 +187,17 @@ def block_grid(snap: BlackjackSnapshot) -> BlockGrid:
 def text(snap: BlackjackSnapshot) -> str:
     dealer = dealer_shown(snap) + ([] if snap.get("done") else ["?"])
     return f"dealer: {' '.join(map(str, dealer))}\nplayer: {' '.join(map(str, snap['player']))}"
+
+
+#: Everything that draws blackjack and lets a person play it (registered in ``__init__``).
+DRAWING: GameDrawing[BlackjackSnapshot] = GameDrawing(
+    shape,
+    draw,
+    block_grid,
+    text,
+    outcome,
+    Controls(HELP, KEYS, WORDS),
+    layout=CARDS,
+    background=CARD_TABLE,
+    schema=BlackjackSnapshot,
+)

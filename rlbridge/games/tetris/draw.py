@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
+from rlbridge.bridge.board import BlockGrid, Cell, cells, text_grid
 from rlbridge.bridge.canvas import MARGIN, SquareCells, draw_text, load_pygame
-from rlbridge.bridge.games.board import BlockGrid, Cell, cells, text_grid
+from rlbridge.bridge.drawing import Controls, GameDrawing
 from rlbridge.bridge.palette import AIR, RGB, TEXT, WOOL_COLOURS, WOOL_RGB, lifted, wool
 
 
@@ -153,3 +154,22 @@ def text(snap: TetrisSnapshot) -> str:
 def placement_action(snap: TetrisSnapshot, rotation: int, col: int) -> int:
     """A typed ``rotation,column`` pair: the placement action ``rotation * cols + column``."""
     return rotation * snap["cols"] + col
+
+
+#: Everything that draws tetris and lets a person play it (registered in ``__init__``).
+DRAWING: GameDrawing[TetrisSnapshot] = GameDrawing(
+    shape,
+    draw,
+    block_grid,
+    text,
+    outcome,
+    Controls(
+        HELP,
+        KEYS,
+        WORDS,
+        pair_action=placement_action,
+        options=PLAY_OPTIONS,
+    ),
+    layout=LAYOUT,
+    schema=TetrisSnapshot,
+)

@@ -7,8 +7,9 @@ import colorsys
 from typing import Literal, TypedDict
 
 from rlbridge.bridge.blockfont import GLYPH_HEIGHT, glyph_cells, text_width
+from rlbridge.bridge.board import BlockGrid, Grid, cells
 from rlbridge.bridge.canvas import SquareCells, draw_header, draw_text, load_pygame
-from rlbridge.bridge.games.board import BlockGrid, Grid, cells
+from rlbridge.bridge.drawing import Controls, GameDrawing
 from rlbridge.bridge.palette import AIR, RGB, WOOL_COLOURS, ink_wool, wool
 
 
@@ -150,3 +151,16 @@ def text(snap: Game2048Snapshot) -> str:
         " ".join(f"{v or '.':>6}" for v in board[r * SIDE : (r + 1) * SIDE]) for r in range(SIDE)
     )
     return "\n".join(rows) + f"\nscore {snap.get('score', 0)}"
+
+
+#: Everything that draws 2048 and lets a person play it (registered in ``__init__``).
+DRAWING: GameDrawing[Game2048Snapshot] = GameDrawing(
+    shape,
+    draw,
+    block_grid,
+    text,
+    outcome,
+    Controls(HELP, KEYS, WORDS),
+    layout=LAYOUT,
+    schema=Game2048Snapshot,
+)
