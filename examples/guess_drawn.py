@@ -1,8 +1,8 @@
 """The README's guessing game drawn for --render-frames: ten cells, each guess grey, a hit green."""
 
 from examples.guess import BisectAgent, GuessEnv
-from rlbridge.bridge.drawing import GameDrawing
 from rlbridge.registry import register_drawing
+from rlbridge.render.drawing import GameDrawing
 
 __all__ = ["BisectAgent", "DrawnGuessEnv"]
 

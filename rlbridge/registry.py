@@ -74,7 +74,7 @@ AGENTS = Names(
         "first": "rlbridge.agents.random_agent:FirstLegalAgent",
     },
 )
-#: Drawings: a snapshot's ``"game"`` -> "module:ATTR" of its GameDrawing (rlbridge.bridge.drawing).
+#: Drawings: a snapshot's ``"game"`` -> "module:ATTR" of its GameDrawing (rlbridge.render.drawing).
 DRAWINGS = Names("drawing")
 
 

@@ -334,7 +334,7 @@ def test_screenshots_into_an_existing_file(tmp_path):
 
 # -- 9. frames drawn where the states are; a game of one's own drawn --------------------------
 def test_the_documented_drawing_of_ones_own_game_writes_every_frame(tmp_path):
-    docs = (ROOT / "docs" / "bridge.md").read_text()
+    docs = (ROOT / "docs" / "render.md").read_text()
     section = docs[docs.index("## Draw your own game") :]
     command = re.search(r"```sh\n(.*?)```", section, re.S).group(1).strip().split()
     assert command[:2] == ["rlbridge", "run"] and command[-2] == "--render-frames"

@@ -16,9 +16,9 @@ import time
 import numpy as np
 
 from rlbridge.bench.report import Figure
-from rlbridge.bridge.blocks import BlockStream, Origin
-from rlbridge.bridge.publish import StatePublisher
-from rlbridge.bridge.sinks import RconSink, TextSink
+from rlbridge.render.blocks import BlockStream, Origin
+from rlbridge.render.publish import StatePublisher
+from rlbridge.render.sinks import RconSink, TextSink
 
 GROUP = "bridge"
 
@@ -61,7 +61,7 @@ def _offer_ns(publisher: StatePublisher, snapshot: dict, calls: int) -> float:
 
 
 def _publisher_costs(quick: bool) -> list[Figure]:
-    from rlbridge.bridge.view import StateSubscriber
+    from rlbridge.render.view import StateSubscriber
 
     snapshot = {"game": "tetris", "rows": 20, "cols": 10, "board": [1] * 200, "piece": None}
     calls = 20_000 if quick else 200_000
@@ -203,7 +203,7 @@ def _viewer_slowdown(quick: bool) -> list[Figure]:
 
 
 def run(quick: bool) -> list[Figure]:
-    from rlbridge.bridge.squid import FlyingSquid, ServerUnavailable
+    from rlbridge.render.squid import FlyingSquid, ServerUnavailable
 
     batches = tetris_stream(200 if quick else 1500)
     commands = sum(len(b) for b in batches)

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 
 from rlbridge.bench.report import Figure
-from rlbridge.bridge.squid import FlyingSquid, ServerUnavailable
 from rlbridge.experiment.api import Experiment
 from rlbridge.extras import require
 from rlbridge.games.mission.agents.qlearning import MissionQLearningAgent
 from rlbridge.games.mission.env import MissionEnv
 from rlbridge.protocol.errors import DependencyNotInstalled
 from rlbridge.protocol.values import Value
+from rlbridge.render.squid import FlyingSquid, ServerUnavailable
 from rlbridge.stats import mean_interval
 
 #: Malmo's sample plays 150 missions; the target is on the mean of the last 20.

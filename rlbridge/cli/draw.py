@@ -1,4 +1,4 @@
-"""CLI of the rendering bridge: `rlbridge view`, `rlbridge play`, `rlbridge blocks ...` and
+"""CLI of drawing: `rlbridge view`, `rlbridge play`, `rlbridge blocks ...` and
 `rlbridge screenshots`."""
 
 from __future__ import annotations
@@ -183,8 +183,8 @@ def _host_port(text: str) -> tuple[str, int]:
 
 
 def make_bridge(args: argparse.Namespace):
-    from rlbridge.bridge.blocks import Origin
-    from rlbridge.bridge.sinks import (
+    from rlbridge.render.blocks import Origin
+    from rlbridge.render.sinks import (
         BlockBridge,
         BlockSink,
         MalmoSink,
@@ -207,7 +207,7 @@ def make_bridge(args: argparse.Namespace):
 
 
 def _view(args: argparse.Namespace) -> int:
-    from rlbridge.bridge.view import require_display, run_view
+    from rlbridge.render.view import require_display, run_view
 
     if not args.headless:
         require_display("a window", "use --headless --frames DIR to write PNG frames")
@@ -224,9 +224,9 @@ def _view(args: argparse.Namespace) -> int:
 
 
 def _play(args: argparse.Namespace) -> int:
-    from rlbridge.bridge.play import HumanSession, play_text, play_window
-    from rlbridge.bridge.view import require_display
     from rlbridge.options import typed_options
+    from rlbridge.render.play import HumanSession, play_text, play_window
+    from rlbridge.render.view import require_display
 
     typed_options(args.game, ENVIRONMENTS, args.opt)  # the game and its options, then a display
     if not args.text:
@@ -245,7 +245,7 @@ def _play(args: argparse.Namespace) -> int:
 
 
 def _screenshots(args: argparse.Namespace) -> int:
-    from rlbridge.bridge.screenshots import take_all
+    from rlbridge.render.screenshots import take_all
 
     if os.path.exists(args.directory) and not os.path.isdir(args.directory):
         raise OptionError(
@@ -261,7 +261,7 @@ def _screenshots(args: argparse.Namespace) -> int:
 
 
 def _blocks_viewer(args: argparse.Namespace) -> int:
-    from rlbridge.bridge.blockviewer import BlockViewer
+    from rlbridge.render.blockviewer import BlockViewer
 
     viewer = BlockViewer(
         args.bind, headless=args.headless, scale=args.scale, snapshot_path=args.snapshot
@@ -281,7 +281,7 @@ def _blocks_viewer(args: argparse.Namespace) -> int:
 def _blocks_stream(args: argparse.Namespace) -> int:
     """Published states to a sink. Between episode ends a sink may drop batches; each
     episode's last state, the stream's last state, and SIGUSR1 send the whole board."""
-    from rlbridge.bridge.view import StateSubscriber
+    from rlbridge.render.view import StateSubscriber
 
     bridge = make_bridge(args)
     subscriber = StateSubscriber(args.address)
@@ -312,7 +312,7 @@ def _blocks_stream(args: argparse.Namespace) -> int:
 
 
 def _blocks_demo(args: argparse.Namespace) -> int:
-    from rlbridge.bridge.play import HumanSession
+    from rlbridge.render.play import HumanSession
 
     session = HumanSession(args.game, parse_options(args.opt), seed=args.seed)
     bridge = make_bridge(args)
@@ -332,7 +332,7 @@ def _blocks_demo(args: argparse.Namespace) -> int:
 
 
 def _blocks_rcon(args: argparse.Namespace) -> int:
-    from rlbridge.bridge.rcon import RconClient
+    from rlbridge.render.rcon import RconClient
 
     host, port = _host_port(args.rcon)
     with RconClient(host, port, args.password) as client:

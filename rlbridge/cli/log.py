@@ -258,23 +258,23 @@ class _Painter:
         self.next_at = time.monotonic()
         self.kind = args.render
         if self.kind == "pygame":
-            from rlbridge.bridge import render as canvas
+            from rlbridge.render import frame as canvas
 
             if args.headless:
                 canvas.init_headless()
             self.canvas = canvas
             self.window = None
             if not args.headless:
-                from rlbridge.bridge.view import Window
+                from rlbridge.render.view import Window
 
                 self.window = Window("rlbridge replay")
-            from rlbridge.bridge.view import FrameWriter
+            from rlbridge.render.view import FrameWriter
 
             self.frames = FrameWriter(args.frames) if args.frames else None
             self.surface = None
             self.scale = args.scale
         else:
-            from rlbridge.bridge.sinks import BlockBridge, RconSink, TextSink
+            from rlbridge.render.sinks import BlockBridge, RconSink, TextSink
 
             sink: TextSink | RconSink
             if self.kind == "blocks":

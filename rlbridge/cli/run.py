@@ -367,12 +367,12 @@ def _publisher(args: argparse.Namespace):
     """Where `rlbridge env` offers its states: the StatePublisher that --publish asks for,
     the FrameSink that --frames asks for, or None."""
     if args.frames:
-        from rlbridge.bridge.view import FrameSink
+        from rlbridge.render.view import FrameSink
 
         return FrameSink(args.frames, scale=args.scale)
     if not args.publish:
         return None
-    from rlbridge.bridge.publish import StatePublisher
+    from rlbridge.render.publish import StatePublisher
 
     publisher = StatePublisher(args.publish)
     if args.wait_viewer_ms and not publisher.subscribers(timeout_ms=args.wait_viewer_ms):

@@ -73,7 +73,7 @@ def frames_problem(args: argparse.Namespace, env_class: type) -> str:
     if getattr(env_class, "state_snapshot", None) is Environment.state_snapshot:
         return (
             f"{args.env_name} has nothing to draw: its class does not define "
-            "state_snapshot() (docs/bridge.md, 'Draw your own game')"
+            "state_snapshot() (docs/render.md, 'Draw your own game')"
         )
     try:
         os.makedirs(args.render_frames, exist_ok=True)

@@ -155,7 +155,7 @@ def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
         elif getattr(args, "no_curve", False):
             command.append("--no-curve")
     if args.render:
-        from rlbridge.bridge.view import viewer_command
+        from rlbridge.render.view import viewer_command
 
         commands["viewer"] = viewer_command(addresses["view"], scale=getattr(args, "scale", 1.0))
     return commands
@@ -164,7 +164,7 @@ def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
 def run_local(args) -> int:
     """Run ``args`` (``args.cpu`` already a :data:`~rlbridge.experiment.placement.CpuChoice`)."""
     if args.render:
-        from rlbridge.bridge.view import display_problem
+        from rlbridge.render.view import display_problem
 
         problem = display_problem()
         if problem is not None:

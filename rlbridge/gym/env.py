@@ -100,8 +100,8 @@ def check_applied(name: str, message: str, reply: str) -> None:
 
 def rgb_frame(snapshot: dict) -> np.ndarray:
     """The renderers' picture of a game state as a ``(height, width, 3)`` uint8 array."""
-    from rlbridge.bridge.canvas import load_pygame
-    from rlbridge.bridge.render import init_headless, render
+    from rlbridge.render.canvas import load_pygame
+    from rlbridge.render.frame import init_headless, render
 
     init_headless()
     surface = render(snapshot)
@@ -111,8 +111,8 @@ def rgb_frame(snapshot: dict) -> np.ndarray:
 def show_in_window(snapshot: dict, window: Any, caption: str) -> Any:
     """Draw a game state in ``window`` (a pygame display surface; None opens one) and
     return the window."""
-    from rlbridge.bridge.canvas import load_pygame
-    from rlbridge.bridge.render import render
+    from rlbridge.render.canvas import load_pygame
+    from rlbridge.render.frame import render
 
     pygame = load_pygame()
     surface = render(snapshot)
@@ -418,7 +418,7 @@ class RLBridgeEnv(gymnasium.Env):
             return
         self.closed = True
         if self._window is not None:
-            from rlbridge.bridge.canvas import load_pygame
+            from rlbridge.render.canvas import load_pygame
 
             load_pygame().display.quit()
             self._window = None

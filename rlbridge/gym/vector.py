@@ -467,8 +467,8 @@ class RLBridgeVectorEnv(VectorEnv):
                 "when making the vector env"
             )
             return None
-        from rlbridge.bridge.canvas import load_pygame
-        from rlbridge.bridge.render import init_headless, render
+        from rlbridge.render.canvas import load_pygame
+        from rlbridge.render.frame import init_headless, render
 
         init_headless()
         surfarray = load_pygame().surfarray

@@ -190,7 +190,7 @@ class ReversiAEC(AECEnv):
 
     def close(self) -> None:
         if self._window is not None:
-            from rlbridge.bridge.canvas import load_pygame
+            from rlbridge.render.canvas import load_pygame
 
             load_pygame().display.quit()
             self._window = None

@@ -1,12 +1,12 @@
-"""Fixtures of the bridge tests: headless pygame, hand-made snapshots, and the flying-squid
-server."""
+"""Fixtures of the drawing tests (rlbridge/render/): headless pygame, hand-made snapshots,
+the flying-squid server."""
 
 from __future__ import annotations
 
 import pytest
 
-from rlbridge.bridge.render import init_headless
-from rlbridge.bridge.squid import FlyingSquid, ServerUnavailable
+from rlbridge.render.frame import init_headless
+from rlbridge.render.squid import FlyingSquid, ServerUnavailable
 
 init_headless()  # before anything imports pygame: these tests never touch a display
 

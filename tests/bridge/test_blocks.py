@@ -6,19 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlbridge.bridge.blockfont import read_text, text_width
-from rlbridge.bridge.blocks import (
-    BlockStream,
-    Fill,
-    Origin,
-    SetBlock,
-    apply_commands,
-    check_commands,
-    parse_command,
-    snapshot_grid,
-    to_malmo_chat,
-)
-from rlbridge.bridge.palette import AIR, UnknownBlock, ink_wool
 from rlbridge.games.blackjack.draw import (
     CARD_BACK_BLOCK,
     CARD_BLOCK_HEIGHT,
@@ -30,6 +17,19 @@ from rlbridge.games.blackjack.draw import (
 )
 from rlbridge.games.game2048.draw import tile_block, tile_block_origin, tile_block_width
 from rlbridge.games.tetris.draw import tetris_block
+from rlbridge.render.blockfont import read_text, text_width
+from rlbridge.render.blocks import (
+    BlockStream,
+    Fill,
+    Origin,
+    SetBlock,
+    apply_commands,
+    check_commands,
+    parse_command,
+    snapshot_grid,
+    to_malmo_chat,
+)
+from rlbridge.render.palette import AIR, UnknownBlock, ink_wool
 
 from .conftest import tetris_snapshot
 

@@ -13,11 +13,11 @@ import numpy as np
 import pygame
 import pytest
 
-from rlbridge.bridge.blocks import BlockStream, apply_commands
-from rlbridge.bridge.blockviewer import BlockViewer, BlockWorld, draw_world, shade
-from rlbridge.bridge.palette import BACKGROUND, WOOL_RGB
-from rlbridge.bridge.play import HumanSession
-from rlbridge.bridge.sinks import BlockBridge, TextSink, ViewerSink
+from rlbridge.render.blocks import BlockStream, apply_commands
+from rlbridge.render.blockviewer import BlockViewer, BlockWorld, draw_world, shade
+from rlbridge.render.palette import BACKGROUND, WOOL_RGB
+from rlbridge.render.play import HumanSession
+from rlbridge.render.sinks import BlockBridge, TextSink, ViewerSink
 
 from .conftest import tetris_snapshot
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from rlbridge.bridge.blocks import apply_commands, check_commands
 from rlbridge.cli import main
+from rlbridge.render.blocks import apply_commands, check_commands
 
 
 def test_blocks_demo_writes_checked_commands(tmp_path):

@@ -14,10 +14,10 @@ import sys
 
 import pytest
 
-from rlbridge.bridge.blocks import Origin, snapshot_grid
-from rlbridge.bridge.palette import AIR, UnknownBlock
-from rlbridge.bridge.rcon import RconAuthError, RconClient
-from rlbridge.bridge.sinks import BlockBridge, RconSink
+from rlbridge.render.blocks import Origin, snapshot_grid
+from rlbridge.render.palette import AIR, UnknownBlock
+from rlbridge.render.rcon import RconAuthError, RconClient
+from rlbridge.render.sinks import BlockBridge, RconSink
 
 from .conftest import tetris_snapshot
 
@@ -151,7 +151,7 @@ def test_real_tetris_environment_through_rcon(flying_squid):
     """The project's TetrisEnv, random legal placements: the server's blocks follow every step."""
     import numpy as np
 
-    from rlbridge.bridge.play import HumanSession
+    from rlbridge.render.play import HumanSession
 
     host, port, password, _ = flying_squid
     session = HumanSession("tetris", {"actions": "placement"}, seed=7)
@@ -186,7 +186,7 @@ def test_a_connected_minecraft_client_sees_the_blocks(flying_squid):
     import threading
     import time
 
-    from rlbridge.bridge.squid import SERVER_DIR
+    from rlbridge.render.squid import SERVER_DIR
 
     host, port, password, game_port = flying_squid
     client = subprocess.Popen(

@@ -9,10 +9,10 @@ import typing
 import numpy as np
 import pytest
 
-from rlbridge.bridge.drawing import drawing_for
-from rlbridge.bridge.play import HumanSession
 from rlbridge.protocol.errors import UnknownGame
 from rlbridge.registry import DRAWINGS, ENVIRONMENTS, resolve
+from rlbridge.render.drawing import drawing_for
+from rlbridge.render.play import HumanSession
 
 
 def conforms(value, hint) -> bool:

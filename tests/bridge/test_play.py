@@ -12,17 +12,17 @@ import numpy as np
 import pygame
 import pytest
 
-from rlbridge.bridge.blocks import BlockStream, apply_commands, snapshot_grid
-from rlbridge.bridge.play import (
+from rlbridge.games.reversi.draw import REVERSI_AGENT
+from rlbridge.render.blocks import BlockStream, apply_commands, snapshot_grid
+from rlbridge.render.frame import cell_rect, render
+from rlbridge.render.play import (
     HumanSession,
     action_for_event,
     action_for_text,
     play_text,
     play_window,
 )
-from rlbridge.bridge.render import cell_rect, render
-from rlbridge.bridge.textboard import describe
-from rlbridge.games.reversi.draw import REVERSI_AGENT
+from rlbridge.render.textboard import describe
 
 from .conftest import tetris_snapshot
 
@@ -144,7 +144,7 @@ def test_every_game_snapshot_renders_and_streams(game):
 PLAY_TO_A_BUST = """
 import os, sys
 os.environ["SDL_VIDEODRIVER"] = "dummy"
-from rlbridge.bridge.play import HumanSession, play_window
+from rlbridge.render.play import HumanSession, play_window
 session = HumanSession("blackjack", {}, seed=5)
 import pygame
 pygame.display.init()
@@ -156,7 +156,7 @@ play_window(session, scale=1.5)
 
 
 def test_window_play_says_the_outcome_and_prints_no_pygame_banner():
-    """The first import of pygame comes through rlbridge.bridge, so no "Hello from the pygame
+    """The first import of pygame comes through rlbridge.render, so no "Hello from the pygame
     community"; a lost hand is called lost, next to its return."""
     result = subprocess.run(
         [sys.executable, "-c", PLAY_TO_A_BUST], capture_output=True, text=True, timeout=60
@@ -186,7 +186,7 @@ def test_the_ending_names_the_outcome_even_when_the_return_looks_like_a_win():
 
 
 def test_text_play_speaks_of_typed_moves_and_names_the_legal_ones():
-    from rlbridge.bridge.play import HumanSession
+    from rlbridge.render.play import HumanSession
 
     out: list[str] = []
     session = HumanSession("blackjack", {}, seed=2)

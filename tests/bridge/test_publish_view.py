@@ -8,11 +8,11 @@ import msgpack
 import pygame
 import pytest
 
-from rlbridge.bridge.publish import StatePublisher, decode_frame, encode_frame
-from rlbridge.bridge.render import cell_rect
-from rlbridge.bridge.view import StateSubscriber, run_view
 from rlbridge.games.game2048.draw import tile_rgb
 from rlbridge.games.tetris.draw import TETRIS_EMPTY, TETRIS_RGB
+from rlbridge.render.frame import cell_rect
+from rlbridge.render.publish import StatePublisher, decode_frame, encode_frame
+from rlbridge.render.view import StateSubscriber, run_view
 
 from .conftest import tetris_snapshot
 

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from rlbridge.bridge.rcon import RconAuthError, RconClient, RconError, encode_packet
-from rlbridge.bridge.sinks import RateLimiter, RconSink
+from rlbridge.render.rcon import RconAuthError, RconClient, RconError, encode_packet
+from rlbridge.render.sinks import RateLimiter, RconSink
 
 
 class FakeRconServer:
@@ -156,7 +156,7 @@ def test_sink_batches_checks_palette_and_counts_errors(server):
     lines = [f"setblock {i} 70 3 minecraft:lime_wool" for i in range(20)]
     assert sink.send(lines)
     assert server.commands == lines and sink.sent == 20 and sink.errors == 0
-    from rlbridge.bridge.palette import UnknownBlock
+    from rlbridge.render.palette import UnknownBlock
 
     with pytest.raises(UnknownBlock):
         sink.send(["setblock 0 0 0 minecraft:lime_wool", "setblock 0 0 0 minecraft:bedrock"])

@@ -5,9 +5,6 @@ from __future__ import annotations
 import pygame
 import pytest
 
-from rlbridge.bridge.drawing import drawing_for
-from rlbridge.bridge.palette import GRID_LINE, WOOL_RGB, contrast
-from rlbridge.bridge.render import canvas_size, cell_at, cell_rect, render, save_png
 from rlbridge.games.blackjack.draw import CARD_BACK, CARD_FACE, CARD_INK, CARD_TABLE
 from rlbridge.games.game2048.draw import tile_rgb
 from rlbridge.games.minesweeper.draw import (
@@ -25,6 +22,9 @@ from rlbridge.games.reversi.draw import (
     REVERSI_LAST,
 )
 from rlbridge.games.tetris.draw import GAME_OVER_INK, TETRIS_EMPTY, TETRIS_RGB
+from rlbridge.render.drawing import drawing_for
+from rlbridge.render.frame import canvas_size, cell_at, cell_rect, render, save_png
+from rlbridge.render.palette import GRID_LINE, WOOL_RGB, contrast
 
 from .conftest import tetris_snapshot
 

@@ -7,8 +7,8 @@ import io
 
 import pytest
 
-from rlbridge.bridge.palette import UnknownBlock
-from rlbridge.bridge.sinks import BlockBridge, MalmoSink, TextSink, ViewerSink, malmo_available
+from rlbridge.render.palette import UnknownBlock
+from rlbridge.render.sinks import BlockBridge, MalmoSink, TextSink, ViewerSink, malmo_available
 
 from .conftest import tetris_snapshot
 

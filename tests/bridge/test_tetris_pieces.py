@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from rlbridge.bridge.palette import WOOL_COLOURS, wool
-from rlbridge.bridge.render import cell_rect, render
 from rlbridge.games.tetris import draw as drawing
 from rlbridge.games.tetris.env import TetrisEnv
 from rlbridge.games.tetris.pieces import PIECE_SETS
 from rlbridge.protocol.values import Value
+from rlbridge.render.frame import cell_rect, render
+from rlbridge.render.palette import WOOL_COLOURS, wool
 
 
 def snapshots_with_each_kind_falling(pieces: str) -> dict[int, dict]:

@@ -9,12 +9,12 @@ import sys
 import numpy as np
 import pytest
 
-from rlbridge.bridge.rcon import RconClient
-from rlbridge.bridge.squid import FlyingSquid, ServerUnavailable
 from rlbridge.games.mission.env import BUNDLED, MissionEnv
 from rlbridge.games.mission.server import MissionServerError
 from rlbridge.protocol.errors import MissionError
 from rlbridge.protocol.values import Value
+from rlbridge.render.rcon import RconClient
+from rlbridge.render.squid import FlyingSquid, ServerUnavailable
 
 #: Steps each shipped mission plays through both backends.
 EQUAL_STEPS = 200

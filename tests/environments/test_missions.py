@@ -172,9 +172,9 @@ def test_the_docs_list_every_block_with_its_grid_id():
 
 
 def test_the_tetris_arena_holds_the_board_the_tetris_blocks_renderer_draws():
-    from rlbridge.bridge.blocks import BlockStream, Fill, parse_command
     from rlbridge.games.mission.blocks import NAMES
     from rlbridge.games.tetris.env import TetrisEnv
+    from rlbridge.render.blocks import BlockStream, Fill, parse_command
 
     tetris = TetrisEnv()  # the seed's 5x12 board
     tetris.env_init()

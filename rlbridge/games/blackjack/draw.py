@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
-from rlbridge.bridge.blockfont import GLYPH_HEIGHT, glyph_cells, text_width
-from rlbridge.bridge.board import BlockGrid, Grid
-from rlbridge.bridge.canvas import HEADER, MARGIN, Rect, Scaled, draw_header, draw_text, load_pygame
-from rlbridge.bridge.drawing import Controls, GameDrawing
-from rlbridge.bridge.palette import RGB, TEXT, wool
+from rlbridge.render.blockfont import GLYPH_HEIGHT, glyph_cells, text_width
+from rlbridge.render.board import BlockGrid, Grid
+from rlbridge.render.canvas import HEADER, MARGIN, Rect, Scaled, draw_header, draw_text, load_pygame
+from rlbridge.render.drawing import Controls, GameDrawing
+from rlbridge.render.palette import RGB, TEXT, wool
 
 
 class BlackjackSnapshot(TypedDict):

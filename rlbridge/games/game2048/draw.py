@@ -6,11 +6,11 @@ from __future__ import annotations
 import colorsys
 from typing import Literal, TypedDict
 
-from rlbridge.bridge.blockfont import GLYPH_HEIGHT, glyph_cells, text_width
-from rlbridge.bridge.board import BlockGrid, Grid, cells
-from rlbridge.bridge.canvas import SquareCells, draw_header, draw_text, load_pygame
-from rlbridge.bridge.drawing import Controls, GameDrawing
-from rlbridge.bridge.palette import AIR, RGB, WOOL_COLOURS, ink_wool, wool
+from rlbridge.render.blockfont import GLYPH_HEIGHT, glyph_cells, text_width
+from rlbridge.render.board import BlockGrid, Grid, cells
+from rlbridge.render.canvas import SquareCells, draw_header, draw_text, load_pygame
+from rlbridge.render.drawing import Controls, GameDrawing
+from rlbridge.render.palette import AIR, RGB, WOOL_COLOURS, ink_wool, wool
 
 
 class Game2048Snapshot(TypedDict):

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
-from rlbridge.bridge.board import BlockGrid, Grid, text_grid
-from rlbridge.bridge.canvas import SquareCells, draw_header, load_pygame
-from rlbridge.bridge.drawing import Controls, GameDrawing
-from rlbridge.bridge.palette import AIR, RGB, wool
 from rlbridge.games.mission.blocks import BLOCKS
+from rlbridge.render.board import BlockGrid, Grid, text_grid
+from rlbridge.render.canvas import SquareCells, draw_header, load_pygame
+from rlbridge.render.drawing import Controls, GameDrawing
+from rlbridge.render.palette import AIR, RGB, wool
 
 
 class MissionSnapshot(TypedDict):

@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 import os
 
-from rlbridge.bridge.rcon import RconClient, RconError
 from rlbridge.games.mission.blocks import AIR, BLOCKS, NAMES, modern_id
 from rlbridge.games.mission.spec import MAX_Y, MIN_Y, Mission
 from rlbridge.protocol.errors import MissionError, RLBridgeError
+from rlbridge.render.rcon import RconClient, RconError
 
 #: The largest box one ``fill`` may write (vanilla's limit, which the plugin keeps).
 FILL_LIMIT = 32768

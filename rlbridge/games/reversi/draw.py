@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
-from rlbridge.bridge.board import BlockGrid, cells, text_grid
-from rlbridge.bridge.canvas import SquareCells, draw_header, load_pygame
-from rlbridge.bridge.drawing import Controls, GameDrawing
-from rlbridge.bridge.palette import RGB, wool
+from rlbridge.render.board import BlockGrid, cells, text_grid
+from rlbridge.render.canvas import SquareCells, draw_header, load_pygame
+from rlbridge.render.drawing import Controls, GameDrawing
+from rlbridge.render.palette import RGB, wool
 
 
 class ReversiSnapshot(TypedDict):

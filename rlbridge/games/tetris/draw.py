@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
-from rlbridge.bridge.board import BlockGrid, Cell, cells, text_grid
-from rlbridge.bridge.canvas import MARGIN, SquareCells, draw_text, load_pygame
-from rlbridge.bridge.drawing import Controls, GameDrawing
-from rlbridge.bridge.palette import AIR, RGB, TEXT, WOOL_COLOURS, WOOL_RGB, lifted, wool
+from rlbridge.render.board import BlockGrid, Cell, cells, text_grid
+from rlbridge.render.canvas import MARGIN, SquareCells, draw_text, load_pygame
+from rlbridge.render.drawing import Controls, GameDrawing
+from rlbridge.render.palette import AIR, RGB, TEXT, WOOL_COLOURS, WOOL_RGB, lifted, wool
 
 
 class TetrisPiece(TypedDict):

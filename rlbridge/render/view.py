@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 import zmq
 
-from rlbridge.bridge.publish import END_OF_STREAM, decode_frame
 from rlbridge.extras import require
 from rlbridge.protocol.errors import NoDisplay
+from rlbridge.render.publish import END_OF_STREAM, decode_frame
 
 if TYPE_CHECKING:  # pygame is the render extra's; it is imported where it draws
     from pygame import Surface
@@ -117,7 +117,7 @@ class FrameWriter:
         self.count = 0
 
     def write(self, surface) -> str:
-        from rlbridge.bridge.render import save_png
+        from rlbridge.render.frame import save_png
 
         path = os.path.join(self.directory, f"frame_{self.count:06d}.png")
         save_png(surface, path)
@@ -128,14 +128,14 @@ class FrameWriter:
 class FrameSink:
     """Every offered state drawn to a PNG in the process that offers it: ``rlbridge env
     --frames DIR`` (``rlbridge run --render-frames DIR``). It stands where a
-    :class:`~rlbridge.bridge.publish.StatePublisher` stands, with the same ``offer`` and
+    :class:`~rlbridge.render.publish.StatePublisher` stands, with the same ``offer`` and
     ``close``, so the loop draws each episode's start and every step itself: no socket
     between the states and the files can drop a frame or a viewer subscribe too late."""
 
     def __init__(self, directory: str, scale: float = 1.0):
-        from rlbridge.bridge import render
+        from rlbridge.render import frame
 
-        render.init_headless()
+        frame.init_headless()
         self.writer = FrameWriter(directory)
         self.scale = scale
         self._surface = None
@@ -144,12 +144,12 @@ class FrameSink:
         self, snapshot_fn: Callable[[], dict | None], episode: int, step: int, terminal: bool
     ) -> bool:
         """Draw ``snapshot_fn()`` and write it; False when there is no state to draw."""
-        from rlbridge.bridge import render
+        from rlbridge.render import frame
 
         snapshot = snapshot_fn()
         if snapshot is None:
             return False
-        self._surface = render.render(snapshot, self._surface, self.scale)
+        self._surface = frame.render(snapshot, self._surface, self.scale)
         self.writer.write(self._surface)
         return True
 
@@ -202,10 +202,10 @@ def run_view(
     seconds pass without a frame, the stream ends, or the window closes. With ``frames_dir``
     every received frame is drawn and written; a window alone skips to the newest. Returns
     the number of frames drawn."""
-    from rlbridge.bridge import render
+    from rlbridge.render.frame import init_headless, render
 
     if headless:
-        render.init_headless()
+        init_headless()
     writer = FrameWriter(frames_dir) if frames_dir else None
     window = None if headless else Window(f"rlbridge view {address}")
     subscriber = StateSubscriber(address)
@@ -229,7 +229,7 @@ def run_view(
                 continue
             last_frame_at = time.monotonic()
             for frame in frames[: None if max_frames is None else max_frames - drawn]:
-                surface = render.render(frame.snapshot, surface, scale)
+                surface = render(frame.snapshot, surface, scale)
                 if window is not None:
                     window.show(surface)
                 if writer is not None:

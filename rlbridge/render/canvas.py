@@ -2,7 +2,7 @@
 layouts.
 
 Nothing here knows a game; ``rlbridge/games/<game>/draw.py`` draws with these and
-``bridge/render.py`` puts a game's drawing on a Surface. Every length a drawing uses goes
+``render/frame.py`` puts a game's drawing on a Surface. Every length a drawing uses goes
 through its layout's :meth:`SquareCells.px`, so one ``scale`` enlarges the whole picture
 (cells, lines, fonts) instead of blurring a small one.
 """
@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
-from rlbridge.bridge import palette as pal
 from rlbridge.extras import require
+from rlbridge.render import palette as pal
 
 if TYPE_CHECKING:  # typing.Self from Python 3.11 on
     from typing_extensions import Self

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlbridge.bridge.play import HumanSession
+from rlbridge.render.play import HumanSession
 
 #: The block viewer's pixels per block edge: boards of many blocks get fewer pixels each,
 #: so that every picture stays about TARGET_WIDTH wide.
@@ -98,7 +98,7 @@ SHOTS: tuple[Shot, ...] = (
 
 
 def block_scale(snapshot: dict) -> int:
-    from rlbridge.bridge.blocks import snapshot_grid
+    from rlbridge.render.blocks import snapshot_grid
 
     _, cols, _ = snapshot_grid(snapshot)
     return int(min(LARGEST_SCALE, max(SMALLEST_SCALE, TARGET_WIDTH // max(1, cols))))
@@ -106,9 +106,9 @@ def block_scale(snapshot: dict) -> int:
 
 def take(shot: Shot, directory: str, scale: float = 1.0) -> list[str]:
     """Write ``shot``'s two PNGs into ``directory``; returns their paths."""
-    from rlbridge.bridge.blocks import BlockStream
-    from rlbridge.bridge.blockviewer import BlockViewer
-    from rlbridge.bridge.render import render, save_png
+    from rlbridge.render.blocks import BlockStream
+    from rlbridge.render.blockviewer import BlockViewer
+    from rlbridge.render.frame import render, save_png
 
     session = HumanSession(shot.game, dict(shot.options), seed=shot.seed)
     try:
@@ -131,7 +131,7 @@ def take(shot: Shot, directory: str, scale: float = 1.0) -> list[str]:
 
 
 def take_all(directory: str, scale: float = 1.0) -> list[str]:
-    from rlbridge.bridge.render import init_headless
+    from rlbridge.render.frame import init_headless
 
     init_headless()
     os.makedirs(directory, exist_ok=True)

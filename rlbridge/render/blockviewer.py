@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 import zmq
 
-from rlbridge.bridge.blocks import apply_commands
-from rlbridge.bridge.palette import BACKGROUND, GRAPHICS_CONTRAST, block_rgb, contrast, lifted
 from rlbridge.extras import require
+from rlbridge.render.blocks import apply_commands
+from rlbridge.render.palette import BACKGROUND, GRAPHICS_CONTRAST, block_rgb, contrast, lifted
 
 if TYPE_CHECKING:  # pygame is the render extra's; it is imported where it draws
     from pygame import Surface
@@ -173,7 +173,7 @@ class BlockViewer:
     def __init__(
         self, address: str, headless: bool = True, scale: int = 16, snapshot_path: str | None = None
     ):
-        from rlbridge.bridge.render import init_headless
+        from rlbridge.render.frame import init_headless
 
         if headless:
             init_headless()

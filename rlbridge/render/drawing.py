@@ -2,9 +2,9 @@
 
 Each game's drawing lives in its folder, ``rlbridge/games/<game>/draw.py``, which builds its
 GameDrawing and registers it by name (:func:`rlbridge.registry.register_drawing`); the generic
-modules (``render``, ``blocks``, ``textboard``, ``play``) find it with :func:`drawing_for`.
+modules (``frame``, ``blocks``, ``textboard``, ``play``) find it with :func:`drawing_for`.
 Nothing here imports a game. The toy environments publish no snapshot, so nothing draws them.
-A game of your own registers its drawing the same way (docs/bridge.md, "Draw your own game").
+A game of your own registers its drawing the same way (docs/render.md, "Draw your own game").
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from rlbridge.bridge import palette as pal
-from rlbridge.bridge.board import BlockGrid
-from rlbridge.bridge.canvas import SQUARES, Layout
 from rlbridge.protocol.errors import OptionError, UnknownGame
 from rlbridge.registry import DRAWINGS, load
+from rlbridge.render import palette as pal
+from rlbridge.render.board import BlockGrid
+from rlbridge.render.canvas import SQUARES, Layout
 
 Snapshot = Mapping[str, Any]
 #: One game's snapshot type (the TypedDict of its state_snapshot()), which its parts take.
@@ -72,7 +72,7 @@ def drawing_for(game: str | None, part: str = "drawing") -> GameDrawing[Any]:
     if game is None or game not in DRAWINGS:
         raise UnknownGame(
             f"no {part} for game {game!r}; known: {', '.join(DRAWINGS)} (a game registers "
-            "one with rlbridge.registry.register_drawing: docs/bridge.md, 'Draw your own game')"
+            "one with rlbridge.registry.register_drawing: docs/render.md, 'Draw your own game')"
         )
     try:
         found = load(DRAWINGS[game], game)

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from rlbridge.bridge.board import BlockGrid, Grid
-from rlbridge.bridge.drawing import blocks_for
-from rlbridge.bridge.palette import AIR, PALETTE, check_block, legacy_block
+from rlbridge.render.board import BlockGrid, Grid
+from rlbridge.render.drawing import blocks_for
+from rlbridge.render.palette import AIR, PALETTE, check_block, legacy_block
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ blocks (a full queue drops the frame), and the snapshot function runs only when 
 will actually be sent; between frames most steps do not even read the clock. The socket
 is an XPUB that counts its subscribers, so with no viewer connected no snapshot is taken
 or encoded at all. PNG frames of every step are drawn in the environment's own process
-instead (:class:`rlbridge.bridge.view.FrameSink`, with the same ``offer``).
+instead (:class:`rlbridge.render.view.FrameSink`, with the same ``offer``).
 """
 
 from __future__ import annotations

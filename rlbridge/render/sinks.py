@@ -16,9 +16,9 @@ from typing import IO, Protocol
 
 import zmq
 
-from rlbridge.bridge.blocks import BlockStream, Origin, check_commands, to_malmo_chat
-from rlbridge.bridge.palette import PALETTE
-from rlbridge.bridge.rcon import RconClient
+from rlbridge.render.blocks import BlockStream, Origin, check_commands, to_malmo_chat
+from rlbridge.render.palette import PALETTE
+from rlbridge.render.rcon import RconClient
 
 
 class BlockSink(Protocol):

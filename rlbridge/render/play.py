@@ -11,13 +11,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable
 
-from rlbridge.bridge.drawing import NO_CONTROLS, Controls, drawing_for, has_drawing
 from rlbridge.environments.base import Environment, StepResult
 from rlbridge.extras import require
 from rlbridge.options import build
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
 from rlbridge.registry import ENVIRONMENTS
+from rlbridge.render.drawing import NO_CONTROLS, Controls, drawing_for, has_drawing
 
 
 def controls_of(game: str) -> Controls:
@@ -97,7 +97,7 @@ def action_for_event(snapshot: dict, event, scale: float = 1.0) -> int | None:
     None."""
     pygame = require("pygame", "playing")
 
-    from rlbridge.bridge.render import cell_at
+    from rlbridge.render.frame import cell_at
 
     controls = controls_of(snapshot["game"])
     if event.type == pygame.MOUSEBUTTONDOWN and event.button == 1:
@@ -163,7 +163,7 @@ def play_text(
     session: HumanSession, lines: Iterable[str], out: Callable[[str], None] = print
 ) -> float:
     """Typed play on ``lines`` (stdin by default); returns the episode's return."""
-    from rlbridge.bridge.textboard import describe
+    from rlbridge.render.textboard import describe
 
     out(text_help(session.controls))
     out(describe(session.snapshot()))
@@ -189,8 +189,8 @@ def play_window(session: HumanSession, frames_dir: str | None = None, scale: flo
     return."""
     pygame = require("pygame", "playing")
 
-    from rlbridge.bridge.render import render
-    from rlbridge.bridge.view import FrameWriter, Window
+    from rlbridge.render.frame import render
+    from rlbridge.render.view import FrameWriter, Window
 
     title = f"rlbridge play {session.game}: {session.controls.help}"
     window = Window(title)

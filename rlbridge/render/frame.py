@@ -1,4 +1,4 @@
-"""pygame renderers: draw any game's ``state_snapshot()`` dict onto a Surface.
+"""One frame: any game's ``state_snapshot()`` dict drawn onto a pygame Surface.
 
 ``render(snapshot, scale=S)`` returns a new Surface; ``cell_rect`` says where a board cell
 is drawn (tests sample pixels there, human play maps clicks back to cells). ``scale``
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 
-from rlbridge.bridge.canvas import Rect, load_pygame
-from rlbridge.bridge.drawing import GameDrawing, drawing_for
+from rlbridge.render.canvas import Rect, load_pygame
+from rlbridge.render.drawing import GameDrawing, drawing_for
 
 
 def init_headless() -> None:

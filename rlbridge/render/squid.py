@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from rlbridge.bridge.rcon import RconAuthError, RconError, wait_for_rcon
+from rlbridge.render.rcon import RconAuthError, RconError, wait_for_rcon
 
 SERVER_DIR = Path(__file__).resolve().parents[2] / "servers" / "flying-squid"
 

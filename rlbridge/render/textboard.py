@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rlbridge.bridge.drawing import text_for
+from rlbridge.render.drawing import text_for
 
 
 def describe(snapshot: Mapping[str, Any]) -> str:
