@@ -26,6 +26,9 @@ from .helpers import agent_command, start, stop
 from .test_agents import experiment, log_contents
 from .test_js_environment import js_env_command
 
+#: clients/js/lib/delegate.js: a HEARTBEAT at most once per this interval.
+HEARTBEAT_INTERVAL_MS = 1000
+
 UP = [[0], [], "", []]  # into the wall from gridwalk's start: the episode never ends
 
 
@@ -231,17 +234,20 @@ def test_heartbeats_arrive_while_a_slow_agent_plays(js_env, sockets):
     agent = ScriptedAgent(agent_address, lambda msg_type, episode: UP, delay_s=0.02)
     try:
         assert client.request(T.DELEGATE, [agent_address, 5000, False])[4] is None
+        began = time.monotonic()
         seq = client.send(T.RUN_EPISODE, [80], episode=9)
         heartbeats = []
         while (message := client.receive())[1] == T.HEARTBEAT:
             heartbeats.append(message)
+        # Not a deadline: how many intervals the episode spanned, however busy the machine.
+        intervals = (time.monotonic() - began) / (HEARTBEAT_INTERVAL_MS / 1000)
         assert message[1:3] == [T.RUN_EPISODE, seq] and message[4][:3] == [False, 80, -79.0]
         # 79 agent steps of at least 20 ms each: more than one heartbeat interval (1000 ms).
         assert heartbeats, "no HEARTBEAT during an episode of more than a second"
         steps = [beat[4][0] for beat in heartbeats]
         assert all(beat[2:4] == [0, 9] and len(beat[4]) == 1 for beat in heartbeats)
         assert steps == sorted(steps) and 1 < steps[0] < 80
-        assert len(heartbeats) <= 3  # at most one per interval, not one per step
+        assert len(heartbeats) <= intervals  # at most one per interval, not one per step
     finally:
         agent.close()
 

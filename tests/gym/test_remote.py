@@ -97,8 +97,10 @@ def test_close_after_the_server_died_does_not_raise(processes, ipc_dir):
     spawned.owned_server.process.wait(timeout=60)
     address = f"ipc://{ipc_dir}/env.sock"
     served = processes.start("env", "gridwalk", "--bind", address)
-    # A short reply bound: env_cleanup to a dead server is then said, not raised, soon.
-    remote = RLBridgeEnv.remote(address, timeout_ms=500, connect_timeout_ms=60_000)
+    remote = RLBridgeEnv.remote(address, **SLOW)
+    # A short reply bound once the server is dead (a loaded machine answers late while it
+    # lives): env_cleanup to it is then said, not raised, soon.
+    remote.env.client.set_timeout(500)
     served.kill()
     served.wait(timeout=60)
     with pytest.warns(UserWarning, match="had exited with -9 before close"):
@@ -116,11 +118,10 @@ def test_a_vector_env_closes_quietly_after_its_server_died(processes, ipc_dir, c
     server.process.wait(timeout=60)
     address = f"ipc://{ipc_dir}/env.sock"
     served = processes.start("env", "gridwalk", "--bind", address, "--batch", "2")
-    # A short reply bound: batch_cleanup to a dead server then gives up soon.
-    connected = make_vec(
-        "gridwalk", num_envs=2, remote=address, timeout_ms=500, connect_timeout_ms=60_000
-    )
+    connected = make_vec("gridwalk", num_envs=2, remote=address, **SLOW)
     connected.reset(seed=0)
+    # A short reply bound once the server is dead: batch_cleanup to it then gives up soon.
+    connected.instances.proxy.client.set_timeout(500)
     served.kill()
     served.wait(timeout=60)
     caplog.set_level("DEBUG", logger="rlbridge.gym")

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
 import zmq
-from zmq.utils.monitor import parse_monitor_message
 
 from rlbridge.protocol.errors import ProtocolError, RLBridgeError
 
@@ -307,6 +306,10 @@ class _HandshakeWatch:
 
     @staticmethod
     def _report(monitor: zmq.Socket, keys: CurveKeys) -> None:
+        # Imported here: zmq.utils.monitor imports asyncio, a cost every process would pay
+        # at start-up (most never use CURVE).
+        from zmq.utils.monitor import parse_monitor_message
+
         event = parse_monitor_message(monitor.recv_multipart())
         if not event["event"] & _HANDSHAKE_FAILURES:
             return  # e.g. MONITOR_STOPPED when the server closes
