@@ -44,9 +44,10 @@ setup-python: $(FULL_STAMP)
 
 # Stable-Baselines3 and sb3-contrib for the train tier and `make example-sb3`. The extra pins
 # torch to the CPU build that this machine holds; a bare `torch` means a CUDA build of GBs.
-$(TRAIN_STAMP): pyproject.toml $(FULL_STAMP)
+# One pip run for everything `make test` needs (a second would resolve it all again).
+$(TRAIN_STAMP): pyproject.toml | $(PYTHON)
 	$(PIP) -e '.[all,dev,train]'
-	touch $@
+	touch $@ $(FULL_STAMP) $(CORE_STAMP)
 
 setup-train: $(TRAIN_STAMP)
 
@@ -58,7 +59,12 @@ setup-clients:
 setup-servers:
 	bash servers/flying-squid/setup.sh
 
-setup: setup-python setup-train setup-clients setup-servers
+setup: setup-train setup-clients setup-servers
+
+# The suite starts thousands of Python processes; with PYTHONDONTWRITEBYTECODE set (as CI
+# images often do) each would compile rlbridge from source, about 0.3 s of CPU per
+# `rlbridge run`. Imports read these .pyc files whatever that variable says.
+COMPILE := $(PYTHON) -m compileall -q rlbridge tests examples
 
 # mypy checks the package ([tool.mypy] in pyproject.toml); experiment/ joins when it is typed.
 MYPY    := $(PYTHON) -m mypy
@@ -68,6 +74,7 @@ test: setup
 	$(PYTHON) -m ruff format --check rlbridge tests examples
 	$(MYPY)
 	$(LINT_IMPORTS)
+	$(COMPILE)
 	$(PYTEST) $(XDIST)
 
 # The unit tier: no processes, no sockets, nothing to set up beyond the Python packages.
@@ -75,6 +82,7 @@ check: setup-python
 	$(PYTHON) -m ruff check rlbridge tests examples
 	$(PYTHON) -m ruff format --check rlbridge tests examples
 	$(LINT_IMPORTS)
+	$(COMPILE)
 	$(PYTEST) -m unit $(XDIST)
 
 # The whole suite with two CPU-bound processes beside it, as on a busy CI machine or laptop.
@@ -82,7 +90,7 @@ test-loaded: setup
 	@$(PYTHON) -c 'while True: pass' & a=$$!; $(PYTHON) -c 'while True: pass' & b=$$!; \
 	trap 'kill $$a $$b' EXIT; trap 'exit 130' INT TERM; \
 	echo "two CPU-bound processes ($$a, $$b) run beside the tests"; \
-	$(PYTEST) $(XDIST)
+	$(COMPILE) && $(PYTEST) $(XDIST)
 
 run: setup-core
 	$(RLB) run $(RUN_ARGS) && echo "rlbridge is $(RLB); to type plain rlbridge: . $(VENV)/bin/activate"
