@@ -136,14 +136,14 @@ def test_sigterm_stops_an_environment_waiting_for_the_agents_hello(processes, ip
         assert silent.poll(30000), "the environment never sent its HELLO to the agent"
         _identity, hello = silent.recv_multipart()
         assert decode(hello).type == T.HELLO
-        started = time.monotonic()
         env.send_signal(signal.SIGTERM)
-        env.wait(timeout=10)
-        assert time.monotonic() - started < 3.0
+        env.wait(timeout=60)
         assert dealer.poll(60_000), "the DELEGATE got no reply"
         reply = decode(dealer.recv())
         assert reply.type == T.ERROR and reply.body[0] == ErrorCode.PEER_TIMEOUT
-        assert "shutting down" in reply.body[1]
+        # The SIGTERM ended the wait, not the 5 s cap on it (that reply says "did not answer
+        # HELLO"): the reply tells, where a clock would fail on a busy machine.
+        assert "shutting down" in reply.body[1], reply.body[1]
     finally:
         silent.close()
         dealer.close()
