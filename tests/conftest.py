@@ -140,14 +140,15 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 LONGEST: tuple[str, ...] = (
     "sweep/test_sweep.py",
     "test_readme.py::test_the_documented_blocks_run",
-    "gym/test_sb3.py",
-    "experiment/test_batch.py",
     "experiment/test_faults.py",
+    "experiment/test_batch.py",
+    "gym/test_sb3.py",
+    "bench/test_batched_bench.py",
+    "experiment/test_log.py",
     "clients/test_batched.py",
-    "clients/test_agents.py",
     "environments/test_batch_cores_grids.py",
+    "clients/test_agents.py",
     "environments/test_batch_cores.py",
-    "environments/test_over_protocol.py",
 )
 
 
