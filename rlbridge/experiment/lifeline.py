@@ -21,7 +21,6 @@ Two ways to notice, because neither covers every case alone:
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import select
 import signal
@@ -50,7 +49,10 @@ def set_death_signal(signum: int) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # The C library this process has loaded already: ctypes.util, imported at the top,
+        # cost every `python -m rlbridge` (__main__.py imports us) its import of subprocess,
+        # and find_library runs ldconfig.
+        libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
