@@ -61,7 +61,7 @@ setup-servers:
 
 setup: setup-train setup-clients setup-servers
 
-# The suite starts thousands of Python processes; with PYTHONDONTWRITEBYTECODE set (as CI
+# The suite starts Python processes by the hundreds; with PYTHONDONTWRITEBYTECODE set (as CI
 # images often do) each would compile rlbridge from source, about 0.3 s of CPU per
 # `rlbridge run`. Imports read these .pyc files whatever that variable says.
 COMPILE := $(PYTHON) -m compileall -q rlbridge tests examples
