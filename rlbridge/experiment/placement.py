@@ -1,21 +1,24 @@
 """Which CPU a run's three processes share: by default the one that the fewest live runs hold.
 
 Each placed run (`rlbridge run`, a sweep trial, a bench) records itself in a registry
-for as long as it lives: a file ``$TMPDIR/rlbridge-$UID/runs/PID`` holding the CPU and
-the process's start time. A new run counts the live entries per CPU and takes the CPU
-with the fewest, the highest-numbered among equals (CPU 0 tends to take more of the
-machine's interrupts, and a lone run stays where it always went). Counting and
-recording happen under one exclusive ``flock``, so two runs started at the same moment
-see each other and take different CPUs.
+for as long as it lives: a file ``$TMPDIR/rlbridge-$UID/runs/PID`` naming its CPUs, on
+which the run holds an exclusive ``flock`` from the moment it writes the file. A new run
+counts the live entries per CPU and takes the CPU with the fewest, the highest-numbered
+among equals (CPU 0 tends to take more of the machine's interrupts, and a lone run stays
+where it always went). Counting and recording happen under one more exclusive ``flock``,
+so two runs started at the same moment see each other and take different CPUs.
 
-An entry whose process is gone (a run killed by SIGKILL leaves one behind), or whose pid
-now belongs to a process started at another time, is ignored and removed.
+An entry is live while its lock is held. The kernel drops the lock when the run's
+process ends however it ends (a SIGKILL included), so an entry that a counting run can
+lock belongs to no live run, even if its pid now names another process: it is ignored
+and removed. No start time is read, so nothing here reads /proc.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import os
 import tempfile
 from collections.abc import Iterator
@@ -60,49 +63,83 @@ def registry_directory() -> str:
     return path
 
 
-def start_time(pid: int) -> int | None:
-    """When ``pid`` started, in clock ticks since boot (/proc/PID/stat field 22); None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            fields = file.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    if fields[0] == b"Z":  # exited, not yet reaped
-        return None
-    return int(fields[19])
+#: Numbers this process's entries apart.
+_SERIAL = itertools.count()
+
+
+class Entry:
+    """A run's entry in the registry, live while this object's lock is held; ``close()``
+    (or the end of the process) releases it."""
+
+    def __init__(self, path: str, fd: int):
+        self.path = path
+        self._fd: int | None = fd
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)  # first, so that no counter finds it unlocked
+        os.close(self._fd)  # drops the lock
+        self._fd = None
+
+    def __enter__(self) -> Entry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def live_runs(directory: str) -> dict[int, tuple[int, ...]]:
-    """pid -> the CPUs of every live entry; dead and malformed entries are removed."""
+    """pid -> the CPUs of every live entry of that process (call under the registry lock);
+    entries that no process holds are removed."""
     runs = {}
     for name in os.listdir(directory):
         path = os.path.join(directory, name)
         try:
-            with open(path, encoding="ascii") as file:
-                cpus, started = file.read().split()
-            cpus = tuple(int(cpu) for cpu in cpus.split(","))
-            pid, started = int(name), int(started)
-        except (OSError, ValueError):
-            pid = None
-        if pid is not None and start_time(pid) == started:
-            runs[pid] = cpus
-        else:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue  # removed meanwhile by the run that held it
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # a live run holds it
+                try:
+                    pid = int(name.split(".")[0])
+                    cpus = tuple(int(cpu) for cpu in os.read(fd, 4096).decode("ascii").split(","))
+                except (OSError, ValueError):
+                    continue  # a live entry this version cannot read: it counts for no CPU
+                runs[pid] = runs.get(pid, ()) + cpus
+            else:  # its run is gone: nothing holds the lock
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+        finally:
+            os.close(fd)
     return runs
 
 
-def record_run(directory: str, pid: int, cpus: int | list[int]) -> str | None:
-    """Write ``pid``'s entry, the CPUs it holds (call under the lock); return its path, or
-    None if ``pid`` is gone."""
-    started = start_time(pid)
-    if started is None:
-        return None
+def record_run(directory: str, cpus: int | list[int]) -> Entry:
+    """Record this process's run on ``cpus`` (call under the registry lock); the entry
+    stays live until the returned Entry is closed or this process ends."""
     held = [cpus] if isinstance(cpus, int) else cpus
-    path = os.path.join(directory, str(pid))
-    with open(path, "w", encoding="ascii") as file:
-        file.write(f"{','.join(map(str, held))} {started}\n")
-    return path
+    while True:
+        # PID.N: one process may hold more than one entry. A file of that name left by an
+        # ended run (its pid reused) is dead: locked at once, and overwritten.
+        path = os.path.join(directory, f"{os.getpid()}.{next(_SERIAL)}")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # before any counter can read it
+        except BlockingIOError:  # held by a process that inherited it: not ours to touch
+            os.close(fd)
+            continue
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, ",".join(map(str, held)).encode("ascii"))
+        except BaseException:
+            os.close(fd)
+            raise
+        break
+    return Entry(path, fd)
 
 
 def least_used_cpus(
@@ -163,10 +200,9 @@ def placed_apart(choice: CpuChoice, count: int) -> Iterator[list[int] | None]:
         else:
             cpus = [choice] * count
         covered = set(runs.get(os.getppid(), ())) >= set(cpus)
-        entry = None if covered else record_run(directory, os.getpid(), sorted(set(cpus)))
+        entry = None if covered else record_run(directory, sorted(set(cpus)))
     try:
         yield cpus
     finally:
         if entry is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(entry)
+            entry.close()

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from rlbridge.experiment.net.transport import private_directory
-from rlbridge.experiment.placement import REGISTRY_DIRECTORY, live_runs, record_run, start_time
+from rlbridge.experiment.placement import REGISTRY_DIRECTORY, live_runs, record_run
 
 from .helpers import children_of
 
@@ -104,15 +104,31 @@ def test_two_runs_started_together_run_on_different_cpus(two_cpus, ipc_dir):
 def test_a_dead_or_reused_pid_entry_is_ignored_and_removed(two_cpus, ipc_dir):
     directory = registry(ipc_dir)
     preferred = CPUS[-1]  # where a lone run goes
-    gone = subprocess.Popen(
-        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    # A run killed by SIGKILL: its entry stays behind, and the kernel drops its lock.
+    killed = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from rlbridge.experiment.placement import record_run; "
+            f"entry = record_run({directory!r}, {preferred}); print(entry.path, flush=True); "
+            "sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
-    dead_entry = record_run(directory, gone.pid, preferred)
-    gone.communicate(b"")  # it exits and is reaped: its pid is gone
-    # A live pid whose start time differs: the pid of an ended run, reused by another process.
-    reused_entry = os.path.join(directory, str(os.getpid()))
+    dead_entry = killed.stdout.readline().strip()
+    assert live_runs(directory) == {killed.pid: (preferred,)}  # live while it runs
+    killed.kill()
+    killed.wait()
+    killed.stdin.close()
+    killed.stdout.close()
+    assert os.path.exists(dead_entry)
+    # An entry named by a live pid that holds no lock on it: a pid reused by a process
+    # that is no run.
+    reused_entry = os.path.join(directory, f"{os.getpid()}.99")
     with open(reused_entry, "w", encoding="ascii") as file:
-        file.write(f"{preferred} {start_time(os.getpid()) + 1}\n")
+        file.write(f"{preferred}")
 
     runner = start_run(ipc_dir)
     try:
@@ -125,12 +141,12 @@ def test_a_dead_or_reused_pid_entry_is_ignored_and_removed(two_cpus, ipc_dir):
 
 def test_a_run_avoids_a_cpu_that_a_live_run_holds(two_cpus, ipc_dir):
     directory = registry(ipc_dir)
-    record_run(directory, os.getpid(), CPUS[-1])  # this test process, on the lone-run CPU
-    runner = start_run(ipc_dir)
-    try:
-        assert cpus_of_children(runner) == [{CPUS[-2]}] * 3
-    finally:
-        stop(runner)
+    with record_run(directory, CPUS[-1]):  # this test process, on the lone-run CPU
+        runner = start_run(ipc_dir)
+        try:
+            assert cpus_of_children(runner) == [{CPUS[-2]}] * 3
+        finally:
+            stop(runner)
 
 
 def test_cpu_none_leaves_placement_to_the_os_and_records_nothing(ipc_dir):
@@ -152,13 +168,14 @@ def test_a_run_on_a_named_cpu_counts_unless_its_parent_holds_that_cpu_for_it(ipc
     finally:
         stop(runner)
     # A sweep trial's worker records itself, then starts `rlbridge run --cpu N` as its child.
-    record_run(directory, os.getpid(), cpu)
-    runner = start_run(ipc_dir, "--cpu", str(cpu))
-    try:
-        assert cpus_of_children(runner) == [{cpu}] * 3
-        assert live_runs(directory) == {os.getpid(): (cpu,)}  # one entry for the one run
-    finally:
-        stop(runner)
+    with record_run(directory, cpu):
+        runner = start_run(ipc_dir, "--cpu", str(cpu))
+        try:
+            assert cpus_of_children(runner) == [{cpu}] * 3
+            assert live_runs(directory) == {os.getpid(): (cpu,)}  # one entry for the one run
+        finally:
+            stop(runner)
+    assert live_runs(directory) == {}
 
 
 def placement_by_role(runner: subprocess.Popen, count: int) -> dict[str, set[int]]:
