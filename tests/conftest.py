@@ -47,6 +47,8 @@ PLACES: dict[str, str] = {
     "test_sigterm_stops_the_sweep_with_one_line_and_removes_its_trial_directories": "external",
     "sweep/test_sweep_faults.py::"
     "test_sigterm_while_ray_starts_is_one_line_and_leaves_no_trial_directory": "external",
+    "sweep/test_sweep_faults.py::"
+    "test_a_local_ray_that_does_not_start_in_time_is_one_line": "external",
     "experiment/test_faults.py::"
     "test_the_quick_campaign_finds_no_crash_hang_wrong_reply_or_lost_record": "external",
     "experiment/test_faults.py::"

@@ -124,11 +124,19 @@ def start_ray(address: str | None, num_cpus: int | None):
         # mode, which Ray reads when it is imported; a cluster without authentication
         # ignores the token.
         os.environ["RAY_AUTH_MODE"] = "token"
+    if not address:
+        # What Ray 2.5x does for a new local instance anyway, said explicitly: unset, Ray
+        # turns token authentication on and prints a WARNING about it on every sweep.
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
     ray = import_ray()
     options = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
     if not address:
-        # "local" starts a private instance even when RAY_ADDRESS or a running cluster exist.
-        ray.init(address="local", num_cpus=num_cpus, **options)
+        try:
+            # "local" starts a private instance even when RAY_ADDRESS or a running cluster
+            # exist.
+            ray.init(address="local", num_cpus=num_cpus, **options)
+        except Exception as err:  # SystemExit (a SIGTERM meanwhile) goes on to run_sweep
+            raise SweepError(local_start_failure(err)) from None
         return ray
     check_reachable(address)
     try:
@@ -147,6 +155,24 @@ def start_ray(address: str | None, num_cpus: int | None):
             f"cannot join the Ray cluster at {address}: {cause[:300]}; {hint}"
         ) from None
     return ray
+
+
+def local_start_failure(err: Exception) -> str:
+    """One line for a Ray that did not start on this machine: what Ray said, and what to try."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    cause = (lines[0] if lines else type(err).__name__)[:200]
+    if "timed out" in cause.lower():
+        hint = (
+            "Ray's processes did not come up in time, as on a busy machine: try again when "
+            "it is quieter, give Ray's GCS server longer with RAY_gcs_server_port_wait_time_s "
+            "(seconds, default 30), or join a running cluster with --address"
+        )
+    else:
+        hint = (
+            "Ray's own logs are under RAY_TMPDIR (default /tmp)/ray/session_latest/logs; "
+            "or join a running cluster with --address"
+        )
+    return f"Ray did not start on this machine: {cause}; {hint}"
 
 
 def check_reachable(address: str) -> None:

@@ -243,3 +243,29 @@ def test_an_address_where_nothing_listens_is_one_line(tmp_path):
     last = done.stderr.strip().splitlines()[-1]
     assert f"cannot join the Ray cluster at 127.0.0.1:{port}" in last
     assert "ray start --head" in last
+
+
+def test_a_local_ray_that_does_not_start_in_time_is_one_line(tmp_path):
+    """Ray's documented override of how long its GCS server may take to start, at 0 s:
+    Ray's start on this machine times out, as it can on a busy one, and used to end the
+    sweep with Ray's traceback."""
+    env = {**private_registry(tmp_path), "RAY_gcs_server_port_wait_time_s": "0"}
+    env.pop("RAY_AUTH_MODE", None)
+    done = rlbridge(
+        "sweep",
+        "--games",
+        "countdown",
+        "--agents",
+        "random",
+        "--out",
+        str(tmp_path / "out"),
+        "--quiet",
+        env=env,
+    )
+    assert done.returncode == 1, done.stderr
+    # Nothing but the sweep's own lines: no traceback, and no WARNING from Ray about the
+    # token authentication it turns on for a local instance.
+    first, last = done.stderr.strip().splitlines()
+    assert first.startswith("rlbridge sweep: 1 trials: 0 already finished, 1 to run")
+    assert last.startswith("rlbridge sweep: Ray did not start on this machine: Timed out")
+    assert "RAY_gcs_server_port_wait_time_s" in last and "--address" in last
