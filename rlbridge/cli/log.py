@@ -195,7 +195,7 @@ def _export(args: argparse.Namespace) -> int:
 def _plot(args: argparse.Namespace) -> int:
     import os
 
-    from rlbridge.sweep.plots import episode_returns, plot_curves
+    from rlbridge.sweep.plots import episode_returns, plot_curves, smoothing_note
     from rlbridge.sweep.report import log_figures
 
     try:
@@ -206,7 +206,7 @@ def _plot(args: argparse.Namespace) -> int:
             name: [episode_returns(path)] for name, path in zip(names, args.files, strict=True)
         }
         window = plot_curves(curves, args.out, "return per episode", args.smooth)
-        print(f"wrote {args.out} (moving average of {window} episodes)")
+        print(f"wrote {args.out} ({smoothing_note(window)})")
         for path, lines in log_figures(args.files, names, args.out, trusted=args.trust_log):
             print(f"wrote {path} (policy and values, the agent replayed from its log)")
             for line in lines:

@@ -31,7 +31,8 @@ def register(subparsers) -> None:
         "report_directory",
         nargs="?",
         metavar="DIR",
-        help="with `report`: the sweep's results directory",
+        help=f"with `report`: the sweep's results directory (default {DEFAULT_DIRECTORY}, "
+        "where --out puts it by default)",
     )
     grid = parser.add_argument_group("the grid")
     grid.add_argument("--games", nargs="+", metavar="GAME", help="environments to sweep")
@@ -155,20 +156,21 @@ def register(subparsers) -> None:
 
 def _sweep(args: argparse.Namespace) -> int:
     if args.config == "report":
-        if not args.report_directory:
-            raise SweepError(
-                "`rlbridge sweep report` needs the results directory: rlbridge sweep report DIR"
-            )
         from rlbridge.sweep.report import report
 
         return report(
-            args.report_directory, smooth=args.smooth, png=args.png, trusted=args.trust_log
+            args.report_directory or DEFAULT_DIRECTORY,
+            smooth=args.smooth,
+            png=args.png,
+            trusted=args.trust_log,
         )
     if args.report_directory:
-        raise SweepError(
-            f"expected one CONFIG.toml (or `report DIR`); got {args.config!r} "
-            f"and {args.report_directory!r}"
+        print(
+            f"rlbridge sweep: expected one CONFIG.toml (or `report DIR`); got "
+            f"{args.config!r} and {args.report_directory!r}",
+            file=sys.stderr,
         )
+        return 2
     from rlbridge.sweep.grid import grid_from_args
 
     try:

@@ -32,6 +32,11 @@ def default_window(episodes: int) -> int:
     return max(1, episodes // SMOOTH_FRACTION)
 
 
+def smoothing_note(window: int) -> str:
+    """How a figure's curves were smoothed, for the line that names the figure."""
+    return f"moving average of {window} episodes" if window > 1 else "not smoothed"
+
+
 def smooth(values: list[float], window: int) -> np.ndarray:
     """Trailing moving average; the first ``window - 1`` points average what came before."""
     data = np.asarray(values, dtype=float)

@@ -293,21 +293,21 @@ def report(
     if not games:
         print("no learning curves: the trials kept no message logs (run the sweep with --log)")
         return 0
-    from rlbridge.sweep.plots import plot_curves
+    from rlbridge.sweep.plots import plot_curves, smoothing_note
 
     if png is not None:
         merged = {
             f"{label}": seeds for settings in games.values() for label, seeds in settings.items()
         }
         window = plot_curves(merged, png, "return per episode", smooth)
-        print(f"curves: {png} (moving average of {window} episodes)")
+        print(f"curves: {png} ({smoothing_note(window)})")
         return 0
     for game, settings in games.items():
         path = os.path.join(directory, f"curves-{_file_name(game)}.png")
         window = plot_curves(
             settings, path, f"{game}: return per episode", smooth, game_ranges(game)[0]
         )
-        print(f"curves: {path} (moving average of {window} episodes)")
+        print(f"curves: {path} ({smoothing_note(window)})")
     return 0
 
 

@@ -15,10 +15,18 @@ import matplotlib.image
 import numpy as np
 import pytest
 
+from rlbridge.cli import main
 from rlbridge.cli.sweep import check_names
 from rlbridge.protocol.errors import SweepError
 from rlbridge.sweep.grid import Grid, grid_from_args, load_toml, seeds_from
-from rlbridge.sweep.plots import FIGURE_DPI, FIGURE_INCHES, episode_returns, mean_and_band, smooth
+from rlbridge.sweep.plots import (
+    FIGURE_DPI,
+    FIGURE_INCHES,
+    episode_returns,
+    mean_and_band,
+    smooth,
+    smoothing_note,
+)
 from rlbridge.sweep.report import outcome_counts, report, setting_stats, t_interval
 
 GOLDEN = Path(__file__).parents[1] / "experiment" / "golden"
@@ -183,6 +191,37 @@ def test_intervals_with_few_seeds_stay_within_each_metrics_range(tmp_path, capsy
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     report(str(tmp_path))
     assert "Student t across seeds, clipped to the metric's range" in capsys.readouterr().out
+
+
+def test_sweep_report_without_dir_reads_where_a_sweep_without_out_wrote(
+    tmp_path, monkeypatch, capsys
+):
+    """The README's `rlbridge sweep FILE --seeds 1-1`, then `rlbridge sweep report`: the
+    report used to refuse without DIR (exit 1), though the sweep had written to its
+    default directory. Two positional words that are not `report DIR` are a usage mistake."""
+    row = {
+        "id": "countdown-0",
+        "setting_key": "countdown random",
+        "game": "countdown",
+        "status": "ok",
+        "seed": 0,
+        "summary": {"mean_return": 1.0, "steps_per_s": 10.0, "episodes": 1},
+        "outcome": None,
+    }
+    (tmp_path / "sweep-results").mkdir()
+    (tmp_path / "sweep-results" / "results.jsonl").write_text(json.dumps(row) + "\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", "report"]) == 0
+    assert "countdown random" in capsys.readouterr().out
+    assert main(["sweep", "grid.toml", "more"]) == 2
+    assert capsys.readouterr().err == (
+        "rlbridge sweep: expected one CONFIG.toml (or `report DIR`); got 'grid.toml' and 'more'\n"
+    )
+
+
+def test_an_unsmoothed_curve_says_so():
+    assert smoothing_note(1) == "not smoothed"
+    assert smoothing_note(20) == "moving average of 20 episodes"
 
 
 def test_one_game_per_seed_lists_how_many_seeds_reached_each_outcome():
