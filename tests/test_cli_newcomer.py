@@ -290,6 +290,41 @@ def test_a_timeout_names_the_flag_that_gives_more_time(tmp_path):
             ["run", "gridwalk", "first", "--episodes", "1", "--program", "nosuchmodule:main"],
             "rlbridge run: --program nosuchmodule:main: No module named 'nosuchmodule'",
         ),
+        # Tried from outside again: each of these started the processes, or ran, or ended
+        # with exit 1 or a traceback.
+        (
+            ["run", "gridwalk", "first", "--episodes", "1", "--log", "/dev/null/run.rlog"],
+            "rlbridge run: --log /dev/null/run.rlog: cannot write the file: Not a directory",
+        ),
+        (
+            ["run", "gridwalk", "first", "--episodes", "1", "--log", "tests"],
+            "rlbridge run: --log tests: is a directory",
+        ),
+        (
+            ["experiment", "--episodes", "1", "--log", "/dev/null/run.rlog"],
+            "rlbridge experiment: --log /dev/null/run.rlog: cannot write the file",
+        ),
+        (
+            ["env", "countdown", "--bind", "tcp://127.0.0.1:99999"],
+            "rlbridge env: argument --bind: expected a tcp port from 1 to 65535",
+        ),
+        (
+            ["ping", "tcp://127.0.0.1:9", "--timeout-ms", "-5"],
+            "rlbridge ping: argument --timeout-ms: expected a whole number >= 1; got '-5'",
+        ),
+        (
+            ["keys", "/dev/null/keys"],
+            "rlbridge keys: cannot write keys into /dev/null/keys: Not a directory",
+        ),
+        (
+            ["sweep", "--games", "countdown", "--agents", "random", "--out", "/dev/null/out"],
+            "rlbridge sweep: cannot create results directory /dev/null/out: Not a directory",
+        ),
+        (
+            ["sweep", "--games", "countdown", "--agents", "random", "--episodes", "0"],
+            "rlbridge sweep: expected episodes >= 1; got 0",
+        ),
+        (["bench", "cor"], "rlbridge bench: unknown suite 'cor' (did you mean 'core'?); "),
     ],
 )
 def test_a_mistake_is_one_line_and_exit_2(args, prefix):

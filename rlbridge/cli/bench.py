@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import sys
 
 from rlbridge.bench.report import AgentResult, Figure, format_agent_results, format_figures
 
@@ -60,8 +62,15 @@ def register(subparsers) -> None:
 def _run(args: argparse.Namespace) -> int:
     names = args.suites or [s for s in DEFAULT_SUITES if s in SUITES]
     unknown = [n for n in names if n not in SUITES]
-    if unknown:
-        raise SystemExit(f"unknown bench suite(s) {unknown}; expected some of {sorted(SUITES)}")
+    if unknown:  # a mistake on the command line: one line, exit 2 (docs/cli.md)
+        close = difflib.get_close_matches(unknown[0], list(SUITES), n=1)
+        print(
+            f"rlbridge bench: unknown suite {unknown[0]!r}"
+            f"{f' (did you mean {close[0]!r}?)' if close else ''}; "
+            f"expected some of {', '.join(sorted(SUITES))}",
+            file=sys.stderr,
+        )
+        return 2
     failed = 0
     closing = []  # a suite's closing line (the faults counts) ends the output
     for name in names:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import zmq
 
+from rlbridge.cli.run import whole_number
 from rlbridge.experiment.net.curve import CurveError, add_curve_arguments, create_keys, curve_for
 from rlbridge.protocol.errors import RLBridgeError
 
@@ -39,7 +40,7 @@ def register(subparsers) -> None:
     parser.add_argument("address", metavar="ADDR")
     parser.add_argument(
         "--timeout-ms",
-        type=int,
+        type=whole_number(1),
         default=2000,
         help="how long to wait for the answer (default 2000)",
     )
@@ -56,6 +57,13 @@ def _keys(args: argparse.Namespace) -> int:
     except CurveError as err:
         print(f"rlbridge keys: {err}", file=sys.stderr)
         return 1
+    except OSError as err:  # DIR cannot be made or written: a mistake in DIR
+        print(
+            f"rlbridge keys: cannot write keys into {args.directory}: "
+            f"{err.strerror} ({err.filename})",
+            file=sys.stderr,
+        )
+        return 2
     for path in written:
         print(path)
     return 0

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from rlbridge.cli import zmq_address
-from rlbridge.cli.run_checks import batch_problem, check_run, load_program
+from rlbridge.cli.run_checks import batch_problem, check_run, load_program, log_problem
 from rlbridge.experiment.net.curve import CurveError, add_curve_arguments, curve_for, exposure
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS, default_address
 from rlbridge.options import build, typed_options
@@ -411,7 +411,7 @@ def _experiment(args: argparse.Namespace) -> int:
     args.timeout_ms = args.timeout_ms or STEP_TIMEOUT_MS
     check_recorded_options(args)
     program = load_program(args.program) if args.program else None
-    problem = batch_problem(args, len(env_addresses))
+    problem = batch_problem(args, len(env_addresses)) or log_problem(args.log)
     if problem:
         print(f"rlbridge experiment: {problem}", file=sys.stderr, flush=True)
         return 2

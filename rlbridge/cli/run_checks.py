@@ -46,7 +46,9 @@ def check_run(args: argparse.Namespace) -> str:
         load_program(args.program)
     if args.shards < 1:
         return f"--shards takes a number of processes >= 1; got {args.shards}"
-    return batch_problem(args, args.shards) or frames_problem(args, env_class)
+    return (
+        batch_problem(args, args.shards) or frames_problem(args, env_class) or log_problem(args.log)
+    )
 
 
 def think_seconds(agent_class: type, options: dict) -> float:
@@ -81,6 +83,23 @@ def frames_problem(args: argparse.Namespace, env_class: type) -> str:
         return f"--render-frames {args.render_frames}: cannot make the directory: {err.strerror}"
     if not os.access(args.render_frames, os.W_OK | os.X_OK):
         return f"--render-frames {args.render_frames}: the directory is not writable"
+    return ""
+
+
+def log_problem(path: str | None) -> str:
+    """What stops ``--log FILE`` from being written, in one line ("" when nothing does),
+    found by opening it here, before any process starts; a file made for the test is removed."""
+    if not path:
+        return ""
+    if os.path.isdir(path):
+        return f"--log {path}: is a directory; expected the file to write the message log to"
+    existed = os.path.exists(path)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
+    except OSError as err:
+        return f"--log {path}: cannot write the file: {err.strerror}"
+    if not existed:
+        os.unlink(path)
     return ""
 
 

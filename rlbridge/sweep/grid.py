@@ -370,10 +370,10 @@ def check(grid: Grid) -> Grid:
         )
     if not grid.trial_timeout_s >= 0:  # NaN too
         raise SweepError(f"expected trial_timeout_s >= 0 (0: no limit); got {grid.trial_timeout_s}")
-    if min(episodes) < 1 or (grid.max_steps or 0) < 0:
-        raise SweepError(
-            f"expected episodes >= 1 and max_steps >= 0; got {min(episodes)} and {grid.max_steps}"
-        )
+    if min(episodes) < 1:
+        raise SweepError(f"expected episodes >= 1; got {min(episodes)}")
+    if (grid.max_steps or 0) < 0:
+        raise SweepError(f"expected max_steps >= 0 (0: no limit); got {grid.max_steps}")
     if any(options.seeds == () for options in grid.option_sets):
         raise SweepError("an option set's seeds, when given, need at least one seed; got none")
     count = (

@@ -26,7 +26,7 @@ from collections import deque
 
 from rlbridge.experiment.progress import ProgressBar
 from rlbridge.extras import require
-from rlbridge.protocol.errors import SweepError
+from rlbridge.protocol.errors import OptionError, SweepError
 from rlbridge.sweep.grid import Grid, Trial
 from rlbridge.sweep.trial import run_trial
 
@@ -69,8 +69,8 @@ class ResultsDirectory:
         self.directory = os.path.abspath(directory)
         try:
             os.makedirs(os.path.join(self.directory, LOG_DIRECTORY), exist_ok=True)
-        except OSError as err:
-            raise SweepError(
+        except OSError as err:  # a mistake in --out: exit 2, as any command-line mistake
+            raise OptionError(
                 f"cannot create results directory {directory}: {err.strerror}"
             ) from None
 
