@@ -444,7 +444,7 @@ def test_the_summary_needs_no_scipy():
 
 def test_each_process_has_one_prefix():
     bind = rlbridge("env", "countdown", "--bind", "ipc:///nonexistent/env.sock")
-    assert bind.returncode == 1
+    assert bind.returncode == 2
     assert bind.stderr.startswith("rlbridge environment: cannot bind "), bind.stderr
     window = rlbridge(
         "play",
@@ -453,3 +453,18 @@ def test_each_process_has_one_prefix():
     )
     assert window.returncode == 1
     assert window.stderr.count("rlbridge") == 1, window.stderr
+
+
+def test_glue_on_a_port_in_use_is_one_line():
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = rlbridge("glue", "--port", str(port))
+    assert_one_line_mistake(
+        result,
+        f"rlbridge glue: cannot listen on 127.0.0.1:{port}: the port is in use "
+        "(is another glue or server listening there?)",
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import logging
 import os
@@ -211,7 +212,12 @@ def _glue(args: argparse.Namespace) -> int:
     try:
         server.start()
     except OSError as err:
-        print(f"rlbridge glue: cannot listen on {args.host}:{port}: {err}", file=sys.stderr)
+        reason = (
+            "the port is in use (is another glue or server listening there?)"
+            if err.errno == errno.EADDRINUSE
+            else err.strerror or str(err)
+        )
+        print(f"rlbridge glue: cannot listen on {args.host}:{port}: {reason}", file=sys.stderr)
         return 2
     # SIGTERM (`docker stop`, a supervisor) stops the glue as Ctrl-C does, so that the
     # native peers still hear SHUTDOWN (--shutdown-peers) rather than outlive it; from the

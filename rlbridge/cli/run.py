@@ -10,7 +10,7 @@ from rlbridge.cli.run_checks import batch_problem, check_run, load_program, log_
 from rlbridge.experiment.net.curve import CurveError, add_curve_arguments, curve_for, exposure
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS, default_address
 from rlbridge.options import build, typed_options
-from rlbridge.protocol.errors import OptionError, RLBridgeError
+from rlbridge.protocol.errors import BindError, OptionError, RLBridgeError
 from rlbridge.registry import AGENTS, ENVIRONMENTS, pairing_problem
 
 ENV_HELP = (
@@ -344,16 +344,21 @@ def _serve(args: argparse.Namespace) -> int:
         except OSError as err:
             print(f"rlbridge environment: --frames {args.frames}: {err.strerror}", file=sys.stderr)
             return 2
-        server = EnvironmentServer(
-            obj,
-            address,
-            publisher=publisher,
-            make_env=lambda: build(args.name, registry, args.opt),
-            batch=args.batch,
-            **options,
-        )
-    else:
-        server = AgentServer(obj, address, **options)
+    try:
+        if args.role == "environment":
+            server = EnvironmentServer(
+                obj,
+                address,
+                publisher=publisher,
+                make_env=lambda: build(args.name, registry, args.opt),
+                batch=args.batch,
+                **options,
+            )
+        else:
+            server = AgentServer(obj, address, **options)
+    except BindError as err:  # the address is taken or cannot exist: a mistake in it, exit 2
+        print(f"rlbridge {args.role}: {err}", file=sys.stderr)
+        return 2
     print(
         f"rlbridge {args.role}: serving {args.name} on {server.address}"
         + exposure(server.address, curve, bind=args.connect is None),

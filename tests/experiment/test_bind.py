@@ -80,10 +80,25 @@ def test_a_bind_to_a_missing_directory_is_one_line(tmp_path):
         text=True,
         timeout=30,
     )
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"rlbridge environment: cannot bind {address}: "
         f"the directory {tmp_path}/missing does not exist"
+    ]
+
+
+def test_a_bind_to_a_directory_is_one_line(tmp_path):
+    address = f"ipc://{tmp_path}"
+    result = subprocess.run(
+        [sys.executable, "-m", "rlbridge", "env", "countdown", "--bind", address],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"rlbridge environment: cannot bind {address}: that path is a directory; "
+        "name a socket file in it"
     ]
 
 
@@ -100,7 +115,7 @@ def test_a_bind_to_a_port_in_use_is_one_line(processes):
             text=True,
             timeout=30,
         )
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"rlbridge environment: cannot bind {address}: "
         "the address is in use (is another server bound there?)"

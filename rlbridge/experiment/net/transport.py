@@ -102,6 +102,8 @@ def bind_socket(socket: zmq.Socket, address: str) -> None:
             directory = os.path.dirname(address[len("ipc://") :]) or "."
             if not os.path.isdir(directory):
                 reason = f"the directory {directory} does not exist"
+            elif os.path.isdir(address[len("ipc://") :]):  # ZeroMQ says "Address already in use"
+                reason = "that path is a directory; name a socket file in it"
         elif err.errno == zmq.EADDRINUSE:
             reason = "the address is in use (is another server bound there?)"
         raise BindError(f"cannot bind {address}: {reason}") from None
