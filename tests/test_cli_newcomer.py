@@ -325,6 +325,11 @@ def test_a_timeout_names_the_flag_that_gives_more_time(tmp_path):
             "rlbridge sweep: expected episodes >= 1; got 0",
         ),
         (["bench", "cor"], "rlbridge bench: unknown suite 'cor' (did you mean 'core'?); "),
+        (
+            ["replay", "missing.rlog"],
+            "rlbridge replay: argument file: no such file: 'missing.rlog'",
+        ),
+        (["log", "show", "tests"], "rlbridge log show: argument file: 'tests' is a directory"),
     ],
 )
 def test_a_mistake_is_one_line_and_exit_2(args, prefix):

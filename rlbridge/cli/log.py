@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -10,6 +11,16 @@ from rlbridge.cli.draw import add_scale_argument
 from rlbridge.extras import require
 from rlbridge.protocol.errors import OptionError, RLBridgeError
 from rlbridge.registry import parse_options
+
+
+def existing_file(path: str) -> str:
+    """An argparse type: a log named on the command line that is there to read; a missing
+    one is a mistake in its name (exit 2), a corrupt one a failed read (exit 1)."""
+    if not os.path.exists(path):
+        raise argparse.ArgumentTypeError(f"no such file: {path!r}")
+    if os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"{path!r} is a directory; expected a log file")
+    return path
 
 
 def register(subparsers) -> None:
@@ -21,7 +32,7 @@ def register(subparsers) -> None:
     log_commands = log.add_subparsers(dest="log_command", metavar="COMMAND")
     log_commands.required = True
     show = log_commands.add_parser("show", help="episodes, steps, returns, duration, peers")
-    show.add_argument("file")
+    show.add_argument("file", type=existing_file)
     show.set_defaults(func=_show)
     export = log_commands.add_parser(
         "export",
@@ -29,7 +40,7 @@ def register(subparsers) -> None:
         description="Write the agent's transitions as an npz file and/or a Minari dataset "
         "(docs/datasets.md).",
     )
-    export.add_argument("file")
+    export.add_argument("file", type=existing_file)
     export.add_argument(
         "--npz",
         metavar="OUT",
@@ -48,7 +59,7 @@ def register(subparsers) -> None:
         help="PNG learning curve: return per episode, smoothed, one line per log; "
         "for a Monte Carlo Blackjack agent, also its policy and state values",
     )
-    plot.add_argument("files", nargs="+", metavar="FILE")
+    plot.add_argument("files", nargs="+", metavar="FILE", type=existing_file)
     plot.add_argument(
         "--out", default="curves.png", metavar="PNG", help="where the PNG goes (default curves.png)"
     )
@@ -70,7 +81,7 @@ def register(subparsers) -> None:
         "for byte (--verify), or feeding the logged observations to an agent "
         "(--agent). With none of these, print the log's summary (as `log show`).",
     )
-    replay.add_argument("file")
+    replay.add_argument("file", type=existing_file)
     replay.add_argument("--episode", type=int, default=None, help="only this episode (1-based)")
     replay.add_argument(
         "--speed",
@@ -193,8 +204,6 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    import os
-
     from rlbridge.sweep.plots import episode_returns, plot_curves, smoothing_note
     from rlbridge.sweep.report import log_figures
 
