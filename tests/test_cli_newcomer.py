@@ -473,3 +473,16 @@ def test_glue_on_a_port_in_use_is_one_line():
         f"rlbridge glue: cannot listen on 127.0.0.1:{port}: the port is in use "
         "(is another glue or server listening there?)",
     )
+
+
+def test_an_option_value_the_game_refuses_ends_the_run_with_that_line_and_exit_2():
+    """A value of the right type that only the game's constructor refuses fails in the
+    environment's process: the run used to wait out the experiment's 10 s grace and its
+    connect timeout, add a line of its own, and exit 1."""
+    result = rlbridge("run", "minesweeper", "random", "--env-opt", "mines=1000", "--episodes", "1")
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and "rlbridge run:" not in result.stderr
+    assert (
+        "rlbridge environment: cannot create 'minesweeper': mines must be in [1, 143] for a "
+        "12x12 board with first_click=none; got 1000\n"
+    ) in result.stderr

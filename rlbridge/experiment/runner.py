@@ -285,6 +285,13 @@ def _wait(children: dict, experiment_grace_s: float) -> int:
             _stop_all(children, grace_s=PEER_EXIT_GRACE_S)
         elif name == "viewer" or code == 0:
             continue  # peers exit 0 when the experiment tells them to stop
+        elif experiment_code is None and code == 2:
+            # The peer refused its own command line (an option value its class rejects,
+            # an address it cannot bind) and said why in one line: nothing ran, so the
+            # others stop at once and the run is that mistake, exit 2, not a wait of the
+            # experiment's grace and connect timeout.
+            _stop_all(children)
+            return 2
         elif experiment_code is None:
             failure = f"the {name} process {exit_description(code)} before the experiment ended"
             print(f"rlbridge run: {failure}", file=sys.stderr, flush=True)
