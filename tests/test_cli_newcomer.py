@@ -326,6 +326,23 @@ def test_a_timeout_names_the_flag_that_gives_more_time(tmp_path):
         ),
         (["bench", "cor"], "rlbridge bench: unknown suite 'cor' (did you mean 'core'?); "),
         (
+            ["run", "gridwalk", "first", "--seed", "18446744073709551616"],
+            "rlbridge run: argument --seed: expected a whole number from 0 to "
+            "18446744073709551615; got '18446744073709551616'",
+        ),
+        (
+            ["experiment", "--seed", "18446744073709551616"],
+            "rlbridge experiment: argument --seed: expected a whole number from 0 to ",
+        ),
+        (
+            ["sweep", "--games", "countdown", "--agents", "random", "--retries", "-1"],
+            "rlbridge sweep: argument --retries: expected a whole number >= 0; got '-1'",
+        ),
+        (
+            ["sweep", "--games", "countdown", "--agents", "random", "--num-cpus", "0"],
+            "rlbridge sweep: argument --num-cpus: expected a whole number >= 1; got '0'",
+        ),
+        (
             ["replay", "missing.rlog"],
             "rlbridge replay: argument file: no such file: 'missing.rlog'",
         ),

@@ -11,6 +11,7 @@ from rlbridge.experiment.net.curve import CurveError, add_curve_arguments, curve
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS, default_address
 from rlbridge.options import build, typed_options
 from rlbridge.protocol.errors import BindError, OptionError, RLBridgeError
+from rlbridge.protocol.messages import SEED_MAX
 from rlbridge.registry import AGENTS, ENVIRONMENTS, pairing_problem
 
 ENV_HELP = (
@@ -219,16 +220,18 @@ def add_scale_argument(parser: argparse.ArgumentParser) -> None:
     add(parser)
 
 
-def whole_number(minimum: int):
-    """An argparse type: a whole number >= ``minimum``, refused in argparse's one line."""
+def whole_number(minimum: int, maximum: int | None = None):
+    """An argparse type: a whole number >= ``minimum`` (and <= ``maximum``), refused in
+    argparse's one line."""
 
     def convert(text: str) -> int:
         try:
             value = int(text, 10)
         except ValueError:
             value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}; got {text!r}")
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            bound = f"from {minimum} to {maximum}" if maximum is not None else f">= {minimum}"
+            raise argparse.ArgumentTypeError(f"expected a whole number {bound}; got {text!r}")
         return value
 
     return convert
@@ -247,7 +250,10 @@ def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
         "else none)",
     )
     parser.add_argument(
-        "--seed", type=whole_number(0), default=0, help="experiment seed (default 0)"
+        "--seed",
+        type=whole_number(0, SEED_MAX),
+        default=0,
+        help="experiment seed (default 0; at most 2**64 - 1, what `seed N` carries)",
     )
     parser.add_argument(
         "--timeout-ms",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rlbridge.cli.run import whole_number
 from rlbridge.protocol.errors import SweepError
 
 DEFAULT_DIRECTORY = "sweep-results"
@@ -102,7 +103,7 @@ def register(subparsers) -> None:
     )
     run.add_argument(
         "--num-cpus",
-        type=int,
+        type=whole_number(1),
         default=None,
         help="embedded Ray: CPUs to use (default: all of this machine's)",
     )
@@ -113,10 +114,12 @@ def register(subparsers) -> None:
         help="keep each trial's message log in DIR/logs (default: yes; the "
         "report's learning curves read them)",
     )
-    run.add_argument("--retries", type=int, default=1, help="re-runs of a failed trial (1)")
+    run.add_argument(
+        "--retries", type=whole_number(0), default=1, help="re-runs of a failed trial (1)"
+    )
     run.add_argument(
         "--max-trials",
-        type=int,
+        type=whole_number(0),
         default=None,
         metavar="K",
         help="run at most K unfinished trials, then stop (a re-run goes on)",
@@ -134,7 +137,7 @@ def register(subparsers) -> None:
     report = parser.add_argument_group("report")
     report.add_argument(
         "--smooth",
-        type=int,
+        type=whole_number(0),
         default=0,
         metavar="EPISODES",
         help="moving-average window of the curves (default: episodes / 20)",
