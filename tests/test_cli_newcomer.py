@@ -503,3 +503,44 @@ def test_an_option_value_the_game_refuses_ends_the_run_with_that_line_and_exit_2
         "rlbridge environment: cannot create 'minesweeper': mines must be in [1, 143] for a "
         "12x12 board with first_click=none; got 1000\n"
     ) in result.stderr
+
+
+def test_ctrl_c_mid_episode_is_one_line_from_the_run():
+    """Ctrl-C reaches the whole process group. The environment, stopped in the middle of a
+    delegated episode, used to add 'error SHUTDOWN: ... it is abandoned' after the run's
+    own line, though the person who pressed Ctrl-C knows why it stopped."""
+    import signal
+
+    runner = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rlbridge",
+            "run",
+            "countdown",
+            "tests.experiment.helpers:SignallingAgent",
+            "--env-opt",
+            "length=100000000",
+            "--agent-opt",
+            "signal_at=20",
+            "--episodes",
+            "1",
+            "--quiet",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert runner.stdout.readline()  # the agent is at step 20: mid-episode
+        os.killpg(runner.pid, signal.SIGINT)
+        _, err = runner.communicate(timeout=GUARD_S)
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+            runner.communicate()
+    assert runner.returncode == 130, err
+    lines = [line for line in err.splitlines() if "serving" not in line]
+    assert lines == ["rlbridge run: interrupted; stopping all processes"], err

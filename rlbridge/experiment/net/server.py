@@ -335,7 +335,8 @@ class RequestServer:
         return send_if_connected(self.socket, identity, frames)
 
     def _reply_error(self, identity, seq, episode, code, text) -> None:
-        self._warn(f"error {ErrorCode(code).name}: {text}")
+        if code != ErrorCode.SHUTDOWN:  # told to stop: whoever stopped it knows, the peer
+            self._warn(f"error {ErrorCode(code).name}: {text}")  # gets the reason below
         send_reply(
             self.socket, identity, encode(MessageType.ERROR, seq, episode, [int(code), text])
         )
