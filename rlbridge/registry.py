@@ -10,7 +10,6 @@ import pkgutil
 import sys
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
-from importlib.metadata import entry_points
 from typing import Protocol, cast
 
 from rlbridge.protocol.errors import OptionError, UntrustedName
@@ -48,7 +47,9 @@ class Names(Mapping[str, str]):
             self._places[name] = (order, len(self._places))
 
     def __getitem__(self, name: str) -> str:
-        discover_games()
+        discover_games(installed=name not in self._targets)
+        if name not in self._targets:
+            discover_games()
         return self._targets[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -60,7 +61,9 @@ class Names(Mapping[str, str]):
         return len(self._targets)
 
     def __contains__(self, name: object) -> bool:
-        discover_games()
+        discover_games(installed=False)
+        if name not in self._targets:
+            discover_games()
         return name in self._targets
 
 
@@ -96,21 +99,29 @@ def register_drawing(name: str, path: str, *, order: int = LAST) -> None:
     DRAWINGS.add(name, path, order)
 
 
-_discovered = False
+_discovered_builtin = False
+_discovered_installed = False
 
 
-def discover_games() -> None:
-    """Import every subpackage of :data:`GAMES_PACKAGE`, then every ``rlbridge.games`` entry
-    point, once: each registers its names as it is imported (an entry point that loads as a
-    callable is called). A game's ``__init__`` imports no more than this module, so this
-    costs milliseconds; its environment and agents are imported when a name is resolved."""
-    global _discovered
-    if _discovered:
+def discover_games(*, installed: bool = True) -> None:
+    """Import every subpackage of :data:`GAMES_PACKAGE` once and, with ``installed``, every
+    ``rlbridge.games`` entry point once: each registers its names as it is imported (an entry
+    point that loads as a callable is called). A game's ``__init__`` imports no more than this
+    module, so the first part costs milliseconds; its environment and agents are imported when
+    a name is resolved. Entry points wait for a name the built-in games lack, or for a
+    listing of every name: reading the installed packages' metadata costs each process about
+    as much as its numpy import."""
+    global _discovered_builtin, _discovered_installed
+    if not _discovered_builtin:
+        _discovered_builtin = True  # first: a game that looks a name up while it registers
+        package = importlib.import_module(GAMES_PACKAGE)  # sees the rest
+        for module in pkgutil.iter_modules(package.__path__, GAMES_PACKAGE + "."):
+            importlib.import_module(module.name)
+    if not installed or _discovered_installed:
         return
-    _discovered = True  # first: a game that looks a name up while it registers sees the rest
-    package = importlib.import_module(GAMES_PACKAGE)
-    for module in pkgutil.iter_modules(package.__path__, GAMES_PACKAGE + "."):
-        importlib.import_module(module.name)
+    _discovered_installed = True
+    from importlib.metadata import entry_points  # only here: see the docstring
+
     for entry in entry_points(group=ENTRY_POINTS):
         try:
             loaded = entry.load()

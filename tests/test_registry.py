@@ -91,7 +91,7 @@ def test_an_installed_package_adds_a_game_through_its_entry_point(
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: thirdgame\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[rlbridge.games]\nthirdgame = thirdgame\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "_discovered", False)
+    monkeypatch.setattr(registry, "_discovered_installed", False)
 
     assert list(ENVIRONMENTS)[-1] == "third-toy"  # after the built-in ones
     assert resolve("third-toy", ENVIRONMENTS).__name__ == "GridWalk"
@@ -106,7 +106,18 @@ def test_a_broken_entry_point_warns_and_the_built_in_games_still_resolve(
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: brokengame\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[rlbridge.games]\nbroken = no_such_module_here\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "_discovered", False)
+    monkeypatch.setattr(registry, "_discovered_installed", False)
     with pytest.warns(UserWarning, match=r"entry point broken = no_such_module_here failed"):
-        assert "blackjack" in ENVIRONMENTS
+        assert "no-such-game" not in ENVIRONMENTS  # a name no built-in game has reads them
     assert resolve("blackjack", ENVIRONMENTS).__name__ == "BlackjackEnv"
+
+
+def test_a_built_in_name_is_found_without_reading_the_installed_packages(monkeypatch):
+    """Every server process looks a built-in name up; the entry points' metadata scan waits
+    for a name the built-in games lack, or for a listing of all names."""
+    monkeypatch.setattr(registry, "_discovered_installed", False)
+    assert resolve("blackjack", ENVIRONMENTS).__name__ == "BlackjackEnv"
+    assert "first" in AGENTS
+    assert registry._discovered_installed is False
+    assert "no-such-agent" not in AGENTS
+    assert registry._discovered_installed is True
