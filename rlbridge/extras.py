@@ -21,6 +21,7 @@ EXTRAS: dict[str, str] = {
     "scipy": "sweep",
     "matplotlib": "sweep",
     "minari": "data",
+    "psutil": "bench",
 }
 
 

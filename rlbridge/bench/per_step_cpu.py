@@ -4,8 +4,8 @@ against the floors below them and the C agent, measured in the same run.
 CPU time, unlike wall time, stays meaningful while other jobs load the machine: a process
 that waits for the CPU is not charged for the wait. Each side's figure is the user plus
 system time of its whole process (every thread, ZeroMQ's I/O thread included) over a timed
-run, divided by the round trips of that run, read from ``/proc/PID/stat`` or, by a
-client of its own process, from ``time.process_time()``. Every measured process is a new
+run, divided by the round trips of that run, read with psutil (portable: no ``/proc``
+reading here) or, by a client of its own process, from ``time.process_time()``. Every measured process is a new
 one; the bench's own process only drives rlbridge's experiment. The workload is the 1-int
 countdown (issue 14, item 6): one int observation, one int action, one round trip per step.
 
@@ -31,13 +31,13 @@ import numpy as np
 from rlbridge.experiment.api import Experiment
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.experiment.runner import start_child, stop_peers
+from rlbridge.extras import require
 
 #: The target of issue 14: rlbridge's CPU per step on each side, in microseconds.
 TARGET_US = 40.0
 #: Steps of one countdown episode: long enough that RUN_EPISODE, AGENT_START and AGENT_END
 #: are a small share of the steps they come with.
 EPISODE_LENGTH = 1000
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: The C client library's sources; its Makefile builds the C random agent there.
 C_CLIENT = Path(__file__).resolve().parents[2] / "clients" / "c"
 C_AGENT = "random_agent"
@@ -106,16 +106,16 @@ while True:
 
 
 #: What every measuring client starts with: its arguments (address, server pid, trips and
-#: any more), a reader of the server's CPU from /proc, and ``report``, which prints both
-#: sides' CPU microseconds per trip. Only pyzmq is imported: the raw pair's client stays as
-#: small a process as its server.
+#: any more), a reader of the server's CPU (psutil), and ``report``, which prints both
+#: sides' CPU microseconds per trip. Only pyzmq and psutil are imported: the raw pair's
+#: client stays as small a process as its server.
 _CLIENT_PRELUDE = r"""
-import os, sys, time, zmq
+import os, sys, time, zmq, psutil
 address, server_pid, trips = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+_server = psutil.Process(server_pid)
 def server_cpu():
-    with open(f"/proc/{server_pid}/stat") as stat:
-        fields = stat.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    times = _server.cpu_times()
+    return times.user + times.system
 def report(client_start, server_start):
     client_s, server_s = time.process_time() - client_start, server_cpu() - server_start
     print(client_s / trips * 1e6, server_s / trips * 1e6)
@@ -202,11 +202,10 @@ def spawn(command: list[str], cpus, env: dict | None = None) -> subprocess.Popen
 
 
 def process_cpu_s(pid: int) -> float:
-    """User plus system CPU seconds of process ``pid``, all its threads included."""
-    with open(f"/proc/{pid}/stat") as stat:
-        # Fields 14 and 15 (utime, stime); the command name before them may hold spaces.
-        fields = stat.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    """User plus system CPU seconds of process ``pid``, all its threads included (psutil:
+    the bench's extra; it reads each platform's own source, so the bench reads none)."""
+    times = require("psutil", "the bench's CPU figures").Process(pid).cpu_times()
+    return times.user + times.system
 
 
 def raw_cpu(address: str, trips: int, cpus) -> tuple[float, float]:
