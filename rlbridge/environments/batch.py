@@ -31,7 +31,9 @@ from rlbridge.protocol.batch import (
     InstanceState,
     InstanceStates,
     Values,
+    count_of,
     instance_seed,
+    values_of,
 )
 from rlbridge.protocol.errors import InvalidAction, ProtocolError, RLBridgeError
 from rlbridge.protocol.messages import answer_seed, message_words
@@ -96,9 +98,10 @@ class BatchCore(Protocol):
         """Whether the core covers these environments' options (else the batch steps them)."""
         ...
 
-    def apply(self, calls: np.ndarray, actions: list[Value]) -> BatchStep:
+    def apply(self, calls: np.ndarray, actions: Values) -> BatchStep:
         """``batch_step``'s work after the batch's checks: one EnvCall per instance (a
-        ``uint8`` array), ``actions`` one per STEP in instance order; the observations a
+        ``uint8`` array), ``actions`` one per STEP in instance order (a Batch or Values:
+        :func:`first_ints` reads either); the observations a
         stacked Batch. Refuses (raises, naming the instance) before changing any instance."""
         ...
 
@@ -111,10 +114,15 @@ class BatchCore(Protocol):
         ...
 
 
-def first_ints(actions: list[Value]) -> np.ndarray:
+def first_ints(actions: Values) -> np.ndarray:
     """The first int of each action, as int64: what a core of one-int actions steps with
-    (the batch has checked each action against the task spec)."""
-    return np.fromiter([action[0][0] for action in actions], dtype=np.int64, count=len(actions))
+    (the batch has checked each action against the task spec); a stacked Batch's first
+    int column as it is."""
+    single = _single_ints(actions)
+    if single is not None:
+        return single
+    values = values_of(actions)
+    return np.fromiter([action[0][0] for action in values], dtype=np.int64, count=len(values))
 
 
 def stacked_observations(count: int, ints: np.ndarray | None = None, arrays: tuple = ()) -> Batch:
@@ -127,6 +135,34 @@ def stacked_observations(count: int, ints: np.ndarray | None = None, arrays: tup
     return Batch(
         count, ints, np.empty((count, 0), dtype=np.float64), ("",) * count, tuple(arrays), None
     )
+
+
+def _single_ints(actions: Values) -> np.ndarray | None:
+    """The actions as one int64 array when each is exactly one int (a stacked Batch of one
+    int column and nothing else); None otherwise."""
+    if (
+        isinstance(actions, Batch)
+        and actions.listed is None
+        and actions.ints.shape[1] == 1
+        and actions.doubles.shape[1] == 0
+        and not actions.arrays
+        and not any(actions.chars)
+    ):
+        return actions.ints[:, 0].astype(np.int64)  # a copy: a core may write to it
+    return None
+
+
+def _first_or_none(actions: list[Value]) -> np.ndarray:
+    """Each action's first int, -1 where it has none (no mask allows it)."""
+    return np.fromiter(
+        [action.ints[0] if action.ints else -1 for action in actions],
+        dtype=np.int64,
+        count=len(actions),
+    )
+
+
+def _action_at(actions: Values, row: int) -> Value:
+    return actions.value(row) if isinstance(actions, Batch) else actions[row]
 
 
 class EnvironmentBatch:
@@ -156,7 +192,8 @@ class EnvironmentBatch:
         self.envs = [make_env() for _ in range(num_instances)]
         self.instances = InstanceStates(num_instances, first_instance)
         self.task_spec: TaskSpec | None = None
-        self._masks: list = [None] * num_instances  # each instance's last legal mask
+        self._mask_table: np.ndarray | None = None  # each instance's last legal mask, a row
+        self._masked = np.zeros(num_instances, dtype=bool)  # which rows hold one
         self.core: BatchCore | None = None
         self.next_step_promised = False  # autoreset next_step (_promise_next_step)
 
@@ -169,8 +206,10 @@ class EnvironmentBatch:
         spec = specs[0] if isinstance(specs[0], TaskSpec) else parse(specs[0])
         self.task_spec = spec
         self.instances.reset()
-        self._masks = [None] * self.num_instances
+        self._mask_table = None
+        self._masked = np.zeros(self.num_instances, dtype=bool)
         self._check = spec.action_checker()
+        self._single = spec.single_int_action()
         self._mask_index = spec.legal_mask
         self._mask_low = int(spec.actions.ints[0].low) if spec.legal_mask is not None else 0
         self.next_step_promised = False
@@ -205,45 +244,103 @@ class EnvironmentBatch:
         return "vector" if getattr(self.core, "AUTORESET_NEXT_STEP", False) else "ok"
 
     # -- stepping ----------------------------------------------------------------
-    def batch_step(self, calls: np.ndarray | list[int], actions: Batch | list[Value]) -> BatchStep:
+    def batch_step(self, calls: np.ndarray | list[int], actions: Values) -> BatchStep:
         count = self.num_instances
-        call_list: list[int] = calls.tolist() if isinstance(calls, np.ndarray) else calls
-        if len(call_list) != count:
+        call_array = np.asarray(calls, dtype=np.uint8)
+        if len(call_array) != count:
             raise ProtocolError(
-                f"ENV_BATCH_STEP has {len(call_list)} calls; this environment "
+                f"ENV_BATCH_STEP has {len(call_array)} calls; this environment "
                 f"serves {count} instances"
             )
-        stepping = [index for index, call in enumerate(call_list) if call == _STEP]
-        values = actions.values() if isinstance(actions, Batch) else list(actions)
-        if len(values) != len(stepping):
+        stepping = np.flatnonzero(call_array == _STEP)
+        if count_of(actions) != len(stepping):
             raise ProtocolError(
-                f"ENV_BATCH_STEP has {len(stepping)} STEP calls but {len(values)} actions"
+                f"ENV_BATCH_STEP has {len(stepping)} STEP calls but {count_of(actions)} actions"
             )
-        self.instances.refuse_new(stepping, call_list, EnvCall, "START or NONE")
-        self._check_actions(stepping, values)
+        self.instances.refuse_new(stepping, call_array, EnvCall, "START or NONE")
+        self._check_actions(stepping, actions)
         if self.core is not None:
-            return self._apply_core(self.core, np.asarray(call_list, dtype=np.uint8), values)
-        return self._apply(call_list, values)
+            return self._apply_core(self.core, call_array, actions)
+        return self._apply(call_array.tolist(), values_of(actions))
 
-    def _check_actions(self, stepping: list[int], actions: list[Value]) -> None:
-        check, mask_index, first = self._check, self._mask_index, self.first_instance
-        for index, action in zip(stepping, actions, strict=True):
+    def _check_actions(self, stepping: np.ndarray, actions: Values) -> None:
+        """Each action against the task spec and its instance's last legal mask, on arrays
+        when every action is one int (the usual case); an error names the first instance
+        in order that breaks either, as a check instance by instance would."""
+        if not len(stepping):
+            return
+        moves = _single_ints(actions)
+        if moves is not None and self._single is not None:
+            low, high = self._single
+            outside = np.flatnonzero((moves < low) | (moves > high))
+            spec_bad = int(outside[0]) if len(outside) else None
+        else:
+            spec_bad, moves = self._check_each(values_of(actions))
+        mask_bad = None if self._mask_index is None else self._first_illegal(stepping, moves)
+        if spec_bad is not None and (mask_bad is None or spec_bad <= mask_bad):
+            try:
+                self._check(_action_at(actions, spec_bad))
+            except InvalidAction as err:
+                index = int(stepping[spec_bad])
+                raise InvalidAction(f"instance {self.first_instance + index}: {err}") from None
+        if mask_bad is not None:
+            index = int(stepping[mask_bad])
+            table = self._mask_table
+            legal = [] if table is None else np.flatnonzero(table[index]).tolist()
+            legal = [self._mask_low + i for i in legal]
+            action = _action_at(actions, mask_bad)
+            shown = action.ints[0] if action.ints else None
+            raise InvalidAction(
+                f"instance {self.first_instance + index}: action {shown} is not legal "
+                f"under its last observation's mask; the legal actions "
+                f"are {legal}"
+            )
+
+    def _check_each(self, actions: list[Value]) -> tuple[int | None, np.ndarray]:
+        """Actions that are not all one int: the first (in order) that the task spec
+        refuses, and each action's first int (-1 if none), for the masks."""
+        check = self._check
+        for row, action in enumerate(actions):
             try:
                 check(action)
-            except InvalidAction as err:
-                raise InvalidAction(f"instance {first + index}: {err}") from None
-            if mask_index is None:
-                continue
-            mask = self._masks[index]
-            move = action.ints[0] - self._mask_low if action.ints else -1
-            if mask is not None and not (0 <= move < len(mask) and mask[move]):
-                legal = [self._mask_low + int(i) for i in np.flatnonzero(mask)]
-                shown = action.ints[0] if action.ints else None
-                raise InvalidAction(
-                    f"instance {first + index}: action {shown} is not legal "
-                    f"under its last observation's mask; the legal actions "
-                    f"are {legal}"
-                )
+            except InvalidAction:
+                return row, _first_or_none(actions)
+        return None, _first_or_none(actions)
+
+    def _first_illegal(self, stepping: np.ndarray, moves: np.ndarray) -> int | None:
+        """The first row of ``stepping`` whose move its instance's last mask refuses."""
+        table = self._mask_table
+        if table is None:
+            return None
+        masked = self._masked[stepping]
+        if not masked.any():
+            return None
+        moves = moves - self._mask_low
+        inside = (moves >= 0) & (moves < table.shape[1])
+        legal = np.zeros(len(stepping), dtype=bool)
+        legal[inside] = table[stepping[inside], moves[inside]]
+        bad = np.flatnonzero(masked & ~legal)
+        return int(bad[0]) if len(bad) else None
+
+    def _keep_masks(self, rows: np.ndarray, masks: np.ndarray | list) -> None:
+        """The legal masks the instances at ``rows`` just returned, kept as rows of one
+        table (padded with False: a move past a mask's end is illegal)."""
+        widths = [len(mask) for mask in masks] if isinstance(masks, list) else [masks.shape[1]]
+        width = max(widths, default=0)
+        table = self._mask_table
+        if table is None or width > table.shape[1]:
+            grown = np.zeros((self.num_instances, width), dtype=bool)
+            if table is not None:
+                grown[:, : table.shape[1]] = table
+            self._mask_table = table = grown
+        if isinstance(masks, list):
+            for index, mask in zip(rows.tolist(), masks, strict=True):
+                table[index, : len(mask)] = mask
+                table[index, len(mask) :] = False
+        else:
+            table[rows, :width] = masks
+            table[rows, width:] = False
+        self._masked[rows] = True
 
     def _apply(self, calls: list[int], actions: list[Value]) -> BatchStep:
         count = self.num_instances
@@ -281,8 +378,10 @@ class EnvironmentBatch:
                 f"instance {self.first_instance + index}: the environment "
                 f"raised {type(err).__name__}: {err}"
             ) from err
-        if self._mask_index is not None:
-            self._keep_masks(calls, observations, self._mask_index)
+        if self._mask_index is not None and observations:
+            touched = np.flatnonzero(np.asarray(calls, dtype=np.uint8) != _NONE)
+            index = self._mask_index
+            self._keep_masks(touched, [value.arrays[index] for value in observations])
         # Unstacked: in process nothing needs them stacked; the wire stacks them.
         return BatchStep(
             np.array(rewards, dtype=np.float64),
@@ -291,29 +390,19 @@ class EnvironmentBatch:
             infos,
         )
 
-    def _apply_core(self, core: BatchCore, calls: np.ndarray, actions: list[Value]) -> BatchStep:
+    def _apply_core(self, core: BatchCore, calls: np.ndarray, actions: Values) -> BatchStep:
         result = core.apply(calls, actions)
         touched = np.flatnonzero(calls != _NONE)
         states = np.frombuffer(self.instances.states, dtype=np.uint8)
         states[touched] = np.where(result.terminals[touched], _ENDED, _RUNNING)
         if self._mask_index is not None and len(touched):
             observations = result.observations
-            if not isinstance(observations, Batch):
+            if not isinstance(observations, Batch) or observations.listed is not None:
                 raise RLBridgeError(
                     f"{type(core).__name__}.apply must return its observations as a stacked Batch"
                 )
-            masks = observations.arrays[self._mask_index]
-            for index, mask in zip(touched.tolist(), masks, strict=True):
-                self._masks[index] = mask
+            self._keep_masks(touched, observations.arrays[self._mask_index])
         return result
-
-    def _keep_masks(self, calls: list[int], observations: list[Value], mask_index: int) -> None:
-        """Each instance's legal mask from the observation it just returned."""
-        masks = self._masks
-        returned = iter(observations)
-        for index, call in enumerate(calls):
-            if call != _NONE:
-                masks[index] = next(returned).arrays[mask_index]
 
     # -- messages and the rest -------------------------------------------------------
     def batch_message(self, text: str) -> str:

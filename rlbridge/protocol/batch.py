@@ -419,21 +419,36 @@ class InstanceStates:
 
     def refuse_new(
         self,
-        offsets: list[int],
-        calls: list[int],
+        offsets: Rows,
+        calls: Rows,
         codes: type[IntEnum],
         allowed: str,
         start: int = 0,
     ) -> None:
         """WRONG_STATE if an instance at one of ``offsets`` (counted from ``start``), whose
-        call ``calls[offset]`` needs an episode, is NEW; ``allowed`` names the calls it may get."""
-        states = self.states
-        for offset in offsets:
-            if states[start + offset] == InstanceState.NEW:
-                raise WrongState(
-                    f"instance {self.first + start + offset} has no episode: its "
-                    f"call must be {allowed}; got {codes(calls[offset]).name}"
-                )
+        call ``calls[offset]`` needs an episode, is NEW; ``allowed`` names the calls it may
+        get. One array comparison for all of them; the error names the first in order."""
+        if not len(offsets):
+            return
+        rows = np.asarray(offsets, dtype=np.intp)
+        states = np.frombuffer(self.states, dtype=np.uint8)[start:]
+        new = np.flatnonzero(states[rows] == InstanceState.NEW)
+        if len(new):
+            offset = int(rows[new[0]])
+            raise WrongState(
+                f"instance {self.first + start + offset} has no episode: its "
+                f"call must be {allowed}; got {codes(int(calls[offset])).name}"
+            )
+
+    def enter(
+        self, calls: npt.NDArray[np.uint8], next_states: npt.NDArray[np.uint8], start: int = 0
+    ):
+        """Each instance at ``start + i`` moves to ``next_states[calls[i]]``, where ``calls[i]``
+        is not NONE (``next_states`` holds NONE's own code there: 255)."""
+        states = np.frombuffer(self.states, dtype=np.uint8)[start : start + len(calls)]
+        moved = next_states[calls]
+        touched = moved != 255
+        states[touched] = moved[touched]
 
 
 def derive_seeds(seed: int) -> tuple[int, int]:

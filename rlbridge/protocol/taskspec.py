@@ -116,6 +116,11 @@ class TaskSpec:
         """``check_action`` as one precomputed callable, for per-step loops."""
         return _checker(self.actions, "action", InvalidAction, self._checkers).check_action
 
+    def single_int_action(self) -> tuple[float, float] | None:
+        """(low, high) when an action is exactly one int, which a batch then checks for all
+        its instances in one array comparison; None otherwise."""
+        return _checker(self.actions, "action", InvalidAction, self._checkers).single_int
+
     def check_observation(self, observation: Value) -> None:
         """Raise :class:`InvalidObservation` unless ``observation`` fits the OBSERVATIONS part."""
         _checker(self.observations, "observation", InvalidObservation, self._checkers)(observation)

@@ -7,6 +7,8 @@ and the typed decoder of a delegated episode's every AGENT_STEP.
 
 from __future__ import annotations
 
+import numpy as np
+
 from rlbridge.agents.batch import BatchAgent, as_batch_agent
 from rlbridge.experiment.net.bodies import (
     agent_batch_init_body,
@@ -43,16 +45,13 @@ T = MessageType
 
 
 #: AgentCall codes that need an episode on their instance, and each call's instance state after.
-_AGENT_NEEDS_EPISODE = frozenset(
-    {int(AgentCall.STEP), int(AgentCall.END), int(AgentCall.END_START)}
-)
-_AGENT_NONE = int(AgentCall.NONE)
-_AGENT_NEXT_INSTANCE = {
-    int(AgentCall.STEP): InstanceState.RUNNING,
-    int(AgentCall.START): InstanceState.RUNNING,
-    int(AgentCall.END): InstanceState.ENDED,
-    int(AgentCall.END_START): InstanceState.RUNNING,
-}
+#: The calls that need an episode in progress on their instance.
+_AGENT_NEEDS_EPISODE = np.array([int(AgentCall.STEP), int(AgentCall.END), int(AgentCall.END_START)])
+#: The state an instance moves to on each call, indexed by the call's code (NONE: 255, none).
+_AGENT_NEXT_INSTANCE = np.full(256, 255, dtype=np.uint8)
+_AGENT_NEXT_INSTANCE[
+    [int(AgentCall.STEP), int(AgentCall.START), int(AgentCall.END), int(AgentCall.END_START)]
+] = [InstanceState.RUNNING, InstanceState.RUNNING, InstanceState.ENDED, InstanceState.RUNNING]
 
 
 class AgentServer(RequestServer):
@@ -135,7 +134,7 @@ class AgentServer(RequestServer):
 
     def _agent_batch_step(self, message, body, frames, identity):
         instances = self.instances
-        calls = body.calls.tolist()
+        calls = np.asarray(body.calls, dtype=np.uint8)
         first, count = body.first_instance, len(instances.states)
         if first + len(calls) > count:
             raise ProtocolError(
@@ -144,7 +143,7 @@ class AgentServer(RequestServer):
                 f"instances (0..{count - 1}, AGENT_BATCH_INIT)"
             )
         instances.refuse_new(
-            [offset for offset, call in enumerate(calls) if call in _AGENT_NEEDS_EPISODE],
+            np.flatnonzero(np.isin(calls, _AGENT_NEEDS_EPISODE)),
             calls,
             AgentCall,
             "START or NONE",
@@ -157,8 +156,5 @@ class AgentServer(RequestServer):
                 f"the agent returned {actions.count} actions for "
                 f"{body.observations.count} calls that take one"
             )
-        states = instances.states
-        for offset, call in enumerate(calls):
-            if call != _AGENT_NONE:
-                states[first + offset] = _AGENT_NEXT_INSTANCE[call]
+        instances.enter(calls, _AGENT_NEXT_INSTANCE, first)
         return encode_batch(actions, frames)
