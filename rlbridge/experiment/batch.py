@@ -1,11 +1,11 @@
 """The batched episode loop, written once (PROTOCOL.md 16.6): N instances, each counted on its own.
 
-:class:`BatchLoop` keeps one :class:`~rlbridge.experiment.counting.EpisodeCounter` and
-one pending action per instance and plays batched steps: it decides each instance's
-environment call (STEP, START or NONE), counts each step with section 7's rules,
-restarts an instance whose episode ended terminally in the same batched step (the
-agent's call is then END_START), and asks the agent for the next actions, one group of
-instances at a time. The same loop runs in every mode:
+:class:`BatchLoop` keeps one :class:`~rlbridge.experiment.counting.EpisodeCounter` per
+instance and each group's last reply from the agent, and plays batched steps: it decides
+each instance's environment call (STEP, START or NONE), counts each step with section
+7's rules, starts an instance whose episode ended (terminally or cut off) in the next
+batched step, in the same environment call as the others' steps (no call of its own),
+and asks the agent for the next actions, one group of instances at a time. The same loop runs in every mode:
 
 * in process: the environment is an EnvironmentBatch and the agent a
   :class:`LocalAgentPort` (no sockets);
@@ -32,8 +32,8 @@ from rlbridge.protocol.batch import (
     AgentCall,
     Batch,
     EnvCall,
+    Values,
     count_of,
-    interleave,
     select,
     values_of,
 )
@@ -102,7 +102,8 @@ class LocalAgentPort:
 
 
 #: ``env_step(calls, actions)`` -> a BatchStep (rewards, observations, terminals, infos);
-#: ``calls`` is a list of one EnvCall code per instance.
+#: ``calls`` is a uint8 array of one EnvCall code per instance, ``actions`` (Values) one
+#: action per STEP in instance order.
 EnvStep = Callable[[np.ndarray, list], object]
 
 
@@ -128,20 +129,23 @@ class BatchLoop:
         self.num_instances = num_instances
         self.first_instance = first_instance
         self.counters = [EpisodeCounter() for _ in range(num_instances)]
-        #: The action each running instance's next STEP applies.
-        self.pending: list[Value | None] = [None] * num_instances
+        #: Per group (its bounds): the instances the agent's last reply answered for, in
+        #: order, and that reply, whose actions the group's next STEPs apply. Kept as the
+        #: agent sent it: in the usual step every answered instance steps next, and the
+        #: reply goes to the environment as it came, with no per-instance work.
+        self.pending: dict[tuple[int, int], tuple[list[int], Values]] = {}
 
     def reset(self) -> None:
         """ENV_BATCH_INIT / RL_init: every counter to 0, no episode in progress."""
         for counter in self.counters:
             counter.reset()
-        self.pending = [None] * self.num_instances
+        self.pending = {}
 
     def abandon(self) -> None:
         """After a failure: no instance has an episode in progress (PROTOCOL.md 16.6)."""
         for counter in self.counters:
             counter.running = False
-        self.pending = [None] * self.num_instances
+        self.pending = {}
 
     def play(
         self,
@@ -166,6 +170,7 @@ class BatchLoop:
             )
         left = None if quotas is None else [int(q) for q in quotas]
         bounds = group_bounds(self.num_instances, groups)
+        self._regroup(bounds)
         waiting: list[list[int] | None] = [None] * len(bounds)
         ended = EndedEpisodes.empty()
         steps = 0
@@ -173,7 +178,7 @@ class BatchLoop:
             while not (num_steps and steps >= num_steps) and (left is None or any(left)):
                 for group, (low, high) in enumerate(bounds):
                     if waiting[group] is not None:
-                        self._take_actions(agent.receive(group), waiting[group])
+                        self._take_actions(agent.receive(group), waiting[group], (low, high))
                         waiting[group] = None
                     waiting[group] = self._step_group(
                         env_step, agent, group, low, high, max_steps, left, ended, steps + 1
@@ -183,7 +188,7 @@ class BatchLoop:
                     on_step(steps, len(ended))
             for group, instances in enumerate(waiting):
                 if instances is not None:
-                    self._take_actions(agent.receive(group), instances)
+                    self._take_actions(agent.receive(group), instances, bounds[group])
         except BaseException:
             self.abandon()
             raise
@@ -201,51 +206,72 @@ class BatchLoop:
             action, one.env.env_step, one.agent.agent_step, one.agent.agent_end, one.check
         )
 
-    def _take_actions(self, actions, instances: list[int]) -> None:
-        values = values_of(actions)
-        if len(values) != len(instances):
+    def _regroup(self, bounds: list[tuple[int, int]]) -> None:
+        """The pending actions under ``bounds``, when an earlier play grouped them otherwise."""
+        if all(key in bounds for key in self.pending):
+            return
+        actions: dict[int, Value] = {}
+        for instances, reply in self.pending.values():
+            actions.update(zip(instances, values_of(reply), strict=True))
+        self.pending = {}
+        for low, high in bounds:
+            instances = [index for index in range(low, high) if index in actions]
+            if instances:
+                self.pending[(low, high)] = (instances, [actions[i] for i in instances])
+
+    def _take_actions(self, actions, instances: list[int], key: tuple[int, int]) -> None:
+        if count_of(actions) != len(instances):
             raise ProtocolError(
-                f"the agent answered AGENT_BATCH_STEP with {len(values)} "
+                f"the agent answered AGENT_BATCH_STEP with {count_of(actions)} "
                 f"actions; expected {len(instances)}, one per call that takes "
                 "an observation"
             )
-        pending = self.pending
-        for instance, action in zip(instances, values, strict=True):
-            pending[instance] = action
+        self.pending[key] = (instances, actions)
+
+    def _actions(self, key: tuple[int, int], stepping: list[int]) -> Values:
+        """The actions the instances ``stepping`` (running, in order) apply: the agent's last
+        reply to their group, without the rows of instances cut off since."""
+        if not stepping:
+            return []
+        instances, reply = self.pending[key]
+        if instances == stepping:
+            return reply
+        rows = {instance: row for row, instance in enumerate(instances)}
+        return select(reply, [rows[index] for index in stepping])
 
     def _step_group(
         self, env_step, agent, group, low, high, max_steps, left, ended, batched_step
     ) -> list[int]:
         """One batched step of the instances ``low`` .. ``high - 1``; returns the instances
-        whose actions the agent's reply will hold, in order."""
-        counters, pending = self.counters, self.pending
-        env_calls = [_ENV_NONE] * self.num_instances
-        actions, stepping, starting = [], [], []
+        whose actions the agent's reply will hold, in order. An instance whose episode ended
+        (or was cut off) starts its next one here, in the step after (docs/batching.md)."""
+        counters = self.counters
+        stepping, starting = [], []
         for index in range(low, high):
             if left is not None and left[index] == 0:
                 continue
             if counters[index].running:
-                env_calls[index] = _ENV_STEP
-                actions.append(pending[index])
                 stepping.append(index)
             else:
-                env_calls[index] = _ENV_START
                 starting.append(index)
+        env_calls = np.full(self.num_instances, _ENV_NONE, dtype=np.uint8)
+        env_calls[stepping] = _ENV_STEP
+        env_calls[starting] = _ENV_START
         try:
-            result = env_step(env_calls, actions)
+            result = env_step(env_calls, self._actions((low, high), stepping))
         except InvalidAction as err:
             raise InvalidAction(f"in batched step {batched_step}: {err}") from None
         rewards, terminals = result.rewards.tolist(), result.terminals.tolist()
-        ends: set[int] = set()
-        cuts: set[int] = set()
+        ends: list[int] = []
+        cuts: list[int] = []
         for index in stepping:  # section 7's rules, on each instance's own counter
             counter = counters[index]
             if counter.step(rewards[index], terminals[index]):
-                ends.add(index)
+                ends.append(index)
             elif not counter.running:
-                cuts.add(index)
+                cuts.append(index)
         first = self.first_instance
-        if not ends and not cuts and len(stepping) == high - low:
+        if not ends and not cuts and not starting and len(stepping) == high - low:
             # Every instance stepped and goes on: the agent gets each step as it came.
             agent.send(
                 group,
@@ -256,12 +282,11 @@ class BatchLoop:
             )
             return stepping
         return self._send_mixed(
-            env_step, agent, group, low, high, env_calls, result, ends, cuts, max_steps, left, ended
+            agent, group, low, high, env_calls, result, ends, cuts, starting, max_steps, left, ended
         )
 
     def _send_mixed(
         self,
-        env_step,
         agent,
         group,
         low,
@@ -270,90 +295,42 @@ class BatchLoop:
         result,
         ends,
         cuts,
+        starting,
         max_steps,
         left,
         ended,
     ) -> list[int]:
-        """The agent's calls when some instances started, ended, were cut off or sat out."""
-        counters, pending, first = self.counters, self.pending, self.first_instance
-        rewards = result.rewards.tolist()
-        agent_calls = [_NONE] * (high - low)
-        agent_rewards = [0.0] * (high - low)
-        kept: list[int] = []  # rows of result.observations the agent sees
-        kept_at: list[int] = []  # where they go in the agent's batch
-        restarts: list[int] = []
-        restart_at: list[int] = []
-        answering: list[int] = []
-        row = 0
-        for index in range(low, high):
-            call = env_calls[index]
-            if call == _ENV_NONE:
-                continue
+        """The agent's calls when some instances started, ended, were cut off or sat out:
+        START for a start, END for a terminal step (RL-Glue's agent_end takes no
+        observation: its row is dropped), STEP for any other step."""
+        counters = self.counters
+        calls = env_calls[low:high]
+        touched = np.flatnonzero(calls != _ENV_NONE)  # the rows of result.observations
+        agent_calls = np.full(high - low, _NONE, dtype=np.uint8)
+        agent_calls[touched] = _STEP
+        agent_calls[calls == _ENV_START] = _START
+        agent_rewards = np.where(calls == _ENV_STEP, result.rewards[low:high], 0.0)
+        if ends:
+            agent_calls[np.asarray(ends) - low] = _END
+        # The episodes that ended here, in instance order: terminal steps, steps cut off by
+        # max_steps (their next action is never applied), and starts that max_steps = 1
+        # cuts off at once.
+        for index in sorted(ends + cuts + starting):
             counter = counters[index]
-            offset = index - low
-            if call == _ENV_START:
+            if env_calls[index] == _ENV_START:
                 counter.start(max_steps)
-                agent_calls[offset] = _START
-            elif index in ends:
-                agent_rewards[offset] = rewards[index]
-                pending[index] = None
-                ended.add(first + index, counter)
-                if left is not None:
-                    left[index] -= 1
-                if left is None or left[index] > 0:
-                    agent_calls[offset] = _END_START
-                    restarts.append(index)
-                    restart_at.append(len(answering))
-                    answering.append(index)
-                else:
-                    agent_calls[offset] = _END
-                row += 1  # the terminal observation: RL-Glue's agent_end takes none
-                continue
-            else:
-                agent_rewards[offset] = rewards[index]
-                agent_calls[offset] = _STEP
-            kept.append(row)
-            row += 1
-            kept_at.append(len(answering))
-            answering.append(index)
-            if not counter.running:  # cut off by max_steps: its next action is never applied
-                self._cut(index, counter, ended, left)
+                if counter.running:
+                    continue
+            ended.add(self.first_instance + index, counter)
+            if left is not None:
+                left[index] -= 1
+        kept = agent_calls[touched] != _END
+        answering = (touched[kept] + low).tolist()
         observations = result.observations
-        if len(kept) != count_of(observations):
-            observations = select(observations, kept)
-        if restarts:
-            observations = interleave(
-                observations,
-                kept_at,
-                self._restart(env_step, restarts, max_steps, ended, left),
-                restart_at,
-            )
-        agent.send(
-            group,
-            first + low,
-            np.array(agent_calls, dtype=np.uint8),
-            np.array(agent_rewards, dtype=np.float64),
-            observations,
-        )
+        if not kept.all():
+            observations = select(observations, np.flatnonzero(kept))
+        agent.send(group, self.first_instance + low, agent_calls, agent_rewards, observations)
         return answering
-
-    def _restart(self, env_step, instances: list[int], max_steps, ended, left) -> Batch:
-        """env_start for the instances whose episode just ended: their END_START observations."""
-        calls = [_ENV_NONE] * self.num_instances
-        for index in instances:
-            calls[index] = _ENV_START
-        observations = env_step(calls, []).observations
-        for index in instances:
-            counter = self.counters[index]
-            counter.start(max_steps)
-            if not counter.running:
-                self._cut(index, counter, ended, left)
-        return observations
-
-    def _cut(self, index: int, counter: EpisodeCounter, ended: EndedEpisodes, left) -> None:
-        ended.add(self.first_instance + index, counter)
-        if left is not None:
-            left[index] -= 1
 
 
 class _OneStep(NamedTuple):

@@ -442,7 +442,7 @@ class InstanceStates:
 
     def enter(
         self, calls: npt.NDArray[np.uint8], next_states: npt.NDArray[np.uint8], start: int = 0
-    ):
+    ) -> None:
         """Each instance at ``start + i`` moves to ``next_states[calls[i]]``, where ``calls[i]``
         is not NONE (``next_states`` holds NONE's own code there: 255)."""
         states = np.frombuffer(self.states, dtype=np.uint8)[start : start + len(calls)]
