@@ -286,5 +286,8 @@ def run(quick: bool = False) -> list[Figure]:
 
 
 def batched_suite(quick: bool = False) -> list[Figure]:
-    """`rlbridge bench batched`: :func:`rlbridge.bench.batched.run`'s rows, then this module's."""
-    return batched.run(quick) + run(quick)
+    """`rlbridge bench batched`: :func:`rlbridge.bench.batched.run`'s rows, the batch-core
+    rows (:mod:`rlbridge.bench.batched_cores`), then this module's."""
+    from rlbridge.bench import batched_cores
+
+    return batched.run(quick) + batched_cores.run(quick) + run(quick)

@@ -14,8 +14,8 @@ from rlbridge.bench.report import AgentResult, Figure, format_agent_results, for
 SUITES: dict[str, str] = {
     "core": "rlbridge.bench.core:run",
     "rlglue": "rlbridge.bench.rlglue:run",
-    # bench/batched.py's rows, then bench/batched_gym.py's (issue 25), which `batched-gym` runs
-    # alone.
+    # bench/batched.py's rows, bench/batched_cores.py's, then bench/batched_gym.py's (issue 25),
+    # which `batched-gym` runs alone.
     "batched": "rlbridge.bench.batched_gym:batched_suite",
     "batched-gym": "rlbridge.bench.batched_gym:run",
     "games": "rlbridge.bench.suites:games",

@@ -104,3 +104,28 @@ def test_the_gym_rows_name_their_baselines_ratios_and_targets():
             assert "EnvPool" in name and "not installed" in figure.note
         else:
             assert figure.value > 0 and figure.ratio is not None and figure.passed is not None
+
+
+@pytest.mark.parametrize(
+    "game", ["gridwalk", "2048", "blackjack", "minesweeper", "tetris", "reversi"]
+)
+def test_the_core_loop_steps_every_game_on_its_batched_core_with_legal_actions(game):
+    """The core-loop baseline finds each game's core (none would raise) and times every
+    step after the warm-up, episodes ending and starting again on the way."""
+    from rlbridge.bench import batched_cores
+
+    rate, latencies = batched_cores.bare_core_loop(game, 8, 30)
+    assert rate > 0 and len(latencies) == 30
+
+
+def test_the_core_rows_judge_the_served_game_against_both_baselines(tmp_path):
+    from rlbridge.bench import batched_cores
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("the served row needs 2 CPUs")
+    figures = batched_cores.game_rows("reversi", cpus, str(tmp_path), 10, 1)
+    assert [figure.target for figure in figures] == ["", "", ">= 0.8x", ">= 3x"]
+    core, sync, served, _ = figures
+    assert served.baseline == core.value and figures[3].baseline == sync.value
+    assert "CPU us per batched step: env" in served.note

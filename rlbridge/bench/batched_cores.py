@@ -1,0 +1,150 @@
+"""`rlbridge bench batched`'s batch-core rows (issue 25): each game served at N = 64 against the bare loop over its batched core and Gymnasium's SyncVectorEnv.
+
+For every game with a :class:`~rlbridge.environments.batch.BatchCore` (gridwalk, 2048,
+Blackjack, Minesweeper, Tetris with its default placement actions, Reversi), with the
+random agent, each repeat measures, each in a new process:
+
+* **bare loop over the batched core** (a baseline): one process calls the core's
+  ``apply`` on all N instances and the random agent's ``batch_step`` on the
+  observations, nothing else: no checks, no counting, no messages. An instance whose
+  episode ended starts in the next step, as the served loop starts it;
+* **gymnasium SyncVectorEnv** (a baseline) of N single ``rlbridge/<Game>-v0`` envs, in
+  process, with random legal actions (:func:`rlbridge.bench.batched.gym_vector`);
+* **served, 3 processes, 2 CPUs, 2 groups**: ``rlbridge env GAME`` on one CPU,
+  ``rlbridge agent random`` on the other, this process as the experiment, as
+  ``rlbridge run GAME random --batch 64`` places them; against the core loop
+  (target >= 0.8x) and against SyncVectorEnv (>= 3x), with each process's CPU time per
+  batched step.
+
+The repeat with the median ratio to the core loop is printed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from rlbridge.agents.batch import as_batch_agent
+from rlbridge.bench import batched
+from rlbridge.bench.report import Figure
+from rlbridge.environments.batch import EnvironmentBatch
+from rlbridge.options import build
+from rlbridge.protocol.batch import AgentCall, Batch, EnvCall
+from rlbridge.registry import AGENTS, ENVIRONMENTS
+
+#: The games with a batched core; Tetris with its default ``actions=placement``.
+GAMES = ("gridwalk", "2048", "blackjack", "minesweeper", "tetris", "reversi")
+COUNT = 64
+#: Instance-steps of each row (quick: a fifth).
+INSTANCE_STEPS = 20_000
+
+_STEP, _START = np.uint8(EnvCall.STEP), np.uint8(EnvCall.START)
+_A_STEP, _A_START, _A_END = (np.uint8(c) for c in (AgentCall.STEP, AgentCall.START, AgentCall.END))
+
+
+def bare_core_loop(game: str, count: int, batched_steps: int) -> tuple[float, list[float]]:
+    """Instance-steps per second and seconds per batched step of the core and the batched
+    random agent alone (module docstring)."""
+    envs = EnvironmentBatch(lambda: build(game, ENVIRONMENTS), count)
+    spec = envs.batch_init()
+    envs.batch_message("seed 1")
+    core = envs.core
+    if core is None:
+        raise RuntimeError(f"bench batched: {game} has no batched core at N = {count}")
+    agent = as_batch_agent(build("random", AGENTS))
+    agent.batch_init(spec, count)
+    agent.agent_message("seed 1")
+    calls = np.full(count, _START, dtype=np.uint8)
+    actions: object = []
+    clock = time.perf_counter
+    latencies: list[float] = []
+    started = 0.0
+    warmup = batched.warmup_steps(batched_steps)
+    for step in range(warmup + batched_steps):
+        begin = clock()
+        if step == warmup:
+            started, latencies = begin, []
+        result = core.apply(calls, actions)  # type: ignore[arg-type]
+        terminals = result.terminals
+        agent_calls = np.where(calls == _START, _A_START, np.where(terminals, _A_END, _A_STEP))
+        observations = result.observations
+        if not isinstance(observations, Batch):
+            raise RuntimeError(f"bench batched: {game}'s core returned unstacked observations")
+        if terminals.any():  # agent_end takes no observation: drop the terminal rows
+            observations = observations.select(np.flatnonzero(~terminals))
+        actions = agent.batch_step(0, agent_calls, result.rewards, observations)
+        calls = np.where(terminals, _START, _STEP).astype(np.uint8)
+        latencies.append(clock() - begin)
+    return count * batched_steps / (clock() - started), latencies
+
+
+def _figure(game: str, name: str, measured, baseline: float | None, target: float = 0.0, note=""):
+    rate, latencies = measured[:2]
+    p50, p99 = batched._percentiles(latencies)
+    ratio = None if baseline is None else rate / baseline
+    return Figure(
+        f"batched core {game} N={COUNT}",
+        name,
+        rate,
+        "instance-steps/s",
+        baseline,
+        f">= {target:g}x" if target else "",
+        None if not target or ratio is None else ratio >= target,
+        note=f"per batched step p50 {p50:,.0f} us, p99 {p99:,.0f} us"
+        + (f"; {note}" if note else ""),
+    )
+
+
+def game_rows(game: str, cpus: list[int], directory: str, steps: int, repeats: int) -> list:
+    """One game's three rows: the repeat with the median ratio of served to the core loop."""
+    runs = []
+    for _ in range(repeats):
+        core = batched.in_fresh_process(
+            "bare_core_loop", game, COUNT, steps, cpus={cpus[-1]}, module="batched_cores"
+        )
+        sync = batched.in_fresh_process("gym_vector", game, COUNT, steps, "sync")
+        served = batched.processes(
+            game,
+            COUNT,
+            steps,
+            shards=1,
+            groups=2,
+            env_cpus=[{cpus[0]}],
+            agent_cpus={cpus[1]},
+            directory=directory,
+        )
+        runs.append((served[0] / core[0], (core, sync, served)))
+    runs.sort(key=lambda run: run[0])
+    core, sync, served = runs[len(runs) // 2][1]
+    cpu = f"CPU us per batched step: env {served[2][0]:,.0f}, agent {served[2][1]:,.0f}"
+    name = "served, 3 processes, 2 CPUs, 2 groups"
+    return [
+        _figure(game, "baseline: bare loop over the batched core", core, None),
+        _figure(game, "baseline: gymnasium SyncVectorEnv of single envs", sync, None),
+        _figure(game, f"{name}, against the core loop", served, core[0], 0.8, cpu),
+        _figure(game, f"{name}, against SyncVectorEnv", served, sync[0], 3.0),
+    ]
+
+
+def run(quick: bool = False) -> list[Figure]:
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return [
+            Figure(
+                "batched core",
+                "rows on 2 CPUs",
+                math.nan,
+                "instance-steps/s",
+                note=f"need 2 CPUs; this process has {len(cpus)}",
+            )
+        ]
+    steps = math.ceil(INSTANCE_STEPS // (5 if quick else 1) / COUNT)
+    figures: list[Figure] = []
+    with tempfile.TemporaryDirectory(prefix="rlbridge-batched-cores-") as directory:
+        for game in GAMES:
+            figures += game_rows(game, cpus, directory, steps, 1 if quick else 3)
+    return figures
