@@ -333,7 +333,12 @@ def decode_batch(raw: Any, frames: Frames = (), name: str = "batch") -> Batch:
             f"{name} ints and doubles must be 2-dimensional, (count, k); got "
             f"shapes {list(ints.shape)} and {list(doubles.shape)}"
         )
-    if type(chars) is not list or len(chars) != count or any(type(c) is not str for c in chars):
+    if (
+        type(chars) is not list
+        or len(chars) != count
+        # Usually every chars is "": one C-level count instead of a type check per row.
+        or (chars.count("") != count and any(type(c) is not str for c in chars))
+    ):
         raise ProtocolError(f"{name} chars must be an array of {count} str; got {_shape_of(chars)}")
     if type(arrays) is not list:
         raise ProtocolError(f"{name} arrays must be an array; got {type(arrays).__name__}")
