@@ -1,4 +1,6 @@
-"""`rlbridge bench batched`'s batch-core rows (issue 25): each game served at N = 64 against the bare loop over its batched core and Gymnasium's SyncVectorEnv.
+"""`rlbridge bench batched`'s batch-core rows (issue 25): each game served at N = 64.
+
+Each is judged against the bare loop over its batched core and Gymnasium's SyncVectorEnv.
 
 For every game with a :class:`~rlbridge.environments.batch.BatchCore` (gridwalk, 2048,
 Blackjack, Minesweeper, Tetris with its default placement actions, Reversi), with the

@@ -5,9 +5,10 @@ CPU time, unlike wall time, stays meaningful while other jobs load the machine: 
 that waits for the CPU is not charged for the wait. Each side's figure is the user plus
 system time of its whole process (every thread, ZeroMQ's I/O thread included) over a timed
 run, divided by the round trips of that run, read with psutil (portable: no ``/proc``
-reading here) or, by a client of its own process, from ``time.process_time()``. Every measured process is a new
-one; the bench's own process only drives rlbridge's experiment. The workload is the 1-int
-countdown (issue 14, item 6): one int observation, one int action, one round trip per step.
+reading here) or, by a client of its own process, from ``time.process_time()``. Every
+measured process is a new one; the bench's own process only drives rlbridge's experiment.
+The workload is the 1-int countdown (issue 14, item 6): one int observation, one int
+action, one round trip per step.
 
 Beside rlbridge's two processes, each round measures what bounds them from below:
 

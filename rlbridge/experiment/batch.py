@@ -5,7 +5,8 @@ instance and each group's last reply from the agent, and plays batched steps: it
 each instance's environment call (STEP, START or NONE), counts each step with section
 7's rules, starts an instance whose episode ended (terminally or cut off) in the next
 batched step, in the same environment call as the others' steps (no call of its own),
-and asks the agent for the next actions, one group of instances at a time. The same loop runs in every mode:
+and asks the agent for the next actions, one group of instances at a time. The same loop
+runs in every mode:
 
 * in process: the environment is an EnvironmentBatch and the agent a
   :class:`LocalAgentPort` (no sockets);
