@@ -247,14 +247,13 @@ class BatchLoop:
         whose actions the agent's reply will hold, in order. An instance whose episode ended
         (or was cut off) starts its next one here, in the step after (docs/batching.md)."""
         counters = self.counters
-        stepping, starting = [], []
-        for index in range(low, high):
-            if left is not None and left[index] == 0:
-                continue
-            if counters[index].running:
-                stepping.append(index)
-            else:
-                starting.append(index)
+        # Each instance's counter says whether it steps or starts; None: its quota is played.
+        if left is None:
+            running = [counter.running for counter in counters[low:high]]
+        else:
+            running = [counters[i].running if left[i] else None for i in range(low, high)]
+        stepping = [low + offset for offset, flag in enumerate(running) if flag]
+        starting = [low + offset for offset, flag in enumerate(running) if flag is False]
         env_calls = np.full(self.num_instances, _ENV_NONE, dtype=np.uint8)
         env_calls[stepping] = _ENV_STEP
         env_calls[starting] = _ENV_START

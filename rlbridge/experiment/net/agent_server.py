@@ -45,8 +45,10 @@ T = MessageType
 
 
 #: AgentCall codes that need an episode on their instance, and each call's instance state after.
-#: The calls that need an episode in progress on their instance.
-_AGENT_NEEDS_EPISODE = np.array([int(AgentCall.STEP), int(AgentCall.END), int(AgentCall.END_START)])
+#: Whether each call (indexed by its code) needs an episode in progress on its instance:
+#: a table look-up per call, cheaper than np.isin on every batched step.
+_AGENT_NEEDS_EPISODE = np.zeros(256, dtype=bool)
+_AGENT_NEEDS_EPISODE[[int(AgentCall.STEP), int(AgentCall.END), int(AgentCall.END_START)]] = True
 #: The state an instance moves to on each call, indexed by the call's code (NONE: 255, none).
 _AGENT_NEXT_INSTANCE = np.full(256, 255, dtype=np.uint8)
 _AGENT_NEXT_INSTANCE[
@@ -143,7 +145,7 @@ class AgentServer(RequestServer):
                 f"instances (0..{count - 1}, AGENT_BATCH_INIT)"
             )
         instances.refuse_new(
-            np.flatnonzero(np.isin(calls, _AGENT_NEEDS_EPISODE)),
+            np.flatnonzero(_AGENT_NEEDS_EPISODE[calls]),
             calls,
             AgentCall,
             "START or NONE",
