@@ -42,7 +42,7 @@ class StepOutcome(NamedTuple):
 
     reward: float
     observation: Value
-    terminal: bool
+    terminal: bool | int
     action: Value | None
     info: dict | None = None
 
@@ -146,7 +146,7 @@ class Experiment:
         return self.counter.total_reward
 
     @property
-    def terminal(self) -> bool:
+    def terminal(self) -> bool | int:
         return self.counter.terminal
 
     # -- RL_init / RL_cleanup: every instance ----------------------------------------------
@@ -249,7 +249,7 @@ class Experiment:
         self.last_action = action
         return StepOutcome(reward, observation, counter.terminal, action, info)
 
-    def RL_episode(self, max_steps: int = 0) -> bool:
+    def RL_episode(self, max_steps: int = 0) -> bool | int:
         """Run one episode; ``max_steps`` 0 means no limit. Returns the last step's terminal:
         whether it ended terminally (a legacy environment's int32 as it sent it)."""
         if max_steps < 0:

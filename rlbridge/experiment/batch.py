@@ -67,7 +67,7 @@ class EndedEpisodes(NamedTuple):
         for mine, theirs in zip(self, other, strict=True):
             mine.extend(theirs)
 
-    def __len__(self) -> int:  # type: ignore[override]
+    def __len__(self) -> int:
         return len(self.instance)
 
 
@@ -178,8 +178,9 @@ class BatchLoop:
         try:
             while not (num_steps and steps >= num_steps) and (left is None or any(left)):
                 for group, (low, high) in enumerate(bounds):
-                    if waiting[group] is not None:
-                        self._take_actions(agent.receive(group), waiting[group], (low, high))
+                    pending = waiting[group]
+                    if pending is not None:
+                        self._take_actions(agent.receive(group), pending, (low, high))
                         waiting[group] = None
                     waiting[group] = self._step_group(
                         env_step, agent, group, low, high, max_steps, left, ended, steps + 1

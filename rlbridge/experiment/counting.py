@@ -37,7 +37,7 @@ class EpisodeCounter:
         self.total_reward = 0.0
         #: The last step's terminal as the environment sent it (a bool, or a legacy
         #: environment's int32); True before any episode: none is running.
-        self.terminal = True
+        self.terminal: bool | int = True
         #: Whether ``RL_episode`` may take another environment step: not terminal, not cut off.
         self.running = False
         #: The current ``RL_episode``'s limit; 0 means none.
@@ -59,7 +59,7 @@ class EpisodeCounter:
         self.max_steps = max_steps
         self.running = max_steps != 1
 
-    def step(self, reward: float, terminal) -> bool:
+    def step(self, reward: float, terminal: object) -> bool:
         """Count one environment step; True if it ended an episode (terminal == 1: call
         ``agent_end``), False if the agent takes another step (call ``agent_step``)."""
         self.total_reward += reward

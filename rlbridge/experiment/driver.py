@@ -17,6 +17,7 @@ import json
 import re
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from rlbridge.experiment.api import Experiment
@@ -28,9 +29,11 @@ if TYPE_CHECKING:
     from rlbridge.experiment.net.remote import RemoteEnvironment
 
 
-class Outcome(NamedTuple):
+@dataclass(frozen=True)
+class Outcome:
     """An experiment's outcome statistic: ``kind`` "rate" (``value`` = successes / count)
-    or "mean"; ``low`` and ``high`` bound its 95% interval."""
+    or "mean"; ``low`` and ``high`` bound its 95% interval. A dataclass, not a NamedTuple:
+    its ``count`` field would hide tuple's ``count`` method."""
 
     name: str
     kind: str
@@ -104,13 +107,13 @@ _SUMMARY = re.compile(
 )
 
 
-def parse_summary_line(text: str) -> dict | None:
+def parse_summary_line(text: str) -> dict[str, object] | None:
     """The fields of the last summary line in ``text``, as plain values; None if there is none."""
     matches = list(_SUMMARY.finditer(text))
     if not matches:
         return None
     m = matches[-1]
-    fields = {
+    fields: dict[str, object] = {
         "episodes": int(m["episodes"]),
         "steps": int(m["steps"]),
         "mean_return": float(m["mean"]),
@@ -283,7 +286,8 @@ def pooled_outcome(shards, ranges, ended_instances: list[int]) -> Outcome | None
     first k outcomes, where k episodes of instance i ended (its episode in play, if any,
     is left out)."""
     ended = Counter(ended_instances)
-    name, kind, values = None, None, []
+    name, kind = "", ""
+    values: list[float] = []
     for env, (first, _end) in zip(shards, ranges, strict=True):
         try:
             reply = env.env_message("outcomes", record=False)

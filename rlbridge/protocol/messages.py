@@ -68,7 +68,7 @@ class MessageType(IntEnum):
 
 
 #: RL-Glue call names, for error messages such as "did not answer agent_step".
-CALL_NAMES = {t: t.name.lower() for t in MessageType}
+CALL_NAMES: dict[int, str] = {t: t.name.lower() for t in MessageType}
 _KNOWN_TYPES = frozenset(int(t) for t in MessageType)
 
 

@@ -21,6 +21,7 @@ import msgpack
 from rlbridge.protocol.errors import LogError
 from rlbridge.protocol.log_format import HEADER, LOG_FORMAT_VERSION, MESSAGE, RECEIVED, SENT
 from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType
+from rlbridge.protocol.values import Frames
 
 _packer = msgpack.Packer(use_bin_type=True, autoreset=True)
 _pack = _packer.pack
@@ -93,7 +94,7 @@ class LogWriter:
         episode: int,
         step: int,
         payload: bytes,
-        frames: tuple = (),
+        frames: Frames = (),
     ) -> None:
         direction = _DIRECTIONS[direction]
         body = _pack(
@@ -177,7 +178,7 @@ class RecordList:
         episode: int,
         step: int,
         payload: bytes,
-        frames: tuple = (),
+        frames: Frames = (),
     ) -> None:
         self.bodies.append(
             _pack(

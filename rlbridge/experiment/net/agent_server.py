@@ -28,7 +28,7 @@ from rlbridge.protocol.batch import (
     as_batch,
     encode_batch,
 )
-from rlbridge.protocol.errors import ProtocolError, RLBridgeError
+from rlbridge.protocol.errors import ProtocolError, RLBridgeError, WrongState
 from rlbridge.protocol.messages import MessageType
 from rlbridge.protocol.states import (
     AGENT_ALLOWED,
@@ -56,7 +56,7 @@ _AGENT_NEXT_INSTANCE[
 ] = [InstanceState.RUNNING, InstanceState.RUNNING, InstanceState.ENDED, InstanceState.RUNNING]
 
 
-class AgentServer(RequestServer):
+class AgentServer(RequestServer[AgentState]):
     """Serves an Agent's ``agent_*`` calls."""
 
     role = "agent"
@@ -135,7 +135,9 @@ class AgentServer(RequestServer):
         return None
 
     def _agent_batch_step(self, message, body, frames, identity):
-        instances = self.instances
+        instances, batch_agent = self.instances, self.batch_agent
+        if instances is None or batch_agent is None:  # BATCHED follows AGENT_BATCH_INIT's setting
+            raise WrongState("AGENT_BATCH_STEP needs a successful AGENT_BATCH_INIT first")
         calls = np.asarray(body.calls, dtype=np.uint8)
         first, count = body.first_instance, len(instances.states)
         if first + len(calls) > count:
@@ -151,7 +153,7 @@ class AgentServer(RequestServer):
             "START or NONE",
             first,
         )
-        actions = self.batch_agent.batch_step(first, body.calls, body.rewards, body.observations)
+        actions = batch_agent.batch_step(first, body.calls, body.rewards, body.observations)
         actions = as_batch(actions)
         if actions.count != body.observations.count:
             raise RLBridgeError(

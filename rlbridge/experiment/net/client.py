@@ -51,7 +51,7 @@ from rlbridge.protocol.messages import (
     read_hello,
 )
 from rlbridge.protocol.typed import Mismatch, WireValue, decoder
-from rlbridge.protocol.values import _new_tuple
+from rlbridge.protocol.values import Frames, _new_tuple
 
 HEARTBEAT = int(MessageType.HEARTBEAT)
 ERROR = int(MessageType.ERROR)
@@ -63,6 +63,11 @@ TYPED_REPLIES = {
     int(MessageType.AGENT_START): decoder(MessageType.AGENT_START, WireValue),
     AGENT_STEP: decoder(MessageType.AGENT_STEP, WireValue),
 }
+
+
+#: What the message log records each message with (log/writer.py's ``record``):
+#: ``(direction, peer, msg_type, seq, episode, step, payload, frames)``.
+Recorder = Callable[[int | str, str, int, int, int, int, bytes, Frames], None]
 
 
 def describe(msg_type: int) -> str:
@@ -109,7 +114,7 @@ class RequestClient:
         self.seq = 0
         self.episode = 0
         self.step = 0
-        self.recorder = None  # set by the message log: record(direction, peer, frames, ...)
+        self.recorder: Recorder | None = None  # set by the message log
         self.peer_hello: Hello | None = None
 
     def set_timeout(self, timeout_ms: int) -> None:
@@ -305,7 +310,7 @@ class RequestClient:
                         raise self.bad_reply(
                             msg_type,
                             MessageTooLarge(
-                                f"a reply of {extra.count} frames exceeds the limit of "
+                                f"a reply of {extra.frame_count} frames exceeds the limit of "
                                 f"{MAX_MESSAGE_FRAMES} frames"
                             ),
                         )
@@ -342,7 +347,7 @@ class RequestClient:
             )
         return reply
 
-    on_heartbeat = None
+    on_heartbeat: Callable[[Envelope], None] | None = None
     progress_step = 0  # the step a delegated episode last reported in a heartbeat
 
     def where(self) -> str:

@@ -41,6 +41,7 @@ from rlbridge.protocol.errors import (
     ProtocolError,
     RLBridgeError,
     ShuttingDown,
+    WrongState,
 )
 from rlbridge.protocol.messages import MessageType, encode
 from rlbridge.protocol.values import decode_value, encode_value
@@ -192,6 +193,14 @@ class Delegation:
 
     close = close_agent
 
+    def delegated_agent(self) -> RequestClient:
+        """The agent of the last successful DELEGATE; the server's state check refuses a
+        delegated call before there is one, so this error is that check's, not a new one."""
+        agent = self.agent
+        if agent is None:
+            raise WrongState("a delegated call needs a successful DELEGATE first")
+        return agent
+
     # -- the one frame ---------------------------------------------------------------------
     def run(
         self,
@@ -207,7 +216,7 @@ class Delegation:
         call's own; everything else is the same for both. The server's state check made
         sure there is a delegation, and the body was checked before: a refused call changes
         nothing."""
-        agent = self.agent
+        agent = self.delegated_agent()
         agent.episode = message.episode
         agent.step = 1
         records = self.records
@@ -242,7 +251,7 @@ class Delegation:
     # -- one instance: RUN_EPISODE -------------------------------------------------------
     def run_episode(self, message, spec, identity: bytes, frames: list) -> list:
         """RUN_EPISODE: ``[terminal, num_steps, total_reward, last_action, records]``."""
-        agent = self.agent
+        agent = self.delegated_agent()
         return self.run(
             message,
             identity,
@@ -329,7 +338,7 @@ class Delegation:
                 f"RUN_BATCH groups must be in 1..{loop.num_instances} (the "
                 f"number of instances); got {body.groups}"
             )
-        agent = self.agent
+        agent = self.delegated_agent()
         ended_count = [0]
         return self.run(
             message,

@@ -11,6 +11,7 @@ import copy
 import json
 from collections.abc import Callable
 
+from rlbridge.environments.base import Environment
 from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.experiment.batch import BatchLoop
 from rlbridge.experiment.net.bodies import (
@@ -31,13 +32,13 @@ from rlbridge.protocol.errors import RLBridgeError, WrongState
 from rlbridge.protocol.messages import CALL_NAMES, MessageType, step_body
 from rlbridge.protocol.states import ENV_ALLOWED, STATE_MEANINGS, EnvState, next_env_state
 from rlbridge.protocol.taskspec import TaskSpec, parse
-from rlbridge.protocol.values import encode_value
+from rlbridge.protocol.values import Value, encode_value
 
 T = MessageType
 _DELEGATED = frozenset({int(T.RUN_EPISODE), int(T.RUN_BATCH)})
 
 
-class EnvironmentServer(RequestServer):
+class EnvironmentServer(RequestServer[EnvState]):
     """Serves an Environment's ``env_*`` calls and runs delegated episodes (the fast path).
 
     ``delegation`` builds the object that plays delegated episodes and batches for this
@@ -64,7 +65,7 @@ class EnvironmentServer(RequestServer):
         *,
         delegation: Callable[[EnvironmentServer], Delegation] = Delegation,
         publisher=None,
-        make_env: Callable[[], object] | None = None,
+        make_env: Callable[[], Environment] | None = None,
         batch: int = 1,
         **options,
     ):
@@ -112,11 +113,14 @@ class EnvironmentServer(RequestServer):
         return encode_value(observation, frames)
 
     def _env_step(self, message, action, frames, identity):
-        self.task_spec.check_action(action)
+        spec = self.task_spec
+        if spec is None:  # ENV_STEP's states all follow an ENV_INIT, which sets it
+            raise WrongState("ENV_STEP needs a successful ENV_INIT first")
+        spec.check_action(action)
         reward, observation, terminal, info = self.step(action, message.episode, -1)
         return step_body(reward, observation, terminal, info, frames)
 
-    def step(self, action, episode: int, step: int) -> tuple[float, object, bool, dict | None]:
+    def step(self, action, episode: int, step: int) -> tuple[float, Value, bool, dict | None]:
         """``env_step(action)`` as the native wire carries it, for ENV_STEP and RUN_EPISODE
         alike, with the state shown to renderers: ``(reward, observation, terminal, info)``.
 
@@ -166,9 +170,12 @@ class EnvironmentServer(RequestServer):
         return [str(spec), count]
 
     def _env_batch_step(self, message, body, frames, identity):
-        result = self.env_batch.batch_step(body.calls, body.actions)
+        env_batch, batch_loop = self.env_batch, self.batch_loop
+        if env_batch is None or batch_loop is None:  # BATCHED follows ENV_BATCH_INIT's setting
+            raise WrongState("ENV_BATCH_STEP needs a successful ENV_BATCH_INIT first")
+        result = env_batch.batch_step(body.calls, body.actions)
         # Stepping from outside leaves no episode of RUN_BATCH's loop in progress.
-        self.batch_loop.abandon()
+        batch_loop.abandon()
         return [
             encode_column(result.rewards),
             encode_batch(result.observations, frames),

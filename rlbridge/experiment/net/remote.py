@@ -19,7 +19,7 @@ import numpy as np
 
 from rlbridge.environments.batch import BatchStep
 from rlbridge.experiment.batch import EndedEpisodes
-from rlbridge.experiment.net.client import RequestClient
+from rlbridge.experiment.net.client import Recorder, RequestClient
 from rlbridge.experiment.net.transport import (
     CONNECT_TIMEOUT_MS,
     DELEGATE_TIMEOUT_MS,
@@ -29,6 +29,7 @@ from rlbridge.experiment.net.transport import (
 from rlbridge.protocol.batch import Batch, decode_batch, decode_column, encode_batch, encode_column
 from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.messages import (
+    Envelope,
     MessageType,
     decode,
     encode,
@@ -221,7 +222,7 @@ class DelegatedCall:
         self.records = records
         self.on_heartbeat = on_heartbeat
         self.seq = 0
-        self.recorder: Callable | None = None
+        self.recorder: Recorder | None = None
 
     def start(self) -> None:
         env, client = self.env, self.env.client
@@ -237,7 +238,7 @@ class DelegatedCall:
             client.recorder = self.recorder
             raise
 
-    def _heard(self, message) -> None:
+    def _heard(self, message: Envelope) -> None:
         # Heartbeats arrive at timing-dependent moments: they update the step named in
         # timeout reports, and bring records, never a record of their own. RUN_EPISODE's
         # are [num_steps] or [num_steps, records]; RUN_BATCH's [batched_steps,

@@ -16,9 +16,9 @@ import gc
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import IntEnum
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, Generic, TextIO, TypeVar
 
 from rlbridge.experiment.net.bodies import hello_body, shutdown_body, whole_body
 from rlbridge.experiment.net.transport import (
@@ -75,9 +75,11 @@ Reader = Callable[..., object]
 #: An action gets the decoded request, what its reader returned, the list its reply's
 #: array frames go into, and the sender's identity; it returns the reply body.
 Action = Callable[..., object]
+#: A server's state machine's states: EnvState or AgentState (protocol/states.py).
+S = TypeVar("S", bound=IntEnum)
 
 
-class RequestServer:
+class RequestServer(Generic[S]):
     """The request loop shared by both servers: subclasses add their entries to ``handlers``
     and give their state machine (``allowed``, ``next_state``, ``meanings``, ``state``)."""
 
@@ -99,7 +101,13 @@ class RequestServer:
     typed: dict[bytes, Callable[[bytes], tuple]] = {}
     #: The state a successful request of each type leaves, where the type alone decides it;
     #: the others ask ``next_state``.
-    moves: dict[int, IntEnum] = {}
+    moves: Mapping[int, S] = {}
+    #: The state machine: the requests each state serves, what each state means (for
+    #: WRONG_STATE's text), and the state a request leaves (protocol/states.py).
+    allowed: Mapping[S, frozenset[int]]
+    meanings: Mapping[S, str]
+    next_state: Callable[[S, int, Any, bool], S]
+    state: S
 
     def __init__(
         self,
@@ -220,7 +228,7 @@ class RequestServer:
                 )
             if type(frames) is TooManyFrames:
                 raise MessageTooLarge(
-                    f"message of {frames.count} frames exceeds the limit of "
+                    f"message of {frames.frame_count} frames exceeds the limit of "
                     f"{MAX_MESSAGE_FRAMES} frames"
                 )
             if frames or len(payload) > self.max_message_bytes:

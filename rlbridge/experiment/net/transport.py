@@ -160,11 +160,11 @@ class DelimitedIdentity(bytes):
 class TooManyFrames(tuple):
     """Stands for the extra frames of a message with more than MAX_MESSAGE_FRAMES frames.
 
-    It holds none of them: the receiver drained them unread. ``count`` is how many
-    frames the whole message had.
+    It holds none of them: the receiver drained them unread. ``frame_count`` is how many
+    frames the whole message had (not ``count``: that is tuple's own method).
     """
 
-    count = 0
+    frame_count = 0
 
 
 def recv_request(socket) -> tuple[bytes, bytes, tuple] | None:
@@ -198,7 +198,7 @@ def recv_extra_frames(socket) -> tuple:
     """The frames after frame 0, as memoryviews; past MAX_MESSAGE_FRAMES, a
     :class:`TooManyFrames` (the frames drained unread): a peer's million-frame message
     costs no memory for its frames' Python objects."""
-    extra = []
+    extra: list[memoryview] = []
     more = True
     limit = MAX_MESSAGE_FRAMES - 1  # the envelope is one of them
     while more:
@@ -217,7 +217,7 @@ def _drain(socket, count: int, more: bool) -> TooManyFrames:
         more = socket.rcvmore
         count += 1
     excess = TooManyFrames()
-    excess.count = count
+    excess.frame_count = count
     return excess
 
 
