@@ -56,19 +56,19 @@ from rlbridge.games.toy.env import GridWalk
 def raw_ping_pong(address: str, request_bytes: int, reply_bytes: int, seconds: float, cpus):
     """Round trips per second and per-trip latencies of a bare REQ/REP pair."""
     server = spawn([sys.executable, "-c", RAW_SERVER, address, str(reply_bytes)], cpus)
-    sock = zmq.Context.instance().socket(zmq.REQ)
+    sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.RCVTIMEO, 10000)
     sock.connect(address)
-    payload = np.zeros(request_bytes, dtype=np.uint8)
+    payload = bytearray(request_bytes)  # zeros, as a Buffer zmq sends without copying
     try:
-        sock.send(payload, copy=request_bytes < 65536)
+        sock.send(payload, 0, copy=request_bytes < 65536)
         sock.recv()  # warm up and wait for the server
         latencies = []
         deadline = time.perf_counter() + seconds
         while True:
             start = time.perf_counter()
-            sock.send(payload, copy=request_bytes < 65536)
+            sock.send(payload, 0, copy=request_bytes < 65536)
             sock.recv(copy=reply_bytes < 65536)
             end = time.perf_counter()
             latencies.append(end - start)
@@ -87,7 +87,7 @@ def python_floor(address: str, seconds: float, cpus):
     client msgpack-encodes an AGENT_STEP-shaped request with a 4x4 int8 array, the server
     decodes it and encodes a reply, over DEALER/ROUTER, with no checks."""
     server = spawn([sys.executable, "-c", FLOOR_SERVER, address], cpus)
-    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.RCVTIMEO, 10000)
     sock.connect(address)
@@ -220,7 +220,8 @@ def in_process(seconds: float) -> tuple[float, float]:
                 action = agent.agent_step(result[0], result[1])
         return (time.process_time() - start) / steps
 
-    glue, bare = [], []
+    glue: list[float] = []
+    bare: list[float] = []
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline or len(glue) < 5:
         glue.append(glue_round(100))
@@ -254,7 +255,7 @@ def run(quick: bool = False) -> list[Figure]:
         return measure(quick, cpus)
 
 
-def measure(quick: bool, cpus: set[int]) -> list[Figure]:
+def measure(quick: bool, cpus: set[int] | None) -> list[Figure]:
     seconds = 0.7 if quick else 2.0
     rounds = 2 if quick else 3
     figures: list[Figure] = []

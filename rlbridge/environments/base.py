@@ -29,7 +29,9 @@ class StepResult(NamedTuple):
 
     reward: float
     observation: Value
-    terminal: bool
+    #: A bool; an RL-Glue 3.0 environment's int32 other than 0 or 1 passes through as
+    #: it came (rlglue3/peers.py's legacy_terminal), as RL-Glue 3.0.4 passes it on.
+    terminal: bool | int
     info: dict | None = None
 
 

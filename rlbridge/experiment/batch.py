@@ -249,6 +249,7 @@ class BatchLoop:
         (or was cut off) starts its next one here, in the step after (docs/batching.md)."""
         counters = self.counters
         # Each instance's counter says whether it steps or starts; None: its quota is played.
+        running: list[bool | None]
         if left is None:
             running = [counter.running for counter in counters[low:high]]
         else:

@@ -26,7 +26,7 @@ from typing import Literal
 
 from rlbridge.protocol.errors import OptionError
 
-AUTO = "auto"
+AUTO: Literal["auto"] = "auto"
 #: ``--cpu``: the least-used CPU (AUTO), no placement (None), or one CPU number.
 CpuChoice = Literal["auto"] | int | None
 
@@ -93,7 +93,7 @@ class Entry:
 def live_runs(directory: str) -> dict[int, tuple[int, ...]]:
     """pid -> the CPUs of every live entry of that process (call under the registry lock);
     entries that no process holds are removed."""
-    runs = {}
+    runs: dict[int, tuple[int, ...]] = {}
     for name in os.listdir(directory):
         path = os.path.join(directory, name)
         try:
@@ -195,10 +195,10 @@ def placed_apart(choice: CpuChoice, count: int) -> Iterator[list[int] | None]:
     directory = registry_directory()
     with registry_lock(directory):
         runs = live_runs(directory)
-        if choice == AUTO:
-            cpus = least_used_cpus(runs, sorted(os.sched_getaffinity(0)), count)
-        else:
+        if isinstance(choice, int):
             cpus = [choice] * count
+        else:  # AUTO
+            cpus = least_used_cpus(runs, sorted(os.sched_getaffinity(0)), count)
         covered = set(runs.get(os.getppid(), ())) >= set(cpus)
         entry = None if covered else record_run(directory, sorted(set(cpus)))
     try:

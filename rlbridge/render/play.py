@@ -83,7 +83,7 @@ class HumanSession:
             return None
         result = self.env.env_step(Value(ints=(action,)))
         self.observation = result.observation
-        self.terminal = result.terminal
+        self.terminal = bool(result.terminal)
         self.total += result.reward
         self.steps += 1
         return result

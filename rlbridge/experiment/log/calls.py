@@ -109,7 +109,8 @@ def check_call(env, call: EnvCall) -> Divergence | None:
         reward, terminal = None, False
     else:
         reward, observation, terminal = env.env_step(call.argument)[:3]
-    if call.reward is not None and float(reward) != call.reward:
+    # A start call's reward is None in the log too (replay.py): only a step's is compared.
+    if call.reward is not None and reward is not None and float(reward) != call.reward:
         return Divergence(call.episode, call.step, "reward", repr(call.reward), repr(float(reward)))
     if call.terminal is not None and bool(terminal) != call.terminal:
         return Divergence(

@@ -97,7 +97,10 @@ def exchanges(reader: LogReader) -> Iterator[AgentExchange | EnvExchange | Messa
     """Every exchange in log order (each once its reply is logged; one without a reply
     when the log holds its failure or ends), and the ENV_MESSAGEs the experiment sent."""
     count = instances(reader)
-    pending: dict[tuple, tuple] = {}
+    # Requests waiting for their replies, by (writer, peer, seq): the agent's and the
+    # environment's apart, as their replies make different exchanges.
+    pending: dict[tuple, AgentExchange] = {}
+    env_pending: dict[tuple, tuple[list[int], list[Value]]] = {}
     for record in reader.records():
         key = (record.writer, record.peer, record.seq)
         try:
@@ -111,22 +114,21 @@ def exchanges(reader: LogReader) -> Iterator[AgentExchange | EnvExchange | Messa
                 if (record.direction, record.type) == (SENT, T.ENV_MESSAGE):
                     yield Message(str(body(record)))
                 elif record.type in _ENV_TYPES and record.direction == SENT:
-                    pending[key] = _env_request(record)
-                elif record.type in _ENV_TYPES and key in pending:
-                    yield _env_reply(pending.pop(key), record, count)
-            if record.direction == RECEIVED and record.type == T.ERROR and key in pending:
-                request = pending.pop(key)  # refused or failed: nothing to pair with it
-                if isinstance(request, AgentExchange):
-                    yield request
+                    env_pending[key] = _env_request(record)
+                elif record.type in _ENV_TYPES and key in env_pending:
+                    yield _env_reply(env_pending.pop(key), record, count)
+            if record.direction == RECEIVED and record.type == T.ERROR:
+                # Refused or failed: nothing to pair with it; an agent's call still counts.
+                env_pending.pop(key, None)
+                if key in pending:
+                    yield pending.pop(key)
         except (ValueError, TypeError, IndexError, KeyError, StopIteration) as err:
             raise LogError(
                 f"log {reader.path}: logged {_name(record)} (episode "
                 f"{record.episode}, step {record.step}) is not what its type "
                 f"carries: {type(err).__name__}: {err}"
             ) from None
-    for request in pending.values():  # the log ends before their replies
-        if isinstance(request, AgentExchange):
-            yield request
+    yield from pending.values()  # the log ends before their replies
 
 
 def _agent_request(record: Record, count: int) -> AgentExchange:

@@ -241,7 +241,9 @@ def export_npz(reader: LogReader, path: str) -> int:
             [np.full(len(steps), steps.instance, np.int64) for steps in episodes], np.int64
         ),
     }
-    np.savez(path, **arrays)
+    # allow_pickle is numpy's default, named: else numpy's stub reads **arrays as maybe
+    # filling that bool.
+    np.savez(path, allow_pickle=True, **arrays)
     return len(arrays["rewards"])
 
 

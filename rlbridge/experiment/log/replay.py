@@ -123,9 +123,9 @@ def env_calls(reader: LogReader) -> Iterator[EnvCall]:
     numbering = _Numbering()
     actions: dict[int, object] = {}  # each instance's last action, for its next step
     for exchange in exchanges(reader):
-        if type(exchange) is Message:
+        if isinstance(exchange, Message):
             yield EnvCall("message", numbering.count, 0, exchange.text)
-        elif type(exchange) is EnvExchange:
+        elif isinstance(exchange, EnvExchange):
             yield from _stepped_calls(exchange, numbering)
         elif exchange.writer == "environment":
             seen = iter(exchange.observations)
@@ -212,7 +212,7 @@ def verify(
     checked = 0
     for call in calls:
         if call.kind == "message":
-            send(call.argument)
+            send(str(call.argument))  # a message call's argument is its text
             continue
         checked += 1
         env = group.envs[call.instance]
@@ -273,7 +273,7 @@ def replay_agent(
             np.array(exchange.rewards, dtype=np.float64),
             Batch.stack(exchange.observations),
         )
-        chosen = chosen.values() if type(chosen) is Batch else list(chosen)
+        chosen = chosen.values() if isinstance(chosen, Batch) else list(chosen)
         acted = [
             exchange.first + offset
             for offset, call in enumerate(exchange.calls)

@@ -39,7 +39,7 @@ def file_options(cls: type, options: Mapping[str, str]) -> list[str]:
 
 
 def class_from_log(
-    reader: LogReader, name: str, registry: dict[str, str], *, user_name: bool = False
+    reader: LogReader, name: str, registry: Mapping[str, str], *, user_name: bool = False
 ) -> type:
     """The class ``name`` resolves to: as on the command line for the user's own name or
     a trusted log, else only a built-in one."""
@@ -51,7 +51,7 @@ def class_from_log(
 def build_from_log(
     reader: LogReader,
     name: str,
-    registry: dict[str, str],
+    registry: Mapping[str, str],
     options: Mapping[str, str] | None,
     *,
     user_name: bool = False,

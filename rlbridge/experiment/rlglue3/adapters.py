@@ -28,7 +28,7 @@ from rlbridge.protocol.rlglue3 import (
     pack_string,
     pack_value,
 )
-from rlbridge.protocol.taskspec import TaskSpec, parse
+from rlbridge.protocol.taskspec import ArraySpec, TaskSpec, parse
 
 log = logging.getLogger("rlbridge.glue")
 
@@ -105,7 +105,7 @@ def run_legacy_client(
 class _EnvironmentCalls:
     def __init__(self, env):
         self.env = env
-        self.action_arrays = ()
+        self.action_arrays: tuple[ArraySpec, ...] = ()
 
     def handle(self, code: int, reader: Reader) -> bytes:
         env = self.env
@@ -129,7 +129,7 @@ class _EnvironmentCalls:
 class _AgentCalls:
     def __init__(self, agent):
         self.agent = agent
-        self.observation_arrays = ()
+        self.observation_arrays: tuple[ArraySpec, ...] = ()
 
     def handle(self, code: int, reader: Reader) -> bytes:
         agent = self.agent

@@ -54,6 +54,8 @@ from rlbridge.protocol.rlglue3 import (
 )
 
 log = logging.getLogger("rlbridge.glue")
+#: A legacy client the glue holds in a role's slot.
+LegacyPeer = LegacyEnvironment | LegacyAgent
 
 
 class GlueServer:
@@ -97,7 +99,7 @@ class GlueServer:
         self.max_frame_bytes = max_frame_bytes
         self.reports: list[str] = []  # failures worth an exit status: disconnects, timeouts
         self.sessions_done = 0
-        self._slots: dict[Role, object | None] = {Role.ENVIRONMENT: None, Role.AGENT: None}
+        self._slots: dict[Role, LegacyPeer | None] = {Role.ENVIRONMENT: None, Role.AGENT: None}
         self._cond = threading.Condition()
         self._session: Session | None = None
         self._session_thread: threading.Thread | None = None
@@ -120,7 +122,7 @@ class GlueServer:
         listener.setblocking(False)
         self._listener = listener
         self._accept_thread = threading.Thread(
-            target=self._accept_loop, name="glue-accept", daemon=True
+            target=self._accept_loop, args=(listener,), name="glue-accept", daemon=True
         )
         self._accept_thread.start()
         log.debug("rlbridge glue listening on %s:%d", self.host, self.port)
@@ -175,9 +177,9 @@ class GlueServer:
         self.reports.append(message)
 
     # -- accepting and handshakes -----------------------------------------------------
-    def _accept_loop(self) -> None:
+    def _accept_loop(self, listener: socket.socket) -> None:
         selector = selectors.DefaultSelector()
-        selector.register(self._listener, selectors.EVENT_READ, "listen")
+        selector.register(listener, selectors.EVENT_READ, "listen")
         selector.register(self._wake_r, selectors.EVENT_READ, "wake")
         pending: dict[socket.socket, tuple[float, bytearray, str]] = {}
         try:
@@ -186,10 +188,10 @@ class GlueServer:
                 timeout = min((d for d, _, _ in pending.values()), default=now + 3600) - now
                 for key, _ in selector.select(max(timeout, 0)):
                     if key.data == "listen":
-                        self._accept_all(selector, pending)
+                        self._accept_all(listener, selector, pending)
                     elif key.data == "wake":
                         self._wake_r.recv(64)
-                    else:
+                    elif isinstance(key.fileobj, socket.socket):  # what _accept_all registered
                         self._read_handshake(key.fileobj, selector, pending)
                 now = time.monotonic()
                 for conn, (deadline, _, peer) in list(pending.items()):
@@ -207,12 +209,12 @@ class GlueServer:
             for conn in pending:
                 conn.close()
             selector.close()
-            self._listener.close()
+            listener.close()
 
-    def _accept_all(self, selector, pending) -> None:
+    def _accept_all(self, listener: socket.socket, selector, pending) -> None:
         while True:
             try:
-                conn, address = self._listener.accept()
+                conn, address = listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as err:
@@ -268,12 +270,13 @@ class GlueServer:
         name = role.name.lower()
         if role is Role.EXPERIMENT:
             with self._cond:
-                busy = self._session is not None and not self._session.finished
+                session = self._session
+                busy = session is not None and not session.finished
                 if busy or self._stopping:
                     reason = (
                         "the glue is stopping"
-                        if self._stopping
-                        else (f"the experiment at {self._session.conn.peer} is running")
+                        if self._stopping or session is None
+                        else (f"the experiment at {session.conn.peer} is running")
                     )
                     self._refuse(framed, f"refused experiment from {framed.peer}: {reason}")
                     return
@@ -351,13 +354,13 @@ class GlueServer:
         try:
             session.run()
         finally:
-            legacy = []
+            legacy: list[LegacyPeer] = []
             with self._cond:
                 # Free the slots first, so that the next experiment waits for new clients
                 # instead of getting the ones being told to stop.
                 for role in (Role.ENVIRONMENT, Role.AGENT):
                     peer = session.bound.get(role)
-                    if peer is not None and self.native[role] is not peer:
+                    if isinstance(peer, LegacyPeer) and self.native[role] is not peer:
                         legacy.append(peer)
                         if self._slots[role] is peer:
                             self._slots[role] = None

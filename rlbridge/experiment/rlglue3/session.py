@@ -277,13 +277,13 @@ class Session:
             exp = self._experiment()
             applied = exp.last_action
             outcome = exp.RL_step()
-            action = applied if outcome.action is None else outcome.action
+            shown = applied if outcome.action is None else outcome.action
             reply = b"".join(
                 (
                     pack_int(int(outcome.terminal)),
                     pack_double(outcome.reward),
                     pack_value(outcome.observation),
-                    pack_value(action) if action is not None else EMPTY_VALUE_BYTES,
+                    pack_value(shown) if shown is not None else EMPTY_VALUE_BYTES,
                 )
             )
         elif code == Code.RL_CLEANUP:
