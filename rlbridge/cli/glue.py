@@ -12,6 +12,7 @@ import sys
 from collections.abc import Mapping
 
 from rlbridge.experiment.net.curve import add_curve_arguments, curve_for
+from rlbridge.experiment.net.peer import RemotePeer
 from rlbridge.options import build
 from rlbridge.protocol.errors import RLBridgeError
 from rlbridge.protocol.rlglue3 import DEFAULT_PORT
@@ -233,7 +234,7 @@ def _glue(args: argparse.Namespace) -> int:
             return 130
     finally:
         for peer in (env, agent):
-            if peer is not None and getattr(peer, "is_remote", False):
+            if isinstance(peer, RemotePeer):
                 if args.shutdown_peers:
                     peer.shutdown()
                 peer.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from rlbridge.protocol.errors import OptionError
 from rlbridge.protocol.messages import answer_seed, message_words
@@ -33,6 +33,28 @@ class StepResult(NamedTuple):
     #: it came (rlglue3/peers.py's legacy_terminal), as RL-Glue 3.0.4 passes it on.
     terminal: bool | int
     info: dict | None = None
+
+
+@runtime_checkable
+class RLGlueEnvironment(Protocol):
+    """What the glue steps an environment with: RL-Glue's three calls that every
+    environment has, whatever it is (an :class:`Environment`, a remote proxy, a legacy
+    program, a user's own class). An object without them is something that makes
+    environments (a class, a factory), not one."""
+
+    def env_init(self) -> TaskSpec | str: ...
+
+    def env_start(self) -> Value: ...
+
+    def env_step(self, action: Value) -> StepResult: ...
+
+
+@runtime_checkable
+class DeclaresOutsideOptions(Protocol):
+    """A class (an Environment's, or any that a log names) that lists the options that
+    reach outside the process: see :attr:`Environment.OUTSIDE_OPTIONS`."""
+
+    OUTSIDE_OPTIONS: tuple[str, ...]
 
 
 class Environment:

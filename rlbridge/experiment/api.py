@@ -24,8 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
+from rlbridge.environments.base import RLGlueEnvironment
 from rlbridge.experiment.batch import BatchLoop, EndedEpisodes, OneInstance, split_quota
 from rlbridge.experiment.counting import EpisodeCounter
+from rlbridge.experiment.net.peer import DelegatingEnvironment, ReachableAgent, RemotePeer
 from rlbridge.protocol.batch import derive_seeds
 from rlbridge.protocol.errors import WrongState
 from rlbridge.protocol.taskspec import TaskSpec, parse
@@ -108,8 +110,8 @@ class Experiment:
         self.episode = 0  # episodes started (rounds of RUN_BATCH), the episode id on the wire
         self.ended = EndedEpisodes.empty()  # the episodes the last "episode" event is about
         #: Remote proxies get the episode id, which their messages carry.
-        self.remote_peers = tuple(
-            peer for peer in (*(shards or [self.env]), agent) if _is_remote(peer)
+        self.remote_peers: tuple[RemotePeer, ...] = tuple(
+            peer for peer in (*(shards or [self.env]), agent) if isinstance(peer, RemotePeer)
         )
         #: A local agent gets the parsed task spec, a remote one the environment's text.
         self.agent_takes_text = _is_remote(agent)
@@ -268,7 +270,7 @@ class Experiment:
     def play_episode(self, max_steps: int) -> None:
         """One instance's episode: the loop's fast path, or RUN_EPISODE when delegated. An
         agent that no longer has an address to give the environment is stepped instead."""
-        if self.mode == "delegated" and getattr(self.agent, "address", None) is not None:
+        if self.mode == "delegated" and _reachable(self.agent):
             from rlbridge.experiment.net.remote import DelegatedCall
 
             self._begin_episode()
@@ -361,17 +363,24 @@ class Experiment:
 def choose_mode(env, agent) -> str:
     """Delegated when the environment can run episodes and the agent has an address it can
     reach; local when both are in-process objects; otherwise step by step."""
-    if callable(getattr(env, "delegate", None)) and getattr(agent, "address", None) is not None:
+    if isinstance(env, DelegatingEnvironment) and _reachable(agent):
         return "delegated"
     if not _is_remote(env) and not _is_remote(agent):
         return "local"
     return "step"
 
 
-def _is_remote(peer) -> bool:
-    return getattr(peer, "is_remote", False)
+def _reachable(agent: object) -> bool:
+    """Whether an environment process can call ``agent`` itself: it has an address."""
+    return isinstance(agent, ReachableAgent) and agent.address is not None
+
+
+def _is_remote(peer: object) -> bool:
+    """Whether ``peer`` is served by another process (a bool, not a TypeIs: the
+    experiment keeps its peers as given, whatever they are)."""
+    return isinstance(peer, RemotePeer)
 
 
 def _is_factory(env) -> bool:
     """Whether ``env`` makes environments (a class, a function) rather than being one."""
-    return isinstance(env, type) or (callable(env) and not hasattr(env, "env_init"))
+    return isinstance(env, type) or (callable(env) and not isinstance(env, RLGlueEnvironment))

@@ -19,6 +19,7 @@ Every mode counts with the same loop and gives the same episodes for the same se
 from __future__ import annotations
 
 from rlbridge.agents.batch import BatchAgent, as_batch_agent
+from rlbridge.environments.base import RLGlueEnvironment
 from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.experiment.batch import EndedEpisodes, LocalAgentPort, group_bounds
 from rlbridge.experiment.log.writer import RecordList
@@ -66,7 +67,11 @@ class Instances:
                     "--shards)"
                 )
         else:
-            if not callable(env) or hasattr(env, "env_step") and not isinstance(env, type):
+            if (
+                not callable(env)
+                or isinstance(env, RLGlueEnvironment)
+                and not isinstance(env, type)
+            ):
                 raise WrongState(
                     f"{count} instances in process need a class or a factory "
                     f"that makes each one's environment; got {env!r:.60}"

@@ -35,7 +35,8 @@ POLL_S = 0.5
 #: How long a child has to stop after SIGTERM before it kills itself.
 STOP_GRACE_S = 10.0
 _PR_SET_PDEATHSIG = 1
-#: The parent-death signal; its handler checks that the parent process is gone.
+#: The parent-death signal; its handler checks that the parent process is gone. A getattr:
+#: the signal module has SIGUSR2 only where the platform does (not on Windows).
 DEATH_SIGNAL = getattr(signal, "SIGUSR2", None)
 
 

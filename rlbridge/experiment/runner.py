@@ -82,6 +82,8 @@ def is_agent_program(name: str) -> bool:
 
 
 def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
+    # The getattrs here and below read options that `rlbridge run`'s Namespace has and a
+    # caller's own (a test's) may leave out: those take run's defaults.
     python = [sys.executable, "-m", "rlbridge"]
     shards = shard_names(getattr(args, "shards", 1))
     env_cmds = {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import PurePath
 
+from rlbridge.environments.base import DeclaresOutsideOptions
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.options import convert_options, convert_value, option_specs
 from rlbridge.registry import resolve
@@ -23,7 +24,7 @@ def file_options(cls: type, options: Mapping[str, str]) -> list[str]:
     to a path (an option typed ``Path``, or ``Name | Path`` given a path rather than a name),
     and those the class names in ``OUTSIDE_OPTIONS`` (a server to connect to)."""
     specs = option_specs(cls)
-    outside = set(getattr(cls, "OUTSIDE_OPTIONS", ()))
+    outside = set(cls.OUTSIDE_OPTIONS if isinstance(cls, DeclaresOutsideOptions) else ())
     found = [key for key in options if key in outside]
     for key, text in options.items():
         spec = specs.get(key)

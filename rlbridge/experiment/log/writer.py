@@ -211,10 +211,12 @@ def attach_log(experiment, path: str, args) -> LogWriter:
     The experiment's remote peers record through their transport clients' ``recorder``;
     the header is written by the experiment's ``on_init`` event, when the task spec is known.
     """
+    # The getattrs read args of `rlbridge run` or `experiment`, or a caller's own namespace
+    # naming only what it knows (the bench's): an option it lacks is left out.
     writer = LogWriter(
         path, "experiment", truncate=True, flush_every=getattr(args, "log_flush", "episode")
     )
-    peers = experiment.peers
+    peers = experiment.remote_peers
     header = {
         "rlbridge_version": _version(),
         "env": getattr(args, "env_name", None) or "",
@@ -223,7 +225,7 @@ def attach_log(experiment, path: str, args) -> LogWriter:
         "agent_options": _options(getattr(args, "agent_opt", None)),
         "seed": experiment.seed,
         "start_time_ns": time.time_ns(),
-        "peers": [list(peer.hello) for peer in peers if getattr(peer, "hello", None) is not None],
+        "peers": [list(peer.hello) for peer in peers if peer.hello is not None],
     }
     num_instances = experiment.num_instances
     if num_instances > 1:  # a batched experiment (PROTOCOL.md 16.8)
@@ -233,9 +235,7 @@ def attach_log(experiment, path: str, args) -> LogWriter:
             "groups": experiment.groups,
         }
     for peer in peers:
-        client = getattr(peer, "client", None)
-        if client is not None:
-            client.recorder = writer.record
+        peer.client.recorder = writer.record
     experiment.log_writer = writer  # receives the records of delegated calls
     experiment.on_init.append(
         lambda experiment, task_spec: writer.header({**header, "task_spec": task_spec})

@@ -379,6 +379,8 @@ def add_curve_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def curve_directory(args: argparse.Namespace) -> str | None:
+    # getattr: args is the Namespace of any command that talks over the network (run,
+    # env, agent, glue, keys, a test's own), and not each defines --curve-dir/--no-curve.
     if getattr(args, "no_curve", False):
         return None
     return getattr(args, "curve_dir", None) or os.environ.get(CURVE_DIR_VARIABLE) or None

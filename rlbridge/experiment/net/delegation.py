@@ -44,7 +44,7 @@ from rlbridge.protocol.errors import (
     WrongState,
 )
 from rlbridge.protocol.messages import MessageType, encode
-from rlbridge.protocol.values import decode_value, encode_value
+from rlbridge.protocol.values import Value, decode_value, encode_value
 
 T = MessageType
 AGENT_START, AGENT_STEP, AGENT_END = int(T.AGENT_START), int(T.AGENT_STEP), int(T.AGENT_END)
@@ -474,12 +474,12 @@ def _bad_action(agent: RequestClient, msg_type: int, err: ProtocolError) -> Peer
     return PeerError(str(agent.bad_reply(msg_type, err)), int(err.code))
 
 
-def _describe(action) -> str:
+def _describe(action: Value) -> str:
     """An action as the agent sent it, cut short when it is large."""
     parts = [
-        f"{name} {list(getattr(action, name))}"
-        for name in ("ints", "doubles")
-        if len(getattr(action, name))
+        f"{name} {list(values)}"
+        for name, values in (("ints", action.ints), ("doubles", action.doubles))
+        if len(values)
     ]
     if action.chars:
         parts.append(f"chars {action.chars!r}")

@@ -20,6 +20,7 @@ import numpy as np
 from rlbridge.environments.batch import BatchStep
 from rlbridge.experiment.batch import EndedEpisodes
 from rlbridge.experiment.net.client import Recorder, RequestClient
+from rlbridge.experiment.net.peer import ReachableAgent
 from rlbridge.experiment.net.transport import (
     CONNECT_TIMEOUT_MS,
     DELEGATE_TIMEOUT_MS,
@@ -44,7 +45,8 @@ T = MessageType
 
 
 class _Remote:
-    is_remote = True
+    """What both proxies share: a :class:`~rlbridge.experiment.net.peer.RemotePeer`."""
+
     peer_role = ""
 
     def __init__(
@@ -152,7 +154,7 @@ class RemoteEnvironment(_Remote):
             infos if isinstance(infos, list) else None,
         )
 
-    def delegate(self, agent) -> None:
+    def delegate(self, agent: ReachableAgent) -> None:
         """Send DELEGATE when it is new or changed: where the agent is, how long each of its
         calls may take, and whether to return log records (PROTOCOL.md, "Fast path")."""
         client = self.client

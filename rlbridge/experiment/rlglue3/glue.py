@@ -35,6 +35,7 @@ import socket
 import threading
 import time
 
+from rlbridge.experiment.net.peer import RemotePeer
 from rlbridge.experiment.rlglue3.framing import (
     DEFAULT_MAX_FRAME_BYTES,
     ConnectionClosed,
@@ -424,8 +425,8 @@ class GlueServer:
             self._cond.wait(0.25 if remaining is None else min(remaining, 0.25))
 
 
-def describe(peer) -> str:
-    address = getattr(peer, "address", None)
+def describe(peer: object) -> str:
+    address = peer.address if isinstance(peer, RemotePeer) else None
     return f"at {address}" if address else type(peer).__name__
 
 

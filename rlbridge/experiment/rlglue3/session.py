@@ -97,7 +97,7 @@ class LegacyExperiment(Experiment):
         self.forwarding = ForwardingLoop() if forwarding else None
         #: What the glue asked for; each RL_init checks actions only if its task spec parses.
         self.check_requested = check_actions
-        self.agent_takes_text = self.agent_takes_text or hasattr(agent, "peer_address")
+        self.agent_takes_text = self.agent_takes_text or isinstance(agent, LegacyAgent)
 
     def RL_init(self) -> str:
         spec = self.env.env_init()
