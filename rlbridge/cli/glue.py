@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 
 from rlbridge.experiment.net.curve import add_curve_arguments, curve_for
-from rlbridge.experiment.net.peer import RemotePeer
+from rlbridge.experiment.peer import RemotePeer
 from rlbridge.options import build
 from rlbridge.protocol.errors import RLBridgeError
 from rlbridge.protocol.rlglue3 import DEFAULT_PORT

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from rlbridge.environments.base import RLGlueEnvironment
 from rlbridge.experiment.batch import BatchLoop, EndedEpisodes, OneInstance, split_quota
 from rlbridge.experiment.counting import EpisodeCounter
-from rlbridge.experiment.net.peer import DelegatingEnvironment, ReachableAgent, RemotePeer
+from rlbridge.experiment.peer import DelegatingEnvironment, ReachableAgent, RemotePeer
 from rlbridge.protocol.batch import derive_seeds
 from rlbridge.protocol.errors import WrongState
 from rlbridge.protocol.taskspec import TaskSpec, parse

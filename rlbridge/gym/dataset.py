@@ -22,9 +22,10 @@ from typing import Any, NamedTuple
 import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
+from rlbridge.experiment.log.calls import Episode
 from rlbridge.experiment.log.export import check_dataset_id
 from rlbridge.experiment.log.reader import LogReader
-from rlbridge.experiment.log.replay import Episode, read_episodes
+from rlbridge.experiment.log.replay import read_episodes
 from rlbridge.experiment.log.trust import file_options
 from rlbridge.extras import require
 from rlbridge.gym.env import RLBridgeEnv

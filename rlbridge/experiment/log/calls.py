@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rlbridge.environments.base import Environment
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.trust import build_from_log, class_from_log
 from rlbridge.protocol.errors import LogError
@@ -21,9 +22,9 @@ class Episode:
     """What the agent saw in one episode: observations[i] led to actions[i] and rewards[i]."""
 
     number: int
-    observations: list = field(default_factory=list)
-    actions: list = field(default_factory=list)
-    rewards: list = field(default_factory=list)
+    observations: list[Value] = field(default_factory=list)
+    actions: list[Value] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
     terminal: bool = False
     #: The instance that played it, in a batched log (PROTOCOL.md 16.8); 0 otherwise.
     instance: int = 0
@@ -64,16 +65,21 @@ def environment_class(reader: LogReader, name: str = "") -> type:
     )
 
 
-def make_environment(reader: LogReader, name: str = ""):
+def make_environment(reader: LogReader, name: str = "") -> Environment:
     """The environment to re-run: ``name`` (the user's ``--env``) or the one the header
     names, built with the header's options under the log's rules (:mod:`...log.trust`)."""
-    return build_from_log(
+    env = build_from_log(
         reader,
         environment_name(reader, name),
         ENVIRONMENTS,
         reader.header.get("env_options", {}),
         user_name=bool(name),
     )
+    if not isinstance(env, Environment):  # ENVIRONMENTS resolves Environment classes only
+        raise LogError(
+            f"{name or reader.header['env']}: expected an Environment; built a {type(env).__name__}"
+        )
+    return env
 
 
 def wire_bytes(value: Value) -> bytes:
@@ -102,13 +108,17 @@ class Divergence:
         )
 
 
-def check_call(env, call: EnvCall) -> Divergence | None:
+def check_call(env: Environment, call: EnvCall) -> Divergence | None:
     """Make one start or step call on ``env``; the first field that differs from the log."""
+    reward: float | None = None
+    terminal: bool | int = False
     if call.kind == "start":
         observation = env.env_start()
-        reward, terminal = None, False
     else:
-        reward, observation, terminal = env.env_step(call.argument)[:3]
+        action = call.argument
+        if not isinstance(action, Value):  # replay.py gives each step its logged action
+            raise LogError(f"episode {call.episode}, step {call.step}: no logged action")
+        reward, observation, terminal = env.env_step(action)[:3]
     # A start call's reward is None in the log too (replay.py): only a step's is compared.
     if call.reward is not None and reward is not None and float(reward) != call.reward:
         return Divergence(call.episode, call.step, "reward", repr(call.reward), repr(float(reward)))

@@ -11,7 +11,9 @@ by step and what it returned. Replay, verification, export and plots read only t
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from rlbridge.environments.batch import MAX_INSTANCES
 from rlbridge.experiment.log.reader import LogReader
@@ -58,7 +60,7 @@ class Message(NamedTuple):
     text: str
 
 
-def body(record: Record):
+def body(record: Record) -> Any:
     try:
         return decode_logged(record.payload, record.frames).body
     except Exception as err:
@@ -99,8 +101,8 @@ def exchanges(reader: LogReader) -> Iterator[AgentExchange | EnvExchange | Messa
     count = instances(reader)
     # Requests waiting for their replies, by (writer, peer, seq): the agent's and the
     # environment's apart, as their replies make different exchanges.
-    pending: dict[tuple, AgentExchange] = {}
-    env_pending: dict[tuple, tuple[list[int], list[Value]]] = {}
+    pending: dict[tuple[str, str, int], AgentExchange] = {}
+    env_pending: dict[tuple[str, str, int], tuple[list[int], list[Value]]] = {}
     for record in reader.records():
         key = (record.writer, record.peer, record.seq)
         try:
@@ -159,8 +161,8 @@ def _agent_request(record: Record, count: int) -> AgentExchange:
     return AgentExchange(record.writer, 0, [END], [float(raw)], [], None)
 
 
-def _codes(column, highest: int, record: Record) -> list[int]:
-    codes = column.tolist()
+def _codes(column: np.ndarray, highest: int, record: Record) -> list[int]:
+    codes: list[int] = column.tolist()
     if codes and max(codes) > highest:
         raise LogError(
             f"logged {_name(record)} (episode {record.episode}) has call code "

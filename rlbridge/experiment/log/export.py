@@ -19,12 +19,15 @@ the environment took and flags the last one as truncated.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
+from rlbridge.experiment.log.calls import Episode
 from rlbridge.experiment.log.reader import LogReader
-from rlbridge.experiment.log.replay import Episode, read_episodes
+from rlbridge.experiment.log.replay import read_episodes
 from rlbridge.protocol.errors import LogError, OptionError
 from rlbridge.protocol.taskspec import SpaceSpec, TaskSpec, parse
 from rlbridge.protocol.values import Value
@@ -198,7 +201,9 @@ def export_npz(reader: LogReader, path: str) -> int:
     """
     spec, episodes = log_steps(reader)
 
-    def column(pick, parts: list[Part]) -> dict[str, np.ndarray]:
+    def column(
+        pick: Callable[[Steps], dict[str, np.ndarray]], parts: list[Part]
+    ) -> dict[str, np.ndarray]:
         out = {}
         for part in parts:
             chunks = [pick(steps)[part.name] for steps in episodes]
@@ -247,7 +252,7 @@ def export_npz(reader: LogReader, path: str) -> int:
     return len(arrays["rewards"])
 
 
-def _concat(chunks: list[np.ndarray], dtype) -> np.ndarray:
+def _concat(chunks: list[np.ndarray], dtype: npt.DTypeLike) -> np.ndarray:
     return np.concatenate(chunks).astype(dtype) if chunks else np.zeros(0, dtype)
 
 

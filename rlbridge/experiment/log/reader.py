@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 import zlib
 from collections.abc import Iterator
+from types import EllipsisType
+from typing import Any, TextIO
 
 import msgpack
 
@@ -23,7 +25,9 @@ class LogReader:
     names are used as named (:mod:`rlbridge.experiment.log.trust`).
     """
 
-    def __init__(self, path: str, warn=..., *, trusted: bool = False):
+    def __init__(
+        self, path: str, warn: TextIO | None | EllipsisType = ..., *, trusted: bool = False
+    ):
         self.path = path
         self.trusted = trusted
         self.warn = sys.stderr if warn is ... else warn
@@ -37,13 +41,13 @@ class LogReader:
         first = next(entries, None)
         if first is None or first[0] != HEADER or not isinstance(first[1], dict):
             raise LogError(f"{path} is not an rlbridge log: it does not start with a header record")
-        self.header: dict = first[1]
+        self.header: dict[str, Any] = first[1]
         if self.header.get("format") != LOG_FORMAT_VERSION:
             raise LogError(
                 f"log {path} has format {self.header.get('format')}; expected {LOG_FORMAT_VERSION}"
             )
 
-    def _entries(self) -> Iterator[list]:
+    def _entries(self) -> Iterator[list[Any]]:
         unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=0)
         unpacker.feed(self.data)
         index = 0

@@ -11,7 +11,8 @@ as the run's environment process routed them.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -41,8 +42,10 @@ from rlbridge.protocol.errors import LogError
 from rlbridge.protocol.taskspec import parse
 from rlbridge.registry import AGENTS
 
+_Item = TypeVar("_Item")
 
-def _take(items: Iterator, what: str):
+
+def _take(items: Iterator[_Item], what: str) -> _Item:
     item = next(items, None)
     if item is None:
         raise LogError(f"a logged exchange holds fewer {what} than its calls need")
@@ -52,7 +55,7 @@ def _take(items: Iterator, what: str):
 class _Numbering:
     """Episodes numbered in the order they began, and each instance's step in its own."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.count = 0
         self.episode: dict[int, int] = {}
         self.step: dict[int, int] = {}
@@ -189,7 +192,9 @@ def _stepped_calls(exchange: EnvExchange, numbering: _Numbering) -> Iterator[Env
 
 
 def verify(
-    reader: LogReader, on_snapshot=None, env_name: str = ""
+    reader: LogReader,
+    on_snapshot: Callable[[dict[str, Any] | None, EnvCall], None] | None = None,
+    env_name: str = "",
 ) -> tuple[int, Divergence | None]:
     """Re-run the environment (``env_name``, the user's, or the one the log names), one per
     instance; return (calls checked, first divergence or None).
@@ -296,7 +301,7 @@ def replay_agent(
     return agent, compared, differences
 
 
-def summary(reader: LogReader) -> dict:
+def summary(reader: LogReader) -> dict[str, Any]:
     records = list(reader.records())
     episodes = read_episodes(reader)
     times = [r.timestamp_ns for r in records]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import PurePath
+from typing import Any
 
 from rlbridge.environments.base import DeclaresOutsideOptions
 from rlbridge.experiment.log.reader import LogReader
@@ -57,7 +58,7 @@ def build_from_log(
     *,
     user_name: bool = False,
     user_options: bool = False,
-):
+) -> Any:  # an instance of the class ``registry`` resolves ``name`` to, known only then
     """An instance of ``name`` built with ``options`` (strings, as the header records them).
 
     ``user_name``/``user_options``: they came from the command line and are used as

@@ -15,9 +15,12 @@ import errno
 import os
 import time
 import zlib
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import msgpack
 
+from rlbridge.experiment.peer import RemotePeer
 from rlbridge.protocol.errors import LogError
 from rlbridge.protocol.log_format import HEADER, LOG_FORMAT_VERSION, MESSAGE, RECEIVED, SENT
 from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType
@@ -38,7 +41,7 @@ _FLUSH_AFTER = frozenset(
 )
 
 
-def encode_entry(record: list | dict) -> bytes:
+def encode_entry(record: list[Any] | dict[str, Any]) -> bytes:
     body = _packer.pack(record)
     return _packer.pack([zlib.crc32(body), body])
 
@@ -73,7 +76,7 @@ class LogWriter:
         self.awaiting_header = truncate
         self.failed: LogError | None = None
 
-    def header(self, fields: dict) -> None:
+    def header(self, fields: dict[str, Any]) -> None:
         """Write the header record ahead of every record held so far, then flush."""
         fields = {"format": LOG_FORMAT_VERSION, "protocol_version": PROTOCOL_VERSION, **fields}
         entry = encode_entry([HEADER, fields])
@@ -204,7 +207,29 @@ class RecordList:
         return bodies
 
 
-def attach_log(experiment, path: str, args) -> LogWriter:
+class LoggedExperiment(Protocol):
+    """What :func:`attach_log` uses of an Experiment (experiment/api.py, which imports this
+    module, so it is named here by what it offers)."""
+
+    log_writer: LogWriter | None
+
+    @property
+    def remote_peers(self) -> tuple[RemotePeer, ...]: ...
+    @property
+    def seed(self) -> int | None: ...
+    @property
+    def num_instances(self) -> int: ...
+    @property
+    def shards(self) -> list[Any]: ...
+    @property
+    def groups(self) -> int: ...
+    @property
+    def on_init(self) -> list[Callable[[Any, str], None]]: ...
+    @property
+    def observers(self) -> list[Callable[..., None]]: ...
+
+
+def attach_log(experiment: LoggedExperiment, path: str, args: object) -> LogWriter:
     """Record every message of ``experiment`` (and, on the fast path, the environment's
     records, which come back with each delegated episode).
 
@@ -244,7 +269,7 @@ def attach_log(experiment, path: str, args) -> LogWriter:
     return writer
 
 
-def _options(pairs) -> dict:
+def _options(pairs: list[str] | None) -> dict[str, str]:
     from rlbridge.registry import parse_options
 
     return parse_options(pairs) if pairs else {}

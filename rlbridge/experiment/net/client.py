@@ -28,6 +28,7 @@ from rlbridge.experiment.net.transport import (
     recv_frame,
     send_frame,
 )
+from rlbridge.experiment.peer import Recorder
 from rlbridge.protocol.errors import (
     ErrorCode,
     MalformedMessage,
@@ -51,7 +52,7 @@ from rlbridge.protocol.messages import (
     read_hello,
 )
 from rlbridge.protocol.typed import Mismatch, WireValue, decoder
-from rlbridge.protocol.values import Frames, _new_tuple
+from rlbridge.protocol.values import _new_tuple
 
 HEARTBEAT = int(MessageType.HEARTBEAT)
 ERROR = int(MessageType.ERROR)
@@ -63,11 +64,6 @@ TYPED_REPLIES = {
     int(MessageType.AGENT_START): decoder(MessageType.AGENT_START, WireValue),
     AGENT_STEP: decoder(MessageType.AGENT_STEP, WireValue),
 }
-
-
-#: What the message log records each message with (log/writer.py's ``record``):
-#: ``(direction, peer, msg_type, seq, episode, step, payload, frames)``.
-Recorder = Callable[[int | str, str, int, int, int, int, bytes, Frames], None]
 
 
 def describe(msg_type: int) -> str:

@@ -19,14 +19,14 @@ import numpy as np
 
 from rlbridge.environments.batch import BatchStep
 from rlbridge.experiment.batch import EndedEpisodes
-from rlbridge.experiment.net.client import Recorder, RequestClient
-from rlbridge.experiment.net.peer import ReachableAgent
+from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.transport import (
     CONNECT_TIMEOUT_MS,
     DELEGATE_TIMEOUT_MS,
     HEARTBEAT_INTERVAL_MS,
     STEP_TIMEOUT_MS,
 )
+from rlbridge.experiment.peer import ReachableAgent, Recorder
 from rlbridge.protocol.batch import Batch, decode_batch, decode_column, encode_batch, encode_column
 from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.messages import (
@@ -45,7 +45,7 @@ T = MessageType
 
 
 class _Remote:
-    """What both proxies share: a :class:`~rlbridge.experiment.net.peer.RemotePeer`."""
+    """What both proxies share: a :class:`~rlbridge.experiment.peer.RemotePeer`."""
 
     peer_role = ""
 

@@ -35,7 +35,7 @@ import socket
 import threading
 import time
 
-from rlbridge.experiment.net.peer import RemotePeer
+from rlbridge.experiment.peer import RemotePeer
 from rlbridge.experiment.rlglue3.framing import (
     DEFAULT_MAX_FRAME_BYTES,
     ConnectionClosed,

@@ -1,17 +1,28 @@
 """What the experiment may ask of a peer served by another process, as Protocols.
 
-RemoteEnvironment and RemoteAgent (remote.py) meet them; the experiment (api.py), the
-message log and the glue check for them with ``isinstance``. They live apart from
-remote.py so that those checks do not import the transport (zmq) with them.
+RemoteEnvironment and RemoteAgent (net/remote.py) meet them; the experiment (api.py), the
+message log and the glue check for them with ``isinstance``. They live apart from net/
+so that those checks import neither the transport (zmq) nor net/, which imports log/.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from rlbridge.experiment.net.client import RequestClient
-    from rlbridge.protocol.messages import Hello
+from rlbridge.protocol.messages import Hello
+from rlbridge.protocol.values import Frames
+
+#: What the message log records each message with (log/writer.py's ``record``):
+#: ``(direction, peer, msg_type, seq, episode, step, payload, frames)``.
+Recorder = Callable[[int | str, str, int, int, int, int, bytes, Frames], None]
+
+
+class Recording(Protocol):
+    """A peer's connection, which the message log records through (net/client.py's
+    RequestClient): None, or a :data:`Recorder` that sees each message sent and received."""
+
+    recorder: Recorder | None
 
 
 @runtime_checkable
@@ -22,10 +33,14 @@ class RemotePeer(Protocol):
     closes it. ``address`` is None when the experiment bound the socket (only it can
     reach the peer); ``hello`` is the peer's HELLO reply, None if none was asked."""
 
-    client: RequestClient
-    address: str | None
-    hello: Hello | None
     episode: int
+
+    @property
+    def client(self) -> Recording: ...
+    @property
+    def address(self) -> str | None: ...
+    @property
+    def hello(self) -> Hello | None: ...
 
     def shutdown(self, reason: str = ..., timeout_ms: int = ...) -> bool: ...
 
