@@ -186,8 +186,10 @@ def test_a_served_gymnasium_envs_dataset_has_its_own_spaces(tmp_path, monkeypatc
 
 @pytest.mark.parametrize("name", ["rlbridge/blackjack/random", "random-v", "a b-v0"])
 def test_a_dataset_id_without_a_version_is_one_line(tmp_path, name):
+    (tmp_path / "x.log").write_bytes(b"")  # there: a missing file is its own one-line mistake
     result = subprocess.run(
         [sys.executable, "-m", "rlbridge", "log", "export", "x.log", "--minari", name],
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=60,
@@ -197,8 +199,10 @@ def test_a_dataset_id_without_a_version_is_one_line(tmp_path, name):
 
 
 def test_export_without_a_target_says_what_it_expects(tmp_path):
+    (tmp_path / "x.log").write_bytes(b"")
     result = subprocess.run(
         [sys.executable, "-m", "rlbridge", "log", "export", "x.log"],
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=60,
