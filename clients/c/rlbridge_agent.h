@@ -19,7 +19,7 @@
 
 #include <msgpack.h>
 
-#define RLB_PROTOCOL_VERSION 2 /* PROTOCOL.md's changelog: version 1 peers are refused */
+#define RLB_PROTOCOL_VERSION 3 /* PROTOCOL.md's changelog: earlier peers are refused */
 /* The VERSION_MISMATCH text of every implementation: expected, got (a decimal string), where
  * it was read, expected. */
 #define RLB_VERSION_MISMATCH_TEXT                                                               \
@@ -42,10 +42,10 @@
 enum rlb_message_type {
     RLB_HELLO = 1, RLB_ERROR = 2, RLB_HEARTBEAT = 3, RLB_SHUTDOWN = 4,
     RLB_ENV_INIT = 10, RLB_ENV_START = 11, RLB_ENV_STEP = 12, RLB_ENV_CLEANUP = 13,
-    RLB_ENV_MESSAGE = 14, RLB_ENV_BATCH_INIT = 15, RLB_ENV_BATCH_STEP = 16,
+    RLB_ENV_MESSAGE = 14, RLB_ENV_BATCH_INIT = 15, RLB_ENV_BATCH_STEP = 16, RLB_ENV_QUERY = 17,
     RLB_AGENT_INIT = 20, RLB_AGENT_START = 21, RLB_AGENT_STEP = 22, RLB_AGENT_END = 23,
     RLB_AGENT_CLEANUP = 24, RLB_AGENT_MESSAGE = 25, RLB_AGENT_BATCH_INIT = 26,
-    RLB_AGENT_BATCH_STEP = 27,
+    RLB_AGENT_BATCH_STEP = 27, RLB_AGENT_QUERY = 28,
     RLB_RUN_EPISODE = 30, RLB_DELEGATE = 31, RLB_RUN_BATCH = 32
 };
 
@@ -88,7 +88,7 @@ typedef struct {
 
 /* Callbacks return 0, or non-zero after writing a message into `error` (becomes APPLICATION). */
 typedef struct {
-    const char *name;           /* for logs */
+    const char *name;           /* for logs, and what HELLO's reply says the agent is */
     void *state;
     int (*init)(void *state, const char *task_spec, char *error);
     int (*start)(void *state, const rlb_value *observation, rlb_value *action, char *error);
@@ -99,16 +99,17 @@ typedef struct {
     int (*act)(void *state, const rlb_value *observation, rlb_value *action, char *error);
     int (*end)(void *state, double reward, char *error);
     int (*cleanup)(void *state, char *error);
-    /* Writes a NUL-terminated reply of at most reply_size bytes. NULL: "seed N" -> "ok", else "". */
+    /* The user's AGENT_MESSAGE text: writes a NUL-terminated reply of at most reply_size bytes.
+     * NULL: every text gets "". */
     int (*message)(void *state, const char *text, char *reply, size_t reply_size, char *error);
-    /* Called for "seed N" when `message` is NULL. */
+    /* Called for the SEED query (AGENT_QUERY, PROTOCOL.md section 8); NULL: ignored. */
     void (*seed)(void *state, uint64_t seed);
     /* Batched calls (PROTOCOL.md section 16). The library makes each instance's start, step
      * and end calls, in instance order, on this one agent, so what it learns is shared. The
      * instance_size bytes of `state` from instance_offset are one instance's own (its episode
      * so far, its generator): the library keeps a copy per instance, every copy starting as
      * `init` left them, and swaps the right one in before each call. They must be plain data
-     * (no pointer into themselves). With "seed A" in a batch, `seed` is called for each
+     * (no pointer into themselves). With SEED A for every instance, `seed` is called for each
      * instance i with rlb_instance_seed(A, i). instance_size 0: everything is shared. */
     size_t instance_offset, instance_size;
 } rlb_agent;

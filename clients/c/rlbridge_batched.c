@@ -105,6 +105,26 @@ void rlb_seed_agent(server *s, uint64_t seed) {
     switch_to(s, 0);
 }
 
+int rlb_seed_instance(server *s, uint64_t instance, uint64_t seed, char *error) {
+    const rlb_agent *agent = s->agent;
+    int batched = s->state == BATCHED && agent->instance_size != 0;
+    size_t count = batched ? s->batch.count : 1;
+    if (instance >= count) {
+        snprintf(error, RLB_ERROR_TEXT_BYTES,
+                 "query instance must be nil or in 0..%zu; got %llu", count - 1,
+                 (unsigned long long)instance);
+        return RLB_BAD_FIELD;
+    }
+    if (agent->seed == NULL)
+        return RLB_OK;
+    if (batched)
+        switch_to(s, (size_t)instance);
+    agent->seed(agent->state, seed);
+    if (batched)
+        switch_to(s, 0);
+    return RLB_OK;
+}
+
 /* A copy of an action in one block, since the agent may reuse its buffers at the next call. */
 static void *copy_value(const rlb_value *from, rlb_value *to) {
     size_t size = (from->n_ints + from->n_doubles) * 8 + from->n_arrays * sizeof(rlb_array);

@@ -37,6 +37,7 @@ const char *rlb_type_name(int type) {
     case RLB_ENV_MESSAGE: return "ENV_MESSAGE";
     case RLB_ENV_BATCH_INIT: return "ENV_BATCH_INIT";
     case RLB_ENV_BATCH_STEP: return "ENV_BATCH_STEP";
+    case RLB_ENV_QUERY: return "ENV_QUERY";
     case RLB_AGENT_INIT: return "AGENT_INIT";
     case RLB_AGENT_START: return "AGENT_START";
     case RLB_AGENT_STEP: return "AGENT_STEP";
@@ -45,6 +46,7 @@ const char *rlb_type_name(int type) {
     case RLB_AGENT_MESSAGE: return "AGENT_MESSAGE";
     case RLB_AGENT_BATCH_INIT: return "AGENT_BATCH_INIT";
     case RLB_AGENT_BATCH_STEP: return "AGENT_BATCH_STEP";
+    case RLB_AGENT_QUERY: return "AGENT_QUERY";
     case RLB_RUN_EPISODE: return "RUN_EPISODE";
     case RLB_DELEGATE: return "DELEGATE";
     case RLB_RUN_BATCH: return "RUN_BATCH";
@@ -110,7 +112,7 @@ static int check_header(const int is_int[4], const int64_t field[4], const char 
     }
     if (type < 0 || type > 255 || rlb_type_name((int)type) == NULL) {
         rlb_fail(error, "unknown message type %lld; expected one of HELLO=1, ERROR=2, HEARTBEAT=3, "
-             "SHUTDOWN=4, ENV_INIT=10..ENV_BATCH_STEP=16, AGENT_INIT=20..AGENT_BATCH_STEP=27, "
+             "SHUTDOWN=4, ENV_INIT=10..ENV_QUERY=17, AGENT_INIT=20..AGENT_QUERY=28, "
              "RUN_EPISODE=30, DELEGATE=31, RUN_BATCH=32", (long long)type);
         return RLB_UNKNOWN_TYPE;
     }

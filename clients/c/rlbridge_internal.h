@@ -109,6 +109,9 @@ void rlb_batch_restore(server *s);
 void rlb_batch_end(server *s);
 /* Seed the agent: every instance i with rlb_instance_seed(seed, i) when batched. */
 void rlb_seed_agent(server *s, uint64_t seed);
+/* Seed one instance (its own seed, not an instance seed); 0, or BAD_FIELD for an instance the
+ * agent does not answer for, with the text in `error`. */
+int rlb_seed_instance(server *s, uint64_t instance, uint64_t seed, char *error);
 /* Free what the last batched reply needed, once it is sent. */
 void rlb_batch_reply_sent(server *s);
 

@@ -61,17 +61,18 @@ static int string_is(const msgpack_object *o, const char *text) {
 }
 
 static int handle_hello(const msgpack_object *body, char *error) {
-    if (body->type != MSGPACK_OBJECT_ARRAY || body->via.array.size != 4) {
-        fail_text(error, "hello body must be [role, version, implementation, language]");
+    if (body->type != MSGPACK_OBJECT_ARRAY || body->via.array.size != 5) {
+        fail_text(error, "hello body must be [role, version, implementation, language, name]");
         return RLB_BAD_FIELD;
     }
     const msgpack_object *f = body->via.array.ptr;
     if (f[0].type != MSGPACK_OBJECT_STR
         || (f[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER
             && f[1].type != MSGPACK_OBJECT_NEGATIVE_INTEGER)
-        || f[2].type != MSGPACK_OBJECT_STR || f[3].type != MSGPACK_OBJECT_STR) {
+        || f[2].type != MSGPACK_OBJECT_STR || f[3].type != MSGPACK_OBJECT_STR
+        || f[4].type != MSGPACK_OBJECT_STR) {
         fail_text(error, "hello body must be [role str, version int, implementation str, "
-                         "language str]");
+                         "language str, name str]");
         return RLB_BAD_FIELD;
     }
     if (!string_is(&f[0], "experiment") && !string_is(&f[0], "environment")
@@ -113,93 +114,39 @@ static int read_text(const msgpack_object *body, const char *what, char **out, c
     return RLB_OK;
 }
 
-/* PROTOCOL.md section 8: a message's words are separated by runs of ASCII whitespace; any other
- * byte, a NUL or a Unicode space included, belongs to a word. */
-static int is_space(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
-}
-
-/* The next word of text[*at .. length): its start in *word and its length, 0 at the end. */
-static size_t next_word(const char *text, size_t length, size_t *at, const char **word) {
-    while (*at < length && is_space(text[*at]))
-        (*at)++;
-    size_t start = *at;
-    while (*at < length && !is_space(text[*at]))
-        (*at)++;
-    *word = text + start;
-    return *at - start;
-}
-
-/* A decimal N from 0 to 2^64 - 1 (leading zeros allowed), else 0. */
-static int read_seed(const char *word, size_t length, uint64_t *out) {
-    uint64_t value = 0;
-    if (length == 0)
-        return 0;
-    for (size_t i = 0; i < length; i++) {
-        if (word[i] < '0' || word[i] > '9')
-            return 0;
-        unsigned digit = (unsigned)(word[i] - '0');
-        if (value > (UINT64_MAX - digit) / 10)
-            return 0;
-        value = value * 10 + digit;
+/* AGENT_QUERY (PROTOCOL.md section 8): [query, instance, argument]; an agent answers SEED (1)
+ * alone, for every instance (nil) or one, with a seed from 0 to 2^64 - 1. Replies nil. */
+static int handle_query(server *s, const msgpack_object *body, char *error) {
+    if (body->type != MSGPACK_OBJECT_ARRAY || body->via.array.size != 3) {
+        fail_text(error, "a query body must be [query, instance, argument]");
+        return RLB_BAD_FIELD;
     }
-    *out = value;
-    return 1;
-}
-
-/* Default agent_message: "seed N" seeds through agent->seed (each instance's own seed when
- * batched) and answers "ok"; a bad seed argument answers an error string naming the words after
- * "seed", joined by single spaces, cut to 200 characters (messages are free text: they never
- * raise); else "". Returns the reply's length: the words may hold NUL bytes. */
-static size_t default_message(server *s, const char *text, size_t length, char *reply,
-                              size_t reply_size) {
-    enum { ECHO_CHARS = 200 };
-    const char *word;
-    size_t at = 0, size = next_word(text, length, &at, &word);
-    reply[0] = '\0';
-    if (size != 4 || memcmp(word, "seed", 4) != 0)
-        return 0;
-    size_t after_seed = at, words = 0;
-    const char *first = NULL;
-    size_t first_size = 0;
-    while ((size = next_word(text, length, &at, &word)) > 0) {
-        if (words++ == 0) {
-            first = word;
-            first_size = size;
-        }
+    const msgpack_object *f = body->via.array.ptr;
+    if (f[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || f[0].via.u64 != 1) {
+        fail_text(error, "an agent answers only the SEED query (1)");
+        return RLB_BAD_FIELD;
     }
-    uint64_t seed;
-    if (words == 1 && read_seed(first, first_size, &seed)) {
-        rlb_seed_agent(s, seed);
-        return (size_t)snprintf(reply, reply_size, "ok");
+    if (f[1].type != MSGPACK_OBJECT_NIL && f[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        snprintf(error, RLB_ERROR_TEXT_BYTES,
+                 "query instance must be nil or an int >= 0; got %s", rlb_kind_name(&f[1]));
+        return RLB_BAD_FIELD;
     }
-    char echo[ECHO_CHARS * 4 + 1];
-    size_t used = 0, chars = 0;
-    at = after_seed;
-    while (chars < ECHO_CHARS && (size = next_word(text, length, &at, &word)) > 0) {
-        if (used > 0) {
-            echo[used++] = ' ';
-            chars++;
-        }
-        size_t take = rlb_utf8_prefix(word, size, ECHO_CHARS - chars);
-        memcpy(echo + used, word, take);
-        used += take;
-        for (size_t i = 0; i < take; i++) /* characters: bytes that are not continuations */
-            chars += ((unsigned char)word[i] & 0xC0) != 0x80;
+    if (f[2].type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        snprintf(error, RLB_ERROR_TEXT_BYTES,
+                 "SEED takes an int from 0 to 18446744073709551615; got %s",
+                 rlb_kind_name(&f[2]));
+        return RLB_BAD_FIELD;
     }
-    static const char head[] = "error: seed takes an integer from 0 to 18446744073709551615; "
-                               "got '";
-    if (sizeof head + used + 1 > reply_size)
-        return 0;
-    memcpy(reply, head, sizeof head - 1);
-    memcpy(reply + sizeof head - 1, echo, used);
-    reply[sizeof head - 1 + used] = '\'';
-    return sizeof head + used;
+    if (f[1].type == MSGPACK_OBJECT_NIL) {
+        rlb_seed_agent(s, f[2].via.u64);
+        return RLB_OK;
+    }
+    return rlb_seed_instance(s, f[1].via.u64, f[2].via.u64, error);
 }
 
 static int serves(int type) {
     return type == RLB_HELLO || type == RLB_HEARTBEAT || type == RLB_SHUTDOWN
-        || (type >= RLB_AGENT_INIT && type <= RLB_AGENT_BATCH_STEP);
+        || (type >= RLB_AGENT_INIT && type <= RLB_AGENT_QUERY);
 }
 
 /* PROTOCOL.md section 12's agent table: AGENT_CLEANUP needs an AGENT_INIT or AGENT_BATCH_INIT
@@ -241,11 +188,12 @@ static int dispatch(server *s, const rlb_envelope *message, const extra_frames *
     case RLB_HELLO:
         if ((code = handle_hello(body, error)) != RLB_OK)
             return code;
-        msgpack_pack_array(pk, 4);
+        msgpack_pack_array(pk, 5);
         rlb_pack_str(pk, "agent");
         msgpack_pack_int(pk, RLB_PROTOCOL_VERSION);
         rlb_pack_str(pk, IMPLEMENTATION);
         rlb_pack_str(pk, LANGUAGE);
+        rlb_pack_str(pk, agent->name != NULL ? agent->name : "");
         return RLB_OK;
     case RLB_HEARTBEAT:
         msgpack_pack_object(pk, *body);
@@ -359,7 +307,7 @@ static int dispatch(server *s, const rlb_envelope *message, const extra_frames *
                 code = RLB_APPLICATION;
             reply_size = strnlen(reply, MESSAGE_REPLY_BYTES);
         } else {
-            reply_size = default_message(s, text, body->via.str.size, reply, MESSAGE_REPLY_BYTES);
+            reply_size = 0; /* the user's text: an agent without a message callback knows none */
         }
         if (code == RLB_OK) {
             msgpack_pack_str(pk, reply_size);
@@ -369,6 +317,11 @@ static int dispatch(server *s, const rlb_envelope *message, const extra_frames *
         free(text);
         break;
     }
+    case RLB_AGENT_QUERY:
+        if ((code = handle_query(s, body, error)) != RLB_OK)
+            return code;
+        msgpack_pack_nil(pk);
+        return RLB_OK;
     case RLB_AGENT_BATCH_INIT: {
         size_t count = 0;
         if ((code = rlb_read_agent_batch_init(body, &text, &count, error)) != RLB_OK
@@ -425,7 +378,7 @@ void rlb_handle_request(server *s, size_t max_bytes) {
         snprintf(error, RLB_ERROR_TEXT_BYTES,
                  "the agent does not serve %s; it serves HELLO, HEARTBEAT, SHUTDOWN, AGENT_INIT, "
                  "AGENT_START, AGENT_STEP, AGENT_END, AGENT_CLEANUP, AGENT_MESSAGE, "
-                 "AGENT_BATCH_INIT, AGENT_BATCH_STEP",
+                 "AGENT_BATCH_INIT, AGENT_BATCH_STEP, AGENT_QUERY",
                  rlb_type_name(message.type));
         code = RLB_WRONG_STATE;
     }

@@ -13,7 +13,6 @@ when a step limit cuts the episode off); ``agent_cleanup`` at the end; and
 from __future__ import annotations
 
 from rlbridge.protocol.errors import WrongState
-from rlbridge.protocol.messages import answer_seed, message_words
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 
@@ -23,7 +22,7 @@ class Agent:
     documented in an ``Options:`` section of the subclass's docstring (see
     :class:`rlbridge.environments.base.Environment`).
 
-    Agents never use global random state: the experiment's ``seed N`` message,
+    Agents never use global random state: the experiment's SEED query,
     handled here by :meth:`seed`, fixes their draws.
     """
 
@@ -72,10 +71,8 @@ class Agent:
         return None
 
     def agent_message(self, message: str) -> str:
-        """``seed N`` seeds the agent's own generator; unknown messages answer ``""``."""
-        words = message_words(message)
-        if words and words[0] == "seed":
-            return answer_seed(words[1:], self.seed)
+        """The user's text (PROTOCOL.md section 8); unknown messages answer ``""``. Seeding
+        is the typed SEED query, which calls :meth:`seed`."""
         return ""
 
     def seed(self, seed: int) -> None:

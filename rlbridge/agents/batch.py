@@ -25,7 +25,7 @@ import numpy as np
 
 from rlbridge.agents.base import Agent
 from rlbridge.protocol.batch import AgentCall, Batch, instance_seed, values_of
-from rlbridge.protocol.messages import answer_seed, message_words
+from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 
@@ -33,6 +33,13 @@ if TYPE_CHECKING:  # typing.TypeIs from Python 3.13 on
     from typing_extensions import TypeIs
 
 _STEP, _START, _END, _END_START, _NONE = (int(c) for c in AgentCall)
+
+
+def check_instance(instance: int, count: int) -> int:
+    """``instance`` when an agent of ``count`` instances answers for it; else BAD_FIELD."""
+    if not 0 <= instance < count:
+        raise ProtocolError(f"query instance must be nil or in 0..{count - 1}; got {instance}")
+    return instance
 
 
 @runtime_checkable
@@ -53,6 +60,10 @@ class BatchAgent(Protocol):
     ) -> Batch | list[Value]: ...
 
     def agent_message(self, message: str) -> str: ...
+
+    def seed_instances(self, seed: int, instance: int | None = None) -> None:
+        """Instance i's generator from ``instance_seed(seed, i)`` for every i, or the one
+        ``instance``'s from ``seed`` itself (the SEED query, PROTOCOL.md 16.5)."""
 
     def agent_cleanup(self) -> None: ...
 
@@ -164,20 +175,21 @@ class AgentBatch:
         return actions
 
     def agent_message(self, message: str) -> str:
-        """``seed A`` seeds instance i's agent with ``instance_seed(A, i)``. Any other
-        message goes to every instance's agent in instance order, as it would to N
-        unbatched agents; the reply is instance 0's."""
-        words = message_words(message)
-        if words and words[0] == "seed":
-            return answer_seed(words[1:], self._seed_instances)
+        """The user's text goes to every instance's agent in instance order, as it would to
+        N unbatched agents; the reply is instance 0's."""
         replies = [agent.agent_message(message) for agent in self.agents or [self.agent]]
         return replies[0]
 
-    def _seed_instances(self, seed: int) -> None:
-        # Instance 0 last: what ``seed`` sets in SHARED_STATE keeps the batch's own seed.
+    def seed_instances(self, seed: int, instance: int | None = None) -> None:
+        """Instance i's agent seeded with ``instance_seed(seed, i)``, or ``instance``'s
+        with ``seed``."""
         agents = self.agents or [self.agent]
-        for instance in reversed(range(len(agents))):
-            agents[instance].seed(instance_seed(seed, instance))
+        if instance is not None:
+            agents[check_instance(instance, len(agents))].seed(seed)
+            return
+        # Instance 0 last: what ``seed`` sets in SHARED_STATE keeps the batch's own seed.
+        for row in reversed(range(len(agents))):
+            agents[row].seed(instance_seed(seed, row))
 
     def agent_cleanup(self) -> None:
         """Instance 0's agent cleans up, once: what it saves (``save=``) is the learner's.

@@ -8,7 +8,6 @@ import math
 import numpy as np
 
 from rlbridge.agents.base import Agent
-from rlbridge.protocol.messages import message_words
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 
@@ -27,7 +26,7 @@ class RandomAgent(Agent):
     mask (task spec ``legal_mask``), otherwise within each finite task-spec bound.
 
     Options:
-        seed: the generator seed (default 0; the experiment's ``seed N`` message overrides it).
+        seed: the generator seed (default 0; the experiment's SEED query overrides it).
     """
 
     name = "random"
@@ -92,11 +91,8 @@ class RandomAgent(Agent):
     def batch_step(self, first_instance, calls, rewards, observations):
         return self._batch.batch_step(first_instance, calls, rewards, observations)
 
-    def agent_message(self, message: str) -> str:
-        batch = self.__dict__.get("_batch")
-        if batch is not None and message_words(message)[:1] == ["seed"]:
-            return batch.agent_message(message)  # every instance's generator
-        return super().agent_message(message)
+    def seed_instances(self, seed: int, instance: int | None = None) -> None:
+        self._batch.seed_instances(seed, instance)
 
 
 class FirstLegalAgent(Agent):

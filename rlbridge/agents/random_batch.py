@@ -14,8 +14,8 @@ import copy
 
 import numpy as np
 
+from rlbridge.agents.batch import check_instance
 from rlbridge.protocol.batch import AGENT_TAKES_OBSERVATION, Batch, as_batch, instance_seed
-from rlbridge.protocol.messages import answer_seed, message_words
 
 
 class RandomBatch:
@@ -33,12 +33,13 @@ class RandomBatch:
         self.mask_index = task_spec.legal_mask
 
     def agent_message(self, message: str) -> str:
-        words = message_words(message)
-        if words and words[0] == "seed":
-            return answer_seed(words[1:], self._seed)
         return self.agent.agent_message(message)
 
-    def _seed(self, seed: int) -> None:
+    def seed_instances(self, seed: int, instance: int | None = None) -> None:
+        if instance is not None:
+            row = check_instance(instance, len(self.generators))
+            self.generators[row] = (np.random.default_rng(seed), [])
+            return
         for instance in range(len(self.generators)):
             self.generators[instance] = (np.random.default_rng(instance_seed(seed, instance)), [])
         self.agent.seed(seed)

@@ -38,7 +38,7 @@ twentieth of its steps (:func:`in_fresh_process`), one run measures:
     takes longer than the run).
 
 Each row prints instance-steps per second, the p50 and p99 of one batched step (for the
-process rows, timed inside the environment process: ``batch_timing``; for the vector
+process rows, timed inside the environment process: the TIMING query; for the vector
 envs, one ``step`` call as the caller sees it), and its ratio to the bare loop of the
 same game and N.
 """
@@ -103,9 +103,9 @@ def bare_loop(game: str, count: int, batched_steps: int) -> tuple[float, list[fl
     agent = build("random", AGENTS)
     spec = [env.env_init() for env in envs][0]
     agent.agent_init(spec)
-    agent.agent_message("seed 1")
+    agent.seed(1)
     for index, env in enumerate(envs):
-        env.env_message(f"seed {index + 1}")
+        env.seed(index + 1)
     actions = [agent.agent_start(env.env_start()) for env in envs]
     latencies: list[float] = []
     clock = time.perf_counter
@@ -266,9 +266,8 @@ def _play(experiment: Experiment, batched_steps: int) -> int:
 
 
 def _timing(env: RemoteEnvironment) -> list[float]:
-    """Seconds per batched step of the environment's last RUN_BATCH (``batch_timing``)."""
-    reply = env.env_message("batch_timing", record=False)
-    return [float(seconds) for seconds in json.loads(reply)["seconds"]] if reply else []
+    """Seconds per batched step of the environment's last RUN_BATCH (the TIMING query)."""
+    return env.batch_timing()
 
 
 #: The Gymnasium vector envs measured: row label -> how ``gym_vector`` makes it.

@@ -81,7 +81,7 @@ def register(subparsers) -> None:
         "--seed",
         type=int,
         default=None,
-        help="send `seed N` messages at RL_init (default: none, as RL-Glue)",
+        help="seed the native peers (the SEED queries) at RL_init (default: none, as RL-Glue)",
     )
     parser.add_argument(
         "--timeout-ms",

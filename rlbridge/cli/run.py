@@ -336,7 +336,9 @@ def _serve(args: argparse.Namespace) -> int:
     except CurveError as err:
         print(f"rlbridge {args.role}: {err}", file=sys.stderr)
         return 2
-    options.update(bind=args.connect is None, idle_timeout_ms=args.idle_timeout_ms, curve=curve)
+    options.update(
+        bind=args.connect is None, idle_timeout_ms=args.idle_timeout_ms, curve=curve, name=args.name
+    )
     server: EnvironmentServer | AgentServer
     if args.role == "environment":
         if args.batch < 1:

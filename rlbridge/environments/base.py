@@ -9,13 +9,12 @@ until a terminal step (or a step limit); ``env_cleanup`` at the end; and
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from rlbridge.protocol.errors import OptionError
-from rlbridge.protocol.messages import answer_seed, message_words
+from rlbridge.protocol.messages import message_words
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 
@@ -70,15 +69,14 @@ class Environment:
       * ``env_step(action)`` applies a :class:`Value` action and returns a :class:`StepResult`.
         An action the task spec or the rules forbid raises ``InvalidAction`` and
         leaves the state unchanged.
-      * ``env_message(text)`` answers a string with a string. The base class serves the
-        commands every environment has: ``seed N`` (calls :meth:`seed`), ``legal_actions``
-        (:meth:`legal_actions` as space-separated ints in increasing order; empty at a
-        terminal state, before ``env_start``, or when every action the task spec allows
-        is legal), ``get_state`` (:meth:`state_snapshot` as JSON), ``outcomes`` (each
-        episode's outcome, see :meth:`outcomes_reply`) and ``reset_options``
-        (``RESET_OPTIONS``, space-separated). Anything else goes to
-        :meth:`game_message`; unknown commands get ``""``, as in every role and language
-        (``MESSAGES`` lists a game's own commands, as usage strings).
+      * ``env_message(text)`` answers a string with a string: free text between the user's
+        experiment and the game. The base class serves ``reset_options`` (``RESET_OPTIONS``,
+        space-separated); anything else goes to :meth:`game_message`; unknown commands get
+        ``""``, as in every role and language (``MESSAGES`` lists a game's own commands, as
+        usage strings).
+      * The system's own queries arrive as typed ENV_QUERY messages (PROTOCOL.md section 8)
+        and call :meth:`seed`, :meth:`legal_actions`, :meth:`state_snapshot` and
+        :meth:`outcomes`, never ``env_message``.
       * ``env_cleanup()`` releases resources.
 
     Environments never use global random state: :meth:`seed` gets the experiment's seed.
@@ -145,15 +143,6 @@ class Environment:
     def env_message(self, message: str) -> str:
         words = message_words(message)
         command, args = (words[0], words[1:]) if words else ("", [])
-        if command == "seed":
-            return answer_seed(args, self.seed)
-        if command == "legal_actions" and not args:
-            legal = self.legal_actions()
-            return "" if legal is None else " ".join(map(str, sorted(legal)))
-        if command == "get_state" and not args:
-            return json.dumps(self.state_snapshot())
-        if command == "outcomes" and not args:
-            return self.outcomes_reply()
         if command == "reset_options" and not args:
             return " ".join(self.RESET_OPTIONS)
         reply = self.game_message(command, args)
@@ -191,18 +180,19 @@ class Environment:
         if value is not None:
             self.__dict__.setdefault("_filed_outcomes", []).append(float(value))
 
-    def outcomes_reply(self) -> str:
-        """The reply to ``outcomes``: JSON ``{"name", "kind", "values"}``, one value per episode
-        since the environment was built, the one in play last; ``""`` for a game with no outcome.
+    def outcomes(self) -> dict | None:
+        """The reply to the OUTCOMES query: ``{"name", "kind", "values"}``, one value per
+        episode since the environment was built, the one in play last; None for a game with
+        no outcome.
 
         Experiments ask once, after their last episode, so the query changes no message
         sequence number of the episodes (docs/sweeps.md, "Outcome statistics").
         """
         if self.OUTCOME is None:
-            return ""
+            return None
         values = list(self.__dict__.get("_filed_outcomes", []))
         current = self.episode_outcome()
         if current is not None:
             values.append(float(current))
         name, kind = self.OUTCOME
-        return json.dumps({"name": name, "kind": kind, "values": values})
+        return {"name": name, "kind": kind, "values": values}

@@ -16,14 +16,14 @@ instance last returned.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from rlbridge.environments.base import Environment
+from rlbridge.environments.queries import answer_one, rows
 from rlbridge.protocol.batch import (
     MAX_INSTANCES,
     Batch,
@@ -36,7 +36,7 @@ from rlbridge.protocol.batch import (
     values_of,
 )
 from rlbridge.protocol.errors import InvalidAction, ProtocolError, RLBridgeError
-from rlbridge.protocol.messages import answer_seed, message_words
+from rlbridge.protocol.queries import Query, QueryRequest
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
 
@@ -62,7 +62,8 @@ class BatchEnvironment(Protocol):
     ``batch_init()`` initialises every instance and returns the task spec;
     ``batch_step(calls, actions)`` applies one EnvCall per instance (``actions`` holds one
     action per STEP, in instance order) and refuses bad calls before touching any
-    instance; ``batch_message(text)`` answers ENV_MESSAGE (PROTOCOL.md 16.5);
+    instance; ``batch_query(request)`` answers ENV_QUERY (PROTOCOL.md 16.5) and
+    ``batch_message(text)`` the user's ENV_MESSAGE;
     ``batch_cleanup()`` releases the instances.
     """
 
@@ -72,6 +73,8 @@ class BatchEnvironment(Protocol):
     def batch_init(self) -> TaskSpec: ...
 
     def batch_step(self, calls: np.ndarray, actions: Batch | list[Value]) -> BatchStep: ...
+
+    def batch_query(self, request: QueryRequest) -> Any: ...
 
     def batch_message(self, text: str) -> str: ...
 
@@ -195,7 +198,7 @@ class EnvironmentBatch:
         self._mask_table: np.ndarray | None = None  # each instance's last legal mask, a row
         self._masked = np.zeros(num_instances, dtype=bool)  # which rows hold one
         self.core: BatchCore | None = None
-        self.next_step_promised = False  # autoreset next_step (_promise_next_step)
+        self.next_step_promised = False  # AUTORESET_NEXT_STEP (_promise_next_step)
 
     @property
     def name(self) -> str:
@@ -232,16 +235,16 @@ class EnvironmentBatch:
             return None  # a core that restarts instances only inside the next step
         return core(self.envs, self.first_instance) if core.fits(self.envs) else None
 
-    def _promise_next_step(self) -> str:
-        """``autoreset next_step`` (PROTOCOL.md 16.5): the client will start an instance
+    def _promise_next_step(self) -> bool:
+        """AUTORESET_NEXT_STEP (PROTOCOL.md 16.5): the client will start an instance
         only in the batched step after its episode ended, with every other one stepping,
         or all at once. Before any instance has started, a core that needs the promise
         (a Gymnasium vector env, ``AUTORESET_NEXT_STEP``) may then take the batch:
-        answered ``vector`` when one did, else ``ok``."""
+        answered True when one did."""
         self.next_step_promised = True
         if self.core is None and self.task_spec is not None and not any(self.instances.states):
             self.core = self._batch_core()
-        return "vector" if getattr(self.core, "AUTORESET_NEXT_STEP", False) else "ok"
+        return bool(getattr(self.core, "AUTORESET_NEXT_STEP", False))
 
     # -- stepping ----------------------------------------------------------------
     def batch_step(self, calls: np.ndarray | list[int], actions: Values) -> BatchStep:
@@ -404,42 +407,40 @@ class EnvironmentBatch:
             self._keep_masks(touched, observations.arrays[self._mask_index])
         return result
 
-    # -- messages and the rest -------------------------------------------------------
-    def batch_message(self, text: str) -> str:
-        """``seed E`` seeds every instance (PROTOCOL.md 16.5); ``outcomes`` answers every
-        instance's; ``instance I TEXT`` goes to instance I; ``each TEXT`` to every instance,
-        answered as a JSON array of their replies; ``autoreset next_step`` is the client's
-        promise (:meth:`_promise_next_step`); anything else to the first."""
-        words = message_words(text)
-        command, args = (words[0], words[1:]) if words else ("", [])
-        every = range(self.num_instances)
-        if command == "autoreset" and args == ["next_step"]:
+    # -- queries, messages and the rest -------------------------------------------------
+    def batch_query(self, request: QueryRequest) -> Any:
+        """The reply to a typed query (PROTOCOL.md 16.5): SEED for every instance seeds each
+        with its instance seed; OUTCOMES answers the instances' outcomes together;
+        AUTORESET_NEXT_STEP is the client's promise (:meth:`_promise_next_step`); the rest
+        go to the instance named, or to every instance (one reply each, in order)."""
+        query = request.query
+        if query is Query.AUTORESET_NEXT_STEP:
             return self._promise_next_step()
-        if command == "seed":
-            return self._with_envs(every, lambda: answer_seed(args, self.seed))
-        if command == "outcomes" and not args:
-            return self._with_envs(every, self._outcomes)
-        if command == "instance" and args:
-            index = int(args[0]) - self.first_instance if args[0].isdigit() else -1
-            if not 0 <= index < self.num_instances:
-                return (
-                    f"error: instance takes a number in {self.first_instance}.."
-                    f"{self.first_instance + self.num_instances - 1}; got {args[0]!r}"
-                )
-            inner = text.split(None, 2)[2] if len(args) > 1 else ""
-            return self._with_envs([index], lambda: self.envs[index].env_message(inner))
-        if command == "each" and args:
-            # One round trip for what a client needs of every instance (a Gymnasium vector
-            # env's legal actions at each step, its frames), instead of one per instance.
-            each = text.split(None, 1)[1]
-            return self._with_envs(
-                every, lambda: json.dumps([env.env_message(each) for env in self.envs])
-            )
+        if query is Query.TIMING:
+            return []  # the environment server, which times RUN_BATCH, answers it
+        chosen = rows(request, self.first_instance, self.num_instances)
+        if query is Query.SEED:
+            seed = int(request.argument or 0)
+            if request.instance is None:
+                self._with_envs(chosen, lambda: self.seed(seed))
+            else:
+                self._with_envs(chosen, lambda: self.envs[chosen[0]].seed(seed))
+            return None
+        if query is Query.OUTCOMES:
+            return self._with_envs(chosen, lambda: self._outcomes(chosen))
+        replies = self._with_envs(
+            chosen, lambda: [answer_one(self.envs[row], request) for row in chosen]
+        )
+        return replies if request.instance is None else replies[0]
+
+    def batch_message(self, text: str) -> str:
+        """The user's ENV_MESSAGE text, to instance ``first_instance``: free text between
+        the user's experiment and the user's code (PROTOCOL.md section 8)."""
         return self._with_envs([0], lambda: self.envs[0].env_message(text))
 
-    def _with_envs(self, rows, answer: Callable[[], str]) -> str:
+    def _with_envs(self, rows, answer: Callable[[], Any]) -> Any:
         """``answer()`` with the environments at ``rows`` holding their states: a batch core
-        writes them before and reads them back after (a message may change them)."""
+        writes them before and reads them back after (a query may change them)."""
         core = self.core
         if core is None:
             return answer()
@@ -454,16 +455,17 @@ class EnvironmentBatch:
         for index, env in enumerate(self.envs):
             env.seed(instance_seed(seed, self.first_instance + index))
 
-    def _outcomes(self) -> str:
-        """Every instance's outcomes: ``values`` pooled in instance order, and ``instances``
-        one list per instance (each with its episode in play last, as an unbatched reply)."""
-        reports = [env.outcomes_reply() for env in self.envs]
-        if not reports[0]:
-            return ""
-        pooled = json.loads(reports[0])
-        pooled["instances"] = [json.loads(report)["values"] for report in reports]
+    def _outcomes(self, chosen: list[int]) -> dict | None:
+        """The outcomes of the instances at ``chosen``: ``values`` pooled in instance order,
+        and ``instances`` one list per instance (each with its episode in play last, as an
+        unbatched reply)."""
+        reports = [self.envs[row].outcomes() for row in chosen]
+        if reports[0] is None:
+            return None
+        pooled = dict(reports[0])
+        pooled["instances"] = [list(report["values"]) for report in reports if report is not None]
         pooled["values"] = [value for values in pooled["instances"] for value in values]
-        return json.dumps(pooled)
+        return pooled
 
     def batch_cleanup(self) -> None:
         for env in self.envs:

@@ -13,7 +13,7 @@ and the conventions every rlbridge game documents:
 * ``episodes`` random episodes run without error.
 
 Legal actions come from the observation's legal mask when the task spec names one,
-else from ``env_message("legal_actions")`` (space-separated ints), else from the
+else from :meth:`~rlbridge.environments.base.Environment.legal_actions`, else from the
 task spec's action range.
 """
 
@@ -52,9 +52,9 @@ def legal_actions_of(env: Environment, spec: TaskSpec, observation: Value) -> li
     if spec.legal_mask is not None:
         low = int(spec.actions.ints[0].low)
         return [low + int(i) for i in np.flatnonzero(observation.arrays[spec.legal_mask])]
-    reply = env.env_message("legal_actions")
-    if reply.strip():
-        return [int(word) for word in reply.split()]
+    legal = env.legal_actions()
+    if legal:
+        return sorted(int(action) for action in legal)
     low_bound, high_bound = spec.actions.int_bounds()[0]
     return list(range(int(low_bound), int(high_bound) + 1))
 
@@ -76,7 +76,7 @@ def _rollout(make_env, seed: int, actions: list[int] | None, rng, max_steps: int
     """One seeded episode; replays ``actions`` or draws random legal ones. Returns the trace."""
     env = make_env()
     spec = _spec(env)
-    env.env_message(f"seed {seed}")
+    env.seed(seed)
     observation = env.env_start()
     trace = [observation]
     taken: list[int] = []
@@ -126,7 +126,7 @@ def check_environment(
     total_steps = 0
     returns = []
     for episode in range(episodes):
-        env.env_message(f"seed {seed + episode}")
+        env.seed(seed + episode)
         observation = env.env_start()
         _conforms(spec, observation, None, f"episode {episode} start")
         episode_return = 0.0
@@ -153,8 +153,8 @@ def _check_illegal(make_env, seed: int, rng) -> int:
     env, twin = make_env(), make_env()
     spec = _spec(env)
     _spec(twin)
-    env.env_message(f"seed {seed}")
-    twin.env_message(f"seed {seed}")
+    env.seed(seed)
+    twin.seed(seed)
     observation = env.env_start()
     twin.env_start()
     low, high = spec.actions.int_bounds()[0]

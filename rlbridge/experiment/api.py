@@ -173,8 +173,11 @@ class Experiment:
         self.one.check = spec.check_action if self.check_actions and spec is not None else None
         if self.seed is not None:
             env_seed, agent_seed = derive_seeds(self.seed)
-            self.RL_env_message(f"seed {env_seed}")
-            self.RL_agent_message(f"seed {agent_seed}")
+            if self.num_instances > 1:
+                self.batch.seed(env_seed, agent_seed)
+            else:
+                self.env.seed(env_seed)
+                self.agent.seed(agent_seed)
         for listener in self.on_init:
             listener(self, spec_text)
 

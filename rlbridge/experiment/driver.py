@@ -1,8 +1,8 @@
 """Run an experiment program with a progress bar and print the summary line.
 
 The summary line is ``episodes N  steps N  mean return X  steps/s N  time Ts``, then,
-when the environment reports an outcome (``env_message("outcomes")``, see
-:meth:`rlbridge.environments.base.Environment.outcomes_reply`), the outcome its docs
+when the environment reports an outcome (the OUTCOMES query, see
+:meth:`rlbridge.environments.base.Environment.outcomes`), the outcome its docs
 quote: ``win rate 0.9460 (2838/3000) 95% CI [0.9372, 0.9535]`` for a rate (Wilson
 interval) or ``lines 17.3000 95% CI [15.2000, 19.4000]`` for a mean (normal interval). A
 mean that is a whole number prints as one, and a mean's interval is left out where the
@@ -13,7 +13,6 @@ episodes cannot give one (one episode, or all alike): ``max tile 512``.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import time
 from collections import Counter
@@ -141,13 +140,9 @@ def query_outcome(env: RemoteEnvironment, episodes: int) -> Outcome | None:
     state and changes nothing, so a log is the same whether or not it was asked.
     """
     try:
-        reply = env.env_message("outcomes", record=False)
+        report = env.outcomes()
     except RLBridgeError:
         return None  # a peer that cannot answer has no outcome to report
-    try:
-        report = json.loads(reply) if reply else None
-    except ValueError:
-        return None  # an environment without the command answers "error: ..."
     if not isinstance(report, dict) or report.get("kind") not in ("rate", "mean"):
         return None
     values = [float(v) for v in report.get("values", [])]
@@ -292,9 +287,8 @@ def pooled_outcome(shards, ranges, ended_instances: list[int]) -> Outcome | None
     values: list[float] = []
     for env, (first, _end) in zip(shards, ranges, strict=True):
         try:
-            reply = env.env_message("outcomes", record=False)
-            report = json.loads(reply) if reply else None
-        except (RLBridgeError, ValueError):
+            report = env.outcomes()
+        except RLBridgeError:
             return None
         if not isinstance(report, dict) or report.get("kind") not in ("rate", "mean"):
             return None

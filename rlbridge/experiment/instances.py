@@ -122,6 +122,15 @@ class Instances:
             self._env_batch().batch_cleanup()
             self._batch_agent().agent_cleanup()
 
+    def seed(self, env_seed: int, agent_seed: int) -> None:
+        """The SEED queries (PROTOCOL.md 16.5): every shard seeds its instances by their
+        global numbers, and the agent each instance's generator."""
+        if not self.remote:
+            self._env_batch().seed(env_seed)
+        for env in self.shards:
+            env.seed(env_seed)
+        self._batch_agent().seed_instances(agent_seed)
+
     def env_message(self, text: str) -> str:
         """Send ``text`` to every shard (every instance in process); the first reply."""
         if not self.remote:

@@ -4,7 +4,7 @@
 * Spaces come from the task spec (:mod:`rlbridge.gym.spaces` has the mapping).
 * ``info["action_mask"]`` (int8, one entry per action of the ``Discrete`` action space,
   Gymnasium's and PettingZoo's convention) when the task spec names a legal-mask
-  array, or else when the environment answers the ``legal_actions`` message.
+  array, or else when the environment answers the LEGAL_ACTIONS query with a list.
 * Illegal actions (masked out, or refused by the environment with ``InvalidAction``)
   follow ``illegal``: ``"raise"`` raises InvalidAction; ``"penalty"`` (the default)
   returns ``illegal_penalty`` as the reward with the state and observation unchanged,
@@ -30,9 +30,8 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 import gymnasium
 import numpy as np
@@ -47,15 +46,6 @@ from rlbridge.protocol.errors import InvalidAction, OptionError, PeerError, Peer
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
 from rlbridge.registry import ENVIRONMENTS
-
-
-@runtime_checkable
-class Snapshots(Protocol):
-    """An environment object that gives its state for drawing (Environment does; a remote
-    one is asked over ENV_MESSAGE ``get_state`` instead)."""
-
-    def state_snapshot(self) -> dict[str, Any] | None: ...
-
 
 IllegalMode = Literal["raise", "penalty", "random"]
 ILLEGAL_MODES = ("raise", "penalty", "random")
@@ -193,7 +183,7 @@ class RLBridgeEnv(gymnasium.Env):
         self.observation_space = self.observations.space
         self.action_space = self.actions.space
         self.discrete_actions, self.action_low = action_indices(self.actions)
-        #: Whether the environment answers ``legal_actions``; found out at the first reset.
+        #: Whether the environment names legal actions; found out at the first reset.
         self.asks_legal_actions: bool | None = None if self.discrete_actions is not None else False
         self.last_observation: Value | None = None
         self._legal: np.ndarray | None = None  # the current mask, when there is one
@@ -260,16 +250,13 @@ class RLBridgeEnv(gymnasium.Env):
             return None
         if terminal:  # nothing is legal after the end: no need to ask
             return np.zeros(space.n, dtype=np.int8)
-        reply = self.env.env_message("legal_actions")
+        legal = self.env.legal_actions()
         if self.asks_legal_actions is None:
-            self.asks_legal_actions = bool(reply) and not reply.startswith("error")
-            if not self.asks_legal_actions:
-                return None
+            self.asks_legal_actions = legal is not None
+        if legal is None:
+            return None
         mask = np.zeros(space.n, dtype=np.int8)
-        if reply:
-            mask[
-                np.array([int(word) for word in reply.split()], dtype=np.int64) - self.action_low
-            ] = 1
+        mask[np.array(legal, dtype=np.int64) - self.action_low] = 1
         return mask
 
     def action_masks(self) -> np.ndarray:
@@ -302,7 +289,7 @@ class RLBridgeEnv(gymnasium.Env):
                 self._reset_options = self.env.env_message("reset_options")
             messages = reset_messages(self.name, self._reset_options, options)
         if seed is not None:
-            self.env.env_message(f"seed {derive_seeds(seed)[0]}")
+            self.env.seed(derive_seeds(seed)[0])
         for message in messages:
             check_applied(self.name, message, self.env.env_message(message))
         observation = self.env.env_start()
@@ -324,8 +311,7 @@ class RLBridgeEnv(gymnasium.Env):
         if self._legal is not None:
             legal = (np.flatnonzero(self._legal) + self.action_low).tolist()
         else:
-            reply = self.env.env_message("legal_actions")
-            legal = [] if reply.startswith("error") else [int(word) for word in reply.split()]
+            legal = list(self.env.legal_actions() or [])
         if not legal:
             raise InvalidAction(
                 f"illegal='random' needs a legal action to play instead; "
@@ -388,11 +374,8 @@ class RLBridgeEnv(gymnasium.Env):
 
     # -- rendering --------------------------------------------------------------------
     def state_snapshot(self) -> dict | None:
-        """The game's state for the renderers, from the object or over ENV_MESSAGE get_state."""
-        if isinstance(self.env, Snapshots):
-            return self.env.state_snapshot()
-        reply = self.env.env_message("get_state")
-        return None if reply.startswith("error") else json.loads(reply)
+        """The game's state for the renderers, from the object or over the STATE query."""
+        return self.env.state_snapshot()
 
     def render(self):
         if self.render_mode is None:

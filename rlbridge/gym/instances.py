@@ -21,6 +21,7 @@ from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_M
 from rlbridge.gym.env import build_environment
 from rlbridge.gym.launch import ServerProcess
 from rlbridge.protocol.errors import OptionError, PeerError
+from rlbridge.protocol.queries import QueryRequest
 from rlbridge.protocol.taskspec import TaskSpec, parse
 
 
@@ -45,7 +46,7 @@ class RemoteInstances:
     :class:`~rlbridge.experiment.net.remote.RemoteEnvironment`; ``owned_server`` is the
     process :meth:`close` stops, when this object started it."""
 
-    renders = True  # a remote game answers get_state when it can be drawn
+    renders = True  # a remote game answers the STATE query when it can be drawn
 
     def __init__(
         self,
@@ -102,6 +103,9 @@ class RemoteInstances:
 
     def batch_step(self, calls: np.ndarray, actions) -> BatchStep:
         return self.proxy.env_batch_step(calls, actions)
+
+    def batch_query(self, request: QueryRequest) -> Any:
+        return self.proxy.batch_query(request)
 
     def batch_message(self, text: str) -> str:
         return self.proxy.env_message(text)

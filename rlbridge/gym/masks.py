@@ -4,13 +4,12 @@ asked for in one message.
 One :class:`InstanceMasks` holds an ``(N, n)`` int8 mask per instance of a Discrete
 action space, row ``i`` index ``j`` for the game's action ``low + j``, and which
 instances have one: all (the task spec names a legal-mask array), or those whose game
-answered ``legal_actions`` at the first reset, as :class:`~rlbridge.gym.env.RLBridgeEnv`
+answered the LEGAL_ACTIONS query with a list at the first reset, as :class:`~rlbridge.gym.env.RLBridgeEnv`
 decides for one instance.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +28,7 @@ class InstanceMasks:
         self.index = task_spec.legal_mask
         self.low = low
         self.masks = np.zeros((count, width), dtype=np.int8)
-        #: Whether the game is asked (``each legal_actions``): it has no mask array.
+        #: Whether the game is asked (LEGAL_ACTIONS for every instance): it has no mask array.
         self.asks = width > 0 and self.index is None
         #: Which instances have a mask; None until the first reset when the game is asked.
         self.has_mask: np.ndarray | None = (
@@ -43,7 +42,7 @@ class InstanceMasks:
         rows: np.ndarray,
         terminal: np.ndarray,
         stacked: Callable[[str], Any],
-        ask: Callable[[str], str],
+        ask: Callable[[], list],
     ) -> None:
         """Recompute the masks of ``rows``, which just returned an observation (``terminal``
         their terminal flags): from ``stacked("array_K")``'s rows, or ``ask``'s reply."""
@@ -61,16 +60,14 @@ class InstanceMasks:
         asked = rows[~terminal]
         if not len(asked):
             return
-        replies = json.loads(ask("each legal_actions"))
+        replies = ask()  # every instance's legal actions (the LEGAL_ACTIONS query)
         if first:  # as a single env decides at its first reset, each instance for itself
-            self.has_mask = np.array(
-                [bool(reply) and not reply.startswith("error") for reply in replies]
-            )
+            self.has_mask = np.array([reply is not None for reply in replies])
             self.masked = bool(self.has_mask.any())
         has_mask = self._known()
         for row in asked.tolist():
             if has_mask[row] and replies[row]:
-                legal = np.array([int(word) for word in replies[row].split()], dtype=np.int64)
+                legal = np.array(replies[row], dtype=np.int64)
                 self.masks[row, legal - self.low] = 1
 
     def _known(self) -> np.ndarray:

@@ -6,7 +6,7 @@ CartPole, ``CartPoleVectorEnv``) steps all N instances in one call on arrays, wh
 :class:`~rlbridge.environments.batch.EnvironmentBatch` would call N wrapped single envs.
 Such a vector env can only step every instance at once and restarts an ended one inside
 the next step (Gymnasium's NEXT_STEP autoreset), so it serves a batch only after the
-client's promise ``autoreset next_step`` (PROTOCOL.md 16.5): every batched step then
+client's AUTORESET_NEXT_STEP promise (PROTOCOL.md 16.5): every batched step then
 steps every running instance and starts exactly those whose episode ended in the step
 before; a call that breaks the promise is refused before anything is stepped.
 
@@ -50,7 +50,7 @@ class GymVectorCore:
     docstring); a :class:`~rlbridge.environments.batch.BatchCore` that EnvironmentBatch
     takes only after the promise its ``AUTORESET_NEXT_STEP`` asks for."""
 
-    #: EnvironmentBatch takes this core only after ``autoreset next_step`` (PROTOCOL.md 16.5).
+    #: EnvironmentBatch takes this core only after the AUTORESET_NEXT_STEP promise (PROTOCOL.md 16.5).
     AUTORESET_NEXT_STEP = True
 
     def __init__(self, envs: list[Environment], first_instance: int = 0):
@@ -99,7 +99,7 @@ class GymVectorCore:
             index = int(np.flatnonzero(wrong)[0])
             raise ProtocolError(
                 f"instance {first + index}: {EnvCall(int(calls[index])).name} breaks the "
-                f"promise 'autoreset next_step' that the Gymnasium vector env needs: expected "
+                f"promise AUTORESET_NEXT_STEP that the Gymnasium vector env needs: expected "
                 f"every instance to step, those whose episode ended in the step before to "
                 f"START, or all to START"
             )

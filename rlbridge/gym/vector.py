@@ -13,7 +13,6 @@ step by step against Gymnasium's ``SyncVectorEnv`` of ``RLBridgeEnv`` s.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -37,6 +36,7 @@ from rlbridge.protocol.errors import (
     PeerTimeout,
     TaskSpecError,
 )
+from rlbridge.protocol.queries import Query, QueryRequest
 from rlbridge.protocol.values import Value
 
 log = logging.getLogger("rlbridge.gym")
@@ -98,10 +98,10 @@ class RLBridgeVectorEnv(VectorEnv):
       refuses although no mask ruled it out raises, and the instances before it in the
       batch have stepped, so ``reset()`` is needed.
     * **Masks** come from the observation's legal-mask array; a game without one that
-      answers ``legal_actions`` (Blackjack) is asked for every instance in one
-      ``each legal_actions`` message per step (PROTOCOL.md 16.5).
+      answers the LEGAL_ACTIONS query (Blackjack) is asked for every instance in one
+      query per step (PROTOCOL.md 16.5).
     * **Rendering:** ``render_mode="rgb_array"``: ``render()`` returns one frame per
-      instance (their states fetched in one ``each get_state`` message). For a window,
+      instance (their states fetched in one STATE query for every instance). For a window,
       wrap the vector env in ``gymnasium.wrappers.vector.HumanRendering``.
     """
 
@@ -173,7 +173,7 @@ class RLBridgeVectorEnv(VectorEnv):
         #: which NEXT_STEP's promise lets the environment use (PROTOCOL.md 16.5).
         self.vector_form = (
             autoreset_mode == AutoresetMode.NEXT_STEP
-            and self.instances.batch_message("autoreset next_step") == "vector"
+            and self.instances.batch_query(QueryRequest(Query.AUTORESET_NEXT_STEP, None)) is True
         )
         if render_mode is not None and not self.instances.renders:
             self.instances.close()
@@ -218,7 +218,7 @@ class RLBridgeVectorEnv(VectorEnv):
             if seed < 0:
                 raise OptionError(f"seed must be an int >= 0; got {seed}")
             super().reset(seed=seed)  # the vector env's own np_random
-            self.instances.batch_message(f"seed {derive_seeds(seed)[0]}")
+            self.instances.batch_query(QueryRequest(Query.SEED, None, derive_seeds(seed)[0]))
             self.generators = [
                 np.random.default_rng(instance_seed(seed, i)) for i in range(self.num_envs)
             ]
@@ -244,8 +244,8 @@ class RLBridgeVectorEnv(VectorEnv):
                     continue
                 if int(single) < 0:
                     raise OptionError(f"seed of instance {index} must be >= 0; got {single}")
-                self.instances.batch_message(
-                    f"instance {index} seed {derive_seeds(int(single))[0]}"
+                self.instances.batch_query(
+                    QueryRequest(Query.SEED, index, derive_seeds(int(single))[0])
                 )
                 self.generators[index] = np.random.default_rng(int(single))
         self.seeded = True
@@ -266,7 +266,12 @@ class RLBridgeVectorEnv(VectorEnv):
         stacked = (
             observations.array if isinstance(observations, BatchedObservations) else _no_mask_array
         )
-        self.masks.update(rows, terminal, stacked, self.instances.batch_message)
+        self.masks.update(
+            rows,
+            terminal,
+            stacked,
+            lambda: self.instances.batch_query(QueryRequest(Query.LEGAL_ACTIONS, None)),
+        )
 
     # -- Gymnasium's API ---------------------------------------------------------------
     def reset(
@@ -314,9 +319,8 @@ class RLBridgeVectorEnv(VectorEnv):
         rows = np.flatnonzero(starting)
         for row in rows.tolist():
             for message in messages:
-                check_applied(
-                    self.name, message, self.instances.batch_message(f"instance {row} {message}")
-                )
+                reply = self.instances.batch_query(QueryRequest(Query.COMMAND, row, message))
+                check_applied(self.name, message, reply)
         self.needs_reset = True
         result = self.instances.batch_step(calls, [])
         self.observations.update(rows, result.observations)
@@ -473,8 +477,7 @@ class RLBridgeVectorEnv(VectorEnv):
         init_headless()
         surfarray = load_pygame().surfarray
         frames = []
-        for reply in json.loads(self.instances.batch_message("each get_state")):
-            snapshot = None if reply.startswith("error") else json.loads(reply)
+        for snapshot in self.instances.batch_query(QueryRequest(Query.STATE, None)):
             if snapshot is None:
                 raise OptionError(
                     f"{self.name} cannot be rendered: an instance has no state to draw"

@@ -115,7 +115,7 @@ def selfplay(
                 )
             for index, remote in enumerate(remotes):
                 remote.agent_init(task_spec)
-                remote.agent_message(f"seed {derive_seeds(seed + index)[1]}")
+                remote.seed(derive_seeds(seed + index)[1])
             for number in range(games):
                 black, white = (0, 1) if number % 2 == 0 else (1, 0)
                 for remote in remotes:

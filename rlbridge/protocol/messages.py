@@ -24,13 +24,15 @@ from rlbridge.protocol.errors import (
 )
 from rlbridge.protocol.values import Frames, Value, _new_tuple, decode_value, encode_value
 
-#: The protocol version this implementation speaks (PROTOCOL.md, "Changelog"). Version 1
-#: peers are refused: the RUN_EPISODE reply, DELEGATE and HEARTBEAT changed shape in 2.
-PROTOCOL_VERSION = 2
+#: The protocol version this implementation speaks (PROTOCOL.md, "Changelog"). Earlier
+#: peers are refused: HELLO's body and the system's queries (ENV_QUERY, AGENT_QUERY)
+#: changed in 3, the RUN_EPISODE reply, DELEGATE and HEARTBEAT in 2.
+PROTOCOL_VERSION = 3
 
 #: The versions whose messages a log may hold and replay still reads: every message a log
-#: records has the same form in both (RUN_EPISODE's reply is logged without its records).
-LOGGED_VERSIONS = frozenset({1, 2})
+#: records has the same form in all (RUN_EPISODE's reply is logged without its records;
+#: an earlier log's ``seed N`` text is read as the SEED query it became).
+LOGGED_VERSIONS = frozenset({1, 2, 3})
 
 #: Default limit on the bytes of one message (all frames); receivers reply TOO_LARGE above it.
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
@@ -54,6 +56,7 @@ class MessageType(IntEnum):
     ENV_MESSAGE = 14
     ENV_BATCH_INIT = 15
     ENV_BATCH_STEP = 16
+    ENV_QUERY = 17
     AGENT_INIT = 20
     AGENT_START = 21
     AGENT_STEP = 22
@@ -62,6 +65,7 @@ class MessageType(IntEnum):
     AGENT_MESSAGE = 25
     AGENT_BATCH_INIT = 26
     AGENT_BATCH_STEP = 27
+    AGENT_QUERY = 28
     RUN_EPISODE = 30
     DELEGATE = 31
     RUN_BATCH = 32
@@ -84,12 +88,15 @@ class Envelope(NamedTuple):
 
 
 class Hello(NamedTuple):
-    """The HELLO body: who is speaking, and which protocol version it speaks."""
+    """The HELLO body: who is speaking, which protocol version it speaks, and what it serves."""
 
     role: str  # "experiment", "environment" or "agent"
     version: int
     implementation: str
     language: str
+    #: The registered short name or ``module:Class`` a server serves; "" for an experiment
+    #: or a server that does not say.
+    name: str = ""
 
 
 _packer = msgpack.Packer(use_bin_type=True, autoreset=True)
@@ -289,9 +296,9 @@ def read_int(value: Any, name: str) -> int:
 
 
 def read_hello(body: Any) -> Hello:
-    if type(body) is not list or len(body) != 4:
-        raise ProtocolError("hello body must be [role, version, implementation, language]")
-    role, version, implementation, language = body
+    if type(body) is not list or len(body) != 5:
+        raise ProtocolError("hello body must be [role, version, implementation, language, name]")
+    role, version, implementation, language, name = body
     if role not in ("experiment", "environment", "agent"):
         raise ProtocolError(f"hello role must be experiment, environment or agent; got {role!r}")
     return Hello(
@@ -299,10 +306,11 @@ def read_hello(body: Any) -> Hello:
         read_int(version, "hello version"),
         read_str(implementation, "implementation"),
         read_str(language, "language"),
+        read_str(name, "hello name"),
     )
 
 
-#: The largest N of ``seed N`` (PROTOCOL.md section 8): a uint64, as every implementation holds.
+#: The largest seed of the SEED query (PROTOCOL.md section 8): a uint64, as every implementation holds.
 SEED_MAX = 2**64 - 1
 #: Words of a message are runs of anything but ASCII whitespace, in every implementation.
 _WORD = re.compile(r"[^ \t\n\v\f\r]+")
@@ -313,16 +321,3 @@ def message_words(text: str) -> list[str]:
     runs of ASCII whitespace (space, tab, LF, VT, FF, CR), as the C and JavaScript agents
     split them; any other character, a Unicode space or a NUL included, is part of a word."""
     return _WORD.findall(text)
-
-
-def answer_seed(args: list[str], seed: Callable[[int], None]) -> str:
-    """The reply to ``seed N`` (PROTOCOL.md section 8), ``args`` being the message's words
-    after ``seed``: "ok" after ``seed(N)`` for one decimal N from 0 to SEED_MAX, else an
-    error string naming what arrived (its first 200 characters); messages never raise."""
-    if len(args) == 1 and args[0].isascii() and args[0].isdigit():
-        digits = args[0].lstrip("0") or "0"
-        # Checked on its length first: int() of thousands of digits is refused, and slow.
-        if len(digits) <= len(str(SEED_MAX)) and int(digits) <= SEED_MAX:
-            seed(int(digits))
-            return "ok"
-    return f"error: seed takes an integer from 0 to {SEED_MAX}; got '{' '.join(args)[:200]}'"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +27,16 @@ from rlbridge.protocol.errors import ErrorCode
 from rlbridge.protocol.log_format import HEADER, LOG_FORMAT_VERSION, MESSAGE, RECEIVED, SENT
 from rlbridge.protocol.messages import (
     PROTOCOL_VERSION,
-    SEED_MAX,
     MessageType,
     encode,
     pack,
     version_mismatch_text,
 )
+from rlbridge.protocol.queries import REPLY_FORMS, Query
 from rlbridge.protocol.states import busy_text
 from rlbridge.protocol.values import ZERO_COPY_THRESHOLD_BYTES, Value, encode_value
 
 VECTORS_PATH = Path(__file__).with_name("vectors.json")
-BAD_SEED = f"error: seed takes an integer from 0 to {SEED_MAX}; got 'x'"
 
 
 def _array_fields(array: npt.NDArray[Any]) -> dict[str, Any]:
@@ -95,26 +95,28 @@ def _samples() -> list[_Sample]:
         MessageType.HELLO,
         1,
         0,
-        ["experiment", PROTOCOL_VERSION, "rlbridge-python", "python"],
+        ["experiment", PROTOCOL_VERSION, "rlbridge-python", "python", ""],
         {
             "role": "experiment",
             "version": PROTOCOL_VERSION,
             "implementation": "rlbridge-python",
             "language": "python",
+            "name": "",
         },
     )
     add(
         "hello_agent_reply",
-        "agent answers the hello",
+        "agent answers the hello, naming what it serves",
         MessageType.HELLO,
         1,
         0,
-        ["agent", PROTOCOL_VERSION, "rlbridge-c", "c"],
+        ["agent", PROTOCOL_VERSION, "rlbridge-c", "c", "random"],
         {
             "role": "agent",
             "version": PROTOCOL_VERSION,
             "implementation": "rlbridge-c",
             "language": "c",
+            "name": "random",
         },
     )
     spec = (
@@ -170,12 +172,12 @@ def _samples() -> list[_Sample]:
     add("agent_end", "terminal reward", MessageType.AGENT_END, 5, 1, 1.0, {"reward": 1.0})
     add(
         "agent_message",
-        "a string to the agent",
+        "the user's text to the agent",
         MessageType.AGENT_MESSAGE,
         6,
         1,
-        "seed 42",
-        {"text": "seed 42"},
+        "mode test",
+        {"text": "mode test"},
     )
     add(
         "agent_message_reply",
@@ -304,33 +306,7 @@ def _samples() -> list[_Sample]:
         [int(ErrorCode.WRONG_STATE), not_owner],
         {"code": int(ErrorCode.WRONG_STATE), "message": not_owner},
     )
-    add(
-        "env_message_legal_actions",
-        "ask for the legal actions",
-        MessageType.ENV_MESSAGE,
-        8,
-        2,
-        "legal_actions",
-        {"text": "legal_actions"},
-    )
-    add(
-        "env_message_legal_actions_reply",
-        "legal action ints, increasing, one space apart",
-        MessageType.ENV_MESSAGE,
-        8,
-        2,
-        "0 2 3",
-        {"text": "0 2 3"},
-    )
-    add(
-        "agent_message_bad_seed_reply",
-        "a seed that is not an integer from 0 to 2^64 - 1",
-        MessageType.AGENT_MESSAGE,
-        6,
-        0,
-        BAD_SEED,
-        {"text": BAD_SEED},
-    )
+    _queries(add)
     add(
         "agent_message_unknown_reply",
         "any message the receiver does not know",
@@ -361,6 +337,70 @@ def _samples() -> list[_Sample]:
         frames,
     )
     return samples
+
+
+def _queries(add: Callable[..., None]) -> None:
+    """ENV_QUERY and AGENT_QUERY (PROTOCOL.md section 8): ``[query, instance, argument]``,
+    each request with its reply (``answer``: the reply body whole)."""
+    q = Query
+    rows: list[tuple[str, str, Query, int | None, int | str | None]] = [
+        # name, description, query, instance, argument
+        ("env_query_seed", "seed every instance of the environment", q.SEED, None, 2968811710),
+        ("env_query_seed_instance", "seed instance 3 alone", q.SEED, 3, 42),
+        ("env_query_legal_actions", "instance 0's legal actions", q.LEGAL_ACTIONS, 0, None),
+        (
+            "env_query_legal_actions_each",
+            "every instance's legal actions",
+            q.LEGAL_ACTIONS,
+            None,
+            None,
+        ),
+        ("env_query_state", "instance 0's state, for viewers", q.STATE, 0, None),
+        ("env_query_outcomes", "every instance's outcomes", q.OUTCOMES, None, None),
+        ("env_query_timing", "the last RUN_BATCH's step times", q.TIMING, None, None),
+        (
+            "env_query_autoreset",
+            "the NEXT_STEP autoreset promise",
+            q.AUTORESET_NEXT_STEP,
+            None,
+            None,
+        ),
+        ("env_query_command", "a game's command to instance 2", q.COMMAND, 2, "start"),
+    ]
+    replies: dict[str, Any] = {
+        "env_query_legal_actions": [0, 2, 3],
+        "env_query_legal_actions_each": [[0, 1], None],
+        "env_query_state": {"board": [0, 1, 2], "score": 4},
+        "env_query_outcomes": {"name": "wins", "kind": "rate", "values": [0.5, 0.25]},
+        "env_query_timing": [0.5, 0.25],
+        "env_query_autoreset": True,
+        "env_query_command": "ok",
+    }
+    for seq, (name, description, query, instance, argument) in enumerate(rows, start=20):
+        fields = {"query": int(query), "instance": instance, "argument": argument}
+        body = [int(query), instance, argument]
+        add(name, description, MessageType.ENV_QUERY, seq, 0, body, fields)
+        answer = replies.get(name)
+        add(
+            f"{name}_reply",
+            f"the reply: {REPLY_FORMS[query]}",
+            MessageType.ENV_QUERY,
+            seq,
+            0,
+            answer,
+            {} if answer is None else {"answer": answer},
+        )
+    seed = [int(Query.SEED), None, 3677149159]
+    add(
+        "agent_query_seed",
+        "seed the agent (every instance it answers for)",
+        MessageType.AGENT_QUERY,
+        2,
+        0,
+        seed,
+        {"query": seed[0], "instance": None, "argument": seed[2]},
+    )
+    add("agent_query_seed_reply", "seeded", MessageType.AGENT_QUERY, 2, 0, None, {})
 
 
 def build_vectors() -> dict[str, Any]:
@@ -409,7 +449,7 @@ def _invalid() -> list[dict[str, Any]]:
             1,
             0,
         ),
-        ("string_seq", "950214a13100c0", ErrorCode.BAD_FIELD, 0, 0),
+        ("string_seq", "950314a13100c0", ErrorCode.BAD_FIELD, 0, 0),
         # The order of the checks (PROTOCOL.md section 5) decides these two.
         ("string_version", pack(["1", agent_init, 7, 3, None]).hex(), ErrorCode.BAD_FIELD, 7, 3),
         (
@@ -424,6 +464,16 @@ def _invalid() -> list[dict[str, Any]]:
             "version1_hello",
             encode(
                 MessageType.HELLO, 1, 0, ["experiment", 1, "rlbridge-python", "python"], version=1
+            )[0].hex(),
+            ErrorCode.VERSION_MISMATCH,
+            1,
+            0,
+        ),
+        # A version-2 peer's HELLO (4 items, no name): refused by its envelope's version.
+        (
+            "version2_hello",
+            encode(
+                MessageType.HELLO, 1, 0, ["experiment", 2, "rlbridge-python", "python"], version=2
             )[0].hex(),
             ErrorCode.VERSION_MISMATCH,
             1,
@@ -604,7 +654,8 @@ def _log_headers() -> list[dict[str, Any]]:
         "ACTIONS INTS (0 3) REWARDS (-1.0 0.0) EXTRA"
     )
     peers = [
-        [role, PROTOCOL_VERSION, "rlbridge-python", "python"] for role in ("environment", "agent")
+        [role, PROTOCOL_VERSION, "rlbridge-python", "python", name]
+        for role, name in (("environment", "gridwalk"), ("agent", "random"))
     ]
     common = {
         "format": LOG_FORMAT_VERSION,

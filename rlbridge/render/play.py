@@ -35,7 +35,7 @@ class HumanSession:
         self.env: Environment = build(game, ENVIRONMENTS, options)
         spec = self.env.env_init()
         self.spec: TaskSpec = parse(spec) if isinstance(spec, str) else spec
-        self.env.env_message(f"seed {seed}")
+        self.env.seed(seed)
         self.restart()
 
     def restart(self) -> None:
@@ -70,12 +70,12 @@ class HumanSession:
         return f"episode over: {said}return {self.total:+g} in {self.steps} steps"
 
     def legal(self) -> list[int]:
-        reply = self.env.env_message("legal_actions")
-        if reply.startswith("error"):
+        legal = self.env.legal_actions()
+        if legal is None:
             # Task-spec bounds are floats (UNSPEC is NaN); an int range is bounded by ints.
             low, high = self.spec.actions.ints[0].low, self.spec.actions.ints[0].high
             return list(range(int(low), int(high) + 1))
-        return [int(word) for word in reply.split()]
+        return sorted(legal)
 
     def act(self, action: int) -> StepResult | None:
         """Step with ``action`` if it is legal now; None (and no step) otherwise."""

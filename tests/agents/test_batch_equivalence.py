@@ -94,8 +94,8 @@ def single(name: str, instance: int, quota: int):
     experiment = Experiment(env, build(name, AGENTS, options))
     experiment.RL_init()
     env_seed, agent_seed = derive_seeds(SEED)
-    assert env.env_message(f"seed {instance_seed(env_seed, instance)}") in ("", "ok")
-    assert experiment.RL_agent_message(f"seed {instance_seed(agent_seed, instance)}") == "ok"
+    env.seed(instance_seed(env_seed, instance))
+    experiment.agent.seed(instance_seed(agent_seed, instance))
     played, outcomes = [], []
     for _ in range(quota):
         experiment.RL_episode(max_steps)

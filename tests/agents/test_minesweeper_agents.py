@@ -121,7 +121,7 @@ def test_solver_without_lookahead_guesses_the_lowest_probability_cell():
         env = MinesweeperEnv(rows=9, cols=9, mines=10, first_click="safe")
         agent = SolverAgent(lookahead=0)
         agent.agent_init(env.env_init())
-        env.env_message(f"seed {game}")
+        env.seed(game)
         action = agent.agent_start(env.env_start())
         while True:
             probabilities = agent.last_probabilities
@@ -142,7 +142,7 @@ def test_agents_never_open_a_proven_mine_and_take_proven_safe_cells(agent_class)
         env = MinesweeperEnv(rows=9, cols=9, mines=10, first_click="safe")
         agent = agent_class()
         agent.agent_init(env.env_init())
-        env.env_message(f"seed {game}")
+        env.seed(game)
         action = agent.agent_start(env.env_start())
         while True:
             cell = action.int
@@ -182,7 +182,7 @@ def test_elimination_agent_reads_the_onehot_board_like_the_plain_one():
         env = MinesweeperEnv(first_click="zero", onehot=onehot)
         agent = EliminationAgent()
         agent.agent_init(env.env_init())
-        env.env_message("seed 9")
+        env.seed(9)
         env.env_start()
         boards.append(agent.read_board(env.env_step(Value(ints=(50,))).observation))
     assert boards[0] == boards[1] and sum(boards[0][1]) > 1

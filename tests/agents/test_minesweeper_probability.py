@@ -82,7 +82,7 @@ def test_endgame_search_gives_up_when_its_work_budget_runs_out():
 def _moves(agent, seed):
     env = MinesweeperEnv(rows=10, cols=10, mines=20, first_click="safe")
     agent.agent_init(env.env_init())
-    env.env_message(f"seed {seed}")
+    env.seed(seed)
     moves = [agent.agent_start(env.env_start()).int]
     while True:
         result = env.env_step(Value(ints=(moves[-1],)))

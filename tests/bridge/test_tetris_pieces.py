@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
@@ -24,7 +22,7 @@ def snapshots_with_each_kind_falling(pieces: str) -> dict[int, dict]:
     found: dict[int, dict] = {}
     observation, steps = env.env_start(), 0
     while len(found) < kinds and steps < 2000:
-        snap = json.loads(env.env_message("get_state"))
+        snap = env.state_snapshot()
         if snap["piece"] and any(snap["board"]):
             found.setdefault(snap["piece"]["kind"], snap)
         legal = np.flatnonzero(observation.arrays[1])

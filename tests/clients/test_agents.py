@@ -362,10 +362,10 @@ def test_bad_input_gets_the_protocol_error_and_the_agent_keeps_serving(language,
         return ask(msgpack.packb([version, msg_type, seq, 1, body], use_bin_type=True))
 
     try:
-        assert request(MessageType.HELLO, ["experiment", V, "test", "python"])[4][:2] == [
-            "agent",
-            V,
-        ]
+        hello = request(MessageType.HELLO, ["experiment", V, "test", "python", ""])[4]
+        # What the agent serves (PROTOCOL.md section 5): the JS registry's name, the C
+        # program's own.
+        assert hello[:2] == ["agent", V] and hello[4] == {"c": "first (C)"}.get(language, "first")
         cases = [
             (ask(b"\xc1"), ErrorCode.MALFORMED),
             (ask(b"\xa3abc"), ErrorCode.MALFORMED),
@@ -374,7 +374,7 @@ def test_bad_input_gets_the_protocol_error_and_the_agent_keeps_serving(language,
             (request(99, None), ErrorCode.UNKNOWN_TYPE),
             (request(MessageType.HELLO, None, version=1), ErrorCode.VERSION_MISMATCH),
             (
-                request(MessageType.HELLO, ["experiment", 1, "test", "python"]),
+                request(MessageType.HELLO, ["experiment", 1, "test", "python", ""]),
                 ErrorCode.VERSION_MISMATCH,
             ),
             (request(MessageType.ENV_STEP, [[0], [], "", []]), ErrorCode.WRONG_STATE),

@@ -77,7 +77,7 @@ def test_claimed_lengths_are_refused_before_allocation_and_the_episode_goes_on(l
 
     try:
         assert (
-            request(MessageType.HELLO, ["experiment", V, "test", "python"], 1)[1]
+            request(MessageType.HELLO, ["experiment", V, "test", "python", ""], 1)[1]
             == MessageType.HELLO
         )
         assert request(MessageType.AGENT_INIT, COUNTDOWN_SPEC, 2)[4] is None

@@ -112,7 +112,7 @@ class ScriptedAgent:
             _, msg_type, seq, episode, _ = msgpack.unpackb(payload)
             self.calls.append(msg_type)
             body = (
-                ["agent", V, "scripted", "python"]
+                ["agent", V, "scripted", "python", ""]
                 if msg_type == T.HELLO
                 else self.answer(msg_type, episode)
             )
@@ -171,7 +171,7 @@ def js_env(sockets):
     address = f"ipc://{sockets}/env-scripted"
     env = start(js_env_command(address))
     client = Experiment(address)
-    assert client.request(T.HELLO, ["experiment", V, "test", "python"])[4][0] == "environment"
+    assert client.request(T.HELLO, ["experiment", V, "test", "python", ""])[4][0] == "environment"
     assert client.request(T.ENV_INIT, None)[1] == T.ENV_INIT
     yield address, client
     client.close()
@@ -295,7 +295,7 @@ def test_sigterm_stops_the_environment_in_the_middle_of_a_delegated_episode(sock
     # An agent that answers every step: only the environment can end this episode.
     agent = ScriptedAgent(agent_address, lambda msg_type, episode: UP, delay_s=0.01)
     try:
-        client.request(T.HELLO, ["experiment", V, "test", "python"])
+        client.request(T.HELLO, ["experiment", V, "test", "python", ""])
         client.request(T.ENV_INIT, None)
         # No agent call times out before the test's wait does.
         assert client.request(T.DELEGATE, [agent_address, 600000, None])[4] is None

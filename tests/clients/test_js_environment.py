@@ -97,7 +97,7 @@ def test_the_same_actions_give_the_same_observations_and_rewards_as_python(peers
     actions = [0, 2, 1, 3, 1, 0, 3, 3, 1, 1, 2, 3, 1]
     try:
         assert env.env_init() == str(twin.env_init())
-        assert env.hello.language == "javascript"
+        assert (env.hello.language, env.hello.name) == ("javascript", "gridwalk")
         first = env.env_start()
         assert first.same_as(twin.env_start())
         terminals = []
@@ -109,8 +109,10 @@ def test_the_same_actions_give_the_same_observations_and_rewards_as_python(peers
             assert observation.arrays[0].dtype == np.int8
             terminals.append(terminal)
         assert terminals.index(True) == 9 and terminals[9:] == [True, False, True, True]
-        assert env.env_message("seed 5") == "ok"
-        assert env.env_message("seed 5 6").startswith("error: seed takes an integer from 0 to ")
+        assert env.seed(5) is None  # the SEED query over ENV_QUERY (PROTOCOL.md section 8)
+        assert env.legal_actions() is None and env.each_legal_actions() == [None]
+        assert env.state_snapshot() is None and env.outcomes() is None
+        assert env.env_message("seed 5 6") == ""  # the user's text, which gridwalk does not know
         assert env.env_message("what") == ""
         with pytest.raises(InvalidAction, match=r"action int 0 must be in \[0, 3\]; got 4"):
             env.env_step(Value(ints=(4,)))
@@ -168,8 +170,8 @@ def test_bad_input_gets_the_protocol_error_and_the_environment_keeps_serving(soc
         return reply[4][1]
 
     try:
-        hello = request(T.HELLO, ["experiment", V, "test", "python"])[4]
-        assert hello[:2] == ["environment", V] and hello[3] == "javascript"
+        hello = request(T.HELLO, ["experiment", V, "test", "python", ""])[4]
+        assert hello == ["environment", V, "rlbridge-js", "javascript", "gridwalk"]
         cases = [
             (ask(b"\xc1"), ErrorCode.MALFORMED),
             (ask(b"\xa3abc"), ErrorCode.MALFORMED),
@@ -178,8 +180,8 @@ def test_bad_input_gets_the_protocol_error_and_the_environment_keeps_serving(soc
             (request(99, None), ErrorCode.UNKNOWN_TYPE),
             (request(T.ENV_BATCH_INIT, [1, 0]), ErrorCode.UNKNOWN_TYPE),
             (request(T.HELLO, None, version=1), ErrorCode.VERSION_MISMATCH),
-            (request(T.HELLO, ["experiment", 1, "test", "python"]), ErrorCode.VERSION_MISMATCH),
-            (request(T.HELLO, ["agent", V, "test", "python"]), ErrorCode.WRONG_STATE),
+            (request(T.HELLO, ["experiment", 1, "test", "python", ""]), ErrorCode.VERSION_MISMATCH),
+            (request(T.HELLO, ["agent", V, "test", "python", ""]), ErrorCode.WRONG_STATE),
             (request(T.AGENT_START, [[1], [], "", []]), ErrorCode.WRONG_STATE),
             (request(T.ENV_START, None), ErrorCode.WRONG_STATE),
             (request(T.ENV_STEP, [[0], [], "", []]), ErrorCode.WRONG_STATE),

@@ -37,6 +37,7 @@ from .wire import (
     READY,
     RUNNING,
     SEED_MESSAGES,
+    SEED_QUERIES,
     SETUP,
     STATES,
     Client,
@@ -248,7 +249,7 @@ ENVELOPES = [
     ("version 1 of an unknown type", msgpack.packb([1, 99, 7, 3, None]), E.VERSION_MISMATCH, True),
     (
         "a version 1 HELLO",
-        msgpack.packb([1, 1, 7, 3, ["experiment", 1, "old", "python"]]),
+        msgpack.packb([1, 1, 7, 3, ["experiment", 1, "old", "python", ""]]),
         E.VERSION_MISMATCH,
         True,
     ),
@@ -365,11 +366,11 @@ def test_hello_is_optional_and_checks_the_role(language, agents):
             ("agent", E.WRONG_STATE),
             ("robot", E.BAD_FIELD),
         ):
-            reply = client.request(T.HELLO, [role, V, "test", "python"], seq=3)
+            reply = client.request(T.HELLO, [role, V, "test", "python", ""], seq=3)
             assert outcome(reply, T.HELLO) == expected, (role, reply)
             assert reply[2:4] == [3, 1]
         for version in (1, 3, -1):
-            reply = client.request(T.HELLO, ["experiment", version, "test", "python"])
+            reply = client.request(T.HELLO, ["experiment", version, "test", "python", ""])
             assert outcome(reply, T.HELLO) == E.VERSION_MISMATCH, (version, reply)
         # Fields of the wrong type are BAD_FIELD before the role or the version is looked at.
         for body in (
@@ -395,7 +396,7 @@ def test_a_version_1_peer_is_refused_with_the_same_text_in_every_language(langua
         "what changed): run peers of the same protocol version"
     )
     try:
-        reply = client.ask(msgpack.packb([1, T.HELLO, 4, 0, ["experiment", 1, "old", "c"]]))
+        reply = client.ask(msgpack.packb([1, T.HELLO, 4, 0, ["experiment", 1, "old", "c", ""]]))
         assert reply == [
             V,
             T.ERROR,
@@ -403,7 +404,7 @@ def test_a_version_1_peer_is_refused_with_the_same_text_in_every_language(langua
             0,
             [E.VERSION_MISMATCH, f"protocol version mismatch: expected {V}, got 1{advice}"],
         ]
-        reply = client.request(T.HELLO, ["experiment", 1, "rlbridge-0.1", "python"], seq=5)
+        reply = client.request(T.HELLO, ["experiment", 1, "rlbridge-0.1", "python", ""], seq=5)
         assert reply == [
             V,
             T.ERROR,
@@ -420,7 +421,7 @@ def test_a_version_1_peer_is_refused_with_the_same_text_in_every_language(langua
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
-def test_seed_messages_answer_text_and_never_raise(language, agents):
+def test_seeding_is_the_typed_query_and_seed_text_is_the_users(language, agents):
     client = Client(agents[language])
     wrong = []
     try:
@@ -428,6 +429,11 @@ def test_seed_messages_answer_text_and_never_raise(language, agents):
             got = client.request(T.AGENT_MESSAGE, text)[4]
             if got != expected:
                 wrong.append(f"{text[:40]!r}: expected {expected[:90]!r}, got {got[:90]!r}")
+        for body, code in SEED_QUERIES:
+            reply = client.request(T.AGENT_QUERY, body)
+            got = reply[4][0] if reply[1] == T.ERROR else None
+            if got != code:
+                wrong.append(f"AGENT_QUERY {body!r:.60}: expected {code!r}, got {reply[4]!r:.90}")
     finally:
         client.close()
     assert not wrong, "\n".join(wrong)
@@ -467,7 +473,7 @@ def test_a_second_experiment_is_refused_at_agent_init_while_a_session_is_active(
         # A bad body is still BAD_FIELD: body fields come before the state.
         assert second.request(T.AGENT_INIT, 5)[4][0] == E.BAD_FIELD
         # Every other request is served: the delegated environment calls the agent this way.
-        assert second.call(T.HELLO, ["environment", V, "test", "python"])
+        assert second.call(T.HELLO, ["environment", V, "test", "python", ""])
         assert second.call(T.AGENT_START, OBSERVATION)[4] == [[0], [], "", []]
         assert second.call(T.AGENT_END, 0.0)
         # The owner may init again; its cleanup ends the session and another may start one.

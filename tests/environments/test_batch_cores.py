@@ -9,16 +9,16 @@ snapshots and outcomes must be equal throughout.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.environments.checker import check_environment
+from rlbridge.environments.queries import answer_single
 from rlbridge.games.toy.env import GridWalk
 from rlbridge.protocol.batch import EnvCall, instance_seed, values_of
 from rlbridge.protocol.errors import RLBridgeError
+from rlbridge.protocol.queries import Query, QueryRequest
 from rlbridge.protocol.values import Value
 from rlbridge.registry import ENVIRONMENTS, resolve
 
@@ -78,9 +78,9 @@ def test_every_instance_plays_as_its_single_environment(name):
     for single in singles:
         single.env_init()
     seed = 41
-    assert batch.batch_message(f"seed {seed}") == "ok"
+    assert batch.batch_query(QueryRequest(Query.SEED, None, seed)) is None
     for index, single in enumerate(singles):
-        single.env_message(f"seed {instance_seed(seed, index)}")
+        single.seed(instance_seed(seed, index))
     rng = np.random.default_rng(7)
     running = np.zeros(COUNT, dtype=bool)
     last: list = [None] * COUNT
@@ -98,7 +98,7 @@ def test_every_instance_plays_as_its_single_environment(name):
         for index in range(COUNT):
             if call_list[index] == START:
                 if message is not None and draw[index] < 0.005:
-                    reply = batch.batch_message(f"instance {index} {message}")
+                    reply = batch.batch_query(QueryRequest(Query.COMMAND, index, message))
                     assert reply == singles[index].env_message(message)
                 expected[index] = singles[index].env_start()
             elif call_list[index] == STEP:
@@ -130,15 +130,14 @@ def test_every_instance_plays_as_its_single_environment(name):
                 ends += int(result.terminals[index])
             last[index] = observation
         if step % 97 == 0:  # messages read the states the core wrote back
-            for command in ("legal_actions", "get_state"):
-                replies = json.loads(batch.batch_message(f"each {command}"))
-                assert replies == [single.env_message(command) for single in singles], command
+            for query in (Query.LEGAL_ACTIONS, Query.STATE):
+                replies = batch.batch_query(QueryRequest(query, None))
+                each = [answer_single(single, QueryRequest(query, 0)) for single in singles]
+                assert replies == each, query.name
     assert ends >= ENDS, f"{name}: only {ends} episodes ended in {MAX_STEPS} steps"
-    outcomes = batch.batch_message("outcomes")
+    outcomes = batch.batch_query(QueryRequest(Query.OUTCOMES, None))
     if outcomes:
-        assert json.loads(outcomes)["instances"] == [
-            json.loads(single.env_message("outcomes"))["values"] for single in singles
-        ]
+        assert outcomes["instances"] == [single.outcomes()["values"] for single in singles]
 
 
 @pytest.mark.parametrize("name", list(GAMES))
@@ -177,6 +176,12 @@ class OneInstance:
     def env_message(self, text):
         return self.batch.batch_message(text)
 
+    def seed(self, seed):
+        self.batch.seed(seed)
+
+    def legal_actions(self):
+        return self.batch.batch_query(QueryRequest(Query.LEGAL_ACTIONS, 0))
+
     def env_cleanup(self):
         self.batch.batch_cleanup()
 
@@ -199,7 +204,7 @@ def test_a_refused_call_changes_no_instance():
     batch.batch_step([EnvCall.START] * 3, [])
     with pytest.raises(RLBridgeError):
         batch.batch_step([EnvCall.STEP] * 3, [Value(ints=(3,)), Value(ints=(1,)), Value(ints=(9,))])
-    assert json.loads(batch.batch_message("each get_state")) == ["null"] * 3
+    assert batch.batch_query(QueryRequest(Query.STATE, None)) == [None] * 3
     assert [(env.row, env.col) for env in batch.envs] == [(0, 0)] * 3
 
 
@@ -216,7 +221,7 @@ def test_reversi_core_takes_boards_up_to_8x8_and_refuses_as_the_single_game():
     batch = EnvironmentBatch(ReversiEnv, 3)
     batch.batch_init()
     batch.batch_step([EnvCall.START] * 3, [])
-    before = batch.batch_message("each get_state")
+    before = batch.batch_query(QueryRequest(Query.STATE, None))
     with pytest.raises(RLBridgeError, match="instance 2"):  # the batch's mask check
         batch.batch_step([EnvCall.STEP] * 3, [Value(ints=(9,))] * 2 + [Value(ints=(8,))])
     single = ReversiEnv()
@@ -231,4 +236,4 @@ def test_reversi_core_takes_boards_up_to_8x8_and_refuses_as_the_single_game():
                 [Value(ints=(9,)), Value(ints=(action,))],
             )
         assert str(got.value) == f"instance 2: {expected.value}"
-    assert batch.batch_message("each get_state") == before
+    assert batch.batch_query(QueryRequest(Query.STATE, None)) == before

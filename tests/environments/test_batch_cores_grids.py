@@ -8,7 +8,6 @@ replies to messages (which the core answers by storing its state into the enviro
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
@@ -18,6 +17,7 @@ import pytest
 from rlbridge.environments.base import Environment, StepResult
 from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.environments.checker import check_environment
+from rlbridge.environments.queries import answer_single
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import verify
 from rlbridge.games.minesweeper.env import MinesweeperEnv
@@ -26,10 +26,22 @@ from rlbridge.games.tetris.env import TetrisEnv
 from rlbridge.games.tetris.vector import TetrisVector
 from rlbridge.protocol.batch import EnvCall, instance_seed
 from rlbridge.protocol.errors import InvalidAction
+from rlbridge.protocol.queries import Query, QueryRequest
 from rlbridge.protocol.values import Value
 
 COUNT = 16
 SEED = 1234
+
+#: The queries the tests' old message texts name; any other text is the game's own command.
+_QUERIES = {"get_state": Query.STATE, "legal_actions": Query.LEGAL_ACTIONS}
+
+
+def typed(text: str, instance: int | None) -> QueryRequest:
+    if text in _QUERIES:
+        return QueryRequest(_QUERIES[text], instance)
+    return QueryRequest(Query.COMMAND, instance, text)
+
+
 #: Batched steps per game: enough for every reward kind, wins on the small board and 500
 #: (Tetris) or 1,000 (Minesweeper) ended episodes, which the tests assert; each step checks
 #: 16 instances, about 10,000 calls in all.
@@ -43,7 +55,7 @@ def run_side_by_side(
     batch = EnvironmentBatch(make_env, COUNT)
     spec = batch.batch_init()
     assert type(batch.core) is core_class
-    batch.batch_message(f"seed {seed}")
+    batch.seed(seed)
     singles = [make_env() for _ in range(COUNT)]
     for index, env in enumerate(singles):
         env.env_init()
@@ -93,15 +105,15 @@ def run_side_by_side(
         if step % 97 == 0:
             index = int(rng.integers(COUNT))
             for text in messages:
-                assert batch.batch_message(f"instance {index} {text}") == singles[
-                    index
-                ].env_message(text), f"step {step}: {text}"
-    assert json.loads(batch.batch_message("outcomes"))["instances"] == [
-        json.loads(env.outcomes_reply())["values"] for env in singles
+                assert batch.batch_query(typed(text, index)) == answer_single(
+                    singles[index], typed(text, 0)
+                ), f"step {step}: {text}"
+    assert batch.batch_query(QueryRequest(Query.OUTCOMES, None))["instances"] == [
+        env.outcomes()["values"] for env in singles
     ]
     for text in messages:
-        assert json.loads(batch.batch_message(f"each {text}")) == [
-            env.env_message(text) for env in singles
+        assert batch.batch_query(typed(text, None)) == [
+            answer_single(env, typed(text, 0)) for env in singles
         ]
     return seen
 
@@ -153,16 +165,16 @@ def test_tetris_low_level_moves_stay_with_the_single_environment():
 def test_minesweeper_core_refuses_before_touching_any_instance():
     batch = EnvironmentBatch(lambda: MinesweeperEnv(rows=4, cols=4, mines=2), 3)
     batch.batch_init()
-    batch.batch_message("seed 5")
+    batch.seed(5)
     first = batch.batch_step(np.ones(3, dtype=np.uint8), [])
     opened = int(np.flatnonzero(first.observations.arrays[1][1])[0])
-    before = batch.batch_message("each get_state")
+    before = batch.batch_query(QueryRequest(Query.STATE, None))
     with pytest.raises(InvalidAction, match="instance 2"):
         batch.batch_step(
             np.zeros(3, dtype=np.uint8),
             [Value(ints=(0,)), Value(ints=(opened,)), Value(ints=(99,))],
         )
-    assert batch.batch_message("each get_state") == before
+    assert batch.batch_query(QueryRequest(Query.STATE, None)) == before
 
 
 class OneOfBatch(Environment):
@@ -181,6 +193,9 @@ class OneOfBatch(Environment):
 
     def env_message(self, message: str) -> str:
         return self.batch.batch_message(message)
+
+    def legal_actions(self):
+        return self.batch.batch_query(QueryRequest(Query.LEGAL_ACTIONS, 0))
 
     def env_start(self) -> Value:
         return self.batch.batch_step(

@@ -1,7 +1,5 @@
 """Blackjack-v1 rules, the seed example, exploring starts, options and the environment checker."""
 
-import json
-
 import numpy as np
 import pytest
 
@@ -31,7 +29,7 @@ def test_seed_example_player_6_9_against_7_10_sticks_and_loses():
     reward, observation, terminal, info = env.env_step(STICK)
     assert (reward, observation.ints, terminal) == (-1.0, (15, 7, 0), True)
     assert info == {"player_score": 15, "dealer_score": 17, "outcome": "loss"}
-    assert json.loads(env.env_message("get_state")) == {
+    assert env.state_snapshot() == {
         "game": "blackjack",
         "player": [6, 9],
         "dealer": [7, 10],
@@ -129,17 +127,17 @@ def test_hand_for_realises_the_state(player_sum, usable):
 def test_exploring_start_message_sets_next_hand_only():
     env = BlackjackEnv()
     env.env_init()
-    env.env_message("seed 3")
+    env.seed(3)
     assert env.env_message("start 13 3 1") == "ok"
     assert env.env_start().ints == (13, 3, 1)
-    state = json.loads(env.env_message("get_state"))
+    state = env.state_snapshot()
     assert state["player"] == [1, 2] and state["dealer"][0] == 3 and len(state["dealer"]) == 2
     plain = BlackjackEnv()
     plain.env_init()
-    plain.env_message("seed 3")
+    plain.seed(3)
     plain.env_start()
     # The hidden dealer card is the one the ordinary deal drew: same seed, same card.
-    assert json.loads(plain.env_message("get_state"))["dealer"][1] == state["dealer"][1]
+    assert plain.state_snapshot()["dealer"][1] == state["dealer"][1]
     second = [env.env_start().ints for _ in range(20)]
     assert any(obs != (13, 3, 1) for obs in second)
 
@@ -175,12 +173,12 @@ def test_start_clear_cancels_a_pending_start():
 def test_messages_legal_actions_and_unknown():
     env = BlackjackEnv()
     env.env_init()
-    assert env.env_message("legal_actions") == ""  # before env_start
+    assert not env.legal_actions()  # before env_start
     env.env_message("deal 6,9 7,10")
     env.env_start()
-    assert env.env_message("legal_actions") == "0 1"
+    assert env.legal_actions() == [0, 1]
     env.env_step(Value(ints=(0,)))  # stick: the hand is over
-    assert env.env_message("legal_actions") == ""  # at a terminal state
+    assert not env.legal_actions()  # at a terminal state
     assert env.env_message("fly away") == ""  # unknown messages answer ""
 
 
@@ -210,7 +208,7 @@ def test_same_seed_same_hands():
     def hands(seed):
         env = BlackjackEnv()
         env.env_init()
-        env.env_message(f"seed {seed}")
+        env.seed(seed)
         return [env.env_start().ints for _ in range(50)]
 
     assert hands(11) == hands(11) and hands(11) != hands(12)

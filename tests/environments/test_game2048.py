@@ -1,7 +1,5 @@
 """2048: the checker, the sliding rules, no-op moves, spawns, scoring, win tiles and big tiles."""
 
-import json
-
 import numpy as np
 import pytest
 
@@ -83,7 +81,7 @@ def test_no_op_move_spawns_nothing_pays_zero_and_is_flagged():
     env.env_start()
     assert env.env_message("set_board 2 0 0 0 4 0 0 0 0 0 0 0 0 0 0 0") == "ok"
     assert env.core.score == 4  # two 2s merged into the 4
-    assert env.env_message("legal_actions") == "1 3"
+    assert env.legal_actions() == [1, 3]
     before = env.core.board
     reward, observation, terminal, info = step(env, LEFT)
     assert (reward, terminal, info["invalid_move"], info["episode_length"]) == (0.0, False, True, 1)
@@ -175,7 +173,7 @@ def test_stuck_board_is_terminal_without_success():
     env.env_init()
     env.env_start()
     env.env_message("set_board " + " ".join(str(v) for v in STUCK))
-    assert env.env_message("legal_actions") == ""
+    assert not env.legal_actions()
     core = Game2048Core(0)
     core.set_board(board_from_tiles(STUCK))
     assert core.is_terminal() and not core.won() and core.legal_actions() == []
@@ -191,7 +189,7 @@ def test_messages_state_and_options():
     env = Game2048Env(seed=5)
     env.env_init()
     env.env_start()
-    state = json.loads(env.env_message("get_state"))
+    state = env.state_snapshot()
     assert set(state) == {"game", "board", "score", "done"} and state["game"] == "2048"
     assert len(state["board"]) == 16 and sorted(state["board"])[-2:] == [2, 2]
     assert env.env_message("fly") == ""  # unknown messages answer ""

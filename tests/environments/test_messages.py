@@ -1,5 +1,6 @@
-"""Messages every game and agent answers alike: unknown ones "", a bad seed an error string,
-and legal_actions "" before ENV_START and at a terminal state (PROTOCOL.md, "Messages")."""
+"""Messages every game and agent answers alike: unknown ones "", ``seed N`` text too (the user's
+text: seeding is a typed query), and no legal actions before ENV_START and at a terminal state
+(PROTOCOL.md section 8)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
 from rlbridge.registry import AGENTS, ENVIRONMENTS, resolve
 
-BAD_SEED = "error: seed takes an integer from 0 to 18446744073709551615; got 'x'"
 MAX_STEPS = 5000
 
 
@@ -24,30 +24,27 @@ def test_environment_messages_and_legal_actions_outside_an_episode(name):
     env = resolve(name, ENVIRONMENTS)()
     spec = _spec(env)
     assert env.env_message("no such command") == ""
-    assert env.env_message("seed x") == BAD_SEED
-    assert env.env_message("seed -1") == (
-        "error: seed takes an integer from 0 to 18446744073709551615; got '-1'"
-    )
-    assert env.env_message("seed 3") == "ok"
-    assert env.env_message("legal_actions") == "", "before env_start"
+    # The user's text: seeding is the typed SEED query, which calls seed() (section 8).
+    assert env.env_message("seed 3") == ""
+    env.seed(3)
+    assert not env.legal_actions(), "before env_start"
     env.env_start()
     rng = np.random.default_rng(0)
     low, high = spec.actions.ints[0].low, spec.actions.ints[0].high
     for _ in range(MAX_STEPS):
-        legal = env.env_message("legal_actions")
-        moves = [int(word) for word in legal.split()] or list(range(low, high + 1))
+        legal = env.legal_actions()
+        moves = list(legal) if legal else list(range(low, high + 1))
         assert moves == sorted(moves)
         result = env.env_step(Value(ints=(int(rng.choice(moves)),)))
         if result[2]:
             break
     else:
         pytest.fail(f"{name} did not end within {MAX_STEPS} random legal steps")
-    assert env.env_message("legal_actions") == "", "at a terminal state"
+    assert not env.legal_actions(), "at a terminal state"
 
 
 @pytest.mark.parametrize("name", sorted(AGENTS))
 def test_agent_messages(name):
     agent = resolve(name, AGENTS)()
     assert agent.agent_message("no such command") == ""
-    assert agent.agent_message("seed x") == BAD_SEED
-    assert agent.agent_message("seed 3") == "ok"
+    assert agent.agent_message("seed 3") == ""  # the user's text, not the SEED query

@@ -1,7 +1,5 @@
 """Minesweeper core and environment: the seed's example, rules, rewards, options and the checker."""
 
-import json
-
 import numpy as np
 import pytest
 
@@ -146,7 +144,7 @@ def test_mine_hit_with_one_safe_cell_left_is_a_loss_not_a_win():
     env.env_step(Value(ints=(1,)))
     result = env.env_step(Value(ints=(0,)))  # 2 unopened cells = 2 mines: the seed paid +10
     assert result.reward == -10.0 and result.terminal
-    assert json.loads(env.env_message("get_state"))["won"] is False
+    assert env.state_snapshot()["won"] is False
 
 
 def test_observation_is_the_seeds_array_channels_last_in_int8():
@@ -190,7 +188,7 @@ def test_a_hit_mine_with_a_mined_neighbour_opens_alone():
 def test_reopening_an_open_cell_is_invalid_and_changes_nothing():
     env = MinesweeperEnv(first_click="safe")
     env.env_init()
-    env.env_message("seed 3")
+    env.seed(3)
     first = env.env_start()
     obs = env.env_step(Value(ints=(0,))).observation
     opened = int(np.flatnonzero(obs.arrays[0][..., 1].ravel())[0])
@@ -269,7 +267,7 @@ def test_onehot_observation_matches_the_two_channel_one():
     )
     for env in (plain, onehot):
         env.env_init()
-        env.env_message("seed 11")
+        env.seed(11)
         env.env_start()
     a = plain.env_step(Value(ints=(70,))).observation.arrays[0]
     b = onehot.env_step(Value(ints=(70,))).observation.arrays[0]
@@ -295,10 +293,10 @@ def test_task_spec_names_the_legal_mask_and_the_board():
 def test_messages_and_snapshot_schema():
     env = MinesweeperEnv(rows=4, cols=5, mines=3)
     env.env_init()
-    env.env_message("seed 1")
+    env.seed(1)
     env.env_start()
-    assert env.env_message("legal_actions") == " ".join(map(str, range(20)))
-    state = json.loads(env.env_message("get_state"))
+    assert env.legal_actions() == list(range(20))
+    state = env.state_snapshot()
     assert set(state) == {"game", "rows", "cols", "hints", "open", "mines", "lost", "won", "last"}
     assert state["hints"] == [-1] * 20 and sum(state["mines"]) == 3
     assert env.env_message("bogus") == ""  # unknown messages answer ""

@@ -1,8 +1,6 @@
 """Reversi: seed example layers, rules, passes, rewards, illegal actions, options and the
 checker."""
 
-import json
-
 import numpy as np
 import pytest
 
@@ -149,7 +147,7 @@ def test_illegal_actions_raise_and_change_nothing():
 
 def test_each_step_is_an_agent_move_plus_an_env_reply():
     env = ReversiEnv()
-    env.env_message("seed 3")
+    env.seed(3)
     env.env_start()
     result = act(env, 9)
     board = np.array(env.state_snapshot()["board"])
@@ -187,10 +185,10 @@ def test_seed_policy_prefers_corners_then_max_flips():
 def test_state_snapshot_schema_and_messages():
     env = ReversiEnv(size=8)
     env.env_start()
-    state = json.loads(env.env_message("get_state"))
+    state = env.state_snapshot()
     assert set(state) == {"game", "size", "board", "legal", "last", "done"}
     assert state["game"] == "reversi" and state["size"] == 8 and len(state["board"]) == 64
-    assert state["legal"] == [int(a) for a in env.env_message("legal_actions").split()]
+    assert state["legal"] == env.legal_actions()
     assert env.env_message("score") == "2 2"
     assert env.env_message("bogus") == ""  # unknown messages answer ""
     assert env.env_message("opponent nobody").startswith("error: ")
@@ -238,7 +236,7 @@ def test_the_alphabeta_depth_is_bounded_as_an_option():
 def test_same_seed_same_game():
     def play(seed):
         env = ReversiEnv(size=8)
-        env.env_message(f"seed {seed}")
+        env.seed(seed)
         obs, trace = env.env_start(), []
         while True:
             legal = np.flatnonzero(obs.arrays[0]) - 1

@@ -1,8 +1,6 @@
 """Tetris (seed 002): the checker, both piece sets, the seed's score, placements, clears,
 options."""
 
-import json
-
 import numpy as np
 import pytest
 
@@ -279,14 +277,12 @@ def test_info_snapshot_and_messages():
     assert obs.arrays[0].shape == (12, 5) and obs.arrays[1].shape == (20,)
     result = env.env_step(Value(ints=(int(np.flatnonzero(obs.arrays[1])[0]),)))
     assert set(result.info) == {"pieces", "lines", "level"} and result.info["pieces"] == 1
-    state = json.loads(env.env_message("get_state"))
+    state = env.state_snapshot()
     assert set(state) == {"game", "rows", "cols", "board", "piece", "next", "lines", "pieces"}
     kind = state["piece"]["kind"]
     assert len(state["board"]) == 60
     assert len(state["piece"]["cells"]) == len(SEED_PIECES.orientation(kind, 0).cells)
-    assert env.env_message("legal_actions").split() == [
-        str(a) for a in np.flatnonzero(result.observation.arrays[1])
-    ]
+    assert env.legal_actions() == [int(a) for a in np.flatnonzero(result.observation.arrays[1])]
     assert env.env_message("bogus") == ""  # unknown messages answer ""
     assert len(env.env_message("render").splitlines()) == 12
 

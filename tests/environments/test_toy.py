@@ -18,7 +18,7 @@ def test_countdown_passes_checker():
 
 def test_base_env_message_serves_the_common_commands():
     env = GridWalk()
-    assert env.env_message("seed 3") == "ok"
-    assert env.env_message("legal_actions") == ""  # every action in the task spec is legal
-    assert env.env_message("get_state") == "null"  # no snapshot to show
+    assert env.env_message("seed 3") == ""  # the user's text: seeding is the SEED query
+    assert env.legal_actions() is None  # every action in the task spec is legal
+    assert env.state_snapshot() is None  # no snapshot to show
     assert env.env_message("fly away") == ""  # unknown messages answer "" in every role

@@ -46,7 +46,7 @@ def raw(env_server):
 
 
 def still_serves(env: RemoteEnvironment) -> None:
-    assert env.env_message("legal_actions") == ""
+    assert not env.legal_actions()
     observation = env.env_start()
     assert observation.arrays[0].shape == (4, 4)
 
@@ -151,14 +151,15 @@ def test_an_application_error_is_reported_and_serving_continues(processes, ipc_d
         env.close()
 
 
-def test_a_bad_seed_is_answered_with_an_error_string(raw, env_server):
-    reply = raw(encode(MessageType.ENV_MESSAGE, 1, 0, "seed not-a-number")[0])
-    assert reply[1:] == [
-        MessageType.ENV_MESSAGE,
-        1,
-        0,
-        "error: seed takes an integer from 0 to 18446744073709551615; got 'not-a-number'",
+def test_a_bad_seed_query_is_bad_field_and_seed_text_is_the_users(raw, env_server):
+    reply = raw(encode(MessageType.ENV_QUERY, 1, 0, [1, None, "not-a-number"])[0])
+    assert reply[1:4] == [MessageType.ERROR, 1, 0]
+    assert reply[4] == [
+        ErrorCode.BAD_FIELD,
+        "SEED takes an int from 0 to 18446744073709551615; got 'not-a-number'",
     ]
+    reply = raw(encode(MessageType.ENV_MESSAGE, 2, 0, "seed not-a-number")[0])
+    assert reply[1:] == [MessageType.ENV_MESSAGE, 2, 0, ""]
     still_serves(env_server[1])
 
 

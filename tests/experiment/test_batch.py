@@ -3,7 +3,6 @@ unbatched run would count it, in every mode, and bad batched input gets a specif
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -26,6 +25,7 @@ from rlbridge.options import build
 from rlbridge.protocol.batch import Batch, EnvCall, encode_batch, encode_column, instance_seed
 from rlbridge.protocol.errors import ErrorCode, InvalidAction, ProtocolError, WrongState
 from rlbridge.protocol.messages import MessageType as T
+from rlbridge.protocol.queries import Query
 from rlbridge.protocol.values import Value
 from rlbridge.protocol.vectors import load_vectors
 from rlbridge.registry import AGENTS, ENVIRONMENTS
@@ -60,8 +60,8 @@ def single_runs(
         env, agent = build(env_name, ENVIRONMENTS), build(agent_name, AGENTS)
         experiment = Experiment(env, agent)
         experiment.RL_init()
-        env.env_message(f"seed {instance_seed(env_seed, instance)}")
-        agent.agent_message(f"seed {instance_seed(agent_seed, instance)}")
+        env.seed(instance_seed(env_seed, instance))
+        agent.seed(instance_seed(agent_seed, instance))
         episodes = []
         for _ in range(quota):
             experiment.RL_episode(max_steps)
@@ -300,11 +300,13 @@ def test_bad_batched_input_gets_a_specific_error_and_the_servers_keep_serving(se
         ProtocolError,
         "2 STEP calls but 1 actions",
     )
-    legal = [int(a) for a in env.request(T.ENV_MESSAGE, "instance 1 legal_actions").body.split()]
-    each = json.loads(env.request(T.ENV_MESSAGE, "each legal_actions").body)
-    assert each == [
-        env.request(T.ENV_MESSAGE, f"instance {i} legal_actions").body for i in range(3)
-    ] and each[1].split() == [str(a) for a in legal]
+    legal = env.request(T.ENV_QUERY, [int(Query.LEGAL_ACTIONS), 1, None]).body
+    each = env.request(T.ENV_QUERY, [int(Query.LEGAL_ACTIONS), None, None]).body
+    assert (
+        each
+        == [env.request(T.ENV_QUERY, [int(Query.LEGAL_ACTIONS), i, None]).body for i in range(3)]
+        and each[1] == legal
+    )
     illegal = next(a for a in range(37) if a not in legal)
     refused(
         env,
@@ -386,7 +388,7 @@ def test_the_agent_adapter_keeps_each_instances_generator():
     agent = AgentBatch(build("random", AGENTS))
     spec = build("gridwalk", ENVIRONMENTS).env_init()
     agent.batch_init(spec, 3)
-    agent.agent_message("seed 8")
+    agent.seed(8)
     observation = Value(arrays=(np.zeros((4, 4), dtype=np.int8),))
     starts = agent.batch_step(
         0, np.array([1, 1, 1], dtype=np.uint8), np.zeros(3), Batch.stack([observation] * 3)
@@ -395,7 +397,7 @@ def test_the_agent_adapter_keeps_each_instances_generator():
     for instance in range(3):
         single = build("random", AGENTS)
         single.agent_init(spec)
-        single.agent_message(f"seed {instance_seed(8, instance)}")
+        single.seed(instance_seed(8, instance))
         alone.append(single.agent_start(observation))
     assert [a.ints for a in starts] == [a.ints for a in alone]
 

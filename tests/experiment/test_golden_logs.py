@@ -79,19 +79,24 @@ def as_version(source: Path, target: Path, version: int) -> None:
     target.write_bytes(b"".join(entries))
 
 
-def test_a_log_written_in_protocol_version_1_still_verifies(tmp_path):
-    """Version 2 changed no message a log records (PROTOCOL.md section 17), so replay reads
-    version-1 logs; a version it does not know is an error naming the record."""
-    assert PROTOCOL_VERSION == 2
-    old = tmp_path / "blackjack-v1.rlog"
-    as_version(GOLDEN / "blackjack.rlog", old, 1)
-    checked, divergence = verify(LogReader(str(old)))
+def test_logs_written_in_protocol_versions_1_and_2_still_verify(tmp_path):
+    """A version-2 log (blackjack-v2.rlog, written before version 3) seeded its peers with
+    ``seed N`` text, which replay reads as the SEED query it became; version 2 changed no
+    message a log records, so a version-1 log reads as well (PROTOCOL.md section 17). A
+    version replay does not know is an error naming the record."""
+    assert PROTOCOL_VERSION == 3
+    two = GOLDEN / "blackjack-v2.rlog"
+    assert LogReader(str(two)).header["protocol_version"] == 2
+    checked, divergence = verify(LogReader(str(two)))
     assert divergence is None, str(divergence)
     assert checked == verify(LogReader(str(GOLDEN / "blackjack.rlog")))[0]
-    future = tmp_path / "blackjack-v3.rlog"
-    as_version(GOLDEN / "blackjack.rlog", future, 3)
+    old = tmp_path / "blackjack-v1.rlog"
+    as_version(two, old, 1)
+    assert verify(LogReader(str(old))) == (checked, None)
+    future = tmp_path / "blackjack-v4.rlog"
+    as_version(GOLDEN / "blackjack.rlog", future, 4)
     with pytest.raises(
-        LogError, match="does not decode: protocol version mismatch: expected 2, got 3"
+        LogError, match="does not decode: protocol version mismatch: expected 3, got 4"
     ):
         verify(LogReader(str(future)))
 

@@ -90,7 +90,7 @@ def test_show_verify_agent_and_export(tmp_path):
     shown = run("log", "show", log).stdout
     assert "episodes   3 (3 terminal)" in shown and "steps      12" in shown
     assert "mean 10.0000" in shown
-    assert "agent (rlbridge-python, python)" in shown
+    assert "agent random (rlbridge-python, python)" in shown
     verified = run("replay", log, "--verify").stdout
     assert "verified: 15 environment calls match" in verified
     assert "0 of 12 actions differ" in run("replay", log, "--agent", "random").stdout
@@ -270,6 +270,29 @@ def test_sigkill_of_any_process_keeps_every_flushed_record(victim, processes, ip
     # What was written still verifies against the environment.
     result = run("replay", log, "--verify", check=False)
     assert "first divergence" not in result.stdout, result.stdout
+
+
+def test_a_log_of_servers_started_by_hand_names_what_they_reported(processes, ipc_dir, tmp_path):
+    """HELLO's reply names what a server serves (PROTOCOL.md section 5): an experiment started
+    by hand records those names in its log's header, so replay --verify needs no --env-name."""
+    env_addr, agent_addr = f"ipc://{ipc_dir}/e", f"ipc://{ipc_dir}/a"
+    log = str(tmp_path / "run.log")
+    processes.start("env", "gridwalk", "--bind", env_addr)
+    processes.start("agent", "random", "--bind", agent_addr)
+    experiment = processes.start(
+        "experiment", "--env", env_addr, "--agent", agent_addr, "--episodes", "4", "--seed", "3",
+        "--max-steps", "50", "--quiet", "--log", log,
+    )  # fmt: skip
+    _, stderr = experiment.communicate(timeout=120)
+    assert experiment.returncode == 0, stderr
+    header = LogReader(log, warn=None).header
+    assert (header["env"], header["agent"]) == ("gridwalk", "random")
+    assert [peer[0::4] for peer in header["peers"]] == [
+        ["environment", "gridwalk"],
+        ["agent", "random"],
+    ]
+    verified = run("replay", log, "--verify").stdout
+    assert "verified:" in verified and "environment calls match" in verified, verified
 
 
 def test_a_full_disk_gives_a_clear_error_and_a_readable_log(tmp_path):

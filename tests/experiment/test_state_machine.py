@@ -94,7 +94,7 @@ OBSERVATION = encode_value(Value(ints=(1,)))
 def request_bodies(agent_address: str) -> dict[str, object]:
     """A well-formed body for every request type."""
     return {
-        "HELLO": ["experiment", V, "state-test", "python"],
+        "HELLO": ["experiment", V, "state-test", "python", ""],
         "HEARTBEAT": [0],
         "SHUTDOWN": "test done",
         "ENV_INIT": None,
@@ -276,7 +276,7 @@ ECHO_CASES = {
     ),
     "a SHUTDOWN with a number": ([packed(V, 4, 7, 3, 5)], ErrorCode.BAD_FIELD, True, "SHUTDOWN"),
     "HELLO from an agent": (
-        [packed(V, 1, 7, 3, ["agent", V, "x", "c"])],
+        [packed(V, 1, 7, 3, ["agent", V, "x", "c", ""])],
         W,
         True,
         "talks to experiment",
@@ -340,7 +340,7 @@ def test_a_req_socket_works_as_a_client(processes, ipc_dir):
     address = f"ipc://{ipc_dir}/e"
     start_server(processes, "env", "countdown", "--bind", address)
     raw = Raw(address, zmq.REQ)
-    assert raw.call("HELLO", ["experiment", V, "req", "python"])[4][0] == "environment"
+    assert raw.call("HELLO", ["experiment", V, "req", "python", ""])[4][0] == "environment"
     assert raw.call("ENV_INIT")[1] == T.ENV_INIT
     assert raw.call("ENV_STEP", encode_value(Value(ints=(0,))))[4][0] == W
     assert raw.call("ENV_START")[1] == T.ENV_START

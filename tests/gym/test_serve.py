@@ -210,7 +210,7 @@ def test_c_and_javascript_agents_play_a_served_gymnasium_env(language, ipc_dir, 
 def returns_of(env, policy, episodes: int, seed: int) -> np.ndarray:
     """Returns of ``episodes`` episodes of an rlbridge environment object under ``policy``."""
     env.env_init()
-    env.env_message(f"seed {seed}")
+    env.seed(seed)
     returns = np.zeros(episodes)
     for episode in range(episodes):
         observation = env.env_start()

@@ -12,7 +12,11 @@ from rlbridge.gym.env import build_environment
 from rlbridge.gym.serve_vector import GymVectorCore
 from rlbridge.protocol.batch import EnvCall
 from rlbridge.protocol.errors import OptionError, ProtocolError
+from rlbridge.protocol.queries import Query, QueryRequest
 from rlbridge.protocol.values import Value
+
+#: Gymnasium's NEXT_STEP autoreset promise (PROTOCOL.md 16.5).
+PROMISE = QueryRequest(Query.AUTORESET_NEXT_STEP, None)
 
 STEP, START, NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
 NAME = "gym:CartPole-v1"
@@ -33,7 +37,7 @@ def test_every_step_is_the_single_envs_step_from_the_same_states(options):
     count = 16
     batch = _batch(count, options)
     assert batch.core is None  # no promise yet: the single envs step
-    assert batch.batch_message("autoreset next_step") == "vector"
+    assert batch.batch_query(PROMISE) is True
     assert isinstance(batch.core, GymVectorCore)
     singles = [build_environment(NAME, options) for _ in range(count)]
     for single in singles:
@@ -72,7 +76,7 @@ def test_every_step_is_the_single_envs_step_from_the_same_states(options):
 
 def test_a_call_that_breaks_the_promise_is_refused_before_anything_steps():
     batch = _batch(4)
-    batch.batch_message("autoreset next_step")
+    batch.batch_query(PROMISE)
     first = batch.batch_step(np.full(4, START, dtype=np.uint8), []).observations.arrays[0]
     calls = np.array([STEP, NONE, STEP, STEP], dtype=np.uint8)
     with pytest.raises(ProtocolError, match="instance 1: NONE breaks the promise"):
@@ -86,8 +90,8 @@ def test_a_call_that_breaks_the_promise_is_refused_before_anything_steps():
 def test_without_the_promise_or_once_an_instance_has_started_the_single_envs_step():
     batch = _batch(4)
     batch.batch_step(np.full(4, START, dtype=np.uint8), [])
-    assert batch.batch_message("autoreset next_step") == "ok" and batch.core is None
-    assert _batch(1).batch_message("autoreset next_step") == "ok"  # one instance: no core
+    assert batch.batch_query(PROMISE) is False and batch.core is None
+    assert _batch(1).batch_query(PROMISE) is False  # one instance: no core
 
 
 def test_make_vec_takes_the_vector_form_deterministically_and_refuses_what_it_cannot_do():

@@ -3,8 +3,6 @@ processes."""
 
 from __future__ import annotations
 
-import json
-
 import gymnasium
 import numpy as np
 import pytest
@@ -16,6 +14,7 @@ from rlbridge.gym import GAME_IDS, RLBridgeEnv, RLBridgeVectorEnv, make_vec
 from rlbridge.protocol.batch import instance_seed
 from rlbridge.protocol.errors import InvalidAction, OptionError
 from rlbridge.protocol.messages import MessageType as T
+from rlbridge.protocol.queries import Query, QueryRequest
 from tests.gym.vector_checks import check_vector_env
 
 RENDERED = ("minesweeper", "blackjack", "tetris", "reversi", "2048")
@@ -226,7 +225,7 @@ def test_an_int_seed_seeds_instance_i_with_its_instance_seed():
     singles = []
     for index in range(3):
         single = RLBridgeEnv("tetris", illegal="random", max_episode_steps=9)
-        single.env.env_message(f"seed {instance_seed(env_seed, index)}")  # PROTOCOL.md 16.5
+        single.env.seed(instance_seed(env_seed, index))  # PROTOCOL.md 16.5
         single.np_random = np.random.default_rng(instance_seed(seed, index))
         singles.append(single)
     vector = make_vec("tetris", num_envs=3, illegal="random", max_episode_steps=9)
@@ -256,14 +255,14 @@ def test_illegal_raise_and_out_of_space_actions_step_no_instance():
     vector = make_vec("reversi", num_envs=3, illegal="raise")
     try:
         observations, infos = vector.reset(seed=0)
-        states = vector.instances.batch_message("each get_state")
+        states = vector.instances.batch_query(QueryRequest(Query.STATE, None))
         legal = [int(np.flatnonzero(mask)[0]) for mask in infos["action_mask"]]
         illegal = int(np.flatnonzero(infos["action_mask"][2] == 0)[0])
         with pytest.raises(InvalidAction, match="instance 2: action .* is not legal now"):
             vector.step(np.array([legal[0], legal[1], illegal]))
         with pytest.raises(InvalidAction, match="instance 1: action must be an element"):
             vector.step(np.array([legal[0], 99, legal[2]]))
-        assert vector.instances.batch_message("each get_state") == states
+        assert vector.instances.batch_query(QueryRequest(Query.STATE, None)) == states
         assert not vector.step(np.array(legal))[3].any()  # still playable
     finally:
         vector.close()
@@ -333,13 +332,11 @@ def test_bad_arguments_get_specific_errors():
         vector.close()
 
 
-def test_each_answers_every_instance_in_process():
+def test_a_query_for_every_instance_answers_each_in_process():
     vector = make_vec("blackjack", num_envs=2)
     try:
         vector.reset(seed=[1, 2])
-        replies = json.loads(vector.instances.batch_message("each get_state"))
-        assert [json.loads(reply) for reply in replies] == [
-            env.state_snapshot() for env in vector.instances.envs
-        ]
+        replies = vector.instances.batch_query(QueryRequest(Query.STATE, None))
+        assert replies == [env.state_snapshot() for env in vector.instances.envs]
     finally:
         vector.close()

@@ -100,6 +100,9 @@ def _frames() -> list[bytes]:
             encode(T.AGENT_STEP, n + 1, 3, [float(n), value])[0],
             encode(T.AGENT_STEP, n + 1, 3, value)[0],
             encode(T.ENV_STEP, n + 1, 3, value)[0],
+            # An action reply of AGENT_START: the query vectors would otherwise leave this
+            # path few mutation sources.
+            encode(T.AGENT_START, n + 1, 3, value)[0],
         ]
     board = Value(
         ints=(1, 2),

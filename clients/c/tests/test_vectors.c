@@ -99,8 +99,9 @@ int same_value(const rlb_value *a, const rlb_value *b) {
 }
 
 /* PROTOCOL.md's bodies: one field travels bare, several as an array in the fields' order. */
+/* "answer": a query's reply whole (PROTOCOL.md section 15). */
 static const char *BARE_FIELDS[] = {"task_spec", "text", "reason", "reward", "observation",
-                                    "action", NULL};
+                                    "action", "answer", NULL};
 static const char *VALUE_FIELDS[] = {"observation", "action", "last_action", NULL};
 static const char *FLOAT_FIELDS[] = {"reward", "total_reward", NULL};
 

@@ -24,7 +24,7 @@ async function main(argv) {
     process.stderr.write(`rlbridge agent: ${err.message}\n`);
     return 2;
   }
-  return serve(agent, options, `${name} (JavaScript)`);
+  return serve(agent, options, `${name} (JavaScript)`, name);
 }
 
 main(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (err) => {

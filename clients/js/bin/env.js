@@ -23,7 +23,7 @@ async function main(argv) {
     process.stderr.write(`rlbridge environment: ${err.message}\n`);
     return 2;
   }
-  return serveEnvironment(env, options, `${name} (JavaScript)`);
+  return serveEnvironment(env, options, `${name} (JavaScript)`, name);
 }
 
 main(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (err) => {

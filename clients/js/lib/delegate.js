@@ -216,7 +216,7 @@ class EpisodeRunner {
     const stopping = () => this.server.stopping;
     try {
       const reply = await client.request(T.HELLO,
-        ["environment", PROTOCOL_VERSION, "rlbridge-js", "javascript"], [], stopping,
+        ["environment", PROTOCOL_VERSION, "rlbridge-js", "javascript", ""], [], stopping,
         DELEGATE_TIMEOUT_MS);
       const b = reply.body;
       if (!Array.isArray(b) || b[1] !== PROTOCOL_VERSION) {

@@ -13,7 +13,7 @@ const {
   describe,
 } = require("./protocol");
 const { parseTaskSpec } = require("./taskspec");
-const { RequestServer, runServer, parseArgs, messageWords, answerSeed } = require("./serving");
+const { RequestServer, runServer, parseArgs, messageWords, readQuery, Query } = require("./serving");
 const { EpisodeRunner, delegateBody, runEpisodeBody, checkAgentAddress } = require("./delegate");
 
 /** PROTOCOL.md section 12's environment states (BATCHED is never entered: no batching). */
@@ -27,7 +27,8 @@ const STATE_MEANINGS = Object.freeze({
   RUNNING: "inside an episode",
   ENDED: "the episode ended: send ENV_START for the next one",
 });
-const ANY_STATE = [T.HELLO, T.HEARTBEAT, T.SHUTDOWN, T.ENV_INIT, T.ENV_MESSAGE, T.DELEGATE];
+const ANY_STATE = [T.HELLO, T.HEARTBEAT, T.SHUTDOWN, T.ENV_INIT, T.ENV_MESSAGE, T.ENV_QUERY,
+  T.DELEGATE];
 const INITIALISED = [...ANY_STATE, T.ENV_START, T.ENV_CLEANUP, T.RUN_EPISODE];
 /** The requests each state serves; ENV_STEP in ENDED is RL_step past a terminal step. */
 const ALLOWED = Object.freeze({
@@ -44,23 +45,19 @@ function invalidAction(text) {
 }
 
 /**
- * Base class: envMessage answers "seed N" (PROTOCOL.md section 8: seed() gets N as a Number,
- * or a BigInt above 2^53 - 1) and "legal_actions" (legalActions(): null when every action in
- * the task spec is legal); other messages go to gameMessage(command, args), "" when it returns
- * null.
+ * Base class: the typed queries (PROTOCOL.md section 8) call seed() (N as a Number, or a BigInt
+ * above 2^53 - 1), legalActions() (null when every action in the task spec is legal) and
+ * stateSnapshot() (null: nothing to draw); envMessage gets the user's text and passes it to
+ * gameMessage(command, args), "" when that returns null.
  */
 class Environment {
   envCleanup() {}
   seed() {}
   legalActions() { return null; }
+  stateSnapshot() { return null; }
   gameMessage() { return null; }
   envMessage(text) {
     const [command = "", ...args] = messageWords(text);
-    if (command === "seed") return answerSeed(args, (seed) => this.seed(seed));
-    if (command === "legal_actions" && args.length === 0) {
-      const legal = this.legalActions();
-      return legal === null ? "" : [...legal].sort((a, b) => a - b).join(" ");
-    }
     const reply = this.gameMessage(command, args);
     return reply === null || reply === undefined ? "" : String(reply);
   }
@@ -133,6 +130,7 @@ class EnvironmentServer extends RequestServer {
     if (type === T.ENV_MESSAGE) {
       return String(env.envMessage(this.text(body, "env_message text")));
     }
+    if (type === T.ENV_QUERY) return this.query(readQuery(message, Object.values(Query)));
     if (type === T.DELEGATE) {
       // Another client's DELEGATE would redirect the owner's episodes.
       const delegation = delegateBody(body);
@@ -185,6 +183,24 @@ class EnvironmentServer extends RequestServer {
     }
   }
 
+  /** The reply to a query; this environment serves one instance, 0 (it does not batch). */
+  query({ query, instance, argument }) {
+    const env = this.env;
+    const each = (reply) => (instance === null ? [reply] : reply);
+    switch (query) {
+      case Query.SEED: env.seed(argument); return null;
+      case Query.LEGAL_ACTIONS: {
+        const legal = env.legalActions();
+        return each(legal === null ? null : [...legal].sort((a, b) => a - b));
+      }
+      case Query.STATE: return each(env.stateSnapshot() ?? null);
+      case Query.COMMAND: return each(String(env.envMessage(argument)));
+      case Query.TIMING: return [];
+      case Query.AUTORESET_NEXT_STEP: return false;
+      default: return null; // OUTCOMES: this library's games report none
+    }
+  }
+
   /** A game's reward must be a number: a bug in the game is APPLICATION, never bad input. */
   reward(result) {
     if (result === null || typeof result !== "object" || typeof result.reward !== "number") {
@@ -206,8 +222,8 @@ class EnvironmentServer extends RequestServer {
 }
 
 /** Serve `env` until SHUTDOWN, SIGTERM/SIGINT or the idle timeout; resolves to an exit code. */
-async function serveEnvironment(env, options, name = "environment") {
-  return runServer(new EnvironmentServer(env, options), options, name);
+async function serveEnvironment(env, options, name = "environment", served = name) {
+  return runServer(new EnvironmentServer(env, options), options, name, served);
 }
 
 module.exports = {

@@ -11,7 +11,7 @@
 const { Encoder, Decoder } = require("@msgpack/msgpack");
 
 /** PROTOCOL.md's changelog: version 1 peers are refused (shapes changed in 2). */
-const PROTOCOL_VERSION = 2;
+const PROTOCOL_VERSION = 3;
 const ZERO_COPY_THRESHOLD_BYTES = 64 * 1024;
 const MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
 /** Frames per message, the envelope included (PROTOCOL.md): more is TOO_LARGE. */
@@ -29,9 +29,9 @@ const MAX_BODY_DEPTH = 100;
 
 const MessageType = Object.freeze({
   HELLO: 1, ERROR: 2, HEARTBEAT: 3, SHUTDOWN: 4,
-  ENV_INIT: 10, ENV_START: 11, ENV_STEP: 12, ENV_CLEANUP: 13, ENV_MESSAGE: 14,
+  ENV_INIT: 10, ENV_START: 11, ENV_STEP: 12, ENV_CLEANUP: 13, ENV_MESSAGE: 14, ENV_QUERY: 17,
   AGENT_INIT: 20, AGENT_START: 21, AGENT_STEP: 22, AGENT_END: 23, AGENT_CLEANUP: 24,
-  AGENT_MESSAGE: 25, RUN_EPISODE: 30, DELEGATE: 31,
+  AGENT_MESSAGE: 25, AGENT_QUERY: 28, RUN_EPISODE: 30, DELEGATE: 31,
   // PROTOCOL.md section 16: known, so the vectors decode, but this library does not batch.
   ENV_BATCH_INIT: 15, ENV_BATCH_STEP: 16, AGENT_BATCH_INIT: 26, AGENT_BATCH_STEP: 27, RUN_BATCH: 32,
 });
@@ -141,7 +141,8 @@ function peekItem(bytes, offset, depth = 0) {
     case 0xcf: {
       if (!fits(8)) return null;
       const value = view.getBigUint64(at);
-      return value <= INT64_MAX ? int(at + 8, exactInt(value)) : scalar(at + 8, "uint64");
+      return value <= INT64_MAX ? int(at + 8, exactInt(value))
+        : (at + 8 <= bytes.length ? { end: at + 8, kind: "uint64", int: value } : null);
     }
     case 0xd0: return fits(1) ? int(at + 1, view.getInt8(at)) : null;
     case 0xd1: return fits(2) ? int(at + 2, view.getInt16(at)) : null;
@@ -219,6 +220,13 @@ function nestedDeeperThan(value, limit) {
  * the decoded numbers cannot say.
  */
 function arrayItemKinds(payload, offset) {
+  const items = arrayItems(payload, offset);
+  return items === null ? null : items.map((item) => item.kind);
+}
+
+/** The items of the array at `offset` as peekItem reads them ({kind, int}: a uint64's exact
+ * value too), or null when there is none. */
+function arrayItems(payload, offset) {
   const bytes = payload instanceof Uint8Array ? payload : new Uint8Array(payload);
   const b = bytes[offset];
   let items;
@@ -230,7 +238,7 @@ function arrayItemKinds(payload, offset) {
   for (let i = 0; i < items; i++) {
     const item = peekItem(bytes, at);
     if (item === null) return null;
-    kinds.push(item.kind);
+    kinds.push(item);
     at = item.end;
   }
   return kinds;
@@ -430,6 +438,6 @@ module.exports = {
   MAX_BODY_DEPTH, MAX_ARRAY_DIMS, MAX_ARRAY_EXTENT_BYTES, MessageType, TYPE_NAMES, BATCHED_TYPES,
   describe,
   ErrorCode, ERROR_NAMES, DTYPE_SIZES, ProtocolError, Float64, encodeMessage, decodeEnvelope,
-  arrayItemKinds,
+  arrayItemKinds, arrayItems,
   decodeValue, encodeValue, readReward, flatInts, encoder,
 };

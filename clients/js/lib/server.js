@@ -16,11 +16,11 @@ const { parseTaskSpec } = require("./taskspec");
 const { z85Encode } = require("./curve");
 const {
   IMPLEMENTATION, LANGUAGE, SESSION_IDLE_MS, SEED_MAX, RequestServer, runServer, parseArgs,
-  isLoopback, messageWords, answerSeed,
+  isLoopback, messageWords, readQuery, Query,
 } = require("./serving");
 
 const SERVED = new Set([T.HELLO, T.HEARTBEAT, T.SHUTDOWN, T.AGENT_INIT, T.AGENT_START,
-  T.AGENT_STEP, T.AGENT_END, T.AGENT_CLEANUP, T.AGENT_MESSAGE]);
+  T.AGENT_STEP, T.AGENT_END, T.AGENT_CLEANUP, T.AGENT_MESSAGE, T.AGENT_QUERY]);
 
 /**
  * PROTOCOL.md section 12's agent states: AGENT_INIT makes READY, AGENT_START and AGENT_STEP
@@ -37,20 +37,15 @@ const STATE_MEANINGS = Object.freeze({
 });
 
 /**
- * Base class: "seed N" seeds (reply "ok") with N from 0 to 2^64 - 1, passed to seed() as a
- * Number, or as a BigInt above 2^53 - 1; a bad seed argument gets an "error: ..." string
- * naming its first 200 characters (messages are free text: they never raise), other messages "".
+ * Base class: the SEED query (PROTOCOL.md section 8) calls seed() with N from 0 to 2^64 - 1, as
+ * a Number, or as a BigInt above 2^53 - 1; agentMessage gets the user's text, "" by default.
  */
 class Agent {
   agentInit(spec) { this.spec = spec; }
   agentEnd() {}
   agentCleanup() {}
   seed() {}
-  agentMessage(text) {
-    const [command, ...rest] = messageWords(text);
-    if (command !== "seed") return "";
-    return answerSeed(rest, (seed) => this.seed(seed));
-  }
+  agentMessage() { return ""; }
 }
 
 class AgentServer extends RequestServer {
@@ -116,6 +111,9 @@ class AgentServer extends RequestServer {
         return null;
       case T.AGENT_MESSAGE:
         return String(agent.agentMessage(this.text(body, "agent_message text")));
+      case T.AGENT_QUERY: // an agent answers SEED alone
+        agent.seed(readQuery(message, [Query.SEED]).argument);
+        return null;
       default: // checkServed let through only the types above
         throw new ProtocolError(ErrorCode.WRONG_STATE, `the agent does not serve ${TYPE_NAMES[message.type]}`);
     }
@@ -135,8 +133,8 @@ class AgentServer extends RequestServer {
 }
 
 /** Serve `agent` until SHUTDOWN, SIGTERM/SIGINT or the idle timeout; resolves to an exit code. */
-async function serve(agent, options, name = "agent") {
-  return runServer(new AgentServer(agent, options), options, name);
+async function serve(agent, options, name = "agent", served = name) {
+  return runServer(new AgentServer(agent, options), options, name, served);
 }
 
 module.exports = {

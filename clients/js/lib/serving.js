@@ -1,7 +1,7 @@
 "use strict";
 /**
  * What the agent server (server.js) and the environment server (environment.js) share: the
- * command line, "seed N" (PROTOCOL.md section 8), the RequestServer base that checks every
+ * command line, the typed queries (PROTOCOL.md section 8), the RequestServer base that checks every
  * envelope, the HELLO and the state, and keeps one session at a time (sections 5, 12, 13), and
  * the ROUTER loop with CURVE. A subclass names its role and serves its own types in dispatch().
  */
@@ -13,7 +13,7 @@ const { performance } = require("node:perf_hooks");
 const {
   PROTOCOL_VERSION, versionMismatchText, MAX_MESSAGE_BYTES, MessageType: T, TYPE_NAMES,
   BATCHED_TYPES, ErrorCode, ERROR_NAMES, ProtocolError, encodeMessage, decodeEnvelope,
-  describe, arrayItemKinds,
+  describe, arrayItemKinds, arrayItems,
 } = require("./protocol");
 const { CurveError, loadCurve, runZap } = require("./curve");
 
@@ -119,8 +119,52 @@ function parseArgs(argv, role = "agent") {
 
 // ---- messages -------------------------------------------------------------------------------
 
-/** The largest N of "seed N" (PROTOCOL.md section 8): a uint64, as every implementation holds. */
+/** The largest seed (PROTOCOL.md section 8): a uint64, as every implementation holds. */
 const SEED_MAX = 2n ** 64n - 1n;
+
+/** The codes of ENV_QUERY and AGENT_QUERY (PROTOCOL.md section 8). */
+const Query = Object.freeze({
+  SEED: 1, LEGAL_ACTIONS: 2, STATE: 3, OUTCOMES: 4, TIMING: 5, AUTORESET_NEXT_STEP: 6,
+  COMMAND: 7,
+});
+
+/**
+ * A query body [query, instance, argument] of `message`, checked (BAD_FIELD): {query, instance,
+ * argument}, where a SEED's argument is a Number, or a BigInt above 2^53 - 1 (read from the
+ * bytes: the decoder's numbers lose a uint64's low bits). `served`: the codes this role
+ * answers; an instance other than nil or 0 is one this library (which does not batch) lacks.
+ */
+function readQuery(message, served) {
+  const { body } = message;
+  if (!Array.isArray(body) || body.length !== 3) {
+    throw new ProtocolError(ErrorCode.BAD_FIELD, "a query body must be [query, instance, argument]");
+  }
+  const [query, instance, argument] = body;
+  if (!served.includes(query)) {
+    throw new ProtocolError(ErrorCode.BAD_FIELD, `query must be one of ${served.join(", ")}; ` +
+      `got ${describe(query)}`);
+  }
+  if (instance !== null && instance !== 0) {
+    throw new ProtocolError(ErrorCode.BAD_FIELD,
+      `query instance must be nil or in 0..0; got ${describe(instance)}`);
+  }
+  if (query === Query.SEED) {
+    const items = arrayItems(message.payload, message.bodyOffset);
+    const item = items === null ? null : items[2];
+    const big = item !== null && (item.kind === "int" || item.kind === "uint64")
+      ? BigInt(item.int) : -1n;
+    if (big < 0n || big > SEED_MAX) {
+      throw new ProtocolError(ErrorCode.BAD_FIELD,
+        `SEED takes an int from 0 to ${SEED_MAX}; got ${item === null ? describe(argument) : item.kind}`);
+    }
+    return { query, instance, argument: big <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(big) : big };
+  }
+  if (query === Query.COMMAND ? typeof argument !== "string" : argument !== null) {
+    throw new ProtocolError(ErrorCode.BAD_FIELD, `query ${query} takes ` +
+      `${query === Query.COMMAND ? "a string" : "a nil argument"}; got ${describe(argument)}`);
+  }
+  return { query, instance, argument };
+}
 
 /**
  * The words of a message (PROTOCOL.md section 8): split at runs of ASCII whitespace, as the
@@ -131,24 +175,6 @@ function messageWords(text) {
   return text.split(/[ \t\n\v\f\r]+/).filter((word) => word !== "");
 }
 
-/**
- * The reply to "seed ARGS...": "ok" after seed(N) with N from 0 to 2^64 - 1, passed as a
- * Number, or as a BigInt above 2^53 - 1; else an "error: ..." string naming the arguments'
- * first 200 characters (messages are free text: they never raise).
- */
-function answerSeed(args, seed) {
-  // Its length first: a BigInt of millions of digits takes long to build.
-  const digits = args.length === 1 && /^[0-9]+$/.test(args[0]) ? args[0].replace(/^0+(?=.)/, "")
-    : "";
-  if (digits !== "" && digits.length <= 20 && BigInt(digits) <= SEED_MAX) {
-    const value = BigInt(digits);
-    seed(value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : value);
-    return "ok";
-  }
-  // 200 characters, not UTF-16 units: a character outside the BMP is never cut in two.
-  const echo = Array.from(args.join(" ").slice(0, 800)).slice(0, 200).join("");
-  return `error: seed takes an integer from 0 to ${SEED_MAX}; got '${echo}'`;
-}
 
 // ---- the request server ---------------------------------------------------------------------
 
@@ -226,7 +252,7 @@ class RequestServer {
     switch (message.type) {
       case T.HELLO:
         this.checkHello(body, arrayItemKinds(message.payload, message.bodyOffset));
-        return { reply: [this.role, PROTOCOL_VERSION, IMPLEMENTATION, LANGUAGE] };
+        return { reply: [this.role, PROTOCOL_VERSION, IMPLEMENTATION, LANGUAGE, this.name ?? ""] };
       case T.HEARTBEAT:
         return { reply: body };
       case T.SHUTDOWN:
@@ -244,11 +270,11 @@ class RequestServer {
 
   /** `kinds`: the msgpack kinds of the body's items (a version 1.0 is a float, not an int). */
   checkHello(body, kinds) {
-    if (!Array.isArray(body) || body.length !== 4 || typeof body[0] !== "string" ||
+    if (!Array.isArray(body) || body.length !== 5 || typeof body[0] !== "string" ||
         kinds === null || kinds[1] !== "int" || typeof body[2] !== "string" ||
-        typeof body[3] !== "string") {
+        typeof body[3] !== "string" || typeof body[4] !== "string") {
       throw new ProtocolError(ErrorCode.BAD_FIELD,
-        "hello body must be [role str, version int, implementation str, language str]");
+        "hello body must be [role str, version int, implementation str, language str, name str]");
     }
     const [role, version, implementation] = body;
     if (!ROLES.includes(role)) {
@@ -322,8 +348,9 @@ class RequestServer {
 }
 
 /** Serve `server` until SHUTDOWN, SIGTERM/SIGINT or the idle timeout; resolves to an exit code. */
-async function runServer(server, options, name) {
+async function runServer(server, options, name, served = name) {
   const log = server.log;
+  server.name = served; // what HELLO's reply says this server serves (PROTOCOL.md section 5)
   const socket = new zmq.Router({ linger: LINGER_MS });
   let zap = null;
   if (options.curveDir) {
@@ -416,5 +443,5 @@ async function runServer(server, options, name) {
 
 module.exports = {
   IMPLEMENTATION, LANGUAGE, SESSION_IDLE_MS, SEED_MAX, RequestServer, runServer, parseArgs,
-  isLoopback, messageWords, answerSeed, logger,
+  isLoopback, messageWords, readQuery, Query, logger,
 };

@@ -45,7 +45,7 @@ test("first and random agents respect the legal mask; seeding repeats random", (
   const draws = (seed) => {
     const agent = new RandomAgent();
     agent.agentInit(spec);
-    assert.equal(agent.agentMessage(`seed ${seed}`), "ok");
+    agent.seed(seed);
     return Array.from({ length: 20 }, () => agent.agentStep(0, observation).ints[0]);
   };
   assert.deepEqual(draws(7), draws(7));
@@ -56,8 +56,9 @@ test("first and random agents respect the legal mask; seeding repeats random", (
 test("the server answers hello, refuses out-of-order steps and keeps serving", () => {
   const server = new AgentServer(new FirstAgent(), { maxMessageBytes: 1 << 20 });
   const reply = (type, body) => decode(server.handle(encodeMessage(type, 5, 1, body))[0]);
-  assert.deepEqual(reply(T.HELLO, ["experiment", V, "test", "js"]),
-    [V, T.HELLO, 5, 1, ["agent", V, "rlbridge-js", "javascript"]]);
+  server.name = "first";
+  assert.deepEqual(reply(T.HELLO, ["experiment", V, "test", "js", ""]),
+    [V, T.HELLO, 5, 1, ["agent", V, "rlbridge-js", "javascript", "first"]]);
   const early = reply(T.AGENT_START, encodeValue({ ints: [3] }));
   assert.equal(early[1], T.ERROR);
   assert.equal(early[4][0], ErrorCode.WRONG_STATE);
@@ -66,7 +67,9 @@ test("the server answers hello, refuses out-of-order steps and keeps serving", (
   assert.deepEqual(reply(T.AGENT_INIT, BLACKJACK), [V, T.AGENT_INIT, 5, 1, null]);
   assert.deepEqual(reply(T.AGENT_START, encodeValue({ ints: [13, 2, 0] }))[4], [[0], [], "", []]);
   assert.deepEqual(reply(T.AGENT_MESSAGE, "anything")[4], "");
-  assert.deepEqual(reply(T.AGENT_MESSAGE, "seed 12")[4], "ok");
+  // "seed 12" is the user's text now: the SEED query seeds (PROTOCOL.md section 8).
+  assert.deepEqual(reply(T.AGENT_MESSAGE, "seed 12")[4], "");
+  assert.deepEqual(reply(T.AGENT_QUERY, [1, null, 12]), [V, T.AGENT_QUERY, 5, 1, null]);
   assert.deepEqual(reply(T.HEARTBEAT, [3]), [V, T.HEARTBEAT, 5, 1, [3]]);
 });
 
@@ -157,7 +160,7 @@ test("checks run in PROTOCOL.md's order and errors echo seq and episode when rea
   assert.equal(raw(V, T.AGENT_CLEANUP, 1, 1, 5)[4][1], "AGENT_CLEANUP takes a nil body; got int");
 });
 
-test("array shapes are bounded; frames are bounded; seed answers never raise", () => {
+test("array shapes are bounded; frames are bounded; a bad SEED query is BAD_FIELD", () => {
   const server = new AgentServer(new FirstAgent(), { maxMessageBytes: 1 << 20 });
   const reply = (type, body, frames = []) =>
     decode(server.handle([...encodeMessage(type, 5, 2, body), ...frames])[0]);
@@ -172,11 +175,12 @@ test("array shapes are bounded; frames are bounded; seed answers never raise", (
   assert.deepEqual(reply(T.AGENT_MESSAGE, "x", many).slice(1, 4), [T.ERROR, 5, 2]);
   assert.equal(reply(T.AGENT_MESSAGE, "x", many)[4][0], ErrorCode.TOO_LARGE);
   assert.equal(reply(T.AGENT_MESSAGE, "x", many.slice(1))[4], "");
-  assert.equal(reply(T.AGENT_MESSAGE, "seed 3")[4], "ok");
-  const badSeed = (got) => `error: seed takes an integer from 0 to 18446744073709551615; got '${got}'`;
-  assert.equal(reply(T.AGENT_MESSAGE, "seed x")[4], badSeed("x"));
-  assert.equal(reply(T.AGENT_MESSAGE, "seed -1")[4], badSeed("-1"));
-  assert.equal(reply(T.AGENT_MESSAGE, "seed")[4], badSeed(""));
+  assert.equal(reply(T.AGENT_QUERY, [1, null, 3])[4], null);
+  assert.equal(reply(T.AGENT_QUERY, [1, null, 2n ** 60n])[4], null); // past 2^53: a BigInt
+  for (const body of [[1, null, "x"], [1, null, -1], [1, null, null], [2, null, null], [1, 1, 3],
+    [1, null], "seed 3"]) {
+    assert.equal(reply(T.AGENT_QUERY, body)[4][0], ErrorCode.BAD_FIELD, String(body));
+  }
 });
 
 test("the agent state table: ENDED after AGENT_END, stepping past it, no cleanup when FRESH", () => {
@@ -208,13 +212,14 @@ test("the agent state table: ENDED after AGENT_END, stepping past it, no cleanup
 test("HELLO fields have their msgpack types, and bodies nest at most 100 deep", () => {
   const server = new AgentServer(new FirstAgent(), { maxMessageBytes: 1 << 20 });
   const reply = (type, body) => decode(server.handle(encodeMessage(type, 5, 1, body))[0]);
-  for (const body of [["agent", "1", "x", "y"], ["agent", 1, 2, 3], ["experiment", 1, "x", null]]) {
+  for (const body of [["agent", "1", "x", "y", ""], ["agent", 1, 2, 3, ""],
+    ["experiment", 1, "x", null, ""], ["experiment", V, "x", "y"], ["experiment", V, "x", "y", 5]]) {
     assert.equal(reply(T.HELLO, body)[4][0], ErrorCode.BAD_FIELD, JSON.stringify(body));
   }
-  // ["experiment", 1.0, "x", "y"]: a float version, which the decoded number cannot show.
-  const floatVersion = Buffer.from("95020105019" + "4aa6578706572696d656e74cb3ff0000000000000a178a179", "hex");
+  // ["experiment", 1.0, "x", "y", ""]: a float version, which the decoded number cannot show.
+  const floatVersion = Buffer.from("95030105019" + "5aa6578706572696d656e74cb3ff0000000000000a178a179a0", "hex");
   assert.equal(decode(server.handle([floatVersion])[0])[4][0], ErrorCode.BAD_FIELD);
-  const nested = (depth) => Buffer.concat([Buffer.from("9502030703", "hex"),
+  const nested = (depth) => Buffer.concat([Buffer.from("9503030703", "hex"),
     Buffer.alloc(depth, 0x91), Buffer.from("a178", "hex")]);
   assert.deepEqual(decode(server.handle([nested(100)])[0]).slice(0, 4), [V, T.HEARTBEAT, 7, 3]);
   for (const depth of [101, 100000]) {

@@ -3,7 +3,7 @@
 const test = require("node:test");
 const assert = require("node:assert/strict");
 const { decode } = require("@msgpack/msgpack");
-const { MessageType: T, ErrorCode, encodeMessage } = require("../lib/protocol");
+const { MessageType: T, ErrorCode, PROTOCOL_VERSION, encodeMessage } = require("../lib/protocol");
 const { EnvironmentServer, Environment } = require("../lib/environment");
 const { GridWalk } = require("../envs/gridwalk");
 
@@ -52,10 +52,12 @@ test("one session at a time (PROTOCOL.md section 13); probes are served to anyon
     /^this environment already serves an experiment \(session started by ENV_INIT 0 s ago\)/);
   assert.match(error(ask(server, T.ENV_CLEANUP, null, OTHER), ErrorCode.WRONG_STATE),
     /only that client may send ENV_CLEANUP$/);
-  assert.equal(ask(server, T.ENV_MESSAGE, "seed 3", OTHER).body, "ok");
+  assert.equal(ask(server, T.ENV_QUERY, [1, null, 3], OTHER).body, null);
+  assert.equal(ask(server, T.ENV_MESSAGE, "seed 3", OTHER).body, ""); // the user's text
   assert.equal(ask(server, T.HEARTBEAT, [1], OTHER).body[0], 1);
-  error(ask(server, T.HELLO, ["agent", 2, "x", "y"]), ErrorCode.WRONG_STATE);
-  assert.equal(ask(server, T.HELLO, ["experiment", 2, "x", "y"]).body[0], "environment");
+  error(ask(server, T.HELLO, ["agent", PROTOCOL_VERSION, "x", "y", ""]), ErrorCode.WRONG_STATE);
+  assert.equal(ask(server, T.HELLO, ["experiment", PROTOCOL_VERSION, "x", "y", ""]).body[0],
+    "environment");
 });
 
 test("a game that raises or returns no reward gets APPLICATION; the server goes on", () => {
@@ -75,6 +77,7 @@ test("a game that raises or returns no reward gets APPLICATION; the server goes 
   assert.match(error(ask(server, T.ENV_STEP, ACTION(1)), ErrorCode.APPLICATION), /reward: number/);
   assert.equal(server.state, "RUNNING");
   assert.equal(ask(server, T.ENV_MESSAGE, "legal_actions").body, "");
-  assert.equal(ask(server, T.ENV_MESSAGE, "seed x").body,
-    "error: seed takes an integer from 0 to 18446744073709551615; got 'x'");
+  assert.deepEqual(ask(server, T.ENV_QUERY, [2, null, null]).body, [null]);
+  error(ask(server, T.ENV_QUERY, [1, null, "x"]), ErrorCode.BAD_FIELD);
+  error(ask(server, T.ENV_QUERY, [2, 1, null]), ErrorCode.BAD_FIELD);
 });

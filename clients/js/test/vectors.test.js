@@ -32,7 +32,9 @@ function valueFromFields(fields) {
 }
 
 // PROTOCOL.md's bodies: one field travels bare, several as an array in the fields' order.
-const BARE_FIELDS = new Set(["task_spec", "text", "reason", "reward", "observation", "action"]);
+// "answer": a query's reply whole (PROTOCOL.md section 15).
+const BARE_FIELDS = new Set(["task_spec", "text", "reason", "reward", "observation", "action",
+  "answer"]);
 const VALUE_FIELDS = new Set(["observation", "action", "last_action"]);
 // JSON cannot say that 1.0 is a float; these fields are float64 on the wire.
 const FLOAT_FIELDS = new Set(["reward", "total_reward"]);

@@ -85,8 +85,7 @@ def scenarios() -> dict[str, Scenario]:
     for game in GAMES:
         env = resolve(game, ENVIRONMENTS)()
         spec = str(env.env_init())
-        if hasattr(env, "env_message"):
-            env.env_message("seed 1")
+        env.seed(1)
         observation = encode_value(env.env_start())
         low, high = parse(spec).actions.int_bounds()[0]
         found[game] = Scenario("environment", spec, observation, (int(low), int(high)))

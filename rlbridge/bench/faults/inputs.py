@@ -19,6 +19,7 @@ import numpy as np
 
 from rlbridge.protocol.errors import ErrorCode
 from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType
+from rlbridge.protocol.queries import Query
 
 T = MessageType
 E = ErrorCode
@@ -175,13 +176,18 @@ class ProbeMaker:
             return self.pick(
                 [
                     lambda: self.request(
-                        "valid hello", T.HELLO, ["experiment", PROTOCOL_VERSION, "faults", "python"]
+                        "valid hello",
+                        T.HELLO,
+                        ["experiment", PROTOCOL_VERSION, "faults", "python", ""],
                     ),
                     self.heartbeat,
                     lambda: self.request(
-                        "valid message",
-                        T.ENV_MESSAGE if self.env else T.AGENT_MESSAGE,
-                        "legal_actions" if self.env else f"seed {int(self.rng.integers(1 << 31))}",
+                        "valid message", T.ENV_MESSAGE if self.env else T.AGENT_MESSAGE, "hello"
+                    ),
+                    lambda: self.request(
+                        "valid query",
+                        T.ENV_QUERY if self.env else T.AGENT_QUERY,
+                        [int(Query.SEED), None, int(self.rng.integers(1 << 31))],
                     ),
                 ]
             )()

@@ -95,7 +95,7 @@ class ServerProcess:
                 int(MessageType.HELLO),
                 0,
                 0,
-                ["experiment", PROTOCOL_VERSION, "rlbridge-faults", "python"],
+                ["experiment", PROTOCOL_VERSION, "rlbridge-faults", "python", ""],
             ]
         )
         process, socket = self.started()

@@ -21,6 +21,7 @@ from rlbridge.protocol.batch import AgentCall, EnvCall, decode_batch, decode_col
 from rlbridge.protocol.errors import LogError
 from rlbridge.protocol.log_format import RECEIVED, SENT, Record
 from rlbridge.protocol.messages import MessageType, decode_logged
+from rlbridge.protocol.queries import Query, QueryRequest, read_query
 from rlbridge.protocol.values import Value, decode_value
 
 T = MessageType
@@ -55,9 +56,26 @@ class EnvExchange(NamedTuple):
 
 
 class Message(NamedTuple):
-    """An ENV_MESSAGE the experiment sent."""
+    """An ENV_MESSAGE's text or an ENV_QUERY the experiment sent."""
 
     text: str
+    query: QueryRequest | None = None
+
+
+def _message(record: Record) -> Message:
+    """What the experiment sent: a query, or the user's text. A log of protocol version 1 or
+    2 carried seeding as ENV_MESSAGE text, ``seed N`` or ``instance I seed N``: it is read
+    as the SEED query that replaced it, so that replay seeds as the run did."""
+    if record.type == T.ENV_QUERY:
+        return Message("", read_query(body(record), "environment"))
+    text = str(body(record))
+    if record.payload[1:2] in (b"\x01", b"\x02"):
+        words, instance = text.split(), None
+        if words[:1] == ["instance"] and len(words) > 1 and words[1].isdigit():
+            words, instance = words[2:], int(words[1])
+        if len(words) == 2 and words[0] == "seed" and words[1].isdigit():
+            return Message(text, QueryRequest(Query.SEED, instance, int(words[1])))
+    return Message(text)
 
 
 def body(record: Record) -> Any:
@@ -113,8 +131,8 @@ def exchanges(reader: LogReader) -> Iterator[AgentExchange | EnvExchange | Messa
                     request = pending.pop(key)
                     yield request._replace(actions=_agent_actions(record))
             elif record.writer == "experiment" and record.peer == "environment":
-                if (record.direction, record.type) == (SENT, T.ENV_MESSAGE):
-                    yield Message(str(body(record)))
+                if record.direction == SENT and record.type in (T.ENV_MESSAGE, T.ENV_QUERY):
+                    yield _message(record)
                 elif record.type in _ENV_TYPES and record.direction == SENT:
                     env_pending[key] = _env_request(record)
                 elif record.type in _ENV_TYPES and key in env_pending:

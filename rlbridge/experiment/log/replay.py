@@ -18,6 +18,7 @@ import numpy as np
 
 from rlbridge.agents.batch import AgentBatch, as_batch_agent
 from rlbridge.environments.batch import EnvironmentBatch
+from rlbridge.environments.queries import answer_single
 from rlbridge.experiment.log.calls import Divergence, EnvCall, Episode, check_call, make_environment
 from rlbridge.experiment.log.exchanges import (
     BEGINS,
@@ -39,6 +40,7 @@ from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.trust import build_from_log
 from rlbridge.protocol.batch import Batch, derive_seeds
 from rlbridge.protocol.errors import LogError
+from rlbridge.protocol.queries import QueryRequest
 from rlbridge.protocol.taskspec import parse
 from rlbridge.registry import AGENTS
 
@@ -127,7 +129,7 @@ def env_calls(reader: LogReader) -> Iterator[EnvCall]:
     actions: dict[int, object] = {}  # each instance's last action, for its next step
     for exchange in exchanges(reader):
         if isinstance(exchange, Message):
-            yield EnvCall("message", numbering.count, 0, exchange.text)
+            yield EnvCall("message", numbering.count, 0, exchange.query or exchange.text)
         elif isinstance(exchange, EnvExchange):
             yield from _stepped_calls(exchange, numbering)
         elif exchange.writer == "environment":
@@ -212,12 +214,19 @@ def verify(
         if expected is not None and spec != expected:
             field = f"instance {instance}, task spec" if batched else "task spec"
             return 0, Divergence(0, 0, field, expected, spec)
-    # What a batch's environment process got, it routed (seed E: instance seeds, ...).
-    send = group.batch_message if batched else group.envs[0].env_message
+    # What a batch's environment process got, it routed (SEED: instance seeds, ...).
     checked = 0
     for call in calls:
         if call.kind == "message":
-            send(str(call.argument))  # a message call's argument is its text
+            if isinstance(call.argument, QueryRequest):
+                if batched:
+                    group.batch_query(call.argument)
+                else:
+                    answer_single(group.envs[0], call.argument)
+            elif batched:
+                group.batch_message(str(call.argument))
+            else:
+                group.envs[0].env_message(str(call.argument))
             continue
         checked += 1
         env = group.envs[call.instance]
@@ -266,7 +275,10 @@ def replay_agent(
     driver.batch_init(parse(reader.header["task_spec"]), instances(reader))
     seed = reader.header.get("seed")
     if seed is not None:
-        (driver if batched else agent).agent_message(f"seed {derive_seeds(seed)[1]}")
+        if batched:
+            driver.seed_instances(derive_seeds(seed)[1])
+        else:
+            agent.seed(derive_seeds(seed)[1])
     numbering = _Numbering()
     compared, differences = 0, []
     for exchange in exchanges(reader):
@@ -306,10 +318,10 @@ def summary(reader: LogReader) -> dict[str, Any]:
     episodes = read_episodes(reader)
     times = [r.timestamp_ns for r in records]
     peers = sorted({(r.writer, r.peer) for r in records})
-    hellos = [
-        f"{peer[0]} ({peer[2]}, {peer[3]})"
+    hellos = [  # [role, version, implementation, language, name]; a version-2 log's lack name
+        " ".join(str(part) for part in (peer[0], *peer[4:5]) if part) + f" ({peer[2]}, {peer[3]})"
         for peer in reader.header.get("peers") or []
-        if isinstance(peer, list) and len(peer) == 4
+        if isinstance(peer, list) and len(peer) in (4, 5)
     ]
     return {
         "episodes": len(episodes),

@@ -242,11 +242,15 @@ def attach_log(experiment: LoggedExperiment, path: str, args: object) -> LogWrit
         path, "experiment", truncate=True, flush_every=getattr(args, "log_flush", "episode")
     )
     peers = experiment.remote_peers
+    # What the servers said they serve in HELLO: an experiment started by hand against
+    # `rlbridge env` and `rlbridge agent` names no game of its own, and replay needs one.
+    # A name read here is a log's name, held to the log's trust rules when replayed.
+    reported = {peer.hello.role: peer.hello.name for peer in peers if peer.hello is not None}
     header = {
         "rlbridge_version": _version(),
-        "env": getattr(args, "env_name", None) or "",
+        "env": getattr(args, "env_name", None) or reported.get("environment", ""),
         "env_options": _options(getattr(args, "env_opt", None)),
-        "agent": getattr(args, "agent_name", None) or "",
+        "agent": getattr(args, "agent_name", None) or reported.get("agent", ""),
         "agent_options": _options(getattr(args, "agent_opt", None)),
         "seed": experiment.seed,
         "start_time_ns": time.time_ns(),

@@ -13,6 +13,7 @@ from rlbridge.agents.batch import BatchAgent, as_batch_agent
 from rlbridge.experiment.net.bodies import (
     agent_batch_init_body,
     agent_batch_step_body,
+    agent_query_body,
     agent_step_body,
     nil_body,
     reward_body,
@@ -82,6 +83,7 @@ class AgentServer(RequestServer[AgentState]):
                 T.AGENT_END: (reward_body, self._agent_end),
                 T.AGENT_CLEANUP: (nil_body, self._agent_cleanup),
                 T.AGENT_MESSAGE: (str_body, self._agent_message),
+                T.AGENT_QUERY: (agent_query_body, self._agent_query),
                 T.AGENT_BATCH_INIT: (agent_batch_init_body, self._agent_batch_init),
                 T.AGENT_BATCH_STEP: (agent_batch_step_body, self._agent_batch_step),
             }
@@ -124,6 +126,20 @@ class AgentServer(RequestServer[AgentState]):
         if self.batch_agent is not None:
             return self.batch_agent.agent_message(text)
         return self.agent.agent_message(text)
+
+    def _agent_query(self, message, request, frames, identity):
+        """SEED, the one query an agent answers: a batch seeds instance i with
+        ``instance_seed(A, i)``, or the one instance named with A itself."""
+        if self.batch_agent is not None:
+            self.batch_agent.seed_instances(request.argument, request.instance)
+        elif request.instance not in (None, 0):
+            raise ProtocolError(
+                f"query instance must be nil or 0 for an agent of one instance; "
+                f"got {request.instance}"
+            )
+        else:
+            self.agent.seed(request.argument)
+        return None
 
     # -- batches (PROTOCOL.md 16.4) --------------------------------------------------
     def _agent_batch_init(self, message, body, frames, identity):

@@ -31,6 +31,7 @@ from rlbridge.protocol.messages import (
     read_reward,
     read_str,
 )
+from rlbridge.protocol.queries import QueryRequest, read_query
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value, _new_tuple, decode_value, typed_value
 
@@ -48,6 +49,14 @@ def nil_body(message) -> None:
 
 def str_body(message) -> str:
     return read_str(message.body, f"{MessageType(message.type).name} body")
+
+
+def env_query_body(message) -> QueryRequest:
+    return read_query(message.body, "environment")
+
+
+def agent_query_body(message) -> QueryRequest:
+    return read_query(message.body, "agent")
 
 
 def value_body(message):

@@ -147,7 +147,7 @@ class RequestClient:
         HELLO however long the wait, so later seq numbers (and the log) do not depend on
         how fast the peer came up.
         """
-        body = [self.own_role, PROTOCOL_VERSION, IMPLEMENTATION, LANGUAGE]
+        body = [self.own_role, PROTOCOL_VERSION, IMPLEMENTATION, LANGUAGE, ""]
         check = stop
         if on_wait is not None:
             hint_at = time.monotonic() + FIRST_ANSWER_MS / 1000.0

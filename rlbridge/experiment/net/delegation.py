@@ -127,7 +127,7 @@ class Delegation:
         self.agent: RequestClient | None = None  # set by a successful DELEGATE
         self.agent_address = ""
         self.records: RecordList | None = None  # set when DELEGATE asked for a log
-        #: Seconds each batched step of the last RUN_BATCH took (``batch_timing``).
+        #: Seconds each batched step of the last RUN_BATCH took (the TIMING query).
         self.timing: list[float] = []
 
     # -- DELEGATE ------------------------------------------------------------------------

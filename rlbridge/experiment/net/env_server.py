@@ -8,16 +8,17 @@ section 16, and DELEGATE, RUN_EPISODE and RUN_BATCH (delegation.py).
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable
 
 from rlbridge.environments.base import Environment
 from rlbridge.environments.batch import EnvironmentBatch
+from rlbridge.environments.queries import answer_single
 from rlbridge.experiment.batch import BatchLoop
 from rlbridge.experiment.net.bodies import (
     delegate_body,
     env_batch_init_body,
     env_batch_step_body,
+    env_query_body,
     nil_body,
     run_batch_body,
     run_episode_body,
@@ -30,6 +31,7 @@ from rlbridge.experiment.net.server import RequestServer
 from rlbridge.protocol.batch import encode_batch, encode_column
 from rlbridge.protocol.errors import RLBridgeError, WrongState
 from rlbridge.protocol.messages import CALL_NAMES, MessageType, step_body
+from rlbridge.protocol.queries import Query
 from rlbridge.protocol.states import ENV_ALLOWED, STATE_MEANINGS, EnvState, next_env_state
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value, encode_value
@@ -85,6 +87,7 @@ class EnvironmentServer(RequestServer[EnvState]):
                 T.ENV_STEP: (value_body, self._env_step),
                 T.ENV_CLEANUP: (nil_body, self._env_cleanup),
                 T.ENV_MESSAGE: (str_body, self._env_message),
+                T.ENV_QUERY: (env_query_body, self._env_query),
                 T.DELEGATE: (delegate_body, self._delegate),
                 T.RUN_EPISODE: (run_episode_body, self._run_episode),
                 T.ENV_BATCH_INIT: (env_batch_init_body, self._env_batch_init),
@@ -154,10 +157,15 @@ class EnvironmentServer(RequestServer[EnvState]):
 
     def _env_message(self, message, text, frames, identity):
         if self.env_batch is not None:
-            if text == "batch_timing":
-                return json.dumps({"seconds": self.delegation.timing})
             return self.env_batch.batch_message(text)
         return self.env.env_message(text)
+
+    def _env_query(self, message, request, frames, identity):
+        if request.query is Query.TIMING:
+            return [float(seconds) for seconds in self.delegation.timing]
+        if self.env_batch is not None:
+            return self.env_batch.batch_query(request)
+        return answer_single(self.env, request)
 
     # -- batches (PROTOCOL.md section 16) ------------------------------------------------
     def _env_batch_init(self, message, body, frames, identity):

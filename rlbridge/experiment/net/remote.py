@@ -20,6 +20,7 @@ import numpy as np
 from rlbridge.environments.batch import BatchStep
 from rlbridge.experiment.batch import EndedEpisodes
 from rlbridge.experiment.net.client import RequestClient
+from rlbridge.experiment.net.queries import AgentQueries, EnvironmentQueries
 from rlbridge.experiment.net.transport import (
     CONNECT_TIMEOUT_MS,
     DELEGATE_TIMEOUT_MS,
@@ -91,7 +92,7 @@ class _Remote:
         self.client.close()
 
 
-class RemoteEnvironment(_Remote):
+class RemoteEnvironment(EnvironmentQueries, _Remote):
     """An environment served by another process."""
 
     peer_role = "environment"
@@ -118,8 +119,7 @@ class RemoteEnvironment(_Remote):
         self.client.request(T.ENV_CLEANUP)
 
     def env_message(self, message: str, *, record: bool = True) -> str:
-        """ENV_MESSAGE; ``record=False`` leaves it out of the message log (a read-only query
-        such as ``outcomes``, which must not make a log depend on whether it was asked)."""
+        """ENV_MESSAGE: the user's text; ``record=False`` leaves it out of the message log."""
         reply = self.client.request(T.ENV_MESSAGE, message, record=record)
         return read_str(reply.body, "env_message reply")
 
@@ -365,7 +365,7 @@ def records_of(records) -> list[bytes]:
     return records
 
 
-class RemoteAgent(_Remote):
+class RemoteAgent(AgentQueries, _Remote):
     """An agent served by another process: an Agent, and a BatchAgent (PROTOCOL.md 16.4)."""
 
     peer_role = "agent"

@@ -120,7 +120,11 @@ class RequestServer(Generic[S]):
         log: TextIO | None = sys.stderr,
         handle_signals: bool = True,
         session_idle_ms: int = SESSION_IDLE_MS,
+        name: str = "",
     ):
+        #: What this server serves (a registered short name or module:Class), told in HELLO:
+        #: a log of an experiment started by hand names it (PROTOCOL.md section 5).
+        self.name = name
         self.socket, self.address = server_socket(address, bind=bind, curve=curve)
         self._bound_file = bound_file(self.address) if bind else None  # removed by close()
         self.curve = curve  # also the client keys an environment calls its agent with
@@ -371,7 +375,7 @@ class RequestServer(Generic[S]):
                 f"the {self.role} talks to {' and '.join(HELLO_ROLES[self.role])} "
                 f"peers; got HELLO from an {hello.role}"
             )
-        return [self.role, PROTOCOL_VERSION, IMPLEMENTATION, LANGUAGE]
+        return [self.role, PROTOCOL_VERSION, IMPLEMENTATION, LANGUAGE, self.name]
 
     def _heartbeat(self, message, body, frames, identity):
         return body

@@ -44,7 +44,7 @@ class BlackjackEnv(Environment):
         stands on soft 17). An ace counts 11 for the player when usable.
     Action space:
         One int: 0 sticks, 1 hits. Both are always legal, so there is no
-        legal-action mask; ``env_message("legal_actions")`` replies ``"0 1"``.
+        legal-action mask; the LEGAL_ACTIONS query answers ``[0, 1]``.
         Ints outside [0, 1] raise ``InvalidAction`` and change nothing.
     Observation space:
         Three ints: player sum (4..31; above 21 only after a bust), dealer's

@@ -53,7 +53,7 @@ class Game2048Env(Environment):
         (0 empty, 1 for 2, 11 for 2048, 17 for 131072, the largest possible tile),
         then a bool array of shape (4,), the legal-action mask (task spec
         ``legal_mask`` 0): ``mask[a]`` is True iff move ``a`` changes the board.
-        ``env_message("legal_actions")`` gives the same set as text.
+        the LEGAL_ACTIONS query gives the same set.
     Rewards:
         The sum of the tiles created by merges in the move (a 2+2 merge pays 4);
         with ``scoring=half`` a merged tile v pays v/2, the seed framework's

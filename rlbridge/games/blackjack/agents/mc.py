@@ -7,7 +7,7 @@ final reward. Internally they are flat Python lists (index
 cheaper than a numpy scalar access in the per-step loop.
 
 Common options: see :class:`BlackjackTabularAgent`.
-Messages: ``seed N``, ``exact`` (the exact expected return of the greedy policy, by
+Messages: ``exact`` (the exact expected return of the greedy policy, by
 :mod:`.dp`) and ``episodes``. Tables are saved, loaded and plotted by the options or by the
 methods in the agent's own process, never by a message (:mod:`rlbridge.agents.files`).
 """
@@ -22,7 +22,7 @@ import numpy as np
 from rlbridge.agents.base import Agent
 from rlbridge.agents.files import SAVE_AND_LOAD, check_loadable, load_npz, refusal
 from rlbridge.games.blackjack.agents import dp as blackjack_dp
-from rlbridge.protocol.messages import answer_seed, message_words
+from rlbridge.protocol.messages import message_words
 from rlbridge.protocol.values import Value
 
 TABLE_SHAPE = (22, 11, 2, 2)
@@ -63,8 +63,8 @@ class BlackjackTabularAgent(Agent):
     tables (``SHARED_STATE``) learns from all of them, in the order their episodes end.
 
     Options:
-        seed: the agent's generator seed (default 0; the experiment's ``seed N``
-            message overrides it).
+        seed: the agent's generator seed (default 0; the experiment's SEED query
+            overrides it).
         train: learn (default on); off plays the learned policy greedily without learning.
         save: write the tables here at ``agent_cleanup`` (default: nowhere).
         load: read tables saved by ``save`` at ``agent_init`` (default: start empty).
@@ -202,8 +202,6 @@ class BlackjackTabularAgent(Agent):
     def agent_message(self, message: str) -> str:
         words = message_words(message)
         command = words[0] if words else ""
-        if command == "seed":
-            return answer_seed(words[1:], self.seed)
         refused = refusal(message, _NOT_SERVED)
         if refused is not None:
             return refused

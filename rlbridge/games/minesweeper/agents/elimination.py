@@ -182,7 +182,7 @@ class MinesweeperAgentBase(Agent):
             return refused
         if message.strip() == "stats":
             return " ".join(f"{key}={value}" for key, value in self.stats.items())
-        return super().agent_message(message)  # seed N; "" for unknown messages
+        return super().agent_message(message)  # "" for unknown messages
 
 
 class EliminationAgent(MinesweeperAgentBase):

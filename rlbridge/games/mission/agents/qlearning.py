@@ -30,7 +30,7 @@ class MissionQLearningAgent(Agent):
         epsilon: the exploration rate (default 0.01, the sample's command-line default).
         gamma: the discount (default 1.0).
         learn: 1 to learn (default), 0 to act greedily on what was learned.
-        seed: the generator seed (default 0; the experiment's ``seed N`` overrides it).
+        seed: the generator seed (default 0; the experiment's SEED query overrides it).
     """
 
     name = "mission-qlearning"

@@ -446,14 +446,14 @@ class ReversiDQNAgent(Agent):
     def batch_step(self, first_instance, calls, rewards, observations):
         return self._batch.batch_step(first_instance, calls, rewards, observations)
 
+    def seed_instances(self, seed: int, instance: int | None = None) -> None:
+        self._batch.seed_instances(seed, instance)
+
     def agent_message(self, message: str) -> str:
         refused = refusal(message, _NOT_SERVED)
         if refused is not None:
             return refused
         words = message.split()
-        batch = self.__dict__.get("_batch")
-        if batch is not None and words[:1] == ["seed"]:
-            return batch.agent_message(message)  # every instance's generator
         if len(words) == 2 and words[0] == "mode":
             try:
                 self.set_mode(words[1])

@@ -18,6 +18,7 @@ import copy
 
 import numpy as np
 
+from rlbridge.agents.batch import check_instance
 from rlbridge.protocol.batch import (
     AGENT_TAKES_OBSERVATION,
     AgentCall,
@@ -25,7 +26,6 @@ from rlbridge.protocol.batch import (
     as_batch,
     instance_seed,
 )
-from rlbridge.protocol.messages import answer_seed, message_words
 from rlbridge.protocol.values import Value
 
 _NONE = int(AgentCall.NONE)
@@ -98,12 +98,15 @@ class DQNBatch:
         return Batch.stack([Value(ints=(int(action),)) for action in actions])
 
     def agent_message(self, message: str) -> str:
-        words = message_words(message)
-        if words and words[0] == "seed":
-            return answer_seed(words[1:], self._seed)
         return self.agent.agent_message(message)
 
-    def _seed(self, seed: int) -> None:
+    def seed_instances(self, seed: int, instance: int | None = None) -> None:
+        if instance is not None:
+            row = check_instance(instance, len(self.generators))
+            if row == 0:
+                self.agent.seed(seed)
+            self.generators[row] = self.agent.rng if row == 0 else np.random.default_rng(seed)
+            return
         self.agent.seed(seed)
         self.generators = [self.agent.rng] + [
             np.random.default_rng(instance_seed(seed, instance))
