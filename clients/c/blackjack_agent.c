@@ -41,6 +41,6 @@ static int act(void *state, const rlb_value *observation, rlb_value *action, cha
 
 int main(int argc, char **argv) {
     static blackjack_agent state;
-    rlb_agent agent = {.name = "blackjack basic strategy (C)", .state = &state, .act = act};
+    rlb_agent agent = {.name = "blackjack basic strategy", .state = &state, .act = act};
     return rlb_main(argc, argv, &agent, NULL);
 }

@@ -33,6 +33,6 @@ static int act(void *state, const rlb_value *observation, rlb_value *action, cha
 
 int main(int argc, char **argv) {
     static first_agent state;
-    rlb_agent agent = {.name = "first (C)", .state = &state, .init = init, .act = act};
+    rlb_agent agent = {.name = "first", .state = &state, .init = init, .act = act};
     return rlb_main(argc, argv, &agent, NULL);
 }

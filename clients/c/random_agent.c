@@ -55,7 +55,7 @@ static int option(void *state, const char *key, const char *value) {
 
 int main(int argc, char **argv) {
     static random_agent state;
-    rlb_agent agent = {.name = "random (C)", .state = &state, .init = init, .act = act,
+    rlb_agent agent = {.name = "random", .state = &state, .init = init, .act = act,
                        .seed = seed, .instance_offset = offsetof(random_agent, rng),
                        .instance_size = sizeof(rlb_rng)};
     return rlb_main(argc, argv, &agent, option);

@@ -88,7 +88,7 @@ typedef struct {
 
 /* Callbacks return 0, or non-zero after writing a message into `error` (becomes APPLICATION). */
 typedef struct {
-    const char *name;           /* for logs, and what HELLO's reply says the agent is */
+    const char *name;           /* what HELLO's reply says the agent is (its short name), and logs */
     void *state;
     int (*init)(void *state, const char *task_spec, char *error);
     int (*start)(void *state, const rlb_value *observation, rlb_value *action, char *error);

@@ -206,7 +206,7 @@ int rlb_serve(const rlb_agent *agent, const rlb_options *options) {
         : rlb_is_loopback_tcp(options->address)
             ? " (loopback tcp without CURVE: any user of this machine may connect)"
             : " (tcp without CURVE: anyone who reaches this address may connect)";
-    rlb_warn("serving %s on %s%s", agent->name ? agent->name : "agent", options->address,
+    rlb_warn("serving %s (C) on %s%s", agent->name ? agent->name : "agent", options->address,
              exposure);
     long long idle_since = rlb_now_ms();
     int exit_code = 0;

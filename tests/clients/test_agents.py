@@ -363,9 +363,8 @@ def test_bad_input_gets_the_protocol_error_and_the_agent_keeps_serving(language,
 
     try:
         hello = request(MessageType.HELLO, ["experiment", V, "test", "python", ""])[4]
-        # What the agent serves (PROTOCOL.md section 5): the JS registry's name, the C
-        # program's own.
-        assert hello[:2] == ["agent", V] and hello[4] == {"c": "first (C)"}.get(language, "first")
+        # What the agent serves (PROTOCOL.md section 5), its short name in every language.
+        assert hello[:2] == ["agent", V] and hello[4] == "first"
         cases = [
             (ask(b"\xc1"), ErrorCode.MALFORMED),
             (ask(b"\xa3abc"), ErrorCode.MALFORMED),

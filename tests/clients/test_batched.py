@@ -34,7 +34,18 @@ from rlbridge.protocol.log_format import RECEIVED
 from rlbridge.protocol.values import Value
 
 from .helpers import C_DIR, ROOT, SUMMARY, agent_command, build_c, check_js, start, stop
-from .wire import BATCHING, STATES, Client, T, V, agent_batch_step, enter, observable, state_of
+from .wire import (
+    BATCHING,
+    STATES,
+    Client,
+    E,
+    T,
+    V,
+    agent_batch_step,
+    enter,
+    observable,
+    state_of,
+)
 
 STEP, START, END, END_START, NONE = (int(call) for call in AgentCall)
 VECTORS = json.loads((ROOT / "rlbridge" / "protocol" / "vectors.json").read_text())
@@ -247,7 +258,7 @@ def test_each_instance_draws_from_its_own_generator_seeded_with_its_instance_see
 
     try:
         client.call(T.AGENT_BATCH_INIT, [RANDOM_SPEC, 3])
-        assert client.call(T.AGENT_MESSAGE, "seed 42")[4] == "ok"
+        assert client.call(T.AGENT_QUERY, [1, None, 42])[4] is None  # SEED, every instance
         rounds = [
             batch(0, [START] * 3),
             batch(0, [STEP] * 3),
@@ -262,7 +273,7 @@ def test_each_instance_draws_from_its_own_generator_seeded_with_its_instance_see
         alone = []
         for instance in range(3):
             client.call(T.AGENT_INIT, RANDOM_SPEC)
-            client.call(T.AGENT_MESSAGE, f"seed {instance_seed(42, instance)}")
+            client.call(T.AGENT_QUERY, [1, None, instance_seed(42, instance)])
             actions = [
                 client.call(T.AGENT_START, encoded(seen))[4][0][0],
                 client.call(T.AGENT_STEP, [0.0, encoded(seen)])[4][0][0],
@@ -274,6 +285,12 @@ def test_each_instance_draws_from_its_own_generator_seeded_with_its_instance_see
                 actions.append(client.call(T.AGENT_STEP, [0.0, encoded(seen)])[4][0][0])
             actions.append(client.call(T.AGENT_STEP, [0.0, encoded(seen)])[4][0][0])
             alone.append(actions)
+        # SEED naming one instance seeds it with the seed itself: instance 1 draws as 2 did.
+        client.call(T.AGENT_BATCH_INIT, [RANDOM_SPEC, 3])
+        client.call(T.AGENT_QUERY, [1, None, 42])
+        client.call(T.AGENT_QUERY, [1, 1, instance_seed(42, 2)])
+        assert batch(0, [START] * 3) == [rounds[0][0], rounds[0][2], rounds[0][2]]
+        assert client.request(T.AGENT_QUERY, [1, 3, 5])[4][0] == E.BAD_FIELD  # no instance 3
     finally:
         client.request(T.AGENT_CLEANUP)
         client.close()

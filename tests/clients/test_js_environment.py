@@ -247,7 +247,7 @@ def test_bad_input_gets_the_protocol_error_and_the_environment_keeps_serving(soc
             [-1.0, [[], [], "", [["|i1", [4, 4], board.tobytes()]]], False, None],
         ]
         assert request(T.HEARTBEAT, [1, "x"], seq=0, socket=other)[4] == [1, "x"]
-        assert request(T.ENV_MESSAGE, "seed 12", socket=other)[4] == "ok"
+        assert request(T.ENV_QUERY, [1, None, 12], socket=other)[4] is None  # served to anyone
         assert request(T.ENV_CLEANUP, None, seq=10) == [V, T.ENV_CLEANUP, 10, 1, None]
         # The session ended with the cleanup: the other client may start one.
         assert request(T.ENV_INIT, None, socket=other)[1] == T.ENV_INIT

@@ -249,7 +249,13 @@ ENVELOPES = [
     ("version 1 of an unknown type", msgpack.packb([1, 99, 7, 3, None]), E.VERSION_MISMATCH, True),
     (
         "a version 1 HELLO",
-        msgpack.packb([1, 1, 7, 3, ["experiment", 1, "old", "python", ""]]),
+        msgpack.packb([1, 1, 7, 3, ["experiment", 1, "old", "python"]]),
+        E.VERSION_MISMATCH,
+        True,
+    ),
+    (
+        "a version 2 HELLO",
+        msgpack.packb([2, 1, 7, 3, ["experiment", 2, "old", "python"]]),
         E.VERSION_MISMATCH,
         True,
     ),
@@ -297,10 +303,10 @@ def test_checks_follow_protocol_order_and_errors_echo_seq_and_episode(language, 
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_more_than_1024_frames_is_too_large_and_the_agent_keeps_serving(language, agents):
     client = Client(agents[language])
-    head = msgpack.packb([V, T.AGENT_MESSAGE, 12, 4, "seed 5"])
+    head = msgpack.packb([V, T.AGENT_QUERY, 12, 4, [1, None, 5]])
     try:
         # The envelope and 1023 more frames: within the bound.
-        assert client.ask(head, *[b""] * 1023) == [V, T.AGENT_MESSAGE, 12, 4, "ok"]
+        assert client.ask(head, *[b""] * 1023) == [V, T.AGENT_QUERY, 12, 4, None]
         reply = client.ask(head, *[b""] * 1024)
         assert reply[:4] == [V, T.ERROR, 12, 4] and reply[4][0] == E.TOO_LARGE, reply
         assert "1025 frames" in reply[4][1]
@@ -318,7 +324,7 @@ def test_a_req_client_gets_its_delimiter_back(language, agents):
     try:
         assert req.request(T.HELLO, BODIES[T.HELLO], seq=21)[:4] == [V, T.HELLO, 21, 1]
         assert req.ask(b"\xc1")[:4] == [V, T.ERROR, 0, 0]  # errors too
-        assert req.request(T.AGENT_MESSAGE, "seed 1", seq=22) == [V, T.AGENT_MESSAGE, 22, 1, "ok"]
+        assert req.request(T.AGENT_QUERY, [1, None, 1], seq=22) == [V, T.AGENT_QUERY, 22, 1, None]
         # What a REQ socket sends, by hand: the reply starts with the empty delimiter too.
         reply = dealer.frames(b"", msgpack.packb([V, T.HEARTBEAT, 23, 1, [7]]))
         assert reply[0] == b"" and msgpack.unpackb(reply[1]) == [V, T.HEARTBEAT, 23, 1, [7]]
@@ -369,15 +375,17 @@ def test_hello_is_optional_and_checks_the_role(language, agents):
             reply = client.request(T.HELLO, [role, V, "test", "python", ""], seq=3)
             assert outcome(reply, T.HELLO) == expected, (role, reply)
             assert reply[2:4] == [3, 1]
-        for version in (1, 3, -1):
+        for version in (1, V - 1, V + 1, -1):
             reply = client.request(T.HELLO, ["experiment", version, "test", "python", ""])
             assert outcome(reply, T.HELLO) == E.VERSION_MISMATCH, (version, reply)
         # Fields of the wrong type are BAD_FIELD before the role or the version is looked at.
         for body in (
-            ["agent", "1", "x", "y"],
-            ["agent", 1, 2, 3],
-            ["experiment", 1, "x", None],
-            ["experiment", 1.0, "x", "y"],
+            ["agent", "1", "x", "y", ""],
+            ["agent", 1, 2, 3, ""],
+            ["experiment", 1, "x", None, ""],
+            ["experiment", 1.0, "x", "y", ""],
+            ["experiment", V, "x", "y", None],
+            ["experiment", V, "x", "y"],  # a version-2 body: no name
             ["experiment", 1, "x"],
             "experiment",
         ):

@@ -141,8 +141,9 @@ function peekItem(bytes, offset, depth = 0) {
     case 0xcf: {
       if (!fits(8)) return null;
       const value = view.getBigUint64(at);
+      // A uint64 past int64 is no envelope int (it has no `int`); `uint` keeps its value.
       return value <= INT64_MAX ? int(at + 8, exactInt(value))
-        : (at + 8 <= bytes.length ? { end: at + 8, kind: "uint64", int: value } : null);
+        : (at + 8 <= bytes.length ? { end: at + 8, kind: "uint64", uint: value } : null);
     }
     case 0xd0: return fits(1) ? int(at + 1, view.getInt8(at)) : null;
     case 0xd1: return fits(2) ? int(at + 2, view.getInt16(at)) : null;

@@ -152,7 +152,7 @@ function readQuery(message, served) {
     const items = arrayItems(message.payload, message.bodyOffset);
     const item = items === null ? null : items[2];
     const big = item !== null && (item.kind === "int" || item.kind === "uint64")
-      ? BigInt(item.int) : -1n;
+      ? BigInt(item.kind === "int" ? item.int : item.uint) : -1n;
     if (big < 0n || big > SEED_MAX) {
       throw new ProtocolError(ErrorCode.BAD_FIELD,
         `SEED takes an int from 0 to ${SEED_MAX}; got ${item === null ? describe(argument) : item.kind}`);
