@@ -422,7 +422,7 @@ class EnvironmentBatch:
         if query is Query.SEED:
             seed = int(request.argument or 0)
             if request.instance is None:
-                self._with_envs(chosen, lambda: self.seed(seed))
+                self.seed(seed)
             else:
                 self._with_envs(chosen, lambda: self.envs[chosen[0]].seed(seed))
             return None
@@ -452,8 +452,14 @@ class EnvironmentBatch:
             core.load(rows)
 
     def seed(self, seed: int) -> None:
-        for index, env in enumerate(self.envs):
-            env.seed(instance_seed(seed, self.first_instance + index))
+        """Every instance seeded with its instance seed (PROTOCOL.md 16.5), through the batch
+        core's states as every query is."""
+
+        def seed_all() -> None:
+            for index, env in enumerate(self.envs):
+                env.seed(instance_seed(seed, self.first_instance + index))
+
+        self._with_envs(range(self.num_instances), seed_all)
 
     def _outcomes(self, chosen: list[int]) -> dict | None:
         """The outcomes of the instances at ``chosen``: ``values`` pooled in instance order,

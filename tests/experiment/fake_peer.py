@@ -47,7 +47,12 @@ class FakePeer:
 
             if message.type == T.HELLO:
                 send(
-                    encode(T.HELLO, message.seq, 0, [self.role, PROTOCOL_VERSION, "fake", "python"])
+                    encode(
+                        T.HELLO,
+                        message.seq,
+                        0,
+                        [self.role, PROTOCOL_VERSION, "fake", "python", "fake"],
+                    )
                 )
             else:
                 self.answer(message, send)

@@ -388,7 +388,7 @@ def test_the_agent_adapter_keeps_each_instances_generator():
     agent = AgentBatch(build("random", AGENTS))
     spec = build("gridwalk", ENVIRONMENTS).env_init()
     agent.batch_init(spec, 3)
-    agent.seed(8)
+    agent.seed_instances(8)
     observation = Value(arrays=(np.zeros((4, 4), dtype=np.int8),))
     starts = agent.batch_step(
         0, np.array([1, 1, 1], dtype=np.uint8), np.zeros(3), Batch.stack([observation] * 3)

@@ -282,16 +282,22 @@ ECHO_CASES = {
         "talks to experiment",
     ),
     "HELLO from a stranger": (
-        [packed(V, 1, 7, 3, ["robot", 1, "x", "c"])],
+        [packed(V, 1, 7, 3, ["robot", 1, "x", "c", ""])],
         ErrorCode.BAD_FIELD,
         True,
         "robot",
     ),
-    "HELLO of version 3": (
-        [packed(V, 1, 7, 3, ["experiment", 3, "x", "c"])],
+    "HELLO of version 2": (
+        [packed(V, 1, 7, 3, ["experiment", 2, "x", "c", ""])],
         ErrorCode.VERSION_MISMATCH,
         True,
-        "got 3",
+        "got 2",
+    ),
+    "HELLO of version 2's form": (
+        [packed(V, 1, 7, 3, ["experiment", V, "x", "c"])],
+        ErrorCode.BAD_FIELD,
+        True,
+        "name",
     ),
 }
 

@@ -102,8 +102,8 @@ def test_episodes_equal_single_envs_with_the_same_seeds(game, illegal):
 
 @pytest.mark.parametrize("game", ["blackjack", "reversi"])
 def test_remote_episodes_equal_single_envs_in_one_message_per_step(game):
-    """Blackjack has no mask array (its mask comes from `each legal_actions`); Reversi's
-    mask is part of the observation."""
+    """Blackjack has no mask array (its mask comes from the LEGAL_ACTIONS query for every
+    instance); Reversi's mask is part of the observation."""
     vector = make_vec(game, num_envs=3, remote=True, illegal="random", max_episode_steps=9, **SLOW)
     sent: list[int] = []
     vector.instances.proxy.client.recorder = lambda direction, peer, msg_type, *rest: (
@@ -113,13 +113,13 @@ def test_remote_episodes_equal_single_envs_in_one_message_per_step(game):
     counts = play_both(vector, singles, [4, 5, 6], steps=40)
     assert counts["autoreset"] > 0
     # The seeds (one per instance), then per reset or step one ENV_BATCH_STEP, and for
-    # Blackjack one `each legal_actions` ENV_MESSAGE unless every instance just ended.
-    assert sent[:3] == [T.ENV_MESSAGE] * 3 and sent[-2:] == [T.ENV_CLEANUP, T.SHUTDOWN]
+    # Blackjack one LEGAL_ACTIONS ENV_QUERY unless every instance just ended.
+    assert sent[:3] == [T.ENV_QUERY] * 3 and sent[-2:] == [T.ENV_CLEANUP, T.SHUTDOWN]
     calls = " ".join("S" if msg_type == T.ENV_BATCH_STEP else "m" for msg_type in sent[3:-2])
     per_step = calls.split()
     assert per_step.count("S") == 41  # the reset and 40 steps
     assert "m m" not in calls and (game == "blackjack") == ("m" in per_step)
-    assert set(sent[3:-2]) <= {T.ENV_BATCH_STEP, T.ENV_MESSAGE}
+    assert set(sent[3:-2]) <= {T.ENV_BATCH_STEP, T.ENV_QUERY}
 
 
 @pytest.mark.parametrize("mode", [AutoresetMode.SAME_STEP, AutoresetMode.DISABLED])

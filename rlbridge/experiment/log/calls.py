@@ -41,7 +41,7 @@ class EnvCall:
     kind: str  # "message", "start" or "step"
     episode: int
     step: int
-    argument: object = None  # message text or action Value
+    argument: object = None  # a QueryRequest, message text or action Value
     reward: float | None = None
     observation: Value | None = None  # None where the log does not hold it
     terminal: bool | None = None

@@ -4,8 +4,8 @@ Every log is read one way (:mod:`rlbridge.experiment.log.exchanges`): an unbatch
 a batch of one instance. Transitions come from what the agent saw, which every log has
 whichever path ran. Verification rebuilds the environment's calls (step-by-step ENV_*
 requests, or the environment's own records of a delegated RUN_EPISODE or RUN_BATCH) and
-re-runs them on fresh environments, one per instance, each sent the logged ENV_MESSAGEs
-as the run's environment process routed them.
+re-runs them on fresh environments, one per instance, each sent the logged ENV_QUERYs and
+ENV_MESSAGEs as the run's environment process routed them.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def read_episodes(reader: LogReader) -> list[Episode]:
 
 def env_calls(reader: LogReader) -> Iterator[EnvCall]:
     """The environment's calls in log order, each on its instance, and the experiment's
-    ENV_MESSAGEs: from step-by-step ENV_* exchanges, or from the environment's own
+    ENV_QUERYs and ENV_MESSAGEs: from step-by-step ENV_* exchanges, or from the environment's own
     records of its exchanges with the agent (a delegated episode or batch)."""
     numbering = _Numbering()
     actions: dict[int, object] = {}  # each instance's last action, for its next step
