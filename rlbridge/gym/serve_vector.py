@@ -50,7 +50,7 @@ class GymVectorCore:
     docstring); a :class:`~rlbridge.environments.batch.BatchCore` that EnvironmentBatch
     takes only after the promise its ``AUTORESET_NEXT_STEP`` asks for."""
 
-    #: EnvironmentBatch takes this core only after the AUTORESET_NEXT_STEP promise (PROTOCOL.md 16.5).
+    #: EnvironmentBatch takes this core only after the AUTORESET_NEXT_STEP promise (16.5).
     AUTORESET_NEXT_STEP = True
 
     def __init__(self, envs: list[Environment], first_instance: int = 0):

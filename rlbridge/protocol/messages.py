@@ -310,7 +310,8 @@ def read_hello(body: Any) -> Hello:
     )
 
 
-#: The largest seed of the SEED query (PROTOCOL.md section 8): a uint64, as every implementation holds.
+#: The largest seed of the SEED query (PROTOCOL.md section 8): a uint64, as every
+#: implementation holds.
 SEED_MAX = 2**64 - 1
 #: Words of a message are runs of anything but ASCII whitespace, in every implementation.
 _WORD = re.compile(r"[^ \t\n\v\f\r]+")

@@ -187,11 +187,11 @@ def test_out_of_range_action_raises_and_changes_nothing():
     env.env_init()
     env.env_message("deal 6,9 7,10")
     env.env_start()
-    before = env.env_message("get_state")
+    before = env.state_snapshot()
     for bad in (Value(ints=(2,)), Value(ints=(-1,)), Value(ints=(0, 1)), Value()):
         with pytest.raises(InvalidAction):
             env.env_step(bad)
-    assert env.env_message("get_state") == before
+    assert env.state_snapshot() == before
 
 
 def test_step_after_the_end_raises_wrong_state():

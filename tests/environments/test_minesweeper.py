@@ -192,12 +192,12 @@ def test_reopening_an_open_cell_is_invalid_and_changes_nothing():
     first = env.env_start()
     obs = env.env_step(Value(ints=(0,))).observation
     opened = int(np.flatnonzero(obs.arrays[0][..., 1].ravel())[0])
-    before = env.env_message("get_state")
+    before = env.state_snapshot()
     with pytest.raises(InvalidAction, match="already open"):
         env.env_step(Value(ints=(opened,)))
     with pytest.raises(InvalidAction):
         env.env_step(Value(ints=(144,)))
-    assert env.env_message("get_state") == before
+    assert env.state_snapshot() == before
     assert not first.arrays[0].any()
 
 

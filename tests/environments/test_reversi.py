@@ -136,13 +136,13 @@ def test_agent_must_pass_when_blocked():
 def test_illegal_actions_raise_and_change_nothing():
     env = ReversiEnv()
     env.env_start()
-    before = env.env_message("get_state")
+    before = env.state_snapshot()
     for bad in (-1, 0, 36, -2, 15):
         with pytest.raises(InvalidAction):
             act(env, bad)
     with pytest.raises(InvalidAction):
         env.env_step(Value(ints=(9, 14)))
-    assert env.env_message("get_state") == before
+    assert env.state_snapshot() == before
 
 
 def test_each_step_is_an_agent_move_plus_an_env_reply():
