@@ -306,7 +306,7 @@ def test_a_timeout_names_the_flag_that_gives_more_time(tmp_path):
         ),
         (
             ["env", "countdown", "--bind", "tcp://127.0.0.1:99999"],
-            "rlbridge env: argument --bind: expected a tcp port from 1 to 65535",
+            "rlbridge env: argument --bind: expected a tcp port from 0 to 65535",
         ),
         (
             ["ping", "tcp://127.0.0.1:9", "--timeout-ms", "-5"],

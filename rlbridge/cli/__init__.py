@@ -42,10 +42,10 @@ def zmq_address(text: str) -> str:
     scheme, _, rest = text.partition("://")
     host, _, port = rest.rpartition(":")
     if (scheme == "ipc" and rest) or (scheme == "tcp" and host and (port.isdigit() or port == "*")):
-        if port.isdigit() and scheme == "tcp" and not 0 < int(port) < 65536:
+        if port.isdigit() and scheme == "tcp" and not 0 <= int(port) < 65536:
             # ZeroMQ binds such a port as "*", any free one, and says nothing.
             raise argparse.ArgumentTypeError(
-                f"expected a tcp port from 1 to 65535 (or * for any free one); got {text!r}"
+                f"expected a tcp port from 0 to 65535 (0 or * for any free one); got {text!r}"
             )
         return text
     raise argparse.ArgumentTypeError(
