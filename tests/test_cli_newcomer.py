@@ -347,6 +347,11 @@ def test_a_timeout_names_the_flag_that_gives_more_time(tmp_path):
             "rlbridge replay: argument file: no such file: 'missing.rlog'",
         ),
         (["log", "show", "tests"], "rlbridge log show: argument file: 'tests' is a directory"),
+        (
+            ["run", "minesweeper", "random", "--env-opt", "mines=1000"],
+            "rlbridge run: minesweeper: mines must be in [1, 143] for a 12x12 board with "
+            "first_click=none; got 1000",
+        ),
     ],
 )
 def test_a_mistake_is_one_line_and_exit_2(args, prefix):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import inspect
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import numpy as np
 
@@ -16,7 +18,7 @@ from rlbridge.games.minesweeper.core import (
     check_board,
 )
 from rlbridge.games.minesweeper.vector import MinesweeperVector
-from rlbridge.protocol.errors import InvalidAction, WrongState
+from rlbridge.protocol.errors import InvalidAction, OptionError, WrongState
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
 
@@ -68,6 +70,20 @@ class MinesweeperEnv(Environment):
     name = "minesweeper"
     BATCH_CORE = MinesweeperVector
 
+    @classmethod
+    def check_bounds(cls, options: Mapping[str, Any]) -> None:
+        """Refuse a board that cannot be played (too many mines for its cells) before any
+        process starts, as OPTION_BOUNDS does for one number; options not given take the
+        constructor's defaults."""
+        super().check_bounds(options)
+        given = {**_DEFAULTS, **options}
+        try:
+            check_board(
+                given["rows"], given["cols"], given["mines"], FirstClick(given["first_click"])
+            )
+        except ValueError as err:
+            raise OptionError(f"{cls.name}: {err}") from None
+
     def __init__(
         self,
         rows: int = 12,
@@ -79,7 +95,7 @@ class MinesweeperEnv(Environment):
         super().__init__()
         self.rows, self.cols, self.num_mines = rows, cols, mines
         self.first_click = FirstClick(first_click)
-        check_board(self.rows, self.cols, self.num_mines, self.first_click)
+        self.check_bounds({"rows": rows, "cols": cols, "mines": mines, "first_click": first_click})
         self.onehot = onehot
         self.cells = self.rows * self.cols
         self.rng = np.random.default_rng()
@@ -166,3 +182,11 @@ class MinesweeperEnv(Environment):
             grid[:, 1] = is_open
         legal = ~is_open if not core.is_terminal() else np.zeros(self.cells, dtype=bool)
         return Value(arrays=(grid.reshape(self.rows, self.cols, -1), legal))
+
+
+#: The constructor's defaults, for a check of options given without some of them.
+_DEFAULTS = {
+    name: parameter.default
+    for name, parameter in inspect.signature(MinesweeperEnv.__init__).parameters.items()
+    if parameter.default is not inspect.Parameter.empty
+}
