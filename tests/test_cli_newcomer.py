@@ -501,12 +501,12 @@ def test_an_option_value_the_game_refuses_ends_the_run_with_that_line_and_exit_2
     """A value of the right type that only the game's constructor refuses fails in the
     environment's process: the run used to wait out the experiment's 10 s grace and its
     connect timeout, add a line of its own, and exit 1."""
-    result = rlbridge("run", "minesweeper", "random", "--env-opt", "mines=1000", "--episodes", "1")
+    result = rlbridge("run", "2048", "random", "--env-opt", "win_tile=3", "--episodes", "1")
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr and "rlbridge run:" not in result.stderr
     assert (
-        "rlbridge environment: cannot create 'minesweeper': mines must be in [1, 143] for a "
-        "12x12 board with first_click=none; got 1000\n"
+        "rlbridge environment: cannot create '2048': win_tile must be 0 or a power of two in "
+        "[4, 2^17]; got 3\n"
     ) in result.stderr
 
 
@@ -516,28 +516,9 @@ def test_ctrl_c_mid_episode_is_one_line_from_the_run():
     own line, though the person who pressed Ctrl-C knows why it stopped."""
     import signal
 
-    runner = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rlbridge",
-            "run",
-            "countdown",
-            "tests.experiment.helpers:SignallingAgent",
-            "--env-opt",
-            "length=100000000",
-            "--agent-opt",
-            "signal_at=20",
-            "--episodes",
-            "1",
-            "--quiet",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    from tests.experiment.helpers import start_signalling_run
+
+    runner = start_signalling_run(cwd=ROOT)
     try:
         assert runner.stdout.readline()  # the agent is at step 20: mid-episode
         os.killpg(runner.pid, signal.SIGINT)

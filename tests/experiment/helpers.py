@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import threading
+from typing import Any
 
 from rlbridge import Agent, Environment, Range, SpaceSpec, StepResult, TaskSpec, Value
 
@@ -148,3 +150,34 @@ def children_of(pid: int) -> list[int]:
 
 if __name__ == "__main__":
     sys.exit("helpers for tests; not a program")
+
+
+def start_signalling_run(
+    *extra: str, signal_at: int = 20, episodes: int = 1, **popen: Any
+) -> subprocess.Popen:
+    """``rlbridge run countdown`` with :class:`SignallingAgent`, in a session of its own: an
+    episode lasts until the run is stopped, and the agent prints a line at step ``signal_at``,
+    so a test that reads that line knows the run is mid-episode."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rlbridge",
+            "run",
+            "countdown",
+            "tests.experiment.helpers:SignallingAgent",
+            "--env-opt",
+            "length=100000000",
+            "--agent-opt",
+            f"signal_at={signal_at}",
+            "--episodes",
+            str(episodes),
+            "--quiet",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **popen,
+    )

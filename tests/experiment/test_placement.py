@@ -18,7 +18,7 @@ import pytest
 from rlbridge.experiment.net.transport import private_directory
 from rlbridge.experiment.placement import REGISTRY_DIRECTORY, live_runs, record_run
 
-from .helpers import children_of
+from .helpers import children_of, start_signalling_run
 
 CPUS = sorted(os.sched_getaffinity(0))
 
@@ -42,29 +42,7 @@ def registry(tmpdir: str) -> str:
 
 def start_run(tmpdir: str, *extra: str) -> subprocess.Popen:
     """A run that stays mid-episode until killed; its agent prints a line once it is there."""
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rlbridge",
-            "run",
-            "countdown",
-            "tests.experiment.helpers:SignallingAgent",
-            "--env-opt",
-            "length=100000000",
-            "--agent-opt",
-            "signal_at=20",
-            "--episodes",
-            "1",
-            "--quiet",
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env={**os.environ, "TMPDIR": tmpdir},
-    )
+    return start_signalling_run(*extra, env={**os.environ, "TMPDIR": tmpdir})
 
 
 def cpus_of_children(runner: subprocess.Popen) -> list[set[int]]:

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from .helpers import children_of
+from .helpers import children_of, start_signalling_run
 
 SUMMARY = re.compile(r"episodes (\d+)\s+steps (\d+)\s+mean return (-?[\d.]+)\s+steps/s")
 
@@ -118,30 +118,7 @@ def test_sigkill_of_the_agent_mid_episode_is_reported_within_the_timeout(process
 
 
 def _run_with_signalling_agent(extra: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rlbridge",
-            "run",
-            "countdown",
-            "tests.experiment.helpers:SignallingAgent",
-            "--env-opt",
-            "length=100000000",
-            "--agent-opt",
-            "signal_at=100",
-            "--episodes",
-            "4",
-            "--timeout-ms",
-            "1000",
-            "--quiet",
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    return start_signalling_run("--timeout-ms", "1000", *extra, signal_at=100, episodes=4)
 
 
 @pytest.mark.parametrize("batch", [[], ["--batch", "4"]], ids=["episode", "batch"])
