@@ -7,10 +7,15 @@ and the typed decoder of a delegated episode's every AGENT_STEP.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 
+from rlbridge.agents.base import Agent
 from rlbridge.agents.batch import BatchAgent, as_batch_agent
 from rlbridge.experiment.net.bodies import (
+    AgentBatchInit,
+    AgentBatchStep,
     agent_batch_init_body,
     agent_batch_step_body,
     agent_query_body,
@@ -30,7 +35,8 @@ from rlbridge.protocol.batch import (
     encode_batch,
 )
 from rlbridge.protocol.errors import ProtocolError, RLBridgeError, WrongState
-from rlbridge.protocol.messages import MessageType
+from rlbridge.protocol.messages import Envelope, MessageType
+from rlbridge.protocol.queries import QueryRequest
 from rlbridge.protocol.states import (
     AGENT_ALLOWED,
     AGENT_MOVES,
@@ -40,7 +46,7 @@ from rlbridge.protocol.states import (
 )
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.typed import RewardValue, decoder, prefix
-from rlbridge.protocol.values import encode_value
+from rlbridge.protocol.values import Value, encode_value
 
 T = MessageType
 
@@ -70,7 +76,7 @@ class AgentServer(RequestServer[AgentState]):
     #: call but for its arrays, which agent_step_body checks.
     typed = {prefix(T.AGENT_STEP): decoder(T.AGENT_STEP, RewardValue)}
 
-    def __init__(self, agent, address: str, **options):
+    def __init__(self, agent: Agent, address: str, **options: Any) -> None:
         super().__init__(address, **options)
         self.agent = agent
         self.task_spec: TaskSpec | None = None
@@ -91,16 +97,26 @@ class AgentServer(RequestServer[AgentState]):
         self.batch_agent: BatchAgent | None = None  # set by AGENT_BATCH_INIT
         self.instances: InstanceStates | None = None
 
-    def _agent_init(self, message, spec, frames, identity):
+    def _agent_init(
+        self, message: Envelope, spec: TaskSpec, frames: list[memoryview], identity: bytes
+    ) -> None:
         self.batch_agent = None
         self.task_spec = spec
         self.agent.agent_init(spec)
         return None
 
-    def _agent_start(self, message, observation, frames, identity):
+    def _agent_start(
+        self, message: Envelope, observation: Value, frames: list[memoryview], identity: bytes
+    ) -> list[object]:
         return encode_value(self.agent.agent_start(observation), frames)
 
-    def _agent_step(self, message, reward_observation, frames, identity):
+    def _agent_step(
+        self,
+        message: Envelope,
+        reward_observation: tuple[float, Value],
+        frames: list[memoryview],
+        identity: bytes,
+    ) -> list[object]:
         action = self.agent.agent_step(*reward_observation)
         # encode_value's first case inline: the per-step path's every frame is counted
         # (docs/speed.md, "One per-step path").
@@ -110,11 +126,15 @@ class AgentServer(RequestServer[AgentState]):
             else encode_value(action, frames)
         )
 
-    def _agent_end(self, message, reward, frames, identity):
+    def _agent_end(
+        self, message: Envelope, reward: float, frames: list[memoryview], identity: bytes
+    ) -> None:
         self.agent.agent_end(reward)
         return None
 
-    def _agent_cleanup(self, message, _, frames, identity):
+    def _agent_cleanup(
+        self, message: Envelope, _: None, frames: list[memoryview], identity: bytes
+    ) -> None:
         if self.batch_agent is not None:
             self.batch_agent.agent_cleanup()
             self.batch_agent = None
@@ -122,27 +142,34 @@ class AgentServer(RequestServer[AgentState]):
             self.agent.agent_cleanup()
         return None
 
-    def _agent_message(self, message, text, frames, identity):
+    def _agent_message(
+        self, message: Envelope, text: str, frames: list[memoryview], identity: bytes
+    ) -> str:
         if self.batch_agent is not None:
             return self.batch_agent.agent_message(text)
         return self.agent.agent_message(text)
 
-    def _agent_query(self, message, request, frames, identity):
+    def _agent_query(
+        self, message: Envelope, request: QueryRequest, frames: list[memoryview], identity: bytes
+    ) -> None:
         """SEED, the one query an agent answers: a batch seeds instance i with
         ``instance_seed(A, i)``, or the one instance named with A itself."""
+        seed = cast(int, request.argument)  # read_query passes an agent's SEED only with an int
         if self.batch_agent is not None:
-            self.batch_agent.seed_instances(request.argument, request.instance)
+            self.batch_agent.seed_instances(seed, request.instance)
         elif request.instance not in (None, 0):
             raise ProtocolError(
                 f"query instance must be nil or 0 for an agent of one instance; "
                 f"got {request.instance}"
             )
         else:
-            self.agent.seed(request.argument)
+            self.agent.seed(seed)
         return None
 
     # -- batches (PROTOCOL.md 16.4) --------------------------------------------------
-    def _agent_batch_init(self, message, body, frames, identity):
+    def _agent_batch_init(
+        self, message: Envelope, body: AgentBatchInit, frames: list[memoryview], identity: bytes
+    ) -> None:
         self.task_spec = body.task_spec
         batch_agent = as_batch_agent(self.agent)
         batch_agent.batch_init(body.task_spec, body.num_instances)
@@ -150,7 +177,9 @@ class AgentServer(RequestServer[AgentState]):
         self.instances = InstanceStates(body.num_instances)
         return None
 
-    def _agent_batch_step(self, message, body, frames, identity):
+    def _agent_batch_step(
+        self, message: Envelope, body: AgentBatchStep, frames: list[memoryview], identity: bytes
+    ) -> list[object]:
         instances, batch_agent = self.instances, self.batch_agent
         if instances is None or batch_agent is None:  # BATCHED follows AGENT_BATCH_INIT's setting
             raise WrongState("AGENT_BATCH_STEP needs a successful AGENT_BATCH_INIT first")

@@ -7,7 +7,7 @@ a malformed body gets BAD_FIELD in every state.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from rlbridge.protocol.batch import (
 )
 from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.messages import (
+    Envelope,
     Hello,
     MessageType,
     read_hello,
@@ -36,34 +37,34 @@ from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value, _new_tuple, decode_value, typed_value
 
 
-def whole_body(message) -> object:
+def whole_body(message: Envelope) -> object:
     return message.body
 
 
-def nil_body(message) -> None:
+def nil_body(message: Envelope) -> None:
     if message.body is not None:
         raise ProtocolError(
             f"{MessageType(message.type).name} takes a nil body; got {type(message.body).__name__}"
         )
 
 
-def str_body(message) -> str:
+def str_body(message: Envelope) -> str:
     return read_str(message.body, f"{MessageType(message.type).name} body")
 
 
-def env_query_body(message) -> QueryRequest:
+def env_query_body(message: Envelope) -> QueryRequest:
     return read_query(message.body, "environment")
 
 
-def agent_query_body(message) -> QueryRequest:
+def agent_query_body(message: Envelope) -> QueryRequest:
     return read_query(message.body, "agent")
 
 
-def value_body(message):
+def value_body(message: Envelope) -> Value:
     return decode_value(message.body, message.frames)
 
 
-def shutdown_body(message) -> None:
+def shutdown_body(message: Envelope) -> None:
     if message.body is not None and type(message.body) is not str:
         raise ProtocolError(
             f"SHUTDOWN takes a string or nil body; got {type(message.body).__name__}"
@@ -83,7 +84,7 @@ class Delegation(NamedTuple):
     log: bool
 
 
-def delegate_body(message) -> Delegation:
+def delegate_body(message: Envelope) -> Delegation:
     body = message.body
     if type(body) is not list or len(body) != 3:
         raise ProtocolError(
@@ -102,7 +103,7 @@ def delegate_body(message) -> Delegation:
     return Delegation(address, timeout_ms, bool(body[2]))
 
 
-def run_episode_body(message) -> None:
+def run_episode_body(message: Envelope) -> None:
     body = message.body
     if type(body) is not list or len(body) != 1:
         raise ProtocolError(f"RUN_EPISODE body must be [max_steps]; got {body!r:.80}")
@@ -110,11 +111,11 @@ def run_episode_body(message) -> None:
         raise ProtocolError(f"max_steps must be >= 0; got {body[0]}")
 
 
-def task_spec_body(message) -> TaskSpec:
+def task_spec_body(message: Envelope) -> TaskSpec:
     return parse(read_str(message.body, "task spec"))
 
 
-def agent_step_body(message) -> tuple[float, object]:
+def agent_step_body(message: Envelope) -> tuple[float, object]:
     """``(reward, observation)``, from msgpack's list or from the tuple of a typed decoder
     (typed.py), which has checked all but the observation's arrays."""
     body = message.body
@@ -129,11 +130,11 @@ def agent_step_body(message) -> tuple[float, object]:
     return read_reward(body[0]), decode_value(body[1], message.frames)
 
 
-def reward_body(message) -> float:
+def reward_body(message: Envelope) -> float:
     return read_reward(message.body)
 
 
-def hello_body(message) -> Hello:
+def hello_body(message: Envelope) -> Hello:
     return read_hello(message.body)
 
 
@@ -172,7 +173,7 @@ class RunBatch(NamedTuple):
     groups: int
 
 
-def _items(message, count: int, form: str) -> list:
+def _items(message: Envelope, count: int, form: str) -> list[Any]:
     body = message.body
     if type(body) is not list or len(body) != count:
         raise ProtocolError(
@@ -181,7 +182,7 @@ def _items(message, count: int, form: str) -> list:
     return body
 
 
-def _count(value, name: str) -> int:
+def _count(value: object, name: str) -> int:
     number = read_int(value, name)
     if number < 0:
         raise ProtocolError(f"{name} must be an int >= 0; got {number}")
@@ -196,7 +197,7 @@ def _at_most(number: int, limit: int, name: str, limit_name: str) -> int:
     return number
 
 
-def env_batch_init_body(message) -> BatchInit:
+def env_batch_init_body(message: Envelope) -> BatchInit:
     num_instances, first = _items(message, 2, "[num_instances, first_instance]")
     count = _at_most(
         _count(num_instances, "num_instances"),
@@ -207,7 +208,7 @@ def env_batch_init_body(message) -> BatchInit:
     return BatchInit(count, _count(first, "first_instance"))
 
 
-def env_batch_step_body(message) -> EnvBatchStep:
+def env_batch_step_body(message: Envelope) -> EnvBatchStep:
     calls, actions = _items(message, 2, "[calls, actions]")
     return EnvBatchStep(
         decode_calls(calls, message.frames, EnvCall, "ENV_BATCH_STEP calls"),
@@ -215,7 +216,7 @@ def env_batch_step_body(message) -> EnvBatchStep:
     )
 
 
-def agent_batch_init_body(message) -> AgentBatchInit:
+def agent_batch_init_body(message: Envelope) -> AgentBatchInit:
     spec, num_instances = _items(message, 2, "[task_spec, num_instances]")
     count = _count(num_instances, "num_instances")
     if count == 0:
@@ -229,7 +230,7 @@ def agent_batch_init_body(message) -> AgentBatchInit:
     return AgentBatchInit(parse(read_str(spec, "task spec")), count)
 
 
-def agent_batch_step_body(message) -> AgentBatchStep:
+def agent_batch_step_body(message: Envelope) -> AgentBatchStep:
     first, calls, rewards, observations = _items(
         message, 4, "[first_instance, calls, rewards, observations]"
     )
@@ -246,7 +247,7 @@ def agent_batch_step_body(message) -> AgentBatchStep:
     return AgentBatchStep(_count(first, "first_instance"), calls, rewards, observations)
 
 
-def run_batch_body(message) -> RunBatch:
+def run_batch_body(message: Envelope) -> RunBatch:
     max_steps, num_steps, quotas, groups = _items(
         message, 4, "[max_steps, num_steps, quotas, groups]"
     )

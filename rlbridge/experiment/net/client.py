@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import zmq
+
+if TYPE_CHECKING:
+    from rlbridge.experiment.net.curve import CurveKeys
 
 from rlbridge.experiment.net.transport import (
     CONNECT_TIMEOUT_MS,
@@ -35,6 +39,7 @@ from rlbridge.protocol.errors import (
     MessageTooLarge,
     PeerTimeout,
     ProtocolError,
+    RLBridgeError,
     VersionMismatch,
     error_from_reply,
 )
@@ -86,8 +91,8 @@ class RequestClient:
         timeout_ms: int = STEP_TIMEOUT_MS,
         bind: bool = False,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
-        curve=None,
-    ):
+        curve: CurveKeys | None = None,
+    ) -> None:
         self.address = address
         self.peer_role = peer_role
         self.own_role = own_role
@@ -173,13 +178,13 @@ class RequestClient:
     def request(
         self,
         msg_type: int,
-        body=None,
-        frames: list | None = None,
+        body: object = None,
+        frames: list[memoryview] | None = None,
         *,
         timeout_ms: int | None = None,
         stop: Callable[[], bool] | None = None,
         record: bool = True,
-    ):
+    ) -> Envelope:
         """Send a request and return the reply Envelope; raise the peer's error or PeerTimeout.
 
         The wait is ``timeout_ms`` (default: the client's) from the send, whatever arrives
@@ -197,7 +202,12 @@ class RequestClient:
         )
 
     def send_request(
-        self, msg_type: int, body=None, frames: list | None = None, *, record: bool = True
+        self,
+        msg_type: int,
+        body: object = None,
+        frames: list[memoryview] | None = None,
+        *,
+        record: bool = True,
     ) -> int:
         """Send a request without waiting for its reply; returns its seq for
         :meth:`receive_reply`. Several may be outstanding: a batched environment sends one
@@ -235,7 +245,7 @@ class RequestClient:
         *,
         stop: Callable[[], bool] | None = None,
         record: bool = True,
-    ):
+    ) -> Envelope:
         """The reply to the request ``seq`` that :meth:`send_request` sent, awaited for
         ``timeout_ms`` (default: the client's) from now. Replies come in the order of their
         requests, so anything older is a stale reply and is dropped, however broken;
@@ -379,7 +389,7 @@ class RequestClient:
         self.socket.close(linger=LINGER_MS)
 
 
-def _remote_error(body, peer: str, call: str):
+def _remote_error(body: object, peer: str, call: str) -> RLBridgeError:
     """The error of an ERROR reply, naming the peer, the call, the episode, the step and the
     peer's code (which a delegated environment's PEER_ERROR would otherwise lose)."""
     if type(body) is list and len(body) == 2 and type(body[0]) is int and type(body[1]) is str:

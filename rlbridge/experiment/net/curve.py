@@ -33,6 +33,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NamedTuple, TextIO
 
 import zmq
@@ -95,7 +96,7 @@ def check_agent_address(address: str, served_on: str, curve: CurveKeys | None) -
         )
 
 
-def create_keys(directory: str | os.PathLike, force: bool = False) -> list[Path]:
+def create_keys(directory: str | os.PathLike[str], force: bool = False) -> list[Path]:
     """Write server and client key pairs and authorize the client; returns the files written."""
     root = Path(directory)
     if (root / "server.key_secret").exists() and not force:
@@ -151,7 +152,8 @@ def check_private(root: Path) -> None:
 
 def _load(path: Path, what: str) -> tuple[bytes, bytes | None]:
     try:
-        return _zmq_auth().load_certificate(path)
+        keys: tuple[bytes, bytes | None] = _zmq_auth().load_certificate(path)
+        return keys
     except (OSError, ValueError) as err:
         raise CurveError(
             f"cannot read the CURVE {what} from {path}: {err}; make keys with "
@@ -168,12 +170,12 @@ class CurveKeys:
     server_secret: bytes | None = None
     client_public: bytes | None = None
     client_secret: bytes | None = None
-    authorized: frozenset = frozenset()
+    authorized: frozenset[bytes] = frozenset()
     log: TextIO | None = field(default=sys.stderr, repr=False)
-    _last_logged: dict = field(default_factory=dict, repr=False)
+    _last_logged: dict[str, float] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, directory: str | os.PathLike, log: TextIO | None = sys.stderr) -> CurveKeys:
+    def load(cls, directory: str | os.PathLike[str], log: TextIO | None = sys.stderr) -> CurveKeys:
         """Read what the directory has; a server needs server.key_secret, a client
         client.key_secret."""
         root = Path(directory)
@@ -197,7 +199,7 @@ class CurveKeys:
             root, server_public, server_secret, client_public, client_secret, authorized, log
         )
 
-    def apply_server(self, socket: zmq.Socket) -> None:
+    def apply_server(self, socket: zmq.Socket[bytes]) -> None:
         """Make ``socket`` a CURVE server that admits only authorized client keys."""
         if self.server_secret is None:
             raise CurveError(f"{self.directory} has no server.key_secret; a server needs it")
@@ -207,7 +209,7 @@ class CurveKeys:
         socket.zap_domain = ZAP_DOMAIN
         _guard(socket, self)
 
-    def apply_client(self, socket: zmq.Socket) -> None:
+    def apply_client(self, socket: zmq.Socket[bytes]) -> None:
         """Make ``socket`` a CURVE client that trusts only this directory's server key."""
         if self.client_secret is None:
             raise CurveError(f"{self.directory} has no client.key_secret; a client needs it")
@@ -224,7 +226,7 @@ class CurveKeys:
         print(f"rlbridge security: refused {text}", file=self.log, flush=True)
 
 
-def _zmq_auth():
+def _zmq_auth() -> ModuleType:
     """zmq.auth, imported when keys are made or read: its import (and its thread's asyncio)
     costs every process about 70 ms of CPU at start-up, CURVE or not."""
     import zmq.auth
@@ -244,7 +246,7 @@ def _authenticator_class() -> type:
         each refusal is logged, with the key and where it came from, through the server's keys.
         """
 
-        def __init__(self, context: zmq.Context):
+        def __init__(self, context: zmq.Context[zmq.Socket[bytes]]) -> None:
             super().__init__(context)
             self.served: tuple[CurveKeys, ...] = ()
             self.peer_address = ""
@@ -276,19 +278,19 @@ class _HandshakeWatch:
     """One thread per context reporting peers that fail the CURVE handshake before ZAP is asked."""
 
     def __init__(self) -> None:
-        self.monitors: dict[zmq.Socket, CurveKeys] = {}
+        self.monitors: dict[zmq.Socket[bytes], CurveKeys] = {}
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="rlbridge-curve-watch", daemon=True)
         self.thread.start()
 
-    def watch(self, socket: zmq.Socket, keys: CurveKeys) -> None:
+    def watch(self, socket: zmq.Socket[bytes], keys: CurveKeys) -> None:
         monitor = socket.get_monitor_socket(_HANDSHAKE_FAILURES)
         with self.lock:
             self.monitors[monitor] = keys
 
     def _run(self) -> None:
         poller = zmq.Poller()
-        known: set = set()
+        known: set[zmq.Socket[bytes]] = set()
         try:
             while True:
                 with self.lock:
@@ -305,7 +307,7 @@ class _HandshakeWatch:
                 monitor.close(linger=0)
 
     @staticmethod
-    def _report(monitor: zmq.Socket, keys: CurveKeys) -> None:
+    def _report(monitor: zmq.Socket[bytes], keys: CurveKeys) -> None:
         # Imported here: zmq.utils.monitor imports asyncio, a cost every process would pay
         # at start-up (most never use CURVE).
         from zmq.utils.monitor import parse_monitor_message
@@ -336,7 +338,7 @@ _guards: dict[int, _Guard] = {}
 _guards_lock = threading.Lock()
 
 
-def _guard(socket: zmq.Socket, keys: CurveKeys) -> None:
+def _guard(socket: zmq.Socket[bytes], keys: CurveKeys) -> None:
     """Admit ``keys``' clients on the socket's context and report its failed handshakes."""
     context = socket.context
     with _guards_lock:

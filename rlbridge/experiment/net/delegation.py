@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
-from rlbridge.experiment.batch import BatchLoop, EndedEpisodes
+from rlbridge.environments.batch import BatchStep
+from rlbridge.experiment.batch import BatchLoop, EndedEpisodes, EnvStep
 from rlbridge.experiment.counting import EpisodeCounter
 from rlbridge.experiment.log.writer import RecordList
 from rlbridge.experiment.net.bodies import Delegation as DelegateBody
@@ -43,8 +45,39 @@ from rlbridge.protocol.errors import (
     ShuttingDown,
     WrongState,
 )
-from rlbridge.protocol.messages import MessageType, encode
+from rlbridge.protocol.messages import Envelope, MessageType, encode
+from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value, decode_value, encode_value
+
+if TYPE_CHECKING:
+    from rlbridge.environments.base import Environment
+    from rlbridge.environments.batch import EnvironmentBatch
+    from rlbridge.experiment.net.curve import CurveKeys
+    from rlbridge.render.publish import StatePublisher
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class EnvironmentServer(Protocol):
+    """What delegated play uses of env_server.EnvironmentServer, which imports this module."""
+
+    env: Environment
+    publisher: StatePublisher | None
+    env_batch: EnvironmentBatch | None
+    batch_loop: BatchLoop | None
+    curve: CurveKeys | None
+    session_owner: bytes | None
+    stopping: bool
+
+    def step(
+        self, action: Value, episode: int, step: int
+    ) -> tuple[float, Value, bool, dict[str, Any] | None]: ...
+
+    def send(self, identity: bytes, frames: list[bytes | memoryview]) -> None: ...
+
+    def send_if_connected(self, identity: bytes, frames: list[bytes | memoryview]) -> bool: ...
+
 
 T = MessageType
 AGENT_START, AGENT_STEP, AGENT_END = int(T.AGENT_START), int(T.AGENT_STEP), int(T.AGENT_END)
@@ -65,14 +98,14 @@ class Watch:
 
     def __init__(
         self,
-        server,
+        server: EnvironmentServer,
         identity: bytes,
-        message,
+        message: Envelope,
         interval_ms: int,
         records: RecordList | None,
         what: str,
-        counts: Callable[[], list],
-    ):
+        counts: Callable[[], list[int]],
+    ) -> None:
         self.server = server
         self.identity = identity
         self.episode = message.episode
@@ -96,7 +129,7 @@ class Watch:
                 "connection closed); the environment abandons it"
             )
 
-    def heartbeat(self) -> list:
+    def heartbeat(self) -> list[bytes | memoryview]:
         """A HEARTBEAT's frames: the counts, and the records since the last one when logging."""
         counts = self.counts()
         body = counts if self.records is None else [*counts, self.records.take()]
@@ -119,7 +152,9 @@ class Watch:
 class Delegation:
     """Delegated play for an EnvironmentServer: DELEGATE, RUN_EPISODE and RUN_BATCH."""
 
-    def __init__(self, server, *, heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS):
+    def __init__(
+        self, server: EnvironmentServer, *, heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS
+    ) -> None:
         self.server = server
         self.heartbeat_interval_ms = heartbeat_interval_ms
         #: The connection to the agent, kept across calls while DELEGATE names the same one.
@@ -204,12 +239,12 @@ class Delegation:
     # -- the one frame ---------------------------------------------------------------------
     def run(
         self,
-        message,
+        message: Envelope,
         identity: bytes,
         what: str,
-        counts: Callable[[], list],
-        play: Callable[[RequestClient, Watch], list],
-    ) -> list:
+        counts: Callable[[], list[int]],
+        play: Callable[[RequestClient, Watch], list[object]],
+    ) -> list[object]:
         """Play one delegated call: ``play(agent, watch)`` returns the reply but its records.
 
         ``what`` ("episode" or "batch") and ``counts`` (a heartbeat's counts) are the
@@ -249,7 +284,9 @@ class Delegation:
         return reply
 
     # -- one instance: RUN_EPISODE -------------------------------------------------------
-    def run_episode(self, message, spec, identity: bytes, frames: list) -> list:
+    def run_episode(
+        self, message: Envelope, spec: TaskSpec, identity: bytes, frames: list[memoryview]
+    ) -> list[object]:
         """RUN_EPISODE: ``[terminal, num_steps, total_reward, last_action, records]``."""
         agent = self.delegated_agent()
         return self.run(
@@ -262,7 +299,15 @@ class Delegation:
             ),
         )
 
-    def _play_one(self, episode: int, max_steps: int, spec, frames: list, agent, watch) -> list:
+    def _play_one(
+        self,
+        episode: int,
+        max_steps: int,
+        spec: TaskSpec,
+        frames: list[memoryview],
+        agent: RequestClient,
+        watch: Watch,
+    ) -> list[object]:
         """One episode of one instance: EpisodeCounter.play, with the agent's calls as
         requests (one round trip per step) and the task spec's check before each step."""
         server = self.server
@@ -274,7 +319,7 @@ class Delegation:
         monotonic = time.monotonic
         counter = EpisodeCounter()
 
-        def step(action):
+        def step(action: Value) -> tuple[float, Value, bool, dict[str, Any] | None]:
             """The task spec's check, then ``env_step``: either may find the action invalid."""
             try:
                 check_action(action)
@@ -285,9 +330,9 @@ class Delegation:
                     f"{err}; the action was {_describe(action)}"
                 ) from None
 
-        def agent_step(reward, observation):
+        def agent_step(reward: float, observation: Value) -> Value:
             agent.step = counter.num_steps
-            out: list = []
+            out: list[memoryview] = []
             # encode_value's first case inline, as AgentServer._agent_step's.
             body = [
                 float(reward),
@@ -309,25 +354,29 @@ class Delegation:
                 watch.beat()
             return action
 
-        def agent_end(reward) -> None:
+        def agent_end(reward: float) -> None:
             _call(request, AGENT_END, float(reward))
 
         observation = env.env_start()
         if publisher is not None:
             publisher.offer(env.state_snapshot, episode, 0, False)
-        out: list = []
+        out: list[memoryview] = []
         reply = _call(request, AGENT_START, encode_value(observation, out), out)
         action = _action(agent, AGENT_START, reply)
         counter.start(max_steps)
-        action, _ = counter.play(action, step, agent_step, agent_end)
+        # EpisodeCounter.play (experiment/counting.py) is untyped: counting is not a strict layer.
+        action, _ = counter.play(action, step, agent_step, agent_end)  # type: ignore[no-untyped-call]
         terminal = counter.terminal
         last = None if terminal else encode_value(action, frames)
         return [terminal, counter.num_steps, counter.total_reward, last]
 
     # -- N instances: RUN_BATCH ------------------------------------------------------------
-    def run_batch(self, message, body: RunBatch, identity: bytes, frames: list) -> list:
+    def run_batch(
+        self, message: Envelope, body: RunBatch, identity: bytes, frames: list[memoryview]
+    ) -> list[object]:
         """RUN_BATCH: ``[batched_steps, counters, episodes, records]``."""
-        loop: BatchLoop = self.server.batch_loop
+        # The server's state check admits RUN_BATCH only after ENV_BATCH_INIT set the loop.
+        loop: BatchLoop = self.server.batch_loop  # type: ignore[assignment]
         if body.quotas is not None and len(body.quotas) != loop.num_instances:
             raise ProtocolError(
                 f"RUN_BATCH quotas must have {loop.num_instances} entries, one "
@@ -348,7 +397,14 @@ class Delegation:
             lambda agent, watch: self._play_batch(loop, body, agent, watch, ended_count),
         )
 
-    def _play_batch(self, loop: BatchLoop, body: RunBatch, agent, watch, ended_count) -> list:
+    def _play_batch(
+        self,
+        loop: BatchLoop,
+        body: RunBatch,
+        agent: RequestClient,
+        watch: Watch,
+        ended_count: list[int],
+    ) -> list[object]:
         monotonic = time.monotonic
         timing = self.timing = []
         last = [time.perf_counter()]
@@ -363,9 +419,11 @@ class Delegation:
                 watch.beat()
 
         server = self.server
-        env_step = server.env_batch.batch_step
+        # The server's state check admits RUN_BATCH only after ENV_BATCH_INIT set the batch.
+        env_batch: EnvironmentBatch = server.env_batch  # type: ignore[assignment]
+        env_step: EnvStep = env_batch.batch_step
         if server.publisher is not None:
-            env_step = _published(server.env_batch, server.publisher, loop)
+            env_step = _published(env_batch, server.publisher, loop)
         steps, ended = loop.play(
             env_step,
             RemoteAgentPort(agent),
@@ -381,7 +439,7 @@ class Delegation:
 class RemoteAgentPort:
     """AGENT_BATCH_STEP requests to the delegated agent, one outstanding per group."""
 
-    def __init__(self, client: RequestClient):
+    def __init__(self, client: RequestClient) -> None:
         self.client = client
         self.seqs: dict[int, int] = {}
 
@@ -393,7 +451,7 @@ class RemoteAgentPort:
         rewards: np.ndarray,
         observations: Batch,
     ) -> None:
-        frames: list = []
+        frames: list[memoryview] = []
         body = [
             first_instance,
             encode_column(calls),
@@ -410,12 +468,12 @@ class RemoteAgentPort:
             raise _bad_action(self.client, AGENT_BATCH_STEP, err) from None
 
 
-def _published(env_batch, publisher, loop: BatchLoop):
+def _published(env_batch: EnvironmentBatch, publisher: StatePublisher, loop: BatchLoop) -> EnvStep:
     """``env_batch.batch_step`` that also shows instance 0's state to renderers: a run with
     ``--render`` and ``--batch`` draws the first instance."""
     counter = loop.counters[0]
 
-    def env_step(calls, actions):
+    def env_step(calls: np.ndarray, actions: list[Any]) -> BatchStep:
         result = env_batch.batch_step(calls, actions)
         if calls[0] != EnvCall.NONE:  # instance 0 moved
             publisher.offer(
@@ -429,7 +487,7 @@ def _published(env_batch, publisher, loop: BatchLoop):
     return env_step
 
 
-def counters_body(loop: BatchLoop) -> list:
+def counters_body(loop: BatchLoop) -> list[object]:
     """RUN_BATCH's ``counters``: each instance's num_episodes, num_steps and total_reward."""
     counters = loop.counters
     return [
@@ -439,7 +497,7 @@ def counters_body(loop: BatchLoop) -> list:
     ]
 
 
-def episodes_body(ended: EndedEpisodes) -> list:
+def episodes_body(ended: EndedEpisodes) -> list[object]:
     """RUN_BATCH's ``episodes``: four columns, one entry per episode that ended."""
     return [
         encode_column(np.array(ended.instance, dtype="<i8")),
@@ -449,7 +507,7 @@ def episodes_body(ended: EndedEpisodes) -> list:
     ]
 
 
-def _call(call, *args, **kwargs):
+def _call(call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     """``call(*args, **kwargs)``, a request to the agent: its error becomes PeerError,
     a timeout stays PeerTimeout, and the environment's own stop stays ShuttingDown."""
     try:
@@ -460,7 +518,7 @@ def _call(call, *args, **kwargs):
         raise PeerError(str(err), int(err.code)) from None
 
 
-def _action(agent: RequestClient, msg_type: int, reply):
+def _action(agent: RequestClient, msg_type: int, reply: Envelope) -> Value:
     """The action in the agent's reply; a body that is no action is the agent's fault."""
     try:
         return decode_value(reply.body, reply.frames)

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rlbridge.environments.base import Environment
 from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.environments.queries import answer_single
 from rlbridge.experiment.batch import BatchLoop
 from rlbridge.experiment.net.bodies import (
+    BatchInit,
+    EnvBatchStep,
+    RunBatch,
     delegate_body,
     env_batch_init_body,
     env_batch_step_body,
@@ -25,16 +29,20 @@ from rlbridge.experiment.net.bodies import (
     str_body,
     value_body,
 )
+from rlbridge.experiment.net.bodies import Delegation as DelegateBody
 from rlbridge.experiment.net.curve import check_agent_address
 from rlbridge.experiment.net.delegation import Delegation
 from rlbridge.experiment.net.server import RequestServer
 from rlbridge.protocol.batch import encode_batch, encode_column
 from rlbridge.protocol.errors import RLBridgeError, WrongState
-from rlbridge.protocol.messages import CALL_NAMES, MessageType, step_body
-from rlbridge.protocol.queries import Query
+from rlbridge.protocol.messages import CALL_NAMES, Envelope, MessageType, step_body
+from rlbridge.protocol.queries import Query, QueryRequest
 from rlbridge.protocol.states import ENV_ALLOWED, STATE_MEANINGS, EnvState, next_env_state
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value, encode_value
+
+if TYPE_CHECKING:
+    from rlbridge.render.publish import StatePublisher
 
 T = MessageType
 _DELEGATED = frozenset({int(T.RUN_EPISODE), int(T.RUN_BATCH)})
@@ -62,15 +70,15 @@ class EnvironmentServer(RequestServer[EnvState]):
 
     def __init__(
         self,
-        env,
+        env: Environment,
         address: str,
         *,
         delegation: Callable[[EnvironmentServer], Delegation] = Delegation,
-        publisher=None,
+        publisher: StatePublisher | None = None,
         make_env: Callable[[], Environment] | None = None,
         batch: int = 1,
-        **options,
-    ):
+        **options: Any,
+    ) -> None:
         super().__init__(address, **options)
         self.env = env
         self.publisher = publisher
@@ -103,19 +111,25 @@ class EnvironmentServer(RequestServer[EnvState]):
             self.publisher.close()
         super().close()
 
-    def _env_init(self, message, _, frames, identity):
+    def _env_init(
+        self, message: Envelope, _: None, frames: list[memoryview], identity: bytes
+    ) -> str:
         self._end_batch()
         spec = self.env.env_init()
         self.task_spec = spec if isinstance(spec, TaskSpec) else parse(spec)
         return spec if isinstance(spec, str) else str(spec)
 
-    def _env_start(self, message, _, frames, identity):
+    def _env_start(
+        self, message: Envelope, _: None, frames: list[memoryview], identity: bytes
+    ) -> list[object]:
         observation = self.env.env_start()
         if self.publisher is not None:
             self.publisher.offer(self.env.state_snapshot, message.episode, 0, False)
         return encode_value(observation, frames)
 
-    def _env_step(self, message, action, frames, identity):
+    def _env_step(
+        self, message: Envelope, action: Value, frames: list[memoryview], identity: bytes
+    ) -> list[object]:
         spec = self.task_spec
         if spec is None:  # ENV_STEP's states all follow an ENV_INIT, which sets it
             raise WrongState("ENV_STEP needs a successful ENV_INIT first")
@@ -123,7 +137,9 @@ class EnvironmentServer(RequestServer[EnvState]):
         reward, observation, terminal, info = self.step(action, message.episode, -1)
         return step_body(reward, observation, terminal, info, frames)
 
-    def step(self, action, episode: int, step: int) -> tuple[float, Value, bool, dict | None]:
+    def step(
+        self, action: Value, episode: int, step: int
+    ) -> tuple[float, Value, bool, dict[str, Any] | None]:
         """``env_step(action)`` as the native wire carries it, for ENV_STEP and RUN_EPISODE
         alike, with the state shown to renderers: ``(reward, observation, terminal, info)``.
 
@@ -147,7 +163,9 @@ class EnvironmentServer(RequestServer[EnvState]):
                 f"{CALL_NAMES[msg_type]} needs a successful DELEGATE first (the agent's address)"
             )
 
-    def _env_cleanup(self, message, _, frames, identity):
+    def _env_cleanup(
+        self, message: Envelope, _: None, frames: list[memoryview], identity: bytes
+    ) -> None:
         if self.env_batch is not None:
             self.env_batch.batch_cleanup()
             self._end_batch()
@@ -155,12 +173,16 @@ class EnvironmentServer(RequestServer[EnvState]):
             self.env.env_cleanup()
         return None
 
-    def _env_message(self, message, text, frames, identity):
+    def _env_message(
+        self, message: Envelope, text: str, frames: list[memoryview], identity: bytes
+    ) -> str:
         if self.env_batch is not None:
             return self.env_batch.batch_message(text)
         return self.env.env_message(text)
 
-    def _env_query(self, message, request, frames, identity):
+    def _env_query(
+        self, message: Envelope, request: QueryRequest, frames: list[memoryview], identity: bytes
+    ) -> object:
         if request.query is Query.TIMING:
             return [float(seconds) for seconds in self.delegation.timing]
         if self.env_batch is not None:
@@ -168,7 +190,9 @@ class EnvironmentServer(RequestServer[EnvState]):
         return answer_single(self.env, request)
 
     # -- batches (PROTOCOL.md section 16) ------------------------------------------------
-    def _env_batch_init(self, message, body, frames, identity):
+    def _env_batch_init(
+        self, message: Envelope, body: BatchInit, frames: list[memoryview], identity: bytes
+    ) -> list[object]:
         count = body.num_instances or self.batch  # a count from the wire is checked by its reader
         self._end_batch()
         batch = EnvironmentBatch(self.make_env or self._copy_env, count, body.first_instance)
@@ -177,7 +201,9 @@ class EnvironmentServer(RequestServer[EnvState]):
         self.batch_loop = BatchLoop(count, body.first_instance)
         return [str(spec), count]
 
-    def _env_batch_step(self, message, body, frames, identity):
+    def _env_batch_step(
+        self, message: Envelope, body: EnvBatchStep, frames: list[memoryview], identity: bytes
+    ) -> list[object]:
         env_batch, batch_loop = self.env_batch, self.batch_loop
         if env_batch is None or batch_loop is None:  # BATCHED follows ENV_BATCH_INIT's setting
             raise WrongState("ENV_BATCH_STEP needs a successful ENV_BATCH_INIT first")
@@ -191,10 +217,12 @@ class EnvironmentServer(RequestServer[EnvState]):
             result.infos,
         ]
 
-    def _run_batch(self, message, body, frames, identity):
+    def _run_batch(
+        self, message: Envelope, body: RunBatch, frames: list[memoryview], identity: bytes
+    ) -> list[object]:
         return self.delegation.run_batch(message, body, identity, frames)
 
-    def _copy_env(self):
+    def _copy_env(self) -> Environment:
         try:
             return copy.deepcopy(self.env)
         except Exception as err:  # an environment holding sockets or files, say
@@ -208,10 +236,16 @@ class EnvironmentServer(RequestServer[EnvState]):
         self.env_batch = None
         self.batch_loop = None
 
-    def _delegate(self, message, body, frames, identity):
+    def _delegate(
+        self, message: Envelope, body: DelegateBody, frames: list[memoryview], identity: bytes
+    ) -> None:
         check_agent_address(body.agent_address, self.address, self.curve)
         self.delegation.configure(body)
         return None
 
-    def _run_episode(self, message, _, frames, identity):
-        return self.delegation.run_episode(message, self.task_spec, identity, frames)
+    def _run_episode(
+        self, message: Envelope, _: None, frames: list[memoryview], identity: bytes
+    ) -> list[object]:
+        # RUN_EPISODE's states all follow an ENV_INIT or ENV_BATCH_INIT, which set the spec.
+        spec: TaskSpec = self.task_spec  # type: ignore[assignment]
+        return self.delegation.run_episode(message, spec, identity, frames)

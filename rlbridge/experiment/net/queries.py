@@ -58,20 +58,25 @@ class EnvironmentQueries(_Queries):
     """The Environment contract's query methods, over ENV_QUERY."""
 
     def legal_actions(self, instance: int = 0) -> list[int] | None:
-        return self.query(Query.LEGAL_ACTIONS, instance)
+        actions: list[int] | None = self.query(Query.LEGAL_ACTIONS, instance)
+        return actions
 
     def each_legal_actions(self) -> list[list[int] | None]:
         """Every instance's legal actions, in one round trip."""
-        return self.query(Query.LEGAL_ACTIONS)
+        each: list[list[int] | None] = self.query(Query.LEGAL_ACTIONS)
+        return each
 
-    def state_snapshot(self, instance: int = 0) -> dict | None:
-        return self.query(Query.STATE, instance, record=False)
+    def state_snapshot(self, instance: int = 0) -> dict[str, Any] | None:
+        snapshot: dict[str, Any] | None = self.query(Query.STATE, instance, record=False)
+        return snapshot
 
-    def each_state_snapshot(self) -> list[dict | None]:
-        return self.query(Query.STATE, record=False)
+    def each_state_snapshot(self) -> list[dict[str, Any] | None]:
+        each: list[dict[str, Any] | None] = self.query(Query.STATE, record=False)
+        return each
 
-    def outcomes(self, instance: int | None = None) -> dict | None:
-        return self.query(Query.OUTCOMES, instance, record=False)
+    def outcomes(self, instance: int | None = None) -> dict[str, Any] | None:
+        outcomes: dict[str, Any] | None = self.query(Query.OUTCOMES, instance, record=False)
+        return outcomes
 
     def batch_timing(self) -> list[float]:
         """Seconds each batched step of the last RUN_BATCH took in the environment process."""
@@ -80,7 +85,8 @@ class EnvironmentQueries(_Queries):
     def promise_next_step(self) -> bool:
         """Gymnasium's NEXT_STEP autoreset promise (PROTOCOL.md 16.5); True when the process
         then steps every instance with a vector form."""
-        return self.query(Query.AUTORESET_NEXT_STEP)
+        promised: bool = self.query(Query.AUTORESET_NEXT_STEP)
+        return promised
 
 
 class AgentQueries(_Queries):

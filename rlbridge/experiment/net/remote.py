@@ -12,8 +12,8 @@ and 16.6).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -40,7 +40,11 @@ from rlbridge.protocol.messages import (
     read_step,
     read_str,
 )
-from rlbridge.protocol.values import Value, decode_value, encode_value
+from rlbridge.protocol.taskspec import TaskSpec
+from rlbridge.protocol.values import Frames, Value, decode_value, encode_value
+
+if TYPE_CHECKING:
+    from rlbridge.experiment.net.curve import CurveKeys
 
 T = MessageType
 
@@ -57,9 +61,9 @@ class _Remote:
         timeout_ms: int = STEP_TIMEOUT_MS,
         connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
         bind: bool = False,
-        curve=None,
+        curve: CurveKeys | None = None,
         hello: bool = True,
-        on_wait=None,
+        on_wait: Callable[[str, int], None] | None = None,
     ):
         self.client = RequestClient(
             address, self.peer_role, "experiment", timeout_ms=timeout_ms, bind=bind, curve=curve
@@ -97,9 +101,9 @@ class RemoteEnvironment(EnvironmentQueries, _Remote):
 
     peer_role = "environment"
 
-    def __init__(self, address: str, **options):
+    def __init__(self, address: str, **options: Any) -> None:
         super().__init__(address, **options)
-        self._delegation: list | None = None  # the DELEGATE body last sent
+        self._delegation: list[object] | None = None  # the DELEGATE body last sent
 
     def env_init(self) -> str:
         return read_str(self.client.request(T.ENV_INIT).body, "task spec")
@@ -109,8 +113,8 @@ class RemoteEnvironment(EnvironmentQueries, _Remote):
         reply = self.client.request(T.ENV_START)
         return decode_value(reply.body, reply.frames)
 
-    def env_step(self, action: Value):
-        frames: list = []
+    def env_step(self, action: Value) -> tuple[float, Value, bool, dict[str, Any] | None]:
+        frames: list[memoryview] = []
         reply = self.client.request(T.ENV_STEP, encode_value(action, frames), frames)
         self.client.step += 1
         return read_step(reply.body, reply.frames)
@@ -132,9 +136,11 @@ class RemoteEnvironment(EnvironmentQueries, _Remote):
             )
         return read_str(body[0], "task spec"), read_int(body[1], "num_instances")
 
-    def env_batch_step(self, calls: np.ndarray | list[int], actions) -> BatchStep:
+    def env_batch_step(
+        self, calls: np.ndarray | list[int], actions: Batch | Sequence[Value]
+    ) -> BatchStep:
         """ENV_BATCH_STEP: one round trip for every instance the process serves."""
-        frames: list = []
+        frames: list[memoryview] = []
         column = encode_column(np.asarray(calls, dtype=np.uint8))
         reply = self.client.request(
             T.ENV_BATCH_STEP, [column, encode_batch(actions, frames)], frames
@@ -158,7 +164,7 @@ class RemoteEnvironment(EnvironmentQueries, _Remote):
         """Send DELEGATE when it is new or changed: where the agent is, how long each of its
         calls may take, and whether to return log records (PROTOCOL.md, "Fast path")."""
         client = self.client
-        delegation = [agent.address, agent.timeout_ms, client.recorder is not None]
+        delegation: list[object] = [agent.address, agent.timeout_ms, client.recorder is not None]
         if delegation == self._delegation:
             return
         # Session set-up carries addresses; the log leaves it out so that the same
@@ -209,7 +215,7 @@ class DelegatedCall:
         on_heartbeat: Callable[[int, int], None] | None = None,
     ):
         self.env, self.agent, self.episode = env, agent, episode
-        self.body: list
+        self.body: list[object]
         if batch is None:
             self.msg_type, self.body, self.keep = T.RUN_EPISODE, [max_steps], 4
         else:
@@ -289,7 +295,7 @@ class DelegatedCall:
             return self._episode(body, reply.frames)
         return _batch_reply(body, reply.frames)
 
-    def _episode(self, body: list, frames) -> DelegatedReply:
+    def _episode(self, body: list[Any], frames: Frames) -> DelegatedReply:
         terminal, num_steps, total, last, _records = body
         steps = read_int(num_steps, "num_steps")
         ended = EndedEpisodes([0], [read_bool(terminal, "terminal")], [steps], [float(total)])
@@ -299,7 +305,7 @@ class DelegatedCall:
         return DelegatedReply(steps, ended, None if last is None else decode_value(last, frames))
 
 
-def _batch_reply(body: list, frames) -> DelegatedReply:
+def _batch_reply(body: list[Any], frames: Frames) -> DelegatedReply:
     steps, counters, episodes, _records = body
     if (
         type(counters) is not list
@@ -335,25 +341,38 @@ class ReplyRecorder:
     ``[terminal, num_steps, total_reward, last_action]``): the same bytes whoever wrote the
     records. ``sink`` takes the records."""
 
-    def __init__(self, recorder, sink, msg_type: int, keep: int):
+    def __init__(
+        self, recorder: Recorder, sink: Callable[[list[bytes]], None], msg_type: int, keep: int
+    ) -> None:
         self.recorder = recorder
         self.sink = sink
         self.msg_type = msg_type
         self.keep = keep
 
-    def __call__(self, direction, peer, msg_type, seq, episode, step, payload, frames=()):
+    def __call__(
+        self,
+        direction: int | str,
+        peer: str,
+        msg_type: int,
+        seq: int,
+        episode: int,
+        step: int,
+        payload: bytes,
+        frames: Frames = (),
+    ) -> None:
         if direction == "received" and msg_type == self.msg_type:
             reply = decode(payload, frames)
             body = reply.body
             if type(body) is list and len(body) == self.keep + 1:
                 self.sink(records_of(body[self.keep]))
-                payload = encode(
+                # encode's first frame is the packer's bytes; its type is wider for array frames.
+                payload = encode(  # type: ignore[assignment]
                     msg_type, reply.seq, reply.episode, body[: self.keep], version=reply.version
                 )[0]
         self.recorder(direction, peer, msg_type, seq, episode, step, payload, frames)
 
 
-def records_of(records) -> list[bytes]:
+def records_of(records: object) -> list[bytes]:
     """The environment's log records from a reply or heartbeat: nil or a list of bytes."""
     if records is None:
         return []
@@ -370,18 +389,18 @@ class RemoteAgent(AgentQueries, _Remote):
 
     peer_role = "agent"
 
-    def agent_init(self, task_spec) -> None:
+    def agent_init(self, task_spec: TaskSpec | str) -> None:
         self.client.request(T.AGENT_INIT, str(task_spec))
 
     def agent_start(self, observation: Value) -> Value:
         self.client.step = 1
-        frames: list = []
+        frames: list[memoryview] = []
         reply = self.client.request(T.AGENT_START, encode_value(observation, frames), frames)
         return decode_value(reply.body, reply.frames)
 
     def agent_step(self, reward: float, observation: Value) -> Value:
         self.client.step += 1
-        frames: list = []
+        frames: list[memoryview] = []
         reply = self.client.request(
             T.AGENT_STEP, [float(reward), encode_value(observation, frames)], frames
         )
@@ -396,11 +415,17 @@ class RemoteAgent(AgentQueries, _Remote):
     def agent_message(self, message: str) -> str:
         return read_str(self.client.request(T.AGENT_MESSAGE, message).body, "agent_message reply")
 
-    def batch_init(self, task_spec, num_instances: int) -> None:
+    def batch_init(self, task_spec: TaskSpec | str, num_instances: int) -> None:
         self.client.request(T.AGENT_BATCH_INIT, [str(task_spec), num_instances])
 
-    def batch_step(self, first_instance, calls, rewards, observations) -> Batch:
-        frames: list = []
+    def batch_step(
+        self,
+        first_instance: int,
+        calls: np.ndarray,
+        rewards: np.ndarray,
+        observations: Batch | Sequence[Value],
+    ) -> Batch:
+        frames: list[memoryview] = []
         reply = self.client.request(
             T.AGENT_BATCH_STEP,
             [

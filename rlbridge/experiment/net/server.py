@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from enum import IntEnum
+from types import FrameType
 from typing import TYPE_CHECKING, Any, Generic, TextIO, TypeVar
 
 from rlbridge.experiment.net.bodies import hello_body, shutdown_body, whole_body
@@ -48,6 +49,7 @@ from rlbridge.protocol.messages import (
     MAX_MESSAGE_FRAMES,
     PROTOCOL_VERSION,
     Envelope,
+    Hello,
     MessageType,
     check_size,
     decode,
@@ -98,7 +100,7 @@ class RequestServer(Generic[S]):
     #: call, any other by messages.decode; the type's reader takes either body. The two
     #: decoders agree (tests/protocol/test_typed.py); the rest of :meth:`handle` is the
     #: same for both.
-    typed: dict[bytes, Callable[[bytes], tuple]] = {}
+    typed: dict[bytes, Callable[[bytes], tuple[Any, ...]]] = {}
     #: The state a successful request of each type leaves, where the type alone decides it;
     #: the others ask ``next_state``.
     moves: Mapping[int, S] = {}
@@ -194,10 +196,10 @@ class RequestServer(Generic[S]):
             self.close()
         return 0
 
-    def _on_signal(self, signum, frame) -> None:
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.stopping = True
 
-    def handle(self, identity: bytes, payload: bytes, frames: tuple = ()) -> None:
+    def handle(self, identity: bytes, payload: bytes, frames: tuple[memoryview, ...] = ()) -> None:
         """Answer one request: its handler's reply, or an ERROR reply saying what went wrong.
 
         The checks run in PROTOCOL.md's order: the envelope, the role, the size, the body,
@@ -249,7 +251,7 @@ class RequestServer(Generic[S]):
             ):
                 self._check_state(msg_type, identity)
             acting = True
-            out_frames: list = []
+            out_frames: list[memoryview] = []
             body = act(message, arguments, out_frames, identity)
             move = self.moves.get(msg_type)
             self.state = (
@@ -272,7 +274,15 @@ class RequestServer(Generic[S]):
             self._failed(identity, payload, decoded, acting, msg_type, seq, episode, err)
 
     def _failed(
-        self, identity, payload, decoded, acting, msg_type, seq, episode, err: Exception
+        self,
+        identity: bytes,
+        payload: bytes,
+        decoded: bool,
+        acting: bool,
+        msg_type: int,
+        seq: int,
+        episode: int,
+        err: Exception,
     ) -> None:
         """The ERROR reply to a request that raised ``err``: its own code for an
         RLBridgeError, APPLICATION for anything the served object raised."""
@@ -331,7 +341,7 @@ class RequestServer(Generic[S]):
         elif msg_type == self.cleanup_type and identity == self.session_owner:
             self.session_owner = None
 
-    def send(self, identity: bytes, frames: list) -> None:
+    def send(self, identity: bytes, frames: list[bytes | memoryview]) -> None:
         """Send an encoded message to ``identity`` outside a reply (delegated heartbeats).
 
         Not to a REQ client, which would take it for its reply.
@@ -339,14 +349,14 @@ class RequestServer(Generic[S]):
         if type(identity) is not DelimitedIdentity:
             send_reply(self.socket, identity, frames)
 
-    def send_if_connected(self, identity: bytes, frames: list) -> bool:
+    def send_if_connected(self, identity: bytes, frames: list[bytes | memoryview]) -> bool:
         """:meth:`send`, and whether ``identity`` is still connected: False once its process
         has died or closed its socket. A REQ client gets nothing and counts as connected."""
         if type(identity) is DelimitedIdentity:
             return True
         return send_if_connected(self.socket, identity, frames)
 
-    def _reply_error(self, identity, seq, episode, code, text) -> None:
+    def _reply_error(self, identity: bytes, seq: int, episode: int, code: int, text: str) -> None:
         if code != ErrorCode.SHUTDOWN:  # told to stop: whoever stopped it knows, the peer
             self._warn(f"error {ErrorCode(code).name}: {text}")  # gets the reason below
         send_reply(
@@ -363,7 +373,9 @@ class RequestServer(Generic[S]):
         self._bound_file = None
 
     # -- requests both servers answer ----------------------------------------------
-    def _hello(self, message, hello, frames, identity):
+    def _hello(
+        self, message: Envelope, hello: Hello, frames: list[memoryview], identity: bytes
+    ) -> list[object]:
         if hello.version != PROTOCOL_VERSION:
             raise VersionMismatch(
                 version_mismatch_text(
@@ -377,10 +389,14 @@ class RequestServer(Generic[S]):
             )
         return [self.role, PROTOCOL_VERSION, IMPLEMENTATION, LANGUAGE, self.name]
 
-    def _heartbeat(self, message, body, frames, identity):
+    def _heartbeat(
+        self, message: Envelope, body: object, frames: list[memoryview], identity: bytes
+    ) -> object:
         return body
 
-    def _shutdown(self, message, body, frames, identity):
+    def _shutdown(
+        self, message: Envelope, body: None, frames: list[memoryview], identity: bytes
+    ) -> None:
         self.stopping = True
         if identity == self.session_owner:
             self.session_owner = None

@@ -13,8 +13,12 @@ import contextlib
 import os
 import stat
 import tempfile
+from typing import TYPE_CHECKING
 
 import zmq
+
+if TYPE_CHECKING:
+    from rlbridge.experiment.net.curve import CurveKeys
 
 from rlbridge.protocol.errors import (
     BindError,
@@ -92,7 +96,7 @@ def private_directory(path: str) -> str:
     return path
 
 
-def bind_socket(socket: zmq.Socket, address: str) -> None:
+def bind_socket(socket: zmq.Socket[bytes], address: str) -> None:
     """Bind ``socket``, turning ZeroMQ's error into a one-line :class:`BindError` that says why."""
     try:
         socket.bind(address)
@@ -109,11 +113,13 @@ def bind_socket(socket: zmq.Socket, address: str) -> None:
         raise BindError(f"cannot bind {address}: {reason}") from None
 
 
-def context() -> zmq.Context:
+def context() -> zmq.Context[zmq.Socket[bytes]]:
     return zmq.Context.instance()
 
 
-def server_socket(address: str, *, bind: bool = True, curve=None) -> tuple[zmq.Socket, str]:
+def server_socket(
+    address: str, *, bind: bool = True, curve: CurveKeys | None = None
+) -> tuple[zmq.Socket[bytes], str]:
     """A server's ROUTER socket, bound to (or connected to) ``address``, and the address it
     ended up on (a bound ``tcp://...:0`` gets its real port). Receives wake every
     ``POLL_INTERVAL_MS`` so the server can notice signals and stop requests."""
@@ -157,7 +163,7 @@ class DelimitedIdentity(bytes):
     """The identity of a REQ client: its replies need REQ's empty delimiter frame back."""
 
 
-class TooManyFrames(tuple):
+class TooManyFrames(tuple[memoryview, ...]):
     """Stands for the extra frames of a message with more than MAX_MESSAGE_FRAMES frames.
 
     It holds none of them: the receiver drained them unread. ``frame_count`` is how many
@@ -167,7 +173,7 @@ class TooManyFrames(tuple):
     frame_count = 0
 
 
-def recv_request(socket) -> tuple[bytes, bytes, tuple] | None:
+def recv_request(socket: zmq.Socket[bytes]) -> tuple[bytes, bytes, tuple[memoryview, ...]] | None:
     """The next request on a ROUTER socket as ``(identity, payload, frames)``; None when
     the socket's receive timeout passes first.
 
@@ -194,7 +200,7 @@ def recv_request(socket) -> tuple[bytes, bytes, tuple] | None:
     return identity, first, recv_extra_frames(socket)
 
 
-def recv_extra_frames(socket) -> tuple:
+def recv_extra_frames(socket: zmq.Socket[bytes]) -> tuple[memoryview, ...]:
     """The frames after frame 0, as memoryviews; past MAX_MESSAGE_FRAMES, a
     :class:`TooManyFrames` (the frames drained unread): a peer's million-frame message
     costs no memory for its frames' Python objects."""
@@ -210,18 +216,21 @@ def recv_extra_frames(socket) -> tuple:
     return tuple(extra)
 
 
-def _drain(socket, count: int, more: bool) -> TooManyFrames:
+def _drain(socket: zmq.Socket[bytes], count: int, more: bool) -> TooManyFrames:
     while more:
         # A copying receive of an empty or small frame is cheaper than a Frame object.
         recv_frame(socket, 0, True)
-        more = socket.rcvmore
+        # pyzmq types every socket option as str | bytes | int; RCVMORE is an int 0 or 1.
+        more = socket.rcvmore  # type: ignore[assignment]
         count += 1
     excess = TooManyFrames()
     excess.frame_count = count
     return excess
 
 
-def send_reply(socket, identity: bytes, frames: list) -> None:
+def send_reply(
+    socket: zmq.Socket[bytes], identity: bytes, frames: list[bytes | memoryview]
+) -> None:
     """Send ``frames`` (an encoded message) to the peer ``identity`` on a ROUTER socket."""
     send_frame(socket, identity, _SNDMORE)
     if type(identity) is DelimitedIdentity:
@@ -232,10 +241,13 @@ def send_reply(socket, identity: bytes, frames: list) -> None:
     last = len(frames) - 1
     for index, frame in enumerate(frames):
         # Array frames go zero-copy; the small envelope is cheaper copied.
-        send_frame(socket, frame, 0 if index == last else _SNDMORE, index == 0)
+        # pyzmq's overloads want a literal ``copy``; a runtime bool is what send takes.
+        send_frame(socket, frame, 0 if index == last else _SNDMORE, index == 0)  # type: ignore[call-overload]
 
 
-def send_if_connected(socket, identity: bytes, frames: list) -> bool:
+def send_if_connected(
+    socket: zmq.Socket[bytes], identity: bytes, frames: list[bytes | memoryview]
+) -> bool:
     """Send ``frames`` to ``identity`` on a ROUTER socket without blocking; False when no
     peer of that identity is connected any more (its process died or closed the socket).
 
