@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from collections import deque
+from typing import Any
 
 from rlbridge.experiment.progress import ProgressBar
 from rlbridge.extras import require
@@ -231,6 +232,8 @@ def run_sweep(
     _STOP.clear()
     previous = signal.signal(signal.SIGTERM, _terminated)
     try:
+        unraisable = sys.unraisablehook
+        sys.unraisablehook = _held_sigterm
         try:
             ray = start_ray(address, num_cpus)
         except SystemExit as stop:
@@ -239,9 +242,11 @@ def run_sweep(
             if stop.code != signal.SIGTERM:
                 raise
             raise Terminated from None
+        finally:
+            sys.unraisablehook = unraisable
         # Ray's handler would exit the process without a word: ours again.
         signal.signal(signal.SIGTERM, _terminated)
-        if _STOP.is_set():  # SIGTERM came before Ray's handler was installed
+        if _STOP.is_set():  # before Ray's handler was installed, or lost in an at-fork hook
             raise Terminated
         finished, failures = _run(
             ray, pending, results, log, retries, grid.trial_timeout_s, work, progress
@@ -276,6 +281,18 @@ class Terminated(Exception):
 #: would break out of Ray's compiled wait in the middle ("returned a result with an
 #: exception set").
 _STOP = threading.Event()
+
+
+def _held_sigterm(unraisable: Any) -> None:
+    """``sys.unraisablehook`` while Ray starts. Ray's SIGTERM handler raises SystemExit, and
+    when the signal lands while Ray forks, it raises inside an at-fork hook, where Python
+    cannot raise: it reports the exception here and goes on, and the sweep would run to its
+    end. Such an exit is the sweep's SIGTERM; anything else goes to the usual hook."""
+    error = unraisable.exc_value
+    if isinstance(error, SystemExit) and error.code == signal.SIGTERM:
+        _STOP.set()
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def _terminated(signum, frame) -> None:

@@ -269,3 +269,30 @@ def test_a_local_ray_that_does_not_start_in_time_is_one_line(tmp_path):
     assert first.startswith("rlbridge sweep: 1 trials: 0 already finished, 1 to run")
     assert last.startswith("rlbridge sweep: Ray did not start on this machine: Timed out")
     assert "RAY_gcs_server_port_wait_time_s" in last and "--address" in last
+
+
+def test_a_sigterm_exit_python_cannot_raise_while_ray_starts_still_stops_the_sweep(capsys):
+    """Ray's SIGTERM handler raises SystemExit; landing while Ray forks, it raises in an
+    at-fork hook, where Python reports it to sys.unraisablehook and goes on. The sweep's
+    hook takes that exit for its SIGTERM; any other unraisable error is reported as usual."""
+    from rlbridge.sweep import runner
+
+    class RaisesInDel:
+        def __init__(self, error: BaseException) -> None:
+            self.error = error
+
+        def __del__(self) -> None:  # Python cannot raise from here, as from an at-fork hook
+            raise self.error
+
+    previous = sys.unraisablehook
+    runner._STOP.clear()
+    sys.unraisablehook = runner._held_sigterm
+    try:
+        RaisesInDel(ValueError("not a signal"))
+        assert not runner._STOP.is_set()
+        RaisesInDel(SystemExit(signal.SIGTERM))
+        assert runner._STOP.is_set()
+    finally:
+        sys.unraisablehook = previous
+        runner._STOP.clear()
+    assert "ValueError: not a signal" in capsys.readouterr().err
