@@ -4,7 +4,7 @@ and print its learning curve.
 `make example-sb3` installs torch (CPU) and Stable-Baselines3, then runs this file. Two
 `rlbridge env gridwalk --bind ipc://...` servers run as child processes, one for training
 and one for evaluation (an evaluation must not disturb PPO's half-collected rollout), and
-both are reached through :meth:`rlbridge.gym.RLBridgeEnv.remote`, so every step crosses
+both are reached through :meth:`rlbridge.adapters.gym.RLBridgeEnv.remote`, so every step crosses
 the wire. Every ``--eval-every`` timesteps the policy's mean return over
 ``--eval-episodes`` seeded episodes is printed, acting greedily (the most likely action)
 and by sampling from it; a uniformly random policy is measured the same way, in the same
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlbridge.gym import RLBridgeEnv
+from rlbridge.adapters.gym import RLBridgeEnv
 
 #: How long a server gets to exit after SHUTDOWN before it is killed.
 SERVER_EXIT_TIMEOUT_S = 10.0

@@ -233,7 +233,7 @@ def convert_options(cls: type, strings: Mapping[str, str], owner: str = "") -> d
     """``--opt`` strings as the typed keyword arguments of ``cls``; OptionError names a bad one.
 
     A class that converts its own (:class:`ConvertsOwnOptions`) does so: a ``gym:<id>``
-    environment's options are ``gymnasium.make`` keyword arguments (rlbridge.gym.serve).
+    environment's options are ``gymnasium.make`` keyword arguments (rlbridge.adapters.gym.serve).
     """
     if isinstance(cls, ConvertsOwnOptions):
         return cls.convert_options(strings)

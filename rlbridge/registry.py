@@ -140,7 +140,7 @@ GYM_PREFIX = "gym:"
 #: The Gymnasium adapter (a :class:`GymAdapter`). It sits above the registry, on the
 #: environments, the options and gymnasium (docs/architecture.md), so the registry names it
 #: as it names the built-in games, by module, and imports it only when a name needs it.
-GYM_ADAPTER = "rlbridge.gym.serve"
+GYM_ADAPTER = "rlbridge.adapters.gym.serve"
 GYM_TARGET = f"{GYM_ADAPTER}:GymEnvironment"
 
 

@@ -36,7 +36,7 @@ PLACES: dict[str, str] = {
     "test_the_c_baseline_builds_and_plays_every_step_through_the_glue": "external",
     "bench/test_rlglue_bench.py::"
     "test_rlbridge_run_is_measured_with_its_environment_and_agent": "external",
-    "bridge/test_flying_squid.py": "external",
+    "render/test_flying_squid.py": "external",
     "environments/test_mission_server.py": "external",
     "sweep/test_sweep.py": "external",
     "sweep/test_sweep_faults.py::"
@@ -53,16 +53,17 @@ PLACES: dict[str, str] = {
     "test_the_quick_campaign_finds_no_crash_hang_wrong_reply_or_lost_record": "external",
     "experiment/test_faults.py::"
     "test_the_campaign_finds_the_built_c_and_javascript_agents": "external",
-    "gym/test_serve.py::test_c_and_javascript_agents_play_a_served_gymnasium_env": "external",
+    "adapters/gym/test_serve.py::"
+    "test_c_and_javascript_agents_play_a_served_gymnasium_env": "external",
     # -- train: Stable-Baselines3 and sb3-contrib on torch (the train extra).
-    "gym/test_sb3.py": "train",
+    "adapters/gym/test_sb3.py": "train",
     # -- processes: files where (nearly) every test starts one or opens a socket.
     "environments/test_batch_cores_grids.py::"
     "test_a_batched_run_logs_the_same_records_whichever_core_stepped": "processes",
-    "bridge/test_blockviewer.py": "processes",
-    "bridge/test_no_display.py": "processes",
-    "bridge/test_publish_view.py": "processes",
-    "bridge/test_rcon.py": "processes",
+    "render/test_blockviewer.py": "processes",
+    "render/test_no_display.py": "processes",
+    "render/test_publish_view.py": "processes",
+    "render/test_rcon.py": "processes",
     "environments/test_over_protocol.py": "processes",
     "experiment/test_batch.py": "processes",
     "experiment/test_bind.py": "processes",
@@ -74,10 +75,10 @@ PLACES: dict[str, str] = {
     "experiment/test_log_commands.py": "processes",
     "experiment/test_log_trust.py": "processes",
     "experiment/test_processes.py": "processes",
-    "gym/test_lifeline.py": "processes",
-    "gym/test_serve_vector.py::"
+    "adapters/gym/test_lifeline.py": "processes",
+    "adapters/gym/test_serve_vector.py::"
     "test_remote_make_vec_is_stepped_by_the_vector_env_in_the_env_process": "processes",
-    "gym/test_remote.py": "processes",
+    "adapters/gym/test_remote.py": "processes",
     "protocol/test_batched_logs.py": "processes",
     "sweep/test_blackjack_figures.py": "processes",
     "sweep/test_sweep_faults.py::test_a_bad_grid_file_is_one_line_and_exit_2": "processes",
@@ -93,10 +94,10 @@ PLACES: dict[str, str] = {
     "test_bench_games_are_the_same_in_worker_processes": "processes",
     "agents/test_reversi_agents.py::"
     "test_run_from_another_directory_plays_the_shipped_weights": "processes",
-    "bridge/test_commands.py::test_screenshots_cover_every_game_in_both_views": "processes",
-    "bridge/test_play.py::"
+    "render/test_commands.py::test_screenshots_cover_every_game_in_both_views": "processes",
+    "render/test_play.py::"
     "test_window_play_says_the_outcome_and_prints_no_pygame_banner": "processes",
-    "bridge/test_sinks.py::"
+    "render/test_sinks.py::"
     "test_viewer_sink_drops_without_a_viewer_and_bridge_redraws_after": "processes",
     "environments/test_missions.py::"
     "test_a_bad_mission_file_on_the_command_line_is_one_line": "processes",
@@ -106,19 +107,20 @@ PLACES: dict[str, str] = {
     "experiment/test_progress.py::test_in_a_pipe_it_prints_plain_lines": "processes",
     "experiment/test_progress.py::"
     "test_on_a_terminal_the_bar_redraws_one_line_with_an_eta": "processes",
-    "gym/test_docs.py::test_the_vector_env_example_runs": "processes",
-    "gym/test_serve.py::test_run_logs_and_replay_verifies": "processes",
-    "gym/test_serve.py::"
+    "adapters/gym/test_docs.py::test_the_vector_env_example_runs": "processes",
+    "adapters/gym/test_serve.py::test_run_logs_and_replay_verifies": "processes",
+    "adapters/gym/test_serve.py::"
     "test_a_users_gymnasium_env_keeps_its_keys_and_dtypes_over_the_wire": "processes",
-    "gym/test_vector.py::"
+    "adapters/gym/test_vector.py::"
     "test_remote_episodes_equal_single_envs_in_one_message_per_step": "processes",
-    "gym/test_vector.py::test_the_vector_checks_pass_for_every_game": "processes",
-    "gym/test_vector.py::"
+    "adapters/gym/test_vector.py::test_the_vector_checks_pass_for_every_game": "processes",
+    "adapters/gym/test_vector.py::"
     "test_the_other_autoreset_modes_equal_gymnasiums_sync_vector_env": "processes",
-    "gym/test_vector.py::"
+    "adapters/gym/test_vector.py::"
     "test_a_served_gymnasium_env_keeps_its_spaces_in_the_vector_env": "processes",
-    "multiagent/test_reversi.py::test_search_agent_plays_the_dqn_agent_over_the_wire": "processes",
-    "multiagent/test_reversi.py::test_selfplay_names_a_bad_game_count": "processes",
+    "adapters/pettingzoo/test_reversi.py::"
+    "test_search_agent_plays_the_dqn_agent_over_the_wire": "processes",
+    "adapters/pettingzoo/test_reversi.py::test_selfplay_names_a_bad_game_count": "processes",
     "sweep/test_grid_and_plots.py::test_log_plot_draws_one_line_per_log": "processes",
     "sweep/test_grid_and_plots.py::test_without_ray_the_sweep_says_how_to_install_it": "processes",
     "sweep/test_outcomes.py::"
@@ -144,7 +146,7 @@ LONGEST: tuple[str, ...] = (
     "test_readme.py::test_the_documented_blocks_run",
     "experiment/test_faults.py",
     "experiment/test_batch.py",
-    "gym/test_sb3.py",
+    "adapters/gym/test_sb3.py",
     "bench/test_batched_bench.py",
     "experiment/test_log.py",
     "clients/test_batched.py",

@@ -99,7 +99,9 @@ def test_the_train_tier_fails_in_ci_and_skips_elsewhere_without_torch(tmp_path, 
         BLOCKER.format(blocked={"torch", "stable_baselines3", "sb3_contrib"})
     )
     path = os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])
-    test = "tests/gym/test_sb3.py::test_sb3_trains_on_every_game[PPO-rlbridge/Blackjack-v0]"
+    test = (
+        "tests/adapters/gym/test_sb3.py::test_sb3_trains_on_every_game[PPO-rlbridge/Blackjack-v0]"
+    )
     done = subprocess.run(
         [
             sys.executable,
@@ -130,4 +132,6 @@ def test_the_train_tier_fails_in_ci_and_skips_elsewhere_without_torch(tmp_path, 
         ), out
     else:
         assert done.returncode == 0, out
-        assert "SKIPPED [1] tests/gym/test_sb3.py" in out and "torch is not installed" in out, out
+        assert (
+            "SKIPPED [1] tests/adapters/gym/test_sb3.py" in out and "torch is not installed" in out
+        ), out

@@ -30,7 +30,7 @@ twentieth of its steps (:func:`in_fresh_process`), one run measures:
   that two CPUs can then give (:func:`~rlbridge.bench.batched_floor.cpu_note`);
 * **Gymnasium vector envs**, random actions from a seeded generator (legal ones when the
   game masks actions), each row naming its vector env:
-  - ``rlbridge.gym.make_vec``'s batched ``RLBridgeVectorEnv``, in process (one
+  - ``rlbridge.adapters.gym.make_vec``'s batched ``RLBridgeVectorEnv``, in process (one
     EnvironmentBatch) and remote (one ``rlbridge env NAME --batch N`` process, one
     ENV_BATCH_STEP message each way per step);
   - Gymnasium's unbatched ``SyncVectorEnv`` of N ``RLBridgeEnv`` s in process, and
@@ -272,8 +272,8 @@ def _timing(env: RemoteEnvironment) -> list[float]:
 
 #: The Gymnasium vector envs measured: row label -> how ``gym_vector`` makes it.
 VECTOR_ENVS = {
-    "batched": "rlbridge.gym.make_vec: RLBridgeVectorEnv, batched, in process",
-    "batched-remote": "rlbridge.gym.make_vec(remote=True): RLBridgeVectorEnv, batched, "
+    "batched": "rlbridge.adapters.gym.make_vec: RLBridgeVectorEnv, batched, in process",
+    "batched-remote": "rlbridge.adapters.gym.make_vec(remote=True): RLBridgeVectorEnv, batched, "
     "1 env process",
     "sync": "gymnasium SyncVectorEnv of RLBridgeEnv: unbatched, in process",
     "async": "gymnasium AsyncVectorEnv of RLBridgeEnv: unbatched, a process each",
@@ -283,11 +283,13 @@ VECTOR_ENVS = {
 def _vector_env(game: str, count: int, kind: str):
     gymnasium = require("gymnasium", "the vector-env benchmark")
 
-    import rlbridge.gym
+    import rlbridge.adapters.gym
 
     if kind in ("batched", "batched-remote"):
-        return rlbridge.gym.make_vec(game, num_envs=count, remote=kind == "batched-remote")
-    game_id = next(game_id for game_id, name in rlbridge.gym.GAME_IDS.items() if name == game)
+        return rlbridge.adapters.gym.make_vec(game, num_envs=count, remote=kind == "batched-remote")
+    game_id = next(
+        game_id for game_id, name in rlbridge.adapters.gym.GAME_IDS.items() if name == game
+    )
     makers = [lambda: gymnasium.make(game_id) for _ in range(count)]
     if kind == "sync":
         return gymnasium.vector.SyncVectorEnv(makers)

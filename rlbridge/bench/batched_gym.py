@@ -16,10 +16,10 @@ Against them:
   CPU, ``rlbridge agent random`` on the other, this process as the experiment (two
   groups), as ``rlbridge run gym:CartPole-v1 random --batch 64`` places them; against
   SyncVectorEnv (target >= 1.0x) and EnvPool (>= 0.3x) of the same N;
-* **make_vec(remote=True)** (N = 1): ``rlbridge.gym.make_vec("gym:CartPole-v1",
+* **make_vec(remote=True)** (N = 1): ``rlbridge.adapters.gym.make_vec("gym:CartPole-v1",
   remote=True)``, one ENV_BATCH_STEP round trip per step, against AsyncVectorEnv(1)'s pipe
   (>= 2x); and at N = 64, where the environment process steps CartPole's own vector env
-  (:mod:`rlbridge.gym.serve_vector`), against SyncVectorEnv (no target: for comparison
+  (:mod:`rlbridge.adapters.gym.serve_vector`), against SyncVectorEnv (no target: for comparison
   with the 3-process row, whose loop restarts instances in a way the vector env cannot);
 * **2 shards, 2 CPUs** (N = 128): two environment processes of N/2 gridwalk instances,
   one per CPU, the agent beside the second, against one shard on one CPU (>= 1.5x).
@@ -83,9 +83,9 @@ def _vector(kind: str, count: int) -> Any:
             num_threads=min(ENVPOOL_THREADS, count),
         )
     if kind == "make_vec-remote":
-        import rlbridge.gym
+        import rlbridge.adapters.gym
 
-        return rlbridge.gym.make_vec(f"gym:{GYM_ID}", num_envs=count, remote=True)
+        return rlbridge.adapters.gym.make_vec(f"gym:{GYM_ID}", num_envs=count, remote=True)
     makers = [partial(gymnasium.make, GYM_ID) for _ in range(count)]
     if kind == "sync":
         return gymnasium.vector.SyncVectorEnv(makers)
@@ -198,7 +198,8 @@ def served_rows(cpus: list[int], directory: str, quick: bool, repeats: int) -> l
     rows.append(
         _figure(
             group,
-            "rlbridge.gym.make_vec(remote=True): the env's vector form, against SyncVectorEnv",
+            "rlbridge.adapters.gym.make_vec(remote=True): the env's vector form, "
+            "against SyncVectorEnv",
             remote,
             sync[0],
         )
@@ -218,7 +219,13 @@ def remote_row(quick: bool, repeats: int) -> list[Figure]:
     _, (pipe, remote) = _median_run(runs)
     return [
         _figure(group, f"baseline: {BASELINES['async']}", pipe, None),
-        _figure(group, "rlbridge.gym.make_vec(remote=True), 1 env process", remote, pipe[0], 2.0),
+        _figure(
+            group,
+            "rlbridge.adapters.gym.make_vec(remote=True), 1 env process",
+            remote,
+            pipe[0],
+            2.0,
+        ),
     ]
 
 

@@ -96,7 +96,7 @@ def describe(name: str) -> str:
 
 def describe_gym(gym_id: str) -> str:
     """A Gymnasium env's options, as ``rlbridge env gym:<id> --opt`` reads them."""
-    from rlbridge.gym.serve import gym_options, spec_of
+    from rlbridge.adapters.gym.serve import gym_options, spec_of
 
     options, opens = gym_options(gym_id)
     entry = spec_of(gym_id).entry_point

@@ -194,7 +194,7 @@ def _export(args: argparse.Namespace) -> int:
             print(f"wrote {rows} transitions to {args.npz}")
         if args.minari:
             require("minari", "exporting a Minari dataset")  # names [data], not gym's extra
-            from rlbridge.gym.dataset import export_minari
+            from rlbridge.adapters.gym.dataset import export_minari
 
             episodes, steps = export_minari(reader, args.minari)
             print(f"wrote Minari dataset {args.minari}: {episodes} episodes, {steps} steps")

@@ -1,12 +1,12 @@
 """The `rlbridge selfplay` subcommand: two agent processes play a two-player game
-(rlbridge.multiagent.selfplay)."""
+(rlbridge.adapters.pettingzoo.selfplay)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from rlbridge.multiagent.selfplay import MOVE_TIMEOUT_MS, selfplay
+from rlbridge.adapters.pettingzoo.selfplay import MOVE_TIMEOUT_MS, selfplay
 from rlbridge.options import typed_options
 from rlbridge.protocol.errors import OptionError, RLBridgeError
 from rlbridge.registry import AGENTS, pairing_problem

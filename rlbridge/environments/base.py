@@ -99,7 +99,7 @@ class Environment:
     RETURN_RANGE: tuple[float, float] = (-math.inf, math.inf)
     OUTCOME_RANGE: tuple[float, float] = (-math.inf, math.inf)
     #: The game's own commands that set up the next episode, answered ``ok`` when applied:
-    #: ``gymnasium``'s ``reset(options={COMMAND: ARGS})`` sends them (rlbridge.gym).
+    #: ``gymnasium``'s ``reset(options={COMMAND: ARGS})`` sends them (rlbridge.adapters.gym).
     RESET_OPTIONS: tuple[str, ...] = ()
     #: The step limit `rlbridge run` and `rlbridge sweep` give ``RL_episode`` when
     #: ``--max-steps`` is not given, as Gymnasium's registry gives TimeLimit its

@@ -94,7 +94,7 @@ def test_the_gym_rows_name_their_baselines_ratios_and_targets():
     judged = {figure.name: figure for figure in figures if figure.target}
     assert {
         "gym:CartPole-v1 served, 3 processes, 2 CPUs, 2 groups, against SyncVectorEnv",
-        "rlbridge.gym.make_vec(remote=True), 1 env process",
+        "rlbridge.adapters.gym.make_vec(remote=True), 1 env process",
         "2 shards, 2 CPUs, agent beside shard 2 (against 1 shard)",
     } <= set(judged)
     for figure in figures:

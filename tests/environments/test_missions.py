@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import rlbridge.gym  # noqa: F401  (registers rlbridge/Mission-v0)
+import rlbridge.adapters.gym  # noqa: F401  (registers rlbridge/Mission-v0)
 from rlbridge.environments.checker import check_environment
 from rlbridge.experiment.api import Experiment
 from rlbridge.games.mission.agents.qlearning import MissionQLearningAgent

@@ -11,12 +11,12 @@ import minari
 import numpy as np
 import pytest
 
+from rlbridge.adapters.gym import RLBridgeEnv
+from rlbridge.adapters.gym.spaces import ValueCodec
 from rlbridge.experiment.log.export import value_parts
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import read_episodes
 from rlbridge.games.mission.env import MISSIONS_DIR, MissionEnv
-from rlbridge.gym import RLBridgeEnv
-from rlbridge.gym.spaces import ValueCodec
 from rlbridge.protocol.taskspec import parse
 
 
@@ -214,7 +214,7 @@ def test_export_without_a_target_says_what_it_expects(tmp_path):
 def test_a_logs_file_or_server_options_give_no_live_env(tmp_path):
     # live_env follows the log rules: a mission log that names the server backend (a port
     # to connect to) or a mission file is exported with the logged spaces and no live env.
-    from rlbridge.gym.dataset import live_env
+    from rlbridge.adapters.gym.dataset import live_env
 
     spec = parse(str(MissionEnv("maze").env_init()))
     served = live_env(

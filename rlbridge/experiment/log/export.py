@@ -1,7 +1,7 @@
 """Exporting a message log as per-step arrays for offline RL: an npz file.
 
 A Minari dataset, which holds the elements of the logged game's Gymnasium env, is
-written by :mod:`rlbridge.gym.dataset`; the npz file holds the parts below.
+written by :mod:`rlbridge.adapters.gym.dataset`; the npz file holds the parts below.
 
 A value is split into parts by its task spec: the plain ints, the plain doubles,
 the chars, and each array (``ints``, ``doubles``, ``chars``, ``array0``, ...).
@@ -258,7 +258,8 @@ def _concat(chunks: list[np.ndarray], dtype: npt.DTypeLike) -> np.ndarray:
 
 def check_dataset_id(dataset_id: str) -> None:
     """OptionError unless ``dataset_id`` is Minari's ``[namespace/]name-vN`` form: checked
-    before any export, without Minari or Gymnasium (rlbridge.gym.dataset writes the dataset)."""
+    before any export, without Minari or Gymnasium (rlbridge.adapters.gym.dataset writes the
+    dataset)."""
     import re
 
     if not re.fullmatch(r"(?:[\w.-]+/)*[\w.-]+-v\d+", dataset_id):

@@ -23,17 +23,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rlbridge.adapters.gym.env import RENDER_FPS, rgb_frame, show_in_window
 from rlbridge.extras import require
 from rlbridge.games.reversi.core import AGENT, ENV, PASS, ReversiCore, bits_of, cells_of
-from rlbridge.gym.env import RENDER_FPS, rgb_frame, show_in_window
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.values import Value
 
-spaces = require("gymnasium.spaces", "rlbridge.multiagent")
+spaces = require("gymnasium.spaces", "rlbridge.adapters.pettingzoo")
 if TYPE_CHECKING:
     from pettingzoo import AECEnv
 else:  # the gym extra's: a missing one fails naming it
-    AECEnv = require("pettingzoo", "rlbridge.multiagent").AECEnv
+    AECEnv = require("pettingzoo", "rlbridge.adapters.pettingzoo").AECEnv
 
 #: PettingZoo's agent names: player_0 is black, player_1 white.
 BLACK, WHITE = "player_0", "player_1"

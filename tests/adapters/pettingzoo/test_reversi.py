@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from pettingzoo.test import api_test, render_test
 
+from rlbridge.adapters.pettingzoo.reversi import BLACK, WHITE, ReversiAEC
 from rlbridge.games.reversi.core import AGENT, ReversiCore
 from rlbridge.games.reversi.env import ReversiEnv
-from rlbridge.multiagent.reversi import BLACK, WHITE, ReversiAEC
 from rlbridge.protocol.errors import InvalidAction
 
 

@@ -5,7 +5,7 @@ One :class:`InstanceMasks` holds an ``(N, n)`` int8 mask per instance of a Discr
 action space, row ``i`` index ``j`` for the game's action ``low + j``, and which
 instances have one: all (the task spec names a legal-mask array), or those whose game
 answered the LEGAL_ACTIONS query with a list at the first reset, as
-:class:`~rlbridge.gym.env.RLBridgeEnv` decides for one instance.
+:class:`~rlbridge.adapters.gym.env.RLBridgeEnv` decides for one instance.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "gymnasium.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "gymnasium.md"
 
 
 def test_the_gymnasium_example_runs():

@@ -3,14 +3,15 @@ gymnasium.Env classes.
 
 ``rlbridge env gym:CartPole-v1`` and ``rlbridge run gym:FrozenLake-v1 random`` build a
 :class:`GymEnvironment` subclass for the id (:func:`environment_class`); the task spec
-comes from the env's spaces (:mod:`rlbridge.gym.taskspec`). ``gym:mymod:MyEnv-v0``
+comes from the env's spaces (:mod:`rlbridge.adapters.gym.taskspec`). ``gym:mymod:MyEnv-v0``
 imports ``mymod`` first (which registers ``MyEnv-v0``), as ``gymnasium.make`` does, and a
 ``module:Class`` name whose class is a ``gymnasium.Env`` is served the same way
 (:func:`class_environment`), its options being the class's keyword arguments.
 
 * Spaces: the env answers ``gym_spaces`` with its spaces' structure as JSON
-  (:func:`rlbridge.gym.taskspec.spaces_reply`), from which :class:`rlbridge.gym.RLBridgeEnv`
-  on the other side gives back the env's own spaces: Dict keys, dtypes and starts.
+  (:func:`~rlbridge.adapters.gym.taskspec.spaces_reply`), from which
+  :class:`~rlbridge.adapters.gym.RLBridgeEnv` on the other side gives back the env's own
+  spaces: Dict keys, dtypes and starts.
 
 * Seeding: ``seed N`` makes the next ``env_start`` call ``reset(seed=N)``; later starts
   call ``reset()`` and continue that generator. An env never seeded starts from seed 0,
@@ -41,9 +42,9 @@ from typing import Any, NamedTuple
 import gymnasium
 import numpy as np
 
+from rlbridge.adapters.gym.serve_vector import GymVectorCore
+from rlbridge.adapters.gym.taskspec import GymSpaceCodec, plain_value, spaces_reply
 from rlbridge.environments.base import Environment, StepResult
-from rlbridge.gym.serve_vector import GymVectorCore
-from rlbridge.gym.taskspec import GymSpaceCodec, plain_value, spaces_reply
 from rlbridge.options import convert_value, type_name
 from rlbridge.protocol.errors import OptionError
 from rlbridge.protocol.taskspec import TaskSpec

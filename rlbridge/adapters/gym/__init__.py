@@ -11,10 +11,10 @@ from __future__ import annotations
 from rlbridge.extras import require
 
 # Before the submodules, which import gymnasium plainly: importing any of them runs this first.
-gymnasium = require("gymnasium", "rlbridge.gym")
+gymnasium = require("gymnasium", "rlbridge.adapters.gym")
 
-from rlbridge.gym.env import RLBridgeEnv, build_environment  # noqa: E402
-from rlbridge.gym.vector import RLBridgeVectorEnv, make_vec  # noqa: E402
+from rlbridge.adapters.gym.env import RLBridgeEnv, build_environment  # noqa: E402
+from rlbridge.adapters.gym.vector import RLBridgeVectorEnv, make_vec  # noqa: E402
 
 #: Gymnasium id -> built-in environment name.
 GAME_IDS: dict[str, str] = {
@@ -36,8 +36,8 @@ def register_games() -> None:
         if game_id not in gymnasium.registry:
             gymnasium.register(
                 id=game_id,
-                entry_point="rlbridge.gym.env:RLBridgeEnv",
-                vector_entry_point="rlbridge.gym.vector:RLBridgeVectorEnv",
+                entry_point="rlbridge.adapters.gym.env:RLBridgeEnv",
+                vector_entry_point="rlbridge.adapters.gym.vector:RLBridgeVectorEnv",
                 kwargs={"env": name},
             )
 

@@ -1,6 +1,6 @@
 """`rlbridge selfplay reversi A B`: two agent processes play Reversi through the AEC environment.
 
-No new protocol: this process holds :class:`~rlbridge.multiagent.reversi.ReversiAEC`,
+No new protocol: this process holds :class:`~rlbridge.adapters.pettingzoo.reversi.ReversiAEC`,
 starts one agent server per player (``rlbridge agent NAME --bind ipc://...``) and
 talks to each over the ordinary AGENT_* messages, as an experiment would. Each
 agent gets the ``reversi`` environment's task spec and, on its turns, the
@@ -86,11 +86,11 @@ def selfplay(
 ) -> list[Tally]:
     """Start both agent servers, play ``games`` games alternating colours, print one result
     line per agent; return the tallies."""
+    from rlbridge.adapters.pettingzoo.reversi import BLACK, WHITE, ReversiAEC
     from rlbridge.experiment.api import derive_seeds
     from rlbridge.experiment.net.remote import RemoteAgent
     from rlbridge.experiment.runner import start_child, stop_peers
     from rlbridge.games.reversi.env import ReversiEnv
-    from rlbridge.multiagent.reversi import BLACK, WHITE, ReversiAEC
 
     task_spec = ReversiEnv(size=size).env_init()
     game = ReversiAEC(size=size)

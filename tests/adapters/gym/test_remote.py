@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env, data_equivalence
 
-from rlbridge.gym import RLBridgeEnv, make_vec
+from rlbridge.adapters.gym import RLBridgeEnv, make_vec
 from rlbridge.protocol.errors import InvalidAction, OptionError
 from rlbridge.registry import ENVIRONMENTS
 
@@ -59,8 +59,8 @@ def test_a_server_started_by_hand_is_reachable_by_address(processes, ipc_dir):
 def test_actions_the_environment_refuses_follow_the_illegal_option(where):
     def make(illegal: str) -> RLBridgeEnv:
         if where == "local":
-            return RLBridgeEnv("tests.gym.helpers:OddOnlyEnv", illegal=illegal)
-        return RLBridgeEnv.spawn("tests.gym.helpers:OddOnlyEnv", **SLOW, illegal=illegal)
+            return RLBridgeEnv("tests.adapters.gym.helpers:OddOnlyEnv", illegal=illegal)
+        return RLBridgeEnv.spawn("tests.adapters.gym.helpers:OddOnlyEnv", **SLOW, illegal=illegal)
 
     envs = {illegal: make(illegal) for illegal in ("raise", "penalty", "random")}
     try:
@@ -124,7 +124,7 @@ def test_a_vector_env_closes_quietly_after_its_server_died(processes, ipc_dir, c
     connected.instances.proxy.client.set_timeout(500)
     served.kill()
     served.wait(timeout=60)
-    caplog.set_level("DEBUG", logger="rlbridge.gym")
+    caplog.set_level("DEBUG", logger="rlbridge.adapters.gym")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # quietly: no warning either
         spawned.close()

@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from rlbridge.adapters.gym.env import build_environment
+from rlbridge.adapters.gym.launch import ServerProcess
 from rlbridge.environments.base import Environment
 from rlbridge.environments.batch import BatchStep, EnvironmentBatch
 from rlbridge.experiment.net.remote import RemoteEnvironment
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
-from rlbridge.gym.env import build_environment
-from rlbridge.gym.launch import ServerProcess
 from rlbridge.protocol.errors import OptionError, PeerError
 from rlbridge.protocol.queries import QueryRequest
 from rlbridge.protocol.taskspec import TaskSpec, parse

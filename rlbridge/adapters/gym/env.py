@@ -1,7 +1,7 @@
 """RLBridgeEnv: any rlbridge environment, in-process or served by another process, as a
 ``gymnasium.Env``.
 
-* Spaces come from the task spec (:mod:`rlbridge.gym.spaces` has the mapping).
+* Spaces come from the task spec (:mod:`rlbridge.adapters.gym.spaces` has the mapping).
 * ``info["action_mask"]`` (int8, one entry per action of the ``Discrete`` action space,
   Gymnasium's and PettingZoo's convention) when the task spec names a legal-mask
   array, or else when the environment answers the LEGAL_ACTIONS query with a list.
@@ -19,7 +19,7 @@
   ``max_episode_steps`` (this class's option; every played or penalised step counts,
   a raised one does not) cuts the episode off; ``gymnasium.make(...,
   max_episode_steps=N)``'s TimeLimit does the same from outside.
-* Spaces start at 0 (``zero_based=True``, :mod:`rlbridge.gym.spaces`): Reversi's actions
+* Spaces start at 0 (``zero_based=True``, :mod:`rlbridge.adapters.gym.spaces`): Reversi's actions
   are ``Discrete(37)`` with 0 the pass. :meth:`action_masks` is the current mask as bools,
   for sb3-contrib's MaskablePPO. A served Gymnasium env (``gym:<id>``) keeps its own
   spaces: keys, dtypes and starts come back from its ``gym_spaces`` answer.
@@ -36,11 +36,11 @@ from typing import Any, Literal
 import gymnasium
 import numpy as np
 
+from rlbridge.adapters.gym.launch import ServerProcess
+from rlbridge.adapters.gym.spaces import action_indices, codecs_for
 from rlbridge.environments.base import Environment
 from rlbridge.experiment.api import derive_seeds
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
-from rlbridge.gym.launch import ServerProcess
-from rlbridge.gym.spaces import action_indices, codecs_for
 from rlbridge.options import typed_options
 from rlbridge.protocol.errors import InvalidAction, OptionError, PeerError, PeerTimeout
 from rlbridge.protocol.taskspec import TaskSpec, parse

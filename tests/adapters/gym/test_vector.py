@@ -9,13 +9,13 @@ import pytest
 from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+from rlbridge.adapters.gym import GAME_IDS, RLBridgeEnv, RLBridgeVectorEnv, make_vec
 from rlbridge.experiment.api import derive_seeds
-from rlbridge.gym import GAME_IDS, RLBridgeEnv, RLBridgeVectorEnv, make_vec
 from rlbridge.protocol.batch import instance_seed
 from rlbridge.protocol.errors import InvalidAction, OptionError
 from rlbridge.protocol.messages import MessageType as T
 from rlbridge.protocol.queries import Query, QueryRequest
-from tests.gym.vector_checks import check_vector_env
+from tests.adapters.gym.vector_checks import check_vector_env
 
 RENDERED = ("minesweeper", "blackjack", "tetris", "reversi", "2048")
 #: Generous reply bounds: helpers share two cores, and a loaded server answers late.
@@ -144,7 +144,7 @@ def test_the_other_autoreset_modes_equal_gymnasiums_sync_vector_env(game, mode, 
 def test_a_served_gymnasium_env_keeps_its_spaces_in_the_vector_env(remote, mode):
     """DictEnv's Dict(flag, img, pos) and float32 actions, stacked as batch_space stacks
     them, equal to a SyncVectorEnv of RLBridgeEnvs step by step."""
-    name = "gym:tests.gym.gymmods:DictEnv-v0"
+    name = "gym:tests.adapters.gym.gymmods:DictEnv-v0"
     vector = make_vec(
         name, num_envs=2, remote=remote, autoreset_mode=mode, **(SLOW if remote else {})
     )
@@ -269,7 +269,7 @@ def test_illegal_raise_and_out_of_space_actions_step_no_instance():
 
 
 def test_a_refusal_no_mask_predicted_needs_a_reset():
-    vector = make_vec("tests.gym.helpers:MaskFreeOddOnlyEnv", num_envs=2)
+    vector = make_vec("tests.adapters.gym.helpers:MaskFreeOddOnlyEnv", num_envs=2)
     try:
         _, infos = vector.reset(seed=0)
         assert "action_mask" not in infos

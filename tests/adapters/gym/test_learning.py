@@ -8,7 +8,7 @@ import time
 import gymnasium
 import numpy as np
 
-import rlbridge.gym  # noqa: F401  (registers rlbridge/Blackjack-v0)
+import rlbridge.adapters.gym  # noqa: F401  (registers rlbridge/Blackjack-v0)
 
 TRAIN_EPISODES = 20_000
 EVAL_EPISODES = 5_000

@@ -2,7 +2,7 @@
 the log's values as its elements.
 
 The dataset that ``rlbridge log export --minari`` writes has the spaces of the
-:class:`~rlbridge.gym.env.RLBridgeEnv` of the logged game and options (keys, dtypes and
+:class:`~rlbridge.adapters.gym.env.RLBridgeEnv` of the logged game and options (keys, dtypes and
 zero-based starts included), and its observations and actions are that env's elements,
 so ``dataset.recover_environment()`` returns an env whose spaces equal the dataset's.
 
@@ -22,21 +22,21 @@ from typing import Any, NamedTuple
 import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
+from rlbridge.adapters.gym.env import RLBridgeEnv
+from rlbridge.adapters.gym.spaces import ValueCodec
+from rlbridge.adapters.gym.taskspec import RestoredCodec
 from rlbridge.experiment.log.calls import Episode
 from rlbridge.experiment.log.export import check_dataset_id
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import read_episodes
 from rlbridge.experiment.log.trust import file_options
 from rlbridge.extras import require
-from rlbridge.gym.env import RLBridgeEnv
-from rlbridge.gym.spaces import ValueCodec
-from rlbridge.gym.taskspec import RestoredCodec
 from rlbridge.protocol.errors import LogError, OptionError
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
 from rlbridge.registry import ENVIRONMENTS, resolve
 
-ENTRY_POINT = "rlbridge.gym.env:RLBridgeEnv"
+ENTRY_POINT = "rlbridge.adapters.gym.env:RLBridgeEnv"
 #: The EnvSpec id of a served Gymnasium env (its own id is in the spec's kwargs).
 GYM_SPEC_ID = "rlbridge/Gym-v0"
 
@@ -57,7 +57,7 @@ class LiveEnv(NamedTuple):
 
 def env_spec(name: str, options: Mapping[str, str]) -> EnvSpec:
     """The spec that ``gymnasium.make`` turns into ``RLBridgeEnv(name, options)``."""
-    from rlbridge.gym import GAME_IDS
+    from rlbridge.adapters.gym import GAME_IDS
 
     ids = {game: game_id for game_id, game in GAME_IDS.items()}
     return EnvSpec(

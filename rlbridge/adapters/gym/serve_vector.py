@@ -16,7 +16,7 @@ generator draws every instance's starting state, seeded at each full reset from 
 an unseeded batch with 0, as a single env), so instance i's episodes are not those of a
 single env seeded ``instance_seed(E, i)``; ``instance I seed S`` reaches no generator.
 From equal states, with equal actions, every step is the single env's (observation,
-reward, terminal, ``truncated`` info), which ``tests/gym/test_serve_vector.py`` holds.
+reward, terminal, ``truncated`` info), which ``tests/adapters/gym/test_serve_vector.py`` holds.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from rlbridge.adapters.gym.taskspec import plain_value
 from rlbridge.environments.base import Environment
 from rlbridge.environments.batch import BatchStep, first_ints
-from rlbridge.gym.taskspec import plain_value
 from rlbridge.protocol.batch import Batch, EnvCall
 from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.values import Value

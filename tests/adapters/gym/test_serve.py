@@ -11,21 +11,21 @@ import pytest
 from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env, data_equivalence
 
+from rlbridge.adapters.gym import RLBridgeEnv
+from rlbridge.adapters.gym.serve import convert_gym_options, environment_class
+from rlbridge.adapters.gym.taskspec import GymSpaceCodec
 from rlbridge.cli import main
 from rlbridge.experiment.api import derive_seeds
-from rlbridge.gym import RLBridgeEnv
-from rlbridge.gym.serve import convert_gym_options, environment_class
-from rlbridge.gym.taskspec import GymSpaceCodec
 from rlbridge.options import build, typed_options
 from rlbridge.protocol.errors import InvalidAction, OptionError, TaskSpecError
 from rlbridge.protocol.values import Value
 from rlbridge.registry import ENVIRONMENTS, target
+from tests.adapters.gym.gymmods import DictEnv
 from tests.clients.helpers import SUMMARY, agent_command, build_c, check_js, start, stop
-from tests.gym.gymmods import DictEnv
 
 
 def test_gym_names_resolve_wherever_an_environment_name_goes():
-    assert target("gym:CartPole-v1", ENVIRONMENTS) == "rlbridge.gym.serve:GymEnvironment"
+    assert target("gym:CartPole-v1", ENVIRONMENTS) == "rlbridge.adapters.gym.serve:GymEnvironment"
     cls, options = typed_options(
         "gym:FrozenLake-v1",
         ENVIRONMENTS,
@@ -251,7 +251,9 @@ def test_gymnasium_blackjack_served_matches_our_blackjack_in_distribution():
         assert abs(p - q) < 4 * standard_error, (outcome, p, q)
 
 
-@pytest.mark.parametrize("name", ["gym:tests.gym.gymmods:DictEnv-v0", "tests.gym.gymmods:DictEnv"])
+@pytest.mark.parametrize(
+    "name", ["gym:tests.adapters.gym.gymmods:DictEnv-v0", "tests.adapters.gym.gymmods:DictEnv"]
+)
 @pytest.mark.parametrize("where", ["local", "remote"])
 def test_a_users_gymnasium_env_keeps_its_keys_and_dtypes_over_the_wire(name, where):
     """A Gymnasium id registered by the user's module, and a plain gymnasium.Env class as

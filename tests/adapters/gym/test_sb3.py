@@ -22,9 +22,9 @@ import gymnasium
 import numpy as np
 import pytest
 
-import rlbridge.gym  # noqa: F401  (registers the rlbridge/<Game>-v0 ids)
+import rlbridge.adapters.gym  # noqa: F401  (registers the rlbridge/<Game>-v0 ids)
 
-#: The five games, by the Gymnasium ids that rlbridge.gym registers.
+#: The five games, by the Gymnasium ids that rlbridge.adapters.gym registers.
 GAMES = (
     "rlbridge/Blackjack-v0",
     "rlbridge/Minesweeper-v0",
@@ -38,7 +38,7 @@ TIMESTEPS = 192
 ROLLOUT = 64
 SMALL_NET = [32]
 INSTALL = "pip install -e '.[train]' (make test installs it)"
-DOC = Path(__file__).resolve().parents[2] / "docs" / "gymnasium.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "gymnasium.md"
 
 
 def need(module: str) -> ModuleType:

@@ -11,10 +11,10 @@ import pytest
 from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env
 
-import rlbridge.gym
+import rlbridge.adapters.gym
+from rlbridge.adapters.gym import GAME_IDS, RLBridgeEnv
 from rlbridge.agents.random_agent import RandomAgent
 from rlbridge.experiment.api import Experiment
-from rlbridge.gym import GAME_IDS, RLBridgeEnv
 from rlbridge.options import build
 from rlbridge.protocol.errors import InvalidAction, OptionError
 from rlbridge.registry import ENVIRONMENTS
@@ -199,7 +199,7 @@ def test_rgb_array_rendering_returns_the_renderer_image():
 
 
 def test_registration_is_idempotent_and_covers_every_game():
-    rlbridge.gym.register_games()
+    rlbridge.adapters.gym.register_games()
     assert set(GAME_IDS.values()) == set(ENVIRONMENTS)
     assert all(game_id in gymnasium.registry for game_id in GAME_IDS)
 
@@ -233,7 +233,7 @@ def test_the_shift_is_the_task_specs_low_and_zero_based_false_keeps_the_games_in
     game.env_start()
     move = int(np.flatnonzero(info["action_mask"])[0])
     reversi.step(move)
-    game.env_step(rlbridge.gym.env.Value(ints=(move - 1,)))
+    game.env_step(rlbridge.adapters.gym.env.Value(ints=(move - 1,)))
     assert reversi.env.state_snapshot() == game.state_snapshot()
 
 
@@ -249,7 +249,7 @@ def test_action_masks_is_the_current_mask_as_bools_for_maskable_ppo():
     gridwalk.reset(seed=0)
     assert gridwalk.action_masks().tolist() == [True] * 4
     with pytest.raises(OptionError, match="needs a Discrete action space"):
-        RLBridgeEnv("tests.gym.helpers:VectorActionEnv").action_masks()
+        RLBridgeEnv("tests.adapters.gym.helpers:VectorActionEnv").action_masks()
 
 
 def test_reset_options_are_the_games_and_others_are_refused():

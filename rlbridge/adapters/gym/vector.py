@@ -5,9 +5,9 @@ Every ``step`` and ``reset`` is one batched step (PROTOCOL.md section 16): one
 ``batch_step`` call over an in-process :class:`~rlbridge.environments.batch.EnvironmentBatch`,
 or, remote, one ``ENV_BATCH_STEP`` message carrying the N actions to one ``rlbridge env
 NAME --batch N`` process and one reply carrying the N observations
-(:mod:`rlbridge.gym.instances`). Each instance behaves as an
-:class:`~rlbridge.gym.env.RLBridgeEnv` of its own: the same spaces, masks, illegal-action
-handling and ``terminated``/``truncated``, which ``tests/gym/test_vector.py`` checks
+(:mod:`rlbridge.adapters.gym.instances`). Each instance behaves as an
+:class:`~rlbridge.adapters.gym.env.RLBridgeEnv` of its own: the same spaces, masks, illegal-action
+handling and ``terminated``/``truncated``, which ``tests/adapters/gym/test_vector.py`` checks
 step by step against Gymnasium's ``SyncVectorEnv`` of ``RLBridgeEnv`` s.
 """
 
@@ -21,13 +21,19 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from rlbridge.adapters.gym.batched import BatchedActions, BatchedObservations, batched_observations
+from rlbridge.adapters.gym.env import (
+    ILLEGAL_MODES,
+    RENDER_FPS,
+    IllegalMode,
+    check_applied,
+    reset_messages,
+)
+from rlbridge.adapters.gym.instances import open_instances
+from rlbridge.adapters.gym.masks import InstanceMasks
+from rlbridge.adapters.gym.spaces import action_indices, codecs_for
 from rlbridge.experiment.api import derive_seeds
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
-from rlbridge.gym.batched import BatchedActions, BatchedObservations, batched_observations
-from rlbridge.gym.env import ILLEGAL_MODES, RENDER_FPS, IllegalMode, check_applied, reset_messages
-from rlbridge.gym.instances import open_instances
-from rlbridge.gym.masks import InstanceMasks
-from rlbridge.gym.spaces import action_indices, codecs_for
 from rlbridge.protocol.batch import Batch, EnvCall, instance_seed
 from rlbridge.protocol.errors import (
     InvalidAction,
@@ -39,7 +45,7 @@ from rlbridge.protocol.errors import (
 from rlbridge.protocol.queries import Query, QueryRequest
 from rlbridge.protocol.values import Value
 
-log = logging.getLogger("rlbridge.gym")
+log = logging.getLogger("rlbridge.adapters.gym")
 _STEP, _START, _NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import rlbridge.gym
+import rlbridge.adapters.gym
+from rlbridge.adapters.gym.env import build_environment
+from rlbridge.adapters.gym.serve_vector import GymVectorCore
 from rlbridge.environments.batch import EnvironmentBatch
-from rlbridge.gym.env import build_environment
-from rlbridge.gym.serve_vector import GymVectorCore
 from rlbridge.protocol.batch import EnvCall
 from rlbridge.protocol.errors import OptionError, ProtocolError
 from rlbridge.protocol.queries import Query, QueryRequest
@@ -96,7 +96,7 @@ def test_without_the_promise_or_once_an_instance_has_started_the_single_envs_ste
 
 def test_make_vec_takes_the_vector_form_deterministically_and_refuses_what_it_cannot_do():
     def rollout(**kwargs) -> list[np.ndarray]:
-        vector = rlbridge.gym.make_vec(NAME, num_envs=4, **kwargs)
+        vector = rlbridge.adapters.gym.make_vec(NAME, num_envs=4, **kwargs)
         try:
             assert vector.vector_form == ("autoreset_mode" not in kwargs)
             rng = np.random.default_rng(1)
@@ -109,7 +109,7 @@ def test_make_vec_takes_the_vector_form_deterministically_and_refuses_what_it_ca
     first = rollout()
     assert all((a == b).all() for a, b in zip(first, rollout(), strict=True))
     assert len(rollout(autoreset_mode="same_step")) == 301  # NONE calls: the single envs
-    vector = rlbridge.gym.make_vec(NAME, num_envs=4)
+    vector = rlbridge.adapters.gym.make_vec(NAME, num_envs=4)
     try:
         vector.reset(seed=0)
         with pytest.raises(OptionError, match="reset_mask of all True"):
@@ -121,7 +121,7 @@ def test_make_vec_takes_the_vector_form_deterministically_and_refuses_what_it_ca
 
 
 def test_remote_make_vec_is_stepped_by_the_vector_env_in_the_env_process():
-    vector = rlbridge.gym.make_vec(NAME, num_envs=8, remote=True)
+    vector = rlbridge.adapters.gym.make_vec(NAME, num_envs=8, remote=True)
     try:
         assert vector.vector_form
         observations, _ = vector.reset(seed=2)

@@ -21,7 +21,7 @@ GONE_WITHIN_S = 120.0
 PARENT = textwrap.dedent("""
     import sys, threading
     import numpy as np
-    from rlbridge.gym import RLBridgeEnv, make_vec
+    from rlbridge.adapters.gym import RLBridgeEnv, make_vec
 
     slow = {"timeout_ms": 60_000, "connect_timeout_ms": 60_000}
     made = []
