@@ -8,18 +8,20 @@ import importlib
 import os
 import sys
 
-#: Modules with a ``register(subparsers)`` function, in the order --help lists them.
-COMMAND_MODULES = [
-    "rlbridge.cli.run",  # env, agent, experiment, run
-    "rlbridge.cli.log",  # log, replay
-    "rlbridge.cli.bench",  # bench
-    "rlbridge.cli.sweep",  # sweep, sweep report
-    "rlbridge.cli.glue",  # glue, legacy-env, legacy-agent
-    "rlbridge.cli.draw",  # view, play, blocks
-    "rlbridge.cli.keys",  # keys, ping
-    "rlbridge.cli.describe",  # describe
-    "rlbridge.cli.selfplay",  # selfplay
-]
+#: Modules with a ``register(subparsers)`` function, in the order --help lists them, and the
+#: commands each registers: a process parses its command with only that command's module
+#: imported, since every process the test suite and `rlbridge run` start pays for the rest.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "rlbridge.cli.run": ("env", "agent", "experiment", "run"),
+    "rlbridge.cli.log": ("log", "replay"),
+    "rlbridge.cli.bench": ("bench",),
+    "rlbridge.cli.sweep": ("sweep",),
+    "rlbridge.cli.glue": ("glue", "legacy-env", "legacy-agent"),
+    "rlbridge.cli.draw": ("view", "play", "screenshots", "blocks"),
+    "rlbridge.cli.keys": ("keys", "ping"),
+    "rlbridge.cli.describe": ("describe",),
+    "rlbridge.cli.selfplay": ("selfplay",),
+}
 
 
 #: numpy's BLAS and OpenMP thread pools. rlbridge processes share a CPU by design, and
@@ -54,14 +56,43 @@ def zmq_address(text: str) -> str:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def scale_factor(text: str) -> float:
+    """``--scale``: a positive number, converted at the CLI edge (argparse reports the error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number such as 1.5; got {text!r}"
+        ) from None
+    if not 0 < value <= 16:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 16]; got {text!r}")
+    return value
+
+
+def add_scale_argument(parser: argparse.ArgumentParser) -> None:
+    """``--scale``, for every command that draws (here, not in cli/draw.py, which imports numpy)."""
+    parser.add_argument(
+        "--scale",
+        type=scale_factor,
+        default=1.0,
+        metavar="X",
+        help="draw X times the default size (cells, lines and text; default 1)",
+    )
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The command's parser. When ``argv`` starts with a known command, only the module that
+    registers it is imported; otherwise (no command, a mistyped one, ``--help``) all are, so
+    that the listing and the error name every command."""
     parser = OneLineParser(
         prog="rlbridge",
         description="RL-Glue over ZeroMQ: environment, agent and experiment as separate processes.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-    for module_name in COMMAND_MODULES:
+    command = argv[0] if argv else None
+    modules = [m for m, commands in COMMAND_MODULES.items() if command in commands]
+    for module_name in modules or COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
     return parser
 
@@ -71,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in THREAD_POOL_VARIABLES:
             os.environ.setdefault(name, "1")
     user_modules_from_cwd()
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     # Imports numpy: only after the pools are sized.
     from rlbridge.protocol.errors import OptionError, RLBridgeError

@@ -11,34 +11,11 @@ import time
 
 import numpy as np
 
-from rlbridge.cli import zmq_address
+from rlbridge.cli import add_scale_argument, zmq_address
 from rlbridge.protocol.errors import OptionError
 from rlbridge.registry import ENVIRONMENTS, parse_options
 
 SINKS = ("text", "viewer", "rcon", "malmo")
-
-
-def scale_factor(text: str) -> float:
-    """``--scale``: a positive number, converted at the CLI edge (argparse reports the error)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a positive number such as 1.5; got {text!r}"
-        ) from None
-    if not 0 < value <= 16:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 16]; got {text!r}")
-    return value
-
-
-def add_scale_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--scale",
-        type=scale_factor,
-        default=1.0,
-        metavar="X",
-        help="draw X times the default size (cells, lines and text; default 1)",
-    )
 
 
 def register(subparsers) -> None:

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from rlbridge.cli.draw import add_scale_argument
+from rlbridge.cli import add_scale_argument
 from rlbridge.extras import require
 from rlbridge.protocol.errors import OptionError, RLBridgeError
 from rlbridge.registry import parse_options

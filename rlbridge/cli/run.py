@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from rlbridge.cli import zmq_address
+from rlbridge.cli import add_scale_argument, zmq_address
 from rlbridge.cli.run_checks import batch_problem, check_run, load_program, log_problem
 from rlbridge.experiment.net.curve import CurveError, add_curve_arguments, curve_for, exposure
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS, default_address
@@ -14,19 +16,40 @@ from rlbridge.protocol.errors import BindError, OptionError, RLBridgeError
 from rlbridge.protocol.messages import SEED_MAX
 from rlbridge.registry import AGENTS, ENVIRONMENTS, pairing_problem
 
-ENV_HELP = (
-    "a built-in environment (" + ", ".join(ENVIRONMENTS) + "), gym:<id> (a Gymnasium env) "
-    "or module:Class"
-)
-AGENT_HELP = "a built-in agent (" + ", ".join(AGENTS) + ") or module:Class"
+if TYPE_CHECKING:
+    from rlbridge.experiment.net.agent_server import AgentServer
+    from rlbridge.experiment.net.env_server import EnvironmentServer
+
+ENV_HELP = "a built-in environment (%(names)s), gym:<id> (a Gymnasium env) or module:Class"
+AGENT_HELP = "a built-in agent (%(names)s) or module:Class"
 RUN_AGENT_HELP = (
     AGENT_HELP + ", or the path of an agent program in any language that takes "
     "--bind ADDR and --opt KEY=VALUE (clients/c/build/first_agent)"
 )
 
 
+class KnownNames:
+    """A registry's names, joined only when --help prints them (as ``%(names)s``): listing
+    them reads every installed package's metadata (registry.discover_games), which costs a
+    process that serves one game as much as the rest of its start-up."""
+
+    def __init__(self, names: Mapping[str, str]) -> None:
+        self.names = names
+
+    def __str__(self) -> str:
+        return ", ".join(self.names)
+
+
+def add_name_argument(
+    parser: argparse.ArgumentParser, dest: str, metavar: str, help: str, names: Mapping[str, str]
+) -> None:
+    """The positional argument ``dest``, whose help lists ``names`` when it is printed."""
+    action = parser.add_argument(dest, metavar=metavar, help=help)
+    action.names = KnownNames(names)  # type: ignore[attr-defined]  # argparse's %(names)s
+
+
 def register(subparsers) -> None:
-    for role, names_help in (("env", ENV_HELP), ("agent", AGENT_HELP)):
+    for role, names_help, names in (("env", ENV_HELP, ENVIRONMENTS), ("agent", AGENT_HELP, AGENTS)):
         full = "environment" if role == "env" else "agent"
         parser = subparsers.add_parser(
             role,
@@ -35,7 +58,7 @@ def register(subparsers) -> None:
             f"${'RLBRIDGE_ENV_ADDR' if role == 'env' else 'RLBRIDGE_AGENT_ADDR'} "
             f"or ipc://$TMPDIR/rlbridge-$UID/{'env' if role == 'env' else 'agent'}.sock.",
         )
-        parser.add_argument("name", metavar="NAME", help=names_help)
+        add_name_argument(parser, "name", "NAME", names_help, names)
         where = parser.add_mutually_exclusive_group()
         where.add_argument(
             "--bind", type=zmq_address, metavar="ADDR", help="bind this address (the default)"
@@ -166,8 +189,8 @@ def register(subparsers) -> None:
         "all. No process outlives the command, whether it ends, fails or is "
         "interrupted.",
     )
-    parser.add_argument("env_name", metavar="ENV", help=ENV_HELP)
-    parser.add_argument("agent_name", metavar="AGENT", help=RUN_AGENT_HELP)
+    add_name_argument(parser, "env_name", "ENV", ENV_HELP, ENVIRONMENTS)
+    add_name_argument(parser, "agent_name", "AGENT", RUN_AGENT_HELP, AGENTS)
     parser.add_argument("--env-opt", action="append", metavar="KEY=VALUE", default=[])
     parser.add_argument("--agent-opt", action="append", metavar="KEY=VALUE", default=[])
     add_experiment_arguments(parser)
@@ -212,12 +235,6 @@ def register(subparsers) -> None:
     add_scale_argument(parser)
     add_curve_arguments(parser)
     parser.set_defaults(func=_run)
-
-
-def add_scale_argument(parser: argparse.ArgumentParser) -> None:
-    from rlbridge.cli.draw import add_scale_argument as add
-
-    add(parser)
 
 
 def whole_number(minimum: int, maximum: int | None = None):
@@ -318,9 +335,6 @@ def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from rlbridge.experiment.net.agent_server import AgentServer
-    from rlbridge.experiment.net.env_server import EnvironmentServer
-
     registry = ENVIRONMENTS if args.role == "environment" else AGENTS
     try:
         obj = build(args.name, registry, args.opt)
@@ -353,7 +367,9 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"rlbridge environment: --frames {args.frames}: {err.strerror}", file=sys.stderr)
             return 2
     try:
-        if args.role == "environment":
+        if args.role == "environment":  # each process imports only its own server
+            from rlbridge.experiment.net.env_server import EnvironmentServer
+
             server = EnvironmentServer(
                 obj,
                 address,
@@ -363,6 +379,8 @@ def _serve(args: argparse.Namespace) -> int:
                 **options,
             )
         else:
+            from rlbridge.experiment.net.agent_server import AgentServer
+
             server = AgentServer(obj, address, **options)
     except BindError as err:  # the address is taken or cannot exist: a mistake in it, exit 2
         print(f"rlbridge {args.role}: {err}", file=sys.stderr)
