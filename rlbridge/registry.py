@@ -47,7 +47,10 @@ class Names(Mapping[str, str]):
             self._places[name] = (order, len(self._places))
 
     def __getitem__(self, name: str) -> str:
-        discover_games(installed=name not in self._targets)
+        # The built-in games first: a name they register needs no installed package's
+        # metadata (discover_games). Asking whether ``name`` was registered before they
+        # registered anything always read it.
+        discover_games(installed=False)
         if name not in self._targets:
             discover_games()
         return self._targets[name]

@@ -61,6 +61,7 @@ PLACES: dict[str, str] = {
     "environments/test_batch_cores_grids.py::"
     "test_a_batched_run_logs_the_same_records_whichever_core_stepped": "processes",
     "render/test_blockviewer.py": "processes",
+    "test_startup_processes.py": "processes",
     "render/test_no_display.py": "processes",
     "render/test_publish_view.py": "processes",
     "render/test_rcon.py": "processes",

@@ -7,6 +7,7 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Mapping
 
 #: Modules with a ``register(subparsers)`` function, in the order --help lists them, and the
 #: commands each registers: a process parses its command with only that command's module
@@ -78,6 +79,26 @@ def add_scale_argument(parser: argparse.ArgumentParser) -> None:
         metavar="X",
         help="draw X times the default size (cells, lines and text; default 1)",
     )
+
+
+class KnownNames:
+    """A registry's names, joined only when --help prints them (as ``%(names)s``): listing
+    them reads every installed package's metadata (registry.discover_games), which costs a
+    process that serves one game as much as the rest of its start-up."""
+
+    def __init__(self, names: Mapping[str, str]) -> None:
+        self.names = names
+
+    def __str__(self) -> str:
+        return ", ".join(self.names)
+
+
+def add_name_argument(
+    parser: argparse.ArgumentParser, dest: str, metavar: str, help: str, names: Mapping[str, str]
+) -> None:
+    """The positional argument ``dest``, whose help lists ``names`` when it is printed."""
+    action = parser.add_argument(dest, metavar=metavar, help=help)
+    action.names = KnownNames(names)  # type: ignore[attr-defined]  # argparse's %(names)s
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:

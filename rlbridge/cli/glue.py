@@ -11,6 +11,7 @@ import signal
 import sys
 from collections.abc import Mapping
 
+from rlbridge.cli import add_name_argument
 from rlbridge.experiment.net.curve import add_curve_arguments, curve_for
 from rlbridge.experiment.peer import RemotePeer
 from rlbridge.options import build
@@ -133,10 +134,8 @@ def register(subparsers) -> None:
             description=f"Run a native {full} as an RL-Glue 3.0 client of the original rl_glue "
             f"or of `rlbridge glue`, until the glue sends kRLTerm.",
         )
-        parser.add_argument(
-            "name",
-            metavar="NAME",
-            help=f"a built-in {full} ({', '.join(registry)}) or module:Class",
+        add_name_argument(
+            parser, "name", "NAME", f"a built-in {full} (%(names)s) or module:Class", registry
         )
         parser.add_argument("--host", default=os.environ.get("RLGLUE_HOST", "127.0.0.1"))
         parser.add_argument(

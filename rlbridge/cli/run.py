@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from rlbridge.cli import add_scale_argument, zmq_address
+from rlbridge.cli import add_name_argument, add_scale_argument, zmq_address
 from rlbridge.cli.run_checks import batch_problem, check_run, load_program, log_problem
 from rlbridge.experiment.net.curve import CurveError, add_curve_arguments, curve_for, exposure
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS, default_address
@@ -26,26 +25,6 @@ RUN_AGENT_HELP = (
     AGENT_HELP + ", or the path of an agent program in any language that takes "
     "--bind ADDR and --opt KEY=VALUE (clients/c/build/first_agent)"
 )
-
-
-class KnownNames:
-    """A registry's names, joined only when --help prints them (as ``%(names)s``): listing
-    them reads every installed package's metadata (registry.discover_games), which costs a
-    process that serves one game as much as the rest of its start-up."""
-
-    def __init__(self, names: Mapping[str, str]) -> None:
-        self.names = names
-
-    def __str__(self) -> str:
-        return ", ".join(self.names)
-
-
-def add_name_argument(
-    parser: argparse.ArgumentParser, dest: str, metavar: str, help: str, names: Mapping[str, str]
-) -> None:
-    """The positional argument ``dest``, whose help lists ``names`` when it is printed."""
-    action = parser.add_argument(dest, metavar=metavar, help=help)
-    action.names = KnownNames(names)  # type: ignore[attr-defined]  # argparse's %(names)s
 
 
 def register(subparsers) -> None:

@@ -15,10 +15,7 @@ import math
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any
 
 from rlbridge.protocol.errors import (
     InvalidAction,
@@ -27,6 +24,10 @@ from rlbridge.protocol.errors import (
     TaskSpecError,
 )
 from rlbridge.protocol.values import Value
+
+if TYPE_CHECKING:  # imported where arrays are met: a space of plain numbers needs none
+    import numpy as np
+    import numpy.typing as npt
 
 NEGINF = -math.inf
 POSINF = math.inf
@@ -352,9 +353,9 @@ class _Checker:
         self.single_int = (
             self.int_bounds[0] if self.only_ints and len(self.int_bounds) == 1 else None
         )
-        # Vectorised bounds for values with arrays: UNSPEC (NaN) bounds check nothing.
-        self.int_low, self.int_high = _bound_arrays(self.int_bounds)
-        self.double_low, self.double_high = _bound_arrays(self.double_bounds)
+        # Vectorised bounds for values with arrays, built (with numpy) for the first such
+        # value: a space of plain ints never needs them.
+        self._vector_bounds: tuple[npt.NDArray[np.float64], ...] = ()
 
     def _within(
         self,
@@ -365,6 +366,8 @@ class _Checker:
         high: npt.NDArray[np.float64],
         kind: str,
     ) -> None:
+        import numpy as np
+
         parts = [np.asarray(plain, dtype=np.float64)]
         # The caller has checked the arrays' dtypes and shapes against the spec.
         parts += [a.ravel() for a in arrays if a.dtype.kind in kinds]
@@ -415,8 +418,11 @@ class _Checker:
         if shapes != expected:
             raise self.error(f"{what} arrays must be {expected}; got {shapes}")
         arrays = value.arrays
-        self._within(value.ints, arrays, "biu", self.int_low, self.int_high, "int")
-        self._within(value.doubles, arrays, "f", self.double_low, self.double_high, "double")
+        if not self._vector_bounds:
+            self._vector_bounds = _bound_arrays(self.int_bounds) + _bound_arrays(self.double_bounds)
+        int_low, int_high, double_low, double_high = self._vector_bounds
+        self._within(value.ints, arrays, "biu", int_low, int_high, "int")
+        self._within(value.doubles, arrays, "f", double_low, double_high, "double")
         if len(value.chars) > space.charcount:  # no CHARCOUNT means 0 chars
             raise self.error(
                 f"{what} must have at most {space.charcount} chars; got {len(value.chars)}"
@@ -427,6 +433,8 @@ def _bound_arrays(
     bounds: list[tuple[float, float]],
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Bounds as arrays; UNSPEC admits every finite number, only NEGINF/POSINF admit infinities."""
+    import numpy as np
+
     low = np.array([b[0] for b in bounds], dtype=np.float64)
     high = np.array([b[1] for b in bounds], dtype=np.float64)
     largest = np.finfo(np.float64).max

@@ -6,21 +6,26 @@ On the wire a value is the msgpack array ``[ints, doubles, chars, arrays]`` and
 each array is ``[dtype, shape, data]`` where ``data`` is the raw little-endian
 bytes (msgpack bin) or, for large arrays, the index of a separate ZeroMQ frame
 that holds them. Plain msgpack decoders read all of it without extension hooks.
+
+numpy is imported when the first array is met, not with this module: a process whose
+values are all ints, doubles and chars (an RL-Glue 3.0 game, the countdown) never pays its
+start-up, and a value holds no numpy object until numpy is loaded.
 """
 
 from __future__ import annotations
 
 import builtins
+import sys
 from collections.abc import Iterable, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias, TypeVar
-
-import numpy as np
-import numpy.typing as npt
 
 from rlbridge.protocol.errors import ProtocolError
 
-if TYPE_CHECKING:  # collections.abc.Buffer from Python 3.12 on
-    from typing_extensions import Buffer
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12 on
 
 #: The extra frames of a received message: bytes, or zmq.Frame when received without a copy.
 Frames: TypeAlias = "Sequence[Buffer]"
@@ -64,18 +69,18 @@ class Value(NamedTuple):
         """Wrap an int, float, str, sequence of numbers or numpy array as a Value."""
         if isinstance(data, Value):
             return data
-        if isinstance(data, (bool, np.bool_)):
+        np = sys.modules.get("numpy")  # without numpy loaded, ``data`` holds no numpy object
+        integer = (int,) if np is None else (int, np.integer)  # bool is an int
+        if isinstance(data, integer) or (np is not None and isinstance(data, np.bool_)):
             return cls(ints=(int(data),))
-        if isinstance(data, (int, np.integer)):
-            return cls(ints=(int(data),))
-        if isinstance(data, (float, np.floating)):
+        if isinstance(data, float) or (np is not None and isinstance(data, np.floating)):
             return cls(doubles=(float(data),))
         if isinstance(data, str):
             return cls(chars=data)
-        if isinstance(data, np.ndarray):
+        if np is not None and isinstance(data, np.ndarray):
             return cls(arrays=(data,))
         items = list(data)
-        if all(isinstance(x, (int, np.integer)) for x in items):
+        if all(isinstance(x, integer) for x in items):
             return cls(ints=tuple(int(x) for x in items))
         return cls(doubles=tuple(float(x) for x in items))
 
@@ -112,11 +117,26 @@ class Value(NamedTuple):
         )
 
 
-_DTYPES = {code: np.dtype(code) for code in WIRE_DTYPES}
-#: dtype -> wire code; a big-endian dtype is not equal to its little-endian code, so it
-#: misses here and is converted.
-_WIRE_CODES = {dtype: code for code, dtype in _DTYPES.items()}
-_ndarray = np.ndarray
+#: Wire code -> dtype, and dtype -> wire code (a big-endian dtype is not equal to its
+#: little-endian code, so it misses there and is converted): filled by :func:`_numpy`.
+_DTYPES: dict[str, np.dtype[Any]] = {}
+_WIRE_CODES: dict[np.dtype[Any], str] = {}
+#: numpy.ndarray once :func:`_numpy` has run: ``type(x) is _ndarray`` is False before.
+_ndarray: type[np.ndarray[Any, Any]] | None = None
+
+
+def _numpy() -> ModuleType:
+    """numpy, imported on the first array, and the dtype tables filled."""
+    global _ndarray
+    import numpy
+
+    if not _DTYPES:
+        _DTYPES.update({code: numpy.dtype(code) for code in WIRE_DTYPES})
+        _WIRE_CODES.update({dtype: code for code, dtype in _DTYPES.items()})
+        _ndarray = numpy.ndarray
+    return numpy
+
+
 #: Shape limits (PROTOCOL.md, "Values"): numpy 1.x's dimension limit, and a byte extent that
 #: every 64-bit implementation can index; past them a shape is BAD_FIELD, never a crash.
 MAX_ARRAY_DIMS = 32
@@ -137,6 +157,7 @@ def _wire_array(array: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], str]:
     code = _WIRE_CODES.get(array.dtype)  # ``dtype.str`` builds a new str on every call
     if code is not None and array.flags.c_contiguous:
         return array, code
+    np = _numpy()
     array = np.ascontiguousarray(array)
     if array.dtype.byteorder == ">" or (array.dtype.byteorder == "=" and np.little_endian is False):
         array = array.astype(array.dtype.newbyteorder("<"))
@@ -162,7 +183,9 @@ def encode_value(value: Value, frames: list[memoryview] | None = None) -> list[A
 def encode_array(array: npt.NDArray[Any], frames: list[memoryview] | None = None) -> list[Any]:
     """The wire form ``[dtype, shape, data]`` of one array; with ``frames``, an array of
     :data:`ZERO_COPY_THRESHOLD_BYTES` or more goes there and ``data`` is its index."""
-    array, code = _wire_array(array if type(array) is np.ndarray else np.asarray(array))
+    if type(array) is not _ndarray:  # not an ndarray, or the first array this process met
+        array = _numpy().asarray(array)
+    array, code = _wire_array(array)
     if frames is not None and array.nbytes >= ZERO_COPY_THRESHOLD_BYTES:
         frames.append(array.data)
         return [code, array.shape, len(frames) - 1]
@@ -221,6 +244,8 @@ def decode_array(entry: Any, frames: Frames) -> npt.NDArray[Any]:
 
 
 def _array(dtype: Any, shape: Any, data: Any, frames: Frames) -> npt.NDArray[Any]:
+    if not _DTYPES:  # this process's first array
+        _numpy()
     array_dtype = _DTYPES.get(dtype) if type(dtype) is str else None
     if array_dtype is None:
         raise ProtocolError(f"array dtype {dtype!r} is not one of {WIRE_DTYPES}")
@@ -255,4 +280,4 @@ def _array(dtype: Any, shape: Any, data: Any, frames: Frames) -> npt.NDArray[Any
             f"array {dtype}{tuple(shape)} needs {expected} bytes; got {len(memoryview(data))}"
         )
     # One constructor call instead of frombuffer().reshape(); read-only like the buffer.
-    return _ndarray(shape, array_dtype, data)
+    return _ndarray(shape, array_dtype, data)  # type: ignore[misc]  # set with _DTYPES
