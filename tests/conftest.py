@@ -32,6 +32,7 @@ PLACES: dict[str, str] = {
     "compose/": "external",
     "bench/test_batched_bench.py": "external",
     "bench/test_core_bench.py": "external",
+    "bench/test_startup_bench.py": "external",
     "bench/test_rlglue_bench.py::"
     "test_the_c_baseline_builds_and_plays_every_step_through_the_glue": "external",
     "bench/test_rlglue_bench.py::"

@@ -14,6 +14,7 @@ from rlbridge.bench.report import AgentResult, Figure, format_agent_results, for
 SUITES: dict[str, str] = {
     "core": "rlbridge.bench.core:run",
     "rlglue": "rlbridge.bench.rlglue:run",
+    "startup": "rlbridge.bench.startup:run",  # each kind of process's start-up CPU
     # bench/batched.py's rows, bench/batched_cores.py's, then bench/batched_gym.py's (issue 25),
     # which `batched-gym` runs alone.
     "batched": "rlbridge.bench.batched_gym:batched_suite",

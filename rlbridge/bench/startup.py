@@ -1,0 +1,165 @@
+"""`rlbridge bench startup`: the CPU each kind of rlbridge process spends to start, beside the
+interpreter's own start-up and its core wire libraries' as the floor.
+
+Every process here is started from outside and reaped with wait4, so its figure is its user
+and system CPU time, children included, from exec to exit. The rows:
+
+- the floors: ``python -c pass``, and ``python -c "import zmq, msgpack"``, the least any
+  Python peer of the protocol starts with;
+- ``rlbridge env countdown --help``: the command line alone;
+- the environment (countdown, one step long), the agent (first) and the experiment, each
+  started on its own and run through one episode, then stopped by the experiment;
+- ``rlbridge run countdown first`` of one one-step episode: the whole command, its
+  environment, agent and experiment included (what `bench rlglue` calls its start-up);
+  the launcher's own share is that total less the three processes' medians;
+- the glue (``rlbridge glue``), from start until it listens, then stopped with SIGTERM.
+
+The test suite and ``rlbridge run`` start such processes by the hundred, so each row is
+what every one of them pays before it does any work. Rounds interleave the rows, so a burst
+of other load on the machine lands on all of them; the figures are medians.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from rlbridge.bench.report import Figure
+from rlbridge.experiment.placement import placed
+from rlbridge.experiment.runner import start_child
+
+RLBRIDGE = [sys.executable, "-m", "rlbridge"]
+FLOOR = "python -c 'import zmq, msgpack'"
+
+
+def _reap(process: subprocess.Popen, what: str) -> float:
+    """Wait for ``process``; its CPU seconds, its reaped children's included."""
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise RuntimeError(f"{what} exited with code {process.returncode}; expected 0")
+    return usage.ru_utime + usage.ru_stime
+
+
+def _command(command: list[str], cpus: set[int] | None, what: str) -> float:
+    process = start_child(command, cpus, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return _reap(process, what)
+
+
+def _peers(directory: str, cpus: set[int] | None) -> tuple[float, float, float]:
+    """(environment, agent, experiment) CPU seconds of one one-step countdown episode."""
+    env_address, agent_address = f"ipc://{directory}/env.sock", f"ipc://{directory}/agent.sock"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    env = start_child(
+        [*RLBRIDGE, "env", "countdown", "--bind", env_address, "--opt", "length=1"], cpus, **quiet
+    )
+    agent = start_child([*RLBRIDGE, "agent", "first", "--bind", agent_address], cpus, **quiet)
+    processes = [env, agent]
+    try:
+        experiment = start_child(
+            [
+                *RLBRIDGE,
+                "experiment",
+                "--env",
+                env_address,
+                "--agent",
+                agent_address,
+                "--episodes",
+                "1",
+                "--quiet",
+                "--no-wait-hint",
+            ],
+            cpus,
+            **quiet,
+        )
+        processes.append(experiment)
+        experiment_cpu = _reap(experiment, "rlbridge experiment")
+        # The experiment tells both servers to stop when it ends.
+        return _reap(env, "rlbridge env"), _reap(agent, "rlbridge agent"), experiment_cpu
+    finally:
+        for process in processes:
+            if process.returncode is None:
+                process.kill()
+                process.wait()
+
+
+def _glue(cpus: set[int] | None) -> float:
+    """CPU seconds of `rlbridge glue` from its start until it listens, and its stop."""
+    glue = start_child(
+        [*RLBRIDGE, "glue", "--port", "0"],
+        cpus,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        line = glue.stdout.readline() if glue.stdout is not None else ""
+        if "listening" not in line:
+            raise RuntimeError(f"rlbridge glue printed {line.strip()!r}; expected 'listening on'")
+        glue.send_signal(signal.SIGTERM)  # a supervisor's stop: the glue closes, exit code 0
+        return _reap(glue, "rlbridge glue")
+    finally:
+        if glue.returncode is None:
+            glue.kill()
+            glue.wait()
+
+
+def run(quick: bool = False) -> list[Figure]:
+    with placed("auto") as cpus:  # recorded: runs started meanwhile take another CPU
+        return measure(quick, cpus)
+
+
+def measure(quick: bool, cpus: set[int] | None) -> list[Figure]:
+    rounds = 3 if quick else 7
+    rows: dict[str, list[float]] = {}
+    one_step_run = [
+        *RLBRIDGE,
+        *("run", "countdown", "first", "--env-opt", "length=1", "--episodes", "1"),
+        *("--quiet", "--cpu", "none"),
+    ]
+    with tempfile.TemporaryDirectory(prefix="rlbridge-startup-") as directory:
+        for _ in range(rounds):
+            measured = {
+                "python -c pass": _command([sys.executable, "-c", "pass"], cpus, "python"),
+                FLOOR: _command([sys.executable, "-c", "import zmq, msgpack"], cpus, "python"),
+                "`rlbridge env countdown --help`": _command(
+                    [*RLBRIDGE, "env", "countdown", "--help"], cpus, "rlbridge env --help"
+                ),
+            }
+            peers = _peers(directory, cpus)
+            measured.update(zip(("environment", "agent", "experiment"), peers, strict=True))
+            measured["`rlbridge run`, whole"] = _command(one_step_run, cpus, "rlbridge run")
+            measured["glue"] = _glue(cpus)
+            for name, seconds in measured.items():
+                rows.setdefault(name, []).append(seconds)
+    median = {name: statistics.median(values) for name, values in rows.items()}
+    floor = median[FLOOR]
+    median["launcher alone"] = median["`rlbridge run`, whole"] - sum(
+        median[name] for name in ("environment", "agent", "experiment")
+    )
+    notes = {
+        "python -c pass": "the interpreter alone",
+        FLOOR: "the floor: the interpreter and the core wire libraries",
+        "`rlbridge env countdown --help`": "the command line, parsed and printed",
+        "environment": "`rlbridge env countdown`, one one-step episode, then stopped",
+        "agent": "`rlbridge agent first`, one one-step episode, then stopped",
+        "experiment": "`rlbridge experiment`, one one-step episode",
+        "`rlbridge run`, whole": "one one-step episode: launcher, environment, agent, experiment",
+        "launcher alone": "the whole run less the three processes' medians",
+        "glue": "`rlbridge glue` until it listens, then SIGTERM",
+    }
+    return [
+        Figure(
+            "startup",
+            name,
+            seconds * 1000,
+            "CPU-ms",
+            baseline=None if name == FLOOR else floor * 1000,
+            note=f"{notes[name]}; median of {rounds}",
+        )
+        for name, seconds in median.items()
+    ]
