@@ -17,7 +17,6 @@ does not name are passed through as strings.
 
 from __future__ import annotations
 
-import difflib
 import enum
 import inspect
 import types
@@ -225,6 +224,8 @@ def convert_value(text: str, annotation: Any) -> Any:
 
 
 def _did_you_mean(word: str, names: Iterable[str]) -> str:
+    import difflib  # here: only a mistyped option needs it
+
     close = difflib.get_close_matches(word, list(names), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import os
 import pkgutil
@@ -175,6 +174,8 @@ def target(name: str, registry: Mapping[str, str]) -> str:
         return GYM_TARGET
     path = registry.get(name, name)
     if ":" not in path:
+        import difflib  # here: only a mistyped name needs it
+
         close = difflib.get_close_matches(name, list(registry), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         known = ", ".join(registry)

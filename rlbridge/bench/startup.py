@@ -21,6 +21,7 @@ of other load on the machine lands on all of them; the figures are medians.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import statistics
@@ -34,6 +35,16 @@ from rlbridge.experiment.runner import start_child
 
 RLBRIDGE = [sys.executable, "-m", "rlbridge"]
 FLOOR = "python -c 'import zmq, msgpack'"
+
+
+def bytecode() -> str:
+    """Whether the processes read rlbridge as .pyc files, or compile it from source each: with
+    PYTHONDONTWRITEBYTECODE set (as CI images often set it) and no .pyc written, compiling
+    is most of a process's start-up (the Makefile's `make test` runs compileall first)."""
+    source = os.path.join(os.path.dirname(os.path.dirname(__file__)), "cli", "__init__.py")
+    if os.path.exists(importlib.util.cache_from_source(source)):
+        return "rlbridge read from .pyc files"
+    return "no .pyc: each process compiles rlbridge (python -m compileall rlbridge)"
 
 
 def _reap(process: subprocess.Popen, what: str) -> float:
@@ -143,7 +154,7 @@ def measure(quick: bool, cpus: set[int] | None) -> list[Figure]:
     )
     notes = {
         "python -c pass": "the interpreter alone",
-        FLOOR: "the floor: the interpreter and the core wire libraries",
+        FLOOR: f"the floor: the interpreter and the core wire libraries; {bytecode()}",
         "`rlbridge env countdown --help`": "the command line, parsed and printed",
         "environment": "`rlbridge env countdown`, one one-step episode, then stopped",
         "agent": "`rlbridge agent first`, one one-step episode, then stopped",

@@ -26,7 +26,6 @@ import argparse
 import atexit
 import functools
 import os
-import shutil
 import stat
 import sys
 import threading
@@ -112,6 +111,8 @@ def create_keys(directory: str | os.PathLike[str], force: bool = False) -> list[
         os.chmod(public_file, 0o644)
         written += [Path(public_file), Path(secret_file)]
     authorized = root / AUTHORIZED_DIR / "client.key"
+    import shutil  # here: only `rlbridge keys` writes keys
+
     shutil.copyfile(root / "client.key", authorized)
     os.chmod(authorized, 0o644)
     written.append(authorized)

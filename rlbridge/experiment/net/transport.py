@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from typing import TYPE_CHECKING
 
 import zmq
@@ -60,6 +59,8 @@ def default_address(role: str) -> str:
     env_name = {"environment": "RLBRIDGE_ENV_ADDR", "agent": "RLBRIDGE_AGENT_ADDR"}[role]
     if os.environ.get(env_name):
         return os.environ[env_name]
+    import tempfile  # here: only a process without --bind/--connect needs it
+
     directory = private_directory(os.path.join(tempfile.gettempdir(), f"rlbridge-{os.getuid()}"))
     return f"ipc://{directory}/{'env' if role == 'environment' else 'agent'}.sock"
 
