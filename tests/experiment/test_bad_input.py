@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import subprocess
 
 import msgpack
 import pytest
@@ -16,26 +17,42 @@ from rlbridge.protocol.values import Value, encode_value
 LIMIT_BYTES = 4096
 
 
-@pytest.fixture
-def env_server(processes, ipc_dir):
+def _serve(processes, ipc_dir, **popen):
     address = f"ipc://{ipc_dir}/e"
     child = processes.start(
-        "env", "gridwalk", "--bind", address, "--max-message-bytes", str(LIMIT_BYTES)
+        "env", "gridwalk", "--bind", address, "--max-message-bytes", str(LIMIT_BYTES), **popen
     )
     env = RemoteEnvironment(address)
     env.env_init()
     env.env_start()  # ENV_STEP is served only inside an episode
+    return address, env, child
+
+
+@pytest.fixture(scope="module")
+def env_server(module_processes, module_ipc_dir):
+    """One server for every bad input in turn: each test leaves it inside an episode
+    (still_serves starts one), so that what one sends is judged as if it came first, and
+    the server goes on through all of them. Its stderr (a line per bad input) is not read:
+    a pipe would fill and block it."""
+    address, env, child = _serve(module_processes, module_ipc_dir, stderr=subprocess.DEVNULL)
     yield address, env, child
     env.close()
 
 
 @pytest.fixture
-def raw(env_server):
+def own_env_server(processes, ipc_dir):
+    """A server of one test's own, for a test that reads its stderr or stops it."""
+    address, env, child = _serve(processes, ipc_dir)
+    yield address, env, child
+    env.close()
+
+
+def _raw(address: str):
     """A bare DEALER socket that sends arbitrary bytes and returns the decoded reply."""
     socket = zmq.Context.instance().socket(zmq.DEALER)
     socket.setsockopt(zmq.RCVTIMEO, 60_000)  # every case gets a reply at once
     socket.setsockopt(zmq.LINGER, 0)
-    socket.connect(env_server[0])
+    socket.connect(address)
 
     def send(*frames: bytes):
         socket.send_multipart(list(frames))
@@ -43,6 +60,16 @@ def raw(env_server):
 
     yield send
     socket.close()
+
+
+@pytest.fixture
+def raw(env_server):
+    yield from _raw(env_server[0])
+
+
+@pytest.fixture
+def own_raw(own_env_server):
+    yield from _raw(own_env_server[0])
 
 
 def still_serves(env: RemoteEnvironment) -> None:
@@ -125,9 +152,9 @@ def test_bad_input_gets_a_specific_error_and_the_server_goes_on(name, raw, env_s
     still_serves(env_server[1])
 
 
-def test_version_mismatch_is_reported_on_both_sides(env_server, raw):
-    address, env, child = env_server
-    raw(encode(MessageType.HELLO, 1, 0, ["experiment", 7, "future", "py"], version=7)[0])
+def test_version_mismatch_is_reported_on_both_sides(own_env_server, own_raw):
+    address, env, child = own_env_server
+    own_raw(encode(MessageType.HELLO, 1, 0, ["experiment", 7, "future", "py"], version=7)[0])
     env.shutdown()
     _, stderr = child.communicate(timeout=10)
     assert f"expected {PROTOCOL_VERSION}, got 7" in stderr
