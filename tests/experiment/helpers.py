@@ -13,7 +13,9 @@ from rlbridge import Agent, Environment, Range, SpaceSpec, StepResult, TaskSpec,
 
 
 class CountingAgent(Agent):
-    """Counts every call; ``agent_message("counts")`` returns them as JSON."""
+    """Counts every call since the last agent_init (agent_init itself since it was made);
+    ``agent_message("counts")`` returns them as JSON. Counting from agent_init lets one
+    served agent count run after run, each run's RL_init starting its counts."""
 
     def __init__(self, **options: str):
         super().__init__(**options)
@@ -22,7 +24,8 @@ class CountingAgent(Agent):
 
     def agent_init(self, task_spec) -> None:
         super().agent_init(task_spec)
-        self.counts["init"] += 1
+        self.counts = {**dict.fromkeys(self.counts, 0), "init": self.counts["init"] + 1}
+        self.rewards = []
 
     def agent_start(self, observation: Value) -> Value:
         self.counts["start"] += 1

@@ -47,9 +47,38 @@ ENVIRONMENTS = {
 }
 
 
-def build(loop: str, env_name: str, processes, ipc_dir):
+class Servers:
+    """An environment server per environment and one CountingAgent server, started on first
+    use and shared by the module's tests: each test connects its own Experiment, whose
+    RL_init starts the counts afresh (CountingAgent.agent_init) and whose RL_cleanup ends the
+    session, so that a test sees only its own calls while a server serves test after test as
+    it serves run after run."""
+
+    def __init__(self, processes, ipc_dir: str):
+        self.processes, self.ipc_dir = processes, ipc_dir
+        self.addresses: dict[str, str] = {}
+
+    def address(self, name: str, *command: str) -> str:
+        if name not in self.addresses:
+            self.addresses[name] = f"ipc://{self.ipc_dir}/{name}"
+            self.processes.start(*command, "--bind", self.addresses[name])
+        return self.addresses[name]
+
+    def env(self, env_name: str) -> str:
+        return self.address(env_name, "env", ENVIRONMENTS[env_name][0], "--opt", "length=5")
+
+    def agent(self) -> str:
+        return self.address("agent", "agent", "tests.experiment.helpers:CountingAgent")
+
+
+@pytest.fixture(scope="module")
+def servers(module_processes, module_ipc_dir):
+    return Servers(module_processes, module_ipc_dir)
+
+
+def build(loop: str, env_name: str, servers: Servers):
     """An Experiment on a 5-transition environment with a CountingAgent, in one mode."""
-    target, env_class = ENVIRONMENTS[env_name]
+    _target, env_class = ENVIRONMENTS[env_name]
     if loop == "in_process":
         exp = Experiment(env_class(length=5), CountingAgent())
         assert exp.mode == LOOPS[loop]
@@ -58,28 +87,26 @@ def build(loop: str, env_name: str, processes, ipc_dir):
     if loop == "legacy_forwarding":
         yield from legacy_experiment(env_class(length=5))
         return
-    env_addr, agent_addr = f"ipc://{ipc_dir}/e", f"ipc://{ipc_dir}/a"
-    processes.start("env", target, "--bind", env_addr, "--opt", "length=5")
-    processes.start("agent", "tests.experiment.helpers:CountingAgent", "--bind", agent_addr)
-    env, agent = RemoteEnvironment(env_addr), RemoteAgent(agent_addr)
+    env, agent = RemoteEnvironment(servers.env(env_name)), RemoteAgent(servers.agent())
     exp = Experiment(env, agent, mode="step" if loop == "step_by_step" else None)
     assert exp.mode == LOOPS[loop]
     yield exp
+    if counts(exp)["cleanup"] == 0:  # RL_cleanup ends the session: the next test's may begin
+        exp.RL_cleanup()
     for peer in (env, agent):
-        peer.shutdown()
         peer.close()
 
 
 @pytest.fixture(params=list(LOOPS))
-def experiment(request, processes, ipc_dir):
+def experiment(request, servers):
     """An Experiment on a 5-transition Countdown with a CountingAgent, with each episode loop."""
-    yield from build(request.param, "countdown", processes, ipc_dir)
+    yield from build(request.param, "countdown", servers)
 
 
 @pytest.fixture(params=list(LOOPS))
-def absorbing(request, processes, ipc_dir):
+def absorbing(request, servers):
     """The same on an AbsorbingCountdown, whose steps after the end are terminal again."""
-    yield from build(request.param, "absorbing", processes, ipc_dir)
+    yield from build(request.param, "absorbing", servers)
 
 
 def legacy_experiment(env):
