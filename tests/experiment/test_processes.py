@@ -50,9 +50,16 @@ def test_run_starts_three_processes_and_prints_a_summary():
     assert "4/4 episodes" in result.stderr  # the progress bar
 
 
-@pytest.mark.parametrize(
-    "order", list(itertools.permutations(("env", "agent", "experiment"))), ids="-".join
-)
+#: Every order but agent-env-experiment: there, as in env-agent-experiment, both servers
+#: serve before the experiment starts, and they meet nobody until it does.
+ORDERS = [
+    order
+    for order in itertools.permutations(("env", "agent", "experiment"))
+    if order != ("agent", "env", "experiment")
+]
+
+
+@pytest.mark.parametrize("order", ORDERS, ids="-".join)
 def test_start_up_order_does_not_matter(order, processes, ipc_dir):
     env_addr, agent_addr = f"ipc://{ipc_dir}/e", f"ipc://{ipc_dir}/a"
     commands = {
