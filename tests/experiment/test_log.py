@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -196,9 +197,17 @@ def test_verify_reports_the_first_divergence(tmp_path):
     assert "actions differ" in result.stdout
 
 
-def test_truncated_log_reads_up_to_the_last_whole_record(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def gridwalk_log(tmp_path_factory) -> Path:
+    """A log of two gridwalk episodes; a test that spoils a log spoils its own copy."""
+    log = tmp_path_factory.mktemp("gridwalk") / "run.log"
+    run("run", "gridwalk", "random", "--episodes", "2", "--log", str(log), "--quiet")
+    return log
+
+
+def test_truncated_log_reads_up_to_the_last_whole_record(tmp_path, capsys, gridwalk_log):
     log = str(tmp_path / "run.log")
-    run("run", "gridwalk", "random", "--episodes", "2", "--log", log, "--quiet")
+    shutil.copy(gridwalk_log, log)
     whole = len(list(LogReader(log).records()))
     size = os.path.getsize(log)
     with open(log, "r+b") as handle:
@@ -210,9 +219,9 @@ def test_truncated_log_reads_up_to_the_last_whole_record(tmp_path, capsys):
     assert "truncated" in shown.stdout
 
 
-def test_corrupt_log_gives_a_clear_error_not_a_traceback(tmp_path):
+def test_corrupt_log_gives_a_clear_error_not_a_traceback(tmp_path, gridwalk_log):
     log = str(tmp_path / "run.log")
-    run("run", "gridwalk", "random", "--episodes", "1", "--log", log, "--quiet")
+    shutil.copy(gridwalk_log, log)
     data = bytearray(Path(log).read_bytes())
     data[len(data) // 2] ^= 0xFF
     Path(log).write_bytes(bytes(data))
