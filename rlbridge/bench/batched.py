@@ -73,6 +73,7 @@ from rlbridge.experiment.runner import start_child, stop_peers
 from rlbridge.extras import require
 from rlbridge.options import build
 from rlbridge.protocol.batch import decode_batch, encode_batch, encode_column
+from rlbridge.protocol.errors import RLBridgeError
 from rlbridge.protocol.messages import MessageType, decode, encode
 from rlbridge.registry import AGENTS, ENVIRONMENTS
 
@@ -212,9 +213,12 @@ def processes(
     agent_cpus: set[int] | None,
     directory: str,
     warmup: int | None = None,
+    promise: bool = False,
 ) -> tuple[float, list[float], list[float]]:
     """Environment shards and an agent as processes; this process is the experiment.
-    ``warmup`` batched steps go untimed first (default: :func:`warmup_steps`).
+    ``warmup`` batched steps go untimed first (default: :func:`warmup_steps`). ``promise``:
+    after RL_init, each shard gets the AUTORESET_NEXT_STEP promise (PROTOCOL.md 16.5),
+    which the rows' loop (``num_steps`` only) keeps; a shard with a vector form must take it.
     Also returns each child's CPU time per timed batched step, in µs (shards, then agent)."""
     python = [sys.executable, "-m", "rlbridge"]
     addresses = [f"ipc://{directory}/e{index}.sock" for index in range(shards)]
@@ -238,6 +242,8 @@ def processes(
             envs if shards > 1 else envs[0], agent, instances=count, seed=1, groups=groups
         )
         experiment.RL_init()
+        if promise and not all(env.promise_next_step() for env in envs):
+            raise RLBridgeError(f"{game}: a shard refused the AUTORESET_NEXT_STEP promise")
         _play(experiment, warmup_steps(batched_steps) if warmup is None else warmup)
         before = [process_cpu_s(child.pid) for child in children]
         started = time.perf_counter()

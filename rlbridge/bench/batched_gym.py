@@ -14,8 +14,11 @@ Against them:
 
 * **gym:CartPole-v1 served, 3 processes** (N = 64): ``rlbridge env gym:CartPole-v1`` on one
   CPU, ``rlbridge agent random`` on the other, this process as the experiment (two
-  groups), as ``rlbridge run gym:CartPole-v1 random --batch 64`` places them; against
-  SyncVectorEnv (target >= 1.0x) and EnvPool (>= 0.3x) of the same N;
+  groups), as ``rlbridge run gym:CartPole-v1 random --batch 64`` places them: with the
+  experiment's AUTORESET_NEXT_STEP promise (PROTOCOL.md 16.5), which the loop keeps and
+  which lets the environment step each group with CartPole's vector env, against
+  SyncVectorEnv (target >= 1.0x) and EnvPool (>= 0.3x) of the same N; and without it
+  (single envs, no target), for comparison;
 * **make_vec(remote=True)** (N = 1): ``rlbridge.adapters.gym.make_vec("gym:CartPole-v1",
   remote=True)``, one ENV_BATCH_STEP round trip per step, against AsyncVectorEnv(1)'s pipe
   (>= 2x); and at N = 64, where the environment process steps CartPole's own vector env
@@ -158,7 +161,8 @@ def served_rows(cpus: list[int], directory: str, quick: bool, repeats: int) -> l
     for _ in range(repeats):
         sync = _fresh("sync", count, steps)
         pool = None if missing else _fresh("envpool", count, steps)
-        served = batched.processes(
+        serve = partial(
+            batched.processes,
             f"gym:{GYM_ID}",
             count,
             steps,
@@ -168,10 +172,15 @@ def served_rows(cpus: list[int], directory: str, quick: bool, repeats: int) -> l
             agent_cpus={cpus[-1]},
             directory=directory,
         )
+        served = serve(promise=True)
+        single = serve()
         remote = _fresh("make_vec-remote", count, steps)
-        runs.append((served[0] / sync[0], (sync, pool, served, remote)))
-    _, (sync, pool, served, remote) = _median_run(runs)
-    cpu = f"CPU us per batched step: env {served[2][0]:,.0f}, agent {served[2][1]:,.0f}"
+        runs.append((served[0] / sync[0], (sync, pool, served, single, remote)))
+    _, (sync, pool, served, single, remote) = _median_run(runs)
+
+    def cpu(row) -> str:
+        return f"CPU us per batched step: env {row[2][0]:,.0f}, agent {row[2][1]:,.0f}"
+
     rows = [_figure(group, f"baseline: {BASELINES['sync']}", sync, None)]
     rows.append(
         Figure(
@@ -181,7 +190,17 @@ def served_rows(cpus: list[int], directory: str, quick: bool, repeats: int) -> l
         else _figure(group, f"baseline: {BASELINES['envpool']}", pool, None)
     )
     name = f"gym:{GYM_ID} served, 3 processes, 2 CPUs, 2 groups"
-    rows.append(_figure(group, f"{name}, against SyncVectorEnv", served, sync[0], 1.0, cpu))
+    rows.append(
+        _figure(
+            group,
+            f"{name}, single envs (no promise), against SyncVectorEnv",
+            single,
+            sync[0],
+            note=cpu(single),
+        )
+    )
+    name += ", vector env per group (AUTORESET_NEXT_STEP)"
+    rows.append(_figure(group, f"{name}, against SyncVectorEnv", served, sync[0], 1.0, cpu(served)))
     if pool is None:
         rows.append(
             Figure(

@@ -4,17 +4,21 @@ Gymnasium vector env (``vector_entry_point``).
 ``gymnasium.make_vec(id, num_envs=N, vectorization_mode="vector_entry_point")`` (for
 CartPole, ``CartPoleVectorEnv``) steps all N instances in one call on arrays, where
 :class:`~rlbridge.environments.batch.EnvironmentBatch` would call N wrapped single envs.
-Such a vector env can only step every instance at once and restarts an ended one inside
-the next step (Gymnasium's NEXT_STEP autoreset), so it serves a batch only after the
-client's AUTORESET_NEXT_STEP promise (PROTOCOL.md 16.5): every batched step then
-steps every running instance and starts exactly those whose episode ended in the step
-before; a call that breaks the promise is refused before anything is stepped.
+Such a vector env can only step all its instances at once and restarts an ended one
+inside the next step (Gymnasium's NEXT_STEP autoreset), so it serves a batch only after
+the client's AUTORESET_NEXT_STEP promise (PROTOCOL.md 16.5): every batched step then
+calls one contiguous group of instances (all of them, or one group of a RUN_BATCH with
+``groups``), steps each running one and starts exactly those whose episode ended in the
+step before, or starts the whole group. Each group gets a vector env of its own, made
+when the group first starts; a call that breaks the promise is refused before anything
+is stepped.
 
 Where it departs from N single envs, as Gymnasium's vector env itself does: one
-generator draws every instance's starting state, seeded at each full reset from instance
-``first_instance``'s seed (``seed E`` seeds it with ``instance_seed(E, first_instance)``,
-an unseeded batch with 0, as a single env), so instance i's episodes are not those of a
-single env seeded ``instance_seed(E, i)``; ``instance I seed S`` reaches no generator.
+generator per group draws every starting state of its instances, seeded at each full
+start of the group from the seed of the group's first instance (``seed E`` seeds it with
+``instance_seed(E, first_instance + low)``, an unseeded batch with 0, as a single env),
+so instance i's episodes are not those of a single env seeded ``instance_seed(E, i)``; a
+seed sent to another instance of the group reaches no generator.
 From equal states, with equal actions, every step is the single env's (observation,
 reward, terminal, ``truncated`` info), which ``tests/adapters/gym/test_serve_vector.py`` holds.
 """
@@ -30,7 +34,7 @@ from gymnasium.vector import AutoresetMode
 
 from rlbridge.adapters.gym.taskspec import plain_value
 from rlbridge.environments.base import Environment
-from rlbridge.environments.batch import BatchStep, first_ints
+from rlbridge.environments.batch import BatchStep, first_ints, stacked_observations
 from rlbridge.protocol.batch import Batch, EnvCall
 from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.values import Value
@@ -46,9 +50,10 @@ def _creator(spec: Any) -> Any:
 
 
 class GymVectorCore:
-    """N instances of one ``gym:<id>`` GymEnvironment class, as its vector env (module
-    docstring); a :class:`~rlbridge.environments.batch.BatchCore` that EnvironmentBatch
-    takes only after the promise its ``AUTORESET_NEXT_STEP`` asks for."""
+    """N instances of one ``gym:<id>`` GymEnvironment class, as vector envs of its id
+    (module docstring), one per group of instances stepped together; a
+    :class:`~rlbridge.environments.batch.BatchCore` that EnvironmentBatch takes only after
+    the promise its ``AUTORESET_NEXT_STEP`` asks for."""
 
     #: EnvironmentBatch takes this core only after the AUTORESET_NEXT_STEP promise (16.5).
     AUTORESET_NEXT_STEP = True
@@ -58,17 +63,17 @@ class GymVectorCore:
         self.envs = envs
         self.first_instance = first_instance
         self.count = count = len(envs)
-        kwargs = {key: value for key, value in env.make_kwargs.items() if key not in _DROPPED}
-        self.vector = gymnasium.make_vec(
-            env.gym_spec or env.gym_id,
-            num_envs=count,
-            vectorization_mode="vector_entry_point",
-            **kwargs,
-        )
+        self.make_kwargs = {k: v for k, v in env.make_kwargs.items() if k not in _DROPPED}
+        self.gym_id = env.gym_spec or env.gym_id
         self.codec = env.observation_codec
+        #: One vector env per group (its rows, low .. high - 1), made at the group's first start.
+        self.vectors: dict[tuple[int, int], Any] = {}
+        #: Each instance's group: the bounds of the vector env that holds its state (-1: none).
+        self.owner = np.full((count, 2), -1, dtype=np.int64)
         #: Which instances' last step ended their episode: the vector env restarts them next.
         self.ended = np.zeros(count, dtype=bool)
-        self.next_seed: int | None = None
+        #: Seeds sent to instances (by row), for the next full start of the group they begin.
+        self.seeds: dict[int, int] = {}
         self.load(range(count))
 
     @classmethod
@@ -91,52 +96,83 @@ class GymVectorCore:
         parameters = inspect.signature(creator).parameters
         return all(key in parameters or key in _DROPPED for key in env.make_kwargs)
 
-    def apply(self, calls: np.ndarray, actions: list[Value]) -> BatchStep:
-        count, first = self.count, self.first_instance
-        starting = calls == _START
-        if (calls == _NONE).any() or not (starting.all() or (starting == self.ended).all()):
-            wrong = (calls == _NONE) | (starting != self.ended)
-            index = int(np.flatnonzero(wrong)[0])
-            raise ProtocolError(
-                f"instance {first + index}: {EnvCall(int(calls[index])).name} breaks the "
-                f"promise AUTORESET_NEXT_STEP that the Gymnasium vector env needs: expected "
-                f"every instance to step, those whose episode ended in the step before to "
-                f"START, or all to START"
+    def _vector(self, low: int, high: int) -> Any:
+        key = (low, high)
+        if key not in self.vectors:
+            self.vectors[key] = gymnasium.make_vec(
+                self.gym_id,
+                num_envs=high - low,
+                vectorization_mode="vector_entry_point",
+                **self.make_kwargs,
             )
-        rewards = np.zeros(count, dtype=np.float64)
-        terminals = np.zeros(count, dtype=bool)
-        infos: list | None = None
-        if starting.all():
-            observations, _ = self.vector.reset(seed=self.next_seed)
-            self.next_seed = None
-        else:
-            moves = np.zeros(count, dtype=np.int64)  # a starting instance's move is ignored
-            moves[~starting] = first_ints(actions)
-            observations, reward, terminated, truncated, extra = self.vector.step(moves)
-            stepped = ~starting
-            rewards[stepped] = np.asarray(reward, dtype=np.float64)[stepped]
-            terminals[stepped] = (terminated | truncated)[stepped]
-            infos = self._infos(extra, stepped & truncated & ~terminated, stepped)
-        self.ended = terminals
-        ints, doubles, arrays = self.codec.stacked_columns(observations, count)
-        return BatchStep(
-            rewards, Batch(count, ints, doubles, ("",) * count, arrays), terminals, infos
+        return self.vectors[key]
+
+    def _refuse(self, calls: np.ndarray, row: int) -> ProtocolError:
+        return ProtocolError(
+            f"instance {self.first_instance + row}: {EnvCall(int(calls[row])).name} breaks "
+            f"the promise AUTORESET_NEXT_STEP that the Gymnasium vector env needs: expected "
+            f"one contiguous group of instances called (NONE for the rest), each of them "
+            f"stepping, those whose episode ended in the step before to START, or all of "
+            f"the group to START"
         )
 
-    def _infos(self, extra: dict, truncated: np.ndarray, stepped: np.ndarray) -> list | None:
+    def apply(self, calls: np.ndarray, actions: list[Value]) -> BatchStep:
+        count = self.count
+        rewards = np.zeros(count, dtype=np.float64)
+        terminals = np.zeros(count, dtype=bool)
+        called = np.flatnonzero(calls != _NONE)
+        if not len(called):
+            return BatchStep(rewards, stacked_observations(0), terminals, None)
+        low, high = int(called[0]), int(called[-1]) + 1
+        if high - low != len(called):  # a NONE inside the group
+            raise self._refuse(calls, low + int(np.flatnonzero(calls[low:high] == _NONE)[0]))
+        starting = calls[low:high] == _START
+        infos: list | None = None
+        if starting.all():
+            observations, _ = self._vector(low, high).reset(seed=self.seeds.get(low))
+            for row in range(low, high):
+                self.seeds.pop(row, None)  # reaches no generator but row low's (docstring)
+            self.owner[low:high] = (low, high)
+        else:
+            owned = (self.owner[low:high] == (low, high)).all(axis=1)
+            wrong = ~owned | (starting != self.ended[low:high])
+            if wrong.any():
+                raise self._refuse(calls, low + int(np.flatnonzero(wrong)[0]))
+            moves = np.zeros(high - low, dtype=np.int64)  # a starting instance's is ignored
+            moves[~starting] = first_ints(actions)
+            observations, reward, terminated, truncated, extra = self.vectors[(low, high)].step(
+                moves
+            )
+            stepped = ~starting
+            rewards[low:high][stepped] = np.asarray(reward, dtype=np.float64)[stepped]
+            terminals[low:high] = (terminated | truncated) & stepped
+            infos = self._infos(extra, stepped & truncated & ~terminated, stepped, low)
+        self.ended[low:high] = terminals[low:high]
+        ints, doubles, arrays = self.codec.stacked_columns(observations, high - low)
+        return BatchStep(
+            rewards,
+            Batch(high - low, ints, doubles, ("",) * (high - low), arrays),
+            terminals,
+            infos,
+        )
+
+    def _infos(
+        self, extra: dict, truncated: np.ndarray, stepped: np.ndarray, low: int
+    ) -> list | None:
         """Each instance's info as GymEnvironment.env_step gives it: the vector infos' plain
-        entries (those whose ``_key`` mask names the instance) and ``truncated``."""
+        entries (those whose ``_key`` mask names the instance) and ``truncated``; the
+        vector env's rows are the instances from row ``low``."""
         infos: list[dict | None] = [None] * self.count
         for key, values in extra.items():
             if not isinstance(key, str) or key.startswith("_"):
                 continue
             present = np.asarray(extra.get(f"_{key}", stepped)) & stepped
-            for index in np.flatnonzero(present).tolist():
-                plain = plain_value(values[index])
+            for row in np.flatnonzero(present).tolist():
+                plain = plain_value(values[row])
                 if plain is not None:
-                    infos[index] = {**(infos[index] or {}), key: plain}
-        for index in np.flatnonzero(truncated).tolist():
-            infos[index] = {**(infos[index] or {}), "truncated": True}
+                    infos[low + row] = {**(infos[low + row] or {}), key: plain}
+        for row in np.flatnonzero(truncated).tolist():
+            infos[low + row] = {**(infos[low + row] or {}), "truncated": True}
         return infos if any(info is not None for info in infos) else None
 
     def store(self, rows) -> None:
@@ -144,10 +180,10 @@ class GymVectorCore:
         (a message that reads a single env's state sees its state before the core)."""
 
     def load(self, rows) -> None:
-        """Take a seed sent to instance ``first_instance`` (row 0) for the next full reset;
-        seeds sent to other instances reach no generator (module docstring)."""
+        """Keep each seed sent to an instance for the next full start of the group it
+        begins; seeds sent to other instances reach no generator (module docstring)."""
         envs: Any = self.envs
-        for index in rows:
-            seed, envs[index].next_seed = envs[index].next_seed, None
-            if index == 0 and seed is not None:
-                self.next_seed = seed
+        for row in rows:
+            seed, envs[row].next_seed = envs[row].next_seed, None
+            if seed is not None:
+                self.seeds[row] = seed

@@ -42,13 +42,13 @@ def test_every_step_is_the_single_envs_step_from_the_same_states(options):
     singles = [build_environment(NAME, options) for _ in range(count)]
     for single in singles:
         single.env_init()
-    state = batch.core.vector.unwrapped
     rng = np.random.default_rng(0)
     calls = np.full(count, START, dtype=np.uint8)
     actions: list[Value] = []
     ends = truncations = 0
     for _ in range(2_000):
         result = batch.batch_step(calls, actions)
+        state = batch.core.vectors[(0, count)].unwrapped  # made at the first start
         moves = iter(actions)
         observations = result.observations.arrays[0]
         for index, call in enumerate(calls.tolist()):
@@ -84,7 +84,9 @@ def test_a_call_that_breaks_the_promise_is_refused_before_anything_steps():
     calls = np.array([STEP, START, STEP, STEP], dtype=np.uint8)  # 1 has not ended
     with pytest.raises(ProtocolError, match="instance 1: START breaks the promise"):
         batch.batch_step(calls, [Value(ints=(0,))] * 3)
-    np.testing.assert_array_equal(batch.core.vector.unwrapped.state.T.astype(np.float32), first)
+    np.testing.assert_array_equal(
+        batch.core.vectors[(0, 4)].unwrapped.state.T.astype(np.float32), first
+    )
 
 
 def test_without_the_promise_or_once_an_instance_has_started_the_single_envs_step():
@@ -131,3 +133,40 @@ def test_remote_make_vec_is_stepped_by_the_vector_env_in_the_env_process():
         assert vector.single_observation_space.contains(observations[0])
     finally:
         vector.close()
+
+
+def test_each_group_is_stepped_by_its_own_vector_env_as_a_shard_of_that_group_would_be():
+    """RUN_BATCH's two groups (4 and 4 of 8 instances, NONE for the other group): group
+    4..7 plays exactly as a batch of 4 instances numbered from 4 (one shard), from the same
+    seed, step for step; a call across both groups' vector envs is refused."""
+    whole = EnvironmentBatch(lambda: build_environment(NAME), 8)
+    shards = [EnvironmentBatch(lambda: build_environment(NAME), 4, first) for first in (0, 4)]
+    for batch in (whole, *shards):
+        batch.batch_init()
+        assert batch.batch_query(PROMISE) is True
+        batch.batch_query(QueryRequest(Query.SEED, None, 5))
+    rng = np.random.default_rng(3)
+    calls = [np.full(4, START, dtype=np.uint8) for _ in shards]
+    ends = 0
+    for _ in range(600):
+        for group, shard in enumerate(shards):
+            moves = [
+                Value(ints=(int(m),)) for m in rng.integers(0, 2, int((calls[group] == STEP).sum()))
+            ]
+            mine = shard.batch_step(calls[group], moves)
+            wide = np.full(8, NONE, dtype=np.uint8)
+            wide[group * 4 : group * 4 + 4] = calls[group]
+            theirs = whole.batch_step(wide, moves)
+            np.testing.assert_array_equal(
+                theirs.observations.arrays[0], mine.observations.arrays[0]
+            )
+            rows = slice(group * 4, group * 4 + 4)
+            np.testing.assert_array_equal(theirs.rewards[rows], mine.rewards)
+            np.testing.assert_array_equal(theirs.terminals[rows], mine.terminals)
+            assert not theirs.terminals[~np.isin(np.arange(8), np.arange(8)[rows])].any()
+            ends += int(mine.terminals.sum())
+            calls[group] = np.where(mine.terminals, START, STEP).astype(np.uint8)
+    assert ends > 50
+    across = np.full(8, STEP, dtype=np.uint8)
+    with pytest.raises(ProtocolError, match="breaks the promise"):
+        whole.batch_step(across, [Value(ints=(0,))] * 8)
