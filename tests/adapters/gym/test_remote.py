@@ -143,3 +143,40 @@ def test_a_gridwalk_size_out_of_range_is_one_clear_error(size):
         match=rf"gridwalk: option size expects a number (from 2 to 64|>= 0); got '?{size}",
     ):
         RLBridgeEnv("gridwalk", {"size": size})
+
+
+def test_run_batch_with_two_groups_keeps_the_promise_and_plays_as_in_process(processes, ipc_dir):
+    """`rlbridge env gym:CartPole-v1` takes the AUTORESET_NEXT_STEP promise and steps each of
+    RUN_BATCH's two groups with a vector env of its own: the episodes that end are those of
+    the same run in process, on the same promise."""
+    from rlbridge.adapters.gym.env import build_environment
+    from rlbridge.adapters.gym.serve_vector import GymVectorCore
+    from rlbridge.agents.random_agent import RandomAgent
+    from rlbridge.experiment.api import Experiment
+    from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
+    from rlbridge.protocol.queries import Query, QueryRequest
+
+    env_address, agent_address = f"ipc://{ipc_dir}/env.sock", f"ipc://{ipc_dir}/agent.sock"
+    processes.start("env", "gym:CartPole-v1", "--bind", env_address)
+    processes.start("agent", "random", "--bind", agent_address)
+    env, agent = RemoteEnvironment(env_address), RemoteAgent(agent_address)
+    try:
+        served = Experiment(env, agent, instances=8, seed=1, groups=2)
+        served.RL_init()
+        assert env.promise_next_step() is True
+        remote = served.run(num_steps=400).episodes
+        served.RL_cleanup()
+    finally:
+        env.close()
+        agent.close()
+    local = Experiment(
+        lambda: build_environment("gym:CartPole-v1"), RandomAgent(), instances=8, seed=1, groups=2
+    )
+    local.RL_init()
+    batch = local.batch.env_batch
+    assert batch.batch_query(QueryRequest(Query.AUTORESET_NEXT_STEP, None)) is True
+    assert isinstance(batch.core, GymVectorCore)
+    mine = local.run(num_steps=400).episodes
+    assert len(remote) > 50
+    assert remote == mine
+    assert sorted(batch.core.vectors) == [(0, 4), (4, 8)]
