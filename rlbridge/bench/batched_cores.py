@@ -2,7 +2,7 @@
 
 Each is judged against the bare loop over its batched core and Gymnasium's SyncVectorEnv.
 
-For every game with a :class:`~rlbridge.environments.batch.BatchCore` (gridwalk, 2048,
+For every game with a :class:`~rlbridge.environments.batch_core.BatchCore` (gridwalk, 2048,
 Blackjack, Minesweeper, Tetris with its default placement actions, Reversi), with the
 random agent, each repeat measures, each in a new process:
 

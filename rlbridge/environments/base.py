@@ -105,7 +105,7 @@ class Environment:
     #: ``--max-steps`` is not given, as Gymnasium's registry gives TimeLimit its
     #: ``max_episode_steps``: for a game where some policies never end an episode. 0: none.
     DEFAULT_MAX_STEPS: int = 0
-    #: Optional: a :class:`~rlbridge.environments.batch.BatchCore` class that steps N
+    #: Optional: a :class:`~rlbridge.environments.batch_core.BatchCore` class that steps N
     #: instances of this class in one call on arrays, as Gymnasium's ``vector_entry_point``
     #: (``EnvironmentBatch`` uses it). Read from the class's own body only: a subclass that
     #: changes what a step does must not inherit a core that does not know it.

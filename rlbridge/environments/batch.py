@@ -1,12 +1,14 @@
-"""N instances of one game behind one batched call: the BatchEnvironment contract and its adapter.
+"""N instances of one game behind one batched call: EnvironmentBatch, the BatchEnvironment
+contract (:mod:`rlbridge.environments.batch_core`) over N Environments.
 
-A :class:`BatchEnvironment` serves ``ENV_BATCH_STEP`` (PROTOCOL.md 16.3): for each
-instance an :class:`~rlbridge.protocol.batch.EnvCall` (STEP with the next action, START,
-or NONE), and back a reward and a terminal for every instance and an observation for
-each instance that stepped or started. :class:`EnvironmentBatch` is that contract over N
-ordinary :class:`~rlbridge.environments.base.Environment` objects, stepped in instance
-order, or, when the game's class names a :class:`BatchCore` (``BATCH_CORE``), stepped
-all at once by that core on arrays.
+A :class:`~rlbridge.environments.batch_core.BatchEnvironment` serves ``ENV_BATCH_STEP``
+(PROTOCOL.md 16.3): for each instance an :class:`~rlbridge.protocol.batch.EnvCall` (STEP
+with the next action, START, or NONE), and back a reward and a terminal for every
+instance and an observation for each instance that stepped or started.
+:class:`EnvironmentBatch` is that contract over N ordinary
+:class:`~rlbridge.environments.base.Environment` objects, stepped in instance order, or,
+when the game's class names a :class:`~rlbridge.environments.batch_core.BatchCore`
+(``BATCH_CORE``), stepped all at once by that core on arrays.
 
 Every check runs before any instance is touched, so a refused call changes nothing:
 the number of calls and actions, that no instance is stepped before it has started,
@@ -18,11 +20,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
 import numpy as np
 
 from rlbridge.environments.base import Environment
+from rlbridge.environments.batch_core import BatchCore, BatchStep, single_ints
 from rlbridge.environments.queries import answer_one, rows
 from rlbridge.protocol.batch import (
     MAX_INSTANCES,
@@ -42,117 +45,6 @@ from rlbridge.protocol.values import Value
 
 _STEP, _START, _NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
 _RUNNING, _ENDED = int(InstanceState.RUNNING), int(InstanceState.ENDED)
-
-
-class BatchStep(NamedTuple):
-    """What a batched step returns: a reward and a terminal per instance (0.0 and False
-    where the call was START or NONE), the observations of the instances whose call was
-    STEP or START in instance order (a Batch, or the Values unstacked), and per-instance
-    infos (or None)."""
-
-    rewards: np.ndarray
-    observations: Values
-    terminals: np.ndarray
-    infos: list | None = None
-
-
-class BatchEnvironment(Protocol):
-    """N instances of one game, numbered ``first_instance`` .. ``first_instance + N - 1``.
-
-    ``batch_init()`` initialises every instance and returns the task spec;
-    ``batch_step(calls, actions)`` applies one EnvCall per instance (``actions`` holds one
-    action per STEP, in instance order) and refuses bad calls before touching any
-    instance; ``batch_query(request)`` answers ENV_QUERY (PROTOCOL.md 16.5) and
-    ``batch_message(text)`` the user's ENV_MESSAGE;
-    ``batch_cleanup()`` releases the instances.
-    """
-
-    num_instances: int
-    first_instance: int
-
-    def batch_init(self) -> TaskSpec: ...
-
-    def batch_step(self, calls: np.ndarray, actions: Batch | list[Value]) -> BatchStep: ...
-
-    def batch_query(self, request: QueryRequest) -> Any: ...
-
-    def batch_message(self, text: str) -> str: ...
-
-    def batch_cleanup(self) -> None: ...
-
-
-class BatchCore(Protocol):
-    """A game's optional batch-native core: N instances' states as arrays, stepped in one call.
-
-    A game names it in its Environment class's ``BATCH_CORE`` (as Gymnasium's
-    ``vector_entry_point``); the contract for a game author stays one single-instance
-    Environment, and a core must play every instance exactly as that Environment does
-    (the same observations, rewards, terminals, infos and errors, the same generator draws
-    in the same order), which a test per game holds. :class:`EnvironmentBatch` builds it
-    in ``batch_init`` as ``BATCH_CORE(envs, first_instance)`` from the N initialised
-    environments (an error names instance ``first_instance + i``) when ``fits(envs)``; from then
-    on the core owns the instances' states, and the environments hold them only after
-    ``store``. Messages still go to the environments: the batch calls ``store(rows)``
-    before and ``load(rows)`` after each one (a message may read or change the state).
-    """
-
-    @classmethod
-    def fits(cls, envs: list[Environment]) -> bool:
-        """Whether the core covers these environments' options (else the batch steps them)."""
-        ...
-
-    def apply(self, calls: np.ndarray, actions: Values) -> BatchStep:
-        """``batch_step``'s work after the batch's checks: one EnvCall per instance (a
-        ``uint8`` array), ``actions`` one per STEP in instance order (a Batch or Values:
-        :func:`first_ints` reads either); the observations a
-        stacked Batch. Refuses (raises, naming the instance) before changing any instance."""
-        ...
-
-    def store(self, rows: list[int]) -> None:
-        """Write the states of the instances at ``rows`` into their environments."""
-        ...
-
-    def load(self, rows: list[int]) -> None:
-        """Read the states of the instances at ``rows`` back from their environments."""
-        ...
-
-
-def first_ints(actions: Values) -> np.ndarray:
-    """The first int of each action, as int64: what a core of one-int actions steps with
-    (the batch has checked each action against the task spec); a stacked Batch's first
-    int column as it is."""
-    single = _single_ints(actions)
-    if single is not None:
-        return single
-    values = values_of(actions)
-    return np.fromiter([action[0][0] for action in values], dtype=np.int64, count=len(values))
-
-
-def stacked_observations(count: int, ints: np.ndarray | None = None, arrays: tuple = ()) -> Batch:
-    """``count`` observations as the stacked Batch that ``Batch.stack`` makes of the same
-    Values: ``ints`` (count, k) int64 (none: k = 0), no doubles or chars, and ``arrays``."""
-    if count == 0:
-        return Batch.stack([])  # no layout: (0, 0) ints and no arrays, as on the wire
-    if ints is None:
-        ints = np.empty((count, 0), dtype=np.int64)
-    return Batch(
-        count, ints, np.empty((count, 0), dtype=np.float64), ("",) * count, tuple(arrays), None
-    )
-
-
-def _single_ints(actions: Values) -> np.ndarray | None:
-    """The actions as one int64 array when each is exactly one int (a stacked Batch of one
-    int column and nothing else); None otherwise."""
-    if (
-        isinstance(actions, Batch)
-        and actions.listed is None
-        and actions.ints.shape[1] == 1
-        and actions.doubles.shape[1] == 0
-        and not actions.arrays
-        and not any(actions.chars)
-    ):
-        return actions.ints[:, 0].astype(np.int64)  # a copy: a core may write to it
-    return None
 
 
 def _first_or_none(actions: list[Value]) -> np.ndarray:
@@ -272,7 +164,7 @@ class EnvironmentBatch:
         in order that breaks either, as a check instance by instance would."""
         if not len(stepping):
             return
-        moves = _single_ints(actions)
+        moves = single_ints(actions)
         if moves is not None and self._single is not None:
             low, high = self._single
             outside = np.flatnonzero((moves < low) | (moves > high))

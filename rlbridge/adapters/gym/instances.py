@@ -1,7 +1,7 @@
 """Where a vector env's instances live: an in-process EnvironmentBatch, or one
 `rlbridge env --batch N` process.
 
-Both are :class:`~rlbridge.environments.batch.BatchEnvironment` s (``batch_init``,
+Both are :class:`~rlbridge.environments.batch_core.BatchEnvironment` s (``batch_init``,
 ``batch_step``, ``batch_message``, ``batch_cleanup``) with a ``close``: the vector env
 steps every instance with one ``batch_step`` call, which for a process is one
 ``ENV_BATCH_STEP`` request and one reply (PROTOCOL.md 16.3).
@@ -17,7 +17,8 @@ import numpy as np
 from rlbridge.adapters.gym.env import build_environment
 from rlbridge.adapters.gym.launch import ServerProcess
 from rlbridge.environments.base import Environment
-from rlbridge.environments.batch import BatchStep, EnvironmentBatch
+from rlbridge.environments.batch import EnvironmentBatch
+from rlbridge.environments.batch_core import BatchStep
 from rlbridge.experiment.net.remote import RemoteEnvironment
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
 from rlbridge.protocol.errors import OptionError, PeerError

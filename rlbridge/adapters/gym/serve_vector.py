@@ -34,7 +34,7 @@ from gymnasium.vector import AutoresetMode
 
 from rlbridge.adapters.gym.taskspec import plain_value
 from rlbridge.environments.base import Environment
-from rlbridge.environments.batch import BatchStep, first_ints, stacked_observations
+from rlbridge.environments.batch_core import BatchStep, first_ints, stacked_observations
 from rlbridge.protocol.batch import Batch, EnvCall
 from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.values import Value
@@ -52,7 +52,7 @@ def _creator(spec: Any) -> Any:
 class GymVectorCore:
     """N instances of one ``gym:<id>`` GymEnvironment class, as vector envs of its id
     (module docstring), one per group of instances stepped together; a
-    :class:`~rlbridge.environments.batch.BatchCore` that EnvironmentBatch takes only after
+    :class:`~rlbridge.environments.batch_core.BatchCore` that EnvironmentBatch takes only after
     the promise its ``AUTORESET_NEXT_STEP`` asks for."""
 
     #: EnvironmentBatch takes this core only after the AUTORESET_NEXT_STEP promise (16.5).
@@ -162,10 +162,12 @@ class GymVectorCore:
         """Each instance's info as GymEnvironment.env_step gives it: the vector infos' plain
         entries (those whose ``_key`` mask names the instance) and ``truncated``; the
         vector env's rows are the instances from row ``low``."""
+        keys = [key for key in extra if isinstance(key, str) and not key.startswith("_")]
+        if not keys and not truncated.any():
+            return None  # the usual step: no info to pass on, and no work per instance
         infos: list[dict | None] = [None] * self.count
-        for key, values in extra.items():
-            if not isinstance(key, str) or key.startswith("_"):
-                continue
+        for key in keys:
+            values = extra[key]
             present = np.asarray(extra.get(f"_{key}", stepped)) & stepped
             for row in np.flatnonzero(present).tolist():
                 plain = plain_value(values[row])

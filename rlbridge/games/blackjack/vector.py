@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlbridge.environments.batch import BatchStep, first_ints, stacked_observations
+from rlbridge.environments.batch_core import BatchStep, first_ints, stacked_observations
 from rlbridge.games.blackjack.core import CARD_BATCH, HIT, hand_for
 from rlbridge.protocol.errors import WrongState
 

@@ -14,7 +14,7 @@ from functools import cache
 
 import numpy as np
 
-from rlbridge.environments.batch import BatchStep, first_ints, stacked_observations
+from rlbridge.environments.batch_core import BatchStep, first_ints, stacked_observations
 from rlbridge.games.game2048.board import CELL_SHIFTS, MAX_EXPONENT, exponents
 
 _STEP, _START = 0, 1

@@ -15,7 +15,7 @@ import copy
 
 import numpy as np
 
-from rlbridge.environments.batch import BatchStep, first_ints, stacked_observations
+from rlbridge.environments.batch_core import BatchStep, first_ints, stacked_observations
 from rlbridge.games.minesweeper.core import (
     ONEHOT_HINT_CHANNELS,
     REWARD_KNOWN_SAFE,

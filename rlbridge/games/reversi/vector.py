@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlbridge.environments.batch import BatchStep, first_ints, stacked_observations
+from rlbridge.environments.batch_core import BatchStep, first_ints, stacked_observations
 from rlbridge.games.reversi.core import (
     AGENT,
     DRAW_REWARD,

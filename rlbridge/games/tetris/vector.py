@@ -17,7 +17,7 @@ import copy
 import numpy as np
 import numpy.typing as npt
 
-from rlbridge.environments.batch import BatchStep, first_ints, stacked_observations
+from rlbridge.environments.batch_core import BatchStep, first_ints, stacked_observations
 from rlbridge.games.tetris.board import REWARDS_MAP, column_heights
 from rlbridge.games.tetris.core import TetrisCore
 from rlbridge.games.tetris.pieces import ROTATIONS

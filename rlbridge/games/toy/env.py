@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from rlbridge.environments.base import Environment, StepResult
-from rlbridge.environments.batch import BatchStep, first_ints, stacked_observations
+from rlbridge.environments.batch_core import BatchStep, first_ints, stacked_observations
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
