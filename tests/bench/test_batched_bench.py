@@ -91,9 +91,11 @@ def test_the_gym_rows_name_their_baselines_ratios_and_targets():
     names = [figure.name for figure in figures]
     assert any("AsyncVectorEnv" in name for name in names)
     assert any("SyncVectorEnv" in name and "baseline" in name for name in names)
+    assert any("single envs (no promise)" in name for name in names)
     judged = {figure.name: figure for figure in figures if figure.target}
     assert {
-        "gym:CartPole-v1 served, 3 processes, 2 CPUs, 2 groups, against SyncVectorEnv",
+        "gym:CartPole-v1 served, 3 processes, 2 CPUs, 2 groups, vector env per group "
+        "(AUTORESET_NEXT_STEP), against SyncVectorEnv",
         "rlbridge.adapters.gym.make_vec(remote=True), 1 env process",
         "2 shards, 2 CPUs, agent beside shard 2 (against 1 shard)",
     } <= set(judged)
