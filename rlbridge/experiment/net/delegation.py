@@ -8,13 +8,14 @@ one instance with a quota of one episode, spoken to the agent as single-instance
 (AGENT_START, AGENT_STEP, AGENT_END), so that C, JavaScript and RL-Glue 3.0 agents take it.
 
 :meth:`Delegation.run` is the one frame around both: the agent's connection, the
-heartbeats and the stop checks (:class:`Watch`), the records, the failures (the records of
-an abandoned call go ahead of its ERROR; an agent's error is PEER_ERROR; an invalid action
-names the agent). Inside it, one instance is played by
-:meth:`~rlbridge.experiment.counting.EpisodeCounter.play`, the loop an in-process
+heartbeats and the stop checks (:class:`~rlbridge.experiment.net.watch.Watch`), the
+records, the failures (the records of an abandoned call go ahead of its ERROR; an agent's
+error is PEER_ERROR; an invalid action names the agent). Inside it, one instance is played
+by :meth:`~rlbridge.experiment.counting.EpisodeCounter.play`, the loop an in-process
 ``RL_episode`` runs, with one round trip to the agent per step (the hot path of ``rlbridge
 run``); N instances by :class:`~rlbridge.experiment.batch.BatchLoop`, whose requests go out
-through a :class:`RemoteAgentPort` as soon as a group has stepped.
+through a :class:`~rlbridge.experiment.net.batch_play.RemoteAgentPort` as soon as a group
+has stepped.
 
 The environment never opens a file a peer names: the records go back to the experiment.
 """
@@ -23,130 +24,46 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from rlbridge.environments.batch import BatchStep
-from rlbridge.experiment.batch import BatchLoop, EndedEpisodes, EnvStep
 from rlbridge.experiment.counting import EpisodeCounter
 from rlbridge.experiment.log.writer import RecordList
+from rlbridge.experiment.net.batch_play import (
+    RemoteAgentPort,
+    counters_body,
+    episodes_body,
+    published,
+)
 from rlbridge.experiment.net.bodies import Delegation as DelegateBody
 from rlbridge.experiment.net.bodies import RunBatch
 from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.transport import DELEGATE_TIMEOUT_MS, HEARTBEAT_INTERVAL_MS
-from rlbridge.protocol.batch import Batch, EnvCall, decode_batch, encode_batch, encode_column
+from rlbridge.experiment.net.watch import (
+    OWN_ERRORS,
+    EnvironmentServer,
+    Watch,
+    agent_action,
+    bad_action,
+    call_agent,
+)
 from rlbridge.protocol.errors import (
     InvalidAction,
     PeerError,
     PeerTimeout,
     ProtocolError,
     RLBridgeError,
-    ShuttingDown,
     WrongState,
 )
-from rlbridge.protocol.messages import Envelope, MessageType, encode
+from rlbridge.protocol.messages import Envelope, MessageType
 from rlbridge.protocol.taskspec import TaskSpec
-from rlbridge.protocol.values import Value, decode_value, encode_value
+from rlbridge.protocol.values import Value, _new_tuple, decode_value, encode_value
 
 if TYPE_CHECKING:
-    from rlbridge.environments.base import Environment
     from rlbridge.environments.batch import EnvironmentBatch
-    from rlbridge.experiment.net.curve import CurveKeys
-    from rlbridge.render.publish import StatePublisher
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-class EnvironmentServer(Protocol):
-    """What delegated play uses of env_server.EnvironmentServer, which imports this module."""
-
-    env: Environment
-    publisher: StatePublisher | None
-    env_batch: EnvironmentBatch | None
-    batch_loop: BatchLoop | None
-    curve: CurveKeys | None
-    session_owner: bytes | None
-    stopping: bool
-
-    def step(
-        self, action: Value, episode: int, step: int
-    ) -> tuple[float, Value, bool, dict[str, Any] | None]: ...
-
-    def send(self, identity: bytes, frames: list[bytes | memoryview]) -> None: ...
-
-    def send_if_connected(self, identity: bytes, frames: list[bytes | memoryview]) -> bool: ...
-
+    from rlbridge.experiment.batch import BatchLoop, EnvStep
 
 T = MessageType
 AGENT_START, AGENT_STEP, AGENT_END = int(T.AGENT_START), int(T.AGENT_STEP), int(T.AGENT_END)
-AGENT_BATCH_STEP = int(T.AGENT_BATCH_STEP)
-#: What a request to the agent raises that is not the agent's error (PEER_ERROR): its
-#: silence, and the stop of a Watch (a signal, or the experiment gone).
-OWN_ERRORS = (PeerTimeout, ShuttingDown)
-
-
-class Watch:
-    """One RUN_EPISODE or RUN_BATCH as the environment plays it: its heartbeats, and the
-    check that the agent's client makes between slices of its wait (RequestClient.watch).
-
-    A heartbeat goes out at most once per interval, from the step loop (:meth:`beat`) or
-    from a wait for the agent (:meth:`__call__`), and finds out whether the experiment is
-    still connected. A signal to the environment, or an experiment that has gone, ends the
-    wait within about POLL_INTERVAL_MS, whatever the step timeout."""
-
-    def __init__(
-        self,
-        server: EnvironmentServer,
-        identity: bytes,
-        message: Envelope,
-        interval_ms: int,
-        records: RecordList | None,
-        what: str,
-        counts: Callable[[], list[int]],
-    ) -> None:
-        self.server = server
-        self.identity = identity
-        self.episode = message.episode
-        self.interval_s = interval_ms / 1000.0
-        self.next_beat = time.monotonic() + self.interval_s
-        self.records = records
-        self.what = what  # "episode 3" or "batch 3", for messages
-        self.counts = counts  # a heartbeat's counts: [num_steps], or [batched_steps, ended]
-
-    def beat(self) -> None:
-        """Send a heartbeat (with the records since the last one) now; a signal to stop
-        ends a long episode here, once per interval, even while the agent answers fast."""
-        self.stop_if_told()
-        self.next_beat = time.monotonic() + self.interval_s
-        server = self.server
-        if not server.send_if_connected(self.identity, self.heartbeat()):
-            if server.session_owner == self.identity:  # its session ends with it
-                server.session_owner = None
-            raise PeerTimeout(
-                f"the experiment that asked for {self.what} has gone (its "
-                "connection closed); the environment abandons it"
-            )
-
-    def heartbeat(self) -> list[bytes | memoryview]:
-        """A HEARTBEAT's frames: the counts, and the records since the last one when logging."""
-        counts = self.counts()
-        body = counts if self.records is None else [*counts, self.records.take()]
-        return encode(T.HEARTBEAT, 0, self.episode, body)
-
-    def stop_if_told(self) -> None:
-        if self.server.stopping:
-            raise ShuttingDown(
-                f"the environment was told to stop during {self.what} "
-                f"(SIGTERM or SIGINT); it is abandoned"
-            )
-
-    def __call__(self) -> bool:
-        self.stop_if_told()
-        if time.monotonic() >= self.next_beat:
-            self.beat()
-        return False
 
 
 class Delegation:
@@ -316,6 +233,7 @@ class Delegation:
         check_action = spec.action_checker()
         env_step = server.step
         request = agent.request
+        send, receive = agent.send_request, agent.receive_reply
         monotonic = time.monotonic
         counter = EpisodeCounter()
 
@@ -340,29 +258,36 @@ class Delegation:
                 if not observation.arrays
                 else encode_value(observation, out),
             ]
-            try:  # inline rather than _call: this is the per-step path
-                reply = request(AGENT_STEP, body, out)
+            # Inline rather than call_agent, and request()'s two halves called directly: this
+            # is the per-step path, where each Python call is CPU on every step.
+            try:
+                reply = receive(send(AGENT_STEP, body, out), AGENT_STEP)
             except OWN_ERRORS:
                 raise
             except RLBridgeError as err:
                 raise PeerError(str(err), int(err.code)) from None
-            try:
-                action = decode_value(reply.body, reply.frames)
-            except ProtocolError as err:
-                raise _bad_action(agent, AGENT_STEP, err) from None
+            action = reply.body
+            # decode_value's first case inline: a typed decoder's checked value without arrays.
+            if type(action) is not tuple or action[3]:
+                try:
+                    return_value = decode_value(action, reply.frames)
+                except ProtocolError as err:
+                    raise bad_action(agent, AGENT_STEP, err) from None
+            else:
+                return_value = _new_tuple(Value, action)
             if monotonic() >= watch.next_beat:
                 watch.beat()
-            return action
+            return return_value
 
         def agent_end(reward: float) -> None:
-            _call(request, AGENT_END, float(reward))
+            call_agent(request, AGENT_END, float(reward))
 
         observation = env.env_start()
         if publisher is not None:
             publisher.offer(env.state_snapshot, episode, 0, False)
         out: list[memoryview] = []
-        reply = _call(request, AGENT_START, encode_value(observation, out), out)
-        action = _action(agent, AGENT_START, reply)
+        reply = call_agent(request, AGENT_START, encode_value(observation, out), out)
+        action = agent_action(agent, AGENT_START, reply)
         counter.start(max_steps)
         # EpisodeCounter.play (experiment/counting.py) is untyped: counting is not a strict layer.
         action, _ = counter.play(action, step, agent_step, agent_end)  # type: ignore[no-untyped-call]
@@ -423,7 +348,7 @@ class Delegation:
         env_batch: EnvironmentBatch = server.env_batch  # type: ignore[assignment]
         env_step: EnvStep = env_batch.batch_step
         if server.publisher is not None:
-            env_step = _published(env_batch, server.publisher, loop)
+            env_step = published(env_batch, server.publisher, loop)
         steps, ended = loop.play(
             env_step,
             RemoteAgentPort(agent),
@@ -434,102 +359,6 @@ class Delegation:
             on_step=on_step,
         )
         return [steps, counters_body(loop), episodes_body(ended)]
-
-
-class RemoteAgentPort:
-    """AGENT_BATCH_STEP requests to the delegated agent, one outstanding per group."""
-
-    def __init__(self, client: RequestClient) -> None:
-        self.client = client
-        self.seqs: dict[int, int] = {}
-
-    def send(
-        self,
-        group: int,
-        first_instance: int,
-        calls: np.ndarray,
-        rewards: np.ndarray,
-        observations: Batch,
-    ) -> None:
-        frames: list[memoryview] = []
-        body = [
-            first_instance,
-            encode_column(calls),
-            encode_column(rewards),
-            encode_batch(observations, frames),
-        ]
-        self.seqs[group] = self.client.send_request(AGENT_BATCH_STEP, body, frames or None)
-
-    def receive(self, group: int) -> Batch:
-        reply = _call(self.client.receive_reply, self.seqs.pop(group), AGENT_BATCH_STEP)
-        try:
-            return decode_batch(reply.body, reply.frames, "AGENT_BATCH_STEP reply")
-        except ProtocolError as err:
-            raise _bad_action(self.client, AGENT_BATCH_STEP, err) from None
-
-
-def _published(env_batch: EnvironmentBatch, publisher: StatePublisher, loop: BatchLoop) -> EnvStep:
-    """``env_batch.batch_step`` that also shows instance 0's state to renderers: a run with
-    ``--render`` and ``--batch`` draws the first instance."""
-    counter = loop.counters[0]
-
-    def env_step(calls: np.ndarray, actions: list[Any]) -> BatchStep:
-        result = env_batch.batch_step(calls, actions)
-        if calls[0] != EnvCall.NONE:  # instance 0 moved
-            publisher.offer(
-                env_batch.state_snapshot,
-                counter.num_episodes + 1,
-                counter.num_steps,
-                bool(result.terminals[0]),
-            )
-        return result
-
-    return env_step
-
-
-def counters_body(loop: BatchLoop) -> list[object]:
-    """RUN_BATCH's ``counters``: each instance's num_episodes, num_steps and total_reward."""
-    counters = loop.counters
-    return [
-        encode_column(np.array([c.num_episodes for c in counters], dtype="<i8")),
-        encode_column(np.array([c.num_steps for c in counters], dtype="<i8")),
-        encode_column(np.array([c.total_reward for c in counters], dtype="<f8")),
-    ]
-
-
-def episodes_body(ended: EndedEpisodes) -> list[object]:
-    """RUN_BATCH's ``episodes``: four columns, one entry per episode that ended."""
-    return [
-        encode_column(np.array(ended.instance, dtype="<i8")),
-        encode_column(np.array(ended.terminal, dtype="|b1")),
-        encode_column(np.array(ended.num_steps, dtype="<i8")),
-        encode_column(np.array(ended.total_reward, dtype="<f8")),
-    ]
-
-
-def _call(call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """``call(*args, **kwargs)``, a request to the agent: its error becomes PeerError,
-    a timeout stays PeerTimeout, and the environment's own stop stays ShuttingDown."""
-    try:
-        return call(*args, **kwargs)
-    except OWN_ERRORS:
-        raise
-    except RLBridgeError as err:
-        raise PeerError(str(err), int(err.code)) from None
-
-
-def _action(agent: RequestClient, msg_type: int, reply: Envelope) -> Value:
-    """The action in the agent's reply; a body that is no action is the agent's fault."""
-    try:
-        return decode_value(reply.body, reply.frames)
-    except ProtocolError as err:
-        raise _bad_action(agent, msg_type, err) from None
-
-
-def _bad_action(agent: RequestClient, msg_type: int, err: ProtocolError) -> PeerError:
-    """PEER_ERROR (the agent's fault, not the experiment's) naming the agent, the call, the
-    episode and the step, for a reply whose body is not an action (or actions)."""
-    return PeerError(str(agent.bad_reply(msg_type, err)), int(err.code))
 
 
 def _describe(action: Value) -> str:
