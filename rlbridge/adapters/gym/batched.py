@@ -19,8 +19,8 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, create_empty_array, iterate
 
+from rlbridge.adapters.gym.served_spaces import RestoredCodec
 from rlbridge.adapters.gym.spaces import Codec, ValueCodec, action_indices
-from rlbridge.adapters.gym.taskspec import RestoredCodec
 from rlbridge.protocol.batch import Batch, Values, as_batch
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.values import Value

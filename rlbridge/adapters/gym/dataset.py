@@ -23,8 +23,8 @@ import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
 from rlbridge.adapters.gym.env import RLBridgeEnv
+from rlbridge.adapters.gym.served_spaces import RestoredCodec
 from rlbridge.adapters.gym.spaces import ValueCodec
-from rlbridge.adapters.gym.taskspec import RestoredCodec
 from rlbridge.experiment.log.calls import Episode
 from rlbridge.experiment.log.export import check_dataset_id
 from rlbridge.experiment.log.reader import LogReader

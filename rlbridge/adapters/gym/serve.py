@@ -9,7 +9,7 @@ imports ``mymod`` first (which registers ``MyEnv-v0``), as ``gymnasium.make`` do
 (:func:`class_environment`), its options being the class's keyword arguments.
 
 * Spaces: the env answers ``gym_spaces`` with its spaces' structure as JSON
-  (:func:`~rlbridge.adapters.gym.taskspec.spaces_reply`), from which
+  (:func:`~rlbridge.adapters.gym.served_spaces.spaces_reply`), from which
   :class:`~rlbridge.adapters.gym.RLBridgeEnv` on the other side gives back the env's own
   spaces: Dict keys, dtypes and starts.
 
@@ -43,7 +43,8 @@ import gymnasium
 import numpy as np
 
 from rlbridge.adapters.gym.serve_vector import GymVectorCore
-from rlbridge.adapters.gym.taskspec import GymSpaceCodec, plain_value, spaces_reply
+from rlbridge.adapters.gym.served_spaces import spaces_reply
+from rlbridge.adapters.gym.taskspec import GymSpaceCodec, plain_value
 from rlbridge.environments.base import Environment, StepResult
 from rlbridge.options import convert_value, type_name
 from rlbridge.protocol.errors import OptionError

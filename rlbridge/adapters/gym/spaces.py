@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from rlbridge.adapters.gym.taskspec import RestoredCodec, restored_codecs
+from rlbridge.adapters.gym.served_spaces import RestoredCodec, restored_codecs
 from rlbridge.protocol.errors import InvalidAction, TaskSpecError
 from rlbridge.protocol.taskspec import SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
@@ -233,7 +233,7 @@ def codecs_for(
 ) -> tuple[Codec, Codec]:
     """The observation and action codecs of an environment with task spec ``spec``, whose
     ``env_message`` is ``ask``: a served Gymnasium env's own spaces when it says what they
-    are (``gym_spaces``, :mod:`rlbridge.adapters.gym.taskspec`), else the task spec's."""
+    are (``gym_spaces``, :mod:`rlbridge.adapters.gym.served_spaces`), else the task spec's."""
     if spec.extra.startswith("gym "):
         reply = ask("gym_spaces")
         if reply and not reply.startswith("error"):
