@@ -13,7 +13,8 @@ from collections.abc import Mapping
 #: commands each registers: a process parses its command with only that command's module
 #: imported, since every process the test suite and `rlbridge run` start pays for the rest.
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
-    "rlbridge.cli.run": ("env", "agent", "experiment", "run"),
+    "rlbridge.cli.serve": ("env", "agent"),
+    "rlbridge.cli.run": ("experiment", "run"),
     "rlbridge.cli.log": ("log", "replay"),
     "rlbridge.cli.bench": ("bench",),
     "rlbridge.cli.sweep": ("sweep",),
@@ -55,6 +56,23 @@ def zmq_address(text: str) -> str:
         f"expected an address, tcp://HOST:PORT or ipc://PATH (such "
         f"as tcp://127.0.0.1:5590); got {text!r}"
     )
+
+
+def whole_number(minimum: int, maximum: int | None = None):
+    """An argparse type: a whole number >= ``minimum`` (and <= ``maximum``), refused in
+    argparse's one line."""
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            value = None
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            bound = f"from {minimum} to {maximum}" if maximum is not None else f">= {minimum}"
+            raise argparse.ArgumentTypeError(f"expected a whole number {bound}; got {text!r}")
+        return value
+
+    return convert
 
 
 def scale_factor(text: str) -> float:

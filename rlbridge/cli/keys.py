@@ -9,7 +9,7 @@ from pathlib import Path
 
 import zmq
 
-from rlbridge.cli.run import whole_number
+from rlbridge.cli import whole_number
 from rlbridge.experiment.net.curve import CurveError, add_curve_arguments, create_keys, curve_for
 from rlbridge.protocol.errors import RLBridgeError
 

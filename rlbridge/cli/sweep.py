@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rlbridge.cli.run import whole_number
+from rlbridge.cli import whole_number
 from rlbridge.protocol.errors import SweepError
 
 DEFAULT_DIRECTORY = "sweep-results"
