@@ -58,7 +58,7 @@ def build(directory: str) -> tuple[str | None, str]:
     return binary, ""
 
 
-def _reap(process: subprocess.Popen, what: str) -> float:
+def reap(process: subprocess.Popen, what: str) -> float:
     """Wait for ``process``; its CPU seconds, its reaped children's included."""
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
@@ -93,7 +93,7 @@ def c_baseline(binary: str, episodes: int, cpus) -> tuple[float, float]:
         processes.append(experiment)
         steps = int(_line(experiment) or 0)
         cpu = sum(
-            _reap(process, f"the C baseline's {role}")
+            reap(process, f"the C baseline's {role}")
             for process, role in zip(
                 reversed(processes), ("experiment", "agent", "environment", "glue"), strict=True
             )
@@ -130,7 +130,7 @@ def rlbridge_run(episodes: int, length: int, cpus, cpu: int | None) -> tuple[flo
     with tempfile.TemporaryFile("w+") as errors:  # its processes' start-up lines
         process = start_child(command, cpus, stdout=subprocess.DEVNULL, stderr=errors)
         try:
-            seconds = _reap(process, "rlbridge run")
+            seconds = reap(process, "rlbridge run")
         except RuntimeError as err:
             errors.seek(0)
             lines = errors.read().strip().splitlines() or ["no output"]

@@ -30,6 +30,7 @@ import sys
 import tempfile
 
 from rlbridge.bench.report import Figure
+from rlbridge.bench.rlglue import reap
 from rlbridge.experiment.placement import placed
 from rlbridge.experiment.runner import start_child
 
@@ -47,18 +48,9 @@ def bytecode() -> str:
     return "no .pyc: each process compiles rlbridge (python -m compileall rlbridge)"
 
 
-def _reap(process: subprocess.Popen, what: str) -> float:
-    """Wait for ``process``; its CPU seconds, its reaped children's included."""
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
-        raise RuntimeError(f"{what} exited with code {process.returncode}; expected 0")
-    return usage.ru_utime + usage.ru_stime
-
-
 def _command(command: list[str], cpus: set[int] | None, what: str) -> float:
     process = start_child(command, cpus, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return _reap(process, what)
+    return reap(process, what)
 
 
 def _peers(directory: str, cpus: set[int] | None) -> tuple[float, float, float]:
@@ -88,9 +80,9 @@ def _peers(directory: str, cpus: set[int] | None) -> tuple[float, float, float]:
             **quiet,
         )
         processes.append(experiment)
-        experiment_cpu = _reap(experiment, "rlbridge experiment")
+        experiment_cpu = reap(experiment, "rlbridge experiment")
         # The experiment tells both servers to stop when it ends.
-        return _reap(env, "rlbridge env"), _reap(agent, "rlbridge agent"), experiment_cpu
+        return reap(env, "rlbridge env"), reap(agent, "rlbridge agent"), experiment_cpu
     finally:
         for process in processes:
             if process.returncode is None:
@@ -112,7 +104,7 @@ def _glue(cpus: set[int] | None) -> float:
         if "listening" not in line:
             raise RuntimeError(f"rlbridge glue printed {line.strip()!r}; expected 'listening on'")
         glue.send_signal(signal.SIGTERM)  # a supervisor's stop: the glue closes, exit code 0
-        return _reap(glue, "rlbridge glue")
+        return reap(glue, "rlbridge glue")
     finally:
         if glue.returncode is None:
             glue.kill()
