@@ -1,6 +1,7 @@
 /* Batches and columns of PROTOCOL.md section 16 in C: both forms of a batch decoded, values
  * packed stacked or listed, columns, and AGENT_BATCH_STEP's body. The BAD_FIELD texts follow the Python server's
- * (rlbridge/protocol/batch.py, rlbridge/experiment/net/bodies.py). */
+ * (rlbridge/protocol/batch.py, rlbridge/protocol/instances.py,
+ * rlbridge/experiment/net/bodies.py). */
 #define _POSIX_C_SOURCE 200809L
 #include "rlbridge_agent.h"
 #include "rlbridge_internal.h"

@@ -2,7 +2,7 @@
 Agent.
 
 A :class:`BatchAgent` serves ``AGENT_BATCH_STEP`` (PROTOCOL.md 16.4): for a range of
-instances, one :class:`~rlbridge.protocol.batch.AgentCall` each (STEP, START, END,
+instances, one :class:`~rlbridge.protocol.instances.AgentCall` each (STEP, START, END,
 END_START or NONE) with its reward, the observations of the calls that take one, and
 back one action per such call, in instance order. A vectorised agent implements it
 directly and acts on the stacked arrays of :class:`~rlbridge.protocol.batch.Batch`.
@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from rlbridge.agents.base import Agent
-from rlbridge.protocol.batch import AgentCall, Batch, instance_seed, values_of
+from rlbridge.protocol.batch import Batch, values_of
 from rlbridge.protocol.errors import ProtocolError
+from rlbridge.protocol.instances import AgentCall, instance_seed
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 

@@ -15,7 +15,8 @@ import copy
 import numpy as np
 
 from rlbridge.agents.batch import check_instance
-from rlbridge.protocol.batch import AGENT_TAKES_OBSERVATION, Batch, as_batch, instance_seed
+from rlbridge.protocol.batch import Batch, as_batch
+from rlbridge.protocol.instances import AGENT_TAKES_OBSERVATION, instance_seed
 
 
 class RandomBatch:

@@ -72,8 +72,9 @@ from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.experiment.runner import start_child, stop_peers
 from rlbridge.extras import require
 from rlbridge.options import build
-from rlbridge.protocol.batch import decode_batch, encode_batch, encode_column
+from rlbridge.protocol.batch import decode_batch, encode_batch
 from rlbridge.protocol.errors import RLBridgeError
+from rlbridge.protocol.instances import encode_column
 from rlbridge.protocol.messages import MessageType, decode, encode
 from rlbridge.registry import AGENTS, ENVIRONMENTS
 

@@ -35,7 +35,8 @@ from rlbridge.bench import batched
 from rlbridge.bench.report import Figure
 from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.options import build
-from rlbridge.protocol.batch import AgentCall, Batch, EnvCall
+from rlbridge.protocol.batch import Batch
+from rlbridge.protocol.instances import AgentCall, EnvCall
 from rlbridge.registry import AGENTS, ENVIRONMENTS
 
 #: The games with a batched core; Tetris with its default ``actions=placement``.

@@ -2,7 +2,7 @@
 contract (:mod:`rlbridge.environments.batch_core`) over N Environments.
 
 A :class:`~rlbridge.environments.batch_core.BatchEnvironment` serves ``ENV_BATCH_STEP``
-(PROTOCOL.md 16.3): for each instance an :class:`~rlbridge.protocol.batch.EnvCall` (STEP
+(PROTOCOL.md 16.3): for each instance an :class:`~rlbridge.protocol.instances.EnvCall` (STEP
 with the next action, START, or NONE), and back a reward and a terminal for every
 instance and an observation for each instance that stepped or started.
 :class:`EnvironmentBatch` is that contract over N ordinary
@@ -27,18 +27,15 @@ import numpy as np
 from rlbridge.environments.base import Environment
 from rlbridge.environments.batch_core import BatchCore, BatchStep, single_ints
 from rlbridge.environments.queries import answer_one, rows
-from rlbridge.protocol.batch import (
+from rlbridge.protocol.batch import Batch, Values, count_of, values_of
+from rlbridge.protocol.errors import InvalidAction, ProtocolError, RLBridgeError
+from rlbridge.protocol.instances import (
     MAX_INSTANCES,
-    Batch,
     EnvCall,
     InstanceState,
     InstanceStates,
-    Values,
-    count_of,
     instance_seed,
-    values_of,
 )
-from rlbridge.protocol.errors import InvalidAction, ProtocolError, RLBridgeError
 from rlbridge.protocol.queries import Query, QueryRequest
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value

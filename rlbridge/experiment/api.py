@@ -28,8 +28,8 @@ from rlbridge.environments.base import RLGlueEnvironment
 from rlbridge.experiment.batch import BatchLoop, EndedEpisodes, OneInstance, split_quota
 from rlbridge.experiment.counting import EpisodeCounter
 from rlbridge.experiment.peer import DelegatingEnvironment, ReachableAgent, RemotePeer
-from rlbridge.protocol.batch import derive_seeds
 from rlbridge.protocol.errors import WrongState
+from rlbridge.protocol.instances import derive_seeds
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
 

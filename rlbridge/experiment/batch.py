@@ -29,16 +29,9 @@ import numpy as np
 
 from rlbridge.agents.batch import BatchAgent
 from rlbridge.experiment.counting import EpisodeCounter
-from rlbridge.protocol.batch import (
-    AgentCall,
-    Batch,
-    EnvCall,
-    Values,
-    count_of,
-    select,
-    values_of,
-)
+from rlbridge.protocol.batch import Batch, Values, count_of, select, values_of
 from rlbridge.protocol.errors import InvalidAction, ProtocolError
+from rlbridge.protocol.instances import AgentCall, EnvCall
 from rlbridge.protocol.values import Value
 
 _ENV_STEP, _ENV_START, _ENV_NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)

@@ -17,15 +17,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rlbridge.protocol.batch import (
-    AgentCall,
-    Batch,
-    EnvCall,
-    encode_batch,
-    encode_column,
-    instance_seed,
-)
+from rlbridge.protocol.batch import Batch, encode_batch
 from rlbridge.protocol.errors import ErrorCode
+from rlbridge.protocol.instances import AgentCall, EnvCall, encode_column, instance_seed
 from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType, encode
 from rlbridge.protocol.values import ZERO_COPY_THRESHOLD_BYTES, Value
 

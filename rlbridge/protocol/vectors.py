@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rlbridge.protocol.batch import AgentCall, Batch, encode_batch, encode_column
+from rlbridge.protocol.batch import Batch, encode_batch
 from rlbridge.protocol.batch_vectors import batch_vectors
 from rlbridge.protocol.errors import ErrorCode
+from rlbridge.protocol.instances import AgentCall, encode_column
 from rlbridge.protocol.log_format import HEADER, LOG_FORMAT_VERSION, MESSAGE, RECEIVED, SENT
 from rlbridge.protocol.messages import (
     PROTOCOL_VERSION,

@@ -18,7 +18,7 @@ from rlbridge.agents.batch import AgentBatch
 from rlbridge.experiment.api import Experiment, derive_seeds
 from rlbridge.experiment.batch import split_quota
 from rlbridge.options import build
-from rlbridge.protocol.batch import instance_seed
+from rlbridge.protocol.instances import instance_seed
 from rlbridge.registry import AGENTS, ENVIRONMENTS
 
 N = 4

@@ -28,8 +28,8 @@ import pytest
 
 from rlbridge.cli import main
 from rlbridge.experiment.log.reader import LogReader
-from rlbridge.protocol.batch import AgentCall, instance_seed
 from rlbridge.protocol.batch_vectors import SPEC as MASK_SPEC
+from rlbridge.protocol.instances import AgentCall, instance_seed
 from rlbridge.protocol.log_format import RECEIVED
 from rlbridge.protocol.values import Value
 

@@ -7,8 +7,9 @@ import msgpack
 import numpy as np
 import zmq
 
-from rlbridge.protocol.batch import AgentCall, Batch, encode_batch, encode_column
+from rlbridge.protocol.batch import Batch, encode_batch
 from rlbridge.protocol.errors import ErrorCode
+from rlbridge.protocol.instances import AgentCall, encode_column
 from rlbridge.protocol.messages import PROTOCOL_VERSION as V
 from rlbridge.protocol.messages import MessageType
 from rlbridge.protocol.values import Value

@@ -16,8 +16,9 @@ from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.environments.checker import check_environment
 from rlbridge.environments.queries import answer_single
 from rlbridge.games.toy.env import GridWalk
-from rlbridge.protocol.batch import EnvCall, instance_seed, values_of
+from rlbridge.protocol.batch import values_of
 from rlbridge.protocol.errors import RLBridgeError
+from rlbridge.protocol.instances import EnvCall, instance_seed
 from rlbridge.protocol.queries import Query, QueryRequest
 from rlbridge.protocol.values import Value
 from rlbridge.registry import ENVIRONMENTS, resolve

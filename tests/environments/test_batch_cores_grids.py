@@ -24,8 +24,8 @@ from rlbridge.games.minesweeper.env import MinesweeperEnv
 from rlbridge.games.minesweeper.vector import MinesweeperVector
 from rlbridge.games.tetris.env import TetrisEnv
 from rlbridge.games.tetris.vector import TetrisVector
-from rlbridge.protocol.batch import EnvCall, instance_seed
 from rlbridge.protocol.errors import InvalidAction
+from rlbridge.protocol.instances import EnvCall, instance_seed
 from rlbridge.protocol.queries import Query, QueryRequest
 from rlbridge.protocol.values import Value
 

@@ -22,8 +22,9 @@ from rlbridge.games.blackjack.agents import dp
 from rlbridge.games.blackjack.agents.mc import MCEvalAgent
 from rlbridge.games.blackjack.env import BlackjackEnv
 from rlbridge.options import build
-from rlbridge.protocol.batch import Batch, EnvCall, encode_batch, encode_column, instance_seed
+from rlbridge.protocol.batch import Batch, encode_batch
 from rlbridge.protocol.errors import ErrorCode, InvalidAction, ProtocolError, WrongState
+from rlbridge.protocol.instances import EnvCall, encode_column, instance_seed
 from rlbridge.protocol.messages import MessageType as T
 from rlbridge.protocol.queries import Query
 from rlbridge.protocol.values import Value

@@ -24,13 +24,13 @@ from rlbridge.experiment.net.delegation import Delegation
 from rlbridge.experiment.net.env_server import EnvironmentServer
 from rlbridge.experiment.net.remote import RemoteAgent, RemoteEnvironment
 from rlbridge.games.toy.env import GridWalk
-from rlbridge.protocol.batch import encode_column
 from rlbridge.protocol.errors import (
     ErrorCode,
     PeerTimeout,
     ProtocolError,
     WrongState,
 )
+from rlbridge.protocol.instances import encode_column
 from rlbridge.protocol.log_format import MESSAGE, RECEIVED, SENT
 from rlbridge.protocol.messages import MessageType, decode, encode
 

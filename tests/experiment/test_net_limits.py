@@ -10,12 +10,8 @@ import pytest
 
 from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.remote import RemoteEnvironment
-from rlbridge.protocol.batch import (
-    MAX_AGENT_INSTANCES,
-    MAX_INSTANCES,
-    encode_column,
-)
 from rlbridge.protocol.errors import ErrorCode, MessageTooLarge, PeerError, ProtocolError
+from rlbridge.protocol.instances import MAX_AGENT_INSTANCES, MAX_INSTANCES, encode_column
 from rlbridge.protocol.messages import MAX_MESSAGE_FRAMES, MessageType, decode, encode
 from rlbridge.protocol.values import Value, encode_value
 

@@ -7,18 +7,15 @@ import msgpack
 import numpy as np
 import pytest
 
-from rlbridge.protocol.batch import (
+from rlbridge.protocol.batch import Batch, decode_batch, encode_batch, interleave
+from rlbridge.protocol.errors import ProtocolError
+from rlbridge.protocol.instances import (
     AgentCall,
-    Batch,
-    decode_batch,
     decode_calls,
     decode_column,
-    encode_batch,
     encode_column,
     instance_seed,
-    interleave,
 )
-from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.messages import decode, pack
 from rlbridge.protocol.values import ZERO_COPY_THRESHOLD_BYTES, Value
 from rlbridge.protocol.vectors import load_vectors

@@ -35,8 +35,9 @@ from gymnasium.vector import AutoresetMode
 from rlbridge.adapters.gym.taskspec import plain_value
 from rlbridge.environments.base import Environment
 from rlbridge.environments.batch_core import BatchStep, first_ints, stacked_observations
-from rlbridge.protocol.batch import Batch, EnvCall
+from rlbridge.protocol.batch import Batch
 from rlbridge.protocol.errors import ProtocolError
+from rlbridge.protocol.instances import EnvCall
 from rlbridge.protocol.values import Value
 
 _STEP, _START, _NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)

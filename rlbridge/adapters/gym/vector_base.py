@@ -18,8 +18,8 @@ from rlbridge.adapters.gym.masks import InstanceMasks
 from rlbridge.adapters.gym.spaces import action_indices, codecs_for
 from rlbridge.experiment.api import derive_seeds
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
-from rlbridge.protocol.batch import EnvCall, instance_seed
 from rlbridge.protocol.errors import OptionError, PeerError, PeerTimeout, TaskSpecError
+from rlbridge.protocol.instances import EnvCall, instance_seed
 from rlbridge.protocol.queries import Query, QueryRequest
 
 log = logging.getLogger("rlbridge.adapters.gym")

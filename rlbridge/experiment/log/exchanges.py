@@ -17,8 +17,9 @@ import numpy as np
 
 from rlbridge.environments.batch import MAX_INSTANCES
 from rlbridge.experiment.log.reader import LogReader
-from rlbridge.protocol.batch import AgentCall, EnvCall, decode_batch, decode_column
+from rlbridge.protocol.batch import decode_batch
 from rlbridge.protocol.errors import LogError
+from rlbridge.protocol.instances import AgentCall, EnvCall, decode_column
 from rlbridge.protocol.log_format import RECEIVED, SENT, Record
 from rlbridge.protocol.messages import MessageType, decode_logged
 from rlbridge.protocol.queries import Query, QueryRequest, read_query

@@ -38,8 +38,9 @@ from rlbridge.experiment.log.exchanges import (
 )
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.trust import build_from_log
-from rlbridge.protocol.batch import Batch, derive_seeds
+from rlbridge.protocol.batch import Batch
 from rlbridge.protocol.errors import LogError
+from rlbridge.protocol.instances import derive_seeds
 from rlbridge.protocol.queries import QueryRequest
 from rlbridge.protocol.taskspec import parse
 from rlbridge.registry import AGENTS

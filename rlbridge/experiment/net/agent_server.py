@@ -27,14 +27,9 @@ from rlbridge.experiment.net.bodies import (
     value_body,
 )
 from rlbridge.experiment.net.server import RequestServer
-from rlbridge.protocol.batch import (
-    AgentCall,
-    InstanceState,
-    InstanceStates,
-    as_batch,
-    encode_batch,
-)
+from rlbridge.protocol.batch import as_batch, encode_batch
 from rlbridge.protocol.errors import ProtocolError, RLBridgeError, WrongState
+from rlbridge.protocol.instances import AgentCall, InstanceState, InstanceStates
 from rlbridge.protocol.messages import Envelope, MessageType
 from rlbridge.protocol.queries import QueryRequest
 from rlbridge.protocol.states import (

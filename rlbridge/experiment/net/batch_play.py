@@ -10,8 +10,9 @@ import numpy as np
 from rlbridge.experiment.batch import BatchLoop, EndedEpisodes, EnvStep
 from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.watch import bad_action, call_agent
-from rlbridge.protocol.batch import Batch, EnvCall, decode_batch, encode_batch, encode_column
+from rlbridge.protocol.batch import Batch, decode_batch, encode_batch
 from rlbridge.protocol.errors import ProtocolError
+from rlbridge.protocol.instances import EnvCall, encode_column
 from rlbridge.protocol.messages import MessageType
 
 if TYPE_CHECKING:

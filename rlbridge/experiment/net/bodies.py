@@ -11,18 +11,17 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rlbridge.protocol.batch import (
+from rlbridge.protocol.batch import Batch, decode_batch
+from rlbridge.protocol.errors import ProtocolError
+from rlbridge.protocol.instances import (
     AGENT_TAKES_OBSERVATION,
     MAX_AGENT_INSTANCES,
     MAX_INSTANCES,
     AgentCall,
-    Batch,
     EnvCall,
-    decode_batch,
     decode_calls,
     decode_column,
 )
-from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.messages import (
     Envelope,
     Hello,

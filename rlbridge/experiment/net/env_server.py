@@ -33,8 +33,9 @@ from rlbridge.experiment.net.bodies import Delegation as DelegateBody
 from rlbridge.experiment.net.curve import check_agent_address
 from rlbridge.experiment.net.delegation import Delegation
 from rlbridge.experiment.net.server import RequestServer
-from rlbridge.protocol.batch import encode_batch, encode_column
+from rlbridge.protocol.batch import encode_batch
 from rlbridge.protocol.errors import RLBridgeError, WrongState
+from rlbridge.protocol.instances import encode_column
 from rlbridge.protocol.messages import CALL_NAMES, Envelope, MessageType, step_body
 from rlbridge.protocol.queries import Query, QueryRequest
 from rlbridge.protocol.states import ENV_ALLOWED, STATE_MEANINGS, EnvState, next_env_state

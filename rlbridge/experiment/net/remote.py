@@ -28,8 +28,9 @@ from rlbridge.experiment.net.transport import (
     STEP_TIMEOUT_MS,
 )
 from rlbridge.experiment.peer import ReachableAgent, Recorder
-from rlbridge.protocol.batch import Batch, decode_batch, decode_column, encode_batch, encode_column
+from rlbridge.protocol.batch import Batch, decode_batch, encode_batch
 from rlbridge.protocol.errors import ProtocolError
+from rlbridge.protocol.instances import decode_column, encode_column
 from rlbridge.protocol.messages import (
     Envelope,
     MessageType,

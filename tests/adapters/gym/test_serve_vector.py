@@ -10,8 +10,8 @@ import rlbridge.adapters.gym
 from rlbridge.adapters.gym.env import build_environment
 from rlbridge.adapters.gym.serve_vector import GymVectorCore
 from rlbridge.environments.batch import EnvironmentBatch
-from rlbridge.protocol.batch import EnvCall
 from rlbridge.protocol.errors import OptionError, ProtocolError
+from rlbridge.protocol.instances import EnvCall
 from rlbridge.protocol.queries import Query, QueryRequest
 from rlbridge.protocol.values import Value
 

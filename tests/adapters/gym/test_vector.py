@@ -11,8 +11,8 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rlbridge.adapters.gym import GAME_IDS, RLBridgeEnv, RLBridgeVectorEnv, make_vec
 from rlbridge.experiment.api import derive_seeds
-from rlbridge.protocol.batch import instance_seed
 from rlbridge.protocol.errors import InvalidAction, OptionError
+from rlbridge.protocol.instances import instance_seed
 from rlbridge.protocol.messages import MessageType as T
 from rlbridge.protocol.queries import Query, QueryRequest
 from tests.adapters.gym.vector_checks import check_vector_env

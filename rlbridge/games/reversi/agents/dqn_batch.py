@@ -19,13 +19,8 @@ import copy
 import numpy as np
 
 from rlbridge.agents.batch import check_instance
-from rlbridge.protocol.batch import (
-    AGENT_TAKES_OBSERVATION,
-    AgentCall,
-    Batch,
-    as_batch,
-    instance_seed,
-)
+from rlbridge.protocol.batch import Batch, as_batch
+from rlbridge.protocol.instances import AGENT_TAKES_OBSERVATION, AgentCall, instance_seed
 from rlbridge.protocol.values import Value
 
 _NONE = int(AgentCall.NONE)

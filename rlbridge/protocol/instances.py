@@ -1,0 +1,163 @@
+"""Per-instance parts of a batch (PROTOCOL.md section 16): call codes, columns, states, seeds.
+
+Each instance of a batched step has a call (:class:`EnvCall`, :class:`AgentCall`) and
+plain per-instance columns (calls, rewards, terminals: :func:`encode_column`,
+:func:`decode_column`); :class:`InstanceStates` tracks where each instance is, and
+:func:`instance_seed` gives each instance its seed. The stacked values themselves are
+:class:`rlbridge.protocol.batch.Batch`.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rlbridge.protocol.errors import ProtocolError, WrongState
+from rlbridge.protocol.values import decode_array, encode_array
+
+if TYPE_CHECKING:
+    from rlbridge.protocol.batch import Rows
+    from rlbridge.protocol.values import Frames
+
+
+class EnvCall(IntEnum):
+    """What ENV_BATCH_STEP asks of one instance (a ``|u1`` code per instance)."""
+
+    STEP = 0  # env_step with the next action of the batch
+    START = 1  # env_start: a new episode
+    NONE = 2  # nothing: the instance is left as it is
+
+
+class AgentCall(IntEnum):
+    """What AGENT_BATCH_STEP asks of the agent for one instance (a ``|u1`` code per instance)."""
+
+    STEP = 0  # agent_step(reward, observation) -> action
+    START = 1  # agent_start(observation) -> action
+    END = 2  # agent_end(reward); no observation, no action
+    END_START = 3  # agent_end(reward), then agent_start(observation) -> action
+    NONE = 4  # nothing for this instance
+
+
+#: The calls whose instance carries a value: an action (env) or an observation (agent).
+ENV_TAKES_ACTION = np.array([True, False, False])
+ENV_GIVES_OBSERVATION = np.array([True, True, False])
+AGENT_TAKES_OBSERVATION = np.array([True, True, False, True, False])
+
+#: The most instances one environment process serves (PROTOCOL.md 16.2): a larger
+#: ENV_BATCH_INIT ``num_instances`` is BAD_FIELD, and so are RUN_BATCH quotas and groups past it.
+MAX_INSTANCES = 65536
+#: The most instances one agent process answers for (PROTOCOL.md 16.4), as in the C library:
+#: 16 environment processes of MAX_INSTANCES. A larger AGENT_BATCH_INIT is BAD_FIELD.
+MAX_AGENT_INSTANCES = 1 << 20
+
+
+def encode_column(array: npt.NDArray[Any]) -> list[Any]:
+    """A per-instance column (calls, rewards, terminals) as an inline array
+    ``[dtype, [n], data]``."""
+    return encode_array(array)
+
+
+def decode_column(
+    entry: Any, frames: Frames, dtype: str, name: str, count: int | None = None
+) -> npt.NDArray[Any]:
+    """A one-dimensional array of ``dtype`` (and, if given, ``count`` entries); BAD_FIELD else."""
+    array = decode_array(entry, frames)
+    if array.dtype.str != dtype or array.ndim != 1:
+        raise ProtocolError(
+            f"{name} must be a one-dimensional {dtype} array; got "
+            f"{array.dtype.str} of shape {list(array.shape)}"
+        )
+    if count is not None and array.shape[0] != count:
+        raise ProtocolError(
+            f"{name} must have {count} entries, one per instance; got {array.shape[0]}"
+        )
+    return array
+
+
+def decode_calls(entry: Any, frames: Frames, codes: type[IntEnum], name: str) -> npt.NDArray[Any]:
+    """A ``|u1`` column of per-instance call codes, each one of ``codes``."""
+    calls = decode_column(entry, frames, "|u1", name)
+    if calls.size and int(calls.max()) >= len(codes):
+        bad = int(np.flatnonzero(calls >= len(codes))[0])
+        raise ProtocolError(
+            f"{name}[{bad}] is {int(calls[bad])}; expected one of "
+            + ", ".join(f"{c.name}={int(c)}" for c in codes)
+        )
+    return calls
+
+
+class InstanceState(IntEnum):
+    """Where one instance of a batch is (PROTOCOL.md 16.2)."""
+
+    NEW = 0  # no episode since the batch was initialised
+    RUNNING = 1
+    ENDED = 2  # its last step was terminal (or, for an agent, its last call was an end)
+
+
+class InstanceStates:
+    """The states of a batch's instances, numbered ``first`` .. ``first + count - 1``.
+
+    ``states`` is a bytearray of InstanceState codes (cheaper to index one by one than a
+    numpy array). :meth:`refuse_new` rejects calls that need an episode on an instance
+    that has none, before anything is applied.
+    """
+
+    def __init__(self, count: int, first: int = 0):
+        self.first = first
+        self.states = bytearray(count)
+
+    def reset(self) -> None:
+        self.states[:] = bytes(len(self.states))
+
+    def refuse_new(
+        self,
+        offsets: Rows,
+        calls: Rows,
+        codes: type[IntEnum],
+        allowed: str,
+        start: int = 0,
+    ) -> None:
+        """WRONG_STATE if an instance at one of ``offsets`` (counted from ``start``), whose
+        call ``calls[offset]`` needs an episode, is NEW; ``allowed`` names the calls it may
+        get. One array comparison for all of them; the error names the first in order."""
+        if not len(offsets):
+            return
+        rows = np.asarray(offsets, dtype=np.intp)
+        states = np.frombuffer(self.states, dtype=np.uint8)[start:]
+        new = np.flatnonzero(states[rows] == InstanceState.NEW)
+        if len(new):
+            offset = int(rows[new[0]])
+            raise WrongState(
+                f"instance {self.first + start + offset} has no episode: its "
+                f"call must be {allowed}; got {codes(int(calls[offset])).name}"
+            )
+
+    def enter(
+        self, calls: npt.NDArray[np.uint8], next_states: npt.NDArray[np.uint8], start: int = 0
+    ) -> None:
+        """Each instance at ``start + i`` moves to ``next_states[calls[i]]``, where ``calls[i]``
+        is not NONE (``next_states`` holds NONE's own code there: 255)."""
+        states = np.frombuffer(self.states, dtype=np.uint8)[start : start + len(calls)]
+        moved = next_states[calls]
+        touched = moved != 255
+        states[touched] = moved[touched]
+
+
+def derive_seeds(seed: int) -> tuple[int, int]:
+    """The environment's and the agent's seeds from the experiment seed (PROTOCOL.md, "Seeding")."""
+    env_seed, agent_seed = np.random.SeedSequence(seed).generate_state(2)
+    return int(env_seed), int(agent_seed)
+
+
+def instance_seed(seed: int, instance: int) -> int:
+    """The seed of instance ``instance`` of a batch seeded with ``seed`` (PROTOCOL.md 16.5).
+
+    Instance 0 keeps ``seed`` itself, so one instance behaves exactly as an unbatched
+    peer; instance i > 0 takes the first word of numpy's ``SeedSequence([seed, i])``.
+    """
+    if instance == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, instance]).generate_state(1)[0])
