@@ -274,7 +274,7 @@ class Experiment:
         """One instance's episode: the loop's fast path, or RUN_EPISODE when delegated. An
         agent that no longer has an address to give the environment is stepped instead."""
         if self.mode == "delegated" and _reachable(self.agent):
-            from rlbridge.experiment.net.remote import DelegatedCall
+            from rlbridge.experiment.net.delegated_call import DelegatedCall
 
             self._begin_episode()
             episode, writer, watcher = self.episode, self.log_writer, self.on_heartbeat

@@ -191,7 +191,7 @@ class Instances:
     def _round(self, left, budget, max_steps, ended_all, on_progress) -> list:
         """One RUN_BATCH to every shard, all started before any is awaited; the records of
         each go to the log shard by shard."""
-        from rlbridge.experiment.net.remote import DelegatedCall
+        from rlbridge.experiment.net.delegated_call import DelegatedCall
 
         experiment = self.experiment
         buffers = self._shard_buffers() if len(self.shards) > 1 else None

@@ -15,7 +15,7 @@ import pytest
 
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import verify
-from rlbridge.experiment.net.remote import ReplyRecorder
+from rlbridge.experiment.net.delegated_call import ReplyRecorder
 from rlbridge.protocol.messages import MessageType as T
 from rlbridge.protocol.vectors import load_vectors
 
