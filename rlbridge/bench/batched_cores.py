@@ -11,7 +11,7 @@ random agent, each repeat measures, each in a new process:
   observations, nothing else: no checks, no counting, no messages. An instance whose
   episode ended starts in the next step, as the served loop starts it;
 * **gymnasium SyncVectorEnv** (a baseline) of N single ``rlbridge/<Game>-v0`` envs, in
-  process, with random legal actions (:func:`rlbridge.bench.batched.gym_vector`);
+  process, with random legal actions (:func:`rlbridge.bench.batched_rows.gym_vector`);
 * **served, 3 processes, 2 CPUs, 2 groups**: ``rlbridge env GAME`` on one CPU,
   ``rlbridge agent random`` on the other, this process as the experiment, as
   ``rlbridge run GAME random --batch 64`` places them; against the core loop
@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 from rlbridge.agents.batch import as_batch_agent
-from rlbridge.bench import batched
+from rlbridge.bench import batched_rows
 from rlbridge.bench.report import Figure
 from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.options import build
@@ -66,7 +66,7 @@ def bare_core_loop(game: str, count: int, batched_steps: int) -> tuple[float, li
     clock = time.perf_counter
     latencies: list[float] = []
     started = 0.0
-    warmup = batched.warmup_steps(batched_steps)
+    warmup = batched_rows.warmup_steps(batched_steps)
     for step in range(warmup + batched_steps):
         begin = clock()
         if step == warmup:
@@ -87,7 +87,7 @@ def bare_core_loop(game: str, count: int, batched_steps: int) -> tuple[float, li
 
 def _figure(game: str, name: str, measured, baseline: float | None, target: float = 0.0, note=""):
     rate, latencies = measured[:2]
-    p50, p99 = batched._percentiles(latencies)
+    p50, p99 = batched_rows._percentiles(latencies)
     ratio = None if baseline is None else rate / baseline
     return Figure(
         f"batched core {game} N={COUNT}",
@@ -106,11 +106,11 @@ def game_rows(game: str, cpus: list[int], directory: str, steps: int, repeats: i
     """One game's three rows: the repeat with the median ratio of served to the core loop."""
     runs = []
     for _ in range(repeats):
-        core = batched.in_fresh_process(
+        core = batched_rows.in_fresh_process(
             "bare_core_loop", game, COUNT, steps, cpus={cpus[-1]}, module="batched_cores"
         )
-        sync = batched.in_fresh_process("gym_vector", game, COUNT, steps, "sync")
-        served = batched.processes(
+        sync = batched_rows.in_fresh_process("gym_vector", game, COUNT, steps, "sync")
+        served = batched_rows.processes(
             game,
             COUNT,
             steps,

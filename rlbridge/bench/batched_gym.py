@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from rlbridge.bench import batched
+from rlbridge.bench import batched, batched_floor, batched_rows
 from rlbridge.bench.report import Figure
 
 GYM_ID = "CartPole-v1"
@@ -108,7 +108,7 @@ def vector_rate(kind: str, count: int, batched_steps: int) -> tuple[float, list[
             vector.reset(seed=1)
         latencies: list[float] = []
         started = 0.0
-        for steps in (batched.warmup_steps(batched_steps), batched_steps):
+        for steps in (batched_rows.warmup_steps(batched_steps), batched_steps):
             latencies = []
             started = clock()
             for _ in range(steps):
@@ -122,14 +122,16 @@ def vector_rate(kind: str, count: int, batched_steps: int) -> tuple[float, list[
 
 
 def _fresh(kind: str, count: int, batched_steps: int) -> tuple[float, list[float]]:
-    return batched.in_fresh_process("vector_rate", kind, count, batched_steps, module="batched_gym")
+    return batched_rows.in_fresh_process(
+        "vector_rate", kind, count, batched_steps, module="batched_gym"
+    )
 
 
 def _figure(
     group: str, name: str, measured, baseline: float | None, target: float = 0.0, note: str = ""
 ) -> Figure:
     rate, latencies = measured[:2]
-    p50, p99 = batched._percentiles(latencies)
+    p50, p99 = batched_rows._percentiles(latencies)
     ratio = None if baseline is None else rate / baseline
     return Figure(
         group,
@@ -162,7 +164,7 @@ def served_rows(cpus: list[int], directory: str, quick: bool, repeats: int) -> l
         sync = _fresh("sync", count, steps)
         pool = None if missing else _fresh("envpool", count, steps)
         serve = partial(
-            batched.processes,
+            batched_rows.processes,
             f"gym:{GYM_ID}",
             count,
             steps,
@@ -262,8 +264,8 @@ def shard_rows(cpus: list[int], directory: str, quick: bool, repeats: int) -> li
     )
     runs = []
     for _ in range(repeats):
-        one = batched.processes(SHARD_GAME, count, steps, **common)  # type: ignore[arg-type]
-        two = batched.processes(
+        one = batched_rows.processes(SHARD_GAME, count, steps, **common)  # type: ignore[arg-type]
+        two = batched_rows.processes(
             SHARD_GAME,
             count,
             steps,
@@ -285,7 +287,7 @@ def shard_rows(cpus: list[int], directory: str, quick: bool, repeats: int) -> li
             two,
             one[0],
             1.5,
-            batched.cpu_note(one[2], two[2]),
+            batched_floor.cpu_note(one[2], two[2]),
         ),
     ]
 

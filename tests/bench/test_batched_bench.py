@@ -7,33 +7,43 @@ import os
 import numpy as np
 import pytest
 
-from rlbridge.bench import batched
+from rlbridge.bench import batched_rows
 
 
 def test_a_row_runs_in_a_fresh_process_and_times_only_the_steps_after_the_warm_up():
     cpu = {min(os.sched_getaffinity(0))}
-    rate, latencies = batched.in_fresh_process("bare_loop", "gridwalk", 3, 40, cpus=cpu)
+    rate, latencies = batched_rows.in_fresh_process("bare_loop", "gridwalk", 3, 40, cpus=cpu)
     assert rate > 0
     assert len(latencies) == 40  # warmup_steps(40) == 2 more were played, untimed
-    rate, latencies = batched.in_fresh_process("in_process_batched", "gridwalk", 3, 40, cpus=cpu)
+    rate, latencies = batched_rows.in_fresh_process(
+        "in_process_batched", "gridwalk", 3, 40, cpus=cpu
+    )
     assert rate > 0 and len(latencies) == 40
 
 
 def test_a_failing_row_names_its_function_and_arguments():
     with pytest.raises(RuntimeError, match=r"bare_loop\('no-such-game', 2, 5\)"):
-        batched.in_fresh_process("bare_loop", "no-such-game", 2, 5)
+        batched_rows.in_fresh_process("bare_loop", "no-such-game", 2, 5)
 
 
 def test_the_warm_up_is_the_same_share_of_every_row():
-    assert batched.warmup_steps(40) == 2
-    assert batched.warmup_steps(10) == 1
+    assert batched_rows.warmup_steps(40) == 2
+    assert batched_rows.warmup_steps(10) == 1
 
 
 def test_the_environment_floor_steps_every_instance_and_round_trips_each_group():
     cpus = sorted(os.sched_getaffinity(0))
     for game in ("gridwalk", "2048"):
-        rate, latencies = batched.in_fresh_process(
-            "environment_floor", game, 5, 30, 2, 3, cpus[-1:], cpus={cpus[0]}
+        rate, latencies = batched_rows.in_fresh_process(
+            "environment_floor",
+            game,
+            5,
+            30,
+            2,
+            3,
+            cpus[-1:],
+            cpus={cpus[0]},
+            module="batched_floor",
         )
         assert rate > 0 and len(latencies) == 30
 
@@ -69,7 +79,7 @@ def test_two_shards_are_bounded_by_the_lightest_pairing_of_three_processes_on_tw
 
 def test_a_process_row_reports_each_childs_cpu_per_batched_step(tmp_path):
     cpus = sorted(os.sched_getaffinity(0))
-    rate, _, spent = batched.processes(
+    rate, _, spent = batched_rows.processes(
         "gridwalk",
         4,
         50,
