@@ -7,9 +7,10 @@ each array is ``[dtype, shape, data]`` where ``data`` is the raw little-endian
 bytes (msgpack bin) or, for large arrays, the index of a separate ZeroMQ frame
 that holds them. Plain msgpack decoders read all of it without extension hooks.
 
-numpy is imported when the first array is met, not with this module: a process whose
-values are all ints, doubles and chars (an RL-Glue 3.0 game, the countdown) never pays its
-start-up, and a value holds no numpy object until numpy is loaded.
+numpy is imported when the first array is met, not with this module, so that the command
+line's checks and ``--help`` do not pay its start-up; a value holds no numpy object until
+numpy is loaded. (The engine and the batched wire import numpy themselves, so a serving
+process has it loaded whatever its values.)
 """
 
 from __future__ import annotations
