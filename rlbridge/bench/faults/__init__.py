@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from rlbridge.bench.faults.inputs import Probe, ProbeMaker, Scenario, State, StateModel
-from rlbridge.bench.faults.log import log_campaign
+from rlbridge.bench.faults.log import finish_logged_runs, fire_logged_runs
 from rlbridge.bench.faults.mutations import body_fault, envelope_fault, heavy_faults, random_bytes
 from rlbridge.bench.faults.oracle import DEAD_AFTER, Tally, Verdict
 from rlbridge.bench.faults.targets import (
@@ -191,6 +191,9 @@ def campaign(
     chosen, notes = targets(found, require_clients)
     tallies: dict[str, Tally] = {}
     with tempfile.TemporaryDirectory(prefix="rlbridge-faults-") as directory:
+        # The logged runs first: their experiments wait for their killed environments
+        # while the servers are fuzzed.
+        runs = fire_logged_runs(directory, rng, settings.log_faults, found, settings.patience_ms)
         servers = [ServerProcess(t, directory, settings.patience_ms) for t in chosen]
         try:
             for server in servers:  # all start at once; each is fuzzed in turn
@@ -208,12 +211,14 @@ def campaign(
                     f"faults: {server.target.name}: {_counts(tallies[server.target.name])} "
                     f"({time.monotonic() - started:.1f} s)"
                 )
+        except BaseException:
+            for run in runs:
+                run.stop()
+            raise
         finally:
             for server in servers:
                 server.stop()
-        log_tally, log_notes = log_campaign(
-            directory, rng, settings.log_faults, found, settings.patience_ms
-        )
+        log_tally, log_notes = finish_logged_runs(runs)
         tallies["logged experiment"] = log_tally
         notes += log_notes
     total = Tally()

@@ -132,119 +132,165 @@ class EpisodeLines:
         return True
 
 
-def log_campaign(
+def fire_logged_runs(
     directory: str, rng: np.random.Generator, faults: int, scenarios: dict, patience_ms: int
-) -> tuple[Tally, list[str]]:
-    """Logged runs under fire, flushing per episode and per step; ``lost`` counts records lost."""
+) -> list[LoggedRun]:
+    """Logged runs under fire, flushing per episode and per step, each ended by its
+    environment's SIGKILL; :func:`finish_logged_runs` then counts the records lost.
+
+    Each run is fired at in turn (the input stays one seeded sequence). Their experiments
+    then wait out their --timeout-ms for the dead environment together, while the caller
+    does other work (the campaign fuzzes its servers meanwhile)."""
+    runs: list[LoggedRun] = []
+    try:
+        for flush in ("episode", "step"):
+            runs.append(LoggedRun(directory, scenarios, patience_ms, flush, faults // 2))
+            runs[-1].start()
+            runs[-1].fire(rng)
+    except BaseException:
+        for run in runs:
+            run.stop()
+        raise
+    return runs
+
+
+def finish_logged_runs(runs: list[LoggedRun]) -> tuple[Tally, list[str]]:
+    """Each run's experiment must stop after its environment's death; ``lost`` counts the
+    records it lost."""
     tally = Tally()
     notes: list[str] = []
-    for flush in ("episode", "step"):
-        part, part_notes = _logged_run(directory, rng, faults // 2, scenarios, patience_ms, flush)
-        tally.add(part)
-        notes += part_notes
+    try:
+        for run in runs:
+            run.finish()
+            tally.add(run.tally)
+            notes += run.notes
+    finally:
+        for run in runs:
+            run.stop()
     return tally, notes
 
 
-def _logged_run(
-    directory: str,
-    rng: np.random.Generator,
-    faults: int,
-    scenarios: dict,
-    patience_ms: int,
-    flush: str,
-) -> tuple[Tally, list[str]]:
-    tally = Tally()
-    notes: list[str] = []
-    directory = os.path.join(directory, f"log-{flush}")
-    os.makedirs(directory, exist_ok=True)
-    env = ServerProcess(
-        Target(f"log-env (flush {flush})", python_server("env", "gridwalk"), scenarios["gridwalk"]),
-        directory,
-        patience_ms,
-    )
-    agent = ServerProcess(
-        Target(
-            f"log-agent (flush {flush})",
-            python_server("agent", "random"),
-            scenarios["agent:gridwalk"],
-        ),
-        directory,
-        patience_ms,
-    )
-    path = os.path.join(directory, "faults.rlog")
-    command = [
-        sys.executable,
-        "-m",
-        "rlbridge",
-        "experiment",
-        "--env",
-        env.address,
-        "--agent",
-        agent.address,
-        "--log",
-        path,
-        "--log-flush",
-        flush,
-        "--episodes",
-        "100000000",
-        "--program",
-        "rlbridge.bench.faults.log:paced_program",
-        "--seed",
-        "7",
-        "--quiet",
-        "--timeout-ms",
-        str(EXPERIMENT_TIMEOUT_MS),
-        "--env-name",
-        "gridwalk",
-        "--agent-name",
-        "random",
-    ]
-    experiment = None
-    scan = LogScan(path)
-    try:
-        for server in (env, agent):
+class LoggedRun:
+    """One logged experiment under fire: :meth:`start` its servers and experiment, :meth:`fire`
+    bad input then SIGKILL its environment, :meth:`finish` by waiting for the experiment to
+    stop and counting the records lost; :meth:`stop` whatever still runs."""
+
+    def __init__(self, directory: str, scenarios: dict, patience_ms: int, flush: str, faults: int):
+        self.flush = flush
+        self.faults = faults
+        self.tally = Tally()
+        self.notes: list[str] = []
+        directory = os.path.join(directory, f"log-{flush}")
+        os.makedirs(directory, exist_ok=True)
+        self.env = ServerProcess(
+            Target(
+                f"log-env (flush {flush})", python_server("env", "gridwalk"), scenarios["gridwalk"]
+            ),
+            directory,
+            patience_ms,
+        )
+        self.agent = ServerProcess(
+            Target(
+                f"log-agent (flush {flush})",
+                python_server("agent", "random"),
+                scenarios["agent:gridwalk"],
+            ),
+            directory,
+            patience_ms,
+        )
+        self.path = os.path.join(directory, "faults.rlog")
+        self.scan = LogScan(self.path)
+        self.experiment: subprocess.Popen[bytes] | None = None
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "rlbridge",
+            "experiment",
+            "--env",
+            self.env.address,
+            "--agent",
+            self.agent.address,
+            "--log",
+            self.path,
+            "--log-flush",
+            self.flush,
+            "--episodes",
+            "100000000",
+            "--program",
+            "rlbridge.bench.faults.log:paced_program",
+            "--seed",
+            "7",
+            "--quiet",
+            "--timeout-ms",
+            str(EXPERIMENT_TIMEOUT_MS),
+            "--env-name",
+            "gridwalk",
+            "--agent-name",
+            "random",
+        ]
+
+    def start(self) -> None:
+        for server in (self.env, self.agent):
             server.start()
-        for server in (env, agent):
+        for server in (self.env, self.agent):
             server.wait_ready()
-        experiment = subprocess.Popen(
-            command,
+        self.experiment = subprocess.Popen(
+            self.command(),
             cwd=ROOT,
             env=child_environment(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        alive = _inject(tally, EpisodeLines(experiment), (env, agent), rng, faults, scan)
-        scan.scan()
-        notes.append(
-            f"log (flush {flush}): {len(scan.entries)} entries written before the faults ended"
+
+    def fire(self, rng: np.random.Generator) -> None:
+        """Bad input while the experiment plays, then the last fault: the environment's SIGKILL."""
+        if self.experiment is None:
+            raise RLBridgeError("a logged run is fired at after it starts")
+        servers = (self.env, self.agent)
+        alive = _inject(
+            self.tally, EpisodeLines(self.experiment), servers, rng, self.faults, self.scan
         )
-        env_process = env.process
+        self.scan.scan()
+        self.notes.append(
+            f"log (flush {self.flush}): {len(self.scan.entries)} entries written before the "
+            "faults ended"
+        )
+        env_process = self.env.process
         if alive and env_process is not None and env_process.poll() is None:
             os.kill(env_process.pid, signal.SIGKILL)  # our own child: the last fault
             env_process.wait()
+
+    def finish(self) -> None:
+        """The experiment must stop after its environment's death, and lose no noted record."""
+        experiment, flush = self.experiment, self.flush
+        if experiment is None:
+            raise RLBridgeError("a logged run finishes after it starts")
         try:
             _, stderr = experiment.communicate(timeout=HANG_S)
         except subprocess.TimeoutExpired:
             experiment.kill()
             _, stderr = experiment.communicate()
-            notes.append(
+            self.notes.append(
                 f"log (flush {flush}): the experiment did not stop within "
                 f"{HANG_S:.0f} s of the SIGKILL of its environment"
             )
-            tally.hangs += 1
-        notes.append(
+            self.tally.hangs += 1
+        self.notes.append(
             f"log (flush {flush}): the experiment exited with {experiment.returncode}: "
             f"{_tail(stderr.decode(errors='replace'))}"
         )
-        tally.lost = _lost(path, scan, notes, flush)
-    finally:
+        self.tally.lost = _lost(self.path, self.scan, self.notes, flush)
+
+    def stop(self) -> None:
+        experiment = self.experiment
         if experiment is not None and experiment.poll() is None:
             experiment.kill()
             experiment.communicate()
-        for server in (env, agent):
+        for server in (self.env, self.agent):
             server.stop()
-    return tally, notes
 
 
 def _inject(
