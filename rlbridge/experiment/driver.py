@@ -168,6 +168,12 @@ def _logged_progress(experiment, args, total: int):
     finally:
         progress.close()
         if log is not None:
+            # The peers' SHUTDOWN comes after the run: unrecorded, as before, and never
+            # written to the closed file (with --log-flush step that write failed and the
+            # SHUTDOWN was never sent, so the servers lingered until terminated).
+            for peer in experiment.remote_peers:
+                peer.client.recorder = None
+            experiment.log_writer = None
             log.close()
 
 

@@ -32,42 +32,35 @@ def without_timestamps(path: str) -> list:
     return [header] + [record._replace(timestamp_ns=0) for record in reader.records()]
 
 
+@pytest.fixture(scope="module")
+def random_agent(module_processes, module_ipc_dir) -> str:
+    """A random agent that serves one experiment after another."""
+    address = f"ipc://{module_ipc_dir}/random"
+    module_processes.start("agent", "random", "--bind", address, stdout=subprocess.DEVNULL)
+    return address
+
+
 @pytest.mark.parametrize("path_flag", [[], ["--no-fast-path"]], ids=["fast", "step_by_step"])
-def test_same_seed_and_agent_give_an_identical_log(tmp_path, path_flag):
-    logs = []
-    for name in ("a", "b"):
-        log = str(tmp_path / f"{name}.log")
+def test_same_seed_and_agent_give_an_identical_log(
+    tmp_path, path_flag, processes, ipc_dir, random_agent
+):
+    # The agent outlives each experiment (--no-shutdown-peers): what one session leaves in it
+    # must not reach the next one's log. Each log gets a new environment: on the fast path
+    # an environment keeps its connection to the agent, whose seq goes on from one session
+    # to the next.
+    def logged(name: str, seed: str) -> list:
+        env_addr, log = f"ipc://{ipc_dir}/{name}", str(tmp_path / f"{name}.log")
+        processes.start("env", "gridwalk", "--bind", env_addr, stdout=subprocess.DEVNULL)
         run(
-            "run",
-            "gridwalk",
-            "random",
-            "--episodes",
-            "5",
-            "--seed",
-            "7",
-            "--log",
-            log,
-            "--quiet",
-            *path_flag,
-        )
-        logs.append(without_timestamps(log))
+            "experiment", "--env", env_addr, "--agent", random_agent, "--episodes", "5",
+            "--seed", seed, "--log", log, "--quiet", "--no-shutdown-peers", *path_flag,
+        )  # fmt: skip
+        return without_timestamps(log)
+
+    logs = [logged("a", "7"), logged("b", "7")]
     assert logs[0] == logs[1]
     assert len(logs[0]) > 100
-    log_c = str(tmp_path / "c.log")
-    run(
-        "run",
-        "gridwalk",
-        "random",
-        "--episodes",
-        "5",
-        "--seed",
-        "8",
-        "--log",
-        log_c,
-        "--quiet",
-        *path_flag,
-    )
-    assert without_timestamps(log_c) != logs[0]
+    assert logged("c", "8") != logs[0]
 
 
 def test_show_verify_agent_and_export(tmp_path):
@@ -105,27 +98,27 @@ def test_show_verify_agent_and_export(tmp_path):
 
 
 @pytest.mark.parametrize("path_flag", [[], ["--no-fast-path"]], ids=["fast", "step_by_step"])
-def test_flushing_every_step_still_puts_the_header_first(tmp_path, path_flag):
+def test_flushing_every_step_still_puts_the_header_first(tmp_path, path_flag, processes, ipc_dir):
     # RL_init's messages come before the task spec that the header carries, and with
     # --log-flush step each would reach the file at once: they wait for the header.
+    env_addr, agent_addr = f"ipc://{ipc_dir}/e", f"ipc://{ipc_dir}/a"
     log = str(tmp_path / "run.log")
-    run(
-        "run",
-        "countdown",
-        "random",
-        "--env-opt",
-        "length=4",
-        "--episodes",
-        "2",
-        "--seed",
-        "3",
-        "--log",
-        log,
-        "--log-flush",
-        "step",
-        "--quiet",
-        *path_flag,
-    )
+    servers = [
+        processes.start("env", "countdown", "--bind", env_addr, "--opt", "length=4"),
+        processes.start("agent", "random", "--bind", agent_addr),
+    ]
+    experiment = processes.start(
+        "experiment", "--env", env_addr, "--agent", agent_addr, "--episodes", "2", "--seed", "3",
+        "--log", log, "--log-flush", "step", "--quiet", "--env-name", "countdown",
+        "--env-opt", "length=4", *path_flag,
+    )  # fmt: skip
+    _, stderr = experiment.communicate(timeout=120)
+    assert experiment.returncode == 0, stderr
+    # The servers stop at the experiment's SHUTDOWN, sent after the log is closed: a
+    # step-flushed log once failed that write and the SHUTDOWN was never sent.
+    for server in servers:
+        server.communicate(timeout=60)
+        assert server.returncode == 0
     reader = LogReader(log)
     assert reader.header["task_spec"].startswith("VERSION RL-Glue-3.0")
     types = [record.type for record in reader.records()]
