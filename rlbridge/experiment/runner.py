@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 from rlbridge.experiment.placement import placed_apart
 
@@ -284,7 +285,8 @@ def _wait(children: dict, experiment_grace_s: float) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-            _stop_all(children, grace_s=PEER_EXIT_GRACE_S)
+            # A killed experiment told its peers nothing: no grace for them to stop alone.
+            _stop_all(children, grace_s=PEER_EXIT_GRACE_S if code >= 0 else 0.0)
         elif name == "viewer" or code == 0:
             continue  # peers exit 0 when the experiment tells them to stop
         elif experiment_code is None and code == 2:
@@ -310,9 +312,11 @@ def _wait(children: dict, experiment_grace_s: float) -> int:
 
 
 def _stop_all(children: dict, grace_s: float = 0.0) -> None:
-    """Let children exit for ``grace_s``, then SIGTERM, then SIGKILL; reap them all."""
+    """Let children exit for ``grace_s`` (one grace for all, not one each), then SIGTERM,
+    then SIGKILL; reap them all."""
+    deadline = time.monotonic() + grace_s
     for _pid, (_name, child) in list(children.items()):
-        stop_child(child, grace_s)
+        stop_child(child, max(0.0, deadline - time.monotonic()))
     children.clear()
 
 

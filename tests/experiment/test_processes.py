@@ -263,6 +263,8 @@ def test_render_frames_alone_writes_one_png_per_state(tmp_path):
             "3",
             "--render-frames",
             str(frames),
+            "--scale",
+            "0.5",  # small frames: what is checked is how many, and half the CPU draws them
             "--quiet",
         ],
         capture_output=True,
