@@ -32,30 +32,34 @@ def rlbridge(*args) -> subprocess.CompletedProcess:
     return result
 
 
+def cli(capsys, *args) -> str:
+    """An rlbridge command run in this process (these tests are about what the commands read;
+    tests/experiment/test_log.py runs them as processes); its stdout."""
+    code = main([str(arg) for arg in args])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return captured.out
+
+
 @pytest.fixture(scope="module")
-def logs(tmp_path_factory) -> dict[str, Path]:
+def logs(tmp_path_factory, module_processes, module_ipc_dir) -> dict[str, Path]:
+    """One gridwalk environment and random agent serve both runs (--no-shutdown-peers)."""
+    env_addr, agent_addr = f"ipc://{module_ipc_dir}/e", f"ipc://{module_ipc_dir}/a"
+    module_processes.start("env", "gridwalk", "--bind", env_addr, stdout=subprocess.DEVNULL)
+    module_processes.start("agent", "random", "--bind", agent_addr, stdout=subprocess.DEVNULL)
     directory = tmp_path_factory.mktemp("logs")
     found = {}
     for name, extra in (("batched", ["--batch", "4"]), ("unbatched", [])):
         found[name] = directory / f"{name}.rlog"
         rlbridge(
-            "run",
-            "gridwalk",
-            "random",
-            "--episodes",
-            EPISODES,
-            "--seed",
-            "3",
-            *extra,
-            "--log",
-            found[name],
-            "--quiet",
-        )
+            "experiment", "--env", env_addr, "--agent", agent_addr, "--episodes", EPISODES,
+            "--seed", "3", *extra, "--log", found[name], "--quiet", "--no-shutdown-peers",
+        )  # fmt: skip
     return found
 
 
 @pytest.mark.parametrize("kind", ["batched", "unbatched"])
-def test_show_verify_compare_and_export(logs, tmp_path, kind):
+def test_show_verify_compare_and_export(logs, tmp_path, kind, capsys):
     log = logs[kind]
     episodes = read_episodes(LogReader(str(log)))
     steps = sum(len(episode.actions) for episode in episodes)
@@ -63,15 +67,15 @@ def test_show_verify_compare_and_export(logs, tmp_path, kind):
     assert {episode.instance for episode in episodes} == (
         {0, 1, 2, 3} if kind == "batched" else {0}
     )
-    shown = rlbridge("log", "show", log).stdout
+    shown = cli(capsys, "log", "show", log)
     assert f"episodes   {EPISODES} ({EPISODES} terminal)" in shown
     assert f"steps      {steps}\n" in shown
-    verified = rlbridge("replay", log, "--verify").stdout
+    verified = cli(capsys, "replay", log, "--verify")
     assert f"verified: {steps + EPISODES} environment calls match" in verified
-    compared = rlbridge("replay", log, "--agent", "random").stdout
+    compared = cli(capsys, "replay", log, "--agent", "random")
     assert f"random: 0 of {steps} actions differ" in compared
     out = tmp_path / "data.npz"
-    rlbridge("log", "export", log, "--npz", out)
+    cli(capsys, "log", "export", log, "--npz", out)
     data = np.load(out)
     assert len(data["rewards"]) == steps
     assert data["rewards"].sum() == pytest.approx(sum(episode.total for episode in episodes))
@@ -115,9 +119,9 @@ def test_sweep_report_draws_a_batched_sweep(tmp_path, capsys):
     assert (out / "curves-gridwalk.png").exists()
 
 
-def test_replay_without_a_mode_prints_the_summary(logs):
-    shown = rlbridge("log", "show", logs["batched"]).stdout
-    replayed = rlbridge("replay", logs["batched"]).stdout
+def test_replay_without_a_mode_prints_the_summary(logs, capsys):
+    shown = cli(capsys, "log", "show", logs["batched"])
+    replayed = cli(capsys, "replay", logs["batched"])
     assert replayed == shown and "instances  4\n" in replayed
 
 
