@@ -235,24 +235,32 @@ class PlainTetris(TetrisEnv):
 
 
 @pytest.mark.parametrize(
-    "game, plain, options",
+    "game, plain, option",
     [
-        ("minesweeper", "PlainMinesweeper", ["--env-opt", "first_click=safe"]),
-        ("tetris", "PlainTetris", ["--env-opt", "reward=shaped"]),
+        ("minesweeper", "PlainMinesweeper", "first_click=safe"),
+        ("tetris", "PlainTetris", "reward=shaped"),
     ],
 )
-def test_a_batched_run_logs_the_same_records_whichever_core_stepped(tmp_path, game, plain, options):
+def test_a_batched_run_logs_the_same_records_whichever_core_stepped(
+    tmp_path, processes, ipc_dir, game, plain, option
+):
+    # One agent serves both runs (--no-shutdown-peers); each environment is its own process.
+    agent = f"ipc://{ipc_dir}/agent"
+    processes.start("agent", "random", "--bind", agent, stdout=subprocess.DEVNULL)
     records = []
     for name in (game, f"{__name__}:{plain}"):
-        log = tmp_path / f"{len(records)}.log"
+        env, log = f"ipc://{ipc_dir}/env{len(records)}", tmp_path / f"{len(records)}.log"
+        processes.start("env", name, "--bind", env, "--opt", option, stdout=subprocess.DEVNULL)
         result = subprocess.run(
             [
                 sys.executable,
                 "-m",
                 "rlbridge",
-                "run",
-                name,
-                "random",
+                "experiment",
+                "--env",
+                env,
+                "--agent",
+                agent,
                 "--batch",
                 "8",
                 "--episodes",
@@ -262,10 +270,14 @@ def test_a_batched_run_logs_the_same_records_whichever_core_stepped(tmp_path, ga
                 "--log",
                 str(log),
                 "--quiet",
+                "--env-name",
+                name,
+                "--env-opt",
+                option,
+                "--no-shutdown-peers",
                 "--timeout-ms",
-                "120000",
-                *options,
-            ],  # a loaded machine is slow, not hung
+                "120000",  # a loaded machine is slow, not hung
+            ],  # fmt: skip
             capture_output=True,
             text=True,
             timeout=120,
