@@ -2,9 +2,10 @@
 
 Over a raw socket, the C `first` agent answers every batched request with the Python agent's
 bytes, refuses the vectors' malformed bodies in every state, and keeps each instance's
-generator apart; in three real processes (`rlbridge run ENV clients/c/build/first_agent
---batch 8`) it plays the Python agent's episodes, logged byte for byte, and its death
-mid-batch is reported as the Python agent's is. An agent that does not batch (JavaScript's)
+generator apart; in real processes (`rlbridge experiment --batch 8` against it and a 2048
+environment) it plays the Python agent's episodes, logged byte for byte, and its death
+mid-batch in `rlbridge run ENV clients/c/build/first_agent --batch 8` is reported as the
+Python agent's is. An agent that does not batch (JavaScript's)
 is named as such.
 """
 
@@ -298,27 +299,22 @@ def test_each_instance_draws_from_its_own_generator_seeded_with_its_instance_see
     assert len({tuple(actions) for actions in alone}) == 3  # the seeds differ, and so do they
 
 
-def run(agent: str, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rlbridge",
-            "run",
-            "2048",
-            agent,
-            "--batch",
-            "8",
-            "--seed",
-            "5",
-            "--quiet",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
+@pytest.fixture(scope="module")
+def served() -> Iterator[dict[str, str]]:
+    """A 2048 environment and the Python and C `first` agents, serving one experiment after
+    another (the experiments pass --no-shutdown-peers): addresses by "env" and language."""
+    build_c()
+    directory = tempfile.mkdtemp(prefix="rlbs-")
+    addresses = {name: f"ipc://{directory}/{name}" for name in ("env", "python", "c")}
+    commands = [
+        [sys.executable, "-m", "rlbridge", "env", "2048", "--bind", addresses["env"]],
+        agent_command("python", "first", addresses["python"]),
+        agent_command("c", "first", addresses["c"]),
+    ]
+    children = [start(command, stderr=subprocess.DEVNULL) for command in commands]
+    yield addresses
+    stop(children)
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def logged(path: str) -> tuple[dict, list, list]:
@@ -344,14 +340,37 @@ def logged(path: str) -> tuple[dict, list, list]:
 
 @pytest.mark.parametrize("fast_path", [True, False], ids=["delegated", "step-by-step"])
 def test_three_processes_with_the_c_agent_batched_play_the_python_agents_episodes(
-    tmp_path, fast_path
+    tmp_path, fast_path, served
 ):
-    build_c()
     extra = ["--episodes", "16"] + ([] if fast_path else ["--no-fast-path"])
     runs = {}
-    for language, agent in (("python", "first"), ("c", C_FIRST)):
+    for language in ("python", "c"):
         log = str(tmp_path / f"{language}.log")
-        result = run(agent, *extra, "--log", log)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rlbridge",
+                "experiment",
+                "--env",
+                served["env"],
+                "--agent",
+                served[language],
+                "--batch",
+                "8",
+                "--seed",
+                "5",
+                "--quiet",
+                "--no-shutdown-peers",
+                *extra,
+                "--log",
+                log,
+            ],  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+        )
         assert result.returncode == 0, result.stderr
         runs[language] = (SUMMARY.search(result.stdout).groups(), *logged(log))
     assert runs["c"][0] == runs["python"][0]
