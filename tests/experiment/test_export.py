@@ -51,9 +51,17 @@ def logged_run(tmp_path, game: str, *extra: str) -> str:
     return log
 
 
-def test_npz_keeps_dtypes_shapes_truncations_and_next_observations(tmp_path):
+@pytest.fixture(scope="module")
+def minesweeper_log(tmp_path_factory) -> str:
+    """Six minesweeper episodes, most cut off by --max-steps 3: for npz and Minari alike."""
+    return logged_run(
+        tmp_path_factory.mktemp("minesweeper"), "minesweeper", "--episodes", "6", "--max-steps", "3"
+    )
+
+
+def test_npz_keeps_dtypes_shapes_truncations_and_next_observations(tmp_path, minesweeper_log):
     # --max-steps 3 cuts most minesweeper episodes off: their last step must stay, flagged.
-    log = logged_run(tmp_path, "minesweeper", "--episodes", "6", "--max-steps", "3")
+    log = minesweeper_log
     out = str(tmp_path / "ms.npz")
     assert "transitions" in run("log", "export", log, "--npz", out).stdout
     data = np.load(out)
@@ -123,9 +131,9 @@ def test_minari_dataset_loads_back_and_matches_the_blackjack_log(tmp_path, monke
         assert not stored.truncations.any()
 
 
-def test_minari_dataset_of_a_cut_off_minesweeper_run(tmp_path, monkeypatch):
+def test_minari_dataset_of_a_cut_off_minesweeper_run(tmp_path, monkeypatch, minesweeper_log):
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
-    log = logged_run(tmp_path, "minesweeper", "--episodes", "5", "--max-steps", "4")
+    log = minesweeper_log
     out = str(tmp_path / "ms.npz")
     run("log", "export", log, "--minari", "rlbridge/minesweeper/random-v0", "--npz", out)
     dataset = minari.load_dataset("rlbridge/minesweeper/random-v0")
