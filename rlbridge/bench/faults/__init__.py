@@ -6,8 +6,9 @@ JavaScript agents when they are built. Each gets valid requests in valid order,
 valid requests out of order, broken envelopes, broken bodies, random bytes and a
 few heavy messages (fault_inputs.py, fault_mutations.py); every reply is judged
 (fault_targets.py), and after every bad input a HEARTBEAT must still be echoed.
-A logged experiment then runs while its servers take bad input and one is killed
-(fault_log.py). The closing line gives the counts:
+First, logged experiments run while their servers take bad input and one is killed
+(log.py); they wait out their timeout for the dead server while the others are fuzzed.
+The closing line gives the counts:
 ``faults: N inputs, C crashes, H hangs, W wrong replies, L records lost``.
 """
 
