@@ -44,13 +44,14 @@ def random_agent(module_processes, module_ipc_dir) -> str:
 def test_same_seed_and_agent_give_an_identical_log(
     tmp_path, path_flag, processes, ipc_dir, random_agent
 ):
-    # The agent outlives each experiment (--no-shutdown-peers): what one session leaves in it
-    # must not reach the next one's log. Each log gets a new environment: on the fast path
-    # an environment keeps its connection to the agent, whose seq goes on from one session
-    # to the next.
+    # Both servers outlive each experiment (--no-shutdown-peers): what one session leaves in
+    # them (the agent's state, the environment's connection to the agent and its seq numbers)
+    # must not reach the next one's log.
+    env_addr = f"ipc://{ipc_dir}/env"
+    processes.start("env", "gridwalk", "--bind", env_addr, stdout=subprocess.DEVNULL)
+
     def logged(name: str, seed: str) -> list:
-        env_addr, log = f"ipc://{ipc_dir}/{name}", str(tmp_path / f"{name}.log")
-        processes.start("env", "gridwalk", "--bind", env_addr, stdout=subprocess.DEVNULL)
+        log = str(tmp_path / f"{name}.log")
         run(
             "experiment", "--env", env_addr, "--agent", random_agent, "--episodes", "5",
             "--seed", seed, "--log", log, "--quiet", "--no-shutdown-peers", *path_flag,

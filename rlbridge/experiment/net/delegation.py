@@ -74,7 +74,7 @@ class Delegation:
     ) -> None:
         self.server = server
         self.heartbeat_interval_ms = heartbeat_interval_ms
-        #: The connection to the agent, kept across calls while DELEGATE names the same one.
+        #: The connection to the agent, made anew by each DELEGATE (see _connect).
         self.client: RequestClient | None = None
         self.agent: RequestClient | None = None  # set by a successful DELEGATE
         self.agent_address = ""
@@ -96,11 +96,10 @@ class Delegation:
         self.agent, self.agent_address = client, delegation.agent_address
 
     def _connect(self, address: str) -> RequestClient:
-        """The agent's connection: the current one when it is to ``address``, else a new one
-        that has answered HELLO within DELEGATE_TIMEOUT_MS."""
-        client = self.client
-        if client is not None and client.address == address:
-            return client
+        """A new connection to the agent that has answered HELLO within DELEGATE_TIMEOUT_MS.
+
+        Never the last session's connection, even to the same address: its seq numbers
+        would go on from that session's, and the same seed would then log other bytes."""
         self.close_agent()
         try:
             client = RequestClient(
