@@ -102,15 +102,4 @@ class LogReader:
         for raw in entries:
             if raw[0] != MESSAGE or len(raw) != 11:
                 raise LogError(f"log {self.path}: unexpected record kind {raw[0]!r}")
-            yield Record(
-                raw[1],
-                raw[2],
-                raw[3],
-                raw[4],
-                raw[5],
-                raw[6],
-                raw[7],
-                raw[8],
-                raw[9],
-                tuple(raw[10]),
-            )
+            yield Record._make([*raw[1:10], tuple(raw[10])])

@@ -41,6 +41,15 @@ _FLUSH_AFTER = frozenset(
 )
 
 
+def _message(writer: str, direction: int | str, *fields: Any) -> bytes:
+    """A message record's body: ``fields`` are ``peer, msg_type, seq, episode, step, payload,
+    frames`` (:data:`~rlbridge.experiment.peer.Recorder`'s arguments after the direction)."""
+    *head, payload, frames = fields
+    payload = payload if type(payload) is bytes else bytes(payload)
+    frames = [bytes(f) for f in frames] if frames else []
+    return _pack([MESSAGE, writer, _DIRECTIONS[direction], *head, _time_ns(), payload, frames])
+
+
 def encode_entry(record: list[Any] | dict[str, Any]) -> bytes:
     body = _packer.pack(record)
     return _packer.pack([zlib.crc32(body), body])
@@ -99,25 +108,10 @@ class LogWriter:
         payload: bytes,
         frames: Frames = (),
     ) -> None:
-        direction = _DIRECTIONS[direction]
-        body = _pack(
-            [
-                MESSAGE,
-                self.writer,
-                direction,
-                peer,
-                msg_type,
-                seq,
-                episode,
-                step,
-                _time_ns(),
-                payload if type(payload) is bytes else bytes(payload),
-                [bytes(f) for f in frames] if frames else [],
-            ]
-        )
+        body = _message(self.writer, direction, peer, msg_type, seq, episode, step, payload, frames)
         self.buffer += _pack([_crc32(body), body])
         self.pending += 1
-        if self.flush_every_step or (direction, msg_type) in _FLUSH_AFTER:
+        if self.flush_every_step or (_DIRECTIONS[direction], msg_type) in _FLUSH_AFTER:
             self.flush()
 
     def append_records(self, bodies: list[bytes]) -> None:
@@ -184,21 +178,7 @@ class RecordList:
         frames: Frames = (),
     ) -> None:
         self.bodies.append(
-            _pack(
-                [
-                    MESSAGE,
-                    self.writer,
-                    _DIRECTIONS[direction],
-                    peer,
-                    msg_type,
-                    seq,
-                    episode,
-                    step,
-                    _time_ns(),
-                    payload if type(payload) is bytes else bytes(payload),
-                    [bytes(f) for f in frames] if frames else [],
-                ]
-            )
+            _message(self.writer, direction, peer, msg_type, seq, episode, step, payload, frames)
         )
 
     def take(self) -> list[bytes]:
