@@ -10,7 +10,6 @@ Ctrl-C every child is terminated, then killed if it lingers.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import socket
@@ -19,6 +18,7 @@ import sys
 import tempfile
 import time
 
+from rlbridge.experiment.lifeline import set_death_signal
 from rlbridge.experiment.placement import placed_apart
 
 #: How long peers may take to exit after the experiment is done, before SIGTERM.
@@ -26,24 +26,13 @@ PEER_EXIT_GRACE_S = 3.0
 #: How long a child may take to exit after SIGTERM, before SIGKILL.
 TERMINATE_GRACE_S = 3.0
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """Run in each child before exec: get SIGTERM when the runner dies."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
-
 
 def start_child(command: list[str], cpus: set[int] | None, **popen) -> subprocess.Popen:
     """Start ``command`` so that it dies with us and runs on ``cpus`` from its first
     instruction, so that every thread it starts inherits the placement."""
 
     def before_exec() -> None:
-        _die_with_parent()
+        set_death_signal(signal.SIGTERM)
         if cpus:
             os.sched_setaffinity(0, cpus)
 
@@ -208,12 +197,8 @@ def process_cpus(
 ) -> dict[str, set[int] | None]:
     """Each process's CPUs: shard i on the i-th CPU, the agent on the last one (after a lone
     environment, or beside the last shard), the experiment (idle while the environments
-    play) with the first, a viewer off the loop's CPUs when there is room.
-
-    An agent left free to float over the shards' CPUs waits, at each wake-up, behind
-    whichever busy shard the scheduler put it with: `rlbridge bench batched` ran two 2048
-    shards at N=64 at 0.94x of one shard with the agent floating, against 1.18x with it
-    pinned beside the last shard (docs/speed.md)."""
+    play) with the first, a viewer off the loop's CPUs when there is room. The agent is
+    pinned: left to float, it waits behind whichever busy shard it lands with (docs/speed.md)."""
     if cpus is None:
         return dict.fromkeys(commands)
     shards = [name for name in commands if name.startswith("env")]
