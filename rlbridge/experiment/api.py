@@ -1,22 +1,13 @@
 """The Experiment API for N >= 1 instances: RL-Glue 3.0.4's RL_* calls where N = 1, ``run`` for any
 N.
 
-One class drives local objects (the in-process mode: no sockets) and remote proxies
+One class drives local objects (no sockets) and remote proxies
 (:mod:`rlbridge.experiment.net.remote`), for one instance or many, with one loop,
-:class:`~rlbridge.experiment.batch.BatchLoop`, which keeps each instance's counters
-with RL-Glue's rules (:mod:`rlbridge.experiment.counting`). The mode is chosen once,
-when the Experiment is built (:func:`choose_mode`):
-
-* ``"local"``: in-process objects;
-* ``"delegated"``: the environment process plays with a native agent process itself,
-  RUN_EPISODE for one instance, RUN_BATCH on every shard for several (PROTOCOL.md,
-  "Fast path" and 16.6);
-* ``"step"``: the experiment's own loop over remote peers (ENV_STEP or ENV_BATCH_STEP).
-
-One instance is a batch of one: its peers speak the single-instance calls (AGENT_START,
-STEP, END; RUN_EPISODE), and whole episodes take the loop's fast path,
-:meth:`~rlbridge.experiment.batch.BatchLoop.play_episode`. Several instances are
-initialised and played as batches (:mod:`rlbridge.experiment.instances`).
+:class:`~rlbridge.experiment.batch.BatchLoop`, in the mode :func:`choose_mode` picks once:
+``"local"``, ``"delegated"`` (the environment process plays with the agent process itself:
+RUN_EPISODE, or RUN_BATCH on every shard) or ``"step"`` (ENV_STEP or ENV_BATCH_STEP). One
+instance is a batch of one whose peers speak the single-instance calls, and whose whole
+episodes take the loop's fast path.
 """
 
 from __future__ import annotations
@@ -115,7 +106,6 @@ class Experiment:
         )
         #: A local agent gets the parsed task spec, a remote one the environment's text.
         self.agent_takes_text = _is_remote(agent)
-        self.peers = (*shards, agent) if shards else (self.env, agent)
         #: Set by attach_log: it takes delegated calls' records.
         self.log_writer: LogWriter | None = None
         #: ``(episode, num_steps)`` at each heartbeat of a delegated episode (the driver's
@@ -208,18 +198,14 @@ class Experiment:
         if self.task_spec is None:
             raise WrongState(f"{call} needs RL_init first")
 
-    def RL_start(self) -> tuple[Value, Value]:
-        return self.start_episode(0)
-
     def _begin_episode(self) -> None:
         self.episode = episode = self.episode + 1
         for peer in self.remote_peers:
             peer.episode = episode
 
-    def start_episode(self, max_steps: int) -> tuple[Value, Value]:
-        """``RL_start``, with the cut-off of the ``RL_episode(max_steps)`` it begins."""
+    def RL_start(self) -> tuple[Value, Value]:
         self._one_instance("RL_start")
-        self.counter.start(max_steps)
+        self.counter.start()
         self._begin_episode()
         observation = self.env.env_start()
         action = self.agent.agent_start(observation)
