@@ -428,6 +428,3 @@ class GlueServer:
 def describe(peer: object) -> str:
     address = peer.address if isinstance(peer, RemotePeer) else None
     return f"at {address}" if address else type(peer).__name__
-
-
-__all__ = ["GlueServer", "PeerLost"]

@@ -168,13 +168,10 @@ class LegacyEnvironment(_LegacyPeer, Environment):
     def __init__(self, conn: FramedSocket, timeout: float | None = 30.0):
         Environment.__init__(self)
         _LegacyPeer.__init__(self, conn, timeout)
-        self.task_spec_text: str | None = None
         self._observation_arrays: tuple[ArraySpec, ...] = ()
 
     def env_init(self) -> str:
-        reader = self.call(Code.ENV_INIT)
-        text = reader.string()
-        self.task_spec_text = text
+        text = self.call(Code.ENV_INIT).string()
         self._observation_arrays = spec_arrays(text)[0]
         self.episode = self.step = 0
         return text
