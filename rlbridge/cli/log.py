@@ -234,8 +234,8 @@ def _replay(args: argparse.Namespace) -> int:
             return _show(args, "replay")
         reader = _reader(args.file, trusted=args.trust_log)
         if args.agent:
-            compared, differences = replay.compare_agent(
-                reader, args.agent, parse_options(args.agent_opt)
+            _agent, compared, differences = replay.replay_agent(
+                reader, args.agent, parse_options(args.agent_opt), from_user=True
             )
             for line in differences[:20]:
                 print(line)

@@ -43,6 +43,7 @@ from rlbridge.protocol.errors import LogError
 from rlbridge.protocol.instances import derive_seeds
 from rlbridge.protocol.queries import QueryRequest
 from rlbridge.protocol.taskspec import parse
+from rlbridge.protocol.values import Value
 from rlbridge.registry import AGENTS
 
 _Item = TypeVar("_Item")
@@ -153,34 +154,22 @@ def env_calls(reader: LogReader) -> Iterator[EnvCall]:
                         instance,
                     )
                 if call in BEGINS:
-                    yield EnvCall(
-                        "start",
-                        numbering.begin(instance),
-                        0,
-                        None,
-                        None,
-                        _take(seen, "observations"),
-                        False,
-                        instance,
-                    )
+                    yield _start(numbering, instance, seen)
                 if call != END and call != NONE and acting is not None:
                     actions[instance] = _take(acting, "actions")
+
+
+def _start(numbering: _Numbering, instance: int, seen: Iterator[Value]) -> EnvCall:
+    """An episode's start on ``instance``, which returned the next observation of ``seen``."""
+    observation = _take(seen, "observations")
+    return EnvCall("start", numbering.begin(instance), 0, None, None, observation, False, instance)
 
 
 def _stepped_calls(exchange: EnvExchange, numbering: _Numbering) -> Iterator[EnvCall]:
     seen, acting = iter(exchange.observations), iter(exchange.actions)
     for instance, call in enumerate(exchange.calls):
         if call == ENV_START:
-            yield EnvCall(
-                "start",
-                numbering.begin(instance),
-                0,
-                None,
-                None,
-                _take(seen, "observations"),
-                False,
-                instance,
-            )
+            yield _start(numbering, instance, seen)
         elif call == ENV_STEP:
             yield EnvCall(
                 "step",
@@ -239,15 +228,6 @@ def verify(
         if on_snapshot is not None and call.instance == 0:
             on_snapshot(env.state_snapshot(), call)
     return checked, None
-
-
-def compare_agent(
-    reader: LogReader, agent_name: str, options: dict[str, str]
-) -> tuple[int, list[str]]:
-    """Feed the logged observations to an agent built from string options; return
-    (actions compared, differences)."""
-    _agent, compared, differences = replay_agent(reader, agent_name, options, from_user=True)
-    return compared, differences
 
 
 def replay_agent(
