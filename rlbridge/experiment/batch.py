@@ -1,23 +1,15 @@
 """The batched episode loop, written once (PROTOCOL.md 16.6): N instances, each counted on its own.
 
 :class:`BatchLoop` keeps one :class:`~rlbridge.experiment.counting.EpisodeCounter` per
-instance and each group's last reply from the agent, and plays batched steps: it decides
-each instance's environment call (STEP, START or NONE), counts each step with section
-7's rules, starts an instance whose episode ended (terminally or cut off) in the next
-batched step, in the same environment call as the others' steps (no call of its own),
-and asks the agent for the next actions, one group of instances at a time. The same loop
-runs in every mode:
-
-* in process: the environment is an EnvironmentBatch and the agent a
-  :class:`LocalAgentPort` (no sockets);
-* in the environment process (RUN_BATCH): the agent is a remote port whose requests
-  go out as soon as a group has stepped, so the environment steps one group while the
-  agent answers another;
-* step by step from the experiment: the environment's calls are ENV_BATCH_STEP.
+instance and plays batched steps: it decides each instance's environment call (STEP, START
+or NONE), counts each step with section 7's rules, starts an instance whose episode ended
+in the next batched step (in the same environment call as the others' steps), and asks the
+agent for the next actions one group of instances at a time, so that in RUN_BATCH the
+environment steps one group while the agent answers another. The same loop runs in process,
+in the environment process (RUN_BATCH) and step by step (ENV_BATCH_STEP).
 
 One instance is a batch of one: :class:`OneInstance` gives a single-instance environment
-and agent (local or remote) the loop's two ports, and :meth:`BatchLoop.play_episode` is
-its fast path, whole episodes by direct calls (RL_episode, RUN_EPISODE).
+and agent the loop's two ports, and :meth:`BatchLoop.play_episode` is its fast path.
 """
 
 from __future__ import annotations
@@ -276,24 +268,13 @@ class BatchLoop:
                 result.observations,
             )
             return stepping
+        changed = sorted(ends + cuts + starting)
         return self._send_mixed(
-            agent, group, low, high, env_calls, result, ends, cuts, starting, max_steps, left, ended
+            agent, group, low, high, env_calls, result, ends, changed, max_steps, left, ended
         )
 
     def _send_mixed(
-        self,
-        agent,
-        group,
-        low,
-        high,
-        env_calls,
-        result,
-        ends,
-        cuts,
-        starting,
-        max_steps,
-        left,
-        ended,
+        self, agent, group, low, high, env_calls, result, ends, changed, max_steps, left, ended
     ) -> list[int]:
         """The agent's calls when some instances started, ended, were cut off or sat out:
         START for a start, END for a terminal step (RL-Glue's agent_end takes no
@@ -307,10 +288,10 @@ class BatchLoop:
         agent_rewards = np.where(calls == _ENV_STEP, result.rewards[low:high], 0.0)
         if ends:
             agent_calls[np.asarray(ends) - low] = _END
-        # The episodes that ended here, in instance order: terminal steps, steps cut off by
-        # max_steps (their next action is never applied), and starts that max_steps = 1
-        # cuts off at once.
-        for index in sorted(ends + cuts + starting):
+        # The episodes that ended here, in instance order (``changed``): terminal steps, steps
+        # cut off by max_steps (their next action is never applied), and starts that
+        # max_steps = 1 cuts off at once.
+        for index in changed:
             counter = counters[index]
             if env_calls[index] == _ENV_START:
                 counter.start(max_steps)

@@ -145,9 +145,7 @@ def query_outcome(env: RemoteEnvironment, episodes: int) -> Outcome | None:
         return None  # a peer that cannot answer has no outcome to report
     if not isinstance(report, dict) or report.get("kind") not in ("rate", "mean"):
         return None
-    values = [float(v) for v in report.get("values", [])]
-    if episodes:
-        values = values[-episodes:]
+    values = [float(v) for v in report.get("values", [])][-episodes:]  # 0: [-0:] is all
     if not values:
         return None
     return Outcome.from_values(str(report.get("name", "outcome")), report["kind"], values)

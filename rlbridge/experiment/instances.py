@@ -3,17 +3,11 @@ RUN_BATCH rounds.
 
 :class:`Instances` spreads N instances over one local
 :class:`~rlbridge.environments.batch.EnvironmentBatch` or over environment processes
-(shards, each serving a contiguous range of instance numbers), initialises them
-(``ENV_BATCH_INIT``, ``AGENT_BATCH_INIT``) and gives the Experiment's loop what it plays:
-
-* in process and step by step: the environment's batched step (the local batch's, or
-  ``ENV_BATCH_STEP``) and the agent as a BatchAgent, for the experiment's own BatchLoop;
-* delegated: ``RUN_BATCH`` to every shard, which plays with the agent process itself.
-  With several shards the experiment runs them in rounds of at most ``ROUND_STEPS``
-  batched steps and writes each round's log records shard by shard, so the log does not
-  depend on which shard answered first.
-
-Every mode counts with the same loop and gives the same episodes for the same seed.
+(shards, each serving a contiguous range of instance numbers), initialises them, and gives
+the Experiment's loop the environment's batched step and the agent as a BatchAgent, or,
+delegated, sends RUN_BATCH to every shard. With several shards it runs in rounds of at most
+``ROUND_STEPS`` batched steps and writes each round's log records shard by shard, so that
+the log does not depend on which shard answered first.
 """
 
 from __future__ import annotations
@@ -135,8 +129,7 @@ class Instances:
         """Send ``text`` to every shard (every instance in process); the first reply."""
         if not self.remote:
             return self._env_batch().batch_message(text)
-        replies = [env.env_message(text) for env in self.shards]
-        return replies[0]
+        return [env.env_message(text) for env in self.shards][0]
 
     def agent_message(self, text: str) -> str:
         return self._batch_agent().agent_message(text)
@@ -182,9 +175,8 @@ class Instances:
                         left[instance] -= 1
             ended_all.extend(ended)
             self.experiment.notify(ended)
-            if (num_steps and steps_done >= num_steps) or (left is not None and not any(left)):
-                break
-            if not sharded:
+            done = (num_steps and steps_done >= num_steps) or (left is not None and not any(left))
+            if done or not sharded:
                 break
         return steps_done, ended_all
 
