@@ -1,29 +1,12 @@
 """`rlbridge glue`: an RL-Glue 3.0 server that unmodified RL-Glue programs connect to.
 
-Clients connect over TCP and send the handshake ``{type, 0}`` (1 experiment,
-2 agent, 3 environment). A legacy experiment's RL_* requests (codes 20-35) are
-served by :class:`~rlbridge.experiment.api.Experiment`, driving legacy clients
-(:mod:`rlbridge.experiment.rlglue3.peers`) or native objects given to the
-server (local ones, or remote proxies of rlbridge processes). Legacy agents and
-environments can instead be handed to a callback, which serves them to native
-experiments. Rules (docs/legacy.md):
-
-* One client per role at a time. A second client of a role whose current
-  client is still connected is refused: it gets an ERROR frame (code -1) and
-  is closed. A client whose predecessor has disconnected takes its place.
-  (RL-Glue 3.0.4 replaced the first client, which let a stray program break a
-  running experiment.)
-* A connection that sends no valid handshake within ``handshake_timeout``
-  seconds (a port probe, a web browser) is logged and closed; nothing else
-  notices.
-* An unknown code, a malformed request or an error of the environment or agent
-  gets an ERROR frame and the session goes on. A legacy agent or environment
-  that disconnects, breaks the protocol or times out ends the session: the
-  experiment gets an ERROR frame naming the peer, episode and step, then the
-  glue closes it and sends kRLTerm to the surviving clients.
-* kRLTerm from the experiment (or its disconnect) ends the session: the glue
-  answers ``{35, 0}``, sends kRLTerm to the legacy agent and environment and
-  closes them, then waits for the next experiment (unless ``once``).
+Clients connect over TCP and send the handshake ``{type, 0}`` (1 experiment, 2 agent,
+3 environment). A legacy experiment's RL_* requests are served by an
+:class:`~rlbridge.experiment.api.Experiment` driving legacy clients
+(:mod:`rlbridge.experiment.rlglue3.peers`) or native objects given to the server; legacy
+agents and environments can instead be handed to a callback that serves them to native
+experiments. The rules (one client per role, port probes, errors, the end of a session)
+are docs/legacy.md's "Sessions, roles and failures".
 """
 
 from __future__ import annotations

@@ -1,28 +1,10 @@
 """One legacy experiment's session in `rlbridge glue`: RL_* request frames (codes 20-35) in,
 replies out, served by an :class:`~rlbridge.experiment.api.Experiment`.
 
-Payloads, as in RL-Glue 3.0.4's ``RL_server_experiment.c``:
-
-=================  =========================  ==========================================
-code               request                    reply
-=================  =========================  ==========================================
-RL_init 20         -                          string task spec
-RL_start 21        -                          observation, action
-RL_step 22         -                          int32 terminal, double reward, obs, action
-RL_cleanup 23      -                          -
-RL_return 24       -                          double
-RL_num_steps 25    -                          int32
-RL_num_episodes 26 -                          int32
-RL_episode 27      uint32 max steps           int32 terminal
-RL_agent_msg 33    string                     string
-RL_env_msg 34      string                     string
-kRLTerm 35         -                          - (then the session ends)
-=================  =========================  ==========================================
-
-RL_step and RL_episode reply with the environment's terminal int32 unchanged (RL-Glue 3.0.4
-counts an episode only when it is 1). On an RL_step that called ``agent_end`` the action
-field holds the action that ended the episode; an RL_step after a terminal one applies that
-action again (PROTOCOL.md section 7).
+The payloads are RL-Glue 3.0.4's ``RL_server_experiment.c``'s (docs/legacy.md's table).
+RL_step and RL_episode reply with the environment's terminal int32 unchanged; on an RL_step
+that called ``agent_end`` the action field holds the action that ended the episode, which
+an RL_step after a terminal one applies again (PROTOCOL.md section 7).
 """
 
 from __future__ import annotations
