@@ -162,7 +162,7 @@ def rlbridge_three_processes(
         if log_path is not None:
             from types import SimpleNamespace
 
-            from rlbridge.experiment.log.writer import attach_log
+            from rlbridge.experiment.driver import attach_log
 
             writer = attach_log(experiment, log_path, SimpleNamespace(env_name=env_name))
         experiment.RL_init()

@@ -25,6 +25,7 @@ from rlbridge.protocol.errors import PeerTimeout, RLBridgeError
 from rlbridge.stats import mean_interval, wilson_interval
 
 if TYPE_CHECKING:
+    from rlbridge.experiment.log.writer import LogWriter
     from rlbridge.experiment.net.remote import RemoteEnvironment
 
 
@@ -157,8 +158,6 @@ def _logged_progress(experiment, args, total: int):
     closed however the run ends."""
     log = None
     if args.log:
-        from rlbridge.experiment.log.writer import attach_log
-
         log = attach_log(experiment, args.log, args)
     progress = ProgressBar(total, "episodes", enabled=not args.quiet)
     try:
@@ -302,3 +301,61 @@ def pooled_outcome(shards, ranges, ended_instances: list[int]) -> Outcome | None
     if not values:
         return None
     return Outcome.from_values(name, kind, values)
+
+
+def attach_log(experiment: Experiment, path: str, args: object) -> LogWriter:
+    """Record every message of ``experiment`` (and, on the fast path, the environment's
+    records, which come back with each delegated episode).
+
+    The experiment's remote peers record through their transport clients' ``recorder``;
+    the header is written by the experiment's ``on_init`` event, when the task spec is known.
+    """
+    from rlbridge.experiment.log.writer import LogWriter
+
+    # The getattrs read args of `rlbridge run` or `experiment`, or a caller's own namespace
+    # naming only what it knows (the bench's): an option it lacks is left out.
+    writer = LogWriter(
+        path, "experiment", truncate=True, flush_every=getattr(args, "log_flush", "episode")
+    )
+    peers = experiment.remote_peers
+    # What the servers said they serve in HELLO: an experiment started by hand against
+    # `rlbridge env` and `rlbridge agent` names no game of its own, and replay needs one.
+    # A name read here is a log's name, held to the log's trust rules when replayed.
+    reported = {peer.hello.role: peer.hello.name for peer in peers if peer.hello is not None}
+    header = {
+        "rlbridge_version": _version(),
+        "env": getattr(args, "env_name", None) or reported.get("environment", ""),
+        "env_options": _options(getattr(args, "env_opt", None)),
+        "agent": getattr(args, "agent_name", None) or reported.get("agent", ""),
+        "agent_options": _options(getattr(args, "agent_opt", None)),
+        "seed": experiment.seed,
+        "start_time_ns": time.time_ns(),
+        "peers": [list(peer.hello) for peer in peers if peer.hello is not None],
+    }
+    num_instances = experiment.num_instances
+    if num_instances > 1:  # a batched experiment (PROTOCOL.md 16.8)
+        header["batch"] = {
+            "instances": num_instances,
+            "shards": max(len(experiment.shards), 1),
+            "groups": experiment.groups,
+        }
+    for peer in peers:
+        peer.client.recorder = writer.record
+    experiment.log_writer = writer  # receives the records of delegated calls
+    experiment.on_init.append(
+        lambda experiment, task_spec: writer.header({**header, "task_spec": task_spec})
+    )
+    experiment.observers.append(lambda event, experiment: writer.flush())
+    return writer
+
+
+def _options(pairs: list[str] | None) -> dict[str, str]:
+    from rlbridge.registry import parse_options
+
+    return parse_options(pairs) if pairs else {}
+
+
+def _version() -> str:
+    from rlbridge import __version__
+
+    return __version__

@@ -15,9 +15,9 @@ import zmq
 
 from rlbridge.agents.random_agent import RandomAgent
 from rlbridge.experiment.api import Experiment
+from rlbridge.experiment.driver import attach_log
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import verify
-from rlbridge.experiment.log.writer import attach_log
 from rlbridge.experiment.net.agent_server import AgentServer
 from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.delegation import Delegation

@@ -1,6 +1,6 @@
-"""The message log's writer: buffers records of every message and appends them to the log file,
-and :func:`attach_log` wires one to an Experiment (PROTOCOL.md §10; the format is in
-:mod:`rlbridge.protocol.log_format`).
+"""The message log's writer: buffers records of every message and appends them to the log file
+(PROTOCOL.md §10; the format is :mod:`rlbridge.protocol.log_format`'s). An Experiment gets one
+from :func:`rlbridge.experiment.driver.attach_log`.
 
 Any msgpack library reads the stream; records reach the file at each flush (episode
 ends and hand-overs, or every step), so a killed process loses at most its last episode.
@@ -15,12 +15,10 @@ import errno
 import os
 import time
 import zlib
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import msgpack
 
-from rlbridge.experiment.peer import RemotePeer
 from rlbridge.protocol.errors import LogError
 from rlbridge.protocol.log_format import HEADER, LOG_FORMAT_VERSION, MESSAGE, RECEIVED, SENT
 from rlbridge.protocol.messages import PROTOCOL_VERSION, MessageType
@@ -185,81 +183,3 @@ class RecordList:
         """The records gathered since the last call, oldest first."""
         bodies, self.bodies = self.bodies, []
         return bodies
-
-
-class LoggedExperiment(Protocol):
-    """What :func:`attach_log` uses of an Experiment (experiment/api.py, which imports this
-    module, so it is named here by what it offers)."""
-
-    log_writer: LogWriter | None
-
-    @property
-    def remote_peers(self) -> tuple[RemotePeer, ...]: ...
-    @property
-    def seed(self) -> int | None: ...
-    @property
-    def num_instances(self) -> int: ...
-    @property
-    def shards(self) -> list[Any]: ...
-    @property
-    def groups(self) -> int: ...
-    @property
-    def on_init(self) -> list[Callable[[Any, str], None]]: ...
-    @property
-    def observers(self) -> list[Callable[..., None]]: ...
-
-
-def attach_log(experiment: LoggedExperiment, path: str, args: object) -> LogWriter:
-    """Record every message of ``experiment`` (and, on the fast path, the environment's
-    records, which come back with each delegated episode).
-
-    The experiment's remote peers record through their transport clients' ``recorder``;
-    the header is written by the experiment's ``on_init`` event, when the task spec is known.
-    """
-    # The getattrs read args of `rlbridge run` or `experiment`, or a caller's own namespace
-    # naming only what it knows (the bench's): an option it lacks is left out.
-    writer = LogWriter(
-        path, "experiment", truncate=True, flush_every=getattr(args, "log_flush", "episode")
-    )
-    peers = experiment.remote_peers
-    # What the servers said they serve in HELLO: an experiment started by hand against
-    # `rlbridge env` and `rlbridge agent` names no game of its own, and replay needs one.
-    # A name read here is a log's name, held to the log's trust rules when replayed.
-    reported = {peer.hello.role: peer.hello.name for peer in peers if peer.hello is not None}
-    header = {
-        "rlbridge_version": _version(),
-        "env": getattr(args, "env_name", None) or reported.get("environment", ""),
-        "env_options": _options(getattr(args, "env_opt", None)),
-        "agent": getattr(args, "agent_name", None) or reported.get("agent", ""),
-        "agent_options": _options(getattr(args, "agent_opt", None)),
-        "seed": experiment.seed,
-        "start_time_ns": time.time_ns(),
-        "peers": [list(peer.hello) for peer in peers if peer.hello is not None],
-    }
-    num_instances = experiment.num_instances
-    if num_instances > 1:  # a batched experiment (PROTOCOL.md 16.8)
-        header["batch"] = {
-            "instances": num_instances,
-            "shards": max(len(experiment.shards), 1),
-            "groups": experiment.groups,
-        }
-    for peer in peers:
-        peer.client.recorder = writer.record
-    experiment.log_writer = writer  # receives the records of delegated calls
-    experiment.on_init.append(
-        lambda experiment, task_spec: writer.header({**header, "task_spec": task_spec})
-    )
-    experiment.observers.append(lambda event, experiment: writer.flush())
-    return writer
-
-
-def _options(pairs: list[str] | None) -> dict[str, str]:
-    from rlbridge.registry import parse_options
-
-    return parse_options(pairs) if pairs else {}
-
-
-def _version() -> str:
-    from rlbridge import __version__
-
-    return __version__
