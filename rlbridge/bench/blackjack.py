@@ -76,7 +76,7 @@ def train(
     experiment.RL_init()
     moves = [0]
     experiment.observers.append(
-        lambda event, experiment: moves.__setitem__(0, moves[0] + experiment.num_steps)
+        lambda event, experiment: moves.__setitem__(0, moves[0] + experiment.RL_num_steps())
     )
     bar = ProgressBar(episodes, f"episodes {agent.algorithm}") if progress else None
     update = bar.update if bar is not None else None

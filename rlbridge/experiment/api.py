@@ -120,26 +120,10 @@ class Experiment:
 
             self.batch = Instances(self, env)
 
-    # -- the counters of one instance, as attributes -----------------------------------
+    # -- the counters of one instance (instance 0) --------------------------------------
     @property
     def counter(self) -> EpisodeCounter:
         return self.loop.counters[0]
-
-    @property
-    def num_steps(self) -> int:
-        return self.counter.num_steps
-
-    @property
-    def num_episodes(self) -> int:
-        return self.counter.num_episodes
-
-    @property
-    def total_reward(self) -> float:
-        return self.counter.total_reward
-
-    @property
-    def terminal(self) -> bool | int:
-        return self.counter.terminal
 
     # -- RL_init / RL_cleanup: every instance ----------------------------------------------
     def RL_init(self) -> str:
@@ -247,14 +231,11 @@ class Experiment:
             raise ValueError(f"max_steps must be >= 0; got {max_steps}")
         self._one_instance("RL_episode")
         self.play_episode(max_steps)
-        counter = self.counter
         if self.observers:
-            self.ended = EndedEpisodes(
-                [0], [bool(counter.terminal)], [counter.num_steps], [counter.total_reward]
-            )
-            for observer in self.observers:
-                observer("episode", experiment=self)
-        return counter.terminal
+            ended = EndedEpisodes.empty()
+            ended.add(0, self.counter)
+            self.notify(ended)
+        return self.counter.terminal
 
     def play_episode(self, max_steps: int) -> None:
         """One instance's episode: the loop's fast path, or RUN_EPISODE when delegated. An
@@ -316,8 +297,7 @@ class Experiment:
             ended = EndedEpisodes.empty()
             for _ in range(episodes):
                 self.RL_episode(max_steps)
-                counter = self.counter
-                ended.add(0, counter)
+                ended.add(0, self.counter)
                 if on_progress is not None:
                     on_progress(len(ended))
             return RunResult(sum(ended.num_steps), ended)

@@ -99,7 +99,9 @@ def single(name: str, instance: int, quota: int):
     played, outcomes = [], []
     for _ in range(quota):
         experiment.RL_episode(max_steps)
-        played.append((bool(experiment.terminal), experiment.num_steps, experiment.total_reward))
+        played.append(
+            (bool(experiment.counter.terminal), experiment.RL_num_steps(), experiment.RL_return())
+        )
         outcomes.append(env.episode_outcome())
     return actions, played, outcomes
 

@@ -66,7 +66,9 @@ def single_runs(
         episodes = []
         for _ in range(quota):
             experiment.RL_episode(max_steps)
-            episodes.append((experiment.terminal, experiment.num_steps, experiment.total_reward))
+            episodes.append(
+                (experiment.counter.terminal, experiment.RL_num_steps(), experiment.RL_return())
+            )
         runs[instance] = episodes
     return runs
 
