@@ -48,15 +48,8 @@ class Outcome:
         if kind == "rate":
             successes = sum(1 for v in values if v > 0)
             low, high = wilson_interval(successes, len(values))
-            return cls(
-                name,
-                kind,
-                successes / len(values) if values else 0.0,
-                len(values),
-                successes,
-                low,
-                high,
-            )
+            rate = successes / len(values) if values else 0.0
+            return cls(name, kind, rate, len(values), successes, low, high)
         mean, low, high = mean_interval(values)
         return cls(name, kind, mean, len(values), None, low, high)
 

@@ -85,21 +85,10 @@ def value_parts(space: SpaceSpec) -> list[Part]:
     parts: list[Part] = []
     if plain_ints:
         bounds = int_bounds[:plain_ints]
-        finite = all(math.isfinite(x) for pair in bounds for x in pair)
+        discrete = plain_ints == 1 and all(math.isfinite(x) for pair in bounds for x in pair)
         shape = () if plain_ints == 1 else (plain_ints,)
         low, high = _bounds(bounds, np.dtype(np.int64), shape)
-        parts.append(
-            Part(
-                "ints",
-                "ints",
-                0,
-                np.dtype(np.int64),
-                shape,
-                low,
-                high,
-                discrete=plain_ints == 1 and finite,
-            )
-        )
+        parts.append(Part("ints", "ints", 0, np.dtype(np.int64), shape, low, high, discrete))
     if plain_doubles:
         low, high = _bounds(double_bounds[:plain_doubles], np.dtype(np.float64), (plain_doubles,))
         parts.append(
