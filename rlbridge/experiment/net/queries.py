@@ -70,10 +70,6 @@ class EnvironmentQueries(_Queries):
         snapshot: dict[str, Any] | None = self.query(Query.STATE, instance, record=False)
         return snapshot
 
-    def each_state_snapshot(self) -> list[dict[str, Any] | None]:
-        each: list[dict[str, Any] | None] = self.query(Query.STATE, record=False)
-        return each
-
     def outcomes(self, instance: int | None = None) -> dict[str, Any] | None:
         outcomes: dict[str, Any] | None = self.query(Query.OUTCOMES, instance, record=False)
         return outcomes
