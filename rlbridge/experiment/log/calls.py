@@ -67,18 +67,12 @@ def environment_class(reader: LogReader, name: str = "") -> type:
 
 def make_environment(reader: LogReader, name: str = "") -> Environment:
     """The environment to re-run: ``name`` (the user's ``--env``) or the one the header
-    names, built with the header's options under the log's rules (:mod:`...log.trust`)."""
-    env = build_from_log(
-        reader,
-        environment_name(reader, name),
-        ENVIRONMENTS,
-        reader.header.get("env_options", {}),
-        user_name=bool(name),
+    names, built with the header's options under the log's rules (:mod:`...log.trust`). An
+    Environment: :func:`rlbridge.registry.resolve` resolves nothing else from ENVIRONMENTS."""
+    options = reader.header.get("env_options", {})
+    env: Environment = build_from_log(
+        reader, environment_name(reader, name), ENVIRONMENTS, options, user_name=bool(name)
     )
-    if not isinstance(env, Environment):  # ENVIRONMENTS resolves Environment classes only
-        raise LogError(
-            f"{name or reader.header['env']}: expected an Environment; built a {type(env).__name__}"
-        )
     return env
 
 
