@@ -48,12 +48,8 @@ class PeerLost(RLBridgeError):
     """A legacy client disconnected or broke the protocol; its connection is unusable."""
 
 
-def spec_arrays(
-    task_spec: TaskSpec | str | None,
-) -> tuple[tuple[ArraySpec, ...], tuple[ArraySpec, ...]]:
+def spec_arrays(task_spec: TaskSpec | str) -> tuple[tuple[ArraySpec, ...], tuple[ArraySpec, ...]]:
     """The observation and action arrays of a task spec; none if it is not RL-Glue 3.0."""
-    if task_spec is None:
-        return (), ()
     if isinstance(task_spec, str):
         try:
             task_spec = parse(task_spec)

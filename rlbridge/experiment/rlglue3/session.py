@@ -27,7 +27,6 @@ from rlbridge.protocol.errors import (
     RLBridgeError,
     TaskSpecError,
     UnknownMessageType,
-    WrongState,
 )
 from rlbridge.protocol.rlglue3 import (
     EMPTY_VALUE_BYTES,
@@ -93,7 +92,6 @@ class LegacyExperiment(Experiment):
             parsed = False
         self.check_actions = self.check_requested and parsed
         self.agent.agent_init(text if self.agent_takes_text or not parsed else self.task_spec)
-        self.last_action = None
         self.initialised(text)
         return text
 
@@ -109,13 +107,11 @@ class ForwardingLoop:
     observations and actions forwarded as bytes; only actions are decoded, to be checked."""
 
     def play(self, experiment: LegacyExperiment, max_steps: int) -> None:
-        if experiment.task_spec is None:
-            raise WrongState("RL_episode needs RL_init first")
         env, agent, counter = experiment.env, experiment.agent, experiment.counter
         counter.start(max_steps)
         experiment.episode += 1
         action = agent.agent_start_raw(env.env_start_raw())
-        check = experiment.task_spec.check_action if experiment.check_actions else None
+        check = experiment.one.check  # RL_init's: the task spec's, if actions are checked
         try:
             while counter.running:
                 if check is not None:
