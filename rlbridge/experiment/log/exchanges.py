@@ -129,8 +129,7 @@ def exchanges(reader: LogReader) -> Iterator[AgentExchange | EnvExchange | Messa
                 if record.direction == SENT:
                     pending[key] = _agent_request(record, count)
                 elif key in pending:
-                    request = pending.pop(key)
-                    yield request._replace(actions=_agent_actions(record))
+                    yield pending.pop(key)._replace(actions=_agent_actions(record))
             elif record.writer == "experiment" and record.peer == "environment":
                 if record.direction == SENT and record.type in (T.ENV_MESSAGE, T.ENV_QUERY):
                     yield _message(record)

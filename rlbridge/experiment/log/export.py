@@ -201,24 +201,15 @@ def export_npz(reader: LogReader, path: str) -> int:
             )
         return out
 
-    observation_parts = value_parts(spec.observations)
+    parts = value_parts(spec.observations)
+    before = column(lambda steps: {k: v[:-1] for k, v in steps.observations.items()}, parts)
+    after = column(lambda steps: {k: v[1:] for k, v in steps.observations.items()}, parts)
+    actions = column(lambda steps: steps.actions, value_parts(spec.actions))
     ends = [np.arange(len(steps)) == len(steps) - 1 for steps in episodes]
     arrays = {
-        **_single_or_named(
-            "observations",
-            column(
-                lambda steps: {k: v[:-1] for k, v in steps.observations.items()}, observation_parts
-            ),
-        ),
-        **_single_or_named(
-            "next_observations",
-            column(
-                lambda steps: {k: v[1:] for k, v in steps.observations.items()}, observation_parts
-            ),
-        ),
-        **_single_or_named(
-            "actions", column(lambda steps: steps.actions, value_parts(spec.actions))
-        ),
+        **_single_or_named("observations", before),
+        **_single_or_named("next_observations", after),
+        **_single_or_named("actions", actions),
         "rewards": _concat([steps.rewards for steps in episodes], np.float64),
         "terminals": _concat(
             [end & steps.terminal for end, steps in zip(ends, episodes, strict=True)], bool

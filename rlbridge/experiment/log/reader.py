@@ -67,33 +67,24 @@ class LogReader:
                 self.truncated_at = offset
                 return
             except Exception as err:
-                raise LogError(
-                    f"log {self.path}: record {index} at byte {offset} is corrupt: "
-                    f"{type(err).__name__}"
-                ) from None
+                raise self._bad(index, offset, f"is corrupt: {type(err).__name__}") from None
             if not (
                 isinstance(entry, list)
                 and len(entry) == 2
                 and isinstance(entry[0], int)
                 and isinstance(entry[1], bytes)
             ):
-                raise LogError(
-                    f"log {self.path}: record {index} at byte {offset} is corrupt: "
-                    "expected [crc32, bin]"
-                )
+                raise self._bad(index, offset, "is corrupt: expected [crc32, bin]")
             if zlib.crc32(entry[1]) != entry[0]:
-                raise LogError(
-                    f"log {self.path}: record {index} at byte {offset} is corrupt: "
-                    "checksum mismatch"
-                )
+                raise self._bad(index, offset, "is corrupt: checksum mismatch")
             try:
                 yield msgpack.unpackb(entry[1], raw=False, strict_map_key=False)
             except Exception as err:
-                raise LogError(
-                    f"log {self.path}: record {index} at byte {offset} does not decode: "
-                    f"{type(err).__name__}"
-                ) from None
+                raise self._bad(index, offset, f"does not decode: {type(err).__name__}") from None
             index += 1
+
+    def _bad(self, index: int, offset: int, why: str) -> LogError:
+        return LogError(f"log {self.path}: record {index} at byte {offset} {why}")
 
     def records(self) -> Iterator[Record]:
         """Every message record in order (a fresh pass each call)."""
