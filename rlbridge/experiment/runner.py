@@ -219,14 +219,10 @@ def supervise(
     """Start the commands, each on its CPUs in ``placement``, wait for the experiment, stop
     the rest; return the exit code."""
     children: dict[int, tuple[str, subprocess.Popen]] = {}
-
-    def start(name: str) -> None:
-        child = start_child(commands[name], placement.get(name))
-        children[child.pid] = (name, child)
-
     try:
         for name in commands:
-            start(name)
+            child = start_child(commands[name], placement.get(name))
+            children[child.pid] = (name, child)
         return _wait(children, experiment_grace_s)
     except KeyboardInterrupt:
         print("rlbridge run: interrupted; stopping all processes", file=sys.stderr, flush=True)
