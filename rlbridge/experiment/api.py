@@ -15,10 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from rlbridge.environments.base import RLGlueEnvironment
 from rlbridge.experiment.batch import BatchLoop, EndedEpisodes, OneInstance, split_quota
 from rlbridge.experiment.counting import EpisodeCounter
-from rlbridge.experiment.peer import DelegatingEnvironment, ReachableAgent, RemotePeer
+from rlbridge.experiment.peer import DelegatingEnvironment, ReachableAgent, RemotePeer, is_factory
 from rlbridge.protocol.errors import WrongState
 from rlbridge.protocol.instances import derive_seeds
 from rlbridge.protocol.taskspec import TaskSpec, parse
@@ -86,7 +85,7 @@ class Experiment:
         self.num_instances = instances
         self.groups = groups
         shards = list(env) if isinstance(env, list | tuple) else [env] if _is_remote(env) else []
-        if instances == 1 and not shards and _is_factory(env):
+        if instances == 1 and not shards and is_factory(env):
             env = env()
         self.env = shards[0] if shards else env
         self.shards = shards
@@ -348,8 +347,3 @@ def _is_remote(peer: object) -> bool:
     """Whether ``peer`` is served by another process (a bool, not a TypeIs: the
     experiment keeps its peers as given, whatever they are)."""
     return isinstance(peer, RemotePeer)
-
-
-def _is_factory(env) -> bool:
-    """Whether ``env`` makes environments (a class, a function) rather than being one."""
-    return isinstance(env, type) or (callable(env) and not isinstance(env, RLGlueEnvironment))

@@ -13,10 +13,10 @@ the log does not depend on which shard answered first.
 from __future__ import annotations
 
 from rlbridge.agents.batch import BatchAgent, as_batch_agent
-from rlbridge.environments.base import RLGlueEnvironment
 from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.experiment.batch import EndedEpisodes, LocalAgentPort, group_bounds
 from rlbridge.experiment.log.writer import RecordList
+from rlbridge.experiment.peer import is_factory
 from rlbridge.protocol.errors import ProtocolError, UnknownMessageType, WrongState
 
 #: With several shards, the most batched steps in one round of RUN_BATCH calls: the log
@@ -61,11 +61,7 @@ class Instances:
                     "--shards)"
                 )
         else:
-            if (
-                not callable(env)
-                or isinstance(env, RLGlueEnvironment)
-                and not isinstance(env, type)
-            ):
+            if not is_factory(env):
                 raise WrongState(
                     f"{count} instances in process need a class or a factory "
                     f"that makes each one's environment; got {env!r:.60}"

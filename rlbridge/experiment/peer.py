@@ -3,6 +3,7 @@
 RemoteEnvironment and RemoteAgent (net/remote.py) meet them; the experiment (api.py), the
 message log and the glue check for them with ``isinstance``. They live apart from net/
 so that those checks import neither the transport (zmq) nor net/, which imports log/.
+:func:`is_factory` tells an in-process environment from a maker of them.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
+from rlbridge.environments.base import RLGlueEnvironment
 from rlbridge.protocol.messages import Hello
 from rlbridge.protocol.values import Frames
 
@@ -62,3 +64,8 @@ class DelegatingEnvironment(Protocol):
     (RUN_EPISODE, RUN_BATCH: the fast path) once told where the agent is."""
 
     def delegate(self, agent: ReachableAgent) -> None: ...
+
+
+def is_factory(env: object) -> bool:
+    """Whether ``env`` makes environments (a class, a function) rather than being one."""
+    return isinstance(env, type) or (callable(env) and not isinstance(env, RLGlueEnvironment))
