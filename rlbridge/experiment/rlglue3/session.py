@@ -52,9 +52,7 @@ class Owner(Protocol):
     seed: int | None
     check_actions: bool
 
-    def acquire(self, role: Role, session: Session) -> Any:
-        """The environment or agent for ``session``."""
-        ...
+    def acquire(self, role: Role, session: Session) -> Any: ...
 
     def report(self, message: str) -> None: ...
 
