@@ -307,9 +307,7 @@ def attach_log(experiment: Experiment, path: str, args: object) -> LogWriter:
 
     # The getattrs read args of `rlbridge run` or `experiment`, or a caller's own namespace
     # naming only what it knows (the bench's): an option it lacks is left out.
-    writer = LogWriter(
-        path, "experiment", truncate=True, flush_every=getattr(args, "log_flush", "episode")
-    )
+    writer = LogWriter(path, "experiment", flush_every=getattr(args, "log_flush", "episode"))
     peers = experiment.remote_peers
     # What the servers said they serve in HELLO: an experiment started by hand against
     # `rlbridge env` and `rlbridge agent` names no game of its own, and replay needs one.

@@ -130,7 +130,7 @@ def test_flushing_every_step_still_puts_the_header_first(tmp_path, path_flag, pr
 def _forge(source: str, target: str, header_changes: dict, change_record) -> None:
     reader = LogReader(source)
     header = {k: v for k, v in reader.header.items() if k not in ("format", "protocol_version")}
-    writer = LogWriter(target, "experiment", truncate=True)
+    writer = LogWriter(target, "experiment")
     writer.header({**header, **header_changes})
     for index, record in enumerate(reader.records()):
         record = change_record(index, record)

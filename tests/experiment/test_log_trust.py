@@ -34,7 +34,7 @@ def forge(source: Path, target: Path, **changes) -> Path:
     """``source`` again with header fields replaced: a log anyone could hand over."""
     reader = LogReader(str(source))
     header = {k: v for k, v in reader.header.items() if k not in ("format", "protocol_version")}
-    writer = LogWriter(str(target), "experiment", truncate=True)
+    writer = LogWriter(str(target), "experiment")
     writer.header({**header, **changes})
     for r in reader.records():
         writer.record(r.direction, r.peer, r.type, r.seq, r.episode, r.step, r.payload, r.frames)

@@ -174,7 +174,7 @@ def test_the_writer_writes_the_header_vectors_bytes(tmp_path):
 
     for example in VECTORS["log_headers"]:
         path = tmp_path / f"{example['name']}.rlog"
-        writer = LogWriter(str(path), "experiment", truncate=True)
+        writer = LogWriter(str(path), "experiment")
         writer.header(
             {
                 key: value

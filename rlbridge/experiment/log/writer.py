@@ -54,33 +54,28 @@ def encode_entry(record: list[Any] | dict[str, Any]) -> bytes:
 
 
 class LogWriter:
-    """Buffers records and appends them to ``path``; ``flush`` writes them to the OS.
+    """Starts the log at ``path``, buffers records and appends them; ``flush`` writes them out.
 
     ``flush_every`` is ``"episode"`` (flush at episode ends and hand-overs) or ``"step"``.
-    A writer that starts the log (``truncate=True``) holds its records until
-    :meth:`header`, which goes first in the file: the header carries the task spec,
-    which only arrives with the messages of ``RL_init``. A writer that appends to a
-    started log (the environment's, on the fast path) writes no header.
+    Records wait for :meth:`header`, which goes first in the file: the header carries the
+    task spec, which only arrives with the messages of ``RL_init``.
     A write error (a full disk) raises :class:`LogError`; every earlier flush stays readable.
     """
 
-    def __init__(
-        self, path: str, writer: str, *, truncate: bool = False, flush_every: str = "episode"
-    ):
+    def __init__(self, path: str, writer: str, *, flush_every: str = "episode"):
         if flush_every not in ("episode", "step"):
             raise ValueError(f"flush_every must be 'episode' or 'step'; got {flush_every!r}")
         self.path = path
         self.writer = writer
         self.flush_every_step = flush_every == "step"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if truncate else 0)
         try:
-            self.fd = os.open(path, flags, 0o644)
+            self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o644)
         except OSError as err:
             raise LogError(f"cannot open log {path}: {err.strerror}") from None
         self.buffer = bytearray()
         self.records_written = 0
         self.pending = 0
-        self.awaiting_header = truncate
+        self.awaiting_header = True
         self.failed: LogError | None = None
 
     def header(self, fields: dict[str, Any]) -> None:
