@@ -230,9 +230,7 @@ def run_experiment(experiment: Experiment, args, program=None) -> int:
         steps[0] += sum(experiment.ended.num_steps)
 
     experiment.observers.append(count)
-    # A getattr: args is the Namespace of `rlbridge run` or `rlbridge experiment`, or a
-    # caller's own; only the batched ones define --batched-steps.
-    steps_mode = getattr(args, "batched_steps", 0) > 0
+    steps_mode = args.batched_steps > 0
     one = experiment.num_instances == 1
     started = time.monotonic()
     with _logged_progress(experiment, args, 0 if steps_mode else args.episodes) as progress:

@@ -72,10 +72,8 @@ def is_agent_program(name: str) -> bool:
 
 
 def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
-    # The getattrs here and below read options that `rlbridge run`'s Namespace has and a
-    # caller's own (a test's) may leave out: those take run's defaults.
     python = [sys.executable, "-m", "rlbridge"]
-    shards = shard_names(getattr(args, "shards", 1))
+    shards = shard_names(args.shards)
     env_cmds = {}
     for index, name in enumerate(shards):
         env_cmd = [*python, "env", args.env_name, "--bind", addresses[name]]
@@ -86,7 +84,7 @@ def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
                 "--frames",
                 args.render_frames,
                 "--scale",
-                repr(getattr(args, "scale", 1.0)),
+                repr(args.scale),
             ]
         elif index == 0 and args.render:
             env_cmd += ["--publish", addresses["view"], "--wait-viewer-ms", "15000"]
@@ -121,7 +119,7 @@ def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
         if getattr(args, flag):
             experiment_cmd.append("--" + flag.replace("_", "-"))
     for option in ("batch", "groups", "batched_steps"):
-        if getattr(args, option, 0):
+        if getattr(args, option):
             experiment_cmd += ["--" + option.replace("_", "-"), str(getattr(args, option))]
     if args.program:
         experiment_cmd += ["--program", args.program]
@@ -142,14 +140,14 @@ def build_commands(args, addresses: dict[str, str]) -> dict[str, list[str]]:
             experiment_cmd += ["--agent-opt", opt]
     commands = {**env_cmds, "agent": agent_cmd, "experiment": experiment_cmd}
     for command in commands.values():  # CURVE keys, when given, go to all three
-        if getattr(args, "curve_dir", None):
+        if args.curve_dir:
             command += ["--curve-dir", args.curve_dir]
-        elif getattr(args, "no_curve", False):
+        elif args.no_curve:
             command.append("--no-curve")
     if args.render:
         from rlbridge.render.view import viewer_command
 
-        commands["viewer"] = viewer_command(addresses["view"], scale=getattr(args, "scale", 1.0))
+        commands["viewer"] = viewer_command(addresses["view"], scale=args.scale)
     return commands
 
 
@@ -167,7 +165,7 @@ def run_local(args) -> int:
                 flush=True,
             )
             args.render = None
-    shards = getattr(args, "shards", 1)
+    shards = args.shards
     with (
         tempfile.TemporaryDirectory(prefix="rlbridge-run-") as directory,
         placed_apart(args.cpu, cpus_wanted(args)) as cpus,
@@ -182,7 +180,7 @@ def cpus_wanted(args) -> int:
     """How many CPUs a run takes: one, where its processes take turns; for a batched run
     whose environment process steps one group while the agent answers another, one for
     the environment and one for the agent; one per shard for several shards."""
-    batch, shards = getattr(args, "batch", 0), getattr(args, "shards", 1)
+    batch, shards = args.batch, args.shards
     if not batch:
         return 1
     from rlbridge.experiment.batch import default_groups  # numpy: only for batched runs
