@@ -27,27 +27,22 @@ from __future__ import annotations
 
 
 class EpisodeCounter:
-    """The glue's counters for one experiment (or one delegated episode)."""
+    """The glue's counters for one experiment (or one delegated episode). ``terminal`` is the
+    last step's as the environment sent it (a bool, or a legacy environment's int32), True
+    before any episode; ``running`` says whether ``RL_episode`` may take another environment
+    step (not terminal, not cut off); ``max_steps`` is the current ``RL_episode``'s limit (0:
+    none)."""
 
     __slots__ = ("num_steps", "num_episodes", "total_reward", "terminal", "running", "max_steps")
 
     def __init__(self) -> None:
-        self.num_steps = 0
-        self.num_episodes = 0
-        self.total_reward = 0.0
-        #: The last step's terminal as the environment sent it (a bool, or a legacy
-        #: environment's int32); True before any episode: none is running.
-        self.terminal: bool | int = True
-        #: Whether ``RL_episode`` may take another environment step: not terminal, not cut off.
-        self.running = False
-        #: The current ``RL_episode``'s limit; 0 means none.
-        self.max_steps = 0
+        self.reset()
 
     def reset(self) -> None:
         """``RL_init``: no steps, no episodes, no return, no episode running."""
         self.num_steps = self.num_episodes = 0
         self.total_reward = 0.0
-        self.terminal = True
+        self.terminal: bool | int = True
         self.running = False
         self.max_steps = 0
 
