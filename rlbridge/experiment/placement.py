@@ -21,6 +21,7 @@ import fcntl
 import itertools
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from typing import Literal
 
@@ -147,11 +148,7 @@ def least_used_cpus(
 ) -> list[int]:
     """``count`` CPUs, each the one that the fewest runs (and the CPUs already picked)
     hold; the highest-numbered among equals. Distinct while there are enough CPUs."""
-    load = {cpu: 0 for cpu in available}
-    for cpus in runs.values():
-        for cpu in cpus:
-            if cpu in load:
-                load[cpu] += 1
+    load = Counter(cpu for cpus in runs.values() for cpu in cpus)
     picked = []
     for _ in range(count):
         cpu = min(available, key=lambda cpu: (load[cpu], -cpu))
