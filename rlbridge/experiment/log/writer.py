@@ -39,13 +39,33 @@ _FLUSH_AFTER = frozenset(
 )
 
 
-def _message(writer: str, direction: int | str, *fields: Any) -> bytes:
-    """A message record's body: ``fields`` are ``peer, msg_type, seq, episode, step, payload,
-    frames`` (:data:`~rlbridge.experiment.peer.Recorder`'s arguments after the direction)."""
-    *head, payload, frames = fields
-    payload = payload if type(payload) is bytes else bytes(payload)
-    frames = [bytes(f) for f in frames] if frames else []
-    return _pack([MESSAGE, writer, _DIRECTIONS[direction], *head, _time_ns(), payload, frames])
+def _message(
+    writer: str,
+    direction: int | str,
+    peer: str,
+    msg_type: int,
+    seq: int,
+    episode: int,
+    step: int,
+    payload: bytes,
+    frames: Frames,
+) -> bytes:
+    """A message record's body, as LogWriter and RecordList both record it."""
+    return _pack(
+        [
+            MESSAGE,
+            writer,
+            _DIRECTIONS[direction],
+            peer,
+            msg_type,
+            seq,
+            episode,
+            step,
+            _time_ns(),
+            payload if type(payload) is bytes else bytes(payload),
+            [bytes(f) for f in frames] if frames else [],
+        ]
+    )
 
 
 def encode_entry(record: list[Any] | dict[str, Any]) -> bytes:
