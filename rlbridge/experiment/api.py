@@ -197,12 +197,8 @@ class Experiment:
 
     def RL_step(self) -> StepOutcome:
         """RL-Glue 3.0.4's ``RL_step``: the environment takes the agent's last action, then
-        the agent gets ``agent_end`` if the step ended an episode, else ``agent_step``.
-
-        After a terminal step, with no ``RL_start`` in between, the environment takes the
-        action that ended the episode again and the counters go on (PROTOCOL.md section 7):
-        :class:`EpisodeCounter` counts such a step like any other.
-        """
+        the agent gets ``agent_end`` if the step ended an episode, else ``agent_step``. After a
+        terminal step with no ``RL_start`` since, it applies again (PROTOCOL.md section 7)."""
         action = self.last_action
         if action is None:
             raise WrongState(
