@@ -39,35 +39,6 @@ _FLUSH_AFTER = frozenset(
 )
 
 
-def _message(
-    writer: str,
-    direction: int | str,
-    peer: str,
-    msg_type: int,
-    seq: int,
-    episode: int,
-    step: int,
-    payload: bytes,
-    frames: Frames,
-) -> bytes:
-    """A message record's body, as LogWriter and RecordList both record it."""
-    return _pack(
-        [
-            MESSAGE,
-            writer,
-            _DIRECTIONS[direction],
-            peer,
-            msg_type,
-            seq,
-            episode,
-            step,
-            _time_ns(),
-            payload if type(payload) is bytes else bytes(payload),
-            [bytes(f) for f in frames] if frames else [],
-        ]
-    )
-
-
 def encode_entry(record: list[Any] | dict[str, Any]) -> bytes:
     body = _packer.pack(record)
     return _packer.pack([zlib.crc32(body), body])
@@ -121,10 +92,25 @@ class LogWriter:
         payload: bytes,
         frames: Frames = (),
     ) -> None:
-        body = _message(self.writer, direction, peer, msg_type, seq, episode, step, payload, frames)
+        direction = _DIRECTIONS[direction]
+        body = _pack(
+            [
+                MESSAGE,
+                self.writer,
+                direction,
+                peer,
+                msg_type,
+                seq,
+                episode,
+                step,
+                _time_ns(),
+                payload if type(payload) is bytes else bytes(payload),
+                [bytes(f) for f in frames] if frames else [],
+            ]
+        )
         self.buffer += _pack([_crc32(body), body])
         self.pending += 1
-        if self.flush_every_step or (_DIRECTIONS[direction], msg_type) in _FLUSH_AFTER:
+        if self.flush_every_step or (direction, msg_type) in _FLUSH_AFTER:
             self.flush()
 
     def append_records(self, bodies: list[bytes]) -> None:
@@ -191,7 +177,21 @@ class RecordList:
         frames: Frames = (),
     ) -> None:
         self.bodies.append(
-            _message(self.writer, direction, peer, msg_type, seq, episode, step, payload, frames)
+            _pack(
+                [
+                    MESSAGE,
+                    self.writer,
+                    _DIRECTIONS[direction],
+                    peer,
+                    msg_type,
+                    seq,
+                    episode,
+                    step,
+                    _time_ns(),
+                    payload if type(payload) is bytes else bytes(payload),
+                    [bytes(f) for f in frames] if frames else [],
+                ]
+            )
         )
 
     def take(self) -> list[bytes]:
