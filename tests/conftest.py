@@ -20,6 +20,8 @@ import tempfile
 import pytest
 import zmq
 
+from tests.sweep import cluster
+
 #: The tiers, from the one that needs least to the one that needs most. ``train`` needs the
 #: train extra (torch, Stable-Baselines3, sb3-contrib), which `make test` installs.
 TIERS = ("unit", "processes", "external", "train")
@@ -135,6 +137,7 @@ FIXTURES: dict[str, str] = {
     "ipc_dir": "processes",
     "module_processes": "processes",
     "module_ipc_dir": "processes",
+    "ray_address": "external",
 }
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -304,3 +307,19 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def pytest_configure(config) -> None:
+    cluster.configure(config)
+
+
+def pytest_unconfigure(config) -> None:
+    cluster.unconfigure(config)  # the session's Ray cluster, if a test started it
+
+
+@pytest.fixture(scope="session")
+def ray_address() -> str:
+    """The address of the session's Ray cluster (tests/sweep/cluster.py), started on first
+    use and shared by the xdist workers: a sweep given it as RAY_ADDRESS joins it instead of
+    starting Ray of its own."""
+    return cluster.address()

@@ -17,7 +17,9 @@ What runs, and how:
   printed text, where ``...`` stands for anything and ``/home/me`` for the directory it runs in.
 The sandbox is a temporary directory that links the repository's examples/, clients/ and
 tests/, with ``.venv/bin`` first on PATH; ``/tmp/`` in a command means the sandbox's own
-tmp/ and TMPDIR points there, so that runs side by side share no socket.
+tmp/ and TMPDIR points there, so that runs side by side share no socket. Blocks marked as
+needing Ray run with RAY_ADDRESS naming the session's cluster (tests/sweep/cluster.py), which
+a sweep joins as a reader's sweep joins the cluster their RAY_ADDRESS names.
 """
 
 from __future__ import annotations
@@ -160,21 +162,27 @@ def sandbox():
     subprocess.run(["rm", "-rf", str(directory)], check=False)
 
 
-def _environment(sandbox: Path) -> dict[str, str]:
-    env = dict(os.environ)
+def _environment(sandbox: Path, extra: dict[str, str]) -> dict[str, str]:
+    env = {**os.environ, **extra}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.update(TMPDIR=str(sandbox / "tmp"), MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
     return env
 
 
-def _run(argv: list[str], sandbox: Path, name: str, stdin: str | None = None):
+def _run(
+    argv: list[str],
+    sandbox: Path,
+    name: str,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
+):
     """Runs one block's program in its own process group; whatever it left behind (servers
     started with &) is stopped with the group."""
     child = subprocess.Popen(
         argv,
         cwd=sandbox,
-        env=_environment(sandbox),
+        env=_environment(sandbox, env or {}),
         text=True,
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -216,23 +224,30 @@ def test_the_documents_hold_blocks_of_every_kind():
 
 
 @pytest.mark.parametrize("blocks", list(_params()))
-def test_the_documented_blocks_run(blocks: list[Block], sandbox: Path):
+def test_the_documented_blocks_run(blocks: list[Block], sandbox: Path, request):
+    # Started only for a document whose blocks need it: one Ray start (~8 s of CPU) per
+    # session instead of one per sweep.
+    ray = any(block.marker == "external" and "Ray" in block.reason for block in blocks)
+    env = {"RAY_ADDRESS": request.getfixturevalue("ray_address")} if ray else {}
     for block in blocks:
-        _run_block(block, sandbox)
+        _run_block(block, sandbox, env)
 
 
-def _run_block(block: Block, sandbox: Path) -> None:
+def _run_block(block: Block, sandbox: Path, env: dict[str, str]) -> None:
     code = block.code.replace("/tmp/", f"{sandbox}/tmp/")
     if block.kind == "python":
-        status, output = _run([sys.executable, "-c", code], sandbox, block.name)
+        status, output = _run([sys.executable, "-c", code], sandbox, block.name, env=env)
         assert status == 0, f"{block.name} failed with exit {status}:\n{output[-3000:]}"
     elif block.kind == "shell":
-        status, output = _run(["bash", "-e", "-c", code], sandbox, block.name)
+        status, output = _run(["bash", "-e", "-c", code], sandbox, block.name, env=env)
         assert status == 0, f"{block.name} failed with exit {status}:\n{output[-3000:]}"
     else:
         for command, printed in _transcript(block.code):
             _, output = _run(
-                ["bash", "-c", command.replace("/tmp/", f"{sandbox}/tmp/")], sandbox, block.name
+                ["bash", "-c", command.replace("/tmp/", f"{sandbox}/tmp/")],
+                sandbox,
+                block.name,
+                env=env,
             )
             output = output.strip().replace(f"{sandbox}/tmp/", "/tmp/")
             output = output.replace(str(sandbox), "/home/me")

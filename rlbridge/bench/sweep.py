@@ -20,8 +20,8 @@ import sys
 import time
 
 from rlbridge.bench.report import Figure
+from rlbridge.sweep.cluster import start_ray
 from rlbridge.sweep.grid import Trial
-from rlbridge.sweep.runner import start_ray
 from rlbridge.sweep.trial import run_trial
 
 #: Episodes per trial: long enough that the experiment, not process start-up, dominates.

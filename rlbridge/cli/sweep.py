@@ -17,8 +17,8 @@ def register(subparsers) -> None:
         help="run a grid of experiments on Ray; `sweep report DIR` summarises one",
         description="Run games x agents x options x seeds, each trial a full `rlbridge run` "
         "holding one Ray CPU and placed on a CPU of its own. Ray starts embedded "
-        "unless --address names a cluster. Rows go to DIR/results.jsonl and message "
-        "logs to DIR/logs/; a re-run skips finished trials. "
+        "unless --address (or Ray's RAY_ADDRESS) names a cluster. Rows go to "
+        "DIR/results.jsonl and message logs to DIR/logs/; a re-run skips finished trials. "
         "`rlbridge sweep report DIR` prints a table per setting with 95% CIs "
         "across seeds and writes learning curves (docs/sweeps.md).",
     )
@@ -99,7 +99,7 @@ def register(subparsers) -> None:
         default=None,
         metavar="HOST:PORT",
         help="join this Ray cluster (`ray start --head` prints it) instead of "
-        "starting Ray embedded",
+        "starting Ray embedded (default: RAY_ADDRESS, when set)",
     )
     run.add_argument(
         "--num-cpus",

@@ -12,12 +12,9 @@ counts.
 from __future__ import annotations
 
 import json
-import logging
 import os
-import re
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -26,8 +23,8 @@ from collections import deque
 from typing import Any
 
 from rlbridge.experiment.progress import ProgressBar
-from rlbridge.extras import require
 from rlbridge.protocol.errors import OptionError, SweepError
+from rlbridge.sweep.cluster import start_ray
 from rlbridge.sweep.grid import Grid, Trial
 from rlbridge.sweep.trial import run_trial
 
@@ -38,12 +35,6 @@ PROGRESS_POLL_S = 1.0
 #: How often, and how far apart, the sweep tries to remove its trials' directories at exit.
 REMOVE_ATTEMPTS = 50
 REMOVE_POLL_S = 0.1
-#: How long `--address HOST:PORT` may take to accept a connection.
-REACH_TIMEOUT_S = 5.0
-
-
-def import_ray():
-    return require("ray", "rlbridge sweep")
 
 
 def read_rows(directory: str) -> dict[str, dict]:
@@ -115,87 +106,6 @@ class ResultsDirectory:
             file.flush()
             os.fsync(file.fileno())
         return row
-
-
-def start_ray(address: str | None, num_cpus: int | None):
-    """Join the cluster at ``address``, or start Ray embedded in this process (no dashboard)."""
-    if address and "RAY_AUTH_MODE" not in os.environ and auth_token_present():
-        # `ray start --head` (Ray 2.5x) turns on token authentication and writes the token
-        # to ~/.ray/auth_token, but a client joining by HOST:PORT sends it only in token
-        # mode, which Ray reads when it is imported; a cluster without authentication
-        # ignores the token.
-        os.environ["RAY_AUTH_MODE"] = "token"
-    if not address:
-        # What Ray 2.5x does for a new local instance anyway, said explicitly: unset, Ray
-        # turns token authentication on and prints a WARNING about it on every sweep.
-        os.environ.setdefault("RAY_AUTH_MODE", "token")
-    ray = import_ray()
-    options = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-    if not address:
-        try:
-            # "local" starts a private instance even when RAY_ADDRESS or a running cluster
-            # exist.
-            ray.init(address="local", num_cpus=num_cpus, **options)
-        except Exception as err:  # SystemExit (a SIGTERM meanwhile) goes on to run_sweep
-            raise SweepError(local_start_failure(err)) from None
-        return ray
-    check_reachable(address)
-    try:
-        ray.init(address=address, **options)
-    except ConnectionError as err:
-        lines = [line.strip() for line in str(err.__cause__ or err).splitlines() if line.strip()]
-        cause = lines[-1].split(". Note:")[0] if lines else type(err).__name__
-        hint = (
-            "set RAY_AUTH_MODE=token and give this machine the cluster's token (the head "
-            "node's ~/.ray/auth_token, or RAY_AUTH_TOKEN)"
-            if "auth" in cause.lower()
-            else "start one with `ray start --head` and pass the address it prints, or "
-            "--address auto on a node of the cluster"
-        )
-        raise SweepError(
-            f"cannot join the Ray cluster at {address}: {cause[:300]}; {hint}"
-        ) from None
-    return ray
-
-
-def local_start_failure(err: Exception) -> str:
-    """One line for a Ray that did not start on this machine: what Ray said, and what to try."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    cause = (lines[0] if lines else type(err).__name__)[:200]
-    if "timed out" in cause.lower():
-        hint = (
-            "Ray's processes did not come up in time, as on a busy machine: try again when "
-            "it is quieter, give Ray's GCS server longer with RAY_gcs_server_port_wait_time_s "
-            "(seconds, default 30), or join a running cluster with --address"
-        )
-    else:
-        hint = (
-            "Ray's own logs are under RAY_TMPDIR (default /tmp)/ray/session_latest/logs; "
-            "or join a running cluster with --address"
-        )
-    return f"Ray did not start on this machine: {cause}; {hint}"
-
-
-def check_reachable(address: str) -> None:
-    """Refuse at once a HOST:PORT where nothing listens: Ray itself retries for minutes."""
-    match = re.fullmatch(r"(?:ray://)?\[?([^\]]+?)\]?:(\d+)", address)
-    if match is None:
-        return  # "auto", or a form Ray resolves itself
-    try:
-        socket.create_connection((match[1], int(match[2])), timeout=REACH_TIMEOUT_S).close()
-    except OSError as err:
-        raise SweepError(
-            f"cannot join the Ray cluster at {address}: nothing answers there "
-            f"({err.strerror or err}); start one with `ray start --head` and "
-            f"pass the address it prints (HOST:6379), or --address auto on a "
-            f"node of the cluster"
-        ) from None
-
-
-def auth_token_present() -> bool:
-    return bool(os.environ.get("RAY_AUTH_TOKEN")) or os.path.exists(
-        os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.expanduser("~/.ray/auth_token")
-    )
 
 
 def run_sweep(

@@ -1,5 +1,6 @@
-"""`rlbridge sweep` on a real embedded Ray: rows equal single runs, placement, resuming, a crashing
-trial, and the report's table and PNG."""
+"""`rlbridge sweep` on a real Ray: rows equal single runs, placement, resuming, a crashing trial,
+and the report's table and PNG. Most sweeps join the session's cluster through RAY_ADDRESS
+(tests/sweep/cluster.py); the killed sweep starts Ray embedded, as a reader's sweep does."""
 
 from __future__ import annotations
 
@@ -43,8 +44,24 @@ def rlbridge(
 def private_registry(tmp_path: Path) -> dict[str, str]:
     """An environment whose runs see a CPU registry of their own: runs that other tests
     start meanwhile would otherwise be counted, and rightly share a CPU with a trial.
-    Ray keeps its session (and its socket paths, which have a length limit) in /tmp."""
-    return {**os.environ, "TMPDIR": str(tmp_path), "RAY_TMPDIR": tempfile.gettempdir()}
+    Ray keeps its session (and its socket paths, which have a length limit) in /tmp.
+    Without RAY_ADDRESS, a sweep starts Ray embedded."""
+    env = {**os.environ, "TMPDIR": str(tmp_path), "RAY_TMPDIR": tempfile.gettempdir()}
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+def on_cluster(tmp_path: Path, address: str) -> dict[str, str]:
+    """An environment whose sweeps join the session's cluster at ``address`` through
+    RAY_ADDRESS; their trials run in the cluster's workers, which see the cluster's own
+    registry of placed runs. RAY_TMPDIR names a directory that an embedded start would
+    make: :func:`joined` checks that none was made."""
+    return {**private_registry(tmp_path), "RAY_ADDRESS": address, "RAY_TMPDIR": str(tmp_path)}
+
+
+def joined(tmp_path: Path) -> bool:
+    """The sweeps run with :func:`on_cluster` started no Ray of their own."""
+    return not (tmp_path / "ray").exists()
 
 
 def comparable(summary: dict) -> dict:
@@ -52,7 +69,7 @@ def comparable(summary: dict) -> dict:
     return {key: summary[key] for key in ("episodes", "steps", "mean_return")}
 
 
-def test_sweep_rows_equal_single_runs_and_the_report_draws_them(tmp_path):
+def test_sweep_rows_equal_single_runs_and_the_report_draws_them(tmp_path, ray_address):
     out = tmp_path / "sweep"
     grid_args = [
         "--games",
@@ -70,9 +87,10 @@ def test_sweep_rows_equal_single_runs_and_the_report_draws_them(tmp_path):
         "40",
     ]
     done = rlbridge(
-        "sweep", *grid_args, "--out", str(out), "--quiet", env=private_registry(tmp_path)
+        "sweep", *grid_args, "--out", str(out), "--quiet", env=on_cluster(tmp_path, ray_address)
     )
     assert done.returncode == 0, done.stderr
+    assert joined(tmp_path)
     rows = read_rows(str(out))
     trials = Grid(["blackjack", "gridwalk"], ["random", "first"], [1], 12, 40).trials()
     assert sorted(rows) == sorted(trial.id for trial in trials)
@@ -142,7 +160,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_a_killed_sweep_resumes_and_a_crashing_trial_is_reported(tmp_path):
+def test_a_killed_sweep_resumes_and_a_crashing_trial_is_reported(tmp_path, ray_address):
     out = tmp_path / "sweep"
     grid_args = [
         "--games",
@@ -158,11 +176,13 @@ def test_a_killed_sweep_resumes_and_a_crashing_trial_is_reported(tmp_path):
         str(out),
         "--quiet",
     ]
-    # Its own process group, as a shell job is: the kill takes Ray's processes with it.
+    # Ray embedded, as a reader who sets no RAY_ADDRESS starts it; its own process group, as
+    # a shell job is: the kill takes Ray's processes with it.
     sweep = subprocess.Popen(
         [sys.executable, "-m", "rlbridge", "sweep", *grid_args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env=private_registry(tmp_path),
         start_new_session=True,
     )
     deadline = time.monotonic() + SWEEP_TIMEOUT_S
@@ -183,7 +203,7 @@ def test_a_killed_sweep_resumes_and_a_crashing_trial_is_reported(tmp_path):
         time.sleep(POLL_S)
 
     before = {row["id"] for row in _results_lines(out) if row["status"] == "ok"}
-    resumed = rlbridge("sweep", *grid_args)
+    resumed = rlbridge("sweep", *grid_args, env=on_cluster(tmp_path, ray_address))
     assert resumed.returncode == 1, resumed.stderr  # the crashing trials failed
     assert f"4 trials: {len(before)} already finished" in resumed.stderr
     rows = _results_lines(out)

@@ -17,7 +17,16 @@ import pytest
 
 from rlbridge.sweep.grid import Grid
 from rlbridge.sweep.runner import RESULTS_FILE
-from tests.sweep.test_sweep import POLL_S, SWEEP_TIMEOUT_S, private_registry, rlbridge
+from tests.experiment.helpers import children_of
+from tests.sweep.test_sweep import (
+    POLL_S,
+    SWEEP_TIMEOUT_S,
+    _alive,
+    joined,
+    on_cluster,
+    private_registry,
+    rlbridge,
+)
 
 #: A grid mistake is refused before Ray or any trial starts; generous for a loaded machine.
 REFUSAL_TIMEOUT_S = 60
@@ -72,7 +81,7 @@ def _torn_results(out: Path, trials) -> None:
     )
 
 
-def test_a_torn_last_line_is_dropped_and_no_row_is_lost_on_resume(tmp_path):
+def test_a_torn_last_line_is_dropped_and_no_row_is_lost_on_resume(tmp_path, ray_address):
     out = tmp_path / "sweep"
     trials = Grid(["countdown"], ["random"], [0, 1, 2], 2).trials()
     _torn_results(out, trials)
@@ -89,7 +98,7 @@ def test_a_torn_last_line_is_dropped_and_no_row_is_lost_on_resume(tmp_path):
         "--out",
         str(out),
         "--quiet",
-        env=private_registry(tmp_path),
+        env=on_cluster(tmp_path, ray_address),
     )
     assert resumed.returncode == 0, resumed.stderr
     assert "3 trials: 1 already finished, 2 to run" in resumed.stderr
@@ -99,7 +108,9 @@ def test_a_torn_last_line_is_dropped_and_no_row_is_lost_on_resume(tmp_path):
     assert all(row["status"] == "ok" for row in rows)
 
 
-def test_a_trial_over_its_timeout_is_recorded_as_timed_out_and_the_sweep_goes_on(tmp_path):
+def test_a_trial_over_its_timeout_is_recorded_as_timed_out_and_the_sweep_goes_on(
+    tmp_path, ray_address
+):
     out = tmp_path / "sweep"
     grid = tmp_path / "grid.toml"
     # gridwalk with `first` walks into a wall: with no step limit its episode never ends.
@@ -108,9 +119,10 @@ def test_a_trial_over_its_timeout_is_recorded_as_timed_out_and_the_sweep_goes_on
         "max_steps = 0\ntrial_timeout_s = 2\n"
     )
     done = rlbridge(
-        "sweep", str(grid), "--out", str(out), "--quiet", env=private_registry(tmp_path)
+        "sweep", str(grid), "--out", str(out), "--quiet", env=on_cluster(tmp_path, ray_address)
     )
     assert done.returncode == 1, done.stderr
+    assert joined(tmp_path)
     rows = [json.loads(line) for line in (out / RESULTS_FILE).read_text().splitlines()]
     # Every trial ran and has its row, after the first to time out too; none was retried.
     assert sorted(row["seed"] for row in rows) == [0, 1, 2]
@@ -166,11 +178,37 @@ def _terminated_sweep(sweep_args: list[str], env: dict, started, what: str) -> s
     return stderr
 
 
-def test_sigterm_stops_the_sweep_with_one_line_and_removes_its_trial_directories(tmp_path):
+def _trial_run(scratch: Path) -> set[int]:
+    """The Ray worker that runs a trial of the sweep whose TMPDIR is ``scratch``, its
+    `rlbridge run` (which names its log there) and the run's three processes; empty until
+    all three run."""
+    runs = [
+        pid
+        for pid in _processes()
+        if str(scratch) in _cmdline(pid) and _cmdline(pid).startswith(f"{sys.executable} -m")
+    ]
+    for run in runs:
+        peers = children_of(run)
+        if len(peers) == 3:
+            return {_parent(run), run, *peers}
+    return set()
+
+
+def test_sigterm_stops_the_sweep_with_one_line_and_removes_its_trial_directories(
+    tmp_path, ray_address
+):
+    """On the session's cluster, where Ray's processes outlive the sweep: the trial's worker
+    and every process of its run stop with the sweep, and its directory goes."""
     out = tmp_path / "sweep"
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    env = {**private_registry(tmp_path), "TMPDIR": str(scratch)}
+    env = {**on_cluster(tmp_path, ray_address), "TMPDIR": str(scratch)}
+    trial: set[int] = set()
+
+    def started() -> bool:
+        trial.update(_trial_run(scratch))
+        return bool(trial)
+
     _terminated_sweep(
         [
             "--games",
@@ -188,11 +226,33 @@ def test_sigterm_stops_the_sweep_with_one_line_and_removes_its_trial_directories
             "--quiet",
         ],
         env,
-        lambda: bool(_trial_directories(scratch)),
+        started,
         "a trial",
     )
     assert _trial_directories(scratch) == []
     assert (out / "logs").is_dir()  # the results directory stays
+    assert joined(tmp_path)
+    deadline = time.monotonic() + SWEEP_TIMEOUT_S  # a hang guard, not the verdict
+    while trial & set(_processes()):
+        assert time.monotonic() < deadline, f"still running: {trial & set(_processes())}"
+        time.sleep(POLL_S)
+
+
+def _processes() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit() and _alive(int(name))]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            return file.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
 
 
 def test_sigterm_while_ray_starts_is_one_line_and_leaves_no_trial_directory(tmp_path, ipc_dir):
