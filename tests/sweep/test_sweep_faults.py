@@ -356,3 +356,18 @@ def test_a_sigterm_exit_python_cannot_raise_while_ray_starts_still_stops_the_swe
         sys.unraisablehook = previous
         runner._STOP.clear()
     assert "ValueError: not a signal" in capsys.readouterr().err
+
+
+def test_ray_address_is_joined_unless_the_command_line_names_another_or_asks_for_local(
+    monkeypatch,
+):
+    from rlbridge.sweep.cluster import cluster_address
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert cluster_address(None) == (None, "")
+    for embedded in ("", " ", "local"):
+        monkeypatch.setenv("RAY_ADDRESS", embedded)
+        assert cluster_address(None) == (None, "")
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert cluster_address(None) == ("10.0.0.1:6379", "RAY_ADDRESS")
+    assert cluster_address("auto") == ("auto", "--address")
