@@ -280,6 +280,18 @@ def test_without_ray_the_sweep_says_how_to_install_it(tmp_path):
     assert "Traceback" not in done.stderr
 
 
+def test_without_ray_the_tests_on_the_session_cluster_skip_but_fail_in_ci(monkeypatch):
+    from tests.sweep.cluster import need_ray
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # what an environment without Ray sees
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match=r"not installed here \(CI=true\)"):
+        need_ray()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="Ray is not installed"):
+        need_ray()
+
+
 def test_a_batched_grid_runs_each_trial_batched_and_keeps_unbatched_ids():
     plain = Grid(["gridwalk"], ["random"], [0], 12, 40).trials()[0]
     batched = Grid(["gridwalk"], ["random"], [0], 12, 40, batch=4).trials()[0]
