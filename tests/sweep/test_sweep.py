@@ -207,6 +207,7 @@ def test_a_killed_sweep_resumes_and_a_crashing_trial_is_reported(tmp_path, ray_a
     before = {row["id"] for row in _results_lines(out) if row["status"] == "ok"}
     resumed = rlbridge("sweep", *grid_args, env=on_cluster(tmp_path, ray_address))
     assert resumed.returncode == 1, resumed.stderr  # the crashing trials failed
+    assert joined(tmp_path)
     assert f"4 trials: {len(before)} already finished" in resumed.stderr
     rows = _results_lines(out)
     ok_ids = [row["id"] for row in rows if row["status"] == "ok"]
