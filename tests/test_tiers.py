@@ -66,6 +66,8 @@ def test_a_unit_test_that_starts_a_process_or_opens_a_socket_fails(tmp_path):
             str(tmp_path),
         ],
         cwd=tmp_path,
+        # The copied conftest imports tests.sweep.cluster from this checkout.
+        env={**os.environ, "PYTHONPATH": str(HERE.parent)},
         capture_output=True,
         text=True,
         timeout=120,
