@@ -144,7 +144,7 @@ class EnvironmentBatch:
                 f"ENV_BATCH_STEP has {len(call_array)} calls; this environment "
                 f"serves {count} instances"
             )
-        stepping = np.flatnonzero(call_array == _STEP)
+        stepping = (call_array == _STEP).nonzero()[0]  # flatnonzero's Python layers cost more
         if count_of(actions) != len(stepping):
             raise ProtocolError(
                 f"ENV_BATCH_STEP has {len(stepping)} STEP calls but {count_of(actions)} actions"
@@ -164,8 +164,8 @@ class EnvironmentBatch:
         moves = single_ints(actions)
         if moves is not None and self._single is not None:
             low, high = self._single
-            outside = np.flatnonzero((moves < low) | (moves > high))
-            spec_bad = int(outside[0]) if len(outside) else None
+            outside = (moves < low) | (moves > high)
+            spec_bad = int(outside.argmax()) if outside.any() else None
         else:
             spec_bad, moves = self._check_each(values_of(actions))
         mask_bad = None if self._mask_index is None else self._first_illegal(stepping, moves)

@@ -293,8 +293,8 @@ def decode_batch(raw: Any, frames: Frames = (), name: str = "batch") -> Batch:
             )
         return Batch.of_list([decode_value(v, frames) for v in values])
     _, ints, doubles, chars, arrays = raw
-    ints = _stacked(ints, frames, _INT64, count, f"{name} ints")
-    doubles = _stacked(doubles, frames, _FLOAT64, count, f"{name} doubles")
+    ints = _stacked(ints, frames, _INT64, count, name, "ints")
+    doubles = _stacked(doubles, frames, _FLOAT64, count, name, "doubles")
     if ints.ndim != 2 or doubles.ndim != 2:
         raise ProtocolError(
             f"{name} ints and doubles must be 2-dimensional, (count, k); got "
@@ -310,25 +310,32 @@ def decode_batch(raw: Any, frames: Frames = (), name: str = "batch") -> Batch:
     if type(arrays) is not list:
         raise ProtocolError(f"{name} arrays must be an array; got {type(arrays).__name__}")
     stacked = tuple(
-        [
-            _stacked(entry, frames, None, count, f"{name} array {i}")
-            for i, entry in enumerate(arrays)
-        ]
+        [_stacked(entry, frames, None, count, name, i) for i, entry in enumerate(arrays)]
     )
     return _new_tuple(Batch, (count, ints, doubles, tuple(chars), stacked, None))
 
 
 def _stacked(
-    entry: Any, frames: Frames, dtype: np.dtype[Any] | None, count: int, name: str
+    entry: Any, frames: Frames, dtype: np.dtype[Any] | None, count: int, name: str, part: str | int
 ) -> npt.NDArray[Any]:
+    """``part`` (``"ints"``, ``"doubles"`` or an array's position) of the batch ``name``: the
+    error's words are put together only for an error, not for every column of every step."""
     array = decode_array(entry, frames)
-    if dtype is not None and array.dtype != dtype:
-        raise ProtocolError(f"{name} must have dtype {dtype.str}; got {array.dtype.str}")
-    if array.ndim == 0 or array.shape[0] != count:
+    # decode_array gives the wire table's dtype objects, the same as _INT64 and _FLOAT64.
+    if dtype is not None and array.dtype is not dtype and array.dtype != dtype:
         raise ProtocolError(
-            f"{name} must have {count} rows (one per value); got shape {list(array.shape)}"
+            f"{_part_name(name, part)} must have dtype {dtype.str}; got {array.dtype.str}"
+        )
+    if not array.ndim or array.shape[0] != count:
+        raise ProtocolError(
+            f"{_part_name(name, part)} must have {count} rows (one per value); got shape "
+            f"{list(array.shape)}"
         )
     return array
+
+
+def _part_name(name: str, part: str | int) -> str:
+    return f"{name} {part}" if isinstance(part, str) else f"{name} array {part}"
 
 
 def _shape_of(raw: Any) -> str:

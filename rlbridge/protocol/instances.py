@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rlbridge.protocol.errors import ProtocolError, WrongState
-from rlbridge.protocol.values import decode_array, encode_array
+from rlbridge.protocol.values import _DTYPES, decode_array, encode_array
 
 if TYPE_CHECKING:
     from rlbridge.protocol.batch import Rows
@@ -65,7 +65,8 @@ def decode_column(
 ) -> npt.NDArray[Any]:
     """A one-dimensional array of ``dtype`` (and, if given, ``count`` entries); BAD_FIELD else."""
     array = decode_array(entry, frames)
-    if array.dtype.str != dtype or array.ndim != 1:
+    # decode_array's dtypes are the wire table's objects: ``is`` spares building dtype.str.
+    if (array.dtype is not _DTYPES.get(dtype) and array.dtype.str != dtype) or array.ndim != 1:
         raise ProtocolError(
             f"{name} must be a one-dimensional {dtype} array; got "
             f"{array.dtype.str} of shape {list(array.shape)}"
@@ -80,7 +81,9 @@ def decode_column(
 def decode_calls(entry: Any, frames: Frames, codes: type[IntEnum], name: str) -> npt.NDArray[Any]:
     """A ``|u1`` column of per-instance call codes, each one of ``codes``."""
     calls = decode_column(entry, frames, "|u1", name)
-    if calls.size and int(calls.max()) >= len(codes):
+    # Deleting every valid code from the bytes leaves the invalid ones: one C pass, where
+    # calls.max() is a numpy reduction that costs more than the whole check at small N.
+    if calls.tobytes().translate(None, bytes(range(len(codes)))):
         bad = int(np.flatnonzero(calls >= len(codes))[0])
         raise ProtocolError(
             f"{name}[{bad}] is {int(calls[bad])}; expected one of "
@@ -95,6 +98,10 @@ class InstanceState(IntEnum):
     NEW = 0  # no episode since the batch was initialised
     RUNNING = 1
     ENDED = 2  # its last step was terminal (or, for an agent, its last call was an end)
+
+
+#: NEW as a plain int: ``in`` on a bytearray takes it without an enum lookup.
+_NEW = int(InstanceState.NEW)
 
 
 class InstanceStates:
@@ -123,11 +130,13 @@ class InstanceStates:
         """WRONG_STATE if an instance at one of ``offsets`` (counted from ``start``), whose
         call ``calls[offset]`` needs an episode, is NEW; ``allowed`` names the calls it may
         get. One array comparison for all of them; the error names the first in order."""
-        if not len(offsets):
+        # Once every instance has started, the usual case: one memchr over the states
+        # instead of the array work below.
+        if not len(offsets) or _NEW not in self.states:
             return
         rows = np.asarray(offsets, dtype=np.intp)
         states = np.frombuffer(self.states, dtype=np.uint8)[start:]
-        new = np.flatnonzero(states[rows] == InstanceState.NEW)
+        new = np.flatnonzero(states[rows] == _NEW)
         if len(new):
             offset = int(rows[new[0]])
             raise WrongState(

@@ -23,7 +23,7 @@ from rlbridge.adapters.gym.served_spaces import RestoredCodec
 from rlbridge.adapters.gym.spaces import Codec, ValueCodec, action_indices
 from rlbridge.protocol.batch import Batch, Values, as_batch
 from rlbridge.protocol.errors import InvalidAction
-from rlbridge.protocol.values import Value
+from rlbridge.protocol.values import Value, _new_tuple
 
 
 class BatchedObservations:
@@ -115,6 +115,7 @@ class ElementRows:
 
     def __init__(self, codec: RestoredCodec, count: int):
         self.codec = codec
+        self.count = count
         self.space = batch_space(codec.space, count)
         self.stacked = create_empty_array(codec.space, n=count, fn=np.zeros)
 
@@ -126,7 +127,8 @@ class ElementRows:
             element = self.codec.codec.batched_element(
                 columns.ints, columns.doubles, columns.arrays
             )
-            _put(self.stacked, rows, element)
+            # Rows are in order, so all of them are every row: a slice spares the indexing.
+            _put(self.stacked, slice(None) if len(rows) == self.count else rows, element)
             return
         for row, value in zip(rows.tolist(), columns.listed, strict=True):
             _put(self.stacked, row, self.codec.to_gym(value))
@@ -138,7 +140,7 @@ class ElementRows:
         return _take(batched, index)
 
 
-def _put(stacked: Any, row: int | np.ndarray, element: Any) -> None:
+def _put(stacked: Any, row: int | np.ndarray | slice, element: Any) -> None:
     """Write ``element`` at ``row`` of ``stacked``, or a batched element at the rows ``row``."""
     if isinstance(stacked, dict):
         for key, part in stacked.items():
@@ -181,6 +183,9 @@ class BatchedActions:
             self.low = np.asarray(part.start, dtype=np.int64)
             self.high = self.low + np.asarray(part.n, dtype=np.int64) - 1
             self.offset = offset - int(part.start)  # element + offset = the game's int
+        # A step's empty columns, made once: an array of no elements cannot be changed.
+        self.no_doubles = np.empty((count, 0), dtype=np.float64)
+        self.no_chars = ("",) * count
 
     def ints(self, actions: Any) -> np.ndarray | None:
         """The ``(count,)`` int64 array of a one-int action space's batched action (unchecked);
@@ -208,11 +213,17 @@ class BatchedActions:
                     f"{self.codec.space}; got {int(ints[row])}"
                 )
             count = len(chosen)
-            return Batch(
-                count,
-                (chosen + self.offset).reshape(count, 1),
-                np.empty((count, 0), dtype=np.float64),
-                ("",) * count,
+            full = count == self.count
+            return _new_tuple(
+                Batch,
+                (
+                    count,
+                    (chosen + self.offset).reshape(count, 1),
+                    self.no_doubles if full else np.empty((count, 0), dtype=np.float64),
+                    self.no_chars if full else ("",) * count,
+                    (),
+                    None,
+                ),
             )
         try:
             elements = list(iterate(self.space, actions))

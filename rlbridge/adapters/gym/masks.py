@@ -37,6 +37,14 @@ class InstanceMasks:
         #: Whether any instance has a mask (the step's mask work is skipped when none has).
         self.masked = self.has_mask is not None and bool(self.has_mask.any())
 
+    @property
+    def follows(self) -> bool:
+        """Whether :meth:`update` has anything to do: a mask array to read, or a game to ask
+        (at the first reset, and after it when some instance has a mask)."""
+        return bool(self.masks.shape[1]) and (
+            self.index is not None or (self.asks and (self.has_mask is None or self.masked))
+        )
+
     def update(
         self,
         rows: np.ndarray,

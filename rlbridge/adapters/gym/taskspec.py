@@ -108,6 +108,8 @@ class GymSpaceCodec:
         self.layout = _Layout()
         #: Each Box's wire dtype, by the Box's id: looked up per element, not worked out.
         self.wire_dtypes: dict[int, np.dtype] = {}
+        #: batched_element's expected array shapes for the last count it was given.
+        self._column_shapes: dict[int, list[tuple[int, ...]]] = {}
         self._walk(space, what)
 
     def _walk(self, space: spaces.Space, where: str) -> None:
@@ -240,9 +242,14 @@ class GymSpaceCodec:
         Batch's columns (``ints`` (M, k), ``doubles`` (M, k), ``arrays`` one (M, ...) array
         each): one slice or cast per part, no work per member. PeerError when the columns
         do not have this space's layout. The members are not checked against the space's
-        bounds: they are what the served env returned, as :meth:`to_value` flattened them."""
+        bounds: they are what the served env returned, as :meth:`to_value` flattened them.
+        A Box of arrays may be a view of its column: the caller copies what it keeps."""
         layout = self.layout
-        shapes = [(len(ints),) + shape for _dtype, shape, _bounds in layout.arrays]
+        count = len(ints)
+        shapes = self._column_shapes.get(count)
+        if shapes is None:
+            shapes = [(count,) + shape for _dtype, shape, _bounds in layout.arrays]
+            self._column_shapes = {count: shapes}  # one count at a time: a batch keeps its N
         if (
             ints.shape[1] != len(layout.ints)
             or doubles.shape[1] != len(layout.doubles)
@@ -313,7 +320,7 @@ class GymSpaceCodec:
             width = int(np.prod(space.shape))
             return take(source, width).astype(space.dtype).reshape((count, *space.shape))
         if isinstance(space, spaces.Box):
-            return np.array(take(2, 1), dtype=space.dtype)  # a copy: the frames are reused
+            return take(2, 1).astype(space.dtype, copy=False)  # the caller copies it
         if isinstance(space, spaces.Tuple):
             return tuple(
                 self._build_columns(member, count, columns, taken) for member in space.spaces

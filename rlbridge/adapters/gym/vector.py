@@ -204,25 +204,31 @@ class RLBridgeVectorEnv(InstancesVectorEnv):
         self.needs_reset = True  # until the batch is known to have stepped
         result = self.instances.batch_step(calls, values)
         self.observations.update(answered, result.observations)
+        # Every array operation below costs a microsecond or so whatever N is: at small N
+        # they are much of a step, so none runs that the step does not need.
         rewards = np.array(result.rewards, dtype=np.float64)
         terminated = np.array(result.terminals, dtype=bool)
-        rewards[penalised] = self.illegal_penalty
-        self.elapsed += 1
-        if self.restarting:
-            self.elapsed[starting] = 0
-        if self.max_episode_steps:  # a starting instance's 0 never reaches it
+        if penalised:
+            rewards[penalised] = self.illegal_penalty
+        if self.max_episode_steps:  # the steps counted are only for this truncation
+            self.elapsed += 1
+            if self.restarting:
+                self.elapsed[starting] = 0  # a starting instance's 0 never reaches it
             truncated = ~terminated & (self.elapsed >= self.max_episode_steps)
+            ended = terminated | truncated
         else:
             truncated = np.zeros(self.num_envs, dtype=bool)
-        self._update_masks(answered, terminated[answered])
-        illegal_rows = [rows[position] for position in illegal]
-        ended = terminated | truncated
-        if self.autoreset_mode == AutoresetMode.SAME_STEP and ended.any():
+            ended = terminated.copy()  # kept as the next step's autoreset: not the caller's
+        if self.masks.follows:
+            self._update_masks(answered, terminated[answered])
+        illegal_rows = [rows[position] for position in illegal] if illegal else []
+        self.restarting = restarting = bool(ended.any())
+        if restarting and self.autoreset_mode == AutoresetMode.SAME_STEP:
             infos = self._restart_now(ended, result.infos, illegal_rows)
+            self.restarting = False
         else:
             infos = self._step_infos(result.infos, starting, illegal_rows)
             self.autoreset = ended
-        self.restarting = bool(self.autoreset.any())
         self.needs_reset = False
         return self.observations.current(), rewards, terminated, truncated, infos
 

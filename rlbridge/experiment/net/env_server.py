@@ -89,6 +89,9 @@ class EnvironmentServer(RequestServer[EnvState]):
         self.batch = batch
         self.env_batch: EnvironmentBatch | None = None  # set by ENV_BATCH_INIT
         self.batch_loop: BatchLoop | None = None
+        #: Whether a RUN_BATCH may have left episodes of the loop in progress, which the next
+        #: ENV_BATCH_STEP abandons (a walk over every instance's counter, once, not per step).
+        self.loop_played = False
         self.handlers.update(
             {
                 T.ENV_INIT: (nil_body, self._env_init),
@@ -209,8 +212,9 @@ class EnvironmentServer(RequestServer[EnvState]):
         if env_batch is None or batch_loop is None:  # BATCHED follows ENV_BATCH_INIT's setting
             raise WrongState("ENV_BATCH_STEP needs a successful ENV_BATCH_INIT first")
         result = env_batch.batch_step(body.calls, body.actions)
-        # Stepping from outside leaves no episode of RUN_BATCH's loop in progress.
-        batch_loop.abandon()
+        if self.loop_played:  # stepping from outside leaves no episode of the loop going on
+            batch_loop.abandon()
+            self.loop_played = False
         return [
             encode_column(result.rewards),
             encode_batch(result.observations, frames),
@@ -221,6 +225,7 @@ class EnvironmentServer(RequestServer[EnvState]):
     def _run_batch(
         self, message: Envelope, body: RunBatch, frames: list[memoryview], identity: bytes
     ) -> list[object]:
+        self.loop_played = True
         return self.delegation.run_batch(message, body, identity, frames)
 
     def _copy_env(self) -> Environment:
