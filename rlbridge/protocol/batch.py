@@ -240,13 +240,16 @@ def _stack_arrays(column: tuple[npt.NDArray[Any], ...]) -> npt.NDArray[Any] | No
     Joining their bytes is about 3x faster than ``np.stack`` for many small arrays
     (64 4x4 int8 arrays: 10 against 30 microseconds on the project's machine), and the
     checks run as set comprehensions rather than a loop of comparisons."""
-    shapes = set(map(_shape_of_array, column))
-    dtypes = set(map(_dtype_of_array, column))
-    if len(shapes) != 1 or len(dtypes) != 1:
+    if len(set(map(_shape_of_array, column))) != 1:
+        return None
+    dtypes = list(map(_dtype_of_array, column))
+    # numpy keeps one dtype object per built-in type, so their ids usually decide at once;
+    # hashing dtypes, which equal dtypes of other ids still need, costs more.
+    if len(set(map(id, dtypes))) != 1 and len(set(dtypes)) != 1:
         return None
     first = column[0]
     joined = b"".join(map(_ndarray_tobytes, column))
-    return np.frombuffer(joined, dtype=first.dtype).reshape((len(column), *first.shape))
+    return np.ndarray((len(column), *first.shape), first.dtype, joined)
 
 
 _shape_of_array = operator.attrgetter("shape")

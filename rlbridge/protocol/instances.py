@@ -78,12 +78,19 @@ def decode_column(
     return array
 
 
+#: Each call-code enum's codes as bytes, for decode_calls (its codes run 0 .. len - 1).
+_VALID_CODES: dict[type[IntEnum], bytes] = {}
+
+
 def decode_calls(entry: Any, frames: Frames, codes: type[IntEnum], name: str) -> npt.NDArray[Any]:
     """A ``|u1`` column of per-instance call codes, each one of ``codes``."""
     calls = decode_column(entry, frames, "|u1", name)
     # Deleting every valid code from the bytes leaves the invalid ones: one C pass, where
     # calls.max() is a numpy reduction that costs more than the whole check at small N.
-    if calls.tobytes().translate(None, bytes(range(len(codes)))):
+    valid = _VALID_CODES.get(codes)
+    if valid is None:
+        valid = _VALID_CODES[codes] = bytes(range(len(codes)))
+    if calls.tobytes().translate(None, valid):
         bad = int(np.flatnonzero(calls >= len(codes))[0])
         raise ProtocolError(
             f"{name}[{bad}] is {int(calls[bad])}; expected one of "

@@ -122,6 +122,8 @@ class Value(NamedTuple):
 #: little-endian code, so it misses there and is converted): filled by :func:`_numpy`.
 _DTYPES: dict[str, np.dtype[Any]] = {}
 _WIRE_CODES: dict[np.dtype[Any], str] = {}
+#: The same by the dtype object's id: those objects live as long as the table, which holds them.
+_WIRE_CODES_BY_ID: dict[int, str] = {}
 #: numpy.ndarray once :func:`_numpy` has run: ``type(x) is _ndarray`` is False before.
 _ndarray: type[np.ndarray[Any, Any]] | None = None
 
@@ -134,6 +136,7 @@ def _numpy() -> ModuleType:
     if not _DTYPES:
         _DTYPES.update({code: numpy.dtype(code) for code in WIRE_DTYPES})
         _WIRE_CODES.update({dtype: code for code, dtype in _DTYPES.items()})
+        _WIRE_CODES_BY_ID.update({id(dtype): code for code, dtype in _DTYPES.items()})
         _ndarray = numpy.ndarray
     return numpy
 
@@ -186,10 +189,14 @@ def encode_array(array: npt.NDArray[Any], frames: list[memoryview] | None = None
     :data:`ZERO_COPY_THRESHOLD_BYTES` or more goes there and ``data`` is its index."""
     if type(array) is not _ndarray:  # not an ndarray, or the first array this process met
         array = _numpy().asarray(array)
-    array, code = _wire_array(array)
-    if frames is not None and array.nbytes >= ZERO_COPY_THRESHOLD_BYTES:
-        frames.append(array.data)
-        return [code, array.shape, len(frames) - 1]
+    # An inline array as tobytes writes it, in C order whatever its layout: a dtype of the
+    # wire's own by its id (hashing a dtype costs more), no contiguity check.
+    code = _WIRE_CODES_BY_ID.get(id(array.dtype))
+    if code is None or frames is not None and array.nbytes >= ZERO_COPY_THRESHOLD_BYTES:
+        array, code = _wire_array(array)
+        if frames is not None and array.nbytes >= ZERO_COPY_THRESHOLD_BYTES:
+            frames.append(array.data)
+            return [code, array.shape, len(frames) - 1]
     return [code, array.shape, array.tobytes()]
 
 

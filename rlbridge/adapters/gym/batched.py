@@ -180,8 +180,8 @@ class BatchedActions:
         part, offset = action_indices(codec)
         self.plain_ints = part is not None
         if part is not None:
-            self.low = np.asarray(part.start, dtype=np.int64)
-            self.high = self.low + np.asarray(part.n, dtype=np.int64) - 1
+            self.low = int(part.start)
+            self.high = self.low + int(part.n) - 1
             self.offset = offset - int(part.start)  # element + offset = the game's int
         # A step's empty columns, made once: an array of no elements cannot be changed.
         self.no_doubles = np.empty((count, 0), dtype=np.float64)
@@ -205,8 +205,9 @@ class BatchedActions:
         ints = self.ints(actions)
         if ints is not None:
             chosen = ints if len(rows) == self.count else ints[rows]
-            outside = (chosen < self.low) | (chosen > self.high)
-            if outside.any():
+            listed = chosen.tolist()  # min and max of a list: cheaper than array operations
+            if listed and (min(listed) < self.low or max(listed) > self.high):
+                outside = (chosen < self.low) | (chosen > self.high)
                 row = rows[int(np.flatnonzero(outside)[0])]
                 raise InvalidAction(
                     f"instance {row}: action must be an element of "

@@ -49,7 +49,7 @@ from rlbridge.environments.base import Environment, StepResult
 from rlbridge.options import convert_value, type_name
 from rlbridge.protocol.errors import OptionError
 from rlbridge.protocol.taskspec import TaskSpec
-from rlbridge.protocol.values import Value
+from rlbridge.protocol.values import Value, _new_tuple
 
 GYM_PREFIX = "gym:"
 #: ``gymnasium.make``'s own keyword arguments that options may set: their types and what they do.
@@ -278,18 +278,26 @@ class GymEnvironment(Environment):
         element = self.action_codec.from_value(action, check=False)
         observation, reward, terminated, truncated, info = self.gym_env.step(element)
         self.last_info = info
-        extra = {
-            key: plain
-            for key, value in info.items()
-            if isinstance(key, str) and (plain := plain_value(value)) is not None
-        }
+        extra = (
+            {
+                key: plain
+                for key, value in info.items()
+                if isinstance(key, str) and (plain := plain_value(value)) is not None
+            }
+            if info
+            else {}
+        )
         if truncated and not terminated:
             extra["truncated"] = True
-        return StepResult(
-            float(reward),
-            self.observation_codec.to_value(observation),
-            bool(terminated or truncated),
-            extra or None,
+        # tuple.__new__: a NamedTuple's own __new__ is a Python call, once a step.
+        return _new_tuple(
+            StepResult,
+            (
+                float(reward),
+                self.observation_codec.to_value(observation),
+                bool(terminated or truncated),
+                extra or None,
+            ),
         )
 
     def game_message(self, command: str, args: list[str]) -> str | None:

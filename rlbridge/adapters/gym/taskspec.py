@@ -34,7 +34,7 @@ from gymnasium import spaces
 
 from rlbridge.protocol.errors import InvalidAction, PeerError, TaskSpecError
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec
-from rlbridge.protocol.values import WIRE_DTYPES, Value
+from rlbridge.protocol.values import WIRE_DTYPES, Value, _new_tuple
 
 
 def _ranges(bounds: list[tuple[float, float]]) -> tuple[Range, ...]:
@@ -165,7 +165,7 @@ class GymSpaceCodec:
         doubles: list[float] = []
         arrays: list[np.ndarray] = []
         self._flatten(self.space, element, ints, doubles, arrays)
-        return Value(tuple(ints), tuple(doubles), "", tuple(arrays))
+        return _new_tuple(Value, (tuple(ints), tuple(doubles), "", tuple(arrays)))
 
     def _flatten(self, space, element, ints: list, doubles: list, arrays: list) -> None:
         if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
@@ -197,8 +197,10 @@ class GymSpaceCodec:
                     f"{self.what} must have {len(self.layout.arrays)} arrays for "
                     f"{self.space}; got {len(value.arrays)}"
                 )
-        else:
-            ints, doubles = list(value.flat_ints()), list(value.flat_doubles())
+        elif value.arrays:
+            ints, doubles = value.flat_ints(), value.flat_doubles()
+        else:  # the usual action: its ints and doubles are the flat ones
+            ints, doubles = list(value.ints), list(value.doubles)
         expected_ints, expected_doubles = len(self.layout.ints), len(self.layout.doubles)
         if len(ints) != expected_ints or len(doubles) != expected_doubles:
             raise InvalidAction(
