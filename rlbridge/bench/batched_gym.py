@@ -95,33 +95,60 @@ def _vector(kind: str, count: int) -> Any:
     return gymnasium.vector.AsyncVectorEnv(makers, context="fork")
 
 
-def vector_rate(kind: str, count: int, batched_steps: int) -> tuple[float, list[float]]:
+def _workers(vector: Any) -> list[Any]:
+    """The processes that step ``vector``'s instances for it (psutil.Process each): an
+    AsyncVectorEnv's workers, the environment process of ``make_vec(remote=True)``; none
+    for the others, or without psutil."""
+    try:
+        import psutil  # type: ignore[import-untyped]
+    except ImportError:
+        return []
+    if isinstance(getattr(vector, "processes", None), list):
+        return [psutil.Process(process.pid) for process in vector.processes]
+    server = getattr(getattr(vector, "instances", None), "owned_server", None)
+    return [] if server is None else [psutil.Process(server.process.pid)]
+
+
+def _cpu_seconds(processes: list[Any]) -> float:
+    return sum(sum(process.cpu_times()[:2]) for process in processes)
+
+
+def vector_rate(
+    kind: str, count: int, batched_steps: int
+) -> tuple[float, list[float], float, float]:
     """Instance-steps per second and seconds per ``step`` of one vector env (``kind``: a
-    key of :data:`BASELINES` or ``"make_vec-remote"``), after a warm-up."""
+    key of :data:`BASELINES` or ``"make_vec-remote"``), after a warm-up; then the CPU
+    seconds per ``step`` of this process (every thread) and of the processes stepping the
+    instances for it (NaN where there are none), over the timed steps."""
     vector = _vector(kind, count)
     rng = np.random.default_rng(1)
     clock = time.perf_counter
+    workers = _workers(vector)
     try:
         if kind == "envpool":
             vector.reset()  # its seed is envpool.make's
         else:
             vector.reset(seed=1)
         latencies: list[float] = []
-        started = 0.0
+        started = own = theirs = 0.0
         for steps in (batched_rows.warmup_steps(batched_steps), batched_steps):
             latencies = []
+            own, theirs = time.process_time(), _cpu_seconds(workers)
             started = clock()
             for _ in range(steps):
                 actions = rng.integers(0, 2, size=count)
                 begin = clock()
                 vector.step(actions)
                 latencies.append(clock() - begin)
-        return count * batched_steps / (clock() - started), latencies
+        elapsed = clock() - started
+        own = (time.process_time() - own) / batched_steps
+        theirs = (_cpu_seconds(workers) - theirs) / batched_steps if workers else math.nan
+        return count * batched_steps / elapsed, latencies, own, theirs
     finally:
         vector.close()
 
 
-def _fresh(kind: str, count: int, batched_steps: int) -> tuple[float, list[float]]:
+def _fresh(kind: str, count: int, batched_steps: int) -> tuple[Any, ...]:
     return batched_rows.in_fresh_process(
         "vector_rate", kind, count, batched_steps, module="batched_gym"
     )
@@ -238,14 +265,19 @@ def remote_row(quick: bool, repeats: int) -> list[Figure]:
         remote = _fresh("make_vec-remote", 1, steps)
         runs.append((remote[0] / pipe[0], (pipe, remote)))
     _, (pipe, remote) = _median_run(runs)
+
+    def cpu(row) -> str:
+        return f"CPU us per step: caller {1e6 * row[2]:,.0f}, env process {1e6 * row[3]:,.0f}"
+
     return [
-        _figure(group, f"baseline: {BASELINES['async']}", pipe, None),
+        _figure(group, f"baseline: {BASELINES['async']}", pipe, None, note=cpu(pipe)),
         _figure(
             group,
             "rlbridge.adapters.gym.make_vec(remote=True), 1 env process",
             remote,
             pipe[0],
             2.0,
+            cpu(remote),
         ),
     ]
 
