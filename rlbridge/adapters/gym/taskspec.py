@@ -108,8 +108,6 @@ class GymSpaceCodec:
         self.layout = _Layout()
         #: Each Box's wire dtype, by the Box's id: looked up per element, not worked out.
         self.wire_dtypes: dict[int, np.dtype] = {}
-        #: batched_element's expected array shapes for the last count it was given.
-        self._column_shapes: dict[int, list[tuple[int, ...]]] = {}
         self._walk(space, what)
 
     def _walk(self, space: spaces.Space, where: str) -> None:
@@ -247,11 +245,7 @@ class GymSpaceCodec:
         bounds: they are what the served env returned, as :meth:`to_value` flattened them.
         A Box of arrays may be a view of its column: the caller copies what it keeps."""
         layout = self.layout
-        count = len(ints)
-        shapes = self._column_shapes.get(count)
-        if shapes is None:
-            shapes = [(count,) + shape for _dtype, shape, _bounds in layout.arrays]
-            self._column_shapes = {count: shapes}  # one count at a time: a batch keeps its N
+        shapes = [(len(ints),) + shape for _dtype, shape, _bounds in layout.arrays]
         if (
             ints.shape[1] != len(layout.ints)
             or doubles.shape[1] != len(layout.doubles)
