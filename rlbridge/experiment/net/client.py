@@ -27,6 +27,7 @@ from rlbridge.experiment.net.transport import (
     STEP_TIMEOUT_MS,
     TooManyFrames,
     bind_socket,
+    connect_socket,
     context,
     recv_extra_frames,
     recv_frame,
@@ -111,7 +112,7 @@ class RequestClient:
         if bind:
             bind_socket(self.socket, address)
         else:
-            self.socket.connect(address)
+            connect_socket(self.socket, address)
         self.seq = 0
         self.episode = 0
         self.step = 0
