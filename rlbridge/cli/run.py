@@ -249,6 +249,7 @@ def _experiment(args: argparse.Namespace) -> int:
         return 2
     envs: list = []
     agent = None
+    failed = False
     try:
         curve = None
         for address in env_addresses:
@@ -275,13 +276,20 @@ def _experiment(args: argparse.Namespace) -> int:
         )
         return run_experiment(_build_experiment(envs, agent, args), args, program)
     except RLBridgeError as err:
+        failed = True
         print(f"rlbridge experiment: {err}", file=sys.stderr, flush=True)
         return 1
     finally:
         for peer in (*envs, agent):
             if peer is not None:
                 if args.shutdown_peers:
-                    peer.shutdown()
+                    # After a failure a peer may be dead or stuck, and its reply would only
+                    # hold the exit up by a second: SHUTDOWN still goes out (close lingers
+                    # LINGER_MS to deliver it), and a live peer still stops on it.
+                    if failed:
+                        peer.shutdown(timeout_ms=0)
+                    else:
+                        peer.shutdown()
                 peer.close()
 
 
