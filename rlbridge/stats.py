@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-import numpy as np
-
 from rlbridge.extras import require
 
 
@@ -57,6 +55,10 @@ def t_interval(values, bounds: tuple[float, float] = UNBOUNDED):
     (12.7 for two), and an unclipped interval would claim negative steps/s or returns
     no episode can have. Floats for a list of numbers, arrays for a 2-d array (one
     interval per column); the mean alone for one value or none apart."""
+    # Imported here: the run summary's intervals (above) need no numpy, and every
+    # experiment process prints one.
+    import numpy as np
+
     data = np.asarray(values, dtype=np.float64)
     if data.shape[0] == 0:
         return (math.nan, math.nan, math.nan)
@@ -72,7 +74,7 @@ def t_interval(values, bounds: tuple[float, float] = UNBOUNDED):
 
 
 def _plain(mean, low, high):
-    if np.ndim(mean) == 0:
+    if mean.ndim == 0:  # numpy's scalar or array, from t_interval
         return (float(mean), float(low), float(high))
     return (mean, low, high)
 

@@ -21,17 +21,20 @@ import copy
 import functools
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
-
 from rlbridge.agents.base import Agent
-from rlbridge.protocol.batch import Batch, values_of
 from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.instances import AgentCall, instance_seed
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
 
-if TYPE_CHECKING:  # typing.TypeIs from Python 3.13 on
-    from typing_extensions import TypeIs
+if TYPE_CHECKING:
+    import numpy as np
+    from typing_extensions import TypeIs  # typing.TypeIs from Python 3.13 on
+
+    from rlbridge.protocol.batch import Batch
+
+# The batched wire (protocol/batch.py, and numpy) is imported by the first batched step: the
+# registry checks every agent class against BatchAgent, in processes that play one instance.
 
 _STEP, _START, _END, _END_START, _NONE = (int(c) for c in AgentCall)
 
@@ -152,6 +155,8 @@ class AgentBatch:
     def batch_step(
         self, first_instance: int, calls: np.ndarray, rewards: np.ndarray, observations: Batch
     ) -> list[Value]:
+        from rlbridge.protocol.batch import values_of
+
         agents = self.agents
         values = values_of(observations)
         reward_list = rewards.tolist()

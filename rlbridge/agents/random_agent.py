@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from rlbridge.agents.base import Agent
 from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value
@@ -18,7 +16,8 @@ def legal_actions(task_spec: TaskSpec, observation: Value) -> list[int] | None:
     if index is None:
         return None
     low = int(task_spec.actions.ints[0].low)
-    return [low + int(i) for i in np.flatnonzero(observation.arrays[index])]
+    # The mask's own method, not numpy's module: first-legal imports no numpy of its own.
+    return [low + int(i) for i in observation.arrays[index].ravel().nonzero()[0]]
 
 
 class RandomAgent(Agent):
@@ -40,6 +39,8 @@ class RandomAgent(Agent):
         self.seed(seed)
 
     def seed(self, seed: int) -> None:
+        import numpy as np  # here, not above: the first-legal agent beside us needs none
+
         self.rng = np.random.default_rng(seed)
         self._draws: list[float] = []
 

@@ -15,16 +15,21 @@ and agent the loop's two ports, and :meth:`BatchLoop.play_episode` is its fast p
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-import numpy as np
-
-from rlbridge.agents.batch import BatchAgent
 from rlbridge.experiment.counting import EpisodeCounter
-from rlbridge.protocol.batch import Batch, Values, count_of, select, values_of
 from rlbridge.protocol.errors import InvalidAction, ProtocolError
 from rlbridge.protocol.instances import AgentCall, EnvCall
 from rlbridge.protocol.values import Value
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from rlbridge.agents.batch import BatchAgent
+    from rlbridge.protocol.batch import Batch, Values
+
+# numpy and the batched wire (protocol/batch.py) are imported where a batched step uses them,
+# not here: a process that plays one instance, episode by episode, never loads numpy.
 
 _ENV_STEP, _ENV_START, _ENV_NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
 _STEP, _START, _END, _END_START, _NONE = (int(c) for c in AgentCall)
@@ -90,7 +95,7 @@ class LocalAgentPort:
 #: ``env_step(calls, actions)`` -> a BatchStep (rewards, observations, terminals, infos);
 #: ``calls`` is a uint8 array of one EnvCall code per instance, ``actions`` (Values) one
 #: action per STEP in instance order.
-EnvStep = Callable[[np.ndarray, list], object]
+EnvStep = Callable[["np.ndarray", list], object]
 
 
 def group_bounds(count: int, groups: int) -> list[tuple[int, int]]:
@@ -197,6 +202,8 @@ class BatchLoop:
         """The pending actions under ``bounds``, when an earlier play grouped them otherwise."""
         if all(key in bounds for key in self.pending):
             return
+        from rlbridge.protocol.batch import values_of
+
         actions: dict[int, Value] = {}
         for instances, reply in self.pending.values():
             actions.update(zip(instances, values_of(reply), strict=True))
@@ -207,6 +214,8 @@ class BatchLoop:
                 self.pending[(low, high)] = (instances, [actions[i] for i in instances])
 
     def _take_actions(self, actions, instances: list[int], key: tuple[int, int]) -> None:
+        from rlbridge.protocol.batch import count_of
+
         if count_of(actions) != len(instances):
             raise ProtocolError(
                 f"the agent answered AGENT_BATCH_STEP with {count_of(actions)} "
@@ -223,6 +232,8 @@ class BatchLoop:
         instances, reply = self.pending[key]
         if instances == stepping:
             return reply
+        from rlbridge.protocol.batch import select
+
         rows = {instance: row for row, instance in enumerate(instances)}
         return select(reply, [rows[index] for index in stepping])
 
@@ -232,6 +243,8 @@ class BatchLoop:
         """One batched step of the instances ``low`` .. ``high - 1``; returns the instances
         whose actions the agent's reply will hold, in order. An instance whose episode ended
         (or was cut off) starts its next one here, in the step after (docs/batching.md)."""
+        import numpy as np
+
         counters = self.counters
         # Each instance's counter says whether it steps or starts; None: its quota is played.
         running: list[bool | None]
@@ -279,6 +292,10 @@ class BatchLoop:
         """The agent's calls when some instances started, ended, were cut off or sat out:
         START for a start, END for a terminal step (RL-Glue's agent_end takes no
         observation: its row is dropped), STEP for any other step."""
+        import numpy as np
+
+        from rlbridge.protocol.batch import select
+
         counters = self.counters
         calls = env_calls[low:high]
         touched = np.flatnonzero(calls != _ENV_NONE)  # the rows of result.observations
@@ -328,6 +345,8 @@ class OneInstance:
         self.reply: list = []
 
     def env_step(self, calls, actions) -> _OneStep:
+        import numpy as np
+
         call = calls[0]
         if call == _ENV_START:
             return _OneStep(np.zeros(1), [self.env.env_start()], np.zeros(1, dtype=bool))
@@ -340,6 +359,8 @@ class OneInstance:
         return _OneStep(np.array([result[0]], dtype=np.float64), [result[1]], np.array([result[2]]))
 
     def send(self, group, first_instance, calls, rewards, observations) -> None:
+        from rlbridge.protocol.batch import values_of
+
         call, agent = int(calls[0]), self.agent
         values = values_of(observations)
         if call == _STEP:

@@ -12,13 +12,14 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
-
 from rlbridge.protocol.errors import ProtocolError, WrongState
+from rlbridge.protocol.seeds import seed_words
 from rlbridge.protocol.values import _DTYPES, decode_array, encode_array
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from rlbridge.protocol.batch import Rows
     from rlbridge.protocol.values import Frames
 
@@ -42,9 +43,28 @@ class AgentCall(IntEnum):
 
 
 #: The calls whose instance carries a value: an action (env) or an observation (agent).
-ENV_TAKES_ACTION = np.array([True, False, False])
-ENV_GIVES_OBSERVATION = np.array([True, True, False])
-AGENT_TAKES_OBSERVATION = np.array([True, True, False, True, False])
+#: Boolean arrays indexed by call code, made on first use (``__getattr__``): numpy is
+#: imported by the first batch, not by a process that plays one instance.
+_CALL_TABLES = {
+    "ENV_TAKES_ACTION": (True, False, False),
+    "ENV_GIVES_OBSERVATION": (True, True, False),
+    "AGENT_TAKES_OBSERVATION": (True, True, False, True, False),
+}
+if TYPE_CHECKING:
+    ENV_TAKES_ACTION: npt.NDArray[np.bool_]
+    ENV_GIVES_OBSERVATION: npt.NDArray[np.bool_]
+    AGENT_TAKES_OBSERVATION: npt.NDArray[np.bool_]
+
+
+def __getattr__(name: str) -> Any:
+    flags = _CALL_TABLES.get(name)
+    if flags is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import numpy
+
+    table = globals()[name] = numpy.array(flags)
+    return table
+
 
 #: The most instances one environment process serves (PROTOCOL.md 16.2): a larger
 #: ENV_BATCH_INIT ``num_instances`` is BAD_FIELD, and so are RUN_BATCH quotas and groups past it.
@@ -91,7 +111,7 @@ def decode_calls(entry: Any, frames: Frames, codes: type[IntEnum], name: str) ->
     if valid is None:
         valid = _VALID_CODES[codes] = bytes(range(len(codes)))
     if calls.tobytes().translate(None, valid):
-        bad = int(np.flatnonzero(calls >= len(codes))[0])
+        bad = int((calls >= len(codes)).nonzero()[0][0])
         raise ProtocolError(
             f"{name}[{bad}] is {int(calls[bad])}; expected one of "
             + ", ".join(f"{c.name}={int(c)}" for c in codes)
@@ -141,6 +161,8 @@ class InstanceStates:
         # instead of the array work below.
         if not len(offsets) or _NEW not in self.states:
             return
+        import numpy as np  # a batch's arrays have loaded it: a look-up in sys.modules
+
         rows = np.asarray(offsets, dtype=np.intp)
         states = np.frombuffer(self.states, dtype=np.uint8)[start:]
         new = np.flatnonzero(states[rows] == _NEW)
@@ -156,6 +178,8 @@ class InstanceStates:
     ) -> None:
         """Each instance at ``start + i`` moves to ``next_states[calls[i]]``, where ``calls[i]``
         is not NONE (``next_states`` holds NONE's own code there: 255)."""
+        import numpy as np  # a batch's arrays have loaded it: a look-up in sys.modules
+
         states = np.frombuffer(self.states, dtype=np.uint8)[start : start + len(calls)]
         moved = next_states[calls]
         touched = moved != 255
@@ -164,8 +188,8 @@ class InstanceStates:
 
 def derive_seeds(seed: int) -> tuple[int, int]:
     """The environment's and the agent's seeds from the experiment seed (PROTOCOL.md, "Seeding")."""
-    env_seed, agent_seed = np.random.SeedSequence(seed).generate_state(2)
-    return int(env_seed), int(agent_seed)
+    env_seed, agent_seed = seed_words(seed, 2)
+    return env_seed, agent_seed
 
 
 def instance_seed(seed: int, instance: int) -> int:
@@ -176,4 +200,4 @@ def instance_seed(seed: int, instance: int) -> int:
     """
     if instance == 0:
         return seed
-    return int(np.random.SeedSequence([seed, instance]).generate_state(1)[0])
+    return seed_words([seed, instance], 1)[0]

@@ -7,12 +7,10 @@ and the typed decoder of a delegated episode's every AGENT_STEP.
 
 from __future__ import annotations
 
-from typing import Any, cast
-
-import numpy as np
+import functools
+from typing import TYPE_CHECKING, Any, cast
 
 from rlbridge.agents.base import Agent
-from rlbridge.agents.batch import BatchAgent, as_batch_agent
 from rlbridge.experiment.net.bodies import (
     AgentBatchInit,
     AgentBatchStep,
@@ -27,7 +25,6 @@ from rlbridge.experiment.net.bodies import (
     value_body,
 )
 from rlbridge.experiment.net.server import RequestServer
-from rlbridge.protocol.batch import as_batch, encode_batch
 from rlbridge.protocol.errors import ProtocolError, RLBridgeError, WrongState
 from rlbridge.protocol.instances import AgentCall, InstanceState, InstanceStates
 from rlbridge.protocol.messages import Envelope, MessageType
@@ -43,19 +40,30 @@ from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.typed import RewardValue, decoder, prefix
 from rlbridge.protocol.values import Value, encode_value
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from rlbridge.agents.batch import BatchAgent
+
 T = MessageType
 
 
-#: AgentCall codes that need an episode on their instance, and each call's instance state after.
-#: Whether each call (indexed by its code) needs an episode in progress on its instance:
-#: a table look-up per call, cheaper than np.isin on every batched step.
-_AGENT_NEEDS_EPISODE = np.zeros(256, dtype=bool)
-_AGENT_NEEDS_EPISODE[[int(AgentCall.STEP), int(AgentCall.END), int(AgentCall.END_START)]] = True
-#: The state an instance moves to on each call, indexed by the call's code (NONE: 255, none).
-_AGENT_NEXT_INSTANCE = np.full(256, 255, dtype=np.uint8)
-_AGENT_NEXT_INSTANCE[
-    [int(AgentCall.STEP), int(AgentCall.START), int(AgentCall.END), int(AgentCall.END_START)]
-] = [InstanceState.RUNNING, InstanceState.RUNNING, InstanceState.ENDED, InstanceState.RUNNING]
+@functools.cache
+def _call_tables() -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.uint8]]:
+    """Indexed by an AgentCall's code: whether the call needs an episode in progress on its
+    instance (a table look-up per call, cheaper than np.isin on every batched step), and the
+    state the instance moves to (NONE: 255, none). Made by the first batched step: numpy is
+    imported by a batch, not by an agent that serves one instance."""
+    import numpy as np
+
+    needs_episode = np.zeros(256, dtype=bool)
+    needs_episode[[int(AgentCall.STEP), int(AgentCall.END), int(AgentCall.END_START)]] = True
+    next_instance = np.full(256, 255, dtype=np.uint8)
+    next_instance[
+        [int(AgentCall.STEP), int(AgentCall.START), int(AgentCall.END), int(AgentCall.END_START)]
+    ] = [InstanceState.RUNNING, InstanceState.RUNNING, InstanceState.ENDED, InstanceState.RUNNING]
+    return needs_episode, next_instance
 
 
 class AgentServer(RequestServer[AgentState]):
@@ -165,6 +173,8 @@ class AgentServer(RequestServer[AgentState]):
     def _agent_batch_init(
         self, message: Envelope, body: AgentBatchInit, frames: list[memoryview], identity: bytes
     ) -> None:
+        from rlbridge.agents.batch import as_batch_agent
+
         self.task_spec = body.task_spec
         batch_agent = as_batch_agent(self.agent)
         batch_agent.batch_init(body.task_spec, body.num_instances)
@@ -178,6 +188,11 @@ class AgentServer(RequestServer[AgentState]):
         instances, batch_agent = self.instances, self.batch_agent
         if instances is None or batch_agent is None:  # BATCHED follows AGENT_BATCH_INIT's setting
             raise WrongState("AGENT_BATCH_STEP needs a successful AGENT_BATCH_INIT first")
+        import numpy as np
+
+        from rlbridge.protocol.batch import as_batch, encode_batch
+
+        needs_episode, next_instance = _call_tables()
         calls = np.asarray(body.calls, dtype=np.uint8)
         first, count = body.first_instance, len(instances.states)
         if first + len(calls) > count:
@@ -187,7 +202,7 @@ class AgentServer(RequestServer[AgentState]):
                 f"instances (0..{count - 1}, AGENT_BATCH_INIT)"
             )
         instances.refuse_new(
-            np.flatnonzero(_AGENT_NEEDS_EPISODE[calls]),
+            np.flatnonzero(needs_episode[calls]),
             calls,
             AgentCall,
             "START or NONE",
@@ -200,5 +215,5 @@ class AgentServer(RequestServer[AgentState]):
                 f"the agent returned {actions.count} actions for "
                 f"{body.observations.count} calls that take one"
             )
-        instances.enter(calls, _AGENT_NEXT_INSTANCE, first)
+        instances.enter(calls, next_instance, first)
         return encode_batch(actions, frames)

@@ -7,14 +7,10 @@ a malformed body gets BAD_FIELD in every state.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-import numpy as np
-
-from rlbridge.protocol.batch import Batch, decode_batch
 from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.instances import (
-    AGENT_TAKES_OBSERVATION,
     MAX_AGENT_INSTANCES,
     MAX_INSTANCES,
     AgentCall,
@@ -34,6 +30,14 @@ from rlbridge.protocol.messages import (
 from rlbridge.protocol.queries import QueryRequest, read_query
 from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value, _new_tuple, decode_value, typed_value
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from rlbridge.protocol.batch import Batch
+
+# The batched wire (protocol/batch.py, and numpy with it) is imported by the first batched
+# body, not here: a peer that serves one instance never loads numpy.
 
 
 def whole_body(message: Envelope) -> object:
@@ -208,6 +212,8 @@ def env_batch_init_body(message: Envelope) -> BatchInit:
 
 
 def env_batch_step_body(message: Envelope) -> EnvBatchStep:
+    from rlbridge.protocol.batch import decode_batch
+
     calls, actions = _items(message, 2, "[calls, actions]")
     return EnvBatchStep(
         decode_calls(calls, message.frames, EnvCall, "ENV_BATCH_STEP calls"),
@@ -230,6 +236,9 @@ def agent_batch_init_body(message: Envelope) -> AgentBatchInit:
 
 
 def agent_batch_step_body(message: Envelope) -> AgentBatchStep:
+    from rlbridge.protocol.batch import decode_batch
+    from rlbridge.protocol.instances import AGENT_TAKES_OBSERVATION
+
     first, calls, rewards, observations = _items(
         message, 4, "[first_instance, calls, rewards, observations]"
     )

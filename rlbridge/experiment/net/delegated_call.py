@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import numpy as np
-
 from rlbridge.experiment.batch import EndedEpisodes
 from rlbridge.experiment.net.transport import HEARTBEAT_INTERVAL_MS
 from rlbridge.experiment.peer import Recorder
@@ -64,6 +62,8 @@ class DelegatedCall:
             self.msg_type, self.body, self.keep = T.RUN_EPISODE, [max_steps], 4
         else:
             num_steps, quotas, groups = batch
+            import numpy as np  # RUN_BATCH's columns: a RUN_EPISODE needs no numpy
+
             self.msg_type, self.keep = T.RUN_BATCH, 3
             self.body = [
                 max_steps,

@@ -28,12 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 from rlbridge.experiment.counting import EpisodeCounter
 from rlbridge.experiment.log.writer import RecordList
-from rlbridge.experiment.net.batch_play import (
-    RemoteAgentPort,
-    counters_body,
-    episodes_body,
-    published,
-)
 from rlbridge.experiment.net.bodies import Delegation as DelegateBody
 from rlbridge.experiment.net.bodies import RunBatch
 from rlbridge.experiment.net.client import RequestClient
@@ -329,6 +323,15 @@ class Delegation:
         watch: Watch,
         ended_count: list[int],
     ) -> list[object]:
+        # RUN_BATCH's parts, and numpy with them, load with the first batch: an environment
+        # that plays RUN_EPISODE never imports them.
+        from rlbridge.experiment.net.batch_play import (
+            RemoteAgentPort,
+            counters_body,
+            episodes_body,
+            published,
+        )
+
         monotonic = time.monotonic
         timing = self.timing = []
         last = [time.perf_counter()]

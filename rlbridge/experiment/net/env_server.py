@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rlbridge.environments.base import Environment
-from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.environments.queries import answer_single
 from rlbridge.experiment.batch import BatchLoop
 from rlbridge.experiment.net.bodies import (
@@ -33,7 +32,6 @@ from rlbridge.experiment.net.bodies import Delegation as DelegateBody
 from rlbridge.experiment.net.curve import check_agent_address
 from rlbridge.experiment.net.delegation import Delegation
 from rlbridge.experiment.net.server import RequestServer
-from rlbridge.protocol.batch import encode_batch
 from rlbridge.protocol.errors import RLBridgeError, WrongState
 from rlbridge.protocol.instances import encode_column
 from rlbridge.protocol.messages import CALL_NAMES, Envelope, MessageType, step_body
@@ -43,6 +41,7 @@ from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value, encode_value
 
 if TYPE_CHECKING:
+    from rlbridge.environments.batch import EnvironmentBatch
     from rlbridge.render.publish import StatePublisher
 
 T = MessageType
@@ -197,6 +196,9 @@ class EnvironmentServer(RequestServer[EnvState]):
     def _env_batch_init(
         self, message: Envelope, body: BatchInit, frames: list[memoryview], identity: bytes
     ) -> list[object]:
+        # Imported by the first batch: a server of one instance never loads it, nor numpy.
+        from rlbridge.environments.batch import EnvironmentBatch
+
         count = body.num_instances or self.batch  # a count from the wire is checked by its reader
         self._end_batch()
         batch = EnvironmentBatch(self.make_env or self._copy_env, count, body.first_instance)
@@ -211,6 +213,8 @@ class EnvironmentServer(RequestServer[EnvState]):
         env_batch, batch_loop = self.env_batch, self.batch_loop
         if env_batch is None or batch_loop is None:  # BATCHED follows ENV_BATCH_INIT's setting
             raise WrongState("ENV_BATCH_STEP needs a successful ENV_BATCH_INIT first")
+        from rlbridge.protocol.batch import encode_batch
+
         result = env_batch.batch_step(body.calls, body.actions)
         if self.loop_played:  # stepping from outside leaves no episode of the loop going on
             batch_loop.abandon()

@@ -14,9 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from rlbridge.environments.batch import BatchStep
 from rlbridge.experiment.net.client import RequestClient
 from rlbridge.experiment.net.queries import AgentQueries, EnvironmentQueries
 from rlbridge.experiment.net.transport import (
@@ -26,7 +23,6 @@ from rlbridge.experiment.net.transport import (
     STEP_TIMEOUT_MS,
 )
 from rlbridge.experiment.peer import ReachableAgent
-from rlbridge.protocol.batch import Batch, decode_batch, encode_batch
 from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.instances import decode_column, encode_column
 from rlbridge.protocol.messages import MessageType, read_int, read_step, read_str
@@ -34,7 +30,11 @@ from rlbridge.protocol.taskspec import TaskSpec
 from rlbridge.protocol.values import Value, decode_value, encode_value
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from rlbridge.environments.batch_core import BatchStep
     from rlbridge.experiment.net.curve import CurveKeys
+    from rlbridge.protocol.batch import Batch
 
 T = MessageType
 
@@ -130,6 +130,12 @@ class RemoteEnvironment(EnvironmentQueries, _Remote):
         self, calls: np.ndarray | list[int], actions: Batch | Sequence[Value]
     ) -> BatchStep:
         """ENV_BATCH_STEP: one round trip for every instance the process serves."""
+        # The batched wire, and numpy, load with the first batch: never for one instance.
+        import numpy as np
+
+        from rlbridge.environments.batch_core import BatchStep
+        from rlbridge.protocol.batch import decode_batch, encode_batch
+
         frames: list[memoryview] = []
         column = encode_column(np.asarray(calls, dtype=np.uint8))
         reply = self.client.request(
@@ -213,6 +219,8 @@ class RemoteAgent(AgentQueries, _Remote):
         rewards: np.ndarray,
         observations: Batch | Sequence[Value],
     ) -> Batch:
+        from rlbridge.protocol.batch import decode_batch, encode_batch
+
         frames: list[memoryview] = []
         reply = self.client.request(
             T.AGENT_BATCH_STEP,

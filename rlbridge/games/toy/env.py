@@ -4,14 +4,20 @@ core) and Countdown."""
 from __future__ import annotations
 
 import math
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from rlbridge.environments.base import Environment, StepResult
-from rlbridge.environments.batch_core import BatchStep, first_ints, stacked_observations
 from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec, TaskSpec
 from rlbridge.protocol.values import Value
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from rlbridge.environments.batch_core import BatchStep
+
+# numpy and the batch core's helpers are imported where they are used: the countdown
+# (without array_bytes) is a game of one int, and its processes load no numpy.
 
 #: GridWalk's largest side: its size**2 observations of size**2 bytes are made up front.
 MAX_SIZE = 64
@@ -25,6 +31,8 @@ class GridWalkVector:
     own boards. Like the single environment, a walker on the goal may go on stepping."""
 
     def __init__(self, envs: list[GridWalk], first_instance: int = 0):
+        import numpy as np
+
         self.envs = envs
         self.size = size = envs[0].size
         self.boards = np.stack([value.arrays[0] for value in envs[0]._observations])
@@ -44,6 +52,10 @@ class GridWalkVector:
         return len({env.size for env in envs}) == 1
 
     def apply(self, calls: np.ndarray, actions: list) -> BatchStep:
+        import numpy as np
+
+        from rlbridge.environments.batch_core import BatchStep, first_ints, stacked_observations
+
         count = len(calls)
         rewards = np.zeros(count, dtype=np.float64)
         terminals = np.zeros(count, dtype=bool)
@@ -99,6 +111,8 @@ class GridWalk(Environment):
 
     def __init__(self, size: int = 4):
         super().__init__()
+        import numpy as np
+
         self.check_bounds({"size": size})
         self.size = size
         self.row = self.col = 0
@@ -168,7 +182,11 @@ class Countdown(Environment):
         self.length = length
         self.counter = self.length
         size = array_bytes
-        self._payload = (np.arange(size, dtype=np.uint8),) if size else ()
+        self._payload: tuple[np.ndarray, ...] = ()
+        if size:
+            import numpy as np
+
+            self._payload = (np.arange(size, dtype=np.uint8),)
         obs_space = SpaceSpec(ints=(Range(0, self.length),))
         if size:
             obs_space = SpaceSpec(
