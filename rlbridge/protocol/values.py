@@ -8,9 +8,9 @@ bytes (msgpack bin) or, for large arrays, the index of a separate ZeroMQ frame
 that holds them. Plain msgpack decoders read all of it without extension hooks.
 
 numpy is imported when the first array is met, not with this module, so that the command
-line's checks and ``--help`` do not pay its start-up; a value holds no numpy object until
-numpy is loaded. (The engine and the batched wire import numpy themselves, so a serving
-process has it loaded whatever its values.)
+line's checks, ``--help`` and the processes of a game without arrays do not pay its
+start-up; a value holds no numpy object until numpy is loaded. (The engine imports numpy
+and the batched wire, protocol/batch.py, where a batch first uses them.)
 """
 
 from __future__ import annotations
