@@ -31,9 +31,9 @@ if TYPE_CHECKING:
     import numpy as np
     from typing_extensions import TypeIs  # typing.TypeIs from Python 3.13 on
 
-    from rlbridge.protocol.batch import Batch
+    from rlbridge.protocol.batch import Batch, values_of
 
-# The batched wire (protocol/batch.py, and numpy) is imported by the first batched step: the
+# The batched wire (protocol/batch.py, and numpy) is imported by the first AgentBatch: the
 # registry checks every agent class against BatchAgent, in processes that play one instance.
 
 _STEP, _START, _END, _END_START, _NONE = (int(c) for c in AgentCall)
@@ -112,6 +112,9 @@ class AgentBatch:
     """
 
     def __init__(self, agent: Agent):
+        global values_of  # a global for every later batch_step, without an import in it
+        from rlbridge.protocol.batch import values_of
+
         self.agent = agent
         self.agents: list[Agent] = []
 
@@ -155,8 +158,6 @@ class AgentBatch:
     def batch_step(
         self, first_instance: int, calls: np.ndarray, rewards: np.ndarray, observations: Batch
     ) -> list[Value]:
-        from rlbridge.protocol.batch import values_of
-
         agents = self.agents
         values = values_of(observations)
         reward_list = rewards.tolist()

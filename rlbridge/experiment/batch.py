@@ -26,13 +26,21 @@ if TYPE_CHECKING:
     import numpy as np
 
     from rlbridge.agents.batch import BatchAgent
-    from rlbridge.protocol.batch import Batch, Values
-
-# numpy and the batched wire (protocol/batch.py) are imported where a batched step uses them,
-# not here: a process that plays one instance, episode by episode, never loads numpy.
+    from rlbridge.protocol.batch import Batch, Values, count_of, select, values_of
 
 _ENV_STEP, _ENV_START, _ENV_NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
 _STEP, _START, _END, _END_START, _NONE = (int(c) for c in AgentCall)
+
+
+def _load_batched() -> None:
+    """numpy and the batched wire's helpers (protocol/batch.py), bound as this module's
+    globals by the first :meth:`BatchLoop.play`: a process that plays one instance episode
+    by episode never loads numpy, and a batched step finds them as globals, without an
+    import statement per step."""
+    global np, count_of, select, values_of
+    import numpy as np
+
+    from rlbridge.protocol.batch import count_of, select, values_of
 
 
 class EndedEpisodes(NamedTuple):
@@ -159,6 +167,7 @@ class BatchLoop:
                 f"quotas must have {self.num_instances} entries, one per "
                 f"instance; got {len(quotas)}"
             )
+        _load_batched()
         left = None if quotas is None else [int(q) for q in quotas]
         bounds = group_bounds(self.num_instances, groups)
         self._regroup(bounds)
@@ -202,8 +211,6 @@ class BatchLoop:
         """The pending actions under ``bounds``, when an earlier play grouped them otherwise."""
         if all(key in bounds for key in self.pending):
             return
-        from rlbridge.protocol.batch import values_of
-
         actions: dict[int, Value] = {}
         for instances, reply in self.pending.values():
             actions.update(zip(instances, values_of(reply), strict=True))
@@ -214,8 +221,6 @@ class BatchLoop:
                 self.pending[(low, high)] = (instances, [actions[i] for i in instances])
 
     def _take_actions(self, actions, instances: list[int], key: tuple[int, int]) -> None:
-        from rlbridge.protocol.batch import count_of
-
         if count_of(actions) != len(instances):
             raise ProtocolError(
                 f"the agent answered AGENT_BATCH_STEP with {count_of(actions)} "
@@ -232,8 +237,6 @@ class BatchLoop:
         instances, reply = self.pending[key]
         if instances == stepping:
             return reply
-        from rlbridge.protocol.batch import select
-
         rows = {instance: row for row, instance in enumerate(instances)}
         return select(reply, [rows[index] for index in stepping])
 
@@ -243,8 +246,6 @@ class BatchLoop:
         """One batched step of the instances ``low`` .. ``high - 1``; returns the instances
         whose actions the agent's reply will hold, in order. An instance whose episode ended
         (or was cut off) starts its next one here, in the step after (docs/batching.md)."""
-        import numpy as np
-
         counters = self.counters
         # Each instance's counter says whether it steps or starts; None: its quota is played.
         running: list[bool | None]
@@ -292,10 +293,6 @@ class BatchLoop:
         """The agent's calls when some instances started, ended, were cut off or sat out:
         START for a start, END for a terminal step (RL-Glue's agent_end takes no
         observation: its row is dropped), STEP for any other step."""
-        import numpy as np
-
-        from rlbridge.protocol.batch import select
-
         counters = self.counters
         calls = env_calls[low:high]
         touched = np.flatnonzero(calls != _ENV_NONE)  # the rows of result.observations
@@ -345,8 +342,6 @@ class OneInstance:
         self.reply: list = []
 
     def env_step(self, calls, actions) -> _OneStep:
-        import numpy as np
-
         call = calls[0]
         if call == _ENV_START:
             return _OneStep(np.zeros(1), [self.env.env_start()], np.zeros(1, dtype=bool))
@@ -359,8 +354,6 @@ class OneInstance:
         return _OneStep(np.array([result[0]], dtype=np.float64), [result[1]], np.array([result[2]]))
 
     def send(self, group, first_instance, calls, rewards, observations) -> None:
-        from rlbridge.protocol.batch import values_of
-
         call, agent = int(calls[0]), self.agent
         values = values_of(observations)
         if call == _STEP:

@@ -140,6 +140,9 @@ class InstanceStates:
     """
 
     def __init__(self, count: int, first: int = 0):
+        global np
+        import numpy as np  # a module global for every later step: states exist only in batches
+
         self.first = first
         self.states = bytearray(count)
 
@@ -161,8 +164,6 @@ class InstanceStates:
         # instead of the array work below.
         if not len(offsets) or _NEW not in self.states:
             return
-        import numpy as np  # a batch's arrays have loaded it: a look-up in sys.modules
-
         rows = np.asarray(offsets, dtype=np.intp)
         states = np.frombuffer(self.states, dtype=np.uint8)[start:]
         new = np.flatnonzero(states[rows] == _NEW)
@@ -178,8 +179,6 @@ class InstanceStates:
     ) -> None:
         """Each instance at ``start + i`` moves to ``next_states[calls[i]]``, where ``calls[i]``
         is not NONE (``next_states`` holds NONE's own code there: 255)."""
-        import numpy as np  # a batch's arrays have loaded it: a look-up in sys.modules
-
         states = np.frombuffer(self.states, dtype=np.uint8)[start : start + len(calls)]
         moved = next_states[calls]
         touched = moved != 255

@@ -7,7 +7,6 @@ and the typed decoder of a delegated episode's every AGENT_STEP.
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any, cast
 
 from rlbridge.agents.base import Agent
@@ -44,26 +43,36 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from rlbridge.agents.batch import BatchAgent
+    from rlbridge.agents.batch import BatchAgent, as_batch_agent
+    from rlbridge.protocol.batch import as_batch, encode_batch
+
+    _AGENT_NEEDS_EPISODE: npt.NDArray[np.bool_]
+    _AGENT_NEXT_INSTANCE: npt.NDArray[np.uint8]
 
 T = MessageType
 
 
-@functools.cache
-def _call_tables() -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.uint8]]:
-    """Indexed by an AgentCall's code: whether the call needs an episode in progress on its
-    instance (a table look-up per call, cheaper than np.isin on every batched step), and the
-    state the instance moves to (NONE: 255, none). Made by the first batched step: numpy is
-    imported by a batch, not by an agent that serves one instance."""
+def _load_batched() -> None:
+    """numpy, the batched wire and the call tables, bound as this module's globals by
+    AGENT_BATCH_INIT: an agent that serves one instance never loads numpy, and each
+    AGENT_BATCH_STEP (which needs that init first) finds them as globals."""
+    global np, as_batch, as_batch_agent, encode_batch, _AGENT_NEEDS_EPISODE, _AGENT_NEXT_INSTANCE
     import numpy as np
 
-    needs_episode = np.zeros(256, dtype=bool)
-    needs_episode[[int(AgentCall.STEP), int(AgentCall.END), int(AgentCall.END_START)]] = True
-    next_instance = np.full(256, 255, dtype=np.uint8)
-    next_instance[
+    from rlbridge.agents.batch import as_batch_agent
+    from rlbridge.protocol.batch import as_batch, encode_batch
+
+    if "_AGENT_NEEDS_EPISODE" in globals():
+        return
+    #: Whether each call (indexed by its code) needs an episode in progress on its instance:
+    #: a table look-up per call, cheaper than np.isin on every batched step.
+    _AGENT_NEEDS_EPISODE = np.zeros(256, dtype=bool)
+    _AGENT_NEEDS_EPISODE[[int(AgentCall.STEP), int(AgentCall.END), int(AgentCall.END_START)]] = True
+    #: The state an instance moves to on each call, indexed by its code (NONE: 255, none).
+    _AGENT_NEXT_INSTANCE = np.full(256, 255, dtype=np.uint8)
+    _AGENT_NEXT_INSTANCE[
         [int(AgentCall.STEP), int(AgentCall.START), int(AgentCall.END), int(AgentCall.END_START)]
     ] = [InstanceState.RUNNING, InstanceState.RUNNING, InstanceState.ENDED, InstanceState.RUNNING]
-    return needs_episode, next_instance
 
 
 class AgentServer(RequestServer[AgentState]):
@@ -173,8 +182,7 @@ class AgentServer(RequestServer[AgentState]):
     def _agent_batch_init(
         self, message: Envelope, body: AgentBatchInit, frames: list[memoryview], identity: bytes
     ) -> None:
-        from rlbridge.agents.batch import as_batch_agent
-
+        _load_batched()
         self.task_spec = body.task_spec
         batch_agent = as_batch_agent(self.agent)
         batch_agent.batch_init(body.task_spec, body.num_instances)
@@ -188,11 +196,6 @@ class AgentServer(RequestServer[AgentState]):
         instances, batch_agent = self.instances, self.batch_agent
         if instances is None or batch_agent is None:  # BATCHED follows AGENT_BATCH_INIT's setting
             raise WrongState("AGENT_BATCH_STEP needs a successful AGENT_BATCH_INIT first")
-        import numpy as np
-
-        from rlbridge.protocol.batch import as_batch, encode_batch
-
-        needs_episode, next_instance = _call_tables()
         calls = np.asarray(body.calls, dtype=np.uint8)
         first, count = body.first_instance, len(instances.states)
         if first + len(calls) > count:
@@ -202,7 +205,7 @@ class AgentServer(RequestServer[AgentState]):
                 f"instances (0..{count - 1}, AGENT_BATCH_INIT)"
             )
         instances.refuse_new(
-            np.flatnonzero(needs_episode[calls]),
+            np.flatnonzero(_AGENT_NEEDS_EPISODE[calls]),
             calls,
             AgentCall,
             "START or NONE",
@@ -215,5 +218,5 @@ class AgentServer(RequestServer[AgentState]):
                 f"the agent returned {actions.count} actions for "
                 f"{body.observations.count} calls that take one"
             )
-        instances.enter(calls, next_instance, first)
+        instances.enter(calls, _AGENT_NEXT_INSTANCE, first)
         return encode_batch(actions, frames)

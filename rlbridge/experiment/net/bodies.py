@@ -34,10 +34,21 @@ from rlbridge.protocol.values import Value, _new_tuple, decode_value, typed_valu
 if TYPE_CHECKING:
     import numpy as np
 
-    from rlbridge.protocol.batch import Batch
+    from rlbridge.protocol.batch import Batch, decode_batch
+    from rlbridge.protocol.instances import AGENT_TAKES_OBSERVATION
 
-# The batched wire (protocol/batch.py, and numpy with it) is imported by the first batched
-# body, not here: a peer that serves one instance never loads numpy.
+#: Whether :func:`_load_batched` has run. The batched wire (protocol/batch.py, and numpy with
+#: it) is imported by the first batched body, not with this module: a peer that serves one
+#: instance never loads numpy. A body may come in any state, so each batched reader checks.
+_batched = False
+
+
+def _load_batched() -> None:
+    global _batched, decode_batch, AGENT_TAKES_OBSERVATION
+    from rlbridge.protocol.batch import decode_batch
+    from rlbridge.protocol.instances import AGENT_TAKES_OBSERVATION
+
+    _batched = True
 
 
 def whole_body(message: Envelope) -> object:
@@ -212,8 +223,8 @@ def env_batch_init_body(message: Envelope) -> BatchInit:
 
 
 def env_batch_step_body(message: Envelope) -> EnvBatchStep:
-    from rlbridge.protocol.batch import decode_batch
-
+    if not _batched:
+        _load_batched()
     calls, actions = _items(message, 2, "[calls, actions]")
     return EnvBatchStep(
         decode_calls(calls, message.frames, EnvCall, "ENV_BATCH_STEP calls"),
@@ -236,9 +247,8 @@ def agent_batch_init_body(message: Envelope) -> AgentBatchInit:
 
 
 def agent_batch_step_body(message: Envelope) -> AgentBatchStep:
-    from rlbridge.protocol.batch import decode_batch
-    from rlbridge.protocol.instances import AGENT_TAKES_OBSERVATION
-
+    if not _batched:
+        _load_batched()
     first, calls, rewards, observations = _items(
         message, 4, "[first_instance, calls, rewards, observations]"
     )

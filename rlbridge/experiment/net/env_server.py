@@ -42,6 +42,7 @@ from rlbridge.protocol.values import Value, encode_value
 
 if TYPE_CHECKING:
     from rlbridge.environments.batch import EnvironmentBatch
+    from rlbridge.protocol.batch import encode_batch
     from rlbridge.render.publish import StatePublisher
 
 T = MessageType
@@ -196,8 +197,11 @@ class EnvironmentServer(RequestServer[EnvState]):
     def _env_batch_init(
         self, message: Envelope, body: BatchInit, frames: list[memoryview], identity: bytes
     ) -> list[object]:
-        # Imported by the first batch: a server of one instance never loads it, nor numpy.
+        # Imported by the first batch (encode_batch as a global, for each ENV_BATCH_STEP,
+        # which needs this init first): a server of one instance never loads them, nor numpy.
+        global encode_batch
         from rlbridge.environments.batch import EnvironmentBatch
+        from rlbridge.protocol.batch import encode_batch
 
         count = body.num_instances or self.batch  # a count from the wire is checked by its reader
         self._end_batch()
@@ -213,8 +217,6 @@ class EnvironmentServer(RequestServer[EnvState]):
         env_batch, batch_loop = self.env_batch, self.batch_loop
         if env_batch is None or batch_loop is None:  # BATCHED follows ENV_BATCH_INIT's setting
             raise WrongState("ENV_BATCH_STEP needs a successful ENV_BATCH_INIT first")
-        from rlbridge.protocol.batch import encode_batch
-
         result = env_batch.batch_step(body.calls, body.actions)
         if self.loop_played:  # stepping from outside leaves no episode of the loop going on
             batch_loop.abandon()

@@ -34,9 +34,24 @@ if TYPE_CHECKING:
 
     from rlbridge.environments.batch_core import BatchStep
     from rlbridge.experiment.net.curve import CurveKeys
-    from rlbridge.protocol.batch import Batch
+    from rlbridge.protocol.batch import Batch, decode_batch, encode_batch
 
 T = MessageType
+
+#: Whether :func:`_load_batched` has run: the batched wire (protocol/batch.py) and numpy are
+#: imported by the first batched step, not with this module, so that an experiment of one
+#: instance never loads numpy.
+_batched = False
+
+
+def _load_batched() -> None:
+    global _batched, np, BatchStep, decode_batch, encode_batch
+    import numpy as np
+
+    from rlbridge.environments.batch_core import BatchStep
+    from rlbridge.protocol.batch import decode_batch, encode_batch
+
+    _batched = True
 
 
 class _Remote:
@@ -130,12 +145,8 @@ class RemoteEnvironment(EnvironmentQueries, _Remote):
         self, calls: np.ndarray | list[int], actions: Batch | Sequence[Value]
     ) -> BatchStep:
         """ENV_BATCH_STEP: one round trip for every instance the process serves."""
-        # The batched wire, and numpy, load with the first batch: never for one instance.
-        import numpy as np
-
-        from rlbridge.environments.batch_core import BatchStep
-        from rlbridge.protocol.batch import decode_batch, encode_batch
-
+        if not _batched:
+            _load_batched()
         frames: list[memoryview] = []
         column = encode_column(np.asarray(calls, dtype=np.uint8))
         reply = self.client.request(
@@ -219,8 +230,8 @@ class RemoteAgent(AgentQueries, _Remote):
         rewards: np.ndarray,
         observations: Batch | Sequence[Value],
     ) -> Batch:
-        from rlbridge.protocol.batch import decode_batch, encode_batch
-
+        if not _batched:
+            _load_batched()
         frames: list[memoryview] = []
         reply = self.client.request(
             T.AGENT_BATCH_STEP,

@@ -14,10 +14,20 @@ from rlbridge.protocol.values import Value
 if TYPE_CHECKING:
     import numpy as np
 
-    from rlbridge.environments.batch_core import BatchStep
+    from rlbridge.environments.batch_core import BatchStep, first_ints, stacked_observations
 
-# numpy and the batch core's helpers are imported where they are used: the countdown
-# (without array_bytes) is a game of one int, and its processes load no numpy.
+# numpy is imported where arrays are made: the countdown (without array_bytes) is a game
+# of one int, and its processes load no numpy.
+
+
+def _load_batched() -> None:
+    """numpy and the batch core's helpers, bound as this module's globals by the first
+    GridWalkVector: its every step finds them as globals, without an import statement."""
+    global np, BatchStep, first_ints, stacked_observations
+    import numpy as np
+
+    from rlbridge.environments.batch_core import BatchStep, first_ints, stacked_observations
+
 
 #: GridWalk's largest side: its size**2 observations of size**2 bytes are made up front.
 MAX_SIZE = 64
@@ -31,8 +41,7 @@ class GridWalkVector:
     own boards. Like the single environment, a walker on the goal may go on stepping."""
 
     def __init__(self, envs: list[GridWalk], first_instance: int = 0):
-        import numpy as np
-
+        _load_batched()
         self.envs = envs
         self.size = size = envs[0].size
         self.boards = np.stack([value.arrays[0] for value in envs[0]._observations])
@@ -52,10 +61,6 @@ class GridWalkVector:
         return len({env.size for env in envs}) == 1
 
     def apply(self, calls: np.ndarray, actions: list) -> BatchStep:
-        import numpy as np
-
-        from rlbridge.environments.batch_core import BatchStep, first_ints, stacked_observations
-
         count = len(calls)
         rewards = np.zeros(count, dtype=np.float64)
         terminals = np.zeros(count, dtype=bool)
