@@ -5,12 +5,20 @@ PYTHON  := $(VENV)/bin/python
 RLB     := $(VENV)/bin/rlbridge
 SYSTEM_PYTHON ?= python3
 # `make run` needs the core only; the tests need every extra and the dev tools, and
-# `make test` the train extra too (torch, SB3: about 2.5 minutes to install here, once).
+# `make test` the train extra too (torch, SB3: the largest part of the install).
 CORE_STAMP := $(VENV)/.installed-core
 FULL_STAMP := $(VENV)/.installed-full
 TRAIN_STAMP := $(VENV)/.installed-train
-# Without --quiet: pip names each package as it collects and installs it.
+# uv installs: it downloads in parallel and compiles each package's .pyc files on both
+# cores; pip, which the venv brings, installs uv alone. --compile-bytecode because
+# PYTHONDONTWRITEBYTECODE (set on CI images, and here) would otherwise have every process
+# compile numpy, torch and the rest from source. uv reads no PIP_* variable: the
+# --find-links of PIP_FIND_LINKS (where this machine keeps torch's CPU wheel) are passed on.
+# uv names each package as it downloads and installs it.
 PIP     := $(PYTHON) -m pip install --disable-pip-version-check
+UV      := $(VENV)/bin/uv
+INSTALL := $(UV) pip install --python $(PYTHON) --compile-bytecode \
+	$(foreach links,$(PIP_FIND_LINKS),--find-links $(links))
 PYTEST  := $(PYTHON) -m pytest
 # The import contract in pyproject.toml: layers only point down, no cycles (docs/architecture.md).
 LINT_IMPORTS := $(VENV)/bin/lint-imports
@@ -29,13 +37,16 @@ RUN_ARGS ?= minesweeper minesweeper-solver --env-opt first_click=safe --episodes
 $(PYTHON):
 	$(SYSTEM_PYTHON) -m venv $(VENV)
 
-$(CORE_STAMP): pyproject.toml | $(PYTHON)
-	$(PIP) -e .
+$(UV): | $(PYTHON)
+	$(PIP) 'uv>=0.4'
+
+$(CORE_STAMP): pyproject.toml | $(UV)
+	$(INSTALL) -e .
 	touch $@
 
 # Everything the core has too, so that `make run` after it installs nothing.
-$(FULL_STAMP): pyproject.toml | $(PYTHON)
-	$(PIP) -e '.[all,dev]'
+$(FULL_STAMP): pyproject.toml | $(UV)
+	$(INSTALL) -e '.[all,dev]'
 	touch $@ $(CORE_STAMP)
 
 setup-core: $(CORE_STAMP)
@@ -44,9 +55,9 @@ setup-python: $(FULL_STAMP)
 
 # Stable-Baselines3 and sb3-contrib for the train tier and `make example-sb3`. The extra pins
 # torch to the CPU build that this machine holds; a bare `torch` means a CUDA build of GBs.
-# One pip run for everything `make test` needs (a second would resolve it all again).
-$(TRAIN_STAMP): pyproject.toml | $(PYTHON)
-	$(PIP) -e '.[all,dev,train]'
+# One install for everything `make test` needs (a second would resolve it all again).
+$(TRAIN_STAMP): pyproject.toml | $(UV)
+	$(INSTALL) -e '.[all,dev,train]'
 	touch $@ $(FULL_STAMP) $(CORE_STAMP)
 
 setup-train: $(TRAIN_STAMP)
@@ -96,7 +107,7 @@ run: setup-core
 	$(RLB) run $(RUN_ARGS) && echo "rlbridge is $(RLB); to type plain rlbridge: . $(VENV)/bin/activate"
 
 bench: setup
-	$(PIP) -e '.[bench]'
+	$(INSTALL) -e '.[bench]'
 	$(RLB) bench
 
 # Stable-Baselines3 PPO trained on a game another process serves (docs/gymnasium.md).
