@@ -70,7 +70,10 @@ setup-clients:
 setup-servers:
 	bash servers/flying-squid/setup.sh
 
-setup: setup-train setup-clients setup-servers
+# The three side by side: while uv downloads, npm ci and the C build take the CPU. None of
+# them touches another's files (clients/, servers/flying-squid/, .venv/).
+setup:
+	$(MAKE) --no-print-directory -j3 setup-train setup-clients setup-servers
 
 # The suite starts Python processes by the hundreds; with PYTHONDONTWRITEBYTECODE set (as CI
 # images often do) each would compile rlbridge from source, about 0.3 s of CPU per
