@@ -63,8 +63,10 @@ $(TRAIN_STAMP): pyproject.toml | $(UV)
 setup-train: $(TRAIN_STAMP)
 
 # The C and JavaScript agents: Debian's libzmq/msgpack-c dev packages, npm packages, gcc build.
+# MAKEFLAGS emptied: under `make setup`'s -j3, the script's own make (the C build) would warn
+# that the jobserver is out of its reach.
 setup-clients:
-	bash clients/setup.sh
+	MAKEFLAGS= bash clients/setup.sh
 
 # The Minecraft-protocol server (flying-squid, pinned by its lockfile) for the RCON tests.
 setup-servers:
