@@ -212,11 +212,12 @@ class EnvironmentBatch:
         if not masked.any():
             return None
         moves = moves - self._mask_low
-        inside = (moves >= 0) & (moves < table.shape[1])
-        legal = np.zeros(len(stepping), dtype=bool)
-        legal[inside] = table[stepping[inside], moves[inside]]
-        bad = np.flatnonzero(masked & ~legal)
-        return int(bad[0]) if len(bad) else None
+        # A move outside the table is illegal: it reads an edge column and fails ``kept ==
+        # moves``. Fewer array operations than indexing the moves inside only, and no
+        # flatnonzero (its Python layers cost as much as the rest of a small batch's check).
+        kept = np.minimum(np.maximum(moves, 0), table.shape[1] - 1)
+        bad = masked & ~(table[stepping, kept] & (kept == moves))
+        return int(bad.argmax()) if bad.any() else None
 
     def _keep_masks(self, rows: np.ndarray, masks: np.ndarray | list) -> None:
         """The legal masks the instances at ``rows`` just returned, kept as rows of one
@@ -225,7 +226,8 @@ class EnvironmentBatch:
         width = max(widths, default=0)
         table = self._mask_table
         if table is None or width > table.shape[1]:
-            grown = np.zeros((self.num_instances, width), dtype=bool)
+            # At least one column, so that _first_illegal has an edge column to read.
+            grown = np.zeros((self.num_instances, max(width, 1)), dtype=bool)
             if table is not None:
                 grown[:, : table.shape[1]] = table
             self._mask_table = table = grown

@@ -18,6 +18,8 @@ from rlbridge.protocol.errors import WrongState
 _STEP, _START = 0, 1
 #: Room for a hand's cards: 21 aces and a bust card, or a dealt hand's cards and 16 draws.
 _WIDTH = 24
+#: An ended hand's outcome by the sign of its reward (index -1, 0 or 1).
+_OUTCOMES = ("draw", "win", "loss")
 
 
 class BlackjackVector:
@@ -205,9 +207,11 @@ class BlackjackVector:
             dealer = self.dealer[rows[unplayed]]
             total = self._totals(dealer.sum(axis=1), (dealer == 1).any(axis=1))
             dealer_score[unplayed] = np.where(total > 21, 0, total)
-        outcomes = np.where(
-            self.reward[rows] > 0, "win", np.where(self.reward[rows] < 0, "loss", "draw")
-        ).tolist()
+        # An ended hand's reward is set (no nan): its sign picks the name, without an array
+        # of strings.
+        outcomes = [
+            _OUTCOMES[sign] for sign in np.sign(self.reward[rows]).astype(np.int64).tolist()
+        ]
         return [
             {"player_score": 0 if p > 21 else p, "dealer_score": d, "outcome": o}
             for p, d, o in zip(player.tolist(), dealer_score.tolist(), outcomes, strict=True)
@@ -216,7 +220,7 @@ class BlackjackVector:
     def _file_outcomes(self, rows: np.ndarray) -> None:
         """What ``env_start``'s ``file_outcome`` files for the hands that ended or were cut."""
         started = rows[self.started[rows]]
-        won = self.done[started] & (np.nan_to_num(self.reward[started]) > 0)
+        won = self.done[started] & (self.reward[started] > 0)  # nan (no result) > 0 is False
         for index, value in zip(started.tolist(), won.tolist(), strict=True):
             self.envs[index].__dict__.setdefault("_filed_outcomes", []).append(float(value))
 
