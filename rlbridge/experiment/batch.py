@@ -247,14 +247,13 @@ class BatchLoop:
         whose actions the agent's reply will hold, in order. An instance whose episode ended
         (or was cut off) starts its next one here, in the step after (docs/batching.md)."""
         counters = self.counters
-        # Each instance's counter says whether it steps or starts; None: its quota is played.
-        running: list[bool | None]
-        if left is None:
-            running = [counter.running for counter in counters[low:high]]
-        else:
-            running = [counters[i].running if left[i] else None for i in range(low, high)]
-        stepping = [low + offset for offset, flag in enumerate(running) if flag]
-        starting = [low + offset for offset, flag in enumerate(running) if flag is False]
+        # Each instance's counter says whether it steps or starts; one whose quota is played
+        # does neither. One pass, each instance read once.
+        stepping: list[int] = []
+        starting: list[int] = []
+        playing = range(low, high) if left is None else [i for i in range(low, high) if left[i]]
+        for index in playing:
+            (stepping if counters[index].running else starting).append(index)
         env_calls = np.full(self.num_instances, _ENV_NONE, dtype=np.uint8)
         env_calls[stepping] = _ENV_STEP
         env_calls[starting] = _ENV_START
@@ -305,9 +304,10 @@ class BatchLoop:
         # The episodes that ended here, in instance order (``changed``): terminal steps, steps
         # cut off by max_steps (their next action is never applied), and starts that
         # max_steps = 1 cuts off at once.
+        listed = env_calls.tolist()  # read once per instance below: a list reads faster
         for index in changed:
             counter = counters[index]
-            if env_calls[index] == _ENV_START:
+            if listed[index] == _ENV_START:
                 counter.start(max_steps)
                 if counter.running:
                     continue

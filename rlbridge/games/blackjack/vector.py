@@ -84,15 +84,17 @@ class BlackjackVector:
     def _deal(self, rows: np.ndarray) -> None:
         """As ``BlackjackCore.deal``: the dealer's two cards, then the player's two."""
         draw = self._draw
-        dealer = np.stack([draw(rows), draw(rows)], axis=1)
-        player = np.stack([draw(rows), draw(rows)], axis=1)
+        # Drawn in the single core's order, each card straight into its column: no stacking.
         self.player[rows] = 0
         self.dealer[rows] = 0
-        self.player[rows, :2] = player
-        self.dealer[rows, :2] = dealer
+        self.dealer[rows, 0] = draw(rows)
+        self.dealer[rows, 1] = draw(rows)
+        first, second = draw(rows), draw(rows)
+        self.player[rows, 0] = first
+        self.player[rows, 1] = second
         self.player_count[rows] = self.dealer_count[rows] = 2
-        self.raw[rows] = player.sum(axis=1)
-        self.ace[rows] = (player == 1).any(axis=1)
+        self.raw[rows] = first + second
+        self.ace[rows] = (first == 1) | (second == 1)
         self.done[rows] = False
         self.reward[rows] = np.nan
         self.dealer_score[rows] = -1
@@ -142,14 +144,11 @@ class BlackjackVector:
             self._deal(starting)
             self.started[starting] = True
         touched = np.flatnonzero(calls != 2)
-        observations = np.stack(
-            [
-                self._totals(self.raw[touched], self.ace[touched]),
-                self.dealer[touched, 0],
-                (self.ace[touched] & (self.raw[touched] <= 11)).astype(np.int64),
-            ],
-            axis=1,
-        )
+        raw, ace = self.raw[touched], self.ace[touched]
+        observations = np.empty((len(touched), 3), dtype=np.int64)  # columns, not a stack
+        observations[:, 0] = self._totals(raw, ace)
+        observations[:, 1] = self.dealer[touched, 0]
+        observations[:, 2] = ace & (raw <= 11)
         return BatchStep(
             rewards, stacked_observations(len(touched), observations), terminals, infos
         )
