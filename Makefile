@@ -9,16 +9,19 @@ SYSTEM_PYTHON ?= python3
 CORE_STAMP := $(VENV)/.installed-core
 FULL_STAMP := $(VENV)/.installed-full
 TRAIN_STAMP := $(VENV)/.installed-train
-# uv installs: it downloads in parallel and compiles each package's .pyc files on both
-# cores; pip, which the venv brings, installs uv alone. --compile-bytecode because
-# PYTHONDONTWRITEBYTECODE (set on CI images, and here) would otherwise have every process
-# compile numpy, torch and the rest from source. uv reads no PIP_* variable: the
-# --find-links of PIP_FIND_LINKS (where this machine keeps torch's CPU wheel) are passed on.
-# uv names each package as it downloads and installs it.
+# uv installs: it downloads in parallel; pip, which the venv brings, installs uv alone. uv
+# reads no PIP_* variable: the --find-links of PIP_FIND_LINKS (where this machine keeps
+# torch's CPU wheel) are passed on. uv names each package as it downloads and installs it.
 PIP     := $(PYTHON) -m pip install --disable-pip-version-check
 UV      := $(VENV)/bin/uv
-INSTALL := $(UV) pip install --python $(PYTHON) --compile-bytecode \
+INSTALL := $(UV) pip install --python $(PYTHON) \
 	$(foreach links,$(PIP_FIND_LINKS),--find-links $(links))
+# Every process these targets start writes the .pyc files of what it imports, once, as Python
+# does by default. CI images (and this machine) set PYTHONDONTWRITEBYTECODE, under which each
+# of the suite's hundreds of processes would compile rlbridge, numpy and the rest from source
+# again; compiling all 12,000 installed files ahead (uv's --compile-bytecode) took 1.5 to 2.5
+# minutes of `make setup`, and a test session imports about a fifth of them.
+unexport PYTHONDONTWRITEBYTECODE
 PYTEST  := $(PYTHON) -m pytest
 # The import contract in pyproject.toml: layers only point down, no cycles (docs/architecture.md).
 LINT_IMPORTS := $(VENV)/bin/lint-imports
@@ -77,11 +80,6 @@ setup-servers:
 setup:
 	$(MAKE) --no-print-directory -j3 setup-train setup-clients setup-servers
 
-# The suite starts Python processes by the hundreds; with PYTHONDONTWRITEBYTECODE set (as CI
-# images often do) each would compile rlbridge from source, about 0.3 s of CPU per
-# `rlbridge run`. Imports read these .pyc files whatever that variable says.
-COMPILE := $(PYTHON) -m compileall -q rlbridge tests examples
-
 # mypy checks the package ([tool.mypy] in pyproject.toml); experiment/ joins when it is typed.
 MYPY    := $(PYTHON) -m mypy
 
@@ -90,7 +88,6 @@ test: setup
 	$(PYTHON) -m ruff format --check rlbridge tests examples
 	$(MYPY)
 	$(LINT_IMPORTS)
-	$(COMPILE)
 	$(PYTEST) $(XDIST)
 
 # The unit tier: no processes, no sockets, nothing to set up beyond the Python packages.
@@ -98,7 +95,6 @@ check: setup-python
 	$(PYTHON) -m ruff check rlbridge tests examples
 	$(PYTHON) -m ruff format --check rlbridge tests examples
 	$(LINT_IMPORTS)
-	$(COMPILE)
 	$(PYTEST) -m unit $(XDIST)
 
 # The whole suite with two CPU-bound processes beside it, as on a busy CI machine or laptop.
@@ -106,7 +102,7 @@ test-loaded: setup
 	@$(PYTHON) -c 'while True: pass' & a=$$!; $(PYTHON) -c 'while True: pass' & b=$$!; \
 	trap 'kill $$a $$b' EXIT; trap 'exit 130' INT TERM; \
 	echo "two CPU-bound processes ($$a, $$b) run beside the tests"; \
-	$(COMPILE) && $(PYTEST) $(XDIST)
+	$(PYTEST) $(XDIST)
 
 run: setup-core
 	$(RLB) run $(RUN_ARGS) && echo "rlbridge is $(RLB); to type plain rlbridge: . $(VENV)/bin/activate"

@@ -41,7 +41,7 @@ FLOOR = "python -c 'import zmq, msgpack'"
 def bytecode() -> str:
     """Whether the processes read rlbridge as .pyc files, or compile it from source each: with
     PYTHONDONTWRITEBYTECODE set (as CI images often set it) and no .pyc written, compiling
-    is most of a process's start-up (the Makefile's `make test` runs compileall first)."""
+    is most of a process's start-up (the Makefile's targets let Python write them)."""
     source = os.path.join(os.path.dirname(os.path.dirname(__file__)), "cli", "__init__.py")
     if os.path.exists(importlib.util.cache_from_source(source)):
         return "rlbridge read from .pyc files"
