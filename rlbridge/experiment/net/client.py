@@ -117,7 +117,6 @@ class RequestClient:
         self.episode = 0
         self.step = 0
         self.recorder: Recorder | None = None  # set by the message log
-        self.peer_hello: Hello | None = None
 
     def set_timeout(self, timeout_ms: int) -> None:
         """Wait up to ``timeout_ms`` for each reply from now on."""
@@ -173,7 +172,6 @@ class RequestClient:
                 f"{self.peer_role} at {self.address} speaks protocol version {hello.version}; "
                 f"this {self.own_role} speaks {PROTOCOL_VERSION}"
             )
-        self.peer_hello = hello
         return hello
 
     def request(
