@@ -40,15 +40,21 @@ def random_agent(module_processes, module_ipc_dir) -> str:
     return address
 
 
+@pytest.fixture(scope="module")
+def gridwalk_env(module_processes, module_ipc_dir) -> str:
+    """A gridwalk environment that serves one experiment after another."""
+    address = f"ipc://{module_ipc_dir}/gridwalk"
+    module_processes.start("env", "gridwalk", "--bind", address, stdout=subprocess.DEVNULL)
+    return address
+
+
 @pytest.mark.parametrize("path_flag", [[], ["--no-fast-path"]], ids=["fast", "step_by_step"])
-def test_same_seed_and_agent_give_an_identical_log(
-    tmp_path, path_flag, processes, ipc_dir, random_agent
-):
-    # Both servers outlive each experiment (--no-shutdown-peers): what one session leaves in
-    # them (the agent's state, the environment's connection to the agent and its seq numbers)
-    # must not reach the next one's log.
-    env_addr = f"ipc://{ipc_dir}/env"
-    processes.start("env", "gridwalk", "--bind", env_addr, stdout=subprocess.DEVNULL)
+def test_same_seed_and_agent_give_an_identical_log(tmp_path, path_flag, gridwalk_env, random_agent):
+    # Both servers outlive each experiment (--no-shutdown-peers), and this module's other
+    # experiments before it: what one session leaves in them (the agent's state, the
+    # environment's connection to the agent and its seq numbers) must not reach the next
+    # one's log.
+    env_addr = gridwalk_env
 
     def logged(name: str, seed: str) -> list:
         log = str(tmp_path / f"{name}.log")
@@ -192,10 +198,14 @@ def test_verify_reports_the_first_divergence(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def gridwalk_log(tmp_path_factory) -> Path:
-    """A log of two gridwalk episodes; a test that spoils a log spoils its own copy."""
+def gridwalk_log(tmp_path_factory, gridwalk_env, random_agent) -> Path:
+    """A log of two gridwalk episodes, from the module's servers; a test that spoils a log
+    spoils its own copy."""
     log = tmp_path_factory.mktemp("gridwalk") / "run.log"
-    run("run", "gridwalk", "random", "--episodes", "2", "--log", str(log), "--quiet")
+    run(
+        "experiment", "--env", gridwalk_env, "--agent", random_agent, "--episodes", "2",
+        "--log", str(log), "--quiet", "--no-shutdown-peers",
+    )  # fmt: skip
     return log
 
 
@@ -276,16 +286,17 @@ def test_sigkill_of_any_process_keeps_every_flushed_record(victim, processes, ip
     assert "first divergence" not in result.stdout, result.stdout
 
 
-def test_a_log_of_servers_started_by_hand_names_what_they_reported(processes, ipc_dir, tmp_path):
+def test_a_log_of_servers_started_by_hand_names_what_they_reported(
+    processes, tmp_path, gridwalk_env, random_agent
+):
     """HELLO's reply names what a server serves (PROTOCOL.md section 5): an experiment started
-    by hand records those names in its log's header, so replay --verify needs no --env-name."""
-    env_addr, agent_addr = f"ipc://{ipc_dir}/e", f"ipc://{ipc_dir}/a"
+    by hand records those names in its log's header, so replay --verify needs no --env-name.
+    The servers are the module's, started by hand once for all of its experiments."""
+    env_addr, agent_addr = gridwalk_env, random_agent
     log = str(tmp_path / "run.log")
-    processes.start("env", "gridwalk", "--bind", env_addr)
-    processes.start("agent", "random", "--bind", agent_addr)
     experiment = processes.start(
         "experiment", "--env", env_addr, "--agent", agent_addr, "--episodes", "4", "--seed", "3",
-        "--max-steps", "50", "--quiet", "--log", log,
+        "--max-steps", "50", "--quiet", "--log", log, "--no-shutdown-peers",
     )  # fmt: skip
     _, stderr = experiment.communicate(timeout=120)
     assert experiment.returncode == 0, stderr
