@@ -234,6 +234,14 @@ class PlainTetris(TetrisEnv):
     """Tetris without its batch core."""
 
 
+@pytest.fixture(scope="module")
+def random_agent(module_processes, module_ipc_dir) -> str:
+    """One random agent serves every run of both games (--no-shutdown-peers)."""
+    address = f"ipc://{module_ipc_dir}/agent"
+    module_processes.start("agent", "random", "--bind", address, stdout=subprocess.DEVNULL)
+    return address
+
+
 @pytest.mark.parametrize(
     "game, plain, option",
     [
@@ -242,11 +250,10 @@ class PlainTetris(TetrisEnv):
     ],
 )
 def test_a_batched_run_logs_the_same_records_whichever_core_stepped(
-    tmp_path, processes, ipc_dir, game, plain, option
+    tmp_path, processes, ipc_dir, random_agent, game, plain, option
 ):
-    # One agent serves both runs (--no-shutdown-peers); each environment is its own process.
-    agent = f"ipc://{ipc_dir}/agent"
-    processes.start("agent", "random", "--bind", agent, stdout=subprocess.DEVNULL)
+    # Each environment is its own process; the module's agent serves both runs.
+    agent = random_agent
     records = []
     for name in (game, f"{__name__}:{plain}"):
         env, log = f"ipc://{ipc_dir}/env{len(records)}", tmp_path / f"{len(records)}.log"
