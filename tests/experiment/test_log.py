@@ -26,6 +26,15 @@ def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return result
 
 
+def in_process(capsys, *args: str) -> tuple[int, str]:
+    """``rlbridge ARGS`` in this process, as the command line parses it: (exit code, stdout).
+    For the commands that only read a log, whose start-up is not what a test checks."""
+    from rlbridge.cli import main
+
+    code = main(list(args))
+    return code, capsys.readouterr().out
+
+
 def without_timestamps(path: str) -> list:
     reader = LogReader(path)
     header = {k: v for k, v in reader.header.items() if k != "start_time_ns"}
@@ -70,7 +79,7 @@ def test_same_seed_and_agent_give_an_identical_log(tmp_path, path_flag, gridwalk
     assert logged("c", "8") != logs[0]
 
 
-def test_show_verify_agent_and_export(tmp_path):
+def test_show_verify_agent_and_export(tmp_path, capsys):
     log = str(tmp_path / "run.log")
     run(
         "run",
@@ -88,15 +97,17 @@ def test_show_verify_agent_and_export(tmp_path):
         log,
         "--quiet",
     )
-    shown = run("log", "show", log).stdout
+    code, shown = in_process(capsys, "log", "show", log)
+    assert code == 0
     assert "episodes   3 (3 terminal)" in shown and "steps      12" in shown
     assert "mean 10.0000" in shown
     assert "agent random (rlbridge-python, python)" in shown
-    verified = run("replay", log, "--verify").stdout
-    assert "verified: 15 environment calls match" in verified
-    assert "0 of 12 actions differ" in run("replay", log, "--agent", "random").stdout
+    code, verified = in_process(capsys, "replay", log, "--verify")
+    assert code == 0 and "verified: 15 environment calls match" in verified
+    code, compared = in_process(capsys, "replay", log, "--agent", "random")
+    assert code == 0 and "0 of 12 actions differ" in compared
     out = str(tmp_path / "data.npz")
-    run("log", "export", log, "--npz", out)
+    assert in_process(capsys, "log", "export", log, "--npz", out)[0] == 0
     data = np.load(out)
     assert data["rewards"].tolist() == [4, 3, 2, 1] * 3
     assert data["episode_starts"].tolist() == [True, False, False, False] * 3
@@ -153,7 +164,7 @@ def _forge(source: str, target: str, header_changes: dict, change_record) -> Non
     writer.close()
 
 
-def test_verify_reports_the_first_divergence(tmp_path):
+def test_verify_reports_the_first_divergence(tmp_path, capsys):
     from rlbridge.protocol.messages import decode, encode
 
     log = str(tmp_path / "run.log")
@@ -184,17 +195,17 @@ def test_verify_reports_the_first_divergence(tmp_path):
 
     forged = str(tmp_path / "forged.log")
     _forge(log, forged, {}, change_second_reward)
-    result = run("replay", forged, "--verify", check=False)
-    assert result.returncode == 1
-    assert result.stdout.strip() == (
+    code, printed = in_process(capsys, "replay", forged, "--verify")
+    assert code == 1
+    assert printed.strip() == (
         "first divergence: episode 1, step 2, reward: expected 99.0, actual 3.0"
     )
     other = str(tmp_path / "other.log")
     _forge(log, other, {"env_options": {"length": "5"}}, lambda index, record: record)
-    result = run("replay", other, "--verify", check=False)
-    assert "first divergence: episode 0, step 0, task spec" in result.stdout
-    result = run("replay", log, "--agent", "first", check=False)
-    assert "actions differ" in result.stdout
+    _, printed = in_process(capsys, "replay", other, "--verify")
+    assert "first divergence: episode 0, step 0, task spec" in printed
+    _, printed = in_process(capsys, "replay", log, "--agent", "first")
+    assert "actions differ" in printed
 
 
 @pytest.fixture(scope="module")
