@@ -119,6 +119,8 @@ PLACES: dict[str, str] = {
     "test_remote_episodes_equal_single_envs_in_one_message_per_step": "processes",
     "adapters/gym/test_vector.py::test_the_vector_checks_pass_for_every_game": "processes",
     "adapters/gym/test_vector.py::"
+    "test_one_remote_instance_goes_over_env_step_and_plays_as_the_single_env": "processes",
+    "adapters/gym/test_vector.py::"
     "test_the_other_autoreset_modes_equal_gymnasiums_sync_vector_env": "processes",
     "adapters/gym/test_vector.py::"
     "test_a_served_gymnasium_env_keeps_its_spaces_in_the_vector_env": "processes",

@@ -4,7 +4,10 @@
 Both are :class:`~rlbridge.environments.batch_core.BatchEnvironment` s (``batch_init``,
 ``batch_step``, ``batch_message``, ``batch_cleanup``) with a ``close``: the vector env
 steps every instance with one ``batch_step`` call, which for a process is one
-``ENV_BATCH_STEP`` request and one reply (PROTOCOL.md 16.3).
+``ENV_BATCH_STEP`` request and one reply (PROTOCOL.md 16.3). A batch of one travels
+as the single instance it is: ENV_INIT, ENV_START and ENV_STEP, whose queries the
+process answers as instance 0 of a batch of one (PROTOCOL.md section 8), with less
+to encode, decode and check on both sides than a batched step of one (docs/speed.md).
 """
 
 from __future__ import annotations
@@ -21,9 +24,13 @@ from rlbridge.environments.batch import EnvironmentBatch
 from rlbridge.environments.batch_core import BatchStep
 from rlbridge.experiment.net.remote import RemoteEnvironment
 from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS
+from rlbridge.protocol.batch import Batch
 from rlbridge.protocol.errors import OptionError, PeerError
+from rlbridge.protocol.instances import EnvCall
 from rlbridge.protocol.queries import QueryRequest
 from rlbridge.protocol.taskspec import TaskSpec, parse
+
+_STEP, _START = int(EnvCall.STEP), int(EnvCall.START)
 
 
 class LocalInstances(EnvironmentBatch):
@@ -45,7 +52,8 @@ class LocalInstances(EnvironmentBatch):
 class RemoteInstances:
     """The instances that an environment process serves, reached over one
     :class:`~rlbridge.experiment.net.remote.RemoteEnvironment`; ``owned_server`` is the
-    process :meth:`close` stops, when this object started it."""
+    process :meth:`close` stops, when this object started it. One instance goes over the
+    single-instance calls (the module docstring says why), N over the batched ones."""
 
     renders = True  # a remote game answers the STATE query when it can be drawn
 
@@ -60,6 +68,7 @@ class RemoteInstances:
         self.first_instance = 0
         self.owned_server = owned_server
         self.where = proxy.address or "a connected peer"
+        self.single = num_instances == 1
 
     @classmethod
     def spawn(
@@ -94,6 +103,8 @@ class RemoteInstances:
         )
 
     def batch_init(self) -> TaskSpec:
+        if self.single:
+            return parse(self.proxy.env_init())
         text, count = self.proxy.env_batch_init(self.num_instances, 0)
         if count != self.num_instances:
             raise PeerError(
@@ -103,7 +114,21 @@ class RemoteInstances:
         return parse(text)
 
     def batch_step(self, calls: np.ndarray, actions) -> BatchStep:
-        return self.proxy.env_batch_step(calls, actions)
+        if not self.single:
+            return self.proxy.env_batch_step(calls, actions)
+        call = int(calls[0])
+        if call == _STEP:
+            action = actions.value(0) if isinstance(actions, Batch) else actions[0]
+            reward, observation, terminal, info = self.proxy.env_step(action)
+            return BatchStep(
+                np.array([reward], dtype=np.float64),
+                [observation],
+                np.array([terminal], dtype=bool),
+                [info] if info else None,
+            )
+        # START or NONE: a reward of 0.0 and no terminal, as a batched step gives them.
+        observations = [self.proxy.env_start()] if call == _START else []
+        return BatchStep(np.zeros(1), observations, np.zeros(1, dtype=bool), None)
 
     def batch_query(self, request: QueryRequest) -> Any:
         return self.proxy.batch_query(request)

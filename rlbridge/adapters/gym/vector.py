@@ -4,8 +4,8 @@
 Every ``step`` and ``reset`` is one batched step (PROTOCOL.md section 16): one
 ``batch_step`` call over an in-process :class:`~rlbridge.environments.batch.EnvironmentBatch`,
 or, remote, one ``ENV_BATCH_STEP`` message carrying the N actions to one ``rlbridge env
-NAME --batch N`` process and one reply carrying the N observations
-(:mod:`rlbridge.adapters.gym.instances`). Each instance behaves as an
+NAME --batch N`` process and one reply carrying the N observations (one instance: one
+``ENV_STEP`` or ``ENV_START``, :mod:`rlbridge.adapters.gym.instances`). Each instance behaves as an
 :class:`~rlbridge.adapters.gym.env.RLBridgeEnv` of its own: the same spaces, masks, illegal-action
 handling and ``terminated``/``truncated``, which ``tests/adapters/gym/test_vector.py`` checks
 step by step against Gymnasium's ``SyncVectorEnv`` of ``RLBridgeEnv`` s.

@@ -122,6 +122,32 @@ def test_remote_episodes_equal_single_envs_in_one_message_per_step(game):
     assert set(sent[3:-2]) <= {T.ENV_BATCH_STEP, T.ENV_QUERY}
 
 
+@pytest.mark.parametrize("mode", list(AutoresetMode))
+@pytest.mark.parametrize("game", ["blackjack", "reversi", "gym:CartPole-v1"])
+def test_one_remote_instance_goes_over_env_step_and_plays_as_the_single_env(game, mode):
+    """make_vec(remote=True) of one instance sends ENV_START and ENV_STEP, never
+    ENV_BATCH_STEP, and gives what a SyncVectorEnv of one RLBridgeEnv with the same seed
+    gives: observations, rewards, terminated, truncated, infos and masks, and the autoreset
+    of each of Gymnasium's modes, over many episode ends. Blackjack's mask comes from the
+    LEGAL_ACTIONS query, Reversi's from its observation; CartPole keeps Gymnasium's spaces."""
+    options = {"illegal": "random", "max_episode_steps": 12}
+    vector = make_vec(game, num_envs=1, remote=True, autoreset_mode=mode, **SLOW, **options)
+    sent: list[int] = []
+    vector.instances.proxy.client.recorder = lambda direction, peer, msg_type, *rest: (
+        sent.append(msg_type) if direction == "sent" else None
+    )
+    counts = play_both(vector, [RLBridgeEnv(game, **options)], [21], steps=300)
+    ends = counts["terminated"] + counts["truncated"]
+    assert ends >= 20 and (counts["final"] > 0) == (mode == AutoresetMode.SAME_STEP), counts
+    # One message a step: ENV_STEP, or NEXT_STEP's restart as ENV_START; SAME_STEP restarts
+    # within the step that ended, DISABLED at the reset before the next.
+    restarts = ends if mode == AutoresetMode.SAME_STEP else counts["autoreset"]
+    steps = 300 - (restarts if mode == AutoresetMode.NEXT_STEP else 0)
+    assert (sent.count(T.ENV_START), sent.count(T.ENV_STEP)) == (1 + restarts, steps)
+    # No ENV_BATCH_STEP (ENV_INIT went before the recorder was set).
+    assert set(sent) == {T.ENV_QUERY, T.ENV_START, T.ENV_STEP, T.ENV_CLEANUP, T.SHUTDOWN}
+
+
 @pytest.mark.parametrize("mode", [AutoresetMode.SAME_STEP, AutoresetMode.DISABLED])
 @pytest.mark.parametrize("game", ["blackjack", "reversi", "tetris"])
 @pytest.mark.parametrize("remote", [False, True], ids=["in-process", "remote"])
