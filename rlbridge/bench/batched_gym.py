@@ -20,7 +20,7 @@ Against them:
   SyncVectorEnv (target >= 1.0x) and EnvPool (>= 0.3x) of the same N; and without it
   (single envs, no target), for comparison;
 * **make_vec(remote=True)** (N = 1): ``rlbridge.adapters.gym.make_vec("gym:CartPole-v1",
-  remote=True)``, one ENV_BATCH_STEP round trip per step, against AsyncVectorEnv(1)'s pipe
+  remote=True)``, one ENV_STEP round trip per step, against AsyncVectorEnv(1)'s pipe
   (>= 2x); and at N = 64, where the environment process steps CartPole's own vector env
   (:mod:`rlbridge.adapters.gym.serve_vector`), against SyncVectorEnv (no target: for comparison
   with the 3-process row, whose loop restarts instances in a way the vector env cannot);
