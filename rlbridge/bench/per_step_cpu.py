@@ -86,7 +86,7 @@ WORKLOAD_SERVER = r"""
 import sys, zmq, msgpack
 from rlbridge.agents.random_agent import RandomAgent
 from rlbridge.games.toy.env import Countdown
-from rlbridge.protocol.values import Value, _new_tuple
+from rlbridge.protocol.values import Value, new_tuple
 agent = RandomAgent(1)
 agent.agent_init(Countdown(length=2).env_init())
 agent_step = agent.agent_step
@@ -101,7 +101,7 @@ while True:
         sock.send(b"")
         break
     reward, (ints, doubles, chars, _) = request[4]
-    action = agent_step(reward, _new_tuple(Value, (tuple(ints), tuple(doubles), chars, ())))
+    action = agent_step(reward, new_tuple(Value, (tuple(ints), tuple(doubles), chars, ())))
     sock.send(pack([2, 22, request[2], request[3], [action[0], action[1], action[2], ()]]))
 """
 
@@ -170,7 +170,7 @@ WORKLOAD_CLIENT = (
     + r"""
 import msgpack
 from rlbridge.games.toy.env import Countdown
-from rlbridge.protocol.values import Value, _new_tuple
+from rlbridge.protocol.values import Value, new_tuple
 length = int(sys.argv[4])
 sock = connect(zmq.DEALER)
 pack, unpack = msgpack.Packer(use_bin_type=True).pack, msgpack.unpackb
@@ -187,7 +187,7 @@ def play(first_seq, count):
         ints, doubles, chars, _ = observation
         sock.send(pack([2, 22, seq, 1, [float(reward), [ints, doubles, chars, ()]]]))
         ints, doubles, chars, _ = unpack(sock.recv())[4]
-        action = _new_tuple(Value, (tuple(ints), tuple(doubles), chars, ()))
+        action = new_tuple(Value, (tuple(ints), tuple(doubles), chars, ()))
 play(1, length)  # the server is up and both sides' paths have run
 client_start, server_start = time.process_time(), server_cpu()
 play(length + 1, trips)

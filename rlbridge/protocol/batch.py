@@ -22,11 +22,11 @@ import numpy.typing as npt
 from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.values import (
     Value,
-    _new_tuple,
     decode_array,
     decode_value,
     encode_array,
     encode_value,
+    new_tuple,
 )
 
 if TYPE_CHECKING:
@@ -76,13 +76,13 @@ class Batch(NamedTuple):
                 if stacked is None:
                     return cls.of_list(values)
                 arrays.append(stacked)
-        return _new_tuple(cls, (count, ints, doubles, chars, tuple(arrays), None))
+        return new_tuple(cls, (count, ints, doubles, chars, tuple(arrays), None))
 
     @classmethod
     def of_list(cls, values: Sequence[Value]) -> Batch:
         """The listed form: the values as they are."""
         empty = np.empty((len(values), 0), dtype=_INT64)
-        return _new_tuple(cls, (len(values), empty, empty.astype(_FLOAT64), (), (), tuple(values)))
+        return new_tuple(cls, (len(values), empty, empty.astype(_FLOAT64), (), (), tuple(values)))
 
     @property
     def stacked(self) -> bool:
@@ -92,7 +92,7 @@ class Batch(NamedTuple):
         """The value of one member, its arrays views into the stacked ones."""
         if self.listed is not None:
             return self.listed[index]
-        return _new_tuple(
+        return new_tuple(
             Value,
             (
                 tuple(self.ints[index].tolist()),
@@ -114,7 +114,7 @@ class Batch(NamedTuple):
         arrays = (
             list(zip(*[list(a) for a in self.arrays], strict=True)) if self.arrays else [()] * count
         )
-        new = _new_tuple
+        new = new_tuple
         return [new(Value, parts) for parts in zip(ints, doubles, self.chars, arrays, strict=True)]
 
     def select(self, indices: Sequence[int] | npt.NDArray[np.integer[Any]]) -> Batch:
@@ -126,7 +126,7 @@ class Batch(NamedTuple):
         if len(indices) == 0:
             return Batch.stack([])
         rows = np.asarray(indices, dtype=np.intp)
-        return _new_tuple(
+        return new_tuple(
             Batch,
             (
                 len(rows),
@@ -208,7 +208,7 @@ def interleave(first: Values, first_rows: Rows, second: Values, second_rows: Row
         chars[row] = text
     for row, text in zip(second_rows, second.chars, strict=True):
         chars[row] = text
-    return _new_tuple(
+    return new_tuple(
         Batch,
         (
             count,
@@ -315,7 +315,7 @@ def decode_batch(raw: Any, frames: Frames = (), name: str = "batch") -> Batch:
     stacked = tuple(
         [_stacked(entry, frames, None, count, name, i) for i, entry in enumerate(arrays)]
     )
-    return _new_tuple(Batch, (count, ints, doubles, tuple(chars), stacked, None))
+    return new_tuple(Batch, (count, ints, doubles, tuple(chars), stacked, None))
 
 
 def _stacked(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlbridge.protocol.errors import ProtocolError, WrongState
 from rlbridge.protocol.seeds import seed_words
-from rlbridge.protocol.values import _DTYPES, decode_array, encode_array
+from rlbridge.protocol.values import DTYPES, decode_array, encode_array
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,7 +86,7 @@ def decode_column(
     """A one-dimensional array of ``dtype`` (and, if given, ``count`` entries); BAD_FIELD else."""
     array = decode_array(entry, frames)
     # decode_array's dtypes are the wire table's objects: ``is`` spares building dtype.str.
-    if (array.dtype is not _DTYPES.get(dtype) and array.dtype.str != dtype) or array.ndim != 1:
+    if (array.dtype is not DTYPES.get(dtype) and array.dtype.str != dtype) or array.ndim != 1:
         raise ProtocolError(
             f"{name} must be a one-dimensional {dtype} array; got "
             f"{array.dtype.str} of shape {list(array.shape)}"

@@ -22,7 +22,7 @@ from rlbridge.protocol.errors import (
     UnknownMessageType,
     VersionMismatch,
 )
-from rlbridge.protocol.values import Frames, Value, _new_tuple, decode_value, encode_value
+from rlbridge.protocol.values import Frames, Value, decode_value, encode_value, new_tuple
 
 #: The protocol version this implementation speaks (PROTOCOL.md, "Changelog"). Earlier
 #: peers are refused: HELLO's body and the system's queries (ENV_QUERY, AGENT_QUERY)
@@ -167,7 +167,7 @@ def decode(
         )
     if max_bytes is not None:
         check_size(payload, frames, max_bytes)
-    return _new_tuple(Envelope, (version, msg_type, seq, episode, body, frames))
+    return new_tuple(Envelope, (version, msg_type, seq, episode, body, frames))
 
 
 def decode_logged(payload: bytes, frames: Frames = ()) -> Envelope:

@@ -120,7 +120,7 @@ class Value(NamedTuple):
 
 #: Wire code -> dtype, and dtype -> wire code (a big-endian dtype is not equal to its
 #: little-endian code, so it misses there and is converted): filled by :func:`_numpy`.
-_DTYPES: dict[str, np.dtype[Any]] = {}
+DTYPES: dict[str, np.dtype[Any]] = {}
 _WIRE_CODES: dict[np.dtype[Any], str] = {}
 #: The same by the dtype object's id: those objects live as long as the table, which holds them.
 _WIRE_CODES_BY_ID: dict[int, str] = {}
@@ -133,10 +133,10 @@ def _numpy() -> ModuleType:
     global _ndarray
     import numpy
 
-    if not _DTYPES:
-        _DTYPES.update({code: numpy.dtype(code) for code in WIRE_DTYPES})
-        _WIRE_CODES.update({dtype: code for code, dtype in _DTYPES.items()})
-        _WIRE_CODES_BY_ID.update({id(dtype): code for code, dtype in _DTYPES.items()})
+    if not DTYPES:
+        DTYPES.update({code: numpy.dtype(code) for code in WIRE_DTYPES})
+        _WIRE_CODES.update({dtype: code for code, dtype in DTYPES.items()})
+        _WIRE_CODES_BY_ID.update({id(dtype): code for code, dtype in DTYPES.items()})
         _ndarray = numpy.ndarray
     return numpy
 
@@ -153,7 +153,7 @@ class _TupleNew(Protocol):
 
 
 #: Builds a NamedTuple from a complete field tuple without its Python-level ``__new__``.
-_new_tuple: _TupleNew = tuple.__new__
+new_tuple: _TupleNew = tuple.__new__
 
 
 def _wire_array(array: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], str]:
@@ -206,7 +206,7 @@ def decode_value(raw: Any, frames: Frames = ()) -> Value:
     ``raw`` is msgpack's list, or a typed decoder's tuple (typed.py), checked already."""
     if type(raw) is tuple:  # msgpack.unpackb makes lists: only a typed decoder makes these
         # typed_value's first case inline: a value without arrays is a Value's fields.
-        return typed_value(raw, frames) if raw[3] else _new_tuple(Value, raw)
+        return typed_value(raw, frames) if raw[3] else new_tuple(Value, raw)
     if type(raw) is not list or len(raw) != 4:
         raise ProtocolError(
             f"a value must be the array [ints, doubles, chars, arrays]; got {type(raw).__name__}"
@@ -225,11 +225,11 @@ def decode_value(raw: Any, frames: Frames = ()) -> Value:
         if type(x) is not float and type(x) is not int:
             raise ProtocolError(f"value doubles must all be numbers; got {type(x).__name__}")
     if not arrays:
-        return _new_tuple(Value, (tuple(ints), tuple(doubles), chars, ()))
+        return new_tuple(Value, (tuple(ints), tuple(doubles), chars, ()))
     if type(arrays) is not list:
         raise ProtocolError(f"value arrays must be an array; got {type(arrays).__name__}")
     decoded = tuple([decode_array(entry, frames) for entry in arrays])
-    return _new_tuple(Value, (tuple(ints), tuple(doubles), chars, decoded))
+    return new_tuple(Value, (tuple(ints), tuple(doubles), chars, decoded))
 
 
 def typed_value(wire: tuple[Any, ...], frames: Frames = ()) -> Value:
@@ -239,9 +239,9 @@ def typed_value(wire: tuple[Any, ...], frames: Frames = ()) -> Value:
     arrays = wire[3]
     if not arrays:
         # (ints, doubles, chars, ()) as tuples of checked items: already a Value's fields.
-        return _new_tuple(Value, wire)
+        return new_tuple(Value, wire)
     decoded = tuple([_array(dtype, shape, data, frames) for dtype, shape, data in arrays])
-    return _new_tuple(Value, (wire[0], wire[1], wire[2], decoded))
+    return new_tuple(Value, (wire[0], wire[1], wire[2], decoded))
 
 
 def decode_array(entry: Any, frames: Frames) -> npt.NDArray[Any]:
@@ -252,9 +252,9 @@ def decode_array(entry: Any, frames: Frames) -> npt.NDArray[Any]:
 
 
 def _array(dtype: Any, shape: Any, data: Any, frames: Frames) -> npt.NDArray[Any]:
-    if not _DTYPES:  # this process's first array
+    if not DTYPES:  # this process's first array
         _numpy()
-    array_dtype = _DTYPES.get(dtype) if type(dtype) is str else None
+    array_dtype = DTYPES.get(dtype) if type(dtype) is str else None
     if array_dtype is None:
         raise ProtocolError(f"array dtype {dtype!r} is not one of {WIRE_DTYPES}")
     if type(shape) is not list:
@@ -288,4 +288,4 @@ def _array(dtype: Any, shape: Any, data: Any, frames: Frames) -> npt.NDArray[Any
             f"array {dtype}{tuple(shape)} needs {expected} bytes; got {len(memoryview(data))}"
         )
     # One constructor call instead of frombuffer().reshape(); read-only like the buffer.
-    return _ndarray(shape, array_dtype, data)  # type: ignore[misc]  # set with _DTYPES
+    return _ndarray(shape, array_dtype, data)  # type: ignore[misc]  # set with DTYPES

@@ -23,7 +23,7 @@ from rlbridge.adapters.gym.served_spaces import RestoredCodec
 from rlbridge.adapters.gym.spaces import Codec, ValueCodec, action_indices
 from rlbridge.protocol.batch import Batch, Values, as_batch
 from rlbridge.protocol.errors import InvalidAction
-from rlbridge.protocol.values import Value, _new_tuple
+from rlbridge.protocol.values import Value, new_tuple
 
 
 class BatchedObservations:
@@ -215,7 +215,7 @@ class BatchedActions:
                 )
             count = len(chosen)
             full = count == self.count
-            return _new_tuple(
+            return new_tuple(
                 Batch,
                 (
                     count,

@@ -49,7 +49,7 @@ from rlbridge.environments.base import Environment, StepResult
 from rlbridge.options import convert_value, type_name
 from rlbridge.protocol.errors import OptionError
 from rlbridge.protocol.taskspec import TaskSpec
-from rlbridge.protocol.values import Value, _new_tuple
+from rlbridge.protocol.values import Value, new_tuple
 
 GYM_PREFIX = "gym:"
 #: ``gymnasium.make``'s own keyword arguments that options may set: their types and what they do.
@@ -290,7 +290,7 @@ class GymEnvironment(Environment):
         if truncated and not terminated:
             extra["truncated"] = True
         # tuple.__new__: a NamedTuple's own __new__ is a Python call, once a step.
-        return _new_tuple(
+        return new_tuple(
             StepResult,
             (
                 float(reward),

@@ -34,7 +34,7 @@ from gymnasium import spaces
 
 from rlbridge.protocol.errors import InvalidAction, PeerError, TaskSpecError
 from rlbridge.protocol.taskspec import ArraySpec, Range, SpaceSpec
-from rlbridge.protocol.values import WIRE_DTYPES, Value, _new_tuple
+from rlbridge.protocol.values import WIRE_DTYPES, Value, new_tuple
 
 
 def _ranges(bounds: list[tuple[float, float]]) -> tuple[Range, ...]:
@@ -163,7 +163,7 @@ class GymSpaceCodec:
         doubles: list[float] = []
         arrays: list[np.ndarray] = []
         self._flatten(self.space, element, ints, doubles, arrays)
-        return _new_tuple(Value, (tuple(ints), tuple(doubles), "", tuple(arrays)))
+        return new_tuple(Value, (tuple(ints), tuple(doubles), "", tuple(arrays)))
 
     def _flatten(self, space, element, ints: list, doubles: list, arrays: list) -> None:
         if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):

@@ -29,7 +29,7 @@ from rlbridge.protocol.messages import (
 )
 from rlbridge.protocol.queries import QueryRequest, read_query
 from rlbridge.protocol.taskspec import TaskSpec, parse
-from rlbridge.protocol.values import Value, _new_tuple, decode_value, typed_value
+from rlbridge.protocol.values import Value, decode_value, new_tuple, typed_value
 
 if TYPE_CHECKING:
     import numpy as np
@@ -136,7 +136,7 @@ def agent_step_body(message: Envelope) -> tuple[float, object]:
     if type(body) is tuple:
         observation = body[1]
         # A Value's fields as they are, when no arrays are left to check (typed_value).
-        return body[0], typed_value(observation, message.frames) if observation[3] else _new_tuple(
+        return body[0], typed_value(observation, message.frames) if observation[3] else new_tuple(
             Value, observation
         )
     if type(body) is not list or len(body) != 2:

@@ -58,7 +58,7 @@ from rlbridge.protocol.messages import (
     read_hello,
 )
 from rlbridge.protocol.typed import Mismatch, WireValue, decoder
-from rlbridge.protocol.values import _new_tuple
+from rlbridge.protocol.values import new_tuple
 
 HEARTBEAT = int(MessageType.HEARTBEAT)
 ERROR = int(MessageType.ERROR)
@@ -301,7 +301,7 @@ class RequestClient:
                     and not extra
                     and len(payload) <= self.max_message_bytes
                 ):
-                    reply = _new_tuple(Envelope, (*fits, ()))
+                    reply = new_tuple(Envelope, (*fits, ()))
                     break
                 try:
                     reply = decode(payload, extra, max_bytes=self.max_message_bytes)

@@ -50,7 +50,7 @@ from rlbridge.protocol.errors import (
 )
 from rlbridge.protocol.messages import Envelope, MessageType
 from rlbridge.protocol.taskspec import TaskSpec
-from rlbridge.protocol.values import Value, _new_tuple, decode_value, encode_value
+from rlbridge.protocol.values import Value, decode_value, encode_value, new_tuple
 
 if TYPE_CHECKING:
     from rlbridge.environments.batch import EnvironmentBatch
@@ -267,7 +267,7 @@ class Delegation:
                 except ProtocolError as err:
                     raise bad_action(agent, AGENT_STEP, err) from None
             else:
-                return_value = _new_tuple(Value, action)
+                return_value = new_tuple(Value, action)
             if monotonic() >= watch.next_beat:
                 watch.beat()
             return return_value

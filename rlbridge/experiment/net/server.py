@@ -65,7 +65,7 @@ from rlbridge.protocol.states import (
     wrong_state_text,
 )
 from rlbridge.protocol.typed import Mismatch
-from rlbridge.protocol.values import _new_tuple
+from rlbridge.protocol.values import new_tuple
 
 if TYPE_CHECKING:
     from rlbridge.experiment.net.curve import CurveKeys
@@ -223,7 +223,7 @@ class RequestServer(Generic[S]):
                 message = decode(payload, frames, max_bytes=None)
                 seq, episode, msg_type = message.seq, message.episode, message.type
             else:
-                message = _new_tuple(Envelope, (*fits, frames))
+                message = new_tuple(Envelope, (*fits, frames))
                 msg_type, seq, episode = fits[1], fits[2], fits[3]
             decoded = True
             entry = self.handlers.get(msg_type)
