@@ -135,8 +135,8 @@ class ThrottleEnv(Environment):
         return StepResult(action.doubles[0], Value(ints=(self.steps,)), False)
 
 
-def children_of(pid: int) -> list[int]:
-    """PIDs whose parent is ``pid``, read from /proc."""
+def live_processes() -> list[tuple[int, int, int]]:
+    """(pid, parent, process group) of every live process, read from /proc; zombies left out."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -146,9 +146,14 @@ def children_of(pid: int) -> list[int]:
                 fields = stat.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            found.append(int(entry))
+        if fields[0] != "Z":
+            found.append((int(entry), int(fields[1]), int(fields[2])))
     return found
+
+
+def children_of(pid: int) -> list[int]:
+    """PIDs whose parent is ``pid``."""
+    return [child for child, parent, _ in live_processes() if parent == pid]
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ import time
 
 import pytest
 
+from tests.experiment.helpers import live_processes
+
 #: The environment variable that hands the cluster's directory to the xdist workers.
 DIRECTORY_VARIABLE = "RLBRIDGE_TEST_RAY_DIRECTORY"
 INSTALL = "pip install -e '.[sweep]' (make test installs it)"
@@ -124,7 +126,7 @@ def stop(directory: str) -> None:
             group = int(file.read())
     except FileNotFoundError:
         return  # no test needed Ray
-    members = [pid for pid, parent, pgid in _processes() if pgid == group]
+    members = [pid for pid, parent, pgid in live_processes() if pgid == group]
     doomed = set(members) | _descendants(members)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(group, signal.SIGKILL)
@@ -132,31 +134,15 @@ def stop(directory: str) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + STOP_TIMEOUT_S
-    while doomed & {pid for pid, _, _ in _processes()}:
+    while doomed & {pid for pid, _, _ in live_processes()}:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the session's Ray cluster outlived its stop: pids {doomed}")
         time.sleep(POLL_S)
 
 
-def _processes() -> list[tuple[int, int, int]]:
-    """(pid, parent, process group) of every live process; zombies are gone already."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            found.append((int(name), int(fields[1]), int(fields[2])))
-    return found
-
-
 def _descendants(roots: list[int]) -> set[int]:
     children: dict[int, list[int]] = {}
-    for pid, parent, _ in _processes():
+    for pid, parent, _ in live_processes():
         children.setdefault(parent, []).append(pid)
     found: set[int] = set()
     frontier = list(roots)
