@@ -536,3 +536,32 @@ def test_ctrl_c_mid_episode_is_one_line_from_the_run():
     assert runner.returncode == 130, err
     lines = [line for line in err.splitlines() if "serving" not in line]
     assert lines == ["rlbridge run: interrupted; stopping all processes"], err
+
+
+def test_a_run_started_with_ctrl_c_ignored_plays_on_through_it():
+    """A script's background job starts with Ctrl-C ignored, and so does every process of a
+    run it starts. The environment used to stop on Ctrl-C anyway, and the experiment then
+    failed against it while the launcher went on."""
+    import signal
+
+    from tests.experiment.helpers import start_signalling_run
+
+    runner = start_signalling_run(
+        "--agent-opt",
+        "pause=1",
+        length=40,
+        ctrl_c=signal.SIG_IGN,
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+    )
+    try:
+        assert runner.stdout.readline()  # the agent waits at step 20 for the line below
+        # Delivered (or discarded, where ignored) to every process before killpg returns.
+        os.killpg(runner.pid, signal.SIGINT)
+        out, err = runner.communicate("go on\n", timeout=GUARD_S)
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+            runner.communicate()
+    assert runner.returncode == 0, err
+    assert "episodes 1  steps 40" in out, out

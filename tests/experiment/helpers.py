@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -50,11 +51,14 @@ class CountingAgent(Agent):
 
 
 class SignallingAgent(Agent):
-    """Prints ``PID STEP`` on stdout at step ``signal_at`` so a test can act mid-episode."""
+    """Prints ``PID STEP`` on stdout at step ``signal_at`` so a test can act mid-episode;
+    with ``pause=1`` it then waits for a line on stdin, so that the test decides when the
+    episode goes on."""
 
-    def __init__(self, signal_at: str = "50", **options: str):
+    def __init__(self, signal_at: str = "50", pause: str = "0", **options: str):
         super().__init__(**options)
         self.signal_at = int(signal_at)
+        self.pause = pause == "1"
         self.steps = 0
 
     def agent_start(self, observation: Value) -> Value:
@@ -64,6 +68,8 @@ class SignallingAgent(Agent):
         self.steps += 1
         if self.steps == self.signal_at:
             print(f"{os.getpid()} {self.steps}", flush=True)
+            if self.pause:
+                sys.stdin.readline()
         return Value(ints=(0,))
 
 
@@ -161,11 +167,18 @@ if __name__ == "__main__":
 
 
 def start_signalling_run(
-    *extra: str, signal_at: int = 20, episodes: int = 1, **popen: Any
+    *extra: str,
+    signal_at: int = 20,
+    episodes: int = 1,
+    length: int = 100_000_000,
+    ctrl_c: signal.Handlers = signal.SIG_DFL,
+    **popen: Any,
 ) -> subprocess.Popen:
     """``rlbridge run countdown`` with :class:`SignallingAgent`, in a session of its own: an
-    episode lasts until the run is stopped, and the agent prints a line at step ``signal_at``,
-    so a test that reads that line knows the run is mid-episode."""
+    episode lasts ``length`` steps (by default, until the run is stopped), and the agent
+    prints a line at step ``signal_at``, so a test that reads that line knows the run is
+    mid-episode. The run starts with Ctrl-C's default action, or ``ctrl_c``, whichever way
+    the test session started (a script's background job starts with Ctrl-C ignored)."""
     return subprocess.Popen(
         [
             sys.executable,
@@ -175,7 +188,7 @@ def start_signalling_run(
             "countdown",
             "tests.experiment.helpers:SignallingAgent",
             "--env-opt",
-            "length=100000000",
+            f"length={length}",
             "--agent-opt",
             f"signal_at={signal_at}",
             "--episodes",
@@ -187,5 +200,6 @@ def start_signalling_run(
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, ctrl_c),
         **popen,
     )

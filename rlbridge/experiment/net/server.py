@@ -159,9 +159,13 @@ class RequestServer(Generic[S]):
         """
         previous = {}
         if self.handle_signals:
-            previous = {
-                sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
-            }
+            # A process started with Ctrl-C ignored (a script's background job) keeps ignoring
+            # it, as the launcher and the experiment beside it do; stopping on it would leave
+            # them running against a peer that is gone.
+            signals = [signal.SIGTERM]
+            if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+                signals.append(signal.SIGINT)
+            previous = {sig: signal.signal(sig, self._on_signal) for sig in signals}
         self.keep_serving = keep_serving
         socket = self.socket
         handle = self.handle
