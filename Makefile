@@ -16,13 +16,6 @@ PIP     := $(PYTHON) -m pip install --disable-pip-version-check
 UV      := $(VENV)/bin/uv
 INSTALL := $(UV) pip install --python $(PYTHON) \
 	$(foreach links,$(PIP_FIND_LINKS),--find-links $(links))
-# rlbridge itself, editable. setuptools' default editable install adds an import hook that
-# every Python process in the venv loads at start-up (site imports it; it pulls pathlib, re,
-# urllib.parse and fnmatch): 20 to 30 ms of CPU per start, and the tests start thousands.
-# compat mode is a plain path entry (the checkout's root) in a .pth file instead. The root's
-# other folders (tests, examples) become importable as well, as they already are wherever
-# the tests set PYTHONPATH to the checkout.
-EDITABLE := --config-setting editable_mode=compat -e
 # Every process these targets start writes the .pyc files of what it imports, once, as Python
 # does by default. CI images (and this machine) set PYTHONDONTWRITEBYTECODE, under which each
 # of the suite's hundreds of processes would compile rlbridge, numpy and the rest from source
@@ -51,12 +44,12 @@ $(UV): | $(PYTHON)
 	$(PIP) 'uv>=0.4'
 
 $(CORE_STAMP): pyproject.toml | $(UV)
-	$(INSTALL) $(EDITABLE) .
+	$(INSTALL) -e .
 	touch $@
 
 # Everything the core has too, so that `make run` after it installs nothing.
 $(FULL_STAMP): pyproject.toml | $(UV)
-	$(INSTALL) $(EDITABLE) '.[all,dev]'
+	$(INSTALL) -e '.[all,dev]'
 	touch $@ $(CORE_STAMP)
 
 setup-core: $(CORE_STAMP)
@@ -67,7 +60,7 @@ setup-python: $(FULL_STAMP)
 # torch to the CPU build that this machine holds; a bare `torch` means a CUDA build of GBs.
 # One install for everything `make test` needs (a second would resolve it all again).
 $(TRAIN_STAMP): pyproject.toml | $(UV)
-	$(INSTALL) $(EDITABLE) '.[all,dev,train]'
+	$(INSTALL) -e '.[all,dev,train]'
 	touch $@ $(FULL_STAMP) $(CORE_STAMP)
 
 setup-train: $(TRAIN_STAMP)
@@ -136,7 +129,7 @@ run: setup-core
 	$(RLB) run $(RUN_ARGS) && echo "rlbridge is $(RLB); to type plain rlbridge: . $(VENV)/bin/activate"
 
 bench: setup
-	$(INSTALL) $(EDITABLE) '.[bench]'
+	$(INSTALL) -e '.[bench]'
 	$(RLB) bench
 
 # Stable-Baselines3 PPO trained on a game another process serves (docs/gymnasium.md).
