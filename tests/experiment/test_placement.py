@@ -40,9 +40,17 @@ def registry(tmpdir: str) -> str:
     return path
 
 
+#: A guard against a peer that never answers, not a deadline: these tests are about where the
+#: processes run, and a peer pinned to one CPU of a busy machine (load 7, other jobs on that
+#: CPU) once took more than the default 5,000 ms to answer its first batched request.
+PEER_TIMEOUT_MS = "120000"
+
+
 def start_run(tmpdir: str, *extra: str) -> subprocess.Popen:
     """A run that stays mid-episode until killed; its agent prints a line once it is there."""
-    return start_signalling_run(*extra, env={**os.environ, "TMPDIR": tmpdir})
+    return start_signalling_run(
+        "--timeout-ms", PEER_TIMEOUT_MS, *extra, env={**os.environ, "TMPDIR": tmpdir}
+    )
 
 
 def cpus_of_children(runner: subprocess.Popen) -> list[set[int]]:
