@@ -95,14 +95,14 @@ lint-imports:
 	$(LINT_IMPORTS)
 
 # The checks run beside pytest, not before it: pytest starts at once, and the checks' CPU
-# (mypy's cold run most of it) fills what the tests leave while they wait on processes.
+# (mypy's cold run most of it), niced, fills what the tests leave while they wait on processes.
 # Their output goes to a file (-O: one check's lines together) and is printed after pytest's,
 # so that the two do not interleave; the target fails when pytest or any check fails. A
 # non-interactive shell's background job ignores Ctrl-C: the trap stops the checks with pytest.
 CHECKS_LOG := $(VENV)/checks.log
 define pytest_beside_checks
 @echo "checks beside pytest: $(1) (their output follows pytest's)"; \
-$(MAKE) --no-print-directory -k -j4 -O $(1) >$(CHECKS_LOG) 2>&1 & checks=$$!; \
+nice -n 10 $(MAKE) --no-print-directory -k -j4 -O $(1) >$(CHECKS_LOG) 2>&1 & checks=$$!; \
 trap 'kill $$checks 2>/dev/null; exit 130' INT TERM; \
 $(PYTEST) $(2); tests=$$?; \
 wait $$checks; lint=$$?; \
