@@ -1,11 +1,12 @@
 """2048's batch core: N boards as rows of 16 exponents, every move one look-up per line in a table.
 
 The table holds, for each of the 18**4 lines of exponents (tiles up to 2**17), the line
-slid towards its first cell, the merge score and whether it moved: a batched move
-gathers the four lines of each board in the order its action slides them, looks them
-up and scatters them back. Spawns draw from each instance's own buffer of uniforms,
-filled exactly as :class:`~rlbridge.games.game2048.core.Game2048Core` fills it
-(one ``random(512)`` call on that instance's generator per 512 draws).
+slid towards its first cell, the merge score and whether it moved. Each board keeps the
+codes of its 16 lines (4 per action), computed once per step with one matrix product: a
+move looks its 4 lines up by code and scatters them back, and the same codes give the
+next legal mask. Spawns draw from each instance's own buffer of uniforms, filled exactly
+as :class:`~rlbridge.games.game2048.core.Game2048Core` fills it (one ``random(512)``
+call on that instance's generator per 512 draws).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from rlbridge.environments.batch_core import BatchStep, first_ints, stacked_observations
 from rlbridge.games.game2048.board import CELL_SHIFTS, MAX_EXPONENT, exponents
 
-_STEP, _START = 0, 1
+_STEP, _START, _NONE = 0, 1, 2
 _BASE = MAX_EXPONENT + 1
 _DIGITS = np.array([_BASE**3, _BASE**2, _BASE, 1])
 #: LINES[action]: the 16 cells, line by line, each line from the edge its tiles slide to
@@ -30,7 +31,16 @@ LINES = np.array(
         [4 * line + col for line in range(4) for col in (3, 2, 1, 0)],
     ]
 )
+#: cells (N, 16) @ _WEIGHTS = the (N, 4 actions x 4 lines) line codes. In float64, whose
+#: product numpy hands to BLAS (an int64 product loops in numpy, and a gather of the 64
+#: cells first costs more): every code is below 18**4, exact in a double.
+_WEIGHTS = np.zeros((16, 16))
+for _action, _cells in enumerate(LINES):
+    for _at, _cell in enumerate(_cells):
+        _WEIGHTS[_cell, 4 * _action + _at // 4] = _DIGITS[_at % 4]
 _BUFFER = 512
+#: Column offsets of k consecutive draws.
+_AHEAD = np.arange(4)
 
 
 @cache
@@ -60,21 +70,26 @@ def line_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 class Game2048Vector:
-    """N games of ``Game2048Env`` (``BatchCore``): ``cells`` (N, 16) exponents, row-major."""
+    """N games of ``Game2048Env`` (``BatchCore``): ``cells`` (N, 16) exponents, row-major,
+    and ``codes`` (N, 4, 4) their line codes, per action the lines it slides."""
 
     def __init__(self, envs: list, first_instance: int = 0):
         count = len(envs)
         self.envs = envs
         core = envs[0].core
         self.four, self.half, self.win_value = core.four_probability, core.half, core.win_value
+        self.win_exponent = self.win_value.bit_length() - 1  # won: a tile of 2**this or more
         self.moved, self.scores, self.changes = line_table()
         self.cells = np.zeros((count, 16), dtype=np.int64)
+        self.codes = np.zeros((count, 4, 4), dtype=np.int64)
         self.score = np.zeros(count, dtype=np.int64)
         self.moves = np.zeros(count, dtype=np.int64)
         self.length = np.zeros(count, dtype=np.int64)
         self.done = np.zeros(count, dtype=bool)
         self.played = np.zeros(count, dtype=bool)
-        self.uniforms = np.zeros((count, _BUFFER))
+        # Two buffers side by side: draws that run past the first read on into the next
+        # buffer, filled then (as the single core fills it), which then moves to the front.
+        self.uniforms = np.zeros((count, 2 * _BUFFER))
         self.lists: list = [None] * count  # each buffer as the single core's list, when known
         self.next = np.zeros(count, dtype=np.int64)
         self.load(range(count))
@@ -86,56 +101,60 @@ class Game2048Vector:
             == 1
         )
 
-    def _uniform(self, rows: np.ndarray) -> np.ndarray:
-        used_up = rows[self.next[rows] >= _BUFFER]
-        for index in used_up.tolist():  # one generator call per instance, every 512 draws
-            self.uniforms[index] = self.envs[index].core.rng.random(_BUFFER)
+    def _uniforms(self, rows: np.ndarray, k: int) -> np.ndarray:
+        """The next ``k`` uniforms of each instance at ``rows``, (len(rows), k)."""
+        at = self.next[rows]
+        late = rows[at > _BUFFER - k].tolist() if at.max() > _BUFFER - k else []
+        for index in late:  # one generator call per instance, every 512 draws
+            self.uniforms[index, _BUFFER:] = self.envs[index].core.rng.random(_BUFFER)
+        values = self.uniforms[rows[:, None], at[:, None] + _AHEAD[:k]]
+        self.next[rows] = at + k
+        for index in late:
+            self.uniforms[index, :_BUFFER] = self.uniforms[index, _BUFFER:]
             self.lists[index] = None
-            self.next[index] = 0
-        values = self.uniforms[rows, self.next[rows]]
-        self.next[rows] += 1
+            self.next[index] -= _BUFFER
         return values
 
-    def _exponent(self, rows: np.ndarray) -> np.ndarray:
-        """1 (a 2), or with spawn=standard 2 (a 4) when the next uniform is below 0.1."""
-        if not self.four:
-            return np.ones(len(rows), dtype=np.int64)
-        return np.where(self._uniform(rows) < self.four, 2, 1)
+    def _spawned(self, uniforms: np.ndarray) -> np.ndarray | int:
+        """1 (a 2), or with spawn=standard 2 (a 4) where the uniform is below 0.1."""
+        return (uniforms < self.four) + 1 if self.four else 1
 
     # -- stepping ------------------------------------------------------------------
     def apply(self, calls: np.ndarray, actions: list) -> BatchStep:
         count = len(calls)
         rewards = np.zeros(count, dtype=np.float64)
-        stepping = np.flatnonzero(calls == _STEP)
+        stepping = (calls == _STEP).nonzero()[0]
         invalid = None
         if len(stepping):
             # A finished game's mask is all False, so the batch refused any step of one.
             invalid = self._move(stepping, first_ints(actions), rewards)
-        starting = np.flatnonzero(calls == _START)
+        starting = (calls == _START).nonzero()[0]
         if len(starting):
             self._reset(starting)
-        touched = np.flatnonzero(calls != 2)
+        touched = (calls != _NONE).nonzero()[0]
         cells = self.cells[touched]
-        legal = self.changes[cells[:, LINES].reshape(-1, 4, 4, 4) @ _DIGITS].any(axis=2)
+        codes = (cells.astype(np.float64) @ _WEIGHTS).astype(np.int64).reshape(-1, 4, 4)
+        self.codes[touched] = codes
+        legal = self.changes.take(codes).any(axis=2)
         top = cells.max(axis=1)
-        won = (1 << top >= self.win_value) if self.win_value else np.zeros(len(top), dtype=bool)
+        won = top >= self.win_exponent if self.win_value else np.zeros(len(top), dtype=bool)
         done = won | ~legal.any(axis=1)
         self.done[touched] = done
         terminals = np.zeros(count, dtype=bool)
         terminals[touched] = done
-        terminals[starting] = False
+        if len(starting):
+            terminals[starting] = False
         infos: list | None = None
         if invalid is not None:
             infos = [None] * count
-            at = np.searchsorted(touched, stepping)
-            tiles = np.where(top[at] > 0, 1 << top[at], 0)
-            for index, length, moves, success, score, tile, bad in zip(
+            at = stepping if len(touched) == count else np.searchsorted(touched, stepping)
+            for index, length, moves, success, score, exponent, bad in zip(
                 stepping.tolist(),
                 self.length[stepping].tolist(),
                 self.moves[stepping].tolist(),
                 won[at].tolist(),
                 self.score[stepping].tolist(),
-                tiles.tolist(),
+                top[at].tolist(),
                 invalid.tolist(),
                 strict=True,
             ):
@@ -144,7 +163,7 @@ class Game2048Vector:
                     "moves": moves,
                     "success": success,
                     "total_score": score,
-                    "max_tile": tile,
+                    "max_tile": 1 << exponent if exponent else 0,
                     "invalid_move": bad,
                 }
         return BatchStep(
@@ -157,24 +176,25 @@ class Game2048Vector:
     def _move(self, rows: np.ndarray, moves: np.ndarray, rewards: np.ndarray) -> np.ndarray:
         """Slide ``rows`` by ``moves`` and spawn where the board changed; return the no-ops."""
         self.length[rows] += 1
-        where = LINES[moves]  # (M, 16) cells in the order the move slides them
-        lines = self.cells[rows[:, None], where]
-        codes = lines.reshape(-1, 4, 4) @ _DIGITS
-        moved = self.moved[codes].reshape(-1, 16)
-        changed = (moved != lines).any(axis=1)
-        self.cells[rows[:, None], where] = moved
-        changing, moved, where = rows[changed], moved[changed], where[changed]
-        if len(changing):
+        codes = self.codes[rows, moves]  # (M, 4): the lines the move slides, by code
+        changed = self.changes.take(codes).any(axis=1)
+        where = LINES.take(moves, axis=0)  # (M, 16) cells in the order the move slides them
+        if not changed.all():  # a no-op changes nothing and spawns nothing
+            rows, codes, where = rows[changed], codes[changed], where[changed]
+        if len(rows):
+            moved = self.moved.take(codes, axis=0).reshape(-1, 16)
+            self.cells[rows[:, None], where] = moved
             empty = moved == 0
-            pick = np.floor(self._uniform(changing) * empty.sum(axis=1)).astype(np.int64)
-            slot = np.argmax(empty.cumsum(axis=1) > pick[:, None], axis=1)
-            self.cells[changing, where[np.arange(len(changing)), slot]] = self._exponent(changing)
-            reward = self.scores[codes[changed]].sum(axis=1)
+            uniforms = self._uniforms(rows, 2 if self.four else 1)
+            pick = (uniforms[:, 0] * empty.sum(axis=1)).astype(np.int64)  # floor: >= 0
+            slot = (empty.cumsum(axis=1) > pick[:, None]).argmax(axis=1)
+            self.cells[rows, where[np.arange(len(rows)), slot]] = self._spawned(uniforms[:, -1])
+            reward = self.scores.take(codes).sum(axis=1)
             if self.half:
                 reward >>= 1
-            self.score[changing] += reward
-            self.moves[changing] += 1
-            rewards[changing] = reward
+            self.score[rows] += reward
+            self.moves[rows] += 1
+            rewards[rows] = reward
         return ~changed
 
     def _reset(self, rows: np.ndarray) -> None:
@@ -184,11 +204,13 @@ class Game2048Vector:
         self.played[rows] = True
         self.cells[rows] = 0
         self.score[rows] = self.moves[rows] = self.length[rows] = 0
-        first = np.floor(self._uniform(rows) * 16).astype(np.int64)
-        self.cells[rows, first] = self._exponent(rows)
-        second = np.floor(self._uniform(rows) * 15).astype(np.int64)
+        each = 2 if self.four else 1  # the uniforms of one spawn: its cell, then its tile
+        uniforms = self._uniforms(rows, 2 * each)
+        first = (uniforms[:, 0] * 16).astype(np.int64)
+        self.cells[rows, first] = self._spawned(uniforms[:, each - 1])
+        second = (uniforms[:, each] * 15).astype(np.int64)
         second += second >= first
-        self.cells[rows, second] = self._exponent(rows)
+        self.cells[rows, second] = self._spawned(uniforms[:, -1])
 
     def _file_outcomes(self, rows: np.ndarray) -> None:
         played = rows[self.played[rows]]
@@ -209,7 +231,7 @@ class Game2048Vector:
             env.episode_length = int(self.length[index])
             env.done, env.played = bool(self.done[index]), bool(self.played[index])
             if self.lists[index] is None:
-                self.lists[index] = self.uniforms[index].tolist()
+                self.lists[index] = self.uniforms[index, :_BUFFER].tolist()
             core._buffer, core._next = self.lists[index], int(self.next[index])
 
     def load(self, rows) -> None:
@@ -222,5 +244,8 @@ class Game2048Vector:
             if core._buffer is not self.lists[index]:  # reseeded (an empty buffer) or new
                 self.lists[index] = core._buffer
                 if len(core._buffer) == _BUFFER:
-                    self.uniforms[index] = core._buffer
+                    self.uniforms[index, :_BUFFER] = core._buffer
             self.next[index] = core._next if len(core._buffer) else _BUFFER
+        rows = list(rows)
+        cells = self.cells[rows].astype(np.float64)
+        self.codes[rows] = (cells @ _WEIGHTS).astype(np.int64).reshape(-1, 4, 4)
