@@ -133,7 +133,7 @@ def game_rows(game: str, cpus: list[int], directory: str, steps: int, repeats: i
     ]
 
 
-def run(quick: bool = False) -> list[Figure]:
+def run(quick: bool = False, games: tuple[str, ...] = GAMES) -> list[Figure]:
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         return [
@@ -148,6 +148,6 @@ def run(quick: bool = False) -> list[Figure]:
     steps = math.ceil(INSTANCE_STEPS // (5 if quick else 1) / COUNT)
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="rlbridge-batched-cores-") as directory:
-        for game in GAMES:
+        for game in games:
             figures += game_rows(game, cpus, directory, steps, 1 if quick else 3)
     return figures

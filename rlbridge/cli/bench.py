@@ -40,6 +40,9 @@ for _module, _game in (
 #: Tetris's agents on one piece set: `rlbridge bench tetris-agents-seed`, `...-tetrominoes`.
 SUITES["tetris-agents-seed"] = "rlbridge.bench.tetris:seed_pieces_strength"
 SUITES["tetris-agents-tetrominoes"] = "rlbridge.bench.tetris:tetromino_strength"
+#: One game's batch-core rows alone, full length: `rlbridge bench batched-cores-2048`.
+for _game in ("gridwalk", "2048", "blackjack", "minesweeper", "tetris", "reversi"):
+    SUITES[f"batched-cores-{_game}"] = f"rlbridge.bench.batched_cores:run:{_game}"
 DEFAULT_SUITES = ["core", "rlglue", "batched", "games", "bridge", "legacy", "agents"]
 
 
@@ -76,7 +79,9 @@ def _run(args: argparse.Namespace) -> int:
     closing = []  # a suite's closing line (the faults counts) ends the output
     for name in names:
         module_name, _, function_name = SUITES[name].partition(":")
-        rows = getattr(importlib.import_module(module_name), function_name)(quick=args.quick)
+        function_name, _, game = function_name.partition(":")  # a suite of one game's rows
+        function = getattr(importlib.import_module(module_name), function_name)
+        rows = function(quick=args.quick, games=(game,)) if game else function(quick=args.quick)
         print(f"\n== bench {name} ==")
         figures = [r for r in rows if isinstance(r, Figure)]
         agents = [r for r in rows if isinstance(r, AgentResult)]
