@@ -184,10 +184,10 @@ class Game2048Vector:
         if len(rows):
             moved = self.moved.take(codes, axis=0).reshape(-1, 16)
             self.cells[rows[:, None], where] = moved
-            empty = moved == 0
+            empties = (moved == 0).cumsum(axis=1)  # the last column counts them
             uniforms = self._uniforms(rows, 2 if self.four else 1)
-            pick = (uniforms[:, 0] * empty.sum(axis=1)).astype(np.int64)  # floor: >= 0
-            slot = (empty.cumsum(axis=1) > pick[:, None]).argmax(axis=1)
+            pick = (uniforms[:, 0] * empties[:, -1]).astype(np.int64)  # floor: >= 0
+            slot = (empties > pick[:, None]).argmax(axis=1)
             self.cells[rows, where[np.arange(len(rows)), slot]] = self._spawned(uniforms[:, -1])
             reward = self.scores.take(codes).sum(axis=1)
             if self.half:
