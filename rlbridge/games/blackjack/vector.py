@@ -15,13 +15,11 @@ from rlbridge.environments.batch_core import BatchStep, first_ints, stacked_obse
 from rlbridge.games.blackjack.core import CARD_BATCH, HIT, hand_for
 from rlbridge.protocol.errors import WrongState
 
-_STEP, _START, _NONE = 0, 1, 2
+_STEP, _START = 0, 1
 #: Room for a hand's cards: 21 aces and a bust card, or a dealt hand's cards and 16 draws.
 _WIDTH = 24
 #: An ended hand's outcome by the sign of its reward (index -1, 0 or 1).
 _OUTCOMES = ("draw", "win", "loss")
-#: Column offsets of k consecutive cards.
-_AHEAD = np.arange(4)
 
 
 class BlackjackVector:
@@ -33,9 +31,7 @@ class BlackjackVector:
         self.envs = envs
         self.first = first_instance
         self.natural = envs[0].natural
-        # Two buffers side by side: draws that run past the first read on into the next
-        # buffer, filled then (as the single core fills it), which then moves to the front.
-        self.cards = np.zeros((count, 2 * CARD_BATCH), dtype=np.int8)  # 1 to 10: a small footprint
+        self.cards = np.zeros((count, CARD_BATCH), dtype=np.int64)
         self.lists: list = [None] * count  # the buffer as the single core's list, when known
         self.next = np.zeros(count, dtype=np.int64)
         self.player = np.zeros((count, _WIDTH), dtype=np.int64)
@@ -56,23 +52,17 @@ class BlackjackVector:
         return len({env.natural for env in envs}) == 1
 
     # -- cards ---------------------------------------------------------------------
-    def _draw(self, rows: np.ndarray, k: int = 1) -> np.ndarray:
-        """The next ``k`` cards of each instance at ``rows``, from its own stream: (len(rows),
-        k), or (len(rows),) for one."""
-        at = self.next[rows]
-        late = rows[at > CARD_BATCH - k].tolist() if at.max() > CARD_BATCH - k else []
-        for index in late:  # one generator call per instance, every 4096 cards
-            self.cards[index, CARD_BATCH:] = np.minimum(
+    def _draw(self, rows: np.ndarray) -> np.ndarray:
+        """One card for each instance at ``rows``, from its own stream."""
+        used_up = rows[self.next[rows] >= CARD_BATCH]
+        for index in used_up.tolist():  # one generator call per instance, every 4096 cards
+            self.cards[index] = np.minimum(
                 self.envs[index].core.rng.integers(1, 14, size=CARD_BATCH), 10
             )
-        cards = (
-            self.cards[rows, at] if k == 1 else self.cards[rows[:, None], at[:, None] + _AHEAD[:k]]
-        )
-        self.next[rows] = at + k
-        for index in late:
-            self.cards[index, :CARD_BATCH] = self.cards[index, CARD_BATCH:]
             self.lists[index] = None
-            self.next[index] -= CARD_BATCH
+            self.next[index] = 0
+        cards = self.cards[rows, self.next[rows]]
+        self.next[rows] += 1
         return cards
 
     def _set_hands(self, index: int, player: list[int], dealer: list[int]) -> None:
@@ -93,12 +83,15 @@ class BlackjackVector:
 
     def _deal(self, rows: np.ndarray) -> None:
         """As ``BlackjackCore.deal``: the dealer's two cards, then the player's two."""
-        cards = self._draw(rows, 4)  # in the single core's order: dealer, dealer, player, player
+        draw = self._draw
+        # Drawn in the single core's order, each card straight into its column: no stacking.
         self.player[rows] = 0
         self.dealer[rows] = 0
-        self.dealer[rows, :2] = cards[:, :2]
-        self.player[rows, :2] = cards[:, 2:]
-        first, second = cards[:, 2], cards[:, 3]
+        self.dealer[rows, 0] = draw(rows)
+        self.dealer[rows, 1] = draw(rows)
+        first, second = draw(rows), draw(rows)
+        self.player[rows, 0] = first
+        self.player[rows, 1] = second
         self.player_count[rows] = self.dealer_count[rows] = 2
         self.raw[rows] = first + second
         self.ace[rows] = (first == 1) | (second == 1)
@@ -124,9 +117,9 @@ class BlackjackVector:
     # -- stepping ------------------------------------------------------------------
     def apply(self, calls: np.ndarray, actions: list) -> BatchStep:
         count = len(calls)
-        stepping = (calls == _STEP).nonzero()[0]  # flatnonzero's Python layers cost more
-        if self.done[stepping].any():
-            finished = stepping[self.done[stepping]]
+        stepping = np.flatnonzero(calls == _STEP)
+        finished = stepping[self.done[stepping]]
+        if len(finished):
             raise WrongState(
                 f"instance {self.first + int(finished[0])}: the hand is over; "
                 "call env_start for a new one"
@@ -138,17 +131,19 @@ class BlackjackVector:
             moves = first_ints(actions)
             self._hit(stepping[moves == HIT])
             self._stick(stepping[moves != HIT])
-            done = self.done[stepping]
-            rewards[stepping] = np.where(done, self.reward[stepping], 0.0)
-            terminals[stepping] = done
-            if done.any():
-                infos = self._infos(stepping[done], count)
-        starting = (calls == _START).nonzero()[0]
+            ended = stepping[self.done[stepping]]
+            rewards[stepping] = np.where(self.done[stepping], self.reward[stepping], 0.0)
+            terminals[ended] = True
+            if len(ended):
+                infos = [None] * count
+                for index, info in zip(ended.tolist(), self._infos(ended), strict=True):
+                    infos[index] = info
+        starting = np.flatnonzero(calls == _START)
         if len(starting):
             self._file_outcomes(starting)
             self._deal(starting)
             self.started[starting] = True
-        touched = (calls != _NONE).nonzero()[0]
+        touched = np.flatnonzero(calls != 2)
         raw, ace = self.raw[touched], self.ace[touched]
         observations = np.empty((len(touched), 3), dtype=np.int64)  # columns, not a stack
         observations[:, 0] = self._totals(raw, ace)
@@ -178,7 +173,7 @@ class BlackjackVector:
         raw = dealer.sum(axis=1)
         ace = (dealer == 1).any(axis=1)
         total = self._totals(raw, ace)
-        drawing = (total < 17).nonzero()[0]
+        drawing = np.flatnonzero(total < 17)
         while len(drawing):
             at = rows[drawing]
             card = self._draw(at)
@@ -203,8 +198,7 @@ class BlackjackVector:
         self.reward[rows] = reward
         self.dealer_score[rows] = dealer_score
 
-    def _infos(self, rows: np.ndarray, count: int) -> list[dict | None]:
-        """The infos of a step of ``count`` instances whose hands at ``rows`` ended."""
+    def _infos(self, rows: np.ndarray) -> list[dict]:
         player = self._totals(self.raw[rows], self.ace[rows])
         dealer_score = self.dealer_score[rows]
         unplayed = dealer_score < 0  # a bust: the dealer's two cards as they stand
@@ -212,22 +206,15 @@ class BlackjackVector:
             dealer = self.dealer[rows[unplayed]]
             total = self._totals(dealer.sum(axis=1), (dealer == 1).any(axis=1))
             dealer_score[unplayed] = np.where(total > 21, 0, total)
-        infos: list[dict | None] = [None] * count
         # An ended hand's reward is set (no nan): its sign picks the name, without an array
         # of strings.
-        for index, p, d, sign in zip(
-            rows.tolist(),
-            player.tolist(),
-            dealer_score.tolist(),
-            np.sign(self.reward[rows]).astype(np.int64).tolist(),
-            strict=True,
-        ):
-            infos[index] = {
-                "player_score": 0 if p > 21 else p,
-                "dealer_score": d,
-                "outcome": _OUTCOMES[sign],
-            }
-        return infos
+        outcomes = [
+            _OUTCOMES[sign] for sign in np.sign(self.reward[rows]).astype(np.int64).tolist()
+        ]
+        return [
+            {"player_score": 0 if p > 21 else p, "dealer_score": d, "outcome": o}
+            for p, d, o in zip(player.tolist(), dealer_score.tolist(), outcomes, strict=True)
+        ]
 
     def _file_outcomes(self, rows: np.ndarray) -> None:
         """What ``env_start``'s ``file_outcome`` files for the hands that ended or were cut."""
@@ -249,7 +236,7 @@ class BlackjackVector:
             score = int(self.dealer_score[index])
             core.dealer_score = None if score < 0 else score
             if self.lists[index] is None:
-                self.lists[index] = self.cards[index, :CARD_BATCH].tolist()
+                self.lists[index] = self.cards[index].tolist()
             core._cards, core._next = self.lists[index], int(self.next[index])
             env._started = bool(self.started[index])
 
@@ -264,7 +251,7 @@ class BlackjackVector:
             if core._cards is not self.lists[index]:  # reseeded (an empty buffer) or new
                 self.lists[index] = core._cards
                 if len(core._cards) == CARD_BATCH:
-                    self.cards[index, :CARD_BATCH] = core._cards
+                    self.cards[index] = core._cards
             self.next[index] = core._next if len(core._cards) else CARD_BATCH
             self.started[index] = env._started
             self.pending[index] = env._pending
