@@ -141,3 +141,21 @@ def test_the_core_rows_judge_the_served_game_against_both_baselines(tmp_path):
     core, sync, served, _ = figures
     assert served.baseline == core.value and figures[3].baseline == sync.value
     assert "CPU us per batched step: env" in served.note
+
+
+def test_one_games_core_rows_run_alone_from_the_command_line():
+    """`rlbridge bench batched-cores-GAME` prints that game's four rows and no other game's."""
+    import subprocess
+    import sys
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("the served row needs 2 CPUs")
+    done = subprocess.run(
+        [sys.executable, "-m", "rlbridge", "bench", "batched-cores-gridwalk", "--quick"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rows = [line for line in done.stdout.splitlines() if line.startswith("batched core")]
+    assert len(rows) == 4
+    assert all(row.startswith("batched core gridwalk N=64") for row in rows)
