@@ -12,6 +12,7 @@ call on that instance's generator per 512 draws).
 from __future__ import annotations
 
 from functools import cache
+from typing import cast
 
 import numpy as np
 
@@ -35,9 +36,8 @@ LINES = np.array(
 #: product numpy hands to BLAS (an int64 product loops in numpy, and a gather of the 64
 #: cells first costs more): every code is below 18**4, exact in a double.
 _WEIGHTS = np.zeros((16, 16))
-for _action, _cells in enumerate(LINES):
-    for _at, _cell in enumerate(_cells):
-        _WEIGHTS[_cell, 4 * _action + _at // 4] = _DIGITS[_at % 4]
+# Row: the cell LINES[action][at]; column: its line (4 * action + at // 4); weight: its digit.
+_WEIGHTS[LINES, 4 * np.arange(4)[:, None] + np.arange(16) // 4] = np.tile(_DIGITS, 4)
 _BUFFER = 512
 #: Column offsets of k consecutive draws.
 _AHEAD = np.arange(4)
@@ -67,6 +67,11 @@ def line_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     )
     moved = np.stack([out0, out1, out2, out3], axis=1)
     return moved, scores, (moved != lines).any(axis=1)
+
+
+def line_codes(cells: np.ndarray) -> np.ndarray[tuple[int, int, int], np.dtype[np.int64]]:
+    """The (N, 4, 4) line codes of boards ``cells`` (N, 16): per action, its 4 lines."""
+    return (cells.astype(np.float64) @ _WEIGHTS).astype(np.int64).reshape(-1, 4, 4)
 
 
 class Game2048Vector:
@@ -133,9 +138,9 @@ class Game2048Vector:
             self._reset(starting)
         touched = (calls != _NONE).nonzero()[0]
         cells = self.cells[touched]
-        codes = (cells.astype(np.float64) @ _WEIGHTS).astype(np.int64).reshape(-1, 4, 4)
+        codes = line_codes(cells)
         self.codes[touched] = codes
-        legal = self.changes.take(codes).any(axis=2)
+        legal = cast(np.ndarray, self.changes.take(codes).any(axis=2))  # an array: axis 2 exists
         top = cells.max(axis=1)
         won = top >= self.win_exponent if self.win_value else np.zeros(len(top), dtype=bool)
         done = won | ~legal.any(axis=1)
@@ -247,5 +252,4 @@ class Game2048Vector:
                     self.uniforms[index, :_BUFFER] = core._buffer
             self.next[index] = core._next if len(core._buffer) else _BUFFER
         rows = list(rows)
-        cells = self.cells[rows].astype(np.float64)
-        self.codes[rows] = (cells @ _WEIGHTS).astype(np.int64).reshape(-1, 4, 4)
+        self.codes[rows] = line_codes(self.cells[rows])
