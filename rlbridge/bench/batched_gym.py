@@ -21,9 +21,11 @@ Against them:
   (single envs, no target), for comparison;
 * **make_vec(remote=True)** (N = 1): ``rlbridge.adapters.gym.make_vec("gym:CartPole-v1",
   remote=True)``, one ENV_STEP round trip per step, against AsyncVectorEnv(1)'s pipe
-  (>= 2x); and at N = 64, where the environment process steps CartPole's own vector env
-  (:mod:`rlbridge.adapters.gym.serve_vector`), against SyncVectorEnv (no target: for comparison
-  with the 3-process row, whose loop restarts instances in a way the vector env cannot);
+  (>= 2x), beside the bound of any two-process design over ZeroMQ
+  (:mod:`rlbridge.bench.batched_gym_bound`); and at N = 64, where the environment process
+  steps CartPole's own vector env (:mod:`rlbridge.adapters.gym.serve_vector`), against
+  SyncVectorEnv (no target: for comparison with the 3-process row, whose loop restarts
+  instances in a way the vector env cannot);
 * **2 shards, 2 CPUs** (N = 128): two environment processes of N/2 gridwalk instances,
   one per CPU, the agent beside the second, against one shard on one CPU (>= 1.5x).
 
@@ -256,15 +258,19 @@ def served_rows(cpus: list[int], directory: str, quick: bool, repeats: int) -> l
 
 
 def remote_row(quick: bool, repeats: int) -> list[Figure]:
-    """make_vec(remote=True) at N = 1 against AsyncVectorEnv(1), paired."""
+    """make_vec(remote=True) at N = 1 against AsyncVectorEnv(1), paired, with the bound
+    beside them (:mod:`rlbridge.bench.batched_gym_bound`)."""
     steps = VECTOR_STEPS // (10 if quick else 1)
     group = f"gym {GYM_ID} N=1"
     runs = []
     for _ in range(repeats):
         pipe = _fresh("async", 1, steps)
+        bound = batched_rows.in_fresh_process(
+            "bound_rate", GYM_ID, steps, module="batched_gym_bound"
+        )
         remote = _fresh("make_vec-remote", 1, steps)
-        runs.append((remote[0] / pipe[0], (pipe, remote)))
-    _, (pipe, remote) = _median_run(runs)
+        runs.append((remote[0] / pipe[0], (pipe, bound, remote)))
+    _, (pipe, bound, remote) = _median_run(runs)
 
     def cpu(row) -> str:
         return f"CPU us per step: caller {1e6 * row[2]:,.0f}, env process {1e6 * row[3]:,.0f}"
@@ -273,11 +279,18 @@ def remote_row(quick: bool, repeats: int) -> list[Figure]:
         _figure(group, f"baseline: {BASELINES['async']}", pipe, None, note=cpu(pipe)),
         _figure(
             group,
+            "bound: bare pyzmq REQ/REP, env.step in the server, no protocol",
+            bound,
+            pipe[0],
+            note=f"{cpu(bound)}; the most any two-process design over ZeroMQ reaches",
+        ),
+        _figure(
+            group,
             "rlbridge.adapters.gym.make_vec(remote=True), 1 env process",
             remote,
             pipe[0],
             2.0,
-            cpu(remote),
+            f"{cpu(remote)}; {remote[0] / bound[0]:.2f}x the bound",
         ),
     ]
 

@@ -109,6 +109,11 @@ def test_the_gym_rows_name_their_baselines_ratios_and_targets():
         "rlbridge.adapters.gym.make_vec(remote=True), 1 env process",
         "2 shards, 2 CPUs, agent beside shard 2 (against 1 shard)",
     } <= set(judged)
+    bound = next(figure for figure in figures if figure.name.startswith("bound:"))
+    assert bound.baseline is not None and "caller" in bound.note and "env process" in bound.note
+    assert (
+        "x the bound" in judged["rlbridge.adapters.gym.make_vec(remote=True), 1 env process"].note
+    )
     for figure in figures:
         assert "p50" in figure.note or "EnvPool" in figure.note, figure
     for name, figure in judged.items():
@@ -116,6 +121,20 @@ def test_the_gym_rows_name_their_baselines_ratios_and_targets():
             assert "EnvPool" in name and "not installed" in figure.note
         else:
             assert figure.value > 0 and figure.ratio is not None and figure.passed is not None
+
+
+def test_the_bound_steps_cartpole_in_its_server_and_reads_both_sides_cpu():
+    """The N = 1 bound: every timed step is one round trip to a server whose CPU is read,
+    and a server that would not step CartPole (an unknown id) fails the row."""
+    from rlbridge.bench import batched_gym_bound
+
+    rate, latencies, caller, server = batched_rows.in_fresh_process(
+        "bound_rate", "CartPole-v1", 200, module="batched_gym_bound"
+    )
+    assert rate > 0 and len(latencies) == 200 and caller > 0 and server > 0
+    with pytest.raises(RuntimeError, match="bound_rate"):
+        batched_rows.in_fresh_process("bound_rate", "NoSuchEnv-v0", 5, module="batched_gym_bound")
+    assert batched_gym_bound.RESULT.size == 10  # a float and two flags
 
 
 @pytest.mark.parametrize(
