@@ -38,7 +38,7 @@ from rlbridge.environments.batch_core import BatchStep, first_ints, stacked_obse
 from rlbridge.protocol.batch import Batch
 from rlbridge.protocol.errors import ProtocolError
 from rlbridge.protocol.instances import EnvCall
-from rlbridge.protocol.values import Value
+from rlbridge.protocol.values import Value, new_tuple
 
 _STEP, _START, _NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
 #: gymnasium.make's own options that a vector entry point does without (no checker wrapper).
@@ -71,6 +71,9 @@ class GymVectorCore:
         self.vectors: dict[tuple[int, int], Any] = {}
         #: Each instance's group: the bounds of the vector env that holds its state (-1: none).
         self.owner = np.full((count, 2), -1, dtype=np.int64)
+        #: The groups whose vector env holds every one of their instances' state: the usual
+        #: step's check, one look-up (``owner`` names the row a refusal is about).
+        self.whole: set[tuple[int, int]] = set()
         #: Which instances' last step ended their episode: the vector env restarts them next.
         self.ended = np.zeros(count, dtype=bool)
         #: Seeds sent to instances (by row), for the next full start of the group they begin.
@@ -118,41 +121,55 @@ class GymVectorCore:
         )
 
     def apply(self, calls: np.ndarray, actions: list[Value]) -> BatchStep:
+        # The per-step path of a served batch: each array operation costs a few microseconds
+        # whatever the group's size, so the usual step (no truncation, no info) runs few.
         count = self.count
         rewards = np.zeros(count, dtype=np.float64)
         terminals = np.zeros(count, dtype=bool)
-        called = np.flatnonzero(calls != _NONE)
+        called = (calls != _NONE).nonzero()[0]  # np.flatnonzero's work, in fewer calls
         if not len(called):
             return BatchStep(rewards, stacked_observations(0), terminals, None)
         low, high = int(called[0]), int(called[-1]) + 1
         if high - low != len(called):  # a NONE inside the group
             raise self._refuse(calls, low + int(np.flatnonzero(calls[low:high] == _NONE)[0]))
+        key = (low, high)
         starting = calls[low:high] == _START
         infos: list | None = None
         if starting.all():
             observations, _ = self._vector(low, high).reset(seed=self.seeds.get(low))
             for row in range(low, high):
                 self.seeds.pop(row, None)  # reaches no generator but row low's (docstring)
-            self.owner[low:high] = (low, high)
+            self.owner[low:high] = key
+            # A group started over these rows holds their state no longer.
+            self.whole = {(a, b) for a, b in self.whole if b <= low or a >= high}
+            self.whole.add(key)
         else:
-            owned = (self.owner[low:high] == (low, high)).all(axis=1)
-            wrong = ~owned | (starting != self.ended[low:high])
-            if wrong.any():
+            ended = self.ended[low:high]
+            if key not in self.whole or (starting != ended).any():
+                owned = (self.owner[low:high] == key).all(axis=1)
+                wrong = ~owned | (starting != ended)
                 raise self._refuse(calls, low + int(np.flatnonzero(wrong)[0]))
-            moves = np.zeros(high - low, dtype=np.int64)  # a starting instance's is ignored
-            moves[~starting] = first_ints(actions)
-            observations, reward, terminated, truncated, extra = self.vectors[(low, high)].step(
-                moves
-            )
-            stepped = ~starting
-            rewards[low:high][stepped] = np.asarray(reward, dtype=np.float64)[stepped]
-            terminals[low:high] = (terminated | truncated) & stepped
-            infos = self._infos(extra, stepped & truncated & ~terminated, stepped, low)
+            restarting = ended.any()
+            if restarting:
+                moves = np.zeros(high - low, dtype=np.int64)  # a starting instance's is ignored
+                moves[~ended] = first_ints(actions)
+            else:
+                moves = first_ints(actions)
+            observations, reward, terminated, truncated, extra = self.vectors[key].step(moves)
+            done = terminated | truncated
+            rewards[low:high] = reward
+            if restarting:  # an instance that starts has no reward and has not ended
+                rewards[low:high][ended] = 0.0
+                done[ended] = False
+            terminals[low:high] = done
+            if extra or truncated.any():
+                stepped = ~ended
+                infos = self._infos(extra, stepped & truncated & ~terminated, stepped, low)
         self.ended[low:high] = terminals[low:high]
         ints, doubles, arrays = self.codec.stacked_columns(observations, high - low)
         return BatchStep(
             rewards,
-            Batch(high - low, ints, doubles, ("",) * (high - low), arrays),
+            new_tuple(Batch, (high - low, ints, doubles, ("",) * (high - low), arrays, None)),
             terminals,
             infos,
         )

@@ -89,6 +89,23 @@ def test_a_call_that_breaks_the_promise_is_refused_before_anything_steps():
     )
 
 
+def test_a_group_started_over_another_takes_its_rows_and_the_other_is_refused():
+    """Instances 2 and 3 start again in group 2..5: group 0..3's vector env no longer holds
+    them, so a step of 0..3 is refused naming instance 2, and 2..5 steps."""
+    batch = _batch(6)
+    batch.batch_query(PROMISE)
+    for low, high in ((0, 4), (2, 6)):
+        calls = np.full(6, NONE, dtype=np.uint8)
+        calls[low:high] = START
+        batch.batch_step(calls, [])
+    calls = np.array([STEP, STEP, STEP, STEP, NONE, NONE], dtype=np.uint8)
+    with pytest.raises(ProtocolError, match="instance 2: STEP breaks the promise"):
+        batch.batch_step(calls, [Value(ints=(0,))] * 4)
+    calls = np.array([NONE, NONE, STEP, STEP, STEP, STEP], dtype=np.uint8)
+    result = batch.batch_step(calls, [Value(ints=(1,))] * 4)
+    assert result.rewards[2:].tolist() == [1.0] * 4 and not result.terminals.any()
+
+
 def test_without_the_promise_or_once_an_instance_has_started_the_single_envs_step():
     batch = _batch(4)
     batch.batch_step(np.full(4, START, dtype=np.uint8), [])
