@@ -122,6 +122,11 @@ class ElementRows:
     def update(self, rows: np.ndarray, batch: Values) -> None:
         if not len(rows):
             return
+        if type(batch) is list and len(batch) == 1:
+            # One Value (a single instance's reply): converting it costs a third of stacking
+            # it first. Unchecked against the space, as the columns below are.
+            _put(self.stacked, int(rows[0]), self.codec.codec.from_value(batch[0], check=False))
+            return
         columns = as_batch(batch)
         if columns.listed is None:
             element = self.codec.codec.batched_element(

@@ -222,7 +222,7 @@ class RLBridgeVectorEnv(InstancesVectorEnv):
         if self.masks.follows:
             self._update_masks(answered, terminated[answered])
         illegal_rows = [rows[position] for position in illegal] if illegal else []
-        self.restarting = restarting = bool(ended.any())
+        self.restarting = restarting = bool(np.count_nonzero(ended))  # any(), in one C call
         if restarting and self.autoreset_mode == AutoresetMode.SAME_STEP:
             infos = self._restart_now(ended, result.infos, illegal_rows)
             self.restarting = False
