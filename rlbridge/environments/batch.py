@@ -290,7 +290,7 @@ class EnvironmentBatch:
 
     def _apply_core(self, core: BatchCore, calls: np.ndarray, actions: Values) -> BatchStep:
         result = core.apply(calls, actions)
-        touched = np.flatnonzero(calls != _NONE)
+        touched = (calls != _NONE).nonzero()[0]  # flatnonzero's Python layers cost more
         states = np.frombuffer(self.instances.states, dtype=np.uint8)
         states[touched] = np.where(result.terminals[touched], _ENDED, _RUNNING)
         if self._mask_index is not None and len(touched):

@@ -135,7 +135,7 @@ class GymVectorCore:
         key = (low, high)
         starting = calls[low:high] == _START
         infos: list | None = None
-        if starting.all():
+        if np.count_nonzero(starting) == high - low:  # all(), in one C call
             observations, _ = self._vector(low, high).reset(seed=self.seeds.get(low))
             for row in range(low, high):
                 self.seeds.pop(row, None)  # reaches no generator but row low's (docstring)
@@ -145,11 +145,11 @@ class GymVectorCore:
             self.whole.add(key)
         else:
             ended = self.ended[low:high]
-            if key not in self.whole or (starting != ended).any():
+            if key not in self.whole or np.count_nonzero(starting != ended):
                 owned = (self.owner[low:high] == key).all(axis=1)
                 wrong = ~owned | (starting != ended)
                 raise self._refuse(calls, low + int(np.flatnonzero(wrong)[0]))
-            restarting = ended.any()
+            restarting = np.count_nonzero(ended)
             if restarting:
                 moves = np.zeros(high - low, dtype=np.int64)  # a starting instance's is ignored
                 moves[~ended] = first_ints(actions)
@@ -162,7 +162,7 @@ class GymVectorCore:
                 rewards[low:high][ended] = 0.0
                 done[ended] = False
             terminals[low:high] = done
-            if extra or truncated.any():
+            if extra or np.count_nonzero(truncated):
                 stepped = ~ended
                 infos = self._infos(extra, stepped & truncated & ~terminated, stepped, low)
         self.ended[low:high] = terminals[low:high]
