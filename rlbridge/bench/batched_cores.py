@@ -16,9 +16,15 @@ random agent, each repeat measures, each in a new process:
   ``rlbridge agent random`` on the other, this process as the experiment, as
   ``rlbridge run GAME random --batch 64`` places them; against the core loop
   (target >= 0.8x) and against SyncVectorEnv (>= 3x), with each process's CPU time per
-  batched step.
+  batched step;
+* **floor of that environment process**, placed as the served row's: the core's ``apply``
+  per group of 32 and each group's result in one message to an echo on the agent's CPU
+  that answers with actions it already holds (:func:`rlbridge.bench.batched_floor.core_floor`),
+  against the core loop, with its CPU time per batched step. A floor below 0.8x shows
+  that the exchange and the core's cost per call, not rlbridge's own work, put the target
+  out of reach of any environment process in this layout.
 
-The repeat with the median ratio to the core loop is printed.
+The repeat with the median ratio of served to the core loop is printed, with its floor.
 """
 
 from __future__ import annotations
@@ -102,8 +108,24 @@ def _figure(game: str, name: str, measured, baseline: float | None, target: floa
     )
 
 
+#: The served row's target against the core loop, which its floor is held against too.
+TARGET = 0.8
+
+
+def floor_note(floor: tuple, core_rate: float) -> str:
+    """The floor row's note: the environment side's CPU per batched step and, when the floor
+    misses the served row's target, what that shows."""
+    note = f"env side CPU us per batched step {floor[2]:,.0f}"
+    if floor[0] < TARGET * core_rate:
+        note += (
+            f"; below {TARGET:g}x: the core's two calls of {COUNT // 2} and one message each "
+            f"way per group already miss the target, before any of rlbridge's work"
+        )
+    return note
+
+
 def game_rows(game: str, cpus: list[int], directory: str, steps: int, repeats: int) -> list:
-    """One game's three rows: the repeat with the median ratio of served to the core loop."""
+    """One game's five rows: the repeat with the median ratio of served to the core loop."""
     runs = []
     for _ in range(repeats):
         core = batched_rows.in_fresh_process(
@@ -120,15 +142,34 @@ def game_rows(game: str, cpus: list[int], directory: str, steps: int, repeats: i
             agent_cpus={cpus[1]},
             directory=directory,
         )
-        runs.append((served[0] / core[0], (core, sync, served)))
+        floor = batched_rows.in_fresh_process(
+            "core_floor",
+            game,
+            COUNT,
+            steps,
+            2,
+            batched_rows.warmup_steps(steps),
+            [cpus[1]],
+            cpus={cpus[0]},
+            module="batched_floor",
+        )
+        runs.append((served[0] / core[0], (core, sync, served, floor)))
     runs.sort(key=lambda run: run[0])
-    core, sync, served = runs[len(runs) // 2][1]
+    core, sync, served, floor = runs[len(runs) // 2][1]
     cpu = f"CPU us per batched step: env {served[2][0]:,.0f}, agent {served[2][1]:,.0f}"
     name = "served, 3 processes, 2 CPUs, 2 groups"
     return [
         _figure(game, "baseline: bare loop over the batched core", core, None),
         _figure(game, "baseline: gymnasium SyncVectorEnv of single envs", sync, None),
-        _figure(game, f"{name}, against the core loop", served, core[0], 0.8, cpu),
+        _figure(game, f"{name}, against the core loop", served, core[0], TARGET, cpu),
+        _figure(
+            game,
+            "floor of that env process (batched_floor.py): core apply per group, "
+            "one message each to an echo",
+            floor,
+            core[0],
+            note=floor_note(floor, core[0]),
+        ),
         _figure(game, f"{name}, against SyncVectorEnv", served, sync[0], 3.0),
     ]
 

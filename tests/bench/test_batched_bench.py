@@ -156,14 +156,76 @@ def test_the_core_rows_judge_the_served_game_against_both_baselines(tmp_path):
     if len(cpus) < 2:
         pytest.skip("the served row needs 2 CPUs")
     figures = batched_cores.game_rows("reversi", cpus, str(tmp_path), 10, 1)
-    assert [figure.target for figure in figures] == ["", "", ">= 0.8x", ">= 3x"]
-    core, sync, served, _ = figures
-    assert served.baseline == core.value and figures[3].baseline == sync.value
+    assert [figure.target for figure in figures] == ["", "", ">= 0.8x", "", ">= 3x"]
+    core, sync, served, floor, _ = figures
+    assert served.baseline == core.value and figures[4].baseline == sync.value
     assert "CPU us per batched step: env" in served.note
+    # The floor beside the served row: its ratio to the same repeat's core loop, its CPU.
+    assert floor.name.startswith("floor of that env process") and floor.baseline == core.value
+    assert floor.value > 0 and floor.ratio is not None and floor.passed is None
+    assert "p50" in floor.note and "env side CPU us per batched step" in floor.note
+    from rlbridge.bench.report import format_figures
+
+    assert f"{floor.ratio:.2f}x" in format_figures([floor])
+
+
+def test_the_floor_note_says_when_the_floor_itself_misses_the_target():
+    from rlbridge.bench.batched_cores import floor_note
+
+    assert floor_note((70.0, [], 812.4), 100.0).startswith("env side CPU us per batched step 812;")
+    assert "below 0.8x" in floor_note((70.0, [], 812.4), 100.0)
+    assert floor_note((90.0, [], 812.4), 100.0) == "env side CPU us per batched step 812"
+
+
+@pytest.mark.parametrize("game", ["2048", "blackjack"])
+def test_the_core_floor_steps_each_group_on_the_core_and_round_trips_it(game):
+    """The batch-core floor, on two CPUs as the served row: every timed step is measured,
+    and the env side's CPU is read."""
+    cpus = sorted(os.sched_getaffinity(0))
+    rate, latencies, cpu = batched_rows.in_fresh_process(
+        "core_floor", game, 8, 30, 2, 3, cpus[-1:], cpus={cpus[0]}, module="batched_floor"
+    )
+    assert rate > 0 and len(latencies) == 30 and cpu > 0
+
+
+def test_the_core_floors_echo_replies_are_the_random_agents_legal_actions_in_order():
+    """The echo's replies replay the trajectory they were chosen on: stepping a fresh core
+    with them, each group's actions are legal under the masks that group was sent, and as
+    many as the group has instances still playing."""
+    from rlbridge.bench.batched_floor import _Chooser, _CoreFloor
+    from rlbridge.options import build
+    from rlbridge.registry import AGENTS
+
+    played = _CoreFloor("2048", 6, 2)
+    chooser = _Chooser(played, build("random", AGENTS))
+    played.run(200, chooser)
+    assert len(chooser.replies) == 400
+
+    class Replay:
+        def __init__(self):
+            self.sent, self.pending, self.checked = 0, [[], []], 0
+
+        def actions(self, group):
+            return self.pending[group]
+
+        def send(self, group, calls, rewards, terminals, observations):
+            actions = np.frombuffer(chooser.replies[self.sent], dtype=np.int64)
+            self.sent += 1
+            masks = observations.arrays[played.spec.legal_mask][~terminals]
+            assert len(actions) == len(masks)
+            assert masks[np.arange(len(actions)), actions].all()
+            self.checked += len(actions)
+            self.pending[group] = _actions(actions.tobytes())
+
+    from rlbridge.bench.batched_floor import _actions
+
+    replay = Replay()
+    _CoreFloor("2048", 6, 2).run(200, replay)
+    assert replay.sent == 400 and replay.checked > 1000
 
 
 def test_one_games_core_rows_run_alone_from_the_command_line():
-    """`rlbridge bench batched-cores-GAME` prints that game's four rows and no other game's."""
+    """`rlbridge bench batched-cores-GAME` prints that game's five rows and no other game's."""
     import subprocess
     import sys
 
@@ -176,5 +238,6 @@ def test_one_games_core_rows_run_alone_from_the_command_line():
         check=True,
     )
     rows = [line for line in done.stdout.splitlines() if line.startswith("batched core")]
-    assert len(rows) == 4
+    assert len(rows) == 5
     assert all(row.startswith("batched core gridwalk N=64") for row in rows)
+    assert any("floor of that env process" in row for row in rows)
