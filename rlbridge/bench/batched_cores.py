@@ -119,7 +119,8 @@ def floor_note(floor: tuple, core_rate: float) -> str:
     if floor[0] < TARGET * core_rate:
         note += (
             f"; below {TARGET:g}x: the core's two calls of {COUNT // 2} and one message each "
-            f"way per group already miss the target, before any of rlbridge's work"
+            f"way per group already miss the target, without the protocol's checks, counting "
+            f"or agent"
         )
     return note
 
