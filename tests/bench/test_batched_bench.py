@@ -192,7 +192,7 @@ def test_the_core_floors_echo_replies_are_the_random_agents_legal_actions_in_ord
     """The echo's replies replay the trajectory they were chosen on: stepping a fresh core
     with them, each group's actions are legal under the masks that group was sent, and as
     many as the group has instances still playing."""
-    from rlbridge.bench.batched_floor import _Chooser, _CoreFloor
+    from rlbridge.bench.batched_floor import _actions, _Chooser, _CoreFloor
     from rlbridge.options import build
     from rlbridge.registry import AGENTS
 
@@ -216,8 +216,6 @@ def test_the_core_floors_echo_replies_are_the_random_agents_legal_actions_in_ord
             assert masks[np.arange(len(actions)), actions].all()
             self.checked += len(actions)
             self.pending[group] = _actions(actions.tobytes())
-
-    from rlbridge.bench.batched_floor import _actions
 
     replay = Replay()
     _CoreFloor("2048", 6, 2).run(200, replay)
