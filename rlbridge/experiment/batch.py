@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from rlbridge.agents.batch import BatchAgent
     from rlbridge.protocol.batch import Batch, Values, count_of, select, values_of
 
+    _AGENT_CALL_OF: np.ndarray
+
 _ENV_STEP, _ENV_START, _ENV_NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
 _STEP, _START, _END, _END_START, _NONE = (int(c) for c in AgentCall)
 
@@ -37,8 +39,12 @@ def _load_batched() -> None:
     globals by the first :meth:`BatchLoop.play`: a process that plays one instance episode
     by episode never loads numpy, and a batched step finds them as globals, without an
     import statement per step."""
-    global np, count_of, select, values_of
+    global np, count_of, select, values_of, _AGENT_CALL_OF
     import numpy as np
+
+    # The agent's call for each environment call (an index by EnvCall code): STEP, START
+    # and NONE map to their own; a terminal step's END is set apart.
+    _AGENT_CALL_OF = np.array([_STEP, _START, _NONE], dtype=np.uint8)
 
     from rlbridge.protocol.batch import count_of, select, values_of
 
@@ -133,6 +139,7 @@ class BatchLoop:
         #: agent sent it: in the usual step every answered instance steps next, and the
         #: reply goes to the environment as it came, with no per-instance work.
         self.pending: dict[tuple[int, int], tuple[list[int], Values]] = {}
+        self.spans: list[list[int]] = []
 
     def reset(self) -> None:
         """ENV_BATCH_INIT / RL_init: every counter to 0, no episode in progress."""
@@ -171,6 +178,8 @@ class BatchLoop:
         left = None if quotas is None else [int(q) for q in quotas]
         bounds = group_bounds(self.num_instances, groups)
         self._regroup(bounds)
+        #: Each group's instances, a list made once a play: the usual step's ``playing``.
+        self.spans = [list(range(low, high)) for low, high in bounds]
         waiting: list[list[int] | None] = [None] * len(bounds)
         ended = EndedEpisodes.empty()
         steps = 0
@@ -245,82 +254,75 @@ class BatchLoop:
     ) -> list[int]:
         """One batched step of the instances ``low`` .. ``high - 1``; returns the instances
         whose actions the agent's reply will hold, in order. An instance whose episode ended
-        (or was cut off) starts its next one here, in the step after (docs/batching.md)."""
+        (or was cut off) starts its next one here, in the step after (docs/batching.md).
+
+        The agent's calls: START for a start, END for a terminal step (RL-Glue's agent_end
+        takes no observation: its row is dropped), STEP for any other step, NONE for an
+        instance whose quota is played. With 32 instances a group, some instance starts or
+        ends in most steps: the work here grows with the instances that start or end, and
+        the rest is a few array operations a group."""
         counters = self.counters
-        # Each instance's counter says whether it steps or starts; one whose quota is played
-        # does neither. One pass, each instance read once.
-        stepping: list[int] = []
-        starting: list[int] = []
-        playing = range(low, high) if left is None else [i for i in range(low, high) if left[i]]
-        for index in playing:
-            (stepping if counters[index].running else starting).append(index)
+        # The instances that play (all of them, or those whose quota is not played), and of
+        # those the ones whose counter says they start rather than step.
+        playing = self.spans[group] if left is None else [i for i in range(low, high) if left[i]]
+        starting = [index for index in playing if not counters[index].running]
+        whole = len(playing) == high - low
         env_calls = np.full(self.num_instances, _ENV_NONE, dtype=np.uint8)
-        env_calls[stepping] = _ENV_STEP
-        env_calls[starting] = _ENV_START
+        env_calls[slice(low, high) if whole else playing] = _ENV_STEP
+        stepping = playing
+        if starting:
+            env_calls[starting] = _ENV_START
+            gone = set(starting)
+            stepping = [index for index in playing if index not in gone]
         try:
             result = env_step(env_calls, self._actions((low, high), stepping))
         except InvalidAction as err:
             raise InvalidAction(f"in batched step {batched_step}: {err}") from None
-        rewards, terminals = result.rewards.tolist(), result.terminals.tolist()
+        # Section 7's rules, on each instance's own counter.
+        rewards = result.rewards[low:high].tolist()
+        terminals = result.terminals[low:high].tolist()
         ends: list[int] = []
         cuts: list[int] = []
-        for index in stepping:  # section 7's rules, on each instance's own counter
+        for index in stepping:
             counter = counters[index]
-            if counter.step(rewards[index], terminals[index]):
+            if counter.step(rewards[index - low], terminals[index - low]):
                 ends.append(index)
             elif not counter.running:
                 cuts.append(index)
-        first = self.first_instance
-        if not ends and not cuts and not starting and len(stepping) == high - low:
-            # Every instance stepped and goes on: the agent gets each step as it came.
-            agent.send(
-                group,
-                first + low,
-                np.zeros(high - low, dtype=np.uint8),
-                result.rewards[low:high],
-                result.observations,
-            )
-            return stepping
-        changed = sorted(ends + cuts + starting)
-        return self._send_mixed(
-            agent, group, low, high, env_calls, result, ends, changed, max_steps, left, ended
-        )
-
-    def _send_mixed(
-        self, agent, group, low, high, env_calls, result, ends, changed, max_steps, left, ended
-    ) -> list[int]:
-        """The agent's calls when some instances started, ended, were cut off or sat out:
-        START for a start, END for a terminal step (RL-Glue's agent_end takes no
-        observation: its row is dropped), STEP for any other step."""
-        counters = self.counters
         calls = env_calls[low:high]
-        touched = np.flatnonzero(calls != _ENV_NONE)  # the rows of result.observations
-        agent_calls = np.full(high - low, _NONE, dtype=np.uint8)
-        agent_calls[touched] = _STEP
-        agent_calls[calls == _ENV_START] = _START
-        agent_rewards = np.where(calls == _ENV_STEP, result.rewards[low:high], 0.0)
+        if starting or not whole:
+            agent_calls = _AGENT_CALL_OF[calls]
+            agent_rewards = np.where(calls == _ENV_STEP, result.rewards[low:high], 0.0)
+        else:
+            agent_calls = np.zeros(high - low, dtype=np.uint8)  # every one a STEP
+            agent_rewards = result.rewards[low:high]
+        answering, observations = playing, result.observations
         if ends:
-            agent_calls[np.asarray(ends) - low] = _END
-        # The episodes that ended here, in instance order (``changed``): terminal steps, steps
-        # cut off by max_steps (their next action is never applied), and starts that
-        # max_steps = 1 cuts off at once.
-        listed = env_calls.tolist()  # read once per instance below: a list reads faster
-        for index in changed:
-            counter = counters[index]
-            if listed[index] == _ENV_START:
-                counter.start(max_steps)
-                if counter.running:
-                    continue
-            ended.add(self.first_instance + index, counter)
-            if left is not None:
-                left[index] -= 1
-        kept = agent_calls[touched] != _END
-        answering = (touched[kept] + low).tolist()
-        observations = result.observations
-        if not kept.all():
-            observations = select(observations, np.flatnonzero(kept))
+            agent_calls[[index - low for index in ends]] = _END
+            gone = set(ends)
+            rows = [row for row, index in enumerate(playing) if index not in gone]
+            answering = [playing[row] for row in rows]
+            observations = select(observations, rows)
+        if ends or cuts or starting:
+            self._count_changes(ends, cuts, starting, max_steps, left, ended)
         agent.send(group, self.first_instance + low, agent_calls, agent_rewards, observations)
         return answering
+
+    def _count_changes(self, ends, cuts, starting, max_steps, left, ended) -> None:
+        """Start the counters of ``starting``, and list the episodes that ended here, in
+        instance order: terminal steps, steps cut off by max_steps (their next action is
+        never applied), and starts that max_steps = 1 cuts off at once."""
+        counters = self.counters
+        changed = ends + cuts
+        for index in starting:
+            counter = counters[index]
+            counter.start(max_steps)
+            if not counter.running:
+                changed.append(index)
+        for index in sorted(changed):
+            ended.add(self.first_instance + index, counters[index])
+            if left is not None:
+                left[index] -= 1
 
 
 class _OneStep(NamedTuple):
