@@ -22,6 +22,7 @@ import numpy as np
 import zmq
 
 from rlbridge.bench.batched_rows import warmup_steps
+from rlbridge.bench.per_step_cpu import process_cpu_s
 from rlbridge.experiment.runner import start_child
 from rlbridge.protocol.errors import PeerError
 
@@ -61,14 +62,11 @@ def bound_rate(gym_id: str, batched_steps: int) -> tuple:
 
 
 def _measure(address: str, gym_id: str, batched_steps: int) -> tuple:
-    import psutil  # type: ignore[import-untyped]
-
     server = start_child([sys.executable, "-c", SERVER, address, gym_id], None)
     sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.RCVTIMEO, TIMEOUT_MS)
     sock.connect(address)
-    watched = psutil.Process(server.pid)
     rng = np.random.default_rng(1)
     clock, unpack, frombuffer = time.perf_counter, RESULT.unpack, np.frombuffer
     try:
@@ -83,7 +81,7 @@ def _measure(address: str, gym_id: str, batched_steps: int) -> tuple:
         started = own = theirs = 0.0
         for steps in (warmup_steps(batched_steps), batched_steps):
             latencies = []
-            own, theirs = time.process_time(), sum(watched.cpu_times()[:2])
+            own, theirs = time.process_time(), process_cpu_s(server.pid)
             started = clock()
             for _ in range(steps):
                 actions = rng.integers(0, 2, size=1)
@@ -95,7 +93,7 @@ def _measure(address: str, gym_id: str, batched_steps: int) -> tuple:
                 latencies.append(clock() - begin)
         elapsed = clock() - started
         own = (time.process_time() - own) / batched_steps
-        theirs = (sum(watched.cpu_times()[:2]) - theirs) / batched_steps
+        theirs = (process_cpu_s(server.pid) - theirs) / batched_steps
         sock.send(STOP)
         sock.recv()
         server.wait(timeout=TIMEOUT_MS / 1000)
