@@ -95,6 +95,10 @@ def test_sigterm_to_the_glue_stops_its_native_peers_as_told(shutdown_peers, proc
     the native environment hears SHUTDOWN; with --no-shutdown-peers it keeps serving."""
     env_address = f"ipc://{ipc_dir}/env"
     env = processes.start("env", "countdown", "--bind", env_address)
+    # SHUTDOWN waits 1 s for its answer; an env still importing on a loaded machine would
+    # miss it, so the glue is stopped only once the env says it serves.
+    ready = env.stderr.readline()
+    assert "serving countdown on" in ready, ready + env.stderr.read()
     flag = "--shutdown-peers" if shutdown_peers else "--no-shutdown-peers"
     glue = processes.start("glue", "--port", "0", "--env", env_address, flag)
     line = glue.stdout.readline()
