@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from rlbridge.cli import add_scale_argument, zmq_address
+from rlbridge.experiment.lifeline import stop_signals
 from rlbridge.protocol.errors import OptionError
 from rlbridge.registry import ENVIRONMENTS, parse_options
 
@@ -245,7 +246,7 @@ def _blocks_viewer(args: argparse.Namespace) -> int:
     )
     # SIGTERM (docker stop, rlbridge run) and Ctrl-C end the run normally, so the
     # --snapshot below is still written.
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in stop_signals():
         signal.signal(sig, lambda _signum, _frame: viewer.stop())
     print(f"block viewer on {viewer.address}", file=sys.stderr, flush=True)
     batches = viewer.run(max_batches=args.max_batches)

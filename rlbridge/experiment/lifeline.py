@@ -45,6 +45,16 @@ def child_environment() -> dict[str, str]:
     return {**os.environ, PARENT_PID_VARIABLE: str(os.getpid())}
 
 
+def stop_signals() -> list[signal.Signals]:
+    """The signals that should stop a server: SIGTERM always, and SIGINT unless the process
+    started with it ignored (a script's background job), which then keeps ignoring it, as
+    the launcher and the experiment beside it do; stopping on it would leave them running
+    against a peer that is gone."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return [signal.SIGTERM]
+    return [signal.SIGTERM, signal.SIGINT]
+
+
 def set_death_signal(signum: int) -> bool:
     """Ask Linux to send ``signum`` when our parent dies; False where prctl does not exist."""
     if not sys.platform.startswith("linux"):

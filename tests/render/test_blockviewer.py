@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import signal
 import subprocess
 import sys
@@ -68,7 +69,7 @@ def test_viewer_ignores_bad_lines_and_snapshots_only_to_its_own_path(tmp_path):
 
 
 @contextlib.contextmanager
-def viewer_process(address: str, *extra: str):
+def viewer_process(address: str, *extra: str, **popen):
     """A headless `rlbridge blocks viewer` process and a bridge that feeds it; the process is
     killed if the test leaves it running."""
     process = subprocess.Popen(
@@ -85,6 +86,7 @@ def viewer_process(address: str, *extra: str):
         ],
         stderr=subprocess.PIPE,
         text=True,
+        **popen,
     )
     bridge = BlockBridge(ViewerSink(address))
     try:
@@ -142,6 +144,26 @@ def test_a_headless_viewer_saves_its_snapshot_when_stopped_by_a_signal(tmp_path,
         _, stderr = process.communicate(timeout=30)
     assert process.returncode == 0, stderr
     check_pixels(pygame.image.load(str(final)))
+
+
+def test_a_viewer_started_with_ctrl_c_ignored_keeps_ignoring_it(tmp_path):
+    """As a script's background job is started: Ctrl-C is the terminal's for the job in
+    front, so the viewer (like the servers and the launcher) does not stop on it."""
+    address = "ipc://" + str(tmp_path / "blocks.sock")
+
+    def ignore_ctrl_c() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    with viewer_process(address, preexec_fn=ignore_ctrl_c) as (process, bridge):
+        assert "block viewer on" in process.stderr.readline()  # its handlers are in place
+        process.send_signal(signal.SIGINT)
+        bridge.show(tetris_snapshot(BOARD))
+        bridge.sink.control("#quit")
+        _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 0, stderr
+    applied = re.search(r"applied (\d+) command\(s\) in (\d+) batch\(es\)", stderr)
+    assert applied is not None, stderr
+    assert int(applied[1]) > 0 and int(applied[2]) == 2, stderr  # the board, then #quit
 
 
 def _same_pixels(first, second) -> bool:

@@ -21,6 +21,7 @@ from enum import IntEnum
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Generic, TextIO, TypeVar
 
+from rlbridge.experiment.lifeline import stop_signals
 from rlbridge.experiment.net.bodies import hello_body, shutdown_body, whole_body
 from rlbridge.experiment.net.transport import (
     _SNDMORE,
@@ -159,13 +160,7 @@ class RequestServer(Generic[S]):
         """
         previous = {}
         if self.handle_signals:
-            # A process started with Ctrl-C ignored (a script's background job) keeps ignoring
-            # it, as the launcher and the experiment beside it do; stopping on it would leave
-            # them running against a peer that is gone.
-            signals = [signal.SIGTERM]
-            if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-                signals.append(signal.SIGINT)
-            previous = {sig: signal.signal(sig, self._on_signal) for sig in signals}
+            previous = {sig: signal.signal(sig, self._on_signal) for sig in stop_signals()}
         self.keep_serving = keep_serving
         socket = self.socket
         handle = self.handle
