@@ -59,6 +59,24 @@ def readme_block(heading: str, language: str) -> str:
     return re.search(rf"```{language}\n(.*?)```", section, re.S).group(1)
 
 
+def refused(*args: str, monkeypatch, capsys) -> subprocess.CompletedProcess:
+    """``rlbridge ARGS`` through the command's own entry point, ``rlbridge.cli.main``, in this
+    process, for a mistake that must be refused before any process starts: the tests that
+    call it are unit tests, so the tier guard (tests/conftest.py) fails them if the command
+    starts a process or opens a socket. ``python -m rlbridge`` itself is started for such
+    mistakes by tests/test_cli_typos.py, with the same one-line and exit-2 assertions."""
+    from rlbridge.cli import main
+
+    monkeypatch.chdir(ROOT)  # where `rlbridge` runs in the other tests of this file
+    monkeypatch.setattr(sys, "path", list(sys.path))  # main puts the working directory first
+    try:
+        code = main(list(args))
+    except SystemExit as stop:  # argparse's own refusals
+        code = stop.code
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["rlbridge", *args], code, out, err)
+
+
 def assert_one_line_mistake(result: subprocess.CompletedProcess, prefix: str) -> None:
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
@@ -360,18 +378,23 @@ def test_a_timeout_names_the_flag_that_gives_more_time(tmp_path):
         ),
     ],
 )
-def test_a_mistake_is_one_line_and_exit_2(args, prefix):
-    assert_one_line_mistake(rlbridge(*args), prefix)
+@pytest.mark.unit
+def test_a_mistake_is_one_line_and_exit_2(args, prefix, monkeypatch, capsys):
+    assert_one_line_mistake(refused(*args, monkeypatch=monkeypatch, capsys=capsys), prefix)
 
 
-def test_play_names_an_unknown_game_before_asking_for_a_display():
-    result = rlbridge("play", "chess", env={**os.environ, "DISPLAY": "", "WAYLAND_DISPLAY": ""})
+@pytest.mark.unit
+def test_play_names_an_unknown_game_before_asking_for_a_display(monkeypatch, capsys):
+    monkeypatch.setenv("DISPLAY", "")
+    monkeypatch.setenv("WAYLAND_DISPLAY", "")
+    result = refused("play", "chess", monkeypatch=monkeypatch, capsys=capsys)
     assert_one_line_mistake(result, "rlbridge play: unknown environment 'chess'")
 
 
-def test_render_frames_into_a_path_that_cannot_be_a_directory(tmp_path):
+@pytest.mark.unit
+def test_render_frames_into_a_path_that_cannot_be_a_directory(tmp_path, monkeypatch, capsys):
     (tmp_path / "a-file").write_text("")
-    result = rlbridge(
+    result = refused(
         "run",
         "2048",
         "random",
@@ -379,6 +402,8 @@ def test_render_frames_into_a_path_that_cannot_be_a_directory(tmp_path):
         "1",
         "--render-frames",
         str(tmp_path / "a-file" / "frames"),
+        monkeypatch=monkeypatch,
+        capsys=capsys,
     )
     assert_one_line_mistake(
         result,
@@ -387,14 +412,25 @@ def test_render_frames_into_a_path_that_cannot_be_a_directory(tmp_path):
     )
 
 
-def test_render_frames_of_a_game_that_draws_nothing(tmp_path):
-    result = rlbridge("run", "gridwalk", "first", "--render-frames", str(tmp_path / "frames"))
+@pytest.mark.unit
+def test_render_frames_of_a_game_that_draws_nothing(tmp_path, monkeypatch, capsys):
+    frames = str(tmp_path / "frames")
+    result = refused(
+        "run",
+        "gridwalk",
+        "first",
+        "--render-frames",
+        frames,
+        monkeypatch=monkeypatch,
+        capsys=capsys,
+    )
     assert_one_line_mistake(result, "rlbridge run: gridwalk has nothing to draw")
 
 
-def test_screenshots_into_an_existing_file(tmp_path):
+@pytest.mark.unit
+def test_screenshots_into_an_existing_file(tmp_path, monkeypatch, capsys):
     (tmp_path / "shots").write_text("")
-    result = rlbridge("screenshots", str(tmp_path / "shots"))
+    result = refused("screenshots", str(tmp_path / "shots"), monkeypatch=monkeypatch, capsys=capsys)
     assert_one_line_mistake(
         result, f"rlbridge screenshots: {tmp_path}/shots exists and is not a directory"
     )
