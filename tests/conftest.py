@@ -85,7 +85,6 @@ PLACES: dict[str, str] = {
     "adapters/gym/test_remote.py": "processes",
     "protocol/test_batched_logs.py": "processes",
     "sweep/test_blackjack_figures.py": "processes",
-    "sweep/test_sweep_faults.py::test_a_bad_grid_file_is_one_line_and_exit_2": "processes",
     "sweep/test_sweep_faults.py::test_an_address_where_nothing_listens_is_one_line": "processes",
     "test_cli.py": "processes",
     "test_cli_newcomer.py": "processes",

@@ -27,8 +27,9 @@ from tests.sweep.test_sweep import (
     private_registry,
     rlbridge,
 )
+from tests.test_cli_newcomer import refused
 
-#: A grid mistake is refused before Ray or any trial starts; generous for a loaded machine.
+#: A sweep refused before any trial starts (no Ray answers); generous for a loaded machine.
 REFUSAL_TIMEOUT_S = 60
 
 
@@ -45,11 +46,13 @@ REFUSAL_TIMEOUT_S = 60
         (b"# caf\xe9\n", "UTF-8"),
     ],
 )
-def test_a_bad_grid_file_is_one_line_and_exit_2(tmp_path, body, key):
+@pytest.mark.unit  # the tier guard fails a refusal that starts Ray, a trial or any process
+def test_a_bad_grid_file_is_one_line_and_exit_2(tmp_path, body, key, monkeypatch, capsys):
     path = tmp_path / "grid.toml"
     head = b'games = ["countdown"]\nagents = ["random"]\n'
     path.write_bytes(body if body.startswith(b"games") else head + body)
-    done = rlbridge("sweep", str(path), "--out", str(tmp_path / "out"), timeout=REFUSAL_TIMEOUT_S)
+    out = str(tmp_path / "out")
+    done = refused("sweep", str(path), "--out", out, monkeypatch=monkeypatch, capsys=capsys)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
