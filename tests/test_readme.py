@@ -133,7 +133,10 @@ ALL_BLOCKS = [block for path in DOCS for block in blocks_of(path)]
 
 def _params():
     """One test per document and tier: its blocks run in order, in one sandbox, as a reader
-    who follows the document runs them (a later block may use an earlier one's files)."""
+    who follows the document runs them (a later block may use an earlier one's files).
+    A block printed word for word in an earlier document (README.md's C-client commands
+    are docs/clients.md's) runs there only: the same commands, run again."""
+    shown: set[tuple[str, str, str | None]] = set()
     for path in DOCS:
         doc = str(path.relative_to(ROOT))
         for tier in ("processes", "external"):
@@ -143,7 +146,9 @@ def _params():
                 if block.doc == doc
                 and block.marker != "norun"
                 and (block.marker == "external") == (tier == "external")
+                and (block.kind, block.code.strip(), block.marker) not in shown
             ]
+            shown.update((block.kind, block.code.strip(), block.marker) for block in blocks)
             if blocks:
                 marks = [
                     getattr(pytest.mark, tier),
