@@ -59,7 +59,7 @@ def readme_block(heading: str, language: str) -> str:
     return re.search(rf"```{language}\n(.*?)```", section, re.S).group(1)
 
 
-def refused(*args: str, monkeypatch, capsys) -> subprocess.CompletedProcess:
+def refused(*args: str, monkeypatch, capsys, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """``rlbridge ARGS`` through the command's own entry point, ``rlbridge.cli.main``, in this
     process, for a mistake that must be refused before any process starts: the tests that
     call it are unit tests, so the tier guard (tests/conftest.py) fails them if the command
@@ -67,7 +67,7 @@ def refused(*args: str, monkeypatch, capsys) -> subprocess.CompletedProcess:
     mistakes by tests/test_cli_typos.py, with the same one-line and exit-2 assertions."""
     from rlbridge.cli import main
 
-    monkeypatch.chdir(ROOT)  # where `rlbridge` runs in the other tests of this file
+    monkeypatch.chdir(cwd)  # by default where `rlbridge` runs in the other tests of this file
     monkeypatch.setattr(sys, "path", list(sys.path))  # main puts the working directory first
     try:
         code = main(list(args))

@@ -13,11 +13,13 @@ import pytest
 
 from rlbridge.adapters.gym import RLBridgeEnv
 from rlbridge.adapters.gym.spaces import ValueCodec
+from rlbridge.cli import main
 from rlbridge.experiment.log.export import value_parts
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.replay import read_episodes
 from rlbridge.games.mission.env import MISSIONS_DIR, MissionEnv
 from rlbridge.protocol.taskspec import parse
+from tests.test_cli_newcomer import refused
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -51,6 +53,13 @@ def logged_run(tmp_path, game: str, *extra: str) -> str:
     return log
 
 
+def export(capsys, *args: str) -> str:
+    """`rlbridge log export ARGS` in this process, parsed as the command parses it (the logs
+    come from real runs); what it printed."""
+    assert main(["log", "export", *args]) == 0, capsys.readouterr().err
+    return capsys.readouterr().out
+
+
 @pytest.fixture(scope="module")
 def minesweeper_log(tmp_path_factory) -> str:
     """Six minesweeper episodes, most cut off by --max-steps 3: for npz and Minari alike."""
@@ -59,11 +68,13 @@ def minesweeper_log(tmp_path_factory) -> str:
     )
 
 
-def test_npz_keeps_dtypes_shapes_truncations_and_next_observations(tmp_path, minesweeper_log):
+def test_npz_keeps_dtypes_shapes_truncations_and_next_observations(
+    tmp_path, capsys, minesweeper_log
+):
     # --max-steps 3 cuts most minesweeper episodes off: their last step must stay, flagged.
     log = minesweeper_log
     out = str(tmp_path / "ms.npz")
-    assert "transitions" in run("log", "export", log, "--npz", out).stdout
+    assert "transitions" in export(capsys, log, "--npz", out)
     data = np.load(out)
     episodes = read_episodes(LogReader(log))
     steps = sum(len(e.rewards) for e in episodes)
@@ -99,10 +110,10 @@ def test_npz_keeps_dtypes_shapes_truncations_and_next_observations(tmp_path, min
     assert data["truncations"].sum() == cut_off
 
 
-def test_minari_dataset_loads_back_and_matches_the_blackjack_log(tmp_path, monkeypatch):
+def test_minari_dataset_loads_back_and_matches_the_blackjack_log(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
     log = logged_run(tmp_path, "blackjack", "--episodes", "20")
-    shown = run("log", "export", log, "--minari", "rlbridge/blackjack/random-v0").stdout
+    shown = export(capsys, log, "--minari", "rlbridge/blackjack/random-v0")
     assert "wrote Minari dataset rlbridge/blackjack/random-v0: 20 episodes" in shown
     dataset = minari.load_dataset("rlbridge/blackjack/random-v0")
     live = dataset.recover_environment()
@@ -131,11 +142,13 @@ def test_minari_dataset_loads_back_and_matches_the_blackjack_log(tmp_path, monke
         assert not stored.truncations.any()
 
 
-def test_minari_dataset_of_a_cut_off_minesweeper_run(tmp_path, monkeypatch, minesweeper_log):
+def test_minari_dataset_of_a_cut_off_minesweeper_run(
+    tmp_path, monkeypatch, capsys, minesweeper_log
+):
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
     log = minesweeper_log
     out = str(tmp_path / "ms.npz")
-    run("log", "export", log, "--minari", "rlbridge/minesweeper/random-v0", "--npz", out)
+    export(capsys, log, "--minari", "rlbridge/minesweeper/random-v0", "--npz", out)
     dataset = minari.load_dataset("rlbridge/minesweeper/random-v0")
     live = dataset.recover_environment()
     assert dataset.observation_space == live.observation_space  # keys array_0, array_1
@@ -175,11 +188,11 @@ def test_spaces_follow_the_task_spec():
     assert ValueCodec(texts.observations).space.contains("a b!")  # any printable text
 
 
-def test_a_served_gymnasium_envs_dataset_has_its_own_spaces(tmp_path, monkeypatch):
+def test_a_served_gymnasium_envs_dataset_has_its_own_spaces(tmp_path, monkeypatch, capsys):
     """CartPole's float32 observations and FrozenLake's ids come back as the envs have them."""
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
     log = logged_run(tmp_path, "gym:CartPole-v1", "--episodes", "3")
-    run("log", "export", log, "--minari", "rlbridge/cartpole/random-v0")
+    export(capsys, log, "--minari", "rlbridge/cartpole/random-v0")
     dataset = minari.load_dataset("rlbridge/cartpole/random-v0")
     live = dataset.recover_environment()
     original = gymnasium.make("CartPole-v1")
@@ -193,28 +206,20 @@ def test_a_served_gymnasium_envs_dataset_has_its_own_spaces(tmp_path, monkeypatc
 
 
 @pytest.mark.parametrize("name", ["rlbridge/blackjack/random", "random-v", "a b-v0"])
-def test_a_dataset_id_without_a_version_is_one_line(tmp_path, name):
+@pytest.mark.unit  # refused before anything runs: the tier guard fails a process or a socket
+def test_a_dataset_id_without_a_version_is_one_line(tmp_path, name, monkeypatch, capsys):
     (tmp_path / "x.log").write_bytes(b"")  # there: a missing file is its own one-line mistake
-    result = subprocess.run(
-        [sys.executable, "-m", "rlbridge", "log", "export", "x.log", "--minari", name],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    args = ("log", "export", "x.log", "--minari", name)
+    result = refused(*args, monkeypatch=monkeypatch, capsys=capsys, cwd=tmp_path)
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "Minari's form namespace/name-vN" in result.stderr
 
 
-def test_export_without_a_target_says_what_it_expects(tmp_path):
+@pytest.mark.unit
+def test_export_without_a_target_says_what_it_expects(tmp_path, monkeypatch, capsys):
     (tmp_path / "x.log").write_bytes(b"")
-    result = subprocess.run(
-        [sys.executable, "-m", "rlbridge", "log", "export", "x.log"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    args = ("log", "export", "x.log")
+    result = refused(*args, monkeypatch=monkeypatch, capsys=capsys, cwd=tmp_path)
     assert result.returncode == 2
     assert "expected --npz OUT, --minari NAME or both" in result.stderr
 
