@@ -61,17 +61,8 @@ class TetrisCore:
         self.reward_mode, self.action_mode, self.gravity = reward, actions, gravity
         self.rng = rng if rng is not None else np.random.default_rng()
         self.num_actions = ROTATIONS * cols if actions == "placement" else len(LOW_ACTIONS)
-        # Per kind: placement action -> the piece's cells in the top four rows packed into
-        # one int (row i at bits i*cols...), so that "fits at spawn" is a single AND.
-        self._spawn_masks = [
-            {
-                rot * cols + c: sum(m << (i * cols + c) for i, m in enumerate(o.masks))
-                for rot, o in enumerate(turns)
-                for c in range(cols - o.width + 1)
-            }
-            for turns in piece_set.orientations
-        ]
-        self._all_placements = [list(masks) for masks in self._spawn_masks]
+        self._spawn_masks = piece_set.spawn_masks(cols)
+        self._all_placements = tuple(tuple(masks) for masks in self._spawn_masks)
         self._queue: list[int] = []
         self.reset()
 

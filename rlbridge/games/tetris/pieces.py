@@ -13,6 +13,8 @@ from typing import Literal
 from rlbridge.protocol.taskspec import game_options
 
 Shape = tuple[tuple[int, ...], ...]
+#: Per piece kind, placement action -> its cells in the top four rows (PieceSet.spawn_masks).
+SpawnMasks = tuple[dict[int, int], ...]
 PieceSetName = Literal["seed", "tetrominoes"]
 ROTATIONS = 4
 
@@ -61,6 +63,10 @@ class PieceSet:
     names: tuple[str, ...]
     shapes: tuple[Shape, ...]
     orientations: tuple[tuple[Orientation, ...], ...] = field(init=False, repr=False)
+    #: cols -> :meth:`spawn_masks`' tables, built once per board width, not per game.
+    _spawn: dict[int, SpawnMasks] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self):
         for kind, shape in enumerate(self.shapes, start=1):
@@ -99,6 +105,24 @@ class PieceSet:
                 seen.add(o.masks)
                 keep.append(rot)
         return tuple(keep)
+
+    def spawn_masks(self, cols: int) -> SpawnMasks:
+        """Per kind: placement action -> the piece's cells in the top four rows packed into
+        one int (row i at bits i*cols...), so that "fits at spawn" is a single AND.
+
+        Shared by every game on ``cols`` columns (a game starts each episode): read only.
+        """
+        masks = self._spawn.get(cols)
+        if masks is None:
+            masks = self._spawn[cols] = tuple(
+                {
+                    rot * cols + c: sum(m << (i * cols + c) for i, m in enumerate(o.masks))
+                    for rot, o in enumerate(turns)
+                    for c in range(cols - o.width + 1)
+                }
+                for turns in self.orientations
+            )
+        return masks
 
     def spawn_column(self, kind: int, cols: int) -> int:
         """The seed's spawn x, ``int(cols/2 - len(piece[0])/2)``."""
