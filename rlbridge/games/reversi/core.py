@@ -119,9 +119,15 @@ def cells_of(board: int) -> list[int]:
     return out
 
 
+#: b"0" -> 0 and b"1" -> 1, for :func:`bits_of`.
+_DIGITS = bytes.maketrans(b"01", b"\x00\x01")
+
+
 def bits_of(board: int, cells: int) -> tuple[int, ...]:
     """``board`` as a tuple of ``cells`` 0/1 ints, cell 0 first."""
-    return tuple(map(int, format(board, f"0{cells}b")[::-1]))
+    # The binary digits as bytes 0 and 1, read as ints by tuple() in C: 4x faster than
+    # int() on each digit, and every observation holds four boards of them.
+    return tuple(format(board, f"0{cells}b")[::-1].encode().translate(_DIGITS))
 
 
 @dataclass
