@@ -48,7 +48,8 @@ def hint_matrix(mines: np.ndarray) -> np.ndarray:
     """
     board = np.asarray(mines, dtype=np.int8)
     rows, cols = board.shape
-    padded = np.pad(board, 1)
+    padded = np.zeros((rows + 2, cols + 2), dtype=np.int8)  # np.pad costs 4x as much
+    padded[1:-1, 1:-1] = board
     hints = np.zeros((rows, cols), dtype=np.int64)
     for dr in range(3):
         for dc in range(3):
