@@ -28,6 +28,7 @@ from rlbridge.protocol.errors import InvalidAction
 from rlbridge.protocol.instances import EnvCall, instance_seed
 from rlbridge.protocol.queries import Query, QueryRequest
 from rlbridge.protocol.values import Value
+from tests.environments.side_by_side import Expected, assert_same_step
 
 COUNT = 16
 SEED = 1234
@@ -77,31 +78,28 @@ def run_side_by_side(
                 legal = np.flatnonzero(masks[index])
                 actions.append(Value(ints=(int(legal[rng.integers(len(legal))]),)))
         result = batch.batch_step(np.array(calls, dtype=np.uint8), actions)
-        observations = result.observations
-        row, move = 0, iter(actions)
+        move = iter(actions)
+        expected: list[Expected] = []
         for index, call in enumerate(calls):
             env = singles[index]
             if call == EnvCall.NONE:
-                assert result.rewards[index] == 0.0 and not result.terminals[index]
+                expected.append(None)
                 continue
             if call == EnvCall.START:
-                expected = (0.0, env.env_start(), False, None)
+                expected.append((0.0, env.env_start(), False, None))
                 seen["episodes"] += 1
             else:
-                expected = env.env_step(next(move))
+                reward, observation, terminal, info = env.env_step(next(move))
+                expected.append((reward, observation, terminal, info))
                 seen["steps"] += 1
-            got = observations.value(row)
-            row += 1
-            where = f"step {step} instance {index}"
-            assert got.same_as(expected[1]), where
-            assert result.rewards[index] == expected[0], where
-            assert bool(result.terminals[index]) == expected[2], where
-            info = result.infos[index] if result.infos is not None else None
-            assert info == (expected[3] if len(expected) > 3 else None), where
-            masks[index] = got.arrays[spec.legal_mask]
-            ended[index] = bool(expected[2])
-            seen["ends"] += ended[index]
-            seen["rewards"].add(float(expected[0]))
+                seen["ends"] += bool(terminal)
+                seen["rewards"].add(float(reward))
+        assert_same_step(result, expected, f"step {step}")
+        mask = spec.legal_mask
+        for index, e in enumerate(expected):
+            if e is not None:
+                masks[index] = e[1].arrays[mask]
+                ended[index] = bool(e[2])
         if step % 97 == 0:
             index = int(rng.integers(COUNT))
             for text in messages:
