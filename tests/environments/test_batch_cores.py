@@ -22,6 +22,7 @@ from rlbridge.protocol.instances import EnvCall, instance_seed
 from rlbridge.protocol.queries import Query, QueryRequest
 from rlbridge.protocol.values import Value
 from rlbridge.registry import ENVIRONMENTS, resolve
+from tests.environments.side_by_side import Expected, assert_same_step
 
 COUNT = 16
 #: Steps: at least MIN_STEPS, then until ENDS episodes have ended (Blackjack's and
@@ -53,20 +54,12 @@ def make(name: str):
     return lambda: kind(**options)
 
 
-def legal_of(env_or_reply, spec, observation) -> list[int]:
+def legal_of(spec, observation) -> list[int]:
     if spec.legal_mask is not None:
         low = int(spec.actions.ints[0].low)
-        return [low + int(i) for i in np.flatnonzero(observation.arrays[spec.legal_mask])]
+        return (np.flatnonzero(observation.arrays[spec.legal_mask]) + low).tolist()
     low, high = spec.actions.int_bounds()[0]
     return list(range(int(low), int(high) + 1))
-
-
-def same_step(name, step, index, got, expected) -> None:
-    reward, observation, terminal, info = got
-    want = expected if len(expected) > 3 else (*expected, None)
-    where = f"{name} step {step} instance {index}"
-    assert observation.same_as(want[1]), f"{where}: {observation} != {want[1]}"
-    assert (reward, terminal, info) == (want[0], want[2], want[3]), where
 
 
 @pytest.mark.parametrize("name", list(GAMES))
@@ -94,42 +87,30 @@ def test_every_instance_plays_as_its_single_environment(name):
         calls = np.where(~running | (draw < 0.02), START, np.where(draw < 0.1, NONE, STEP)).astype(
             np.uint8
         )
-        actions, expected = [], {}
+        actions: list[Value] = []
+        expected: list[Expected] = []
         call_list = calls.tolist()
         for index in range(COUNT):
             if call_list[index] == START:
                 if message is not None and draw[index] < 0.005:
                     reply = batch.batch_query(QueryRequest(Query.COMMAND, index, message))
                     assert reply == singles[index].env_message(message)
-                expected[index] = singles[index].env_start()
+                expected.append((0.0, singles[index].env_start(), False, None))
             elif call_list[index] == STEP:
-                legal = legal_of(singles[index], spec, last[index])
+                legal = legal_of(spec, last[index])
                 action = Value(ints=(legal[int(rng.integers(len(legal)))],))
                 actions.append(action)
-                expected[index] = singles[index].env_step(action)
-        result = batch.batch_step(calls, actions)
-        observations = iter(values_of(result.observations))
-        for index in range(COUNT):
-            if call_list[index] == NONE:
-                assert (result.rewards[index], result.terminals[index]) == (0.0, False)
-                continue
-            observation = next(observations)
-            info = result.infos[index] if result.infos is not None else None
-            if call_list[index] == START:
-                assert observation.same_as(expected[index]), f"{name} start {step} {index}"
-                assert (result.rewards[index], result.terminals[index]) == (0.0, False)
-                running[index] = True
+                got = singles[index].env_step(action)
+                expected.append((*got, None) if len(got) == 3 else got)
             else:
-                got = (
-                    float(result.rewards[index]),
-                    observation,
-                    bool(result.terminals[index]),
-                    info,
-                )
-                same_step(name, step, index, got, expected[index])
-                running[index] = not result.terminals[index]
-                ends += int(result.terminals[index])
-            last[index] = observation
+                expected.append(None)
+        result = batch.batch_step(calls, actions)
+        assert_same_step(result, expected, f"{name} step {step}")
+        for index, e in enumerate(expected):
+            if e is not None:
+                last[index] = e[1]
+                running[index] = not e[2]
+                ends += bool(e[2])
         if step % 97 == 0:  # messages read the states the core wrote back
             for query in (Query.LEGAL_ACTIONS, Query.STATE):
                 replies = batch.batch_query(QueryRequest(query, None))
