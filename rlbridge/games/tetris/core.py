@@ -14,7 +14,13 @@ import copy
 import numpy as np
 
 from rlbridge.games.tetris.board import collides, landing_row, place, seed_score
-from rlbridge.games.tetris.pieces import ROTATIONS, SEED_PIECES, Orientation, PieceSet
+from rlbridge.games.tetris.pieces import (
+    ROTATIONS,
+    SEED_PIECES,
+    Orientation,
+    PieceSet,
+    spawn_masks,
+)
 from rlbridge.protocol.errors import InvalidAction
 
 MIN_COLS, MIN_ROWS = 4, 4
@@ -61,7 +67,7 @@ class TetrisCore:
         self.reward_mode, self.action_mode, self.gravity = reward, actions, gravity
         self.rng = rng if rng is not None else np.random.default_rng()
         self.num_actions = ROTATIONS * cols if actions == "placement" else len(LOW_ACTIONS)
-        self._spawn_masks = piece_set.spawn_masks(cols)
+        self._spawn_masks = spawn_masks(piece_set, cols)
         self._all_placements = tuple(tuple(masks) for masks in self._spawn_masks)
         self._queue: list[int] = []
         self.reset()

@@ -8,12 +8,13 @@ Rotations come from the seed's ``rotate_clockwise``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 from rlbridge.protocol.taskspec import game_options
 
 Shape = tuple[tuple[int, ...], ...]
-#: Per piece kind, placement action -> its cells in the top four rows (PieceSet.spawn_masks).
+#: Per piece kind, placement action -> its cells in the top four rows (spawn_masks).
 SpawnMasks = tuple[dict[int, int], ...]
 PieceSetName = Literal["seed", "tetrominoes"]
 ROTATIONS = 4
@@ -63,10 +64,6 @@ class PieceSet:
     names: tuple[str, ...]
     shapes: tuple[Shape, ...]
     orientations: tuple[tuple[Orientation, ...], ...] = field(init=False, repr=False)
-    #: cols -> :meth:`spawn_masks`' tables, built once per board width, not per game.
-    _spawn: dict[int, SpawnMasks] = field(
-        init=False, repr=False, compare=False, default_factory=dict
-    )
 
     def __post_init__(self):
         for kind, shape in enumerate(self.shapes, start=1):
@@ -106,27 +103,27 @@ class PieceSet:
                 keep.append(rot)
         return tuple(keep)
 
-    def spawn_masks(self, cols: int) -> SpawnMasks:
-        """Per kind: placement action -> the piece's cells in the top four rows packed into
-        one int (row i at bits i*cols...), so that "fits at spawn" is a single AND.
-
-        Shared by every game on ``cols`` columns (a game starts each episode): read only.
-        """
-        masks = self._spawn.get(cols)
-        if masks is None:
-            masks = self._spawn[cols] = tuple(
-                {
-                    rot * cols + c: sum(m << (i * cols + c) for i, m in enumerate(o.masks))
-                    for rot, o in enumerate(turns)
-                    for c in range(cols - o.width + 1)
-                }
-                for turns in self.orientations
-            )
-        return masks
-
     def spawn_column(self, kind: int, cols: int) -> int:
         """The seed's spawn x, ``int(cols/2 - len(piece[0])/2)``."""
         return (cols - self.orientations[kind - 1][0].width) // 2
+
+
+@lru_cache(maxsize=64)
+def spawn_masks(piece_set: PieceSet, cols: int) -> SpawnMasks:
+    """Per kind: placement action -> the piece's cells in the top four rows packed into
+    one int (row i at bits i*cols...), so that "fits at spawn" is a single AND.
+
+    Built once per piece set and board width, not at every game's start; shared, so
+    read only. (A cache outside the PieceSet, which conformance fingerprints walk.)
+    """
+    return tuple(
+        {
+            rot * cols + c: sum(m << (i * cols + c) for i, m in enumerate(o.masks))
+            for rot, o in enumerate(turns)
+            for c in range(cols - o.width + 1)
+        }
+        for turns in piece_set.orientations
+    )
 
 
 #: Maltris's ``tetris_shapes``, the game the seed's agents were written for: a monomino,
