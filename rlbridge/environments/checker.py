@@ -51,10 +51,11 @@ def legal_actions_of(env: Environment, spec: TaskSpec, observation: Value) -> li
     """The legal single-int actions, by the convention in this module's docstring."""
     if spec.legal_mask is not None:
         low = int(spec.actions.ints[0].low)
-        return [low + int(i) for i in np.flatnonzero(observation.arrays[spec.legal_mask])]
-    legal = env.legal_actions()
-    if legal:
-        return sorted(int(action) for action in legal)
+        cells = np.flatnonzero(observation.arrays[spec.legal_mask])
+        return (cells + low if low else cells).tolist()
+    listed = env.legal_actions()
+    if listed:
+        return sorted(int(action) for action in listed)
     low_bound, high_bound = spec.actions.int_bounds()[0]
     return list(range(int(low_bound), int(high_bound) + 1))
 
