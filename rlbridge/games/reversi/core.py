@@ -21,6 +21,14 @@ WIN_REWARD, LOSS_REWARD, DRAW_REWARD = 1.0, -1.0, -0.5
 MIN_SIZE, MAX_SIZE = 4, 16
 
 
+#: Per board size, (own, opp) -> :meth:`Geometry.moves`, a pure function that a search asks
+#: again and again of the same positions (transpositions; the batched core and the single
+#: one search alike). Outside Geometry, which conformance fingerprints walk with each core.
+_MOVES: dict[int, dict[tuple[int, int], int]] = {}
+#: Positions kept per size before the table starts again (about 10 MB).
+_MOVES_KEPT = 1 << 16
+
+
 class Geometry:
     """Masks, shifts and per-cell rays of an N x N board, computed once per size."""
 
@@ -33,6 +41,7 @@ class Geometry:
             )
         n = size
         self.size = n
+        _MOVES.setdefault(n, {})
         self.cells = n * n
         self.full = (1 << self.cells) - 1
         not_first_col = not_last_col = 0
@@ -72,6 +81,15 @@ class Geometry:
 
     def moves(self, own: int, opp: int) -> int:
         """Bitboard of the cells where the owner of ``own`` may play."""
+        memo = _MOVES[self.size]
+        legal = memo.get((own, opp))
+        if legal is None:
+            if len(memo) >= _MOVES_KEPT:
+                memo.clear()
+            legal = memo[own, opp] = self._moves(own, opp)
+        return legal
+
+    def _moves(self, own: int, opp: int) -> int:
         # Opponent stones on the first or last column cannot be inside a run that goes
         # sideways, so masking them out once also stops shifts from wrapping around rows.
         inner = opp & self.inner_cols
