@@ -51,7 +51,7 @@ def legal_actions_of(env: Environment, spec: TaskSpec, observation: Value) -> li
     """The legal single-int actions, by the convention in this module's docstring."""
     if spec.legal_mask is not None:
         low = int(spec.actions.ints[0].low)
-        cells = np.flatnonzero(observation.arrays[spec.legal_mask])
+        cells = observation.arrays[spec.legal_mask].ravel().nonzero()[0]  # flatnonzero, in C
         return (cells + low if low else cells).tolist()
     listed = env.legal_actions()
     if listed:

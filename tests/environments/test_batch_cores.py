@@ -57,7 +57,7 @@ def make(name: str):
 def legal_of(spec, observation) -> list[int]:
     if spec.legal_mask is not None:
         low = int(spec.actions.ints[0].low)
-        return (np.flatnonzero(observation.arrays[spec.legal_mask]) + low).tolist()
+        return (observation.arrays[spec.legal_mask].ravel().nonzero()[0] + low).tolist()
     low, high = spec.actions.int_bounds()[0]
     return list(range(int(low), int(high) + 1))
 

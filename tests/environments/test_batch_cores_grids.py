@@ -75,7 +75,7 @@ def run_side_by_side(
                 calls.append(EnvCall.NONE)
             else:
                 calls.append(EnvCall.STEP)
-                legal = np.flatnonzero(masks[index])
+                legal = masks[index].ravel().nonzero()[0]  # flatnonzero, without its layers
                 actions.append(Value(ints=(int(legal[rng.integers(len(legal))]),)))
         result = batch.batch_step(np.array(calls, dtype=np.uint8), actions)
         move = iter(actions)
