@@ -83,6 +83,11 @@ def _attributes(obj: Any) -> dict[str, Any]:
     return found
 
 
+def _is_tuple(kind: type) -> bool:
+    """A tuple or a NamedTuple (no state beside its items, so as immutable as a tuple)."""
+    return kind is tuple or (issubclass(kind, tuple) and hasattr(kind, "_fields"))
+
+
 class StateFingerprint:
     """Every attribute of a core, frozen so that two fingerprints compare by value.
 
@@ -104,7 +109,7 @@ class StateFingerprint:
             return True
         for item in value:
             kind = type(item)
-            if kind not in _PLAIN_TYPES and not (kind is tuple and self._is_plain_tuple(item)):
+            if kind not in _PLAIN_TYPES and not (_is_tuple(kind) and self._is_plain_tuple(item)):
                 return False
         self._plain_tuples[id(value)] = value
         return True
@@ -114,8 +119,8 @@ class StateFingerprint:
             return value
         if isinstance(value, np.generic):
             return value.item()
-        if type(value) is tuple and self._is_plain_tuple(value):
-            return ("tuple", value)
+        if _is_tuple(type(value)) and self._is_plain_tuple(value):
+            return (type(value).__name__, value)
         if type(value) is list and set(map(type, value)) <= _PLAIN_TYPES:
             return ("list", *value)  # the common flat case, without a call per item
         if id(value) in path:

@@ -68,7 +68,9 @@ class TetrisCore:
         self.rng = rng if rng is not None else np.random.default_rng()
         self.num_actions = ROTATIONS * cols if actions == "placement" else len(LOW_ACTIONS)
         self._spawn_masks = spawn_masks(piece_set, cols)
-        self._all_placements = tuple(tuple(masks) for masks in self._spawn_masks)
+        self._all_placements = tuple(
+            tuple(a for a, mask in enumerate(masks) if mask) for masks in self._spawn_masks
+        )
         self._queue: list[int] = []
         self.reset()
 
@@ -125,7 +127,7 @@ class TetrisCore:
         top = self._top_rows()
         if not top:
             return list(self._all_placements[self.kind - 1])
-        return [a for a, m in self._spawn_masks[self.kind - 1].items() if not top & m]
+        return [a for a, m in enumerate(self._spawn_masks[self.kind - 1]) if m and not top & m]
 
     def _top_rows(self) -> int:
         board, cols = self.board, self.cols
@@ -136,8 +138,8 @@ class TetrisCore:
             return False
         if self.action_mode == "low":
             return True
-        mask = self._spawn_masks[self.kind - 1].get(action)
-        return mask is not None and not self._top_rows() & mask
+        mask = self._spawn_masks[self.kind - 1][action]
+        return mask != 0 and not self._top_rows() & mask
 
     def apply_action(self, action: int) -> float:
         """Apply a legal action; return its reward. Raises InvalidAction, changing nothing."""

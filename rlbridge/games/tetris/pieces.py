@@ -14,8 +14,8 @@ from typing import Literal
 from rlbridge.protocol.taskspec import game_options
 
 Shape = tuple[tuple[int, ...], ...]
-#: Per piece kind, placement action -> its cells in the top four rows (spawn_masks).
-SpawnMasks = tuple[dict[int, int], ...]
+#: Per piece kind, per placement action, its cells in the top four rows (spawn_masks).
+SpawnMasks = tuple[tuple[int, ...], ...]
 PieceSetName = Literal["seed", "tetrominoes"]
 ROTATIONS = 4
 
@@ -110,20 +110,21 @@ class PieceSet:
 
 @lru_cache(maxsize=64)
 def spawn_masks(piece_set: PieceSet, cols: int) -> SpawnMasks:
-    """Per kind: placement action -> the piece's cells in the top four rows packed into
-    one int (row i at bits i*cols...), so that "fits at spawn" is a single AND.
+    """Per kind, per placement action: the piece's cells in the top four rows packed into
+    one int (row i at bits i*cols...), so that "fits at spawn" is a single AND; 0 where the
+    turned piece is too wide to stand at that column.
 
-    Built once per piece set and board width, not at every game's start; shared, so
-    read only. (A cache outside the PieceSet, which conformance fingerprints walk.)
+    Built once per piece set and board width, not at every game's start. Tuples of ints, so
+    that conformance fingerprints, which walk every attribute of a core, see them as plain.
     """
-    return tuple(
-        {
-            rot * cols + c: sum(m << (i * cols + c) for i, m in enumerate(o.masks))
-            for rot, o in enumerate(turns)
-            for c in range(cols - o.width + 1)
-        }
-        for turns in piece_set.orientations
-    )
+    tables = []
+    for turns in piece_set.orientations:
+        masks = [0] * (ROTATIONS * cols)
+        for rot, o in enumerate(turns):
+            for c in range(cols - o.width + 1):
+                masks[rot * cols + c] = sum(m << (i * cols + c) for i, m in enumerate(o.masks))
+        tables.append(tuple(masks))
+    return tuple(tables)
 
 
 #: Maltris's ``tetris_shapes``, the game the seed's agents were written for: a monomino,
