@@ -219,3 +219,40 @@ def test_reversi_core_takes_boards_up_to_8x8_and_refuses_as_the_single_game():
             )
         assert str(got.value) == f"instance 2: {expected.value}"
     assert batch.batch_query(QueryRequest(Query.STATE, None)) == before
+
+
+def test_the_step_comparison_names_the_first_instance_that_differs():
+    # side_by_side.assert_same_step compares a step's stacked bytes at once; each kind of
+    # difference must still fail, naming the instance (or the list that differs).
+    from rlbridge.environments.batch_core import BatchStep
+    from rlbridge.protocol.batch import Batch
+
+    def value(k: int) -> Value:
+        return Value(ints=(k, 2), arrays=(np.full((2, 3), k, dtype=np.int8),))
+
+    expected = [(0.0, value(0), False, None), None, (1.5, value(2), True, {"won": True})]
+
+    def step(**change) -> BatchStep:
+        observations = change.pop("observations", [value(0), value(2)])
+        fields = {
+            "rewards": np.array([0.0, 0.0, 1.5]),
+            "observations": Batch.stack(observations),
+            "terminals": np.array([False, False, True]),
+            "infos": [None, None, {"won": True}],
+        }
+        return BatchStep(**{**fields, **change})
+
+    assert_same_step(step(), expected, "same")
+    flipped = value(2).arrays[0].copy()
+    flipped[1, 2] = 9
+    differences = [
+        ("instance 2", step(observations=[value(0), Value(ints=(2, 2), arrays=(flipped,))])),
+        ("instance 0", step(observations=[Value(ints=(0, 3), arrays=value(0).arrays), value(2)])),
+        ("rewards", step(rewards=np.array([0.0, 0.5, 1.5]))),  # a NONE call's reward
+        ("instance 2", step(terminals=np.array([False, False, False]))),
+        ("instance 2", step(infos=[None, None, {"won": False}])),
+        ("1 observations for 2", step(observations=[value(0)])),
+    ]
+    for where, result in differences:
+        with pytest.raises(AssertionError, match=f"step 7:? {where}"):
+            assert_same_step(result, expected, "step 7")
