@@ -14,6 +14,7 @@ import pytest
 
 from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.writer import LogWriter
+from rlbridge.experiment.net.transport import STEP_TIMEOUT_MS
 from rlbridge.protocol.errors import LogError
 
 
@@ -274,10 +275,10 @@ def test_sigkill_of_any_process_keeps_every_flushed_record(victim, processes, ip
             agent_addr,
             "--episodes",
             "100",
-            # Long enough that no live peer misses it on a loaded machine; after the kill the
-            # experiment notices its dead peer when it passes.
+            # The default, which no live peer misses on a loaded machine (1000 ms could):
+            # after the kill the experiment notices its dead peer when it passes.
             "--timeout-ms",
-            "10000",
+            str(STEP_TIMEOUT_MS),
             "--quiet",
             "--log",
             log,

@@ -12,12 +12,15 @@ import sys
 
 import pytest
 
+from rlbridge.experiment.net.transport import STEP_TIMEOUT_MS
+
 from .helpers import children_of, start_signalling_run
 
 #: The step timeout of the runs whose agent a test kills: the experiment notices the dead peer
 #: only when it passes, and no live peer may miss it on a loaded machine (1000 ms did, at load
-#: 7, when a batched run's first step imports numpy in each process).
-DEAD_PEER_TIMEOUT_MS = 10_000
+#: 7, when a batched run's first step imports numpy in each process). The default, which every
+#: other run of the suite relies on.
+DEAD_PEER_TIMEOUT_MS = STEP_TIMEOUT_MS
 SUMMARY = re.compile(r"episodes (\d+)\s+steps (\d+)\s+mean return (-?[\d.]+)\s+steps/s")
 
 
