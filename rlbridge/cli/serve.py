@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from rlbridge.cli import add_name_argument, add_scale_argument, zmq_address
 from rlbridge.experiment.net.curve import CurveError, add_curve_arguments, curve_for, exposure
-from rlbridge.experiment.net.transport import default_address
+from rlbridge.experiment.net.transport import default_address, finish_sockets
 from rlbridge.options import build
 from rlbridge.protocol.errors import BindError
 from rlbridge.registry import AGENTS, ENVIRONMENTS
@@ -155,7 +155,9 @@ def _serve(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    return server.serve_forever()
+    code = server.serve_forever()
+    finish_sockets()
+    return code
 
 
 def _publisher(args: argparse.Namespace):

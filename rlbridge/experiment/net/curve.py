@@ -353,9 +353,9 @@ def _guard(socket: zmq.Socket[bytes], keys: CurveKeys) -> None:
 
 
 @atexit.register
-def _stop_authenticators() -> None:
-    # While the interpreter still runs threads: later, ThreadAuthenticator.__del__ would
-    # wait for a ZAP thread that can no longer run.
+def stop_guards() -> None:
+    """Stop every CURVE guard's thread (and its ZAP socket). At exit at the latest: later,
+    ThreadAuthenticator.__del__ would wait for a ZAP thread that can no longer run."""
     with _guards_lock:
         for guard in _guards.values():
             guard.authenticator.stop()

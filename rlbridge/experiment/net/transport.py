@@ -123,6 +123,18 @@ def context() -> zmq.Context[zmq.Socket[bytes]]:
     return zmq.Context.instance()
 
 
+def finish_sockets() -> None:
+    """At the end of a process that served: stop the CURVE guards' threads, close every socket
+    still open and terminate the context, which waits until what the sockets queued last (a
+    SHUTDOWN's reply, a stopping server's ERROR) is sent, for at most ``LINGER_MS``. pyzmq
+    leaves the context alone at exit, and ZeroMQ's I/O thread dies with the process: a reply
+    queued just before exit reached its peer only if that thread had run first."""
+    from rlbridge.experiment.net.curve import stop_guards
+
+    stop_guards()  # their ZAP sockets belong to their threads
+    context().destroy(linger=LINGER_MS)
+
+
 def connect_socket(socket: zmq.Socket[bytes], address: str) -> None:
     """Connect ``socket`` to ``address``, retrying every ``RECONNECT_IVL_MS`` until the peer
     is there. No back-off (RECONNECT_IVL_MAX 0): doubling the interval towards a cap made the
