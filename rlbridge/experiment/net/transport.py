@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import threading
 from typing import TYPE_CHECKING
 
 import zmq
@@ -49,6 +50,9 @@ HEARTBEAT_INTERVAL_MS = 1000
 DELEGATE_TIMEOUT_MS = 5000
 #: How long a closing socket may keep unsent messages.
 LINGER_MS = 200
+#: How long a process that served waits for its context's termination at exit
+#: (finish_sockets): its sockets' LINGER_MS, with room for a loaded machine.
+FINISH_TIMEOUT_MS = 2000
 #: How soon a connecting socket retries a peer that is not there yet. ZeroMQ's default,
 #: 100 ms plus up to 100 ms of jitter, cost every start-up whose client came up before its
 #: server about 100 ms (the peers start side by side, so that is most of them); a retry is
@@ -124,15 +128,23 @@ def context() -> zmq.Context[zmq.Socket[bytes]]:
 
 
 def finish_sockets() -> None:
-    """At the end of a process that served: stop the CURVE guards' threads, close every socket
-    still open and terminate the context, which waits until what the sockets queued last (a
-    SHUTDOWN's reply, a stopping server's ERROR) is sent, for at most ``LINGER_MS``. pyzmq
-    leaves the context alone at exit, and ZeroMQ's I/O thread dies with the process: a reply
-    queued just before exit reached its peer only if that thread had run first."""
+    """At the end of a process that served: stop the CURVE guards' threads, then terminate the
+    context, which waits until what the closed sockets queued last (a SHUTDOWN's reply, a
+    stopping server's ERROR) is sent, for at most ``LINGER_MS``. pyzmq leaves the context
+    alone at exit, and ZeroMQ's I/O thread dies with the process: a reply queued just before
+    exit reached its peer only if that thread had run first.
+
+    Terminating, not destroying: a thread that still polls a socket of its own (the CURVE
+    handshake watch) is woken by the termination and closes that socket itself, where
+    destroy() would close it under the thread (a crash). A socket that some code left open
+    would hold the termination for ever, so the process waits ``FINISH_TIMEOUT_MS`` at most.
+    """
     from rlbridge.experiment.net.curve import stop_guards
 
     stop_guards()  # their ZAP sockets belong to their threads
-    context().destroy(linger=LINGER_MS)
+    ending = threading.Thread(target=context().term, name="rlbridge-finish", daemon=True)
+    ending.start()
+    ending.join(FINISH_TIMEOUT_MS / 1000)
 
 
 def connect_socket(socket: zmq.Socket[bytes], address: str) -> None:
