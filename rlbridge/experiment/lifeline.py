@@ -35,6 +35,8 @@ POLL_S = 0.5
 #: How long a child has to stop after SIGTERM before it kills itself.
 STOP_GRACE_S = 10.0
 _PR_SET_PDEATHSIG = 1
+#: prctl option that sets the calling thread's name, which is the process's for its main thread.
+_PR_SET_NAME = 15
 #: The parent-death signal; its handler checks that the parent process is gone. A getattr:
 #: the signal module has SIGUSR2 only where the platform does (not on Windows).
 DEATH_SIGNAL = getattr(signal, "SIGUSR2", None)
@@ -65,6 +67,18 @@ def set_death_signal(signum: int) -> bool:
         # and find_library runs ldconfig.
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def set_process_name(name: str) -> bool:
+    """Set this process's short name (Linux's ``comm``: at most 15 bytes); False where
+    prctl does not exist."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
 

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 
+from rlbridge.experiment.forked import ForkedChild, can_fork, rlbridge_arguments
 from rlbridge.experiment.lifeline import set_death_signal
 from rlbridge.experiment.placement import placed_apart
 
@@ -30,13 +31,25 @@ TERMINATE_GRACE_S = 3.0
 def start_child(command: list[str], cpus: set[int] | None, **popen) -> subprocess.Popen:
     """Start ``command`` so that it dies with us and runs on ``cpus`` from its first
     instruction, so that every thread it starts inherits the placement."""
+    return subprocess.Popen(command, preexec_fn=_placed_child(cpus), **popen)
 
-    def before_exec() -> None:
+
+def start_peer(command: list[str], cpus: set[int] | None) -> subprocess.Popen | ForkedChild:
+    """Start one process of a run as :func:`start_child` does; a Python peer (``rlbridge
+    env``, ``agent`` or ``experiment``) is a fork of this process, which has imported most
+    of what it needs (rlbridge/experiment/forked.py)."""
+    if rlbridge_arguments(command) is not None and can_fork():
+        return ForkedChild(command, _placed_child(cpus))
+    return start_child(command, cpus)
+
+
+def _placed_child(cpus: set[int] | None):
+    def before_run() -> None:
         set_death_signal(signal.SIGTERM)
         if cpus:
             os.sched_setaffinity(0, cpus)
 
-    return subprocess.Popen(command, preexec_fn=before_exec, **popen)
+    return before_run
 
 
 def _free_tcp_port() -> int:
@@ -216,10 +229,10 @@ def supervise(
 ) -> int:
     """Start the commands, each on its CPUs in ``placement``, wait for the experiment, stop
     the rest; return the exit code."""
-    children: dict[int, tuple[str, subprocess.Popen]] = {}
+    children: dict[int, tuple[str, subprocess.Popen | ForkedChild]] = {}
     try:
         for name in commands:
-            child = start_child(commands[name], placement.get(name))
+            child = start_peer(commands[name], placement.get(name))
             children[child.pid] = (name, child)
         return _wait(children, experiment_grace_s)
     except KeyboardInterrupt:
@@ -310,7 +323,7 @@ def stop_peers(peers, children: list[subprocess.Popen], grace_s: float = 10.0) -
         stop_child(child, grace_s=grace_s)
 
 
-def stop_child(child: subprocess.Popen, grace_s: float) -> None:
+def stop_child(child: subprocess.Popen | ForkedChild, grace_s: float) -> None:
     """Give ``child`` ``grace_s`` to exit, then SIGTERM, then SIGKILL; always reap it."""
     if child.returncode is not None:
         return

@@ -33,6 +33,7 @@ from rlbridge.protocol.batch_vectors import SPEC as MASK_SPEC
 from rlbridge.protocol.instances import AgentCall, instance_seed
 from rlbridge.protocol.log_format import RECEIVED
 from rlbridge.protocol.values import Value
+from tests.experiment.helpers import command_words
 
 from .helpers import C_DIR, ROOT, SUMMARY, agent_command, build_c, check_js, start, stop
 from .wire import (
@@ -386,8 +387,7 @@ def agent_of(runner: subprocess.Popen) -> int:
     """The pid of the agent process among the runner's children."""
     with open(f"/proc/{runner.pid}/task/{runner.pid}/children") as children:
         for pid in children.read().split():
-            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                words = cmdline.read().split(b"\0")
+            words = command_words(int(pid))
             if words[0].endswith(b"_agent") or words[3:4] == [b"agent"]:
                 return int(pid)
     raise AssertionError("rlbridge run started no agent process")

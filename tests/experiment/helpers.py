@@ -157,6 +157,13 @@ def live_processes() -> list[tuple[int, int, int]]:
     return found
 
 
+def command_words(pid: int) -> list[bytes]:
+    """The words of a process's command line: its arguments, or the words of the title that
+    a peer forked by `rlbridge run` shows (rlbridge/experiment/forked.py)."""
+    with open(f"/proc/{pid}/cmdline", "rb") as file:
+        return file.read().replace(b"\0", b" ").split()
+
+
 def children_of(pid: int) -> list[int]:
     """PIDs whose parent is ``pid``."""
     return [child for child, parent, _ in live_processes() if parent == pid]

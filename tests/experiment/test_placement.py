@@ -18,7 +18,7 @@ import pytest
 from rlbridge.experiment.net.transport import private_directory
 from rlbridge.experiment.placement import REGISTRY_DIRECTORY, live_runs, record_run
 
-from .helpers import children_of, start_signalling_run
+from .helpers import children_of, command_words, start_signalling_run
 
 CPUS = sorted(os.sched_getaffinity(0))
 
@@ -173,8 +173,7 @@ def placement_by_role(runner: subprocess.Popen, count: int) -> dict[str, set[int
     assert len(family) == count, family
     roles: dict[str, set[int]] = {}
     for pid in sorted(family):
-        with open(f"/proc/{pid}/cmdline", "rb") as file:
-            role = file.read().split(b"\0")[3].decode()
+        role = command_words(pid)[3].decode()
         name = role if role != "env" else f"env{sum(r.startswith('env') for r in roles)}"
         roles[name] = os.sched_getaffinity(pid)
     return roles

@@ -14,7 +14,7 @@ import pytest
 
 from rlbridge.experiment.net.transport import STEP_TIMEOUT_MS
 
-from .helpers import children_of, start_signalling_run
+from .helpers import children_of, command_words, start_signalling_run
 
 #: The step timeout of the runs whose agent a test kills: the experiment notices the dead peer
 #: only when it passes, and no live peer may miss it on a loaded machine (1000 ms did, at load
@@ -171,8 +171,8 @@ def test_a_killed_experiment_is_named_and_exits_1():
     try:
         _mid_episode(runner)
         family = children_of(runner.pid)
-        experiment = [pid for pid in family if _cmdline(pid).split(b"\0")[3] == b"experiment"]
-        assert len(experiment) == 1, [_cmdline(pid) for pid in family]
+        experiment = [pid for pid in family if command_words(pid)[3] == b"experiment"]
+        assert len(experiment) == 1, [command_words(pid) for pid in family]
         os.kill(experiment[0], signal.SIGKILL)
         _, err = runner.communicate(timeout=30)
         assert runner.returncode == 1, err
@@ -180,11 +180,6 @@ def test_a_killed_experiment_is_named_and_exits_1():
         assert not [pid for pid in family if _alive(pid)]
     finally:
         _kill_group(runner)
-
-
-def _cmdline(pid: int) -> bytes:
-    with open(f"/proc/{pid}/cmdline", "rb") as file:
-        return file.read()
 
 
 def test_ctrl_c_stops_every_process():
