@@ -38,6 +38,8 @@ from rlbridge.experiment.runner import start_child
 
 RLBRIDGE = [sys.executable, "-m", "rlbridge"]
 FLOOR = "python -c 'import zmq, msgpack'"
+#: The environment, agent and experiment rows summed, beside the whole run of the three.
+PEERS_ALONE = "three peers started alone"
 
 
 def bytecode() -> str:
@@ -143,9 +145,7 @@ def measure(quick: bool, cpus: set[int] | None) -> list[Figure]:
                 rows.setdefault(name, []).append(seconds)
     median = {name: statistics.median(values) for name, values in rows.items()}
     floor = median[FLOOR]
-    median["launcher alone"] = median["`rlbridge run`, whole"] - sum(
-        median[name] for name in ("environment", "agent", "experiment")
-    )
+    median[PEERS_ALONE] = sum(median[name] for name in ("environment", "agent", "experiment"))
     notes = {
         "python -c pass": "the interpreter alone",
         FLOOR: f"the floor: the interpreter and the core wire libraries; {bytecode()}",
@@ -153,8 +153,8 @@ def measure(quick: bool, cpus: set[int] | None) -> list[Figure]:
         "environment": "`rlbridge env countdown`, one one-step episode, then stopped",
         "agent": "`rlbridge agent first`, one one-step episode, then stopped",
         "experiment": "`rlbridge experiment`, one one-step episode",
-        "`rlbridge run`, whole": "one one-step episode: launcher, environment, agent, experiment",
-        "launcher alone": "the whole run less the three processes' medians",
+        "`rlbridge run`, whole": "one one-step episode: the launcher and the three peers it forks",
+        PEERS_ALONE: "the environment, agent and experiment rows summed: new interpreters",
         "glue": "`rlbridge glue` until it listens, then SIGTERM",
     }
     return [
