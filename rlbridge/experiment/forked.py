@@ -8,7 +8,8 @@ would exec, and shows it as its process title, so ``ps`` and ``/proc/PID/cmdline
 each peer as before.
 
 Forking is safe only in a process with one thread: a lock held by another thread would stay
-held in the child forever. :func:`can_fork` says whether this process may fork now.
+held in the child forever. :func:`can_fork` says whether this process may fork now; where
+it may not, the runner starts each peer as a program.
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ def rlbridge_arguments(command: list[str]) -> list[str] | None:
 
 
 def can_fork() -> bool:
-    """Whether this process can fork safely: Linux or another POSIX system, one thread."""
-    return hasattr(os, "fork") and threading.active_count() == 1
+    """Whether this process can fork safely: on Linux, with one thread. macOS's system
+    libraries are not safe to use in a child forked without exec (multiprocessing spawns
+    there for that reason), and Windows has no fork."""
+    return sys.platform.startswith("linux") and threading.active_count() == 1
 
 
 class ForkedChild:
