@@ -10,7 +10,12 @@ from rlbridge.cli import add_name_argument, add_scale_argument, whole_number, zm
 from rlbridge.cli.run_checks import batch_problem, check_run, load_program, log_problem
 from rlbridge.cli.serve import AGENT_HELP, ENV_HELP
 from rlbridge.experiment.net.curve import add_curve_arguments, curve_for
-from rlbridge.experiment.net.transport import CONNECT_TIMEOUT_MS, STEP_TIMEOUT_MS, default_address
+from rlbridge.experiment.net.transport import (
+    CONNECT_TIMEOUT_MS,
+    STEP_TIMEOUT_MS,
+    default_address,
+    finish_sockets,
+)
 from rlbridge.options import typed_options
 from rlbridge.protocol.errors import OptionError, RLBridgeError
 from rlbridge.protocol.messages import SEED_MAX
@@ -291,6 +296,7 @@ def _experiment(args: argparse.Namespace) -> int:
                     else:
                         peer.shutdown()
                 peer.close()
+        finish_sockets()  # or a SHUTDOWN sent without waiting may die with the process
 
 
 def _build_experiment(envs, agent, args: argparse.Namespace):

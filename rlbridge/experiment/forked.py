@@ -128,10 +128,6 @@ def _run_child(command: list[str], arguments: list[str], before_run: Callable[[]
         traceback.print_exc()
     finally:
         try:
-            if "zmq" in sys.modules:  # what the closed sockets still queue reaches its peer
-                from rlbridge.experiment.net.transport import finish_sockets
-
-                finish_sockets()
             for stream in (sys.stdout, sys.stderr):
                 stream.flush()
         finally:
