@@ -119,7 +119,10 @@ def _run_child(command: list[str], arguments: list[str], before_run: Callable[[]
         runpy.run_module("rlbridge", run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as stop:  # argparse's exit, and sys.exit anywhere in the command
-        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        if stop.code is None or isinstance(stop.code, int):
+            code = stop.code or 0
+        else:  # sys.exit("message"), which the interpreter would print
+            print(stop.code, file=sys.stderr)
     except KeyboardInterrupt:
         code = 130
     except BaseException:
