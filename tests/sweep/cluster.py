@@ -95,12 +95,15 @@ def start(directory: str) -> str:
     """`ray start --head` in a process group of its own, which the cluster's processes join
     and :func:`stop` kills; its GCS on a free port, not Ray's 6379 that a user's may hold.
     No log monitor: a sweep does not forward its workers' output (``log_to_driver=False``),
-    and idle, the monitor took 0.5 s of CPU a minute, a third of the cluster's."""
+    and idle, the monitor took 0.5 s of CPU a minute, a third of the cluster's. One CPU:
+    each sweep is a Ray job of its own, and a job starts a worker per trial it can run at
+    once (about a second of CPU each); the suite's second xdist worker has the other CPU
+    (docs/speed.md, "The test suite's time")."""
     env = {**os.environ, "RAY_TMPDIR": directory, "TMPDIR": directory}
     env.pop("RAY_ADDRESS", None)
     ray = os.path.join(os.path.dirname(sys.executable), "ray")
     head = subprocess.Popen(
-        [ray, "start", "--head", "--port=0", "--include-dashboard=false"]
+        [ray, "start", "--head", "--port=0", "--num-cpus=1", "--include-dashboard=false"]
         + ["--include-log-monitor=false", "--disable-usage-stats"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
