@@ -157,6 +157,16 @@ def live_processes() -> list[tuple[int, int, int]]:
     return found
 
 
+def without_timestamps(path: str) -> list:
+    """A message log's header and records, with the times that differ from run to run
+    zeroed: what two runs of the same seed and agent must have equal."""
+    from rlbridge.experiment.log.reader import LogReader
+
+    reader = LogReader(path)
+    header = {k: v for k, v in reader.header.items() if k != "start_time_ns"}
+    return [header] + [record._replace(timestamp_ns=0) for record in reader.records()]
+
+
 def command_words(pid: int) -> list[bytes]:
     """The words of a process's command line: its arguments, or the words of the title that
     a peer forked by `rlbridge run` shows (rlbridge/experiment/forked.py)."""

@@ -16,6 +16,7 @@ from rlbridge.experiment.log.reader import LogReader
 from rlbridge.experiment.log.writer import LogWriter
 from rlbridge.experiment.net.transport import STEP_TIMEOUT_MS
 from rlbridge.protocol.errors import LogError
+from tests.experiment.helpers import without_timestamps
 
 
 def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -34,12 +35,6 @@ def in_process(capsys, *args: str) -> tuple[int, str]:
 
     code = main(list(args))
     return code, capsys.readouterr().out
-
-
-def without_timestamps(path: str) -> list:
-    reader = LogReader(path)
-    header = {k: v for k, v in reader.header.items() if k != "start_time_ns"}
-    return [header] + [record._replace(timestamp_ns=0) for record in reader.records()]
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 
 from rlbridge.experiment.net.transport import STEP_TIMEOUT_MS
 
-from .helpers import children_of, command_words, start_signalling_run
+from .helpers import children_of, command_words, start_signalling_run, without_timestamps
 
 #: The step timeout of the runs whose agent a test kills: the experiment notices the dead peer
 #: only when it passes, and no live peer may miss it on a loaded machine (1000 ms did, at load
@@ -55,6 +55,37 @@ def test_run_starts_three_processes_and_prints_a_summary():
     assert match, result.stdout
     assert match.groups()[:3] == ("4", "28", "28.0000")
     assert "4/4 episodes" in result.stderr  # the progress bar
+
+
+def test_forked_and_started_peers_write_the_same_log(tmp_path):
+    """`rlbridge run` forks its Python peers only from a runner with one thread
+    (rlbridge/experiment/forked.py); with a second thread it starts them as programs. The
+    runner says which it can, and both ways play the same run and write the same log."""
+
+    def logged(threads: int) -> list:
+        log = tmp_path / f"{threads}.log"
+        arguments = ["run", "gridwalk", "random", "--episodes", "3", "--seed", "5"]
+        arguments += ["--log", str(log), "--quiet"]
+        code = (
+            "import sys, threading\n"
+            f"for _ in range({threads} - 1):\n"
+            "    threading.Thread(target=threading.Event().wait, daemon=True).start()\n"
+            "from rlbridge.experiment.forked import can_fork\n"
+            "print('can fork', can_fork(), flush=True)\n"
+            "from rlbridge.cli import main\n"
+            f"sys.exit(main({arguments!r}))\n"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 0, result.stderr
+        assert f"can fork {threads == 1}" in result.stdout
+        assert SUMMARY.search(result.stdout), result.stdout
+        return without_timestamps(str(log))
+
+    forked = logged(1)
+    assert len(forked) > 20
+    assert logged(2) == forked
 
 
 #: Every order but agent-env-experiment: there, as in env-agent-experiment, both servers
