@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 from rlbridge.experiment.forked import ForkedChild, can_fork, rlbridge_arguments
 from rlbridge.experiment.lifeline import set_death_signal
@@ -43,7 +44,9 @@ def start_peer(command: list[str], cpus: set[int] | None) -> subprocess.Popen | 
     return start_child(command, cpus)
 
 
-def _placed_child(cpus: set[int] | None):
+def _placed_child(cpus: set[int] | None) -> Callable[[], None]:
+    """What a child runs first: die with us, and keep to ``cpus``."""
+
     def before_run() -> None:
         set_death_signal(signal.SIGTERM)
         if cpus:
