@@ -59,6 +59,16 @@ def stop_signals() -> list[signal.Signals]:
 
 def set_death_signal(signum: int) -> bool:
     """Ask Linux to send ``signum`` when our parent dies; False where prctl does not exist."""
+    return _prctl(_PR_SET_PDEATHSIG, int(signum))
+
+
+def set_process_name(name: str) -> bool:
+    """Set this process's short name (Linux's ``comm``: at most 15 bytes); False where
+    prctl does not exist."""
+    return _prctl(_PR_SET_NAME, name.encode()[:15])
+
+
+def _prctl(option: int, argument: int | bytes) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -66,19 +76,7 @@ def set_death_signal(signum: int) -> bool:
         # cost every `python -m rlbridge` (__main__.py imports us) its import of subprocess,
         # and find_library runs ldconfig.
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def set_process_name(name: str) -> bool:
-    """Set this process's short name (Linux's ``comm``: at most 15 bytes); False where
-    prctl does not exist."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0) == 0
+        return libc.prctl(option, argument, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
 
