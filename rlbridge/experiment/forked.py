@@ -60,8 +60,9 @@ class ForkedChild:
             raise ValueError(f"expected a `python -m rlbridge` peer command, got {command!r}")
         self.args = command
         self.returncode: int | None = None
-        for stream in (sys.stdout, sys.stderr):  # or the child writes the runner's lines too
-            stream.flush()
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            if stream is not None:  # or the child writes the runner's buffered lines too
+                stream.flush()
         pid = os.fork()
         if pid == 0:
             _run_child(command, arguments, before_run)  # never returns
@@ -112,6 +113,7 @@ def _run_child(command: list[str], arguments: list[str], before_run: Callable[[]
     code = 1
     try:
         before_run()
+        _take_standard_streams()
         os.closerange(_FIRST_PRIVATE_FD, os.sysconf("SC_OPEN_MAX"))
         _set_title(" ".join(command))
         sys.argv = [sys.argv[0], *arguments]
@@ -135,6 +137,18 @@ def _run_child(command: list[str], arguments: list[str], before_run: Callable[[]
                 stream.flush()
         finally:
             os._exit(code)
+
+
+def _take_standard_streams() -> None:
+    """Write to file descriptors 0, 1 and 2, as a started program does. The runner's
+    ``sys.stdout`` may be another object (pytest's capture, a notebook's stream, a file the
+    caller opened) whose file descriptor the child is about to close."""
+    for name in ("stdin", "stdout", "stderr"):
+        original = getattr(sys, f"__{name}__")
+        if original is None or original.closed:  # no such stream: a started program has none
+            setattr(sys, name, None)
+        else:
+            setattr(sys, name, original)
 
 
 def _set_title(title: str) -> None:

@@ -88,6 +88,36 @@ def test_forked_and_started_peers_write_the_same_log(tmp_path):
     assert logged(2) == forked
 
 
+@pytest.mark.parametrize("threads", [1, 2], ids=["forked", "started"])
+def test_a_runner_whose_streams_are_replaced_runs_peers_that_write_to_its_descriptors(
+    threads, tmp_path
+):
+    """A program that calls ``rlbridge.cli.main`` with ``sys.stdout`` and ``sys.stderr``
+    replaced by objects on another file descriptor (pytest's capture, a notebook, a file)
+    still runs: a forked peer writes to descriptors 1 and 2, as a started one does, and not
+    through the runner's objects, whose descriptor the fork closes."""
+    replaced = tmp_path / "replaced.txt"
+    code = (
+        "import os, sys, threading\n"
+        f"for _ in range({threads} - 1):\n"
+        "    threading.Thread(target=threading.Event().wait, daemon=True).start()\n"
+        f"sys.stdout = sys.stderr = open({str(replaced)!r}, 'w')\n"
+        "from rlbridge.cli import main\n"
+        "code = main(['run', 'countdown', 'first', '--episodes', '2', '--seed', '1'])\n"
+        "sys.stdout.flush()\n"
+        "os.write(1, f'exit {code}'.encode())\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith("exit 0"), (result.stdout, replaced.read_text())
+    # The peers' lines go where a started program's go: the summary to descriptor 1, the
+    # servers' lines and the progress bar to descriptor 2.
+    assert SUMMARY.search(result.stdout).groups()[:3] == ("2", "10", "15.0000")
+    assert "serving countdown" in result.stderr and "2/2 episodes" in result.stderr
+
+
 #: Every order but agent-env-experiment: there, as in env-agent-experiment, both servers
 #: serve before the experiment starts, and they meet nobody until it does.
 ORDERS = [
