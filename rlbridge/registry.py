@@ -46,12 +46,7 @@ class Names(Mapping[str, str]):
             self._places[name] = (order, len(self._places))
 
     def __getitem__(self, name: str) -> str:
-        # The built-in games first: a name they register needs no installed package's
-        # metadata (discover_games). Asking whether ``name`` was registered before they
-        # registered anything always read it.
-        discover_games(installed=False)
-        if name not in self._targets:
-            discover_games()
+        self._discover_for(name)
         return self._targets[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -63,10 +58,16 @@ class Names(Mapping[str, str]):
         return len(self._targets)
 
     def __contains__(self, name: object) -> bool:
-        discover_games(installed=False)
-        if name not in self._targets:
-            discover_games()
+        self._discover_for(name)
         return name in self._targets
+
+    def _discover_for(self, name: object) -> None:
+        """Register the built-in games, and the installed packages' games only for a name
+        the built-in ones lack: a built-in name needs no installed package's metadata
+        (:func:`discover_games`), and neither does an empty one (a name not given)."""
+        discover_games(installed=False)
+        if isinstance(name, str) and name and name not in self._targets:
+            discover_games()
 
 
 #: Environments: short name -> "module:Class".

@@ -24,8 +24,8 @@ PROBE = textwrap.dedent(
         runpy.run_module("rlbridge", run_name="__main__", alter_sys=True)
     except SystemExit as exit:
         code = exit.code
-    print(json.dumps({"code": code, "loaded": [m for m in ("numpy", "importlib.metadata")
-                                                 if m in sys.modules]}))
+    watched = ("numpy", "importlib.metadata", "tqdm", "multiprocessing")
+    print(json.dumps({"code": code, "loaded": [m for m in watched if m in sys.modules]}))
     """
 )
 
@@ -118,12 +118,26 @@ def test_serving_a_built_in_game_reads_no_package_metadata(tmp_path):
     assert "importlib.metadata" not in loaded
 
 
-def test_a_countdown_run_starts_no_process_that_imports_numpy(tmp_path):
+def test_a_countdown_run_starts_no_process_that_imports_numpy_or_package_metadata(tmp_path):
     roles = played_by_role(tmp_path, ["countdown"], ["first"], ["--episodes", "3", "--quiet"])
     for role, (code, loaded, errors) in roles.items():
         assert code == 0, (role, errors)
-        assert "numpy" not in loaded, role
+        assert "numpy" not in loaded and "importlib.metadata" not in loaded, (role, loaded)
     assert "episodes 3  steps 15  mean return 15.0000" in roles["experiment"][2]
+
+
+@pytest.mark.parametrize("quiet", [True, False], ids=["quiet", "bar"])
+def test_an_experiments_bar_imports_tqdm_only_when_shown_and_no_multiprocessing(tmp_path, quiet):
+    """tqdm is imported by the bar that shows (a ``--quiet`` run shows none), and the bar
+    takes a thread lock, not tqdm's default multiprocessing one (docs/speed.md)."""
+    experiment = ["--episodes", "2", *(["--quiet"] if quiet else [])]
+    code, loaded, printed = played_by_role(tmp_path, ["countdown"], ["first"], experiment)[
+        "experiment"
+    ]
+    assert code == 0, printed
+    assert ("tqdm" in loaded) is not quiet, loaded
+    assert "multiprocessing" not in loaded
+    assert ("2/2 episodes" in printed) is not quiet, printed
 
 
 def test_the_launcher_of_a_countdown_run_imports_no_numpy():
