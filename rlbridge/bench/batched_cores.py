@@ -60,13 +60,13 @@ def bare_core_loop(game: str, count: int, batched_steps: int) -> tuple[float, li
     random agent alone (module docstring)."""
     envs = EnvironmentBatch(lambda: build(game, ENVIRONMENTS), count)
     spec = envs.batch_init()
-    envs.batch_message("seed 1")
+    envs.seed(1)
     core = envs.core
     if core is None:
         raise RuntimeError(f"bench batched: {game} has no batched core at N = {count}")
     agent = as_batch_agent(build("random", AGENTS))
     agent.batch_init(spec, count)
-    agent.agent_message("seed 1")
+    agent.seed_instances(1)
     calls = np.full(count, _START, dtype=np.uint8)
     actions: object = []
     clock = time.perf_counter

@@ -241,7 +241,7 @@ class _CoreFloor:
     def __init__(self, game: str, count: int, groups: int):
         envs = EnvironmentBatch(lambda: build(game, ENVIRONMENTS), count)
         self.spec = envs.batch_init()
-        envs.batch_message("seed 1")
+        envs.seed(1)
         if envs.core is None:
             raise RLBridgeError(f"bench batched: {game} has no batched core at N = {count}")
         self.core = envs.core
@@ -300,7 +300,7 @@ class _Chooser:
     def __init__(self, floor: _CoreFloor, agent):
         self.agent = as_batch_agent(agent)
         self.agent.batch_init(floor.spec, floor.count)
-        self.agent.agent_message("seed 1")
+        self.agent.seed_instances(1)
         self.lows = [low for low, _ in floor.bounds]
         self.pending: list[Batch | list] = [[] for _ in floor.bounds]
         self.replies: list[bytes] = []

@@ -188,15 +188,16 @@ def test_the_core_floor_steps_each_group_on_the_core_and_round_trips_it(game):
     assert rate > 0 and len(latencies) == 30 and cpu > 0
 
 
-def test_the_core_floors_echo_replies_are_the_random_agents_legal_actions_in_order():
-    """The echo's replies replay the trajectory they were chosen on: stepping a fresh core
-    with them, each group's actions are legal under the masks that group was sent, and as
-    many as the group has instances still playing."""
+@pytest.mark.parametrize("game", ["2048", "minesweeper", "tetris"])
+def test_the_core_floors_echo_replies_are_the_random_agents_legal_actions_in_order(game):
+    """The echo's replies replay the trajectory they were chosen on: stepping a fresh core,
+    seeded as the first, with them, each group's actions are legal under the masks that
+    group was sent, and as many as the group has instances still playing."""
     from rlbridge.bench.batched_floor import _actions, _Chooser, _CoreFloor
     from rlbridge.options import build
     from rlbridge.registry import AGENTS
 
-    played = _CoreFloor("2048", 6, 2)
+    played = _CoreFloor(game, 6, 2)
     chooser = _Chooser(played, build("random", AGENTS))
     played.run(200, chooser)
     assert len(chooser.replies) == 400
@@ -218,8 +219,8 @@ def test_the_core_floors_echo_replies_are_the_random_agents_legal_actions_in_ord
             self.pending[group] = _actions(actions.tobytes())
 
     replay = Replay()
-    _CoreFloor("2048", 6, 2).run(200, replay)
-    assert replay.sent == 400 and replay.checked > 1000
+    _CoreFloor(game, 6, 2).run(200, replay)
+    assert replay.sent == 400 and replay.checked > 400  # most rows of 6 x 200 steps play
 
 
 def test_one_games_core_rows_run_alone_from_the_command_line():
