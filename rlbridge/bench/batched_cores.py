@@ -12,14 +12,13 @@ random agent, each repeat measures, each in a new process:
   episode ended starts in the next step, as the served loop starts it;
 * **gymnasium SyncVectorEnv** (a baseline) of N single ``rlbridge/<Game>-v0`` envs, in
   process, with random legal actions (:func:`rlbridge.bench.batched_rows.gym_vector`);
-* **served, 3 processes, 2 CPUs, 2 groups**: ``rlbridge env GAME`` on one CPU,
-  ``rlbridge agent random`` on the other, this process as the experiment, as
-  ``rlbridge run GAME random --batch 64`` places them; against the core loop
-  (target >= 0.8x) and against SyncVectorEnv (>= 3x), with each process's CPU time per
-  batched step;
+* **served, 3 processes, 1 CPU, 1 group**: ``rlbridge env GAME``, ``rlbridge agent
+  random`` and this process as the experiment, on one CPU, as ``rlbridge run GAME random
+  --batch 64`` places them; against the core loop (target >= 0.8x) and against
+  SyncVectorEnv (>= 3x), with each process's CPU time per batched step;
 * **floor of that environment process**, placed as the served row's: the core's ``apply``
-  per group of 32 and each group's result in one message to an echo on the agent's CPU
-  that answers with actions it already holds (:func:`rlbridge.bench.batched_floor.core_floor`),
+  on the 64 instances and its result in one message to an echo on the same CPU that
+  answers with actions it already holds (:func:`rlbridge.bench.batched_floor.core_floor`),
   against the core loop, with its CPU time per batched step. A floor below 0.8x shows
   that the exchange and the core's cost per call, not rlbridge's own work, put the target
   out of reach of any environment process in this layout.
@@ -118,9 +117,8 @@ def floor_note(floor: tuple, core_rate: float) -> str:
     note = f"env side CPU us per batched step {floor[2]:,.0f}"
     if floor[0] < TARGET * core_rate:
         note += (
-            f"; below {TARGET:g}x: the core's two calls of {COUNT // 2} and one message each "
-            f"way per group already miss the target, without the protocol's checks, counting "
-            f"or agent"
+            f"; below {TARGET:g}x: the core's call on {COUNT} instances and one message each "
+            f"way already miss the target, without the protocol's checks, counting or agent"
         )
     return note
 
@@ -138,9 +136,9 @@ def game_rows(game: str, cpus: list[int], directory: str, steps: int, repeats: i
             COUNT,
             steps,
             shards=1,
-            groups=2,
-            env_cpus=[{cpus[0]}],
-            agent_cpus={cpus[1]},
+            groups=1,
+            env_cpus=[{cpus[-1]}],
+            agent_cpus={cpus[-1]},
             directory=directory,
         )
         floor = batched_rows.in_fresh_process(
@@ -148,17 +146,17 @@ def game_rows(game: str, cpus: list[int], directory: str, steps: int, repeats: i
             game,
             COUNT,
             steps,
-            2,
+            1,
             batched_rows.warmup_steps(steps),
-            [cpus[1]],
-            cpus={cpus[0]},
+            [cpus[-1]],
+            cpus={cpus[-1]},
             module="batched_floor",
         )
         runs.append((served[0] / core[0], (core, sync, served, floor)))
     runs.sort(key=lambda run: run[0])
     core, sync, served, floor = runs[len(runs) // 2][1]
     cpu = f"CPU us per batched step: env {served[2][0]:,.0f}, agent {served[2][1]:,.0f}"
-    name = "served, 3 processes, 2 CPUs, 2 groups"
+    name = "served, 3 processes, 1 CPU, 1 group"
     return [
         _figure(game, "baseline: bare loop over the batched core", core, None),
         _figure(game, "baseline: gymnasium SyncVectorEnv of single envs", sync, None),
@@ -177,16 +175,6 @@ def game_rows(game: str, cpus: list[int], directory: str, steps: int, repeats: i
 
 def run(quick: bool = False, games: tuple[str, ...] = GAMES) -> list[Figure]:
     cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2:
-        return [
-            Figure(
-                "batched core",
-                "rows on 2 CPUs",
-                math.nan,
-                "instance-steps/s",
-                note=f"need 2 CPUs; this process has {len(cpus)}",
-            )
-        ]
     steps = math.ceil(INSTANCE_STEPS // (5 if quick else 1) / COUNT)
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="rlbridge-batched-cores-") as directory:

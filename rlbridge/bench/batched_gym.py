@@ -12,13 +12,14 @@ new Python process, CartPole-v1 with uniform random actions from a seeded genera
 
 Against them:
 
-* **gym:CartPole-v1 served, 3 processes** (N = 64): ``rlbridge env gym:CartPole-v1`` on one
-  CPU, ``rlbridge agent random`` on the other, this process as the experiment (two
-  groups), as ``rlbridge run gym:CartPole-v1 random --batch 64`` places them: with the
+* **gym:CartPole-v1 served, 3 processes** (N = 64): ``rlbridge env gym:CartPole-v1``,
+  ``rlbridge agent random`` and this process as the experiment, on one CPU in one group,
+  as ``rlbridge run gym:CartPole-v1 random --batch 64`` places them: with the
   experiment's AUTORESET_NEXT_STEP promise (PROTOCOL.md 16.5), which the loop keeps and
-  which lets the environment step each group with CartPole's vector env, against
-  SyncVectorEnv (target >= 1.0x) and EnvPool (>= 0.3x) of the same N; and without it
-  (single envs, no target), for comparison;
+  which lets the environment step the batch with CartPole's vector env, against
+  SyncVectorEnv (target >= 1.0x) and EnvPool (>= 0.3x) of the same N. Beside it, no
+  target: the same without the promise (single envs), and in two groups (``--groups 2``:
+  a vector env per group, the environment and the agent on a CPU each);
 * **make_vec(remote=True)** (N = 1): ``rlbridge.adapters.gym.make_vec("gym:CartPole-v1",
   remote=True)``, one ENV_STEP round trip per step, against AsyncVectorEnv(1)'s pipe
   (>= 2x), beside the bound of any two-process design over ZeroMQ
@@ -184,31 +185,37 @@ def _median_run(runs: list[tuple[float, Any]]) -> tuple[float, Any]:
 
 def served_rows(cpus: list[int], directory: str, quick: bool, repeats: int) -> list[Figure]:
     """gym:CartPole-v1 served through three processes at N = 64 against SyncVectorEnv and
-    EnvPool, each repeat measuring the baselines right before the served row."""
+    EnvPool, each repeat measuring the baselines right before the served rows."""
     count = SERVED_COUNT
     steps = math.ceil((VECTOR_STEPS // (10 if quick else 1)) / count)
     group = f"gym {GYM_ID} N={count}"
     missing = envpool_missing()
-    runs = []
-    for _ in range(repeats):
-        sync = _fresh("sync", count, steps)
-        pool = None if missing else _fresh("envpool", count, steps)
-        serve = partial(
-            batched_rows.processes,
+
+    def serve(groups: int, promise: bool = False) -> tuple:
+        """In one group all three processes share a CPU, as ``rlbridge run`` places them;
+        in two, the environment and the agent take a CPU each."""
+        return batched_rows.processes(
             f"gym:{GYM_ID}",
             count,
             steps,
             shards=1,
-            groups=2,
-            env_cpus=[{cpus[0]}],
+            groups=groups,
+            env_cpus=[{cpus[0] if groups > 1 else cpus[-1]}],
             agent_cpus={cpus[-1]},
             directory=directory,
+            promise=promise,
         )
-        served = serve(promise=True)
-        single = serve()
+
+    runs = []
+    for _ in range(repeats):
+        sync = _fresh("sync", count, steps)
+        pool = None if missing else _fresh("envpool", count, steps)
+        served = serve(1, promise=True)
+        halves = serve(2, promise=True)
+        single = serve(1)
         remote = _fresh("make_vec-remote", count, steps)
-        runs.append((served[0] / sync[0], (sync, pool, served, single, remote)))
-    _, (sync, pool, served, single, remote) = _median_run(runs)
+        runs.append((served[0] / sync[0], (sync, pool, served, halves, single, remote)))
+    _, (sync, pool, served, halves, single, remote) = _median_run(runs)
 
     def cpu(row) -> str:
         return f"CPU us per batched step: env {row[2][0]:,.0f}, agent {row[2][1]:,.0f}"
@@ -221,7 +228,18 @@ def served_rows(cpus: list[int], directory: str, quick: bool, repeats: int) -> l
         if pool is None
         else _figure(group, f"baseline: {BASELINES['envpool']}", pool, None)
     )
-    name = f"gym:{GYM_ID} served, 3 processes, 2 CPUs, 2 groups"
+    name = f"gym:{GYM_ID} served, 3 processes"
+    rows.append(
+        _figure(
+            group,
+            f"{name}, 2 CPUs, 2 groups, vector env per group (AUTORESET_NEXT_STEP), "
+            "against SyncVectorEnv",
+            halves,
+            sync[0],
+            note=cpu(halves),
+        )
+    )
+    name += ", 1 CPU, 1 group"
     rows.append(
         _figure(
             group,
@@ -231,7 +249,7 @@ def served_rows(cpus: list[int], directory: str, quick: bool, repeats: int) -> l
             note=cpu(single),
         )
     )
-    name += ", vector env per group (AUTORESET_NEXT_STEP)"
+    name += ", one vector env (AUTORESET_NEXT_STEP)"
     rows.append(_figure(group, f"{name}, against SyncVectorEnv", served, sync[0], 1.0, cpu(served)))
     if pool is None:
         rows.append(

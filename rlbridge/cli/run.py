@@ -209,8 +209,8 @@ def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
         default=0,
         metavar="G",
         help="with --batch: split each environment process's instances into "
-        "G groups, stepped while the agent answers another "
-        "(default: 2 when a process has 2 or more instances)",
+        "G groups, one stepped while the agent answers another, the environment and "
+        "the agent on a CPU each (default: 1 group, all on one CPU)",
     )
     parser.add_argument(
         "--batched-steps",
@@ -301,15 +301,13 @@ def _experiment(args: argparse.Namespace) -> int:
 
 def _build_experiment(envs, agent, args: argparse.Namespace):
     from rlbridge.experiment.api import Experiment
-    from rlbridge.experiment.batch import default_groups
 
-    instances = args.batch or 1
     return Experiment(
         envs if len(envs) > 1 else envs[0],
         agent,
-        instances=instances,
+        instances=args.batch or 1,
         seed=args.seed,
-        groups=args.groups or default_groups(instances, len(envs)),
+        groups=args.groups or 1,  # 0: not given; one group, as Experiment's default
         mode="step" if args.no_fast_path else None,
     )
 

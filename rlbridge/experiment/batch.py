@@ -369,12 +369,6 @@ class OneInstance:
         return self.reply
 
 
-def default_groups(num_instances: int, shards: int = 1) -> int:
-    """Two groups when each environment process has two or more instances: it then steps
-    one group while the agent answers the other (docs/batching.md)."""
-    return 2 if num_instances // shards >= 2 else 1
-
-
 def split_quota(episodes: int, num_instances: int) -> list[int]:
     """``episodes`` spread over the instances: each plays ``episodes // N``, and the first
     ``episodes % N`` one more, so instance i plays as an unbatched run of that many would."""

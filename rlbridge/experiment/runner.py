@@ -199,10 +199,7 @@ def cpus_wanted(args) -> int:
     batch, shards = args.batch, args.shards
     if not batch:
         return 1
-    from rlbridge.experiment.batch import default_groups  # numpy: only for batched runs
-
-    groups = args.groups or default_groups(batch, shards)
-    wanted = shards if shards > 1 else (2 if groups > 1 else 1)
+    wanted = shards if shards > 1 else (2 if args.groups > 1 else 1)
     return min(wanted, len(os.sched_getaffinity(0)))
 
 

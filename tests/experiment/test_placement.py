@@ -179,8 +179,10 @@ def placement_by_role(runner: subprocess.Popen, count: int) -> dict[str, set[int
     return roles
 
 
-def test_a_batched_run_puts_its_environment_and_agent_on_different_cpus(two_cpus, ipc_dir):
-    runner = start_run(ipc_dir, "--batch", "4")
+def test_a_batched_run_in_two_groups_puts_its_environment_and_agent_on_different_cpus(
+    two_cpus, ipc_dir
+):
+    runner = start_run(ipc_dir, "--batch", "4", "--groups", "2")
     try:
         roles = placement_by_role(runner, 3)
         assert len(roles["env0"]) == len(roles["agent"]) == 1
@@ -203,8 +205,8 @@ def test_shards_each_take_a_cpu_and_the_agent_sits_beside_the_last(two_cpus, ipc
         stop(runner)
 
 
-def test_a_batched_run_in_one_group_keeps_to_one_cpu(ipc_dir):
-    runner = start_run(ipc_dir, "--batch", "4", "--groups", "1")
+def test_a_batched_run_in_its_default_one_group_keeps_to_one_cpu(ipc_dir):
+    runner = start_run(ipc_dir, "--batch", "4")
     try:
         roles = placement_by_role(runner, 3)
         assert roles["env0"] == roles["agent"] == roles["experiment"] and len(roles["agent"]) == 1
