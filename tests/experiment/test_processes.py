@@ -57,6 +57,18 @@ def test_run_starts_three_processes_and_prints_a_summary():
     assert "4/4 episodes" in result.stderr  # the progress bar
 
 
+def runner_with_threads(threads: int, body: str) -> subprocess.CompletedProcess:
+    """Run the Python ``body`` in a new interpreter that first starts ``threads - 1`` idle
+    threads: with one thread, `rlbridge run` forks its peers; with more, it starts them as
+    programs (rlbridge/experiment/forked.py). ``os`` and ``sys`` are imported."""
+    code = (
+        "import os, sys, threading\n"
+        f"for _ in range({threads} - 1):\n"
+        "    threading.Thread(target=threading.Event().wait, daemon=True).start()\n" + body
+    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
 def test_forked_and_started_peers_write_the_same_log(tmp_path):
     """`rlbridge run` forks its Python peers only from a runner with one thread
     (rlbridge/experiment/forked.py); with a second thread it starts them as programs. The
@@ -66,17 +78,12 @@ def test_forked_and_started_peers_write_the_same_log(tmp_path):
         log = tmp_path / f"{threads}.log"
         arguments = ["run", "gridwalk", "random", "--episodes", "3", "--seed", "5"]
         arguments += ["--log", str(log), "--quiet"]
-        code = (
-            "import sys, threading\n"
-            f"for _ in range({threads} - 1):\n"
-            "    threading.Thread(target=threading.Event().wait, daemon=True).start()\n"
+        result = runner_with_threads(
+            threads,
             "from rlbridge.experiment.forked import can_fork\n"
             "print('can fork', can_fork(), flush=True)\n"
             "from rlbridge.cli import main\n"
-            f"sys.exit(main({arguments!r}))\n"
-        )
-        result = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+            f"sys.exit(main({arguments!r}))\n",
         )
         assert result.returncode == 0, result.stderr
         assert f"can fork {threads == 1}" in result.stdout
@@ -97,18 +104,13 @@ def test_a_runner_whose_streams_are_replaced_runs_peers_that_write_to_its_descri
     still runs: a forked peer writes to descriptors 1 and 2, as a started one does, and not
     through the runner's objects, whose descriptor the fork closes."""
     replaced = tmp_path / "replaced.txt"
-    code = (
-        "import os, sys, threading\n"
-        f"for _ in range({threads} - 1):\n"
-        "    threading.Thread(target=threading.Event().wait, daemon=True).start()\n"
+    result = runner_with_threads(
+        threads,
         f"sys.stdout = sys.stderr = open({str(replaced)!r}, 'w')\n"
         "from rlbridge.cli import main\n"
         "code = main(['run', 'countdown', 'first', '--episodes', '2', '--seed', '1'])\n"
         "sys.stdout.flush()\n"
-        "os.write(1, f'exit {code}'.encode())\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+        "os.write(1, f'exit {code}'.encode())\n",
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.endswith("exit 0"), (result.stdout, replaced.read_text())
