@@ -1,12 +1,12 @@
-"""Minesweeper's batched core: N games stepped in one call on (N, rows, cols) numpy arrays.
+"""Minesweeper's batched core: N games stepped in one call on numpy arrays.
 
 The second implementation of :class:`~.core.MinesweeperCore`'s rules, kept beside it as
-Gymnasium keeps ``CartPoleVectorEnv`` beside ``CartPoleEnv``: the flood opening is an
-iterated dilation of every opening board at once, and the elimination rule runs full
-passes over every board that stepped until no mark changes (the fixed point the single
-core reaches incrementally). Each instance's generator still draws its own layout with
+Gymnasium keeps ``CartPoleVectorEnv`` beside ``CartPoleEnv``: the elimination rule runs
+full passes over every board that stepped until no mark changes (the fixed point the
+single core reaches incrementally), and the flood opening grows each opening board as a
+Python int, a bit a cell. Each instance's generator still draws its own layout with
 :func:`~.core.draw_mines`, one call per game, so a seed lays the same mines in either
-core; tests/environments/test_vector_cores.py holds the two equal step for step.
+core; tests/environments/test_batch_cores_grids.py holds the two equal step for step.
 """
 
 from __future__ import annotations
@@ -35,34 +35,44 @@ _UNKNOWN, _MINE, _SAFE = 0, 1, 2
 _STEP, _START = 0, 1  # EnvCall codes
 
 
-def box_sum(boards: np.ndarray) -> np.ndarray:
-    """Each cell's sum over its 3x3 box (itself and its 8 neighbours) of (N, R, C) 0/1 boards,
-    as uint8: two passes of three shifted adds over a zero-padded copy."""
-    count, rows, cols = boards.shape
-    padded = np.zeros((count, rows + 2, cols + 2), dtype=np.uint8)
-    padded[:, 1:-1, 1:-1] = boards
-    columns = padded[:, :-2] + padded[:, 1:-1]
-    columns += padded[:, 2:]
-    total = columns[:, :, :-2] + columns[:, :, 1:-1]
-    total += columns[:, :, 2:]
+def box_sum(flat: np.ndarray, width: int) -> np.ndarray:
+    """Each cell's sum over its 3x3 box, of boards bordered and laid end to end as
+    :class:`MinesweeperVector` holds them (``width`` is cols + 2), for the cells from
+    ``width + 1`` to ``len(flat) - width - 1``: every cell of every board but the first
+    and last border rows. Two passes of three shifted adds."""
+    wide = flat[:-2] + flat[1:-1]
+    wide += flat[2:]
+    total = wide[: -2 * width] + wide[width:-width]
+    total += wide[2 * width :]
     return total
 
 
-def box_any(boards: np.ndarray) -> np.ndarray:
-    """Whether any cell of each cell's 3x3 box is set, of (N, R, C) bool boards (a dilation)."""
-    count, rows, cols = boards.shape
-    padded = np.zeros((count, rows + 2, cols + 2), dtype=bool)
-    padded[:, 1:-1, 1:-1] = boards
-    columns = padded[:, :-2] | padded[:, 1:-1]
-    columns |= padded[:, 2:]
-    total = columns[:, :, :-2] | columns[:, :, 1:-1]
-    total |= columns[:, :, 2:]
+def box_any(flat: np.ndarray, width: int) -> np.ndarray:
+    """Whether any cell of each cell's 3x3 box is set: :func:`box_sum` for bools (a dilation)."""
+    wide = flat[:-2] | flat[1:-1]
+    wide |= flat[2:]
+    total = wide[: -2 * width] | wide[width:-width]
+    total |= wide[2 * width :]
     return total
+
+
+def board_ints(boards: np.ndarray) -> list[int]:
+    """Bool boards (N, cells) as one Python int each, bit ``i`` for cell ``i``."""
+    packed = np.packbits(boards, axis=1, bitorder="little")
+    size = packed.shape[1]
+    data = packed.tobytes()
+    return [int.from_bytes(data[i * size : (i + 1) * size], "little") for i in range(len(boards))]
 
 
 class MinesweeperVector:
-    """MinesweeperEnv's batch core: N games of one options set as (N, rows * cols) arrays of
-    mines, hints, open cells and elimination marks (``BatchCore``, rlbridge.environments.batch)."""
+    """MinesweeperEnv's batch core: N games of one options set as arrays of mines, hints, open
+    cells and elimination marks (``BatchCore``, rlbridge.environments.batch).
+
+    Each board is held bordered and flat: a row of ``(rows + 2) * (cols + 2)`` cells with a
+    border of closed-off cells (never open, mined or a hint), so a cell's 3x3 box is nine
+    shifted slices of one contiguous array (:func:`box_sum`), and a board's bits shift
+    without wrapping (:meth:`_flood`). ``self.at[c]`` is cell ``c``'s place in that row.
+    """
 
     def __init__(self, envs: list, first_instance: int = 0):
         env = envs[0]
@@ -72,10 +82,16 @@ class MinesweeperVector:
         self.cells = cells = env.cells
         self.neighbours = neighbour_table(self.rows, self.cols)
         n = len(envs)
-        self.mine = np.zeros((n, cells), dtype=bool)
-        self.hint = np.zeros((n, cells), dtype=np.int8)
-        self.open = np.zeros((n, cells), dtype=bool)
-        self.marks = np.zeros((n, cells), dtype=np.uint8)
+        self.width = width = self.cols + 2
+        self.size = size = (self.rows + 2) * width
+        cell = np.arange(cells)
+        self.at = (cell // self.cols + 1) * width + cell % self.cols + 1
+        self.inside = np.zeros(size, dtype=bool)
+        self.inside[self.at] = True
+        self.mine = np.zeros((n, size), dtype=bool)
+        self.hint = np.zeros((n, size), dtype=np.uint8)
+        self.open = np.zeros((n, size), dtype=bool)
+        self.marks = np.zeros((n, size), dtype=np.uint8)
         self.placed = np.zeros(n, dtype=bool)
         self.lost = np.zeros(n, dtype=bool)
         self.won = np.zeros(n, dtype=bool)
@@ -122,12 +138,12 @@ class MinesweeperVector:
             env = self.envs[index]
             core = copy.copy(template)
             core.rng = env.rng
-            last = int(self.last[index])
+            last, at = int(self.last[index]), self.at
             core.restore(
-                self.mine[index],
-                self.hint[index],
-                self.open[index],
-                self.marks[index],
+                self.mine[index, at],
+                self.hint[index, at].astype(np.int8),
+                self.open[index, at],
+                self.marks[index, at],
                 placed=bool(self.placed[index]),
                 lost=bool(self.lost[index]),
                 won=bool(self.won[index]),
@@ -144,10 +160,11 @@ class MinesweeperVector:
             if core is None:
                 continue
             self.placed[index] = core.placed
-            self.mine[index] = core.mines()
-            self.hint[index] = core.hints()
-            self.open[index] = core.open_mask()
-            self.marks[index] = core.marks()
+            at = self.at
+            self.mine[index, at] = core.mines()
+            self.hint[index, at] = core.hints()
+            self.open[index, at] = core.open_mask()
+            self.marks[index, at] = core.marks()
             self.lost[index], self.won[index] = core.lost, core.won
             self.last[index] = -1 if core.last is None else core.last
             self.total[index], self.moves[index] = core.total, core.moves
@@ -179,11 +196,17 @@ class MinesweeperVector:
             self.placed[rows] = False
 
     def _lay(self, rows: np.ndarray, layouts: list[np.ndarray]) -> None:
-        shape = (len(rows), self.rows, self.cols)
-        mines = np.array(layouts, dtype=bool)
+        mines = np.zeros((len(rows), self.size), dtype=np.uint8)
+        mines[:, self.at] = layouts
         self.mine[rows] = mines
-        boards = mines.reshape(shape)
-        self.hint[rows] = (box_sum(boards) - boards).reshape(len(rows), -1)
+        flat = mines.reshape(-1)
+        edge = self.width + 1  # box_sum's first cell: past the first border row
+        hints = np.zeros_like(flat)
+        hints[edge:-edge] = box_sum(flat, self.width)
+        hints -= flat
+        hints = hints.reshape(mines.shape)
+        hints *= self.inside  # the border holds no hint
+        self.hint[rows] = hints
         self.placed[rows] = True
 
     def _step(self, rows: np.ndarray, moves: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
@@ -205,12 +228,13 @@ class MinesweeperVector:
             )
         self.moves[rows] += 1
         self.last[rows] = moves
-        hit = self.mine[rows, moves]
-        known = self.marks[rows, moves] == _SAFE
-        zero = self.hint[rows, moves] == 0
+        places = self.at[moves]
+        hit = self.mine[rows, places]
+        known = self.marks[rows, places] == _SAFE
+        zero = self.hint[rows, places] == 0
         if zero.any():
-            self._flood(rows[zero], moves[zero])
-        self.open[rows, moves] = True
+            self._flood(rows[zero], places[zero])
+        self.open[rows, places] = True
         unopened = self.cells - np.count_nonzero(self.open[rows], axis=1)
         won = ~hit & (unopened == self.num_mines)
         rewards = np.where(known, REWARD_KNOWN_SAFE, REWARD_UNKNOWN_SAFE)
@@ -230,69 +254,92 @@ class MinesweeperVector:
 
     # -- rules --------------------------------------------------------------------------
     def _flood(self, rows: np.ndarray, starts: np.ndarray) -> None:
-        """Open the mine-free region around each start of hint 0: the start, then every
-        closed neighbour of an opened zero, grown one ring per pass on the boards still
-        growing."""
-        shape = (len(rows), self.rows, self.cols)
-        closed = ~self.open[rows].reshape(shape)
-        zero = (self.hint[rows] == 0).reshape(shape)
-        reach = np.zeros((len(rows), self.cells), dtype=bool)
-        reach[np.arange(len(rows)), starts] = True
-        reach = reach.reshape(shape)
-        sizes = np.ones(len(rows), dtype=np.int64)
-        while len(rows):
-            grown = box_any(reach & zero)
-            grown &= closed
-            grown |= reach
-            self.open[rows] |= grown.reshape(len(rows), -1)
-            new_sizes = np.count_nonzero(grown, axis=(1, 2))
-            growing = new_sizes != sizes
-            rows, closed, zero, reach, sizes = (
-                rows[growing],
-                closed[growing],
-                zero[growing],
-                grown[growing],
-                new_sizes[growing],
-            )
+        """Open the mine-free region around each start of hint 0 (a place in the bordered
+        row): the start, then every closed neighbour of an opened zero, one ring a pass
+        until the board stops growing.
+
+        Each board is a Python int here, one bit a place (:func:`board_ints`), so a pass
+        is a few integer operations on that board alone: a flood takes as many passes as
+        its region is wide, and a numpy pass over every flooding board costs its calls,
+        not its cells. The border is never closed, so no shift carries a bit past it."""
+        width = self.width
+        closed = board_ints(np.greater(self.inside, self.open[rows]))
+        zero = board_ints(self.hint[rows] == 0)
+        size = (self.size + 7) // 8
+        opened = []
+        for board, start in enumerate(starts.tolist()):
+            reach = 1 << start
+            zeros, ways = zero[board], closed[board]
+            while True:
+                sources = reach & zeros
+                grown = sources | (sources << 1) | (sources >> 1)
+                grown |= (grown << width) | (grown >> width)
+                grown = (grown & ways) | reach
+                if grown == reach:
+                    break
+                reach = grown
+            opened.append(reach.to_bytes(size, "little"))
+        bits = np.frombuffer(b"".join(opened), dtype=np.uint8).reshape(len(rows), size)
+        self.open[rows] |= np.unpackbits(bits, axis=1, count=self.size, bitorder="little") == 1
 
     def _eliminate(self, rows: np.ndarray) -> None:
         """The seed's two rules to their fixed point, in full passes over the boards: an open
         hint cell whose known mines meet its number marks its unknown neighbours safe; one
         whose unknown neighbours are exactly the mines it still needs marks them mines.
-        Each pass takes only the boards the last pass changed (the others are at their
-        fixed point)."""
-        shape = (len(rows), self.rows, self.cols)
-        closed = ~self.open[rows].reshape(shape)
-        hint = self.hint[rows].reshape(shape)
+
+        The boards' rows lie end to end, so each box sum or dilation runs over one
+        contiguous array, the two rules' boards side by side. Each pass keeps only the
+        boards the last pass changed: the others are at their fixed point."""
+        width, size = self.width, self.size
+        edge = width + 1  # box_sum's cells: [edge, len - edge)
+        closed = np.greater(self.inside, self.open[rows]).reshape(-1)
+        hint = self.hint[rows].reshape(-1)
+        marks = self.marks[rows].reshape(-1)
         sources = ~closed & (hint > 0)
-        marks = self.marks[rows].reshape(shape)
-        while len(rows):
-            known_mines = box_sum(closed & (marks == _MINE))
-            unknown = closed & (marks == _UNKNOWN)
-            unknown_count = box_sum(unknown)
-            need = hint - known_mines.view(np.int8)
-            active = sources & (unknown_count > 0)
-            new_safe = unknown & box_any(active & (need == 0))
-            new_mine = unknown & box_any(active & (need == unknown_count.view(np.int8)))
-            marks[new_safe] = _SAFE
-            marks[new_mine] = _MINE
-            self.marks[rows] = marks.reshape(len(rows), -1)
-            changed = (new_safe | new_mine).any(axis=(1, 2))
-            rows, closed, hint, sources, marks = (
-                rows[changed],
-                closed[changed],
-                hint[changed],
-                sources[changed],
-                marks[changed],
-            )
+        every = marks.reshape(len(rows), size)  # each board's marks, as its passes end
+        live = np.arange(len(rows))
+        while len(live):
+            cells = len(marks)
+            inner = slice(edge, cells - edge)
+            count = cells - 2 * edge
+            # Known mines, then closed cells not known safe (known mines or unknown), each
+            # box's count of both; the unknown cells are the second less the first.
+            pair = np.zeros(2 * cells, dtype=np.uint8)
+            flags = pair.view(bool)
+            np.logical_and(closed, marks == _MINE, out=flags[:cells])
+            np.logical_and(closed, marks != _SAFE, out=flags[cells:])
+            unknown = flags[inner] ^ flags[cells + edge : 2 * cells - edge]
+            sums = box_sum(pair, width)
+            known, possible = sums[:count], sums[cells : cells + count]
+            active = sources[inner] & (possible != known)
+            # The hint cells that free their unknown neighbours, then those that mine them.
+            rules = np.zeros(2 * cells, dtype=bool)
+            np.logical_and(active, known == hint[inner], out=rules[inner])
+            np.logical_and(active, possible == hint[inner], out=rules[cells + edge : -edge])
+            reached = box_any(rules, width)
+            new_safe = reached[:count] & unknown
+            new_mine = reached[cells : cells + count] & unknown
+            shown = marks[inner]
+            shown[new_safe] = _SAFE
+            shown[new_mine] = _MINE
+            every[live] = marks.reshape(-1, size)
+            touched = np.zeros(cells, dtype=bool)
+            np.logical_or(new_safe, new_mine, out=touched[inner])
+            changed = touched.reshape(-1, size).any(axis=1)
+            if not changed.all():
+                live = live[changed]
+                closed, hint, sources, marks = (
+                    a.reshape(-1, size)[changed].reshape(-1) for a in (closed, hint, sources, marks)
+                )
+        self.marks[rows] = every
 
     # -- observations -------------------------------------------------------------------------
     def _observations(self, rows: np.ndarray):
         count = len(rows)
         if not count:  # the empty batch as Batch.stack makes it, so logs match byte for byte
             return Batch.stack([])
-        is_open = self.open[rows]
-        shown = self.hint[rows] * is_open
+        is_open = self.open[rows][:, self.at]
+        shown = self.hint[rows][:, self.at].view(np.int8) * is_open
         if self.onehot:
             grid = np.zeros((count, self.cells, ONEHOT_HINT_CHANNELS + 1), dtype=np.int8)
             grid[..., :ONEHOT_HINT_CHANNELS] = (
