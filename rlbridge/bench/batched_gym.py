@@ -80,15 +80,23 @@ def _vector(kind: str, count: int) -> Any:
     import gymnasium
 
     if kind == "envpool":
+        import warnings
+
         import envpool
 
-        return envpool.make(
+        pool = envpool.make(
             GYM_ID,
             env_type="gymnasium",
             num_envs=count,
             seed=1,
             num_threads=min(ENVPOOL_THREADS, count),
         )
+        # EnvPool builds its float32 Box from float64 bounds, and Gymnasium warns about that
+        # on every first read, twice a row; the space is cached once read, so read it here.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*precision lowered by casting")
+            pool.observation_space  # noqa: B018
+        return pool
     if kind == "make_vec-remote":
         import rlbridge.adapters.gym
 
