@@ -85,15 +85,18 @@ class RandomBatch:
             else np.array([v.arrays[self.mask_index] for v in observations.values()])
         )
         masks = np.asarray(masks, dtype=bool).reshape(len(acting), -1)
-        counts = masks.sum(axis=1)
+        counts = np.count_nonzero(masks, axis=1)
         playable = np.flatnonzero(counts)
         actions = np.full(len(acting), self.low, dtype=np.int64)
         if len(playable):
             uniforms = np.array(self._uniforms([acting[row] for row in playable.tolist()]))
-            # The k-th legal action is the first column where the running count passes k.
             wanted = (uniforms * counts[playable]).astype(np.int64)
-            running = np.cumsum(masks[playable], axis=1)
-            actions[playable] = self.low + (running > wanted[:, None]).argmax(axis=1)
+            # Every legal cell of every row, row after row: a row's k-th legal action sits
+            # k places after the row's first.
+            legal = np.flatnonzero(masks)
+            firsts = np.cumsum(counts) - counts
+            chosen = legal[firsts[playable] + wanted] - playable * masks.shape[1]
+            actions[playable] = self.low + chosen
         return actions
 
     def agent_cleanup(self) -> None:
