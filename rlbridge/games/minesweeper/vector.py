@@ -253,6 +253,10 @@ class MinesweeperVector:
         return rewards, ended, infos
 
     # -- rules --------------------------------------------------------------------------
+    def _closed(self, rows: np.ndarray) -> np.ndarray:
+        """The closed cells of the boards ``rows``: inside the border and not open."""
+        return np.greater(self.inside, self.open[rows])
+
     def _flood(self, rows: np.ndarray, starts: np.ndarray) -> None:
         """Open the mine-free region around each start of hint 0 (a place in the bordered
         row): the start, then every closed neighbour of an opened zero, one ring a pass
@@ -263,7 +267,7 @@ class MinesweeperVector:
         its region is wide, and a numpy pass over every flooding board costs its calls,
         not its cells. The border is never closed, so no shift carries a bit past it."""
         width = self.width
-        closed = board_ints(np.greater(self.inside, self.open[rows]))
+        closed = board_ints(self._closed(rows))
         zero = board_ints(self.hint[rows] == 0)
         size = (self.size + 7) // 8
         opened = []
@@ -292,7 +296,7 @@ class MinesweeperVector:
         boards the last pass changed: the others are at their fixed point."""
         width, size = self.width, self.size
         edge = width + 1  # box_sum's cells: [edge, len - edge)
-        closed = np.greater(self.inside, self.open[rows]).reshape(-1)
+        closed = self._closed(rows).reshape(-1)
         hint = self.hint[rows].reshape(-1)
         marks = self.marks[rows].reshape(-1)
         sources = ~closed & (hint > 0)
