@@ -69,9 +69,9 @@ class MinesweeperVector:
     cells and elimination marks (``BatchCore``, rlbridge.environments.batch).
 
     Each board is held bordered and flat: a row of ``(rows + 2) * (cols + 2)`` cells with a
-    border of closed-off cells (never open, mined or a hint), so a cell's 3x3 box is nine
-    shifted slices of one contiguous array (:func:`box_sum`), and a board's bits shift
-    without wrapping (:meth:`_flood`). ``self.at[c]`` is cell ``c``'s place in that row.
+    border of closed-off cells (never open, mined or a hint), so the 3x3 box sums of every
+    board are shifted slices of one contiguous array (:func:`box_sum`), and a board's bits
+    shift without wrapping (:meth:`_flood`). ``self.at[c]`` is cell ``c``'s place in that row.
     """
 
     def __init__(self, envs: list, first_instance: int = 0):
@@ -300,7 +300,7 @@ class MinesweeperVector:
         hint = self.hint[rows].reshape(-1)
         marks = self.marks[rows].reshape(-1)
         sources = ~closed & (hint > 0)
-        every = marks.reshape(len(rows), size)  # each board's marks, as its passes end
+        every = marks.reshape(len(rows), size)  # each board's marks, kept as it drops out
         live = np.arange(len(rows))
         while len(live):
             cells = len(marks)
@@ -326,11 +326,11 @@ class MinesweeperVector:
             shown = marks[inner]
             shown[new_safe] = _SAFE
             shown[new_mine] = _MINE
-            every[live] = marks.reshape(-1, size)
             touched = np.zeros(cells, dtype=bool)
             np.logical_or(new_safe, new_mine, out=touched[inner])
             changed = touched.reshape(-1, size).any(axis=1)
-            if not changed.all():
+            if not changed.all():  # some boards are done: keep their marks, drop them
+                every[live] = marks.reshape(-1, size)
                 live = live[changed]
                 closed, hint, sources, marks = (
                     a.reshape(-1, size)[changed].reshape(-1) for a in (closed, hint, sources, marks)
