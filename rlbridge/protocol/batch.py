@@ -126,13 +126,18 @@ class Batch(NamedTuple):
         if len(indices) == 0:
             return Batch.stack([])
         rows = np.asarray(indices, dtype=np.intp)
+        count, ints, doubles, chars = len(rows), self.ints, self.doubles, self.chars
+        # The usual batch has no ints or no doubles and every chars "": a zero-width column's
+        # first rows and a tuple of "" are the selection, without indexing row by row.
         return new_tuple(
             Batch,
             (
-                len(rows),
-                self.ints[rows],
-                self.doubles[rows],
-                tuple([self.chars[i] for i in rows]),
+                count,
+                ints[rows] if ints.shape[1] else ints[:count],
+                doubles[rows] if doubles.shape[1] else doubles[:count],
+                ("",) * count
+                if chars.count("") == len(chars)
+                else tuple([chars[i] for i in rows.tolist()]),
                 tuple([a[rows] for a in self.arrays]),
                 None,
             ),

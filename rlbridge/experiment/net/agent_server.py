@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     _AGENT_NEXT_INSTANCE: npt.NDArray[np.uint8]
 
 T = MessageType
+#: NEW as a plain int: ``in`` on the states' bytearray takes it without an enum lookup.
+_NEW = int(InstanceState.NEW)
 
 
 def _load_batched() -> None:
@@ -204,13 +206,14 @@ class AgentServer(RequestServer[AgentState]):
                 f"{first + len(calls) - 1}; the agent answers for {count} "
                 f"instances (0..{count - 1}, AGENT_BATCH_INIT)"
             )
-        instances.refuse_new(
-            np.flatnonzero(_AGENT_NEEDS_EPISODE[calls]),
-            calls,
-            AgentCall,
-            "START or NONE",
-            first,
-        )
+        if _NEW in instances.states:  # before every instance has started: look closer
+            instances.refuse_new(
+                np.flatnonzero(_AGENT_NEEDS_EPISODE[calls]),
+                calls,
+                AgentCall,
+                "START or NONE",
+                first,
+            )
         actions = batch_agent.batch_step(first, body.calls, body.rewards, body.observations)
         actions = as_batch(actions)
         if actions.count != body.observations.count:

@@ -44,7 +44,9 @@ _batched = False
 
 
 def _load_batched() -> None:
-    global _batched, decode_batch, AGENT_TAKES_OBSERVATION
+    global _batched, decode_batch, AGENT_TAKES_OBSERVATION, np
+    import numpy as np
+
     from rlbridge.protocol.batch import decode_batch
     from rlbridge.protocol.instances import AGENT_TAKES_OBSERVATION
 
@@ -256,7 +258,7 @@ def agent_batch_step_body(message: Envelope) -> AgentBatchStep:
     calls = decode_calls(calls, frames, AgentCall, "AGENT_BATCH_STEP calls")
     rewards = decode_column(rewards, frames, "<f8", "AGENT_BATCH_STEP rewards", len(calls))
     observations = decode_batch(observations, frames, "AGENT_BATCH_STEP observations")
-    taking = int(AGENT_TAKES_OBSERVATION[calls].sum())
+    taking = np.count_nonzero(AGENT_TAKES_OBSERVATION[calls])
     if observations.count != taking:
         raise ProtocolError(
             f"AGENT_BATCH_STEP has {taking} calls that take an observation "
