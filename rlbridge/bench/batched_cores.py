@@ -19,9 +19,10 @@ random agent, each repeat measures, each in a new process:
 * **floor of that environment process**, placed as the served row's: the core's ``apply``
   on the 64 instances and its result in one message to an echo on the same CPU that
   answers with actions it already holds (:func:`rlbridge.bench.batched_floor.core_floor`),
-  against the core loop, with its CPU time per batched step. A floor below 0.8x shows
-  that the exchange and the core's cost per call, not rlbridge's own work, put the target
-  out of reach of any environment process in this layout.
+  against the core loop, with its CPU time per batched step. Its note adds the agent's
+  choice, timed in the core loop: below 0.8x, that sum shows that the core's call, the
+  agent's choice and the exchange, not rlbridge's own work, put the target out of reach
+  in this layout.
 
 The repeat with the median ratio of served to the core loop is printed, with its floor.
 """
@@ -54,9 +55,10 @@ _STEP, _START = np.uint8(EnvCall.STEP), np.uint8(EnvCall.START)
 _A_STEP, _A_START, _A_END = (np.uint8(c) for c in (AgentCall.STEP, AgentCall.START, AgentCall.END))
 
 
-def bare_core_loop(game: str, count: int, batched_steps: int) -> tuple[float, list[float]]:
+def bare_core_loop(game: str, count: int, batched_steps: int) -> tuple[float, list[float], float]:
     """Instance-steps per second and seconds per batched step of the core and the batched
-    random agent alone (module docstring)."""
+    random agent alone (module docstring), and the seconds per batched step that the
+    agent's choice took of them."""
     envs = EnvironmentBatch(lambda: build(game, ENVIRONMENTS), count)
     spec = envs.batch_init()
     envs.seed(1)
@@ -70,12 +72,12 @@ def bare_core_loop(game: str, count: int, batched_steps: int) -> tuple[float, li
     actions: object = []
     clock = time.perf_counter
     latencies: list[float] = []
-    started = 0.0
+    started = choosing = 0.0
     warmup = batched_rows.warmup_steps(batched_steps)
     for step in range(warmup + batched_steps):
         begin = clock()
         if step == warmup:
-            started, latencies = begin, []
+            started, latencies, choosing = begin, [], 0.0
         result = core.apply(calls, actions)  # type: ignore[arg-type]
         terminals = result.terminals
         agent_calls = np.where(calls == _START, _A_START, np.where(terminals, _A_END, _A_STEP))
@@ -84,10 +86,12 @@ def bare_core_loop(game: str, count: int, batched_steps: int) -> tuple[float, li
             raise RuntimeError(f"bench batched: {game}'s core returned unstacked observations")
         if terminals.any():  # agent_end takes no observation: drop the terminal rows
             observations = observations.select(np.flatnonzero(~terminals))
+        chosen = clock()
         actions = agent.batch_step(0, agent_calls, result.rewards, observations)
+        choosing += clock() - chosen
         calls = np.where(terminals, _START, _STEP).astype(np.uint8)
         latencies.append(clock() - begin)
-    return count * batched_steps / (clock() - started), latencies
+    return count * batched_steps / (clock() - started), latencies, choosing / batched_steps
 
 
 def _figure(game: str, name: str, measured, baseline: float | None, target: float = 0.0, note=""):
@@ -111,14 +115,23 @@ def _figure(game: str, name: str, measured, baseline: float | None, target: floa
 TARGET = 0.8
 
 
-def floor_note(floor: tuple, core_rate: float) -> str:
-    """The floor row's note: the environment side's CPU per batched step and, when the floor
-    misses the served row's target, what that shows."""
-    note = f"env side CPU us per batched step {floor[2]:,.0f}"
-    if floor[0] < TARGET * core_rate:
+def floor_note(floor: tuple, core: tuple) -> str:
+    """The floor row's note: the environment side's CPU per batched step; the floor with the
+    random agent's choice added, as the core loop timed it (on one CPU and in one group the
+    environment waits for it, so the two add); and, when that misses the served row's
+    target, what it shows."""
+    choice_s = core[2]
+    with_choice = COUNT / (COUNT / floor[0] + choice_s) / core[0]
+    note = (
+        f"env side CPU us per batched step {floor[2]:,.0f}; with the agent's choice "
+        f"({choice_s * 1e6:,.0f} us a batched step in the core loop) added: "
+        f"{with_choice:.2f}x"
+    )
+    if with_choice < TARGET:
         note += (
-            f"; below {TARGET:g}x: the core's call on {COUNT} instances and one message each "
-            f"way already miss the target, without the protocol's checks, counting or agent"
+            f"; below {TARGET:g}x: the core's call on {COUNT} instances, the agent's choice "
+            "and one message each way already miss the target, without the protocol's "
+            "checks or counting"
         )
     return note
 
@@ -167,7 +180,7 @@ def game_rows(game: str, cpus: list[int], directory: str, steps: int, repeats: i
             "one message each to an echo",
             floor,
             core[0],
-            note=floor_note(floor, core[0]),
+            note=floor_note(floor, core),
         ),
         _figure(game, f"{name}, against SyncVectorEnv", served, sync[0], 3.0),
     ]
