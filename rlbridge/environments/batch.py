@@ -42,6 +42,9 @@ from rlbridge.protocol.values import Value
 
 _STEP, _START, _NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
 _RUNNING, _ENDED = int(InstanceState.RUNNING), int(InstanceState.ENDED)
+#: An instance's state after a call that moved it, by its terminal as a byte (0 or 1): a
+#: translate table for the terminals' bytes.
+_STATE_AFTER = bytes([_RUNNING, _ENDED]) + bytes(254)
 
 
 def _first_or_none(actions: list[Value]) -> np.ndarray:
@@ -290,10 +293,16 @@ class EnvironmentBatch:
 
     def _apply_core(self, core: BatchCore, calls: np.ndarray, actions: Values) -> BatchStep:
         result = core.apply(calls, actions)
-        touched = (calls != _NONE).nonzero()[0]  # flatnonzero's Python layers cost more
-        states = np.frombuffer(self.instances.states, dtype=np.uint8)
-        states[touched] = np.where(result.terminals[touched], _ENDED, _RUNNING)
-        if self._mask_index is not None and len(touched):
+        terminals = result.terminals.astype(bool, copy=False)
+        if _NONE not in calls.tobytes():  # every instance moved, the usual step: one C pass
+            ended = terminals.view(np.uint8).tobytes()
+            self.instances.states[:] = ended.translate(_STATE_AFTER)
+            touched = np.arange(len(calls)) if self._mask_index is not None else None
+        else:
+            touched = (calls != _NONE).nonzero()[0]  # flatnonzero's Python layers cost more
+            states = np.frombuffer(self.instances.states, dtype=np.uint8)
+            states[touched] = np.where(terminals[touched], _ENDED, _RUNNING)
+        if self._mask_index is not None and touched is not None and len(touched):
             observations = result.observations
             if not isinstance(observations, Batch) or observations.listed is not None:
                 raise RLBridgeError(

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from rlbridge.agents.batch import BatchAgent
-    from rlbridge.protocol.batch import Batch, Values, count_of, select, values_of
+    from rlbridge.protocol.batch import Batch, Rows, Values, count_of, select, values_of
 
     _AGENT_CALL_OF: np.ndarray
 
@@ -272,8 +272,13 @@ class BatchLoop:
         stepping = playing
         if starting:
             env_calls[starting] = _ENV_START
-            gone = set(starting)
-            stepping = [index for index in playing if index not in gone]
+            if whole:  # playing is low .. high - 1: an instance's row is its offset
+                stepping = playing.copy()
+                for index in reversed(starting):
+                    del stepping[index - low]
+            else:
+                gone = set(starting)
+                stepping = [index for index in playing if index not in gone]
         try:
             result = env_step(env_calls, self._actions((low, high), stepping))
         except InvalidAction as err:
@@ -298,10 +303,21 @@ class BatchLoop:
             agent_rewards = result.rewards[low:high]
         answering, observations = playing, result.observations
         if ends:
-            agent_calls[[index - low for index in ends]] = _END
-            gone = set(ends)
-            rows = [row for row, index in enumerate(playing) if index not in gone]
-            answering = [playing[row] for row in rows]
+            offsets = [index - low for index in ends]
+            agent_calls[offsets] = _END
+            # The observations' rows are playing's: keep those of the instances that go on.
+            rows: Rows
+            if whole:
+                kept = np.ones(high - low, dtype=bool)
+                kept[offsets] = False
+                rows = kept.nonzero()[0]
+                answering = playing.copy()
+                for offset in reversed(offsets):
+                    del answering[offset]
+            else:
+                gone = set(ends)
+                rows = [row for row, index in enumerate(playing) if index not in gone]
+                answering = [playing[row] for row in rows]
             observations = select(observations, rows)
         if ends or cuts or starting:
             self._count_changes(ends, cuts, starting, max_steps, left, ended)

@@ -174,15 +174,17 @@ class InstanceStates:
                 f"call must be {allowed}; got {codes(int(calls[offset])).name}"
             )
 
-    def enter(
-        self, calls: npt.NDArray[np.uint8], next_states: npt.NDArray[np.uint8], start: int = 0
-    ) -> None:
+    def enter(self, calls: npt.NDArray[np.uint8], next_states: bytes, start: int = 0) -> None:
         """Each instance at ``start + i`` moves to ``next_states[calls[i]]``, where ``calls[i]``
-        is not NONE (``next_states`` holds NONE's own code there: 255)."""
-        states = np.frombuffer(self.states, dtype=np.uint8)[start : start + len(calls)]
-        moved = next_states[calls]
-        touched = moved != 255
-        states[touched] = moved[touched]
+        is not NONE (``next_states``, a 256-byte table, holds NONE's own code there: 255)."""
+        moved = calls.tobytes().translate(next_states)
+        if 255 not in moved:  # no NONE, the usual step: one C pass, no array work
+            self.states[start : start + len(moved)] = moved
+            return
+        states = np.frombuffer(self.states, dtype=np.uint8)[start : start + len(moved)]
+        codes = np.frombuffer(moved, dtype=np.uint8)
+        touched = codes != 255
+        states[touched] = codes[touched]
 
 
 def derive_seeds(seed: int) -> tuple[int, int]:

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from rlbridge.protocol.batch import as_batch, encode_batch
 
     _AGENT_NEEDS_EPISODE: npt.NDArray[np.bool_]
-    _AGENT_NEXT_INSTANCE: npt.NDArray[np.uint8]
+    _AGENT_NEXT_INSTANCE: bytes
 
 T = MessageType
 #: NEW as a plain int: ``in`` on the states' bytearray takes it without an enum lookup.
@@ -70,11 +70,13 @@ def _load_batched() -> None:
     #: a table look-up per call, cheaper than np.isin on every batched step.
     _AGENT_NEEDS_EPISODE = np.zeros(256, dtype=bool)
     _AGENT_NEEDS_EPISODE[[int(AgentCall.STEP), int(AgentCall.END), int(AgentCall.END_START)]] = True
-    #: The state an instance moves to on each call, indexed by its code (NONE: 255, none).
-    _AGENT_NEXT_INSTANCE = np.full(256, 255, dtype=np.uint8)
-    _AGENT_NEXT_INSTANCE[
+    #: The state an instance moves to on each call, indexed by its code (NONE: 255, none):
+    #: a translate table for the calls' bytes.
+    next_states = np.full(256, 255, dtype=np.uint8)
+    next_states[
         [int(AgentCall.STEP), int(AgentCall.START), int(AgentCall.END), int(AgentCall.END_START)]
     ] = [InstanceState.RUNNING, InstanceState.RUNNING, InstanceState.ENDED, InstanceState.RUNNING]
+    _AGENT_NEXT_INSTANCE = next_states.tobytes()
 
 
 class AgentServer(RequestServer[AgentState]):
