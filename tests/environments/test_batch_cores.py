@@ -256,3 +256,47 @@ def test_the_step_comparison_names_the_first_instance_that_differs():
     for where, result in differences:
         with pytest.raises(AssertionError, match=f"step 7:? {where}"):
             assert_same_step(result, expected, "step 7")
+
+
+def test_blackjack_hands_deal_and_draw_across_the_end_of_each_card_stream():
+    """Each instance's cards come from a buffer of CARD_BATCH that is refilled when used up;
+    a deal takes four cards in one look-up only while the buffer holds four more. Four
+    instances play 6,000 steps side by side with their single environments (about 1.5
+    cards a step: every buffer runs out at least twice, so deals and draws land on its
+    end), stepping with random legal actions."""
+    make_env = make("blackjack")
+    count = 4
+    batch = EnvironmentBatch(make_env, count)
+    spec = batch.batch_init()
+    assert batch.core is not None
+    singles = [make_env() for _ in range(count)]
+    for single in singles:
+        single.env_init()
+    batch.batch_query(QueryRequest(Query.SEED, None, 5))
+    for index, single in enumerate(singles):
+        single.seed(instance_seed(5, index))
+    rng = np.random.default_rng(3)
+    running = [False] * count
+    last: list = [None] * count
+    refills = [0] * count
+    for step in range(6000):
+        calls = np.array([STEP if r else START for r in running], dtype=np.uint8)
+        actions: list[Value] = []
+        expected: list[Expected] = []
+        for index, single in enumerate(singles):
+            before = single.core._next
+            if running[index]:
+                legal = legal_of(spec, last[index])
+                action = Value(ints=(legal[int(rng.integers(len(legal)))],))
+                actions.append(action)
+                got = single.env_step(action)
+                expected.append((*got, None) if len(got) == 3 else got)
+            else:
+                expected.append((0.0, single.env_start(), False, None))
+            refills[index] += single.core._next < before
+        result = batch.batch_step(calls, actions)
+        assert_same_step(result, expected, f"blackjack step {step}")
+        for index, e in enumerate(expected):
+            last[index], running[index] = e[1], not e[2]
+    # The first refill fills the empty buffer of a fresh seed; the others follow a used-up one.
+    assert min(refills) >= 2, f"each stream runs out at least twice: {refills}"

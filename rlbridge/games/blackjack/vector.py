@@ -20,6 +20,8 @@ _STEP, _START = 0, 1
 _WIDTH = 24
 #: An ended hand's outcome by the sign of its reward (index -1, 0 or 1).
 _OUTCOMES = ("draw", "win", "loss")
+#: The offsets of four cards in a row in a stream.
+_FOUR = np.arange(4)
 
 
 class BlackjackVector:
@@ -54,16 +56,31 @@ class BlackjackVector:
     # -- cards ---------------------------------------------------------------------
     def _draw(self, rows: np.ndarray) -> np.ndarray:
         """One card for each instance at ``rows``, from its own stream."""
-        used_up = rows[self.next[rows] >= CARD_BATCH]
-        for index in used_up.tolist():  # one generator call per instance, every 4096 cards
-            self.cards[index] = np.minimum(
-                self.envs[index].core.rng.integers(1, 14, size=CARD_BATCH), 10
-            )
-            self.lists[index] = None
-            self.next[index] = 0
-        cards = self.cards[rows, self.next[rows]]
-        self.next[rows] += 1
-        return cards
+        at = self.next[rows]
+        if (at >= CARD_BATCH).any():
+            for index in rows[at >= CARD_BATCH].tolist():  # every 4096 cards of an instance
+                self._refill(index)
+            at = self.next[rows]
+        self.next[rows] = at + 1
+        return self.cards[rows, at]
+
+    def _draw_four(self, rows: np.ndarray) -> np.ndarray:
+        """Four cards in a row for each instance at ``rows`` (a column each, in draw order):
+        one look-up while every stream holds four more, else four single draws."""
+        at = self.next[rows]
+        if (at > CARD_BATCH - 4).any():
+            return np.stack([self._draw(rows) for _ in range(4)], axis=1)
+        self.next[rows] = at + 4
+        return self.cards[rows[:, None], at[:, None] + _FOUR]
+
+    def _refill(self, index: int) -> None:
+        """Instance ``index``'s next ``CARD_BATCH`` cards: one generator call, as the single
+        core makes it."""
+        self.cards[index] = np.minimum(
+            self.envs[index].core.rng.integers(1, 14, size=CARD_BATCH), 10
+        )
+        self.lists[index] = None
+        self.next[index] = 0
 
     def _set_hands(self, index: int, player: list[int], dealer: list[int]) -> None:
         width = max(len(player), len(dealer)) + _WIDTH
@@ -83,15 +100,13 @@ class BlackjackVector:
 
     def _deal(self, rows: np.ndarray) -> None:
         """As ``BlackjackCore.deal``: the dealer's two cards, then the player's two."""
-        draw = self._draw
-        # Drawn in the single core's order, each card straight into its column: no stacking.
+        # The single core's order: the dealer's two cards, then the player's two.
+        cards = self._draw_four(rows)
         self.player[rows] = 0
         self.dealer[rows] = 0
-        self.dealer[rows, 0] = draw(rows)
-        self.dealer[rows, 1] = draw(rows)
-        first, second = draw(rows), draw(rows)
-        self.player[rows, 0] = first
-        self.player[rows, 1] = second
+        self.dealer[rows, :2] = cards[:, :2]
+        self.player[rows, :2] = cards[:, 2:]
+        first, second = cards[:, 2], cards[:, 3]
         self.player_count[rows] = self.dealer_count[rows] = 2
         self.raw[rows] = first + second
         self.ace[rows] = (first == 1) | (second == 1)
@@ -117,7 +132,8 @@ class BlackjackVector:
     # -- stepping ------------------------------------------------------------------
     def apply(self, calls: np.ndarray, actions: list) -> BatchStep:
         count = len(calls)
-        stepping = np.flatnonzero(calls == _STEP)
+        # nonzero()[0], not flatnonzero: its Python layers cost as much as the indexing.
+        stepping = (calls == _STEP).nonzero()[0]
         finished = stepping[self.done[stepping]]
         if len(finished):
             raise WrongState(
@@ -138,20 +154,21 @@ class BlackjackVector:
                 infos = [None] * count
                 for index, info in zip(ended.tolist(), self._infos(ended), strict=True):
                     infos[index] = info
-        starting = np.flatnonzero(calls == _START)
+        starting = (calls == _START).nonzero()[0]
         if len(starting):
             self._file_outcomes(starting)
             self._deal(starting)
             self.started[starting] = True
-        touched = np.flatnonzero(calls != 2)
-        raw, ace = self.raw[touched], self.ace[touched]
-        observations = np.empty((len(touched), 3), dtype=np.int64)  # columns, not a stack
+        if 2 in calls.tobytes():  # some instance has no call: only the others observe
+            touched = (calls != 2).nonzero()[0]
+            raw, ace, shown = self.raw[touched], self.ace[touched], self.dealer[touched, 0]
+        else:
+            raw, ace, shown = self.raw, self.ace, self.dealer[:, 0]
+        observations = np.empty((len(raw), 3), dtype=np.int64)  # columns, not a stack
         observations[:, 0] = self._totals(raw, ace)
-        observations[:, 1] = self.dealer[touched, 0]
+        observations[:, 1] = shown
         observations[:, 2] = ace & (raw <= 11)
-        return BatchStep(
-            rewards, stacked_observations(len(touched), observations), terminals, infos
-        )
+        return BatchStep(rewards, stacked_observations(len(raw), observations), terminals, infos)
 
     def _hit(self, rows: np.ndarray) -> None:
         if not len(rows):
