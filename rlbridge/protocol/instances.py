@@ -178,7 +178,9 @@ class InstanceStates:
         """Each instance at ``start + i`` moves to ``next_states[calls[i]]``, where ``calls[i]``
         is not NONE (``next_states``, a 256-byte table, holds NONE's own code there: 255)."""
         moved = calls.tobytes().translate(next_states)
-        if 255 not in moved:  # no NONE, the usual step: one C pass, no array work
+        # No NONE, the usual step: one C pass, no array work. (A slice past the end would
+        # grow the bytearray: the array path below refuses that range instead.)
+        if 255 not in moved and start + len(moved) <= len(self.states):
             self.states[start : start + len(moved)] = moved
             return
         states = np.frombuffer(self.states, dtype=np.uint8)[start : start + len(moved)]
