@@ -41,10 +41,13 @@ from rlbridge.protocol.taskspec import TaskSpec, parse
 from rlbridge.protocol.values import Value
 
 _STEP, _START, _NONE = int(EnvCall.STEP), int(EnvCall.START), int(EnvCall.NONE)
-_RUNNING, _ENDED = int(InstanceState.RUNNING), int(InstanceState.ENDED)
-#: An instance's state after a call that moved it, by its terminal as a byte (0 or 1): a
-#: translate table for the terminals' bytes.
-_STATE_AFTER = bytes([_RUNNING, _ENDED]) + bytes(254)
+_RUNNING = int(InstanceState.RUNNING)
+#: Whether each call (by its code) needs an episode on its instance (STEP), and whether it
+#: starts one (START): tables for InstanceStates.
+_NEEDS_EPISODE = np.zeros(256, dtype=bool)
+_NEEDS_EPISODE[_STEP] = True
+_STARTS_EPISODE = np.zeros(256, dtype=bool)
+_STARTS_EPISODE[_START] = True
 
 
 def _first_or_none(actions: list[Value]) -> np.ndarray:
@@ -152,7 +155,7 @@ class EnvironmentBatch:
             raise ProtocolError(
                 f"ENV_BATCH_STEP has {len(stepping)} STEP calls but {count_of(actions)} actions"
             )
-        self.instances.refuse_new(stepping, call_array, EnvCall, "START or NONE")
+        self.instances.refuse_new(call_array, _NEEDS_EPISODE, EnvCall, "START or NONE")
         self._check_actions(stepping, actions)
         if self.core is not None:
             return self._apply_core(self.core, call_array, actions)
@@ -261,9 +264,6 @@ class EnvironmentBatch:
                     rewards[index] = result[0]
                     if result[2]:
                         terminals[index] = True
-                        states[index] = _ENDED
-                    else:
-                        states[index] = _RUNNING
                     if len(result) > 3 and result[3] is not None:
                         if infos is None:
                             infos = [None] * count
@@ -293,16 +293,11 @@ class EnvironmentBatch:
 
     def _apply_core(self, core: BatchCore, calls: np.ndarray, actions: Values) -> BatchStep:
         result = core.apply(calls, actions)
-        terminals = result.terminals.astype(bool, copy=False)
-        if _NONE not in calls.tobytes():  # every instance moved, the usual step: one C pass
-            ended = terminals.view(np.uint8).tobytes()
-            self.instances.states[:] = ended.translate(_STATE_AFTER)
-            touched = np.arange(len(calls)) if self._mask_index is not None else None
-        else:
-            touched = (calls != _NONE).nonzero()[0]  # flatnonzero's Python layers cost more
-            states = np.frombuffer(self.instances.states, dtype=np.uint8)
-            states[touched] = np.where(terminals[touched], _ENDED, _RUNNING)
-        if self._mask_index is not None and touched is not None and len(touched):
+        self.instances.start(calls, _STARTS_EPISODE)
+        if self._mask_index is None:
+            return result
+        touched = (calls != _NONE).nonzero()[0]  # flatnonzero's Python layers cost more
+        if len(touched):
             observations = result.observations
             if not isinstance(observations, Batch) or observations.listed is not None:
                 raise RLBridgeError(

@@ -14,6 +14,7 @@ and agent the loop's two ports, and :meth:`BatchLoop.play_episode` is its fast p
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from rlbridge.agents.batch import BatchAgent
-    from rlbridge.protocol.batch import Batch, Rows, Values, count_of, select, values_of
+    from rlbridge.protocol.batch import Batch, Values, count_of, select, values_of
 
     _AGENT_CALL_OF: np.ndarray
 
@@ -272,13 +273,7 @@ class BatchLoop:
         stepping = playing
         if starting:
             env_calls[starting] = _ENV_START
-            if whole:  # playing is low .. high - 1: an instance's row is its offset
-                stepping = playing.copy()
-                for index in reversed(starting):
-                    del stepping[index - low]
-            else:
-                gone = set(starting)
-                stepping = [index for index in playing if index not in gone]
+            stepping = _without(playing, _rows_of(playing, starting))
         try:
             result = env_step(env_calls, self._actions((low, high), stepping))
         except InvalidAction as err:
@@ -303,22 +298,13 @@ class BatchLoop:
             agent_rewards = result.rewards[low:high]
         answering, observations = playing, result.observations
         if ends:
-            offsets = [index - low for index in ends]
-            agent_calls[offsets] = _END
+            agent_calls[[index - low for index in ends]] = _END
             # The observations' rows are playing's: keep those of the instances that go on.
-            rows: Rows
-            if whole:
-                kept = np.ones(high - low, dtype=bool)
-                kept[offsets] = False
-                rows = kept.nonzero()[0]
-                answering = playing.copy()
-                for offset in reversed(offsets):
-                    del answering[offset]
-            else:
-                gone = set(ends)
-                rows = [row for row, index in enumerate(playing) if index not in gone]
-                answering = [playing[row] for row in rows]
-            observations = select(observations, rows)
+            gone = _rows_of(playing, ends)
+            answering = _without(playing, gone)
+            kept = np.ones(len(playing), dtype=bool)
+            kept[gone] = False
+            observations = select(observations, kept.nonzero()[0])
         if ends or cuts or starting:
             self._count_changes(ends, cuts, starting, max_steps, left, ended)
         agent.send(group, self.first_instance + low, agent_calls, agent_rewards, observations)
@@ -383,6 +369,25 @@ class OneInstance:
 
     def receive(self, group: int) -> list:
         return self.reply
+
+
+def _rows_of(playing: list[int], instances: list[int]) -> list[int]:
+    """Where each of ``instances`` sits in ``playing`` (both ascending, the first holding
+    the second, not empty): its offset when ``playing`` is a run of consecutive instances
+    (every instance of the group plays), else a binary search; never a pass over the group."""
+    first = playing[0]
+    if playing[-1] - first == len(playing) - 1:
+        return [index - first for index in instances]
+    return [bisect_left(playing, index) for index in instances]
+
+
+def _without(playing: list[int], rows: list[int]) -> list[int]:
+    """``playing`` without its ``rows`` (ascending): a copy and a deletion each, the few
+    instances that start or end in a step, not a new list built from the whole group."""
+    kept = playing.copy()
+    for row in reversed(rows):
+        del kept[row]
+    return kept
 
 
 def split_quota(episodes: int, num_instances: int) -> list[int]:

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from rlbridge.protocol.batch import Rows
     from rlbridge.protocol.values import Frames
 
 
@@ -127,16 +126,19 @@ class InstanceState(IntEnum):
     ENDED = 2  # its last step was terminal (or, for an agent, its last call was an end)
 
 
-#: NEW as a plain int: ``in`` on a bytearray takes it without an enum lookup.
-_NEW = int(InstanceState.NEW)
+#: NEW and RUNNING as plain ints: ``in`` on a bytearray takes them without an enum lookup.
+_NEW, _RUNNING = int(InstanceState.NEW), int(InstanceState.RUNNING)
 
 
 class InstanceStates:
-    """The states of a batch's instances, numbered ``first`` .. ``first + count - 1``.
+    """The states of a batch's instances, numbered ``first`` .. ``first + count - 1``, as
+    far as a check reads them: NEW until an instance's first episode starts, RUNNING after.
 
     ``states`` is a bytearray of InstanceState codes (cheaper to index one by one than a
     numpy array). :meth:`refuse_new` rejects calls that need an episode on an instance
-    that has none, before anything is applied.
+    that has none, before anything is applied. ENDED is not kept: a call after a terminal
+    step is served as one during an episode (PROTOCOL.md 16.3 and 16.4), so no check tells
+    the two apart, and a batched step writes nothing once every instance has started.
     """
 
     def __init__(self, count: int, first: int = 0):
@@ -151,22 +153,23 @@ class InstanceStates:
 
     def refuse_new(
         self,
-        offsets: Rows,
-        calls: Rows,
+        calls: npt.NDArray[np.uint8],
+        needs_episode: npt.NDArray[np.bool_],
         codes: type[IntEnum],
         allowed: str,
         start: int = 0,
     ) -> None:
-        """WRONG_STATE if an instance at one of ``offsets`` (counted from ``start``), whose
-        call ``calls[offset]`` needs an episode, is NEW; ``allowed`` names the calls it may
-        get. One array comparison for all of them; the error names the first in order."""
+        """WRONG_STATE if the instance at ``start + i`` is NEW and its call ``calls[i]`` needs
+        an episode (``needs_episode``, a table by call code, says which do); ``allowed`` names
+        the calls it may get. One array comparison for all of them; the error names the
+        first in order."""
         # Once every instance has started, the usual case: one memchr over the states
         # instead of the array work below.
-        if not len(offsets) or _NEW not in self.states:
+        if _NEW not in self.states:
             return
-        rows = np.asarray(offsets, dtype=np.intp)
+        rows = needs_episode[calls].nonzero()[0]
         states = np.frombuffer(self.states, dtype=np.uint8)[start:]
-        new = np.flatnonzero(states[rows] == _NEW)
+        new = (states[rows] == _NEW).nonzero()[0]
         if len(new):
             offset = int(rows[new[0]])
             raise WrongState(
@@ -174,19 +177,15 @@ class InstanceStates:
                 f"call must be {allowed}; got {codes(int(calls[offset])).name}"
             )
 
-    def enter(self, calls: npt.NDArray[np.uint8], next_states: bytes, start: int = 0) -> None:
-        """Each instance at ``start + i`` moves to ``next_states[calls[i]]``, where ``calls[i]``
-        is not NONE (``next_states``, a 256-byte table, holds NONE's own code there: 255)."""
-        moved = calls.tobytes().translate(next_states)
-        # No NONE, the usual step: one C pass, no array work. (A slice past the end would
-        # grow the bytearray: the array path below refuses that range instead.)
-        if 255 not in moved and start + len(moved) <= len(self.states):
-            self.states[start : start + len(moved)] = moved
+    def start(
+        self, calls: npt.NDArray[np.uint8], starts_episode: npt.NDArray[np.bool_], start: int = 0
+    ) -> None:
+        """The instance at ``start + i`` leaves NEW when its call ``calls[i]`` starts an
+        episode (``starts_episode``, a table by call code, says which do)."""
+        if _NEW not in self.states:  # every instance has started: nothing changes
             return
-        states = np.frombuffer(self.states, dtype=np.uint8)[start : start + len(moved)]
-        codes = np.frombuffer(moved, dtype=np.uint8)
-        touched = codes != 255
-        states[touched] = codes[touched]
+        rows = starts_episode[calls].nonzero()[0] + start
+        np.frombuffer(self.states, dtype=np.uint8)[rows] = _RUNNING
 
 
 def derive_seeds(seed: int) -> tuple[int, int]:

@@ -25,7 +25,7 @@ from rlbridge.experiment.net.bodies import (
 )
 from rlbridge.experiment.net.server import RequestServer
 from rlbridge.protocol.errors import ProtocolError, RLBridgeError, WrongState
-from rlbridge.protocol.instances import AgentCall, InstanceState, InstanceStates
+from rlbridge.protocol.instances import AgentCall, InstanceStates
 from rlbridge.protocol.messages import Envelope, MessageType
 from rlbridge.protocol.queries import QueryRequest
 from rlbridge.protocol.states import (
@@ -47,18 +47,16 @@ if TYPE_CHECKING:
     from rlbridge.protocol.batch import as_batch, encode_batch
 
     _AGENT_NEEDS_EPISODE: npt.NDArray[np.bool_]
-    _AGENT_NEXT_INSTANCE: bytes
+    _AGENT_STARTS_EPISODE: npt.NDArray[np.bool_]
 
 T = MessageType
-#: NEW as a plain int: ``in`` on the states' bytearray takes it without an enum lookup.
-_NEW = int(InstanceState.NEW)
 
 
 def _load_batched() -> None:
     """numpy, the batched wire and the call tables, bound as this module's globals by
     AGENT_BATCH_INIT: an agent that serves one instance never loads numpy, and each
     AGENT_BATCH_STEP (which needs that init first) finds them as globals."""
-    global np, as_batch, as_batch_agent, encode_batch, _AGENT_NEEDS_EPISODE, _AGENT_NEXT_INSTANCE
+    global np, as_batch, as_batch_agent, encode_batch, _AGENT_NEEDS_EPISODE, _AGENT_STARTS_EPISODE
     import numpy as np
 
     from rlbridge.agents.batch import as_batch_agent
@@ -70,13 +68,9 @@ def _load_batched() -> None:
     #: a table look-up per call, cheaper than np.isin on every batched step.
     _AGENT_NEEDS_EPISODE = np.zeros(256, dtype=bool)
     _AGENT_NEEDS_EPISODE[[int(AgentCall.STEP), int(AgentCall.END), int(AgentCall.END_START)]] = True
-    #: The state an instance moves to on each call, indexed by its code (NONE: 255, none):
-    #: a translate table for the calls' bytes.
-    next_states = np.full(256, 255, dtype=np.uint8)
-    next_states[
-        [int(AgentCall.STEP), int(AgentCall.START), int(AgentCall.END), int(AgentCall.END_START)]
-    ] = [InstanceState.RUNNING, InstanceState.RUNNING, InstanceState.ENDED, InstanceState.RUNNING]
-    _AGENT_NEXT_INSTANCE = next_states.tobytes()
+    #: Whether each call starts an episode on its instance: START and END_START.
+    _AGENT_STARTS_EPISODE = np.zeros(256, dtype=bool)
+    _AGENT_STARTS_EPISODE[[int(AgentCall.START), int(AgentCall.END_START)]] = True
 
 
 class AgentServer(RequestServer[AgentState]):
@@ -208,14 +202,7 @@ class AgentServer(RequestServer[AgentState]):
                 f"{first + len(calls) - 1}; the agent answers for {count} "
                 f"instances (0..{count - 1}, AGENT_BATCH_INIT)"
             )
-        if _NEW in instances.states:  # before every instance has started: look closer
-            instances.refuse_new(
-                np.flatnonzero(_AGENT_NEEDS_EPISODE[calls]),
-                calls,
-                AgentCall,
-                "START or NONE",
-                first,
-            )
+        instances.refuse_new(calls, _AGENT_NEEDS_EPISODE, AgentCall, "START or NONE", first)
         actions = batch_agent.batch_step(first, body.calls, body.rewards, body.observations)
         actions = as_batch(actions)
         if actions.count != body.observations.count:
@@ -223,5 +210,5 @@ class AgentServer(RequestServer[AgentState]):
                 f"the agent returned {actions.count} actions for "
                 f"{body.observations.count} calls that take one"
             )
-        instances.enter(calls, _AGENT_NEXT_INSTANCE, first)
+        instances.start(calls, _AGENT_STARTS_EPISODE, first)
         return encode_batch(actions, frames)

@@ -159,11 +159,8 @@ class BlackjackVector:
             self._file_outcomes(starting)
             self._deal(starting)
             self.started[starting] = True
-        if 2 in calls.tobytes():  # some instance has no call: only the others observe
-            touched = (calls != 2).nonzero()[0]
-            raw, ace, shown = self.raw[touched], self.ace[touched], self.dealer[touched, 0]
-        else:
-            raw, ace, shown = self.raw, self.ace, self.dealer[:, 0]
+        touched = (calls != 2).nonzero()[0]  # the instances that observe
+        raw, ace, shown = self.raw[touched], self.ace[touched], self.dealer[touched, 0]
         observations = np.empty((len(raw), 3), dtype=np.int64)  # columns, not a stack
         observations[:, 0] = self._totals(raw, ace)
         observations[:, 1] = shown
