@@ -327,9 +327,15 @@ def cpu_note(one: list[float], two: list[float]) -> str:
     env0, env1, agent = two
     # Three processes on two CPUs: one CPU carries two of them, at best the lightest pair.
     busiest = min(max(env0 + env1, agent), max(env0 + agent, env1), max(env1 + agent, env0))
-    return (
+    spent = (
         f"CPU us per batched step: 1 shard env {one[0]:,.0f} + agent {one[1]:,.0f}; "
-        f"2 shards env {env0:,.0f} and {env1:,.0f} + agent {agent:,.0f}: the busier CPU "
-        f"carries >= {busiest:,.0f} us, so 2 shards reach at most "
+        f"2 shards env {env0:,.0f} and {env1:,.0f} + agent {agent:,.0f}"
+    )
+    if not busiest or not sum(one):
+        # The kernel counts a child's CPU in clock ticks (10 ms here): a short run's can
+        # read 0, and then no bound follows from it.
+        return f"{spent}: too few steps to read the CPU (a clock tick each), no bound"
+    return (
+        f"{spent}: the busier CPU carries >= {busiest:,.0f} us, so 2 shards reach at most "
         f"{sum(one) / busiest:.2f}x"
     )

@@ -75,6 +75,10 @@ def test_two_shards_are_bounded_by_the_lightest_pairing_of_three_processes_on_tw
     # The agent alone on a CPU, the two shards together: 500 us on the busier CPU.
     assert cpu_note([400, 200], [100, 100, 500]).endswith("at most 1.20x")
     assert ">= 600 us" in cpu_note([400, 200], [300, 300, 300])
+    # A run too short for the clock's ticks reads no CPU: the note says so, and no bound.
+    assert cpu_note([0.0, 0.0], [0.0, 0.0, 0.0]).endswith(
+        "too few steps to read the CPU (a clock tick each), no bound"
+    )
 
 
 def test_a_process_row_reports_each_childs_cpu_per_batched_step(tmp_path):
